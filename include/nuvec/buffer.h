@@ -1,0 +1,86 @@
+/* nuvec/buffer.h: GPU buffers.
+ *
+ * Storage:
+ *   NU_STORAGE_SHARED   host-visible memory with a CPU pointer (nu_buffer_contents). On
+ *                       unified-memory devices it is also device-local; on a discrete GPU with
+ *                       device-local host-visible memory (resizable BAR) nuvec uses that where
+ *                       measurement at open says CPU reads from it are not too slow (see
+ *                       nu_device_memory_choice).
+ *   NU_STORAGE_PRIVATE  device-local memory without a CPU pointer: the fastest for GPU work on
+ *                       discrete GPUs. nu_buffer_read / nu_buffer_write go through the GPU.
+ *
+ * A new buffer's bytes are unspecified (reused memory holds stale bytes). Zero-length buffers
+ * own no memory; binding one binds a per-device placeholder.
+ *
+ * CPU access rules: reading a buffer's bytes is refused with NU_ERROR_BUFFER_IN_USE while
+ * submitted GPU work writes it; writing them is refused while any submitted GPU work uses it;
+ * a read-only buffer (a mapped file) refuses CPU and GPU writes with NU_ERROR_READ_ONLY.
+ *
+ * Thread safety: buffers may be created and freed from any thread at once. One buffer's
+ * contents may be read from several threads at once; writing a buffer while another thread
+ * reads or writes the same bytes is a data race, as with any memory. */
+#ifndef NUVEC_BUFFER_H
+#define NUVEC_BUFFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The library exports what public headers declare, nothing else. */
+#if defined(NUVEC_BUILDING) && defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+typedef struct nu_buffer nu_buffer;
+
+typedef enum nu_storage {
+    NU_STORAGE_SHARED = 0,
+    NU_STORAGE_PRIVATE = 1,
+} nu_storage;
+
+/* A buffer of `size` bytes from the caching allocator. Fails with NU_ERROR_OUT_OF_MEMORY
+ * beyond the memory limit (after releasing the cache and retrying). */
+nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out);
+
+/* A buffer holding a copy of `size` bytes at `bytes`. */
+nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_storage storage,
+                         nu_buffer **out);
+
+/* Returns the buffer's memory to the allocator's cache. NULL is ignored. Freeing a buffer a
+ * second time fails with NU_ERROR_INVALID_HANDLE as long as its handle has not been reused
+ * (debug builds keep freed handles aside so that it is always caught). */
+nu_status nu_buffer_free(nu_buffer *buffer);
+
+size_t nu_buffer_size(const nu_buffer *buffer);
+nu_storage nu_buffer_storage(const nu_buffer *buffer);
+nu_device *nu_buffer_device(const nu_buffer *buffer);
+/* Whether submitted GPU work still uses (reads or writes) the buffer. */
+bool nu_buffer_in_use(const nu_buffer *buffer);
+/* Whether the buffer refuses writes (a mapped file). */
+bool nu_buffer_is_read_only(const nu_buffer *buffer);
+
+/* Copies `size` bytes at `offset` out of / into any buffer (shared or private), ordered with
+ * GPU work: refused by the CPU access rules above, NU_ERROR_OUT_OF_RANGE past the end. */
+nu_status nu_buffer_read(nu_buffer *buffer, size_t offset, void *dst, size_t size);
+nu_status nu_buffer_write(nu_buffer *buffer, size_t offset, const void *src, size_t size);
+
+/* The CPU pointer of a shared buffer, for reading: refused while submitted GPU work writes
+ * it. The bytes stay safe to read until GPU work that writes the buffer is committed.
+ * Private buffers have no CPU pointer (NU_ERROR_INVALID_ARGUMENT). Empty buffers give NULL. */
+nu_status nu_buffer_contents(nu_buffer *buffer, const void **out);
+/* The CPU pointer of a shared buffer, for reading and writing: refused while any submitted
+ * GPU work uses it, and for read-only buffers. Safe until GPU work using it is committed. */
+nu_status nu_buffer_contents_mut(nu_buffer *buffer, void **out);
+
+#if defined(NUVEC_BUILDING) && defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+#ifdef __cplusplus
+}
+#endif
+#endif

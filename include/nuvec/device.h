@@ -1,0 +1,180 @@
+/* nuvec/device.h: choosing and opening Vulkan devices, and what they offer.
+ *
+ * A device owns its own VkInstance, VkDevice, queues and caching allocator: several devices
+ * (the same physical device too) may be open at once, and nuvec keeps no process-global state
+ * except the read-only table of Vulkan loader entry points.
+ *
+ * Thread safety: nu_device_enumerate and nu_device_open may be called from any thread. An open
+ * device may be used from any number of threads at once; nu_device_close must not race with
+ * any other call on that device or on its buffers. */
+#ifndef NUVEC_DEVICE_H
+#define NUVEC_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The library exports what public headers declare, nothing else. */
+#if defined(NUVEC_BUILDING) && defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+#define NU_MAX_MEMORY_HEAPS 16
+#define NU_MAX_MEMORY_TYPES 32
+#define NU_NAME_SIZE 256
+
+typedef enum nu_device_type {
+    NU_DEVICE_OTHER = 0,
+    NU_DEVICE_INTEGRATED_GPU,
+    NU_DEVICE_DISCRETE_GPU,
+    NU_DEVICE_VIRTUAL_GPU,
+    NU_DEVICE_CPU, /* such as Mesa's lavapipe */
+} nu_device_type;
+
+/* The features nuvec uses, as reported by the device (nu_device_info.features). */
+typedef enum nu_feature {
+    NU_FEATURE_TIMELINE_SEMAPHORE = 0, /* required: orders work across command buffers and queues */
+    NU_FEATURE_SYNCHRONIZATION2,       /* required: the barriers nuvec records */
+    NU_FEATURE_PUSH_DESCRIPTOR,        /* VK_KHR_push_descriptor: bind buffers without descriptor sets */
+    NU_FEATURE_EXTERNAL_HOST_MEMORY,   /* VK_EXT_external_memory_host: zero-copy mapped files */
+    NU_FEATURE_STORAGE_16BIT,          /* 16-bit values in storage buffers */
+    NU_FEATURE_FLOAT16,                /* float16 arithmetic in shaders */
+    NU_FEATURE_INT8,                   /* int8 arithmetic in shaders */
+    NU_FEATURE_BFLOAT16,               /* VK_KHR_shader_bfloat16 */
+    NU_FEATURE_COOPERATIVE_MATRIX,     /* VK_KHR_cooperative_matrix: matrix units */
+    NU_FEATURE_SUBGROUP_SIZE_CONTROL,  /* choosing a kernel's subgroup size */
+    NU_FEATURE_BUFFER_DEVICE_ADDRESS,  /* GPU pointers to buffers */
+    NU_FEATURE_MEMORY_BUDGET,          /* VK_EXT_memory_budget: what the driver lets us use */
+    NU_FEATURE_DEBUG_UTILS,            /* VK_EXT_debug_utils: names in captures and messages */
+    NU_FEATURE_COUNT
+} nu_feature;
+
+/* Memory property flags of a memory type (the Vulkan ones nuvec cares about). */
+enum {
+    NU_MEMORY_DEVICE_LOCAL = 1u << 0,
+    NU_MEMORY_HOST_VISIBLE = 1u << 1,
+    NU_MEMORY_HOST_COHERENT = 1u << 2,
+    NU_MEMORY_HOST_CACHED = 1u << 3,
+    NU_MEMORY_LAZILY_ALLOCATED = 1u << 4,
+    NU_MEMORY_PROTECTED = 1u << 5,
+};
+
+typedef struct nu_memory_heap_info {
+    uint64_t size;      /* bytes */
+    bool device_local;
+} nu_memory_heap_info;
+
+typedef struct nu_memory_type_info {
+    uint32_t heap;      /* index into nu_device_info.heaps */
+    uint32_t flags;     /* NU_MEMORY_* */
+} nu_memory_type_info;
+
+typedef struct nu_device_info {
+    uint32_t index;                /* position among the system's Vulkan devices */
+    char name[NU_NAME_SIZE];
+    char driver_name[NU_NAME_SIZE];
+    char driver_info[NU_NAME_SIZE];
+    uint32_t vendor_id, device_id;
+    uint32_t api_version;          /* VK_MAKE_API_VERSION encoding */
+    uint32_t driver_version;       /* vendor-specific encoding */
+    nu_device_type type;
+    bool unified_memory;           /* the CPU and the device share memory (integrated or CPU) */
+
+    uint32_t heap_count;
+    nu_memory_heap_info heaps[NU_MAX_MEMORY_HEAPS];
+    uint32_t memory_type_count;
+    nu_memory_type_info memory_types[NU_MAX_MEMORY_TYPES];
+
+    bool features[NU_FEATURE_COUNT];
+
+    /* Limits. */
+    uint32_t subgroup_size, min_subgroup_size, max_subgroup_size;
+    uint32_t max_workgroup_count[3];
+    uint32_t max_workgroup_size[3];
+    uint32_t max_workgroup_invocations;
+    uint32_t max_shared_memory;          /* bytes of workgroup-shared memory */
+    uint32_t max_push_constants;         /* bytes */
+    uint64_t max_storage_buffer_range;   /* bytes one binding may cover */
+    uint64_t max_allocation_size;        /* bytes one vkAllocateMemory may take */
+    uint32_t max_allocation_count;       /* vkAllocateMemory calls alive at once */
+    uint64_t min_storage_buffer_offset_alignment;
+    uint64_t min_imported_host_pointer_alignment; /* 0 without external host memory */
+    uint64_t non_coherent_atom_size;
+    float timestamp_period;              /* nanoseconds per GPU timestamp tick */
+
+    /* Queues: one compute queue, and a transfer queue where the device has a separate
+     * transfer-only family (otherwise transfers use the compute queue). */
+    uint32_t compute_queue_family;
+    uint32_t transfer_queue_family;
+    bool separate_transfer_queue;
+} nu_device_info;
+
+/* Which memory shared buffers live in, on devices where that is a choice (a discrete GPU
+ * whose device-local memory is also host-visible: resizable BAR). */
+typedef enum nu_shared_memory {
+    NU_SHARED_MEMORY_AUTO = 0, /* default: measured at open (see nu_device_memory_choice) */
+    NU_SHARED_MEMORY_HOST,     /* host memory: fast CPU reads, GPU reads over the bus */
+    NU_SHARED_MEMORY_DEVICE,   /* device-local host-visible memory: fast GPU, slow CPU reads */
+} nu_shared_memory;
+
+typedef struct nu_device_desc {
+    /* Which device: an index ("1") or a case-insensitive name substring ("llvmpipe", "H200").
+     * NULL: the NUVEC_DEVICE environment variable, or else the default order (discrete GPU,
+     * integrated GPU, virtual GPU, CPU). An unknown name or index fails with NU_ERROR_NO_DEVICE. */
+    const char *select;
+    /* Load the Khronos validation layer with synchronisation validation, and count each error
+     * it reports (nu_device_validation_errors). Also on with NUVEC_VALIDATION=1. Default off. */
+    bool validation;
+    /* Where shared buffers live (default NU_SHARED_MEMORY_AUTO). */
+    nu_shared_memory shared_memory;
+    /* Bytes of memory blocks the allocator sub-allocates from (0: 64 MiB, at most 1/8 of the
+     * smallest heap used). Larger requests get memory of their own. */
+    uint64_t block_size;
+} nu_device_desc;
+
+/* Lists the system's Vulkan devices: up to `capacity` entries into `infos` (may be NULL with
+ * capacity 0), and the total into `*count`. */
+nu_status nu_device_enumerate(nu_device_info *infos, uint32_t capacity, uint32_t *count);
+
+/* Opens a device (desc may be NULL for all defaults). */
+nu_status nu_device_open(const nu_device_desc *desc, nu_device **out);
+
+/* Closes a device: waits for its GPU work, frees every buffer still alive and its memory.
+ * Buffers of the device must not be used afterwards. NULL is ignored. */
+void nu_device_close(nu_device *device);
+
+/* What the device is and offers. */
+const nu_device_info *nu_device_get_info(const nu_device *device);
+
+/* The memory types nuvec chose: for shared and for private buffers, and a sentence saying
+ * why (what was measured, and whether device-local host-visible memory is used). */
+typedef struct nu_memory_choice {
+    uint32_t shared_type;
+    uint32_t private_type;
+    bool shared_device_local;    /* shared buffers live in device-local memory */
+    double measured_read_gbps[2];  /* CPU read bandwidth measured: [0] host, [1] device-local; 0 if not measured */
+    double measured_write_gbps[2]; /* CPU write bandwidth measured, likewise */
+    char reason[NU_NAME_SIZE];
+} nu_memory_choice;
+const nu_memory_choice *nu_device_memory_choice(const nu_device *device);
+
+/* Errors the validation layer reported so far (always 0 without validation). */
+uint32_t nu_device_validation_errors(const nu_device *device);
+
+/* A short name: "discrete GPU", "CPU", ... */
+const char *nu_device_type_name(nu_device_type type);
+/* The feature's Vulkan-style name: "timelineSemaphore", "VK_EXT_external_memory_host", ... */
+const char *nu_feature_name(nu_feature feature);
+
+#if defined(NUVEC_BUILDING) && defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+#ifdef __cplusplus
+}
+#endif
+#endif

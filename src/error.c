@@ -1,0 +1,79 @@
+/* error.c: status names and failure messages (see error.h, nuvec/status.h). */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "device.h"
+
+static _Thread_local char thread_message[1024];
+static _Thread_local char device_copy[1024];
+
+const char *nu_status_string(nu_status status)
+{
+    switch (status) {
+    case NU_OK: return "success";
+    case NU_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case NU_ERROR_INVALID_HANDLE: return "invalid handle";
+    case NU_ERROR_HOST_OUT_OF_MEMORY: return "out of host memory";
+    case NU_ERROR_OUT_OF_MEMORY: return "out of device memory";
+    case NU_ERROR_LIMIT: return "limit cannot be set";
+    case NU_ERROR_OUT_OF_RANGE: return "out of range";
+    case NU_ERROR_BUFFER_IN_USE: return "buffer in use by the GPU";
+    case NU_ERROR_READ_ONLY: return "buffer is read-only";
+    case NU_ERROR_NO_VULKAN: return "Vulkan is not available";
+    case NU_ERROR_NO_DEVICE: return "no such device";
+    case NU_ERROR_UNSUPPORTED: return "unsupported by the device";
+    case NU_ERROR_DEVICE_LOST: return "device lost";
+    case NU_ERROR_TIMEOUT: return "timed out";
+    case NU_ERROR_IO: return "input/output error";
+    case NU_ERROR_FORMAT: return "malformed data";
+    case NU_ERROR_VULKAN: return "Vulkan error";
+    case NU_STATUS_COUNT: break;
+    }
+    return "unknown status";
+}
+
+nu_status nu__fail(nu_device *device, nu_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(thread_message, sizeof thread_message, fmt, ap);
+    va_end(ap);
+    if (device) {
+        pthread_mutex_lock(&device->error_lock);
+        memcpy(device->error, thread_message, sizeof device->error);
+        device->error[sizeof device->error - 1] = 0;
+        pthread_mutex_unlock(&device->error_lock);
+    }
+    return status;
+}
+
+const char *nu_error_message(const nu_device *device)
+{
+    if (!device)
+        return thread_message;
+    nu_device *d = (nu_device *)device; /* the lock is not part of the device's value */
+    pthread_mutex_lock(&d->error_lock);
+    memcpy(device_copy, d->error, sizeof device_copy < sizeof d->error ? sizeof device_copy : sizeof d->error);
+    device_copy[sizeof device_copy - 1] = 0;
+    pthread_mutex_unlock(&d->error_lock);
+    return device_copy;
+}
+
+const char *nu__bytes(char *buf, unsigned size, unsigned long long bytes)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    unsigned u = 0;
+    while (v >= 1024.0 && u < 6) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%llu B", bytes);
+    else
+        snprintf(buf, size, "%.1f %s", v, units[u]);
+    return buf;
+}

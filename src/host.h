@@ -1,0 +1,26 @@
+/* host.h: every host (CPU) allocation nuvec makes goes through these, so that tests can count
+ * live allocations and fail them one by one (SQLite's test_malloc.c). */
+#ifndef NU_HOST_H
+#define NU_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *nu__malloc(size_t size);
+void *nu__calloc(size_t count, size_t size);
+void *nu__realloc(void *ptr, size_t size);
+void nu__free(void *ptr);
+/* A copy of a NUL-terminated string. */
+char *nu__strdup(const char *s);
+
+/* Failure injection, for tests. After nu__host_fail_after(n), the next n allocations succeed
+ * and the one after fails (and, with `sticky`, every one after it too); n < 0 turns failures
+ * off. Applies to all threads. */
+void nu__host_fail_after(long n, int sticky);
+/* Allocations made so far (successful or not), and live ones (allocated, not freed). */
+uint64_t nu__host_allocations(void);
+int64_t nu__host_live(void);
+/* Whether an allocation was failed since the last nu__host_fail_after. */
+int nu__host_failed(void);
+
+#endif
