@@ -5,16 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Counters are the only writable process-wide state: they exist for tests and cost one
- * relaxed atomic operation per allocation. */
+/* Counters are the only writable process-wide state besides the Vulkan table: they exist
+ * for tests, which turn them on before any other nuvec call (nu__host_count); otherwise an
+ * allocation costs one relaxed load more than malloc. */
+static atomic_int counting;
 static atomic_uint_fast64_t allocations;
 static atomic_int_fast64_t live;
 static atomic_long fail_at = -1; /* allocation number (in `allocations`) to fail, or -1 */
 static atomic_int fail_sticky;
 static atomic_int failed;
 
+void nu__host_count(int on) { atomic_store(&counting, on); }
+
+static int counted(void) { return atomic_load_explicit(&counting, memory_order_relaxed); }
+
 static int should_fail(void)
 {
+    if (!counted())
+        return 0;
     uint64_t n = atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
     long at = atomic_load_explicit(&fail_at, memory_order_relaxed);
     if (at < 0)
@@ -31,7 +39,7 @@ void *nu__malloc(size_t size)
     if (should_fail())
         return NULL;
     void *p = malloc(size ? size : 1);
-    if (p)
+    if (p && counted())
         atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
     return p;
 }
@@ -41,7 +49,7 @@ void *nu__calloc(size_t count, size_t size)
     if (should_fail())
         return NULL;
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (p)
+    if (p && counted())
         atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
     return p;
 }
@@ -59,7 +67,8 @@ void nu__free(void *ptr)
 {
     if (!ptr)
         return;
-    atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
+    if (counted())
+        atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
     free(ptr);
 }
 

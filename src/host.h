@@ -13,7 +13,10 @@ void nu__free(void *ptr);
 /* A copy of a NUL-terminated string. */
 char *nu__strdup(const char *s);
 
-/* Failure injection, for tests. After nu__host_fail_after(n), the next n allocations succeed
+/* Turns on counting and failure injection (off by default: they cost atomic operations on
+ * every allocation). Tests turn it on before any other nuvec call. */
+void nu__host_count(int on);
+/* Failure injection, for tests (with counting on). After nu__host_fail_after(n), the next n allocations succeed
  * and the one after fails (and, with `sticky`, every one after it too); n < 0 turns failures
  * off. Applies to all threads. */
 void nu__host_fail_after(long n, int sticky);
