@@ -1,0 +1,45 @@
+/* bench.c: `nuvec bench NAME [options]`: dispatches to the benchmark of that name. A new
+ * benchmark is one entry in `benchmarks` and its declaration in bench.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage; /* options after the name */
+    const char *what;
+} benchmarks[] = {
+    {"alloc", nu_bench_alloc, "[--json] [--device NAME] [--iterations N]",
+     "median ns per allocate+free, 256 B to 64 MiB: nuvec's cache vs vkAllocateMemory vs malloc"},
+};
+#define BENCHMARK_COUNT (sizeof benchmarks / sizeof benchmarks[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nuvec bench NAME [options]\n");
+    for (size_t i = 0; i < BENCHMARK_COUNT; i++)
+        fprintf(f, "  %s %s\n      %s\n", benchmarks[i].name, benchmarks[i].usage, benchmarks[i].what);
+    fprintf(f, "Runs on the default device (NUVEC_DEVICE=index|name or --device NAME chooses), without\n"
+               "validation. `nuvec bench NAME --help` describes a benchmark's options.\n");
+}
+
+int nu_cli_bench(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < BENCHMARK_COUNT; i++)
+        if (!strcmp(argv[1], benchmarks[i].name))
+            return benchmarks[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "nuvec bench: unknown benchmark '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,10 @@
+/* bench.h: the benchmarks behind `nuvec bench NAME`. Each takes the arguments after its own
+ * name (argv[0] is the benchmark's name) and returns the process exit status. Benchmarks run
+ * on the default device (NUVEC_DEVICE or --device NAME chooses), never under validation, and
+ * print a table, or one JSON document with --json (no date: the caller records it). */
+#ifndef NU_BENCH_H
+#define NU_BENCH_H
+
+int nu_bench_alloc(int argc, char **argv); /* bench/alloc.c: allocate+free, cached vs Vulkan vs malloc */
+
+#endif

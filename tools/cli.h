@@ -1,0 +1,10 @@
+/* cli.h: the subcommands of the `nuvec` command-line tool. Each takes the arguments after
+ * its own name (argv[0] is the subcommand) and returns the process exit status. */
+#ifndef NU_CLI_H
+#define NU_CLI_H
+
+int nu_cli_info(int argc, char **argv);   /* tools/info.c: devices, memory, features */
+int nu_cli_demo(int argc, char **argv);   /* tools/demo.c: the `make demo` self-check */
+int nu_cli_bench(int argc, char **argv);  /* bench/bench.c: benchmarks, `nuvec bench NAME` */
+
+#endif

@@ -1,0 +1,125 @@
+/* demo.c: `nuvec demo`, the self-check `make demo` runs: opens the default device, prints
+ * what it is, then allocates, writes, reads and frees shared and private buffers through the
+ * caching allocator, checks every byte, and prints the memory statistics along the way. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "nuvec.h"
+
+static void print_stats(nu_device *d, const char *when)
+{
+    nu_memory_stats s;
+    nu_memory_get_stats(d, &s);
+    printf("  %-28s active %8.2f MiB  peak %8.2f MiB  cache %8.2f MiB  reserved %8.2f MiB  buffers %llu  blocks %llu\n",
+           when, s.active / 1048576.0, s.peak / 1048576.0, s.cache / 1048576.0, s.reserved / 1048576.0,
+           (unsigned long long)s.buffers, (unsigned long long)s.blocks);
+}
+
+static int fail(const char *what, nu_status st)
+{
+    fprintf(stderr, "nuvec demo: %s: %s: %s\n", what, nu_status_string(st), nu_error_message(NULL));
+    return 1;
+}
+
+/* Fills a buffer with a pattern of its own, reads it back and compares. */
+static int roundtrip(nu_buffer *b, unsigned seed)
+{
+    size_t n = nu_buffer_size(b);
+    unsigned char *in = malloc(n ? n : 1), *out = malloc(n ? n : 1);
+    if (!in || !out) {
+        free(in);
+        free(out);
+        fprintf(stderr, "nuvec demo: out of host memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        in[i] = (unsigned char)(i * 2654435761u + seed);
+    nu_status st = nu_buffer_write(b, 0, in, n);
+    if (st == NU_OK)
+        st = nu_buffer_read(b, 0, out, n);
+    int bad = st != NU_OK ? fail("write/read", st) : memcmp(in, out, n) != 0;
+    if (st == NU_OK && bad)
+        fprintf(stderr, "nuvec demo: the bytes read back differ from those written\n");
+    free(in);
+    free(out);
+    return bad;
+}
+
+int nu_cli_demo(int argc, char **argv)
+{
+    nu_device_desc desc = {0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            desc.select = argv[++i];
+        else {
+            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME]\n");
+            return 2;
+        }
+    }
+    nu_device *d;
+    nu_status st = nu_device_open(&desc, &d);
+    if (st != NU_OK)
+        return fail("opening the device", st);
+    const nu_device_info *info = nu_device_get_info(d);
+    printf("nuvec demo on device %u: %s (%s, %s)\n", info->index, info->name, nu_device_type_name(info->type),
+           info->driver_info);
+    printf("  memory: %s\n", nu_device_memory_choice(d)->reason);
+
+    static const size_t sizes[] = {0, 1, 255, 4096, 100000, 1 << 20, 8 << 20, 48 << 20};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    nu_buffer *bufs[2][N] = {{0}};
+    int bad = 0;
+    print_stats(d, "opened:");
+    for (int s = 0; s < 2 && !bad; s++) {
+        nu_storage storage = s ? NU_STORAGE_PRIVATE : NU_STORAGE_SHARED;
+        for (int i = 0; i < N && !bad; i++) {
+            st = nu_buffer_new(d, sizes[i], storage, &bufs[s][i]);
+            bad = st != NU_OK ? fail("allocating", st) : roundtrip(bufs[s][i], (unsigned)(i + 7 * s));
+        }
+        printf("  %s buffers of 0 B to 48 MiB written and read back: %s\n", s ? "private" : "shared ",
+               bad ? "FAILED" : "ok");
+    }
+    print_stats(d, "16 buffers alive:");
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < N; i++)
+            nu_buffer_free(bufs[s][i]);
+    print_stats(d, "all freed (cached):");
+
+    /* Reuse: the same sizes again come from the cache without new device memory. */
+    nu_memory_stats before, after;
+    nu_memory_get_stats(d, &before);
+    for (int i = 0; i < N && !bad; i++) {
+        st = nu_buffer_new(d, sizes[i], NU_STORAGE_PRIVATE, &bufs[1][i]);
+        bad = st != NU_OK ? fail("reallocating", st) : 0;
+    }
+    nu_memory_get_stats(d, &after);
+    printf("  reallocated from the cache: device memory held %s (%.2f -> %.2f MiB)\n",
+           after.reserved == before.reserved ? "unchanged" : "CHANGED", before.reserved / 1048576.0,
+           after.reserved / 1048576.0);
+    for (int i = 0; i < N; i++)
+        nu_buffer_free(bufs[1][i]);
+    nu_memory_clear_cache(d);
+    print_stats(d, "cache cleared:");
+
+    /* The memory limit: a request past it fails cleanly and loses nothing. */
+    nu_buffer *keep = NULL, *big = NULL;
+    uint64_t old_limit;
+    nu_buffer_from(d, "keep me", 8, NU_STORAGE_SHARED, &keep);
+    nu_memory_set_limit(d, 16 << 20, &old_limit);
+    st = nu_buffer_new(d, 32 << 20, NU_STORAGE_PRIVATE, &big);
+    char check[8] = {0};
+    nu_status rs = keep ? nu_buffer_read(keep, 0, check, 8) : NU_ERROR_INVALID_HANDLE;
+    printf("  32 MiB under a 16 MiB limit: %s (%s); earlier buffer intact: %s\n", nu_status_string(st),
+           nu_error_message(d), rs == NU_OK && !strcmp(check, "keep me") ? "yes" : "NO");
+    bad |= st != NU_ERROR_OUT_OF_MEMORY || rs != NU_OK || strcmp(check, "keep me") != 0;
+    nu_memory_set_limit(d, old_limit, NULL);
+    nu_buffer_free(big);
+    nu_buffer_free(keep);
+    nu_memory_clear_cache(d);
+    print_stats(d, "end:");
+    nu_device_close(d);
+    printf("nuvec demo: %s\n", bad ? "FAILED" : "all checks passed");
+    return bad;
+}

@@ -1,0 +1,37 @@
+/* nuvec: the command-line tool. `nuvec help` lists the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "nuvec.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "nuvec %s: a GPU compute runtime on Vulkan\n"
+            "usage: nuvec COMMAND [options]\n"
+            "  info [--json]            every Vulkan device: memory heaps and types, features, limits\n"
+            "  demo [--device NAME]     a self-check on the default device (NUVEC_DEVICE chooses)\n"
+            "  bench alloc [--json]     allocate+free through the cache vs vkAllocateMemory vs malloc\n"
+            "  help                     this text\n"
+            "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
+            "Khronos validation layer with synchronisation validation.\n",
+            NUVEC_VERSION_STRING);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "info"))
+        return nu_cli_info(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "demo"))
+        return nu_cli_demo(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench"))
+        return nu_cli_bench(argc - 1, argv + 1);
+    fprintf(stderr, "nuvec: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
