@@ -1,0 +1,39 @@
+/* harness.c: devices for tests (see harness.h). */
+#include "harness.h"
+
+#include <stdio.h>
+
+#include "host.h"
+
+/* Every test counts host allocations (leak and failure-injection checks), from the start. */
+__attribute__((constructor)) static void count_host_allocations(void) { nu__host_count(1); }
+
+nu_device *nt_open(void)
+{
+    nu_device_desc desc = {.validation = true};
+    nu_device *d = NULL;
+    nu_status st = nu_device_open(&desc, &d);
+    if (st != NU_OK)
+        fail_msg("nu_device_open: %s: %s", nu_status_string(st), nu_error_message(NULL));
+    return d;
+}
+
+void nt_close(nu_device *device)
+{
+    uint32_t errors = nu_device_validation_errors(device);
+    const char *last = errors ? nu_error_message(device) : "";
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", last);
+    nu_device_close(device);
+    if (errors)
+        fail_msg("the validation layer reported %u error(s); last: %s", errors, msg);
+}
+
+uint64_t nt_rand(uint64_t *s)
+{
+    /* splitmix64 */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}

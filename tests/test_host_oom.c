@@ -1,0 +1,124 @@
+/* test_host_oom.c: every host allocation site fails in turn (SQLite's test_malloc.c, libuv's
+ * test-loop-oom.c). Each call that meets a failure must return an error status; afterwards
+ * nothing has leaked (the wrapper's count of live allocations is back to its baseline) and
+ * the device is still usable. */
+#include "harness.h"
+
+#include <string.h>
+
+#include "host.h"
+
+/* Work touching every allocating path of buffers and the allocator. Returns NU_OK or the
+ * first failure's status; frees whatever it made either way. */
+static nu_status scenario(nu_device *d)
+{
+    nu_buffer *b[6] = {0};
+    static const size_t sizes[6] = {0, 100, 5000, 300000, 3 << 20, 40 << 20};
+    nu_status st = NU_OK;
+    uint8_t data[512];
+    memset(data, 0x5A, sizeof data);
+    for (int i = 0; i < 6 && st == NU_OK; i++)
+        st = nu_buffer_new(d, sizes[i], i % 2 ? NU_STORAGE_PRIVATE : NU_STORAGE_SHARED, &b[i]);
+    for (int i = 1; i < 6 && st == NU_OK; i++)
+        st = nu_buffer_write(b[i], 0, data, sizeof data < sizes[i] ? sizeof data : sizes[i]);
+    nu_buffer *c = NULL;
+    if (st == NU_OK)
+        st = nu_buffer_from(d, data, sizeof data, NU_STORAGE_PRIVATE, &c);
+    uint8_t out[512];
+    if (st == NU_OK)
+        st = nu_buffer_read(c, 0, out, sizeof out);
+    if (st == NU_OK && memcmp(out, data, sizeof out) != 0)
+        st = NU_ERROR_VULKAN;
+    nu_buffer_free(c);
+    for (int i = 0; i < 6; i++)
+        nu_buffer_free(b[i]);
+    return st;
+}
+
+static void usable(nu_device *d)
+{
+    NT_OK(scenario(d));
+}
+
+static void every_allocation_in_buffer_work_fails_cleanly(void **state)
+{
+    nu_device *d = nt_open();
+    /* Warm up: lazily created parts (staging, placeholder, the allocator's tables, and in
+     * debug builds the handle quarantine) exist before the baseline is taken. */
+    for (int i = 0; i < 1100; i++) {
+        nu_buffer *e;
+        NT_OK(nu_buffer_new(d, 0, NU_STORAGE_SHARED, &e));
+        nu_buffer_free(e);
+    }
+    usable(d);
+    nu_memory_clear_cache(d);
+    int64_t baseline = nu__host_live();
+    int failures = 0;
+    for (long k = 0;; k++) {
+        nu__host_fail_after(k, 0);
+        nu_status st = scenario(d);
+        int failed = nu__host_failed();
+        nu__host_fail_after(-1, 0);
+        nu_memory_clear_cache(d);
+        if (!failed) {
+            NT_OK(st);
+            break;
+        }
+        failures++;
+        if (st != NU_ERROR_HOST_OUT_OF_MEMORY)
+            fail_msg("allocation %ld failed but the scenario returned %s: %s", k, nu_status_string(st),
+                     nu_error_message(NULL));
+        assert_int_equal(nu__host_live(), baseline);
+        nu_memory_stats s;
+        nu_memory_get_stats(d, &s);
+        assert_int_equal(s.active, 0);
+        assert_int_equal(s.buffers, 0);
+        usable(d);
+        nu_memory_clear_cache(d);
+        assert_int_equal(nu__host_live(), baseline);
+    }
+    print_message("buffer work: %d allocation sites failed in turn\n", failures);
+    assert_true(failures >= 3);
+    nt_close(d);
+}
+
+static void every_allocation_in_device_open_fails_cleanly(void **state)
+{
+    int64_t baseline = nu__host_live();
+    int failures = 0;
+    for (long k = 0;; k++) {
+        nu_device *d = (nu_device *)1;
+        nu_device_desc desc = {.validation = true};
+        nu__host_fail_after(k, 0);
+        nu_status st = nu_device_open(&desc, &d);
+        int failed = nu__host_failed();
+        nu__host_fail_after(-1, 0);
+        if (!failed) {
+            NT_OK(st);
+            usable(d);
+            nt_close(d);
+            break;
+        }
+        failures++;
+        if (st == NU_OK) {
+            /* The failed allocation was optional (measured, and the device works). */
+            usable(d);
+            nt_close(d);
+        } else {
+            assert_null(d);
+            assert_true(strlen(nu_error_message(NULL)) > 0);
+        }
+        assert_int_equal(nu__host_live(), baseline);
+    }
+    print_message("device open: %d allocation sites failed in turn\n", failures);
+    assert_true(failures >= 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_allocation_in_buffer_work_fails_cleanly),
+        cmocka_unit_test(every_allocation_in_device_open_fails_cleanly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
