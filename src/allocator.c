@@ -20,7 +20,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
-#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -89,7 +89,7 @@ typedef struct kind_state {
 } kind_state;
 
 struct nu__pool {
-    pthread_mutex_t lock;
+    atomic_int lock; /* a spin lock: see pool_lock */
     nu__memory_backend backend;
     uint64_t block_size, page_size;
     uint64_t memory_limit, cache_limit;
@@ -114,6 +114,23 @@ typedef struct drops {
     nu__guard *guards[DROP_MAX];
     nu__block *blocks;
 } drops;
+
+/* The pool's lock. A spin lock rather than a mutex: a cache hit or a free holds it for tens
+ * of nanoseconds, and a mutex's unlock costs a second atomic read-modify-write, a large part
+ * of the 100 ns budget of an allocate+free. Slow work (backend calls) runs unlocked; a waiter
+ * that spins long yields its processor. */
+static void pool_lock(nu__pool *pool)
+{
+    unsigned spins = 0;
+    while (atomic_exchange_explicit(&pool->lock, 1, memory_order_acquire)) {
+        while (atomic_load_explicit(&pool->lock, memory_order_relaxed)) {
+            if (++spins > 64)
+                sched_yield();
+        }
+    }
+}
+
+static void pool_unlock(nu__pool *pool) { atomic_store_explicit(&pool->lock, 0, memory_order_release); }
 
 uint64_t nu__round_size(uint64_t size)
 {
@@ -162,14 +179,14 @@ static void flush(nu__pool *pool, drops *d)
 {
     if (!d->count && !d->blocks)
         return;
-    pthread_mutex_unlock(&pool->lock);
+    pool_unlock(pool);
     release_drops(pool, d);
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
 }
 
 static void unlock(nu__pool *pool, drops *d)
 {
-    pthread_mutex_unlock(&pool->lock);
+    pool_unlock(pool);
     if (d->count || d->blocks)
         release_drops(pool, d);
 }
@@ -416,13 +433,20 @@ static void release_cache(nu__pool *pool, drops *d) { trim(pool, d, &pool->cache
  * releasing least recently freed idle cached pieces as far as needed. */
 static bool make_room(nu__pool *pool, drops *d, uint64_t bytes)
 {
-    uint64_t used = pool->active + pool->inflight;
-    if (used > pool->memory_limit || bytes > pool->memory_limit - used)
-        return false;
-    uint64_t room = pool->memory_limit - used - bytes;
-    if (pool->cache > room)
+    for (;;) {
+        /* Recomputed after each trim: trim may unlock (flush), and other requests may count
+         * themselves meanwhile. */
+        uint64_t used = pool->active + pool->inflight;
+        if (used > pool->memory_limit || bytes > pool->memory_limit - used)
+            return false;
+        uint64_t room = pool->memory_limit - used - bytes;
+        if (pool->cache <= room)
+            return true;
+        uint64_t before = pool->cache;
         trim(pool, d, &pool->cache, room);
-    return pool->cache <= room;
+        if (pool->cache >= before)
+            return false; /* nothing idle left to release */
+    }
 }
 
 static uint64_t reuse_max(const nu__pool *pool, uint64_t s)
@@ -524,11 +548,11 @@ static nu_status new_block(nu__pool *pool, int kind, uint64_t size, bool dedicat
     }
     pool->pending += size;
     pool->pieces++; /* its entry is reserved now: others may carve while we are unlocked */
-    pthread_mutex_unlock(&pool->lock);
+    pool_unlock(pool);
     release_drops(pool, d); /* blocks released by the cache go back before asking for more */
     void *memory = NULL, *mapped = NULL;
     nu_status st = pool->backend.allocate(pool->backend.ctx, kind, size, &memory, &mapped);
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     pool->pending -= size;
     if (st != NU_OK) {
         pool->pieces--;
@@ -583,7 +607,7 @@ nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, bool gpu_reuse
     bool small = s <= pool->block_size / 4;
     bool released = false, fallback = false, counted = false;
     nu_status st;
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     for (;;) {
         if (d.count == DROP_MAX)
             flush(pool, &d);
@@ -609,7 +633,10 @@ nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, bool gpu_reuse
                     nu__bytes(b1, sizeof b1, s), kind_name(kind), size, s,
                     nu__bytes(b2, sizeof b2, pool->memory_limit), nu__bytes(b3, sizeof b3, pool->active),
                     nu__bytes(b4, sizeof b4, pool->cache),
-                    pool->cache ? " (still used by GPU work)" : "");
+                    pool->cache && pool->active + pool->inflight <= pool->memory_limit &&
+                            s <= pool->memory_limit - pool->active - pool->inflight
+                        ? " (still used by GPU work)"
+                        : "");
                 break;
             }
             pool->inflight += s;
@@ -675,7 +702,7 @@ void nu__pool_free(nu__pool *pool, const nu__allocation *allocation, nu__guard *
     drops d;
     d.count = 0;
     d.blocks = NULL;
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     pool->active -= size;
     entry *e = pool->free_entries;
     bin *bn = find_bin(&pool->kinds[b->kind], size);
@@ -726,10 +753,7 @@ nu_status nu__pool_create(const nu__pool_config *config, const nu__memory_backen
     nu__pool *pool = nu__calloc(1, sizeof *pool);
     if (!pool)
         return NU_ERROR_HOST_OUT_OF_MEMORY;
-    if (pthread_mutex_init(&pool->lock, NULL) != 0) {
-        nu__free(pool);
-        return NU_ERROR_HOST_OUT_OF_MEMORY;
-    }
+    atomic_init(&pool->lock, 0);
     pool->backend = *backend;
     pool->block_size = config->block_size;
     pool->page_size = config->page_size;
@@ -773,13 +797,12 @@ void nu__pool_destroy(nu__pool *pool)
         pool->chunks = c->next;
         nu__free(c);
     }
-    pthread_mutex_destroy(&pool->lock);
     nu__free(pool);
 }
 
 void nu__pool_stats(nu__pool *pool, nu_memory_stats *out)
 {
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     out->active = pool->active;
     out->peak = pool->peak;
     out->cache = pool->cache;
@@ -787,16 +810,16 @@ void nu__pool_stats(nu__pool *pool, nu_memory_stats *out)
     out->memory_limit = pool->memory_limit;
     out->cache_limit = pool->cache_limit;
     out->blocks = pool->blocks;
-    pthread_mutex_unlock(&pool->lock);
+    pool_unlock(pool);
     int_fast64_t n = atomic_load_explicit(&pool->buffers, memory_order_relaxed);
     out->buffers = n > 0 ? (uint64_t)n : 0;
 }
 
 void nu__pool_reset_peak(nu__pool *pool)
 {
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     pool->peak = pool->active;
-    pthread_mutex_unlock(&pool->lock);
+    pool_unlock(pool);
 }
 
 void nu__pool_clear_cache(nu__pool *pool)
@@ -804,7 +827,7 @@ void nu__pool_clear_cache(nu__pool *pool)
     drops d;
     d.count = 0;
     d.blocks = NULL;
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     release_cache(pool, &d);
     unlock(pool, &d);
 }
@@ -814,9 +837,9 @@ nu_status nu__pool_set_limit(nu__pool *pool, uint64_t bytes, uint64_t *previous)
     drops d;
     d.count = 0;
     d.blocks = NULL;
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     if (bytes < pool->active) {
-        pthread_mutex_unlock(&pool->lock);
+        pool_unlock(pool);
         if (previous)
             *previous = 0;
         return NU_ERROR_LIMIT;
@@ -834,7 +857,7 @@ void nu__pool_set_cache_limit(nu__pool *pool, uint64_t bytes, uint64_t *previous
     drops d;
     d.count = 0;
     d.blocks = NULL;
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     if (previous)
         *previous = pool->cache_limit;
     pool->cache_limit = bytes;
@@ -855,7 +878,7 @@ nu_status nu__pool_track(nu__pool *pool, uint64_t bytes, char *why, size_t why_s
     d.count = 0;
     d.blocks = NULL;
     nu_status st = NU_OK;
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     if (make_room(pool, &d, bytes)) {
         pool->active += bytes;
         pool->reserved += bytes;
@@ -876,8 +899,8 @@ nu_status nu__pool_track(nu__pool *pool, uint64_t bytes, char *why, size_t why_s
 
 void nu__pool_untrack(nu__pool *pool, uint64_t bytes)
 {
-    pthread_mutex_lock(&pool->lock);
+    pool_lock(pool);
     pool->active -= bytes < pool->active ? bytes : pool->active;
     pool->reserved -= bytes < pool->reserved ? bytes : pool->reserved;
-    pthread_mutex_unlock(&pool->lock);
+    pool_unlock(pool);
 }
