@@ -6,6 +6,8 @@
 #include "nuvec/device.h"
 #include "nuvec/memory.h"
 #include "nuvec/buffer.h"
+#include "nuvec/kernel.h"
+#include "nuvec/command.h"
 
 #define NUVEC_VERSION_MAJOR 0
 #define NUVEC_VERSION_MINOR 1

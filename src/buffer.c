@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "host.h"
+#include "nuvec/command.h"
 #include "transfer.h"
 
 /* Debug builds keep this many freed handles aside (not returned to malloc) so that a second
@@ -67,7 +68,7 @@ static nu_status check(const nu_buffer *b, const char *fn)
     return NU_OK;
 }
 
-static nu_status create(nu_device *d, size_t size, nu_storage storage, nu_buffer **out)
+static nu_status create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out)
 {
     if (!out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_new: NULL out");
@@ -85,7 +86,7 @@ static nu_status create(nu_device *d, size_t size, nu_storage storage, nu_buffer
     }
     char why[256];
     int kind = storage == NU_STORAGE_PRIVATE ? NU__KIND_PRIVATE : NU__KIND_SHARED;
-    nu_status st = nu__pool_alloc(d->pool, kind, size, false, &b->alloc, why, sizeof why);
+    nu_status st = nu__pool_alloc(d->pool, kind, size, gpu, &b->alloc, why, sizeof why);
     if (st != NU_OK) {
         nu__guard_fini(&b->guard);
         nu__free(b);
@@ -103,7 +104,12 @@ static nu_status create(nu_device *d, size_t size, nu_storage storage, nu_buffer
 
 nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
 {
-    return create(device, size, storage, out);
+    return create(device, size, storage, false, out);
+}
+
+nu_status nu_buffer_new_gpu(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
+{
+    return create(device, size, storage, true, out);
 }
 
 nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_storage storage, nu_buffer **out)
@@ -113,7 +119,7 @@ nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_s
             *out = NULL;
         return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_from: NULL bytes");
     }
-    nu_status st = create(device, size, storage, out);
+    nu_status st = create(device, size, storage, false, out);
     if (st != NU_OK)
         return st;
     st = nu_buffer_write(*out, 0, bytes, size);
@@ -137,7 +143,10 @@ nu_status nu_buffer_free(nu_buffer *b)
 {
     if (!b)
         return NU_OK;
-    unsigned m = atomic_exchange(&b->magic, NU__BUFFER_FREED);
+    /* A plain load and store, not an exchange: freeing one handle on two threads at once is
+     * a race in the caller; this catches the sequential second free. */
+    unsigned m = atomic_load_explicit(&b->magic, memory_order_relaxed);
+    atomic_store_explicit(&b->magic, NU__BUFFER_FREED, memory_order_relaxed);
     if (m != NU__BUFFER_LIVE)
         return nu__fail(NULL, NU_ERROR_INVALID_HANDLE, "nu_buffer_free: %s",
                         m == NU__BUFFER_FREED ? "the buffer was already freed" : "not a buffer");
@@ -151,7 +160,12 @@ nu_status nu_buffer_free(nu_buffer *b)
         nu__guard_release(b->alloc.busy);
     b->alloc.busy = NULL;
     nu__pool_count_buffer(d->pool, -1);
-    nu__guard_release(&b->guard);
+    /* The user's reference is the last unless GPU work holds the guard: then no other thread
+     * can take a new one (that needs the handle), so the atomic decrement can be skipped. */
+    if (atomic_load_explicit(&b->guard.refs, memory_order_acquire) == 1)
+        destroy(&b->guard);
+    else
+        nu__guard_release(&b->guard);
     return NU_OK;
 }
 

@@ -14,6 +14,8 @@
 #include "nuvec.h"
 #include "error.h"
 #include "host.h"
+#include "kernel.h"
+#include "submit.h"
 #include "transfer.h"
 
 #define EXT_PUSH_DESCRIPTOR "VK_KHR_push_descriptor"
@@ -790,6 +792,8 @@ static void destroy(nu_device *d)
 {
     if (d->device) {
         d->vkd.vkDeviceWaitIdle(d->device);
+        nu__submitter_fini(d);
+        nu__kernels_fini(d);
         nu__transfer_fini(d);
         nu__buffer_quarantine_fini(d);
         if (d->pool)
@@ -936,6 +940,10 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     }
     if ((st = nu__buffer_quarantine_init(d)) != NU_OK)
         goto fail;
+    if ((st = nu__kernels_init(d)) != NU_OK)
+        goto fail;
+    if ((st = nu__submitter_init(d)) != NU_OK)
+        goto fail;
     *out = d;
     return NU_OK;
 
@@ -953,7 +961,10 @@ void nu_device_close(nu_device *device)
 
 const nu_device_info *nu_device_get_info(const nu_device *device) { return &device->info; }
 const nu_memory_choice *nu_device_memory_choice(const nu_device *device) { return &device->memory; }
-uint32_t nu_device_validation_errors(const nu_device *device) { return atomic_load(&device->validation_errors); }
+uint32_t nu_device_validation_errors(const nu_device *device)
+{
+    return device ? atomic_load(&((nu_device *)device)->validation_errors) : 0;
+}
 
 /* ---- queues ----------------------------------------------------------------------------- */
 

@@ -51,6 +51,13 @@ struct nu_device {
     nu__pool *pool;
     atomic_uint_fast64_t commits; /* command buffers committed (guards compare against it) */
 
+    /* Kernels (kernel.c): the in-memory cache of pipelines and the on-disk VkPipelineCache. */
+    struct nu__kernel_cache *kernels;
+    VkPipelineCache pipeline_cache;
+
+    /* Submission and completion (submit.c). */
+    struct nu__submitter *submitter;
+
     pthread_mutex_t placeholder_lock;
     nu__vk_block *placeholder; /* bound for empty buffers; created on first use */
 

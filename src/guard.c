@@ -61,6 +61,33 @@ void nu__guard_acquire(nu__guard *g, bool write)
     }
 }
 
+void nu__guard_upgrade(nu__guard *g)
+{
+    atomic_fetch_add(&g->unsubmitted_writers, 1);
+    atomic_fetch_add(&g->writers, 1);
+}
+
+nu_status nu__guard_reserve(nu__guard *g)
+{
+    pthread_mutex_lock(&g->lock);
+    size_t want = g->fence_count + atomic_load(&g->uncommitted) + 1;
+    nu_status st = NU_OK;
+    if (want > g->fence_capacity) {
+        size_t cap = g->fence_capacity ? g->fence_capacity * 2 : 4;
+        while (cap < want)
+            cap *= 2;
+        nu__fence *f = nu__realloc(g->fences, cap * sizeof *f);
+        if (f) {
+            g->fences = f;
+            g->fence_capacity = cap;
+        } else {
+            st = NU_ERROR_HOST_OUT_OF_MEMORY;
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
 nu_status nu__guard_record(nu__guard *g, nu__fence fence, bool write)
 {
     pthread_mutex_lock(&g->lock);

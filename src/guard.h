@@ -59,6 +59,11 @@ void nu__guard_release(nu__guard *g);
 
 /* A use begins (recorded into a command buffer). */
 void nu__guard_acquire(nu__guard *g, bool write);
+/* A use already acquired for reading becomes a writing one (same command buffer). */
+void nu__guard_upgrade(nu__guard *g);
+/* Makes room for one more queue position, so that the nu__guard_record of a use acquired
+ * afterwards cannot fail (call once per use, when it is acquired). */
+nu_status nu__guard_reserve(nu__guard *g);
 /* Records the queue position of a command buffer that uses the buffer (before commit). */
 nu_status nu__guard_record(nu__guard *g, nu__fence fence, bool write);
 /* A use's command buffer was committed as number `sequence` (the device's commit count). */

@@ -20,6 +20,8 @@ nu_device *nt_open(void)
 
 void nt_close(nu_device *device)
 {
+    if (!device)
+        return; /* the open failed, and said so */
     uint32_t errors = nu_device_validation_errors(device);
     const char *last = errors ? nu_error_message(device) : "";
     char msg[1024];

@@ -1,0 +1,542 @@
+/* submit.c: committing command buffers, and processing their completion (see submit.h).
+ *
+ * Commit (under the device's commit lock, so that the waits it computes and the queue
+ * positions it records are atomic with respect to other commits):
+ *   1. For each buffer the command buffer uses, the queue positions of conflicting earlier
+ *      work: the pending writer's for a read, every pending use's for a write, and for memory
+ *      reused while its previous owner's work runs (nu_buffer_new_gpu), that owner's uses.
+ *      The submission waits on each queue's timeline semaphore for the largest of them (also
+ *      on its own queue: submissions on one queue are not ordered without it).
+ *   2. It takes the next value of its queue's timeline, records it in every used buffer's
+ *      guard, and submits, signalling that value.
+ * Completion: a device thread waits on the queues' timelines and releases the uses of command
+ * buffers that completed, in queue order: guards forget their positions, memory of freed
+ * buffers becomes reusable, downloads are copied out. It sleeps on a condition variable while
+ * nothing is in flight; otherwise it waits for any queue's oldest command buffer, and for an
+ * idle queue's next value (so that new work there wakes it when it completes). A waiting user processes
+ * completions itself, so its wait returns as soon as the timeline reaches its value. */
+#include "submit.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "host.h"
+
+typedef struct pool_entry {
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+} pool_entry;
+
+typedef struct nu__submitter {
+    pthread_mutex_t commit_lock;
+    pthread_mutex_t lock;          /* in-flight lists, states; completion runs under it */
+    pthread_cond_t done;           /* broadcast after completions */
+    pthread_cond_t work;           /* signalled when the in-flight lists stop being empty */
+    nu_commands *head[2], *tail[2];
+    pthread_t thread;
+    bool thread_started, stop;
+    atomic_bool lost;
+    pthread_mutex_t pool_lock;
+    pool_entry *pools[2];
+    uint32_t pool_count[2], pool_capacity[2];
+    pthread_mutex_t builtin_lock;
+    nu_kernel *copy, *fill;
+} nu__submitter;
+
+static nu__submitter *S(nu_device *d) { return d->submitter; }
+
+bool nu__device_lost(nu_device *d) { return d->submitter && atomic_load(&d->submitter->lost); }
+
+/* ---- completion ------------------------------------------------------------------------ */
+
+void nu__commands_release(nu_commands *c, bool completed)
+{
+    nu_device *d = c->device;
+    bool committed = c->state != NU__RECORDING;
+    nu__fence fence = {c->queue->index, c->value};
+    for (uint32_t i = 0; i < c->use_count; i++) {
+        nu__guard *g = &c->uses[i].buffer->guard;
+        if (!committed) {
+            nu__guard_committed(g);
+            nu__guard_submitted(g, c->uses[i].write);
+        }
+        nu__guard_release_use(g, c->uses[i].write, committed ? &fence : NULL);
+        nu__guard_release(g);
+    }
+    c->use_count = 0;
+    for (uint32_t i = 0; i < c->download_count; i++)
+        if (completed)
+            memcpy(c->downloads[i].dst, c->downloads[i].staging->alloc.mapped, c->downloads[i].size);
+    c->download_count = 0;
+    for (uint32_t i = 0; i < c->staging_count; i++)
+        nu_buffer_free(c->staging[i]);
+    c->staging_count = 0;
+    for (uint32_t i = 0; i < c->kernel_count; i++)
+        nu__kernel_release(c->kernels[i]);
+    c->kernel_count = 0;
+    if (c->pool) {
+        nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
+        c->pool = VK_NULL_HANDLE;
+    }
+}
+
+static void destroy(nu_commands *c)
+{
+    nu__hazards_fini(&c->hazards);
+    nu__free(c->uses);
+    nu__free(c->kernels);
+    nu__free(c->staging);
+    nu__free(c->downloads);
+    nu__free(c);
+}
+
+static void complete(nu_commands *c, nu_status status)
+{
+    nu__commands_release(c, status == NU_OK);
+    c->error = status;
+    c->state = NU__DONE;
+    if (c->freed)
+        destroy(c);
+}
+
+/* Releases every command buffer whose queue position was reached (or all, once the device is
+ * lost). Under s->lock. */
+static void process_locked(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    bool any = false;
+    for (int q = 0; q < 2; q++) {
+        if (!s->head[q])
+            continue;
+        uint64_t v = 0;
+        VkResult r = d->vkd.vkGetSemaphoreCounterValue(d->device, d->queues[q].timeline, &v);
+        if (r == VK_ERROR_DEVICE_LOST)
+            atomic_store(&s->lost, true);
+        bool lost = atomic_load(&s->lost);
+        while (s->head[q] && (lost || s->head[q]->value <= v)) {
+            nu_commands *c = s->head[q];
+            s->head[q] = c->next;
+            if (!s->head[q])
+                s->tail[q] = NULL;
+            complete(c, lost && c->value > v ? NU_ERROR_DEVICE_LOST : NU_OK);
+            any = true;
+        }
+    }
+    if (any)
+        pthread_cond_broadcast(&s->done);
+}
+
+static void *completion_thread(void *arg)
+{
+    nu_device *d = arg;
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->lock);
+    while (!s->stop) {
+        if (!s->head[0] && !s->head[1]) {
+            pthread_cond_wait(&s->work, &s->lock);
+            continue;
+        }
+        VkSemaphore sems[2];
+        uint64_t values[2];
+        uint32_t n = 0;
+        for (int q = 0; q < 2; q++) {
+            nu__queue *queue = &d->queues[q];
+            if (!queue->timeline)
+                continue;
+            sems[n] = queue->timeline;
+            if (s->head[q]) {
+                values[n++] = s->head[q]->value;
+            } else {
+                pthread_mutex_lock(&queue->lock);
+                values[n++] = queue->submitted + 1;
+                pthread_mutex_unlock(&queue->lock);
+            }
+        }
+        pthread_mutex_unlock(&s->lock);
+        VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                  .flags = VK_SEMAPHORE_WAIT_ANY_BIT, .semaphoreCount = n,
+                                  .pSemaphores = sems, .pValues = values};
+        /* Bounded, so that a lost device is noticed even if its semaphores never move. */
+        VkResult r = d->vkd.vkWaitSemaphores(d->device, &wi, 1000000000ull);
+        pthread_mutex_lock(&s->lock);
+        if (r == VK_ERROR_DEVICE_LOST)
+            atomic_store(&s->lost, true);
+        process_locked(d);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Wakes the completion thread out of its semaphore wait (it may wait for each queue's next
+ * value): an empty submission per queue signals that value. */
+static void wake_by_empty_submissions(nu_device *d)
+{
+    for (int q = 0; q < 2; q++) {
+        nu__queue *queue = &d->queues[q];
+        if (!queue->timeline)
+            continue;
+        pthread_mutex_lock(&queue->lock);
+        uint64_t value = queue->submitted + 1;
+        VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                            .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .signalSemaphoreCount = 1,
+                           .pSignalSemaphores = &queue->timeline};
+        if (d->vkd.vkQueueSubmit(queue->queue, 1, &si, VK_NULL_HANDLE) == VK_SUCCESS)
+            queue->submitted = value;
+        pthread_mutex_unlock(&queue->lock);
+    }
+}
+
+/* ---- commit ----------------------------------------------------------------------------- */
+
+/* Adds the queue positions GPU work on `g` must wait for to waits[queue]. `*buf` is the
+ * caller's array of `*cap` positions, replaced by a larger heap one (`*heap`) when needed. */
+static nu_status collect(nu__guard *g, bool write, uint64_t waits[2], nu__fence **buf, size_t *cap, nu__fence **heap)
+{
+    for (;;) {
+        size_t n = nu__guard_pending_fences(g, write, *buf, *cap);
+        if (n <= *cap) {
+            for (size_t i = 0; i < n; i++) {
+                nu__fence f = (*buf)[i];
+                if (f.queue < 2 && f.value > waits[f.queue])
+                    waits[f.queue] = f.value;
+            }
+            return NU_OK;
+        }
+        nu__fence *p = nu__malloc(n * 2 * sizeof *p);
+        if (!p)
+            return NU_ERROR_HOST_OUT_OF_MEMORY;
+        nu__free(*heap);
+        *heap = *buf = p;
+        *cap = n * 2;
+    }
+}
+
+nu_status nu__submit(nu_commands *c)
+{
+    nu_device *d = c->device;
+    nu__submitter *s = S(d);
+    nu__queue *q = c->queue;
+    if (atomic_load(&s->lost))
+        return nu__fail(d, NU_ERROR_DEVICE_LOST, "nu_commands_commit: the device was lost");
+    pthread_mutex_lock(&s->commit_lock);
+    uint64_t waits[2] = {0, 0};
+    nu__fence local[16], *heap = NULL, *buf = local;
+    size_t cap = 16;
+    nu_status st = NU_OK;
+    for (uint32_t i = 0; i < c->use_count && st == NU_OK; i++) {
+        nu_buffer *b = c->uses[i].buffer;
+        st = collect(&b->guard, c->uses[i].write, waits, &buf, &cap, &heap);
+        /* Memory handed out while its previous owner's work runs: wait for all of it. */
+        if (st == NU_OK && b->alloc.busy)
+            st = collect(b->alloc.busy, true, waits, &buf, &cap, &heap);
+    }
+    nu__free(heap);
+    if (st != NU_OK) {
+        pthread_mutex_unlock(&s->commit_lock);
+        return nu__fail(d, st, "out of host memory committing a command buffer");
+    }
+
+    pthread_mutex_lock(&q->lock);
+    uint64_t value = q->submitted + 1;
+    nu__fence fence = {q->index, value};
+    uint64_t seq = atomic_fetch_add(&d->commits, 1) + 1;
+    for (uint32_t i = 0; i < c->use_count; i++) {
+        nu__guard *g = &c->uses[i].buffer->guard;
+        nu__guard_record(g, fence, c->uses[i].write); /* room was reserved when the use began */
+        nu__guard_committed_as(g, seq);
+        nu__guard_committed(g);
+    }
+    VkSemaphore wait_sems[2];
+    uint64_t wait_values[2];
+    VkPipelineStageFlags wait_stages[2];
+    uint32_t nw = 0;
+    for (int i = 0; i < 2; i++) {
+        if (waits[i]) {
+            wait_sems[nw] = d->queues[i].timeline;
+            wait_values[nw] = waits[i];
+            wait_stages[nw++] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+        }
+    }
+    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = nw, .pWaitSemaphoreValues = wait_values,
+                                        .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .waitSemaphoreCount = nw,
+                       .pWaitSemaphores = wait_sems, .pWaitDstStageMask = wait_stages,
+                       .commandBufferCount = 1, .pCommandBuffers = &c->cmd, .signalSemaphoreCount = 1,
+                       .pSignalSemaphores = &q->timeline};
+    VkResult r = d->vkd.vkQueueSubmit(q->queue, 1, &si, VK_NULL_HANDLE);
+    if (r == VK_SUCCESS)
+        q->submitted = value;
+    pthread_mutex_unlock(&q->lock);
+    for (uint32_t i = 0; i < c->use_count; i++)
+        nu__guard_submitted(&c->uses[i].buffer->guard, c->uses[i].write);
+    c->value = value;
+    c->state = NU__COMMITTED;
+
+    pthread_mutex_lock(&s->lock);
+    if (r == VK_SUCCESS) {
+        bool idle = !s->head[0] && !s->head[1];
+        if (s->tail[q->index])
+            s->tail[q->index]->next = c;
+        else
+            s->head[q->index] = c;
+        s->tail[q->index] = c;
+        if (idle)
+            pthread_cond_signal(&s->work);
+    } else {
+        if (r == VK_ERROR_DEVICE_LOST)
+            atomic_store(&s->lost, true);
+        /* Nothing was submitted: release the uses as if it had run, with no downloads. */
+        complete(c, nu__vk_status(r));
+    }
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->commit_lock);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "vkQueueSubmit failed: %s", nu__vk_result_name(r));
+    return NU_OK;
+}
+
+/* ---- waiting ---------------------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits until queue q reaches value: spins up to 100 us (a blocking wait costs hundreds of
+ * microseconds on some drivers), then blocks. */
+static nu_status wait_value(nu_device *d, nu__queue *q, uint64_t value, uint64_t timeout_ns)
+{
+    uint64_t v = 0, start = now_ns();
+    for (;;) {
+        VkResult r = d->vkd.vkGetSemaphoreCounterValue(d->device, q->timeline, &v);
+        if (r == VK_ERROR_DEVICE_LOST || atomic_load(&S(d)->lost)) {
+            atomic_store(&S(d)->lost, true);
+            return NU_ERROR_DEVICE_LOST;
+        }
+        if (v >= value)
+            return NU_OK;
+        uint64_t spent = now_ns() - start;
+        if (spent >= timeout_ns)
+            return NU_ERROR_TIMEOUT;
+        if (spent > 100000)
+            break;
+    }
+    uint64_t spent = now_ns() - start;
+    uint64_t left = timeout_ns == NU_WAIT_FOREVER ? UINT64_MAX : timeout_ns - spent;
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1,
+                              .pSemaphores = &q->timeline, .pValues = &value};
+    /* In slices, so that a lost device (or one whose driver never says so) is noticed. */
+    for (;;) {
+        uint64_t slice = left < 1000000000ull ? left : 1000000000ull;
+        VkResult r = d->vkd.vkWaitSemaphores(d->device, &wi, slice);
+        if (r == VK_SUCCESS)
+            return NU_OK;
+        if (r == VK_ERROR_DEVICE_LOST || atomic_load(&S(d)->lost)) {
+            atomic_store(&S(d)->lost, true);
+            return NU_ERROR_DEVICE_LOST;
+        }
+        if (r != VK_TIMEOUT)
+            return nu__vk_status(r);
+        if (left != UINT64_MAX) {
+            left -= slice;
+            if (left == 0)
+                return NU_ERROR_TIMEOUT;
+        }
+    }
+}
+
+nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: NULL command buffer");
+    nu_device *d = c->device;
+    nu__submitter *s = S(d);
+    if (c->state == NU__RECORDING)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: the command buffer was not committed");
+    pthread_mutex_lock(&s->lock);
+    nu__state state = c->state;
+    pthread_mutex_unlock(&s->lock);
+    if (state != NU__DONE) {
+        nu_status st = wait_value(d, c->queue, c->value, timeout_ns);
+        if (st == NU_ERROR_TIMEOUT)
+            return nu__fail(d, st, "nu_commands_wait: the work did not complete within %llu ns",
+                            (unsigned long long)timeout_ns);
+        pthread_mutex_lock(&s->lock);
+        process_locked(d);
+        /* Reached (or lost): processing completed it, here or on the device's thread. */
+        while (c->state != NU__DONE)
+            pthread_cond_wait(&s->done, &s->lock);
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (c->error != NU_OK)
+        return nu__fail(d, c->error, "nu_commands_wait: the command buffer failed: %s", nu_status_string(c->error));
+    return NU_OK;
+}
+
+nu_status nu_device_wait_idle(nu_device *d, uint64_t timeout_ns)
+{
+    if (!d)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_device_wait_idle: NULL device");
+    for (int q = 0; q < 2; q++) {
+        nu__queue *queue = &d->queues[q];
+        if (!queue->timeline)
+            continue;
+        pthread_mutex_lock(&queue->lock);
+        uint64_t value = queue->submitted;
+        pthread_mutex_unlock(&queue->lock);
+        nu_status st = wait_value(d, queue, value, timeout_ns);
+        if (st != NU_OK)
+            return nu__fail(d, st, "nu_device_wait_idle: %s", nu_status_string(st));
+    }
+    pthread_mutex_lock(&S(d)->lock);
+    process_locked(d);
+    pthread_mutex_unlock(&S(d)->lock);
+    return NU_OK;
+}
+
+void nu__commands_free_committed(nu_commands *c)
+{
+    nu__submitter *s = S(c->device);
+    pthread_mutex_lock(&s->lock);
+    bool done = c->state == NU__DONE;
+    c->freed = true;
+    pthread_mutex_unlock(&s->lock);
+    if (done)
+        destroy(c);
+}
+
+void nu__device_simulate_loss(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    atomic_store(&s->lost, true);
+    pthread_mutex_lock(&s->lock);
+    process_locked(d);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- command pools and builtins ----------------------------------------------------------- */
+
+nu_status nu__submitter_take_pool(nu_device *d, nu__queue *q, VkCommandPool *pool, VkCommandBuffer *cmd)
+{
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->pool_count[q->index]) {
+        pool_entry e = s->pools[q->index][--s->pool_count[q->index]];
+        pthread_mutex_unlock(&s->pool_lock);
+        *pool = e.pool;
+        *cmd = e.cmd;
+        return NU_OK;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT, .queueFamilyIndex = q->family};
+    VkResult r = d->vkd.vkCreateCommandPool(d->device, &pi, NULL, pool);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "vkCreateCommandPool: %s", nu__vk_result_name(r));
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = *pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    r = d->vkd.vkAllocateCommandBuffers(d->device, &ai, cmd);
+    if (r != VK_SUCCESS) {
+        d->vkd.vkDestroyCommandPool(d->device, *pool, NULL);
+        return nu__fail(d, nu__vk_status(r), "vkAllocateCommandBuffers: %s", nu__vk_result_name(r));
+    }
+    return NU_OK;
+}
+
+void nu__submitter_give_pool(nu_device *d, nu__queue *q, VkCommandPool pool, VkCommandBuffer cmd)
+{
+    nu__submitter *s = S(d);
+    d->vkd.vkResetCommandPool(d->device, pool, 0);
+    pthread_mutex_lock(&s->pool_lock);
+    uint32_t i = q->index;
+    if (s->pool_count[i] == s->pool_capacity[i]) {
+        uint32_t cap = s->pool_capacity[i] ? s->pool_capacity[i] * 2 : 8;
+        pool_entry *p = nu__realloc(s->pools[i], cap * sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&s->pool_lock);
+            d->vkd.vkDestroyCommandPool(d->device, pool, NULL); /* not kept: no room */
+            return;
+        }
+        s->pools[i] = p;
+        s->pool_capacity[i] = cap;
+    }
+    s->pools[i][s->pool_count[i]++] = (pool_entry){pool, cmd};
+    pthread_mutex_unlock(&s->pool_lock);
+}
+
+nu_status nu__submitter_builtin(nu_device *d, const char *name, nu_kernel **out)
+{
+    nu__submitter *s = S(d);
+    nu_kernel **slot = strcmp(name, "copy_u32") == 0 ? &s->copy : &s->fill;
+    pthread_mutex_lock(&s->builtin_lock);
+    nu_status st = NU_OK;
+    if (!*slot)
+        st = nu_kernel_builtin(d, name, slot);
+    *out = *slot;
+    pthread_mutex_unlock(&s->builtin_lock);
+    return st;
+}
+
+/* ---- the device's submitter ----------------------------------------------------------------- */
+
+nu_status nu__submitter_init(nu_device *d)
+{
+    nu__submitter *s = nu__calloc(1, sizeof *s);
+    if (!s)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
+    pthread_mutex_init(&s->commit_lock, NULL);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_mutex_init(&s->builtin_lock, NULL);
+    pthread_cond_init(&s->done, NULL);
+    pthread_cond_init(&s->work, NULL);
+    atomic_init(&s->lost, false);
+    d->submitter = s;
+    if (pthread_create(&s->thread, NULL, completion_thread, d) != 0)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "cannot start the completion thread");
+    s->thread_started = true;
+    return NU_OK;
+}
+
+void nu__submitter_fini(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    if (!s)
+        return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->lock);
+        s->stop = true;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->lock);
+        wake_by_empty_submissions(d);
+        pthread_join(s->thread, NULL);
+        d->vkd.vkDeviceWaitIdle(d->device); /* the wake-up submissions too */
+    }
+    /* The device is idle (close waited): everything in flight completed. */
+    pthread_mutex_lock(&s->lock);
+    process_locked(d);
+    pthread_mutex_unlock(&s->lock);
+    if (s->copy)
+        nu_kernel_free(s->copy);
+    if (s->fill)
+        nu_kernel_free(s->fill);
+    for (int q = 0; q < 2; q++) {
+        for (uint32_t i = 0; i < s->pool_count[q]; i++)
+            d->vkd.vkDestroyCommandPool(d->device, s->pools[q][i].pool, NULL);
+        nu__free(s->pools[q]);
+    }
+    pthread_cond_destroy(&s->done);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->builtin_lock);
+    pthread_mutex_destroy(&s->pool_lock);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->commit_lock);
+    nu__free(s);
+    d->submitter = NULL;
+}
