@@ -37,7 +37,7 @@ static void create(nu_device *d, nu_buffer *b, raw *r)
                                       .pSetLayouts = &r->dsl, .pushConstantRangeCount = 1,
                                       .pPushConstantRanges = &pcr};
     assert_int_equal(vk->vkCreatePipelineLayout(d->device, &pli, NULL, &r->layout), VK_SUCCESS);
-    const nu__kernel_spirv *k = nu__kernel_find("fill");
+    const nu__kernel_spirv *k = nu__kernel_find("fill_u32");
     assert_non_null(k);
     VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                     .codeSize = k->word_count * 4, .pCode = k->words};
