@@ -357,11 +357,11 @@ nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: NULL command buffer");
     nu_device *d = c->device;
     nu__submitter *s = S(d);
-    if (c->state == NU__RECORDING)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: the command buffer was not committed");
     pthread_mutex_lock(&s->lock);
     nu__state state = c->state;
     pthread_mutex_unlock(&s->lock);
+    if (state == NU__RECORDING)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: the command buffer was not committed");
     if (state != NU__DONE) {
         nu_status st = wait_value(d, c->queue, c->value, timeout_ns);
         if (st == NU_ERROR_TIMEOUT)
