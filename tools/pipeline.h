@@ -1,0 +1,28 @@
+/* pipeline.h: the pipelined computation that `nuvec demo` shows and `nuvec bench pipeline`
+ * measures: several steps in flight, each reading the same large input and writing
+ * intermediates, with or without reuse of memory still used by in-flight steps. */
+#ifndef NU_PIPELINE_H
+#define NU_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nuvec.h"
+
+typedef struct nu_pipeline_result {
+    double seconds;        /* wall time of all steps */
+    double gbps;           /* bytes the GPU read and wrote per second */
+    uint64_t peak;         /* allocator's peak active bytes during the loop */
+    uint64_t held_peak;    /* largest active + cache seen after a step was committed: the
+                              memory the loop kept from the device (what the limit bounds) */
+    uint64_t cache;        /* allocator's cache bytes at the end */
+    uint64_t reserved;     /* device memory held at the end */
+    bool verified;         /* every step's output matched the CPU */
+} nu_pipeline_result;
+
+/* Runs `steps` steps over `elements` floats with at most `in_flight` steps committed and not
+ * waited for. Intermediates come from nu_buffer_new_gpu when `reuse`, else nu_buffer_new. */
+nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elements, uint32_t in_flight,
+                          nu_pipeline_result *out);
+
+#endif
