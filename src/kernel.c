@@ -1016,6 +1016,7 @@ static const struct builtin {
 } builtins[] = {
     {"fill_u32", 8, false}, {"copy_u32", 4, false}, {"add_f32", 4, false}, {"sub_f32", 4, false},
     {"mul_f32", 4, false},  {"axpy_f32", 8, false}, {"add_f16", 4, true},  {"mul_f16", 4, true},
+    {"fma_f32", 4, false},
 };
 
 nu_status nu_kernel_builtin(nu_device *device, const char *name, nu_kernel **out)

@@ -78,6 +78,7 @@ nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel
  *              nu_groups_for(count, 1024, groups).
  *   add_f32, sub_f32, mul_f32  bindings 0: dst, 1: a, 2: b; push {uint count}: dst = a op b
  *   axpy_f32   bindings 0: y (read-write), 1: x; push {float alpha; uint count}: y += alpha*x
+ *   fma_f32    bindings 0: dst, 1: a, 2: b, 3: c; push {uint count}: dst = a * b + c
  *   add_f16, mul_f16  as add_f32 on float16 (needs NU_FEATURE_FLOAT16 and STORAGE_16BIT, else
  *              NU_ERROR_UNSUPPORTED)
  * Each uses 256 threads per workgroup. All but copy_u32 take one element per thread: dispatch
