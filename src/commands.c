@@ -455,8 +455,7 @@ void nu_commands_free(nu_commands *c)
         return;
     if (c->state == NU__RECORDING) {
         nu__commands_release(c, false);
-        nu__hazards_fini(&c->hazards);
-        nu__free(c);
+        nu__commands_destroy(c);
         return;
     }
     nu__commands_free_committed(c);

@@ -82,7 +82,7 @@ void nu__commands_release(nu_commands *c, bool completed)
     }
 }
 
-static void destroy(nu_commands *c)
+void nu__commands_destroy(nu_commands *c)
 {
     nu__hazards_fini(&c->hazards);
     nu__free(c->uses);
@@ -98,7 +98,7 @@ static void complete(nu_commands *c, nu_status status)
     c->error = status;
     c->state = NU__DONE;
     if (c->freed)
-        destroy(c);
+        nu__commands_destroy(c);
 }
 
 /* Releases every command buffer whose queue position was reached (or all, once the device is
@@ -408,12 +408,15 @@ void nu__commands_free_committed(nu_commands *c)
     c->freed = true;
     pthread_mutex_unlock(&s->lock);
     if (done)
-        destroy(c);
+        nu__commands_destroy(c);
 }
 
 void nu__device_simulate_loss(nu_device *d)
 {
     nu__submitter *s = S(d);
+    /* A real loss ends the GPU's work; a simulated one lets it finish first, so that nothing
+     * it still uses is reset underneath it. */
+    d->vkd.vkDeviceWaitIdle(d->device);
     atomic_store(&s->lost, true);
     pthread_mutex_lock(&s->lock);
     process_locked(d);
