@@ -144,12 +144,14 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
         /* The destination half covers every stage and access nuvec records, not only this
          * command's: the epoch starts empty after the barrier, so everything recorded later
          * relies on it for ordering and visibility (hazard.c). */
-        VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
-                               .dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_2_COPY_BIT |
-                                               VK_PIPELINE_STAGE_2_CLEAR_BIT,
-                               .dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT |
-                                                VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT | VK_ACCESS_2_TRANSFER_READ_BIT |
-                                                VK_ACCESS_2_TRANSFER_WRITE_BIT};
+        /* (A transfer-only queue has no compute stage: there, copies and clears only.) */
+        bool compute = c->kind == NU_QUEUE_COMPUTE;
+        VkMemoryBarrier2 mb = {
+            .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+            .dstStageMask = VK_PIPELINE_STAGE_2_COPY_BIT | VK_PIPELINE_STAGE_2_CLEAR_BIT |
+                            (compute ? VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT : 0),
+            .dstAccessMask = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT |
+                             (compute ? VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : 0)};
         nu__hazards_barrier(&c->hazards, &mb.srcStageMask, &mb.srcAccessMask);
         VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                 .pMemoryBarriers = &mb};
@@ -159,6 +161,8 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
     for (uint32_t i = 0; i < n; i++) {
         nu_buffer *b = t[i].buffer;
+        if (!t[i].size)
+            continue; /* an empty range touches no memory of the buffer (the placeholder is bound) */
         int32_t u = use[i] >= 0 ? use[i] : nu__hazards_get_use(&c->hazards, a[i].piece, a[i].base);
         if (u < 0) {
             /* The first use of this buffer in the command buffer: CPU access now follows the

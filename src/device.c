@@ -844,9 +844,11 @@ static void destroy(nu_device *d)
         nu__submitter_fini(d);
         nu__kernels_fini(d);
         nu__transfer_fini(d);
-        nu__buffer_quarantine_fini(d);
+        /* The pool first: releasing cached pieces can free buffer handles (quarantined in debug
+         * builds). */
         if (d->pool)
             nu__pool_destroy(d->pool);
+        nu__buffer_quarantine_fini(d);
         if (d->placeholder)
             nu__backend_release(d, NU__KIND_PRIVATE, d->placeholder, 256);
         for (int i = 0; i < 2; i++) {
