@@ -14,6 +14,12 @@ static const struct {
 } benchmarks[] = {
     {"alloc", nu_bench_alloc, "[--json] [--device NAME] [--iterations N]",
      "median ns per allocate+free, 256 B to 64 MiB: nuvec's cache vs vkAllocateMemory vs malloc"},
+    {"dispatch", nu_bench_dispatch, "[--json] [--device NAME] [--count N] [--reps R] [--hand-pool transient|resettable]",
+     "ns to record one 4-binding dispatch and GPU time of N dependent / independent tiny\n"
+     "      dispatches: nuvec vs the same work in hand-written Vulkan"},
+    {"submit", nu_bench_submit, "[--json] [--device NAME] [--iterations N]",
+     "us per round trip of one small dispatch: nuvec new+dispatch+commit+wait+free vs\n"
+     "      hand-written Vulkan (fence wait, timeline spin, timeline wait)"},
 };
 #define BENCHMARK_COUNT (sizeof benchmarks / sizeof benchmarks[0])
 
