@@ -308,47 +308,55 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Waits until queue q reaches value: spins up to 100 us (a blocking wait costs hundreds of
- * microseconds on some drivers), then blocks. */
+/* Waits until queue q reaches value: spins up to 100 us (a blocking wait costs tens to hundreds
+ * of microseconds), then sleeps until the completion thread reports progress, checking the
+ * value at least every millisecond. Only the completion thread blocks in vkWaitSemaphores:
+ * with two threads blocked on one timeline, NVIDIA's driver was seen waking one ~10 ms late. */
 static nu_status wait_value(nu_device *d, nu__queue *q, uint64_t value, uint64_t timeout_ns)
 {
-    uint64_t v = 0, start = now_ns();
+    nu__submitter *s = S(d);
+    uint64_t start = now_ns();
+    bool locked = false;
+    nu_status st;
     for (;;) {
+        uint64_t v = 0;
         VkResult r = d->vkd.vkGetSemaphoreCounterValue(d->device, q->timeline, &v);
-        if (r == VK_ERROR_DEVICE_LOST || atomic_load(&S(d)->lost)) {
-            atomic_store(&S(d)->lost, true);
-            return NU_ERROR_DEVICE_LOST;
-        }
-        if (v >= value)
-            return NU_OK;
-        uint64_t spent = now_ns() - start;
-        if (spent >= timeout_ns)
-            return NU_ERROR_TIMEOUT;
-        if (spent > 100000)
+        if (r == VK_ERROR_DEVICE_LOST || atomic_load(&s->lost)) {
+            atomic_store(&s->lost, true);
+            st = NU_ERROR_DEVICE_LOST;
             break;
-    }
-    uint64_t spent = now_ns() - start;
-    uint64_t left = timeout_ns == NU_WAIT_FOREVER ? UINT64_MAX : timeout_ns - spent;
-    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1,
-                              .pSemaphores = &q->timeline, .pValues = &value};
-    /* In slices, so that a lost device (or one whose driver never says so) is noticed. */
-    for (;;) {
-        uint64_t slice = left < 1000000000ull ? left : 1000000000ull;
-        VkResult r = d->vkd.vkWaitSemaphores(d->device, &wi, slice);
-        if (r == VK_SUCCESS)
-            return NU_OK;
-        if (r == VK_ERROR_DEVICE_LOST || atomic_load(&S(d)->lost)) {
-            atomic_store(&S(d)->lost, true);
-            return NU_ERROR_DEVICE_LOST;
         }
-        if (r != VK_TIMEOUT)
-            return nu__vk_status(r);
-        if (left != UINT64_MAX) {
-            left -= slice;
-            if (left == 0)
-                return NU_ERROR_TIMEOUT;
+        if (r != VK_SUCCESS) {
+            st = nu__vk_status(r);
+            break;
         }
+        if (v >= value) {
+            st = NU_OK;
+            break;
+        }
+        uint64_t spent = now_ns() - start;
+        if (spent >= timeout_ns) {
+            st = NU_ERROR_TIMEOUT;
+            break;
+        }
+        if (spent < 100000)
+            continue;
+        if (!locked) {
+            pthread_mutex_lock(&s->lock);
+            locked = true;
+            continue; /* check again under the lock: no progress report is missed */
+        }
+        uint64_t slice = timeout_ns - spent < 1000000u ? timeout_ns - spent : 1000000u;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + slice;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&s->done, &s->lock, &ts);
     }
+    if (locked)
+        pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
@@ -497,7 +505,11 @@ nu_status nu__submitter_init(nu_device *d)
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->pool_lock, NULL);
     pthread_mutex_init(&s->builtin_lock, NULL);
-    pthread_cond_init(&s->done, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits time out by the monotonic clock */
+    pthread_cond_init(&s->done, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&s->work, NULL);
     atomic_init(&s->lost, false);
     d->submitter = s;
