@@ -39,13 +39,12 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_new: unknown queue %d", (int)queue);
     if (nu__device_lost(d))
         return nu__fail(d, NU_ERROR_DEVICE_LOST, "nu_commands_new: the device was lost");
-    nu_commands *c = nu__calloc(1, sizeof *c);
+    nu_commands *c = nu__commands_alloc(d);
     if (!c)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a command buffer");
     c->device = d;
     c->kind = queue;
     c->queue = queue == NU_QUEUE_TRANSFER ? d->transfer : d->compute;
-    nu__hazards_init(&c->hazards);
     nu_status st = nu__submitter_take_pool(d, c->queue, &c->pool, &c->cmd);
     if (st == NU_OK) {
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
@@ -58,8 +57,7 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
         }
     }
     if (st != NU_OK) {
-        nu__hazards_fini(&c->hazards);
-        nu__free(c);
+        nu__commands_destroy(c);
         return st;
     }
     c->state = NU__RECORDING;

@@ -34,7 +34,7 @@ struct nu__hazard_slot {
     uint32_t epoch;   /* the epoch its ranges and bounds belong to; 0: never used */
     int32_t head;     /* first range of this epoch, -1 for none */
     int32_t use;      /* the caller's index for the piece, -1 until set */
-    bool occupied;
+    uint32_t generation; /* occupied when equal to the tracker's (nu__hazards_reset bumps it) */
     uint64_t rmin, rmax, wmin, wmax; /* bounds of this epoch's reads and writes (empty: min > max) */
 };
 
@@ -48,6 +48,21 @@ void nu__hazards_init(nu__hazards *h)
 {
     memset(h, 0, sizeof *h);
     h->epoch = 1;
+    h->generation = 1;
+}
+
+void nu__hazards_reset(nu__hazards *h)
+{
+    h->used = 0;
+    h->range_count = 0;
+    h->stages = 0;
+    h->writes = 0;
+    h->barriers = 0;
+    if (++h->generation == 0) {
+        /* Wrapped: make every slot empty explicitly. */
+        memset(h->slots, 0, (size_t)h->capacity * sizeof *h->slots);
+        h->generation = 1;
+    }
 }
 
 void nu__hazards_fini(nu__hazards *h)
@@ -70,7 +85,7 @@ static nu__hazard_slot *find(const nu__hazards *h, uint64_t piece, uint64_t base
     uint32_t mask = h->capacity - 1;
     for (uint32_t i = hash(piece, base) & mask;; i = (i + 1) & mask) {
         nu__hazard_slot *s = &h->slots[i];
-        if (!s->occupied)
+        if (s->generation != h->generation)
             return NULL;
         if (s->piece == piece && s->base == base)
             return s;
@@ -128,10 +143,10 @@ static nu_status grow_slots(nu__hazards *h, uint32_t want_used)
         return NU_ERROR_HOST_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < h->capacity; i++) {
         nu__hazard_slot *s = &h->slots[i];
-        if (!s->occupied)
+        if (s->generation != h->generation)
             continue;
         uint32_t j = hash(s->piece, s->base) & (cap - 1);
-        while (slots[j].occupied)
+        while (slots[j].generation == h->generation)
             j = (j + 1) & (cap - 1);
         slots[j] = *s;
     }
@@ -167,8 +182,8 @@ nu_status nu__hazards_add(nu__hazards *h, const nu__access *a, uint32_t n, int32
         nu__hazard_slot *s;
         for (;; j = (j + 1) & mask) {
             s = &h->slots[j];
-            if (!s->occupied) {
-                s->occupied = true;
+            if (s->generation != h->generation) {
+                s->generation = h->generation;
                 s->piece = a[i].piece;
                 s->base = a[i].base;
                 s->epoch = 0;

@@ -41,10 +41,13 @@ typedef struct nu__hazards {
     VkPipelineStageFlags2 stages;
     VkAccessFlags2 writes;
     uint32_t barriers;             /* barriers so far (for tests and benchmarks) */
+    uint32_t generation;           /* slots of other generations are empty */
 } nu__hazards;
 
 void nu__hazards_init(nu__hazards *h);
 void nu__hazards_fini(nu__hazards *h);
+/* Forgets everything tracked, keeping the memory (a recycled command buffer): O(1). */
+void nu__hazards_reset(nu__hazards *h);
 
 /* Whether a command with these accesses conflicts with an access since the last barrier.
  * Accesses of one command never conflict with each other. */

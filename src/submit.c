@@ -38,7 +38,10 @@ typedef struct nu__submitter {
     pthread_t thread;
     bool thread_started, stop;
     atomic_bool lost;
-    pthread_mutex_t pool_lock;
+    pthread_mutex_t pool_lock;     /* the pools, and the spare command buffer objects */
+    nu_commands *spare;            /* freed command buffers kept with their arrays (no malloc
+                                      churn, no page faults when recording the next one) */
+    uint32_t spare_count;
     pool_entry *pools[2];
     uint32_t pool_count[2], pool_capacity[2];
     pthread_mutex_t builtin_lock;
@@ -82,7 +85,9 @@ void nu__commands_release(nu_commands *c, bool completed)
     }
 }
 
-void nu__commands_destroy(nu_commands *c)
+#define SPARE_COMMANDS 32
+
+static void free_commands(nu_commands *c)
 {
     nu__hazards_fini(&c->hazards);
     nu__free(c->uses);
@@ -91,6 +96,52 @@ void nu__commands_destroy(nu_commands *c)
     nu__free(c->downloads);
     nu__free(c);
 }
+
+nu_commands *nu__commands_alloc(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->pool_lock);
+    nu_commands *c = s->spare;
+    if (c) {
+        s->spare = c->next;
+        s->spare_count--;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    if (!c) {
+        c = nu__calloc(1, sizeof *c);
+        if (c)
+            nu__hazards_init(&c->hazards);
+        return c;
+    }
+    /* Keep the arrays and the tracker's tables; forget what they held. */
+    nu__hazards_reset(&c->hazards);
+    c->use_count = c->kernel_count = c->staging_count = c->download_count = 0;
+    c->state = NU__RECORDING;
+    c->error = NU_OK;
+    c->freed = c->ended = false;
+    c->pool = VK_NULL_HANDLE;
+    c->cmd = VK_NULL_HANDLE;
+    c->bound = VK_NULL_HANDLE;
+    c->value = 0;
+    c->next = NULL;
+    return c;
+}
+
+void nu__commands_destroy(nu_commands *c)
+{
+    nu__submitter *s = S(c->device);
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->spare_count < SPARE_COMMANDS) {
+        c->next = s->spare;
+        s->spare = c;
+        s->spare_count++;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    if (c)
+        free_commands(c);
+}
+
 
 static void complete(nu_commands *c, nu_status status)
 {
@@ -541,6 +592,11 @@ void nu__submitter_fini(nu_device *d)
         nu_kernel_free(s->copy);
     if (s->fill)
         nu_kernel_free(s->fill);
+    while (s->spare) {
+        nu_commands *c = s->spare;
+        s->spare = c->next;
+        free_commands(c);
+    }
     for (int q = 0; q < 2; q++) {
         for (uint32_t i = 0; i < s->pool_count[q]; i++)
             d->vkd.vkDestroyCommandPool(d->device, s->pools[q][i].pool, NULL);

@@ -75,7 +75,10 @@ nu_status nu__submit(nu_commands *c);
 /* Releases everything a command buffer holds (uses, kernels, staging, its pool); `completed`
  * says whether its work ran (downloads are copied out) or was abandoned. */
 void nu__commands_release(nu_commands *c, bool completed);
-/* Frees the command buffer's own memory (after nu__commands_release). */
+/* A command buffer object in its initial state (recording, empty), recycled when one is
+ * spare, or NULL when host memory runs out. */
+nu_commands *nu__commands_alloc(nu_device *d);
+/* Frees the command buffer's own memory (after nu__commands_release), or keeps it as a spare. */
 void nu__commands_destroy(nu_commands *c);
 /* nu_commands_free of a committed command buffer: freed now if done, else at completion. */
 void nu__commands_free_committed(nu_commands *c);
