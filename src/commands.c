@@ -138,25 +138,24 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
     }
     if (RESERVE(c, use, c->use_count + n) != NU_OK)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
-    if (nu__hazards_conflict(&c->hazards, a, n)) {
-        /* The destination half covers every stage and access nuvec records, not only this
-         * command's: the epoch starts empty after the barrier, so everything recorded later
-         * relies on it for ordering and visibility (hazard.c). */
-        /* (A transfer-only queue has no compute stage: there, copies and clears only.) */
-        bool compute = c->kind == NU_QUEUE_COMPUTE;
-        VkMemoryBarrier2 mb = {
-            .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
-            .dstStageMask = VK_PIPELINE_STAGE_2_COPY_BIT | VK_PIPELINE_STAGE_2_CLEAR_BIT |
-                            (compute ? VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT : 0),
-            .dstAccessMask = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT |
-                             (compute ? VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : 0)};
-        nu__hazards_barrier(&c->hazards, &mb.srcStageMask, &mb.srcAccessMask);
+    /* The destination half covers every stage and access nuvec records, not only this
+     * command's: the epoch starts empty after the barrier, so everything recorded later relies
+     * on it for ordering and visibility (hazard.c). A transfer-only queue has no compute stage:
+     * there, copies and clears only. */
+    bool compute = c->kind == NU_QUEUE_COMPUTE, barrier;
+    VkMemoryBarrier2 mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+        .dstStageMask = VK_PIPELINE_STAGE_2_COPY_BIT | VK_PIPELINE_STAGE_2_CLEAR_BIT |
+                        (compute ? VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT : 0),
+        .dstAccessMask = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT |
+                         (compute ? VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : 0)};
+    if (nu__hazards_track(&c->hazards, a, n, use, &barrier, &mb.srcStageMask, &mb.srcAccessMask) != NU_OK)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
+    if (barrier) {
         VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                 .pMemoryBarriers = &mb};
         d->vkd.vkCmdPipelineBarrier2(c->cmd, &dep);
     }
-    if (nu__hazards_add(&c->hazards, a, n, use) != NU_OK)
-        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
     for (uint32_t i = 0; i < n; i++) {
         nu_buffer *b = t[i].buffer;
         if (!t[i].size)
@@ -269,7 +268,8 @@ nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t grou
         st = check_buffer(c, fn, b->buffer, b->offset, &size, b->access & NU_ACCESS_WRITE, &t[i]);
         if (st != NU_OK)
             return st;
-        if (size && t[i].offset % d->info.min_storage_buffer_offset_alignment)
+        /* Vulkan's alignment limits are powers of two: a mask, not a division. */
+        if (size && (t[i].offset & (d->info.min_storage_buffer_offset_alignment - 1)))
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                             "%s: binding %u: offset %zu is not a multiple of the device's storage buffer "
                             "alignment (%llu)", fn, i, b->offset,
@@ -291,7 +291,7 @@ nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t grou
 
 static bool aligned_for_shader(nu_device *d, VkDeviceSize offset)
 {
-    return offset % d->info.min_storage_buffer_offset_alignment == 0;
+    return (offset & (d->info.min_storage_buffer_offset_alignment - 1)) == 0;
 }
 
 nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu_buffer *src, size_t src_offset,

@@ -230,3 +230,89 @@ int32_t nu__hazards_get_use(const nu__hazards *h, uint64_t piece, uint64_t base)
     const nu__hazard_slot *s = find(h, piece, base);
     return s ? s->use : -1;
 }
+
+/* The slot of a piece, inserted (empty) if new. Room must have been reserved. */
+static nu__hazard_slot *find_or_insert(nu__hazards *h, uint64_t piece, uint64_t base)
+{
+    uint32_t mask = h->capacity - 1;
+    for (uint32_t j = hash(piece, base) & mask;; j = (j + 1) & mask) {
+        nu__hazard_slot *s = &h->slots[j];
+        if (s->generation != h->generation) {
+            s->generation = h->generation;
+            s->piece = piece;
+            s->base = base;
+            s->epoch = 0;
+            s->use = -1;
+            h->used++;
+            return s;
+        }
+        if (s->piece == piece && s->base == base)
+            return s;
+    }
+}
+
+static bool slot_conflicts(const nu__hazards *h, const nu__hazard_slot *s, const nu__access *a)
+{
+    if (s->epoch != h->epoch)
+        return false;
+    bool near_w = s->wmin < s->wmax && overlaps(a->start, a->end, s->wmin, s->wmax);
+    bool near_r = a->write && s->rmin < s->rmax && overlaps(a->start, a->end, s->rmin, s->rmax);
+    if (!near_w && !near_r)
+        return false;
+    for (int32_t r = s->head; r >= 0; r = h->ranges[r].next) {
+        const nu__hazard_range *g = &h->ranges[r];
+        if ((g->write || a->write) && overlaps(a->start, a->end, g->start, g->end))
+            return true;
+    }
+    return false;
+}
+
+nu_status nu__hazards_track(nu__hazards *h, const nu__access *a, uint32_t n, int32_t *use, bool *barrier,
+                            VkPipelineStageFlags2 *src_stages, VkAccessFlags2 *src_access)
+{
+    *barrier = false;
+    if (grow_slots(h, h->used + n) != NU_OK || grow_ranges(h, h->range_count + n) != NU_OK)
+        return NU_ERROR_HOST_OUT_OF_MEMORY;
+    nu__hazard_slot *slot[NU__HAZARD_MAX_ACCESSES];
+    bool conflict = false;
+    for (uint32_t i = 0; i < n; i++) {
+        slot[i] = find_or_insert(h, a[i].piece, a[i].base);
+        conflict = conflict || slot_conflicts(h, slot[i], &a[i]);
+    }
+    if (conflict) {
+        nu__hazards_barrier(h, src_stages, src_access);
+        *barrier = true;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        nu__hazard_slot *s = slot[i];
+        if (s->epoch != h->epoch) {
+            s->epoch = h->epoch;
+            s->head = -1;
+            s->rmin = s->wmin = UINT64_MAX;
+            s->rmax = s->wmax = 0;
+        } else if (s->head >= 0) {
+            /* The same access as the last one to this piece (a buffer read by every command):
+             * already in the list, nothing to add. */
+            const nu__hazard_range *last = &h->ranges[s->head];
+            if (last->start == a[i].start && last->end == a[i].end && last->write == a[i].write) {
+                h->stages |= a[i].stage;
+                use[i] = s->use;
+                continue;
+            }
+        }
+        nu__hazard_range *r = &h->ranges[h->range_count];
+        *r = (nu__hazard_range){a[i].start, a[i].end, a[i].write, s->head};
+        s->head = (int32_t)h->range_count++;
+        if (a[i].write) {
+            s->wmin = a[i].start < s->wmin ? a[i].start : s->wmin;
+            s->wmax = a[i].end > s->wmax ? a[i].end : s->wmax;
+            h->writes |= a[i].access;
+        } else {
+            s->rmin = a[i].start < s->rmin ? a[i].start : s->rmin;
+            s->rmax = a[i].end > s->rmax ? a[i].end : s->rmax;
+        }
+        h->stages |= a[i].stage;
+        use[i] = s->use;
+    }
+    return NU_OK;
+}

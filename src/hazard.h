@@ -62,6 +62,15 @@ void nu__hazards_barrier(nu__hazards *h, VkPipelineStageFlags2 *src_stages, VkAc
  * piece when first seen (nu__hazards_set_use). NU_ERROR_HOST_OUT_OF_MEMORY leaves the tracker
  * as it was. */
 nu_status nu__hazards_add(nu__hazards *h, const nu__access *a, uint32_t n, int32_t *use);
+/* The most accesses one command has (nu__hazards_track). */
+#define NU__HAZARD_MAX_ACCESSES 16
+
+/* conflict + barrier + add in one pass over the pieces (one hash probe each): adds a command's
+ * accesses, first starting a new epoch if any conflicts (then *barrier is set, with the
+ * barrier's source half in *src_stages / *src_access). use[i] gets each piece's caller index
+ * (-1: new). n <= NU__HAZARD_MAX_ACCESSES. NU_ERROR_HOST_OUT_OF_MEMORY changes nothing. */
+nu_status nu__hazards_track(nu__hazards *h, const nu__access *a, uint32_t n, int32_t *use, bool *barrier,
+                            VkPipelineStageFlags2 *src_stages, VkAccessFlags2 *src_access);
 /* The caller's index for a piece (-1: none yet). */
 int32_t nu__hazards_get_use(const nu__hazards *h, uint64_t piece, uint64_t base);
 /* Records the caller's index for a piece nu__hazards_add reported as new (use == -1). */
