@@ -37,6 +37,8 @@ typedef struct nu__submitter {
     nu_commands *head[2], *tail[2];
     pthread_t thread;
     bool thread_started, stop;
+    bool sleeping;                 /* the thread waits on `work` (a commit must signal it) */
+    uint64_t linger_ns;            /* how long the idle thread keeps waiting on the queues */
     atomic_bool lost;
     pthread_mutex_t pool_lock;     /* the pools, and the spare command buffer objects */
     nu_commands *spare;            /* freed command buffers kept with their arrays (no malloc
@@ -184,9 +186,13 @@ static void *completion_thread(void *arg)
     nu_device *d = arg;
     nu__submitter *s = S(d);
     pthread_mutex_lock(&s->lock);
+    bool linger = false;
     while (!s->stop) {
-        if (!s->head[0] && !s->head[1]) {
+        if (!s->head[0] && !s->head[1] && !linger) {
+            s->sleeping = true;
             pthread_cond_wait(&s->work, &s->lock);
+            s->sleeping = false;
+            linger = s->linger_ns != 0;
             continue;
         }
         VkSemaphore sems[2];
@@ -205,13 +211,19 @@ static void *completion_thread(void *arg)
                 pthread_mutex_unlock(&queue->lock);
             }
         }
+        /* Bounded, so that a lost device is noticed even if its semaphores never move. With
+         * nothing in flight it lingers (linger_ns) on the queues' next values before sleeping
+         * on the condition variable: work committed meanwhile needs no wake-up, which keeps a
+         * futex wake off the commit path of a loop of short round trips. */
+        bool idle = !s->head[0] && !s->head[1];
+        uint64_t timeout = idle ? s->linger_ns : 1000000000ull;
         pthread_mutex_unlock(&s->lock);
         VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                                   .flags = VK_SEMAPHORE_WAIT_ANY_BIT, .semaphoreCount = n,
                                   .pSemaphores = sems, .pValues = values};
-        /* Bounded, so that a lost device is noticed even if its semaphores never move. */
-        VkResult r = d->vkd.vkWaitSemaphores(d->device, &wi, 1000000000ull);
+        VkResult r = d->vkd.vkWaitSemaphores(d->device, &wi, timeout);
         pthread_mutex_lock(&s->lock);
+        linger = !(idle && r == VK_TIMEOUT) && s->linger_ns != 0;
         if (r == VK_ERROR_DEVICE_LOST)
             atomic_store(&s->lost, true);
         process_locked(d);
@@ -329,13 +341,12 @@ nu_status nu__submit(nu_commands *c)
 
     pthread_mutex_lock(&s->lock);
     if (r == VK_SUCCESS) {
-        bool idle = !s->head[0] && !s->head[1];
         if (s->tail[q->index])
             s->tail[q->index]->next = c;
         else
             s->head[q->index] = c;
         s->tail[q->index] = c;
-        if (idle)
+        if (s->sleeping)
             pthread_cond_signal(&s->work);
     } else {
         if (r == VK_ERROR_DEVICE_LOST)
@@ -470,6 +481,14 @@ void nu__commands_free_committed(nu_commands *c)
         nu__commands_destroy(c);
 }
 
+void nu__submitter_set_linger(nu_device *d, uint64_t ns)
+{
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->lock);
+    s->linger_ns = ns;
+    pthread_mutex_unlock(&s->lock);
+}
+
 void nu__device_simulate_loss(nu_device *d)
 {
     nu__submitter *s = S(d);
@@ -563,6 +582,9 @@ nu_status nu__submitter_init(nu_device *d)
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&s->work, NULL);
     atomic_init(&s->lost, false);
+    /* On a CPU device (lavapipe) the GPU's work runs on the cores a lingering thread would
+     * take: there it sleeps at once. */
+    s->linger_ns = d->info.type == NU_DEVICE_CPU ? 0 : 5000000u;
     d->submitter = s;
     if (pthread_create(&s->thread, NULL, completion_thread, d) != 0)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "cannot start the completion thread");

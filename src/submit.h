@@ -84,6 +84,9 @@ void nu__commands_destroy(nu_commands *c);
 void nu__commands_free_committed(nu_commands *c);
 /* Whether the device was lost (every later submission fails). */
 bool nu__device_lost(nu_device *d);
+/* For tests: how long the idle completion thread keeps waiting on the queues before sleeping
+ * (default 5 ms on GPUs, 0 on CPU devices). */
+void nu__submitter_set_linger(nu_device *d, uint64_t ns);
 /* For tests: behave as if the device were lost. */
 void nu__device_simulate_loss(nu_device *d);
 

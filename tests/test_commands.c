@@ -370,6 +370,27 @@ static void *record_and_commit(void *arg)
     return NULL;
 }
 
+/* The completion thread lingering on the queues between round trips (the default on GPUs):
+ * round trips and background completion still work, and closing does not hang. */
+static void a_lingering_completion_thread_works(void **state)
+{
+    nu__submitter_set_linger(dev, 2000000);
+    nu_buffer *a = buffer(4096, NU_STORAGE_PRIVATE);
+    for (int i = 0; i < 20; i++) {
+        nu_commands *c = commands(i % 2 ? NU_QUEUE_TRANSFER : NU_QUEUE_COMPUTE);
+        uint32_t got[4];
+        NT_OK(nu_commands_fill(c, a, 0, 4096, (uint32_t)i));
+        NT_OK(nu_commands_download(c, a, 0, got, sizeof got));
+        run(c);
+        assert_int_equal(got[3], i);
+        nu_commands_free(c);
+        if (i % 5 == 4)
+            usleep(3000); /* past the linger: the thread sleeps, the next commit wakes it */
+    }
+    nu_buffer_free(a);
+    nu__submitter_set_linger(dev, 0);
+}
+
 static void threads_record_and_commit_at_once(void **state)
 {
     pthread_t t[8];
@@ -420,6 +441,7 @@ int main(void)
         cmocka_unit_test(cpu_access_to_reused_memory_waits),
         cmocka_unit_test(completion_needs_no_polling),
         cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(a_lingering_completion_thread_works),
         cmocka_unit_test(threads_record_and_commit_at_once),
         cmocka_unit_test(a_lost_device_is_reported_and_nothing_hangs),
     };
