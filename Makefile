@@ -57,6 +57,9 @@ tsan: deps build-tsan/CMakeCache.txt
 
 bench: build
 	./build/nuvec bench alloc
+	./build/nuvec bench dispatch
+	./build/nuvec bench submit
+	./build/nuvec bench pipeline
 
 install: build
 	$(SUDO) cmake --install build

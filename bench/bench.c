@@ -20,6 +20,8 @@ static const struct {
     {"submit", nu_bench_submit, "[--json] [--device NAME] [--iterations N]",
      "us per round trip of one small dispatch: nuvec new+dispatch+commit+wait+free vs\n"
      "      hand-written Vulkan (fence wait, timeline spin, timeline wait)"},
+    {"pipeline", nu_bench_pipeline, "[--json] [--device NAME] [--elements N] [--steps N] [--in-flight N]",
+     "the pipelined demo loop with and without reuse of in-flight memory: GB/s and peak memory"},
 };
 #define BENCHMARK_COUNT (sizeof benchmarks / sizeof benchmarks[0])
 

@@ -3,8 +3,9 @@
 # benchmarks, with a table at the end. The build comes along (carry: build .gl); .gl holds
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
-# Steps: info tests demo alloc dispatch submit cuda torch summary random (default: all; random
-# takes RANDOM_PROGRAMS, default 100000). Text results go to $OUT (or ./h200-out), at most 8
+# Steps: info tests demo alloc dispatch submit pipeline cuda torch summary random (default: all;
+# random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0); gputests runs only
+# the tests that do GPU work. Text results go to $OUT (or ./h200-out), at most 8
 # files (what the device tool brings back); JSON goes to $OUT_JSON (default /tmp/h200-json). cuda builds bench/cuda_dispatch.cu with nvcc into a temporary folder;
 # torch runs bench/torch_dispatch.py; summary prints dispatch/submit/cuda/torch side by side.
 set -u
@@ -16,7 +17,7 @@ ldconfig
 if ! ./build/nuvec info >/dev/null 2>&1; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
-steps=${*:-info tests demo alloc dispatch submit cuda torch summary random}
+steps=${*:-info tests demo alloc dispatch submit pipeline cuda torch summary random}
 status=0
 for step in $steps; do
     echo "=== $step"
@@ -26,8 +27,12 @@ for step in $steps; do
         ./build/nuvec info --json >"$J/info.json"
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$OUT/info.txt"
         lscpu | grep -E 'Model name|^CPU\(s\)' | tee -a "$OUT/info.txt" ;;
-    tests)
+    tests|gputests)
         for t in build/tests/test_*; do
+            # gputests: only those that run GPU work (not the CPU-only ones; random has its step)
+            if [ "$step" = gputests ]; then
+                case $(basename "$t") in test_allocator|test_guard|test_hazard|test_host_oom|test_random) continue ;; esac
+            fi
             log=$J/$(basename "$t").log
             if NUVEC_VALIDATION=1 CMOCKA_MESSAGE_OUTPUT=stdout "$t" >"$log" 2>&1; then
                 echo "PASS $(basename "$t")" | tee -a "$OUT/tests.log"
@@ -40,7 +45,7 @@ for step in $steps; do
     alloc)
         ./build/nuvec bench alloc --json >"$J/alloc.json" || status=1
         ./build/nuvec bench alloc | tee "$OUT/alloc.txt" ;;
-    dispatch|submit)
+    dispatch|submit|pipeline)
         ./build/nuvec bench "$step" --json >"$J/$step.json" || status=1
         ./build/nuvec bench "$step" | tee -a "$OUT/bench.txt" || status=1 ;;
     cuda)
@@ -66,7 +71,7 @@ for step in $steps; do
         python3 bench/h200_summary.py "$J" | tee "$OUT/summary.txt" || status=1 ;;
     random)
         start=$(date +%s)
-        NUVEC_VALIDATION=1 ./build/tests/test_random --programs "${RANDOM_PROGRAMS:-100000}" >"$J/random.log" 2>&1
+        NUVEC_VALIDATION=1 ./build/tests/test_random --programs "${RANDOM_PROGRAMS:-100000}" --seed "${RANDOM_SEED:-0}" >"$J/random.log" 2>&1
         rc=$?
         { tail -5 "$J/random.log"; echo "rc=$rc, $(( $(date +%s) - start )) s"; } | tee "$OUT/random.txt"
         [ $rc = 0 ] || status=1 ;;
