@@ -94,23 +94,80 @@ static nu__hazard_slot *find(const nu__hazards *h, uint64_t piece, uint64_t base
 
 static bool overlaps(uint64_t s1, uint64_t e1, uint64_t s2, uint64_t e2) { return s1 < e2 && s2 < e1; }
 
+/* The slot of a piece, inserted (empty) if new. Room must have been reserved. */
+static nu__hazard_slot *find_or_insert(nu__hazards *h, uint64_t piece, uint64_t base)
+{
+    uint32_t mask = h->capacity - 1;
+    for (uint32_t j = hash(piece, base) & mask;; j = (j + 1) & mask) {
+        nu__hazard_slot *s = &h->slots[j];
+        if (s->generation != h->generation) {
+            s->generation = h->generation;
+            s->piece = piece;
+            s->base = base;
+            s->epoch = 0;
+            s->use = -1;
+            h->used++;
+            return s;
+        }
+        if (s->piece == piece && s->base == base)
+            return s;
+    }
+}
+
+static bool slot_conflicts(const nu__hazards *h, const nu__hazard_slot *s, const nu__access *a)
+{
+    if (s->epoch != h->epoch)
+        return false;
+    bool near_w = s->wmin < s->wmax && overlaps(a->start, a->end, s->wmin, s->wmax);
+    bool near_r = a->write && s->rmin < s->rmax && overlaps(a->start, a->end, s->rmin, s->rmax);
+    if (!near_w && !near_r)
+        return false;
+    for (int32_t r = s->head; r >= 0; r = h->ranges[r].next) {
+        const nu__hazard_range *g = &h->ranges[r];
+        if ((g->write || a->write) && overlaps(a->start, a->end, g->start, g->end))
+            return true;
+    }
+    return false;
+}
+
+/* Adds an access to its piece's list for this epoch; returns the piece's caller index. */
+static int32_t append(nu__hazards *h, nu__hazard_slot *s, const nu__access *a)
+{
+    if (s->epoch != h->epoch) {
+        s->epoch = h->epoch;
+        s->head = -1;
+        s->rmin = s->wmin = UINT64_MAX;
+        s->rmax = s->wmax = 0;
+    } else if (s->head >= 0) {
+        /* The same access as the last one to this piece (a buffer read by every command):
+         * already listed. */
+        const nu__hazard_range *last = &h->ranges[s->head];
+        if (last->start == a->start && last->end == a->end && last->write == a->write) {
+            h->stages |= a->stage;
+            return s->use;
+        }
+    }
+    nu__hazard_range *r = &h->ranges[h->range_count];
+    *r = (nu__hazard_range){a->start, a->end, a->write, s->head};
+    s->head = (int32_t)h->range_count++;
+    if (a->write) {
+        s->wmin = a->start < s->wmin ? a->start : s->wmin;
+        s->wmax = a->end > s->wmax ? a->end : s->wmax;
+        h->writes |= a->access;
+    } else {
+        s->rmin = a->start < s->rmin ? a->start : s->rmin;
+        s->rmax = a->end > s->rmax ? a->end : s->rmax;
+    }
+    h->stages |= a->stage;
+    return s->use;
+}
+
 bool nu__hazards_conflict(const nu__hazards *h, const nu__access *a, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         const nu__hazard_slot *s = find(h, a[i].piece, a[i].base);
-        if (!s || s->epoch != h->epoch)
-            continue;
-        /* Bounds first: monotonic or disjoint use (slices written one after another) never
-         * walks the list. */
-        bool near_w = s->wmin < s->wmax && overlaps(a[i].start, a[i].end, s->wmin, s->wmax);
-        bool near_r = a[i].write && s->rmin < s->rmax && overlaps(a[i].start, a[i].end, s->rmin, s->rmax);
-        if (!near_w && !near_r)
-            continue;
-        for (int32_t r = s->head; r >= 0; r = h->ranges[r].next) {
-            const nu__hazard_range *g = &h->ranges[r];
-            if ((g->write || a[i].write) && overlaps(a[i].start, a[i].end, g->start, g->end))
-                return true;
-        }
+        if (s && slot_conflicts(h, s, &a[i]))
+            return true;
     }
     return false;
 }
@@ -176,44 +233,10 @@ nu_status nu__hazards_add(nu__hazards *h, const nu__access *a, uint32_t n, int32
     /* Reserve first, so that a failure changes nothing. */
     if (grow_slots(h, h->used + n) != NU_OK || grow_ranges(h, h->range_count + n) != NU_OK)
         return NU_ERROR_HOST_OUT_OF_MEMORY;
-    uint32_t mask = h->capacity - 1;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t j = hash(a[i].piece, a[i].base) & mask;
-        nu__hazard_slot *s;
-        for (;; j = (j + 1) & mask) {
-            s = &h->slots[j];
-            if (s->generation != h->generation) {
-                s->generation = h->generation;
-                s->piece = a[i].piece;
-                s->base = a[i].base;
-                s->epoch = 0;
-                s->use = -1;
-                h->used++;
-                break;
-            }
-            if (s->piece == a[i].piece && s->base == a[i].base)
-                break;
-        }
-        if (s->epoch != h->epoch) {
-            s->epoch = h->epoch;
-            s->head = -1;
-            s->rmin = s->wmin = UINT64_MAX;
-            s->rmax = s->wmax = 0;
-        }
-        nu__hazard_range *r = &h->ranges[h->range_count];
-        *r = (nu__hazard_range){a[i].start, a[i].end, a[i].write, s->head};
-        s->head = (int32_t)h->range_count++;
-        if (a[i].write) {
-            s->wmin = a[i].start < s->wmin ? a[i].start : s->wmin;
-            s->wmax = a[i].end > s->wmax ? a[i].end : s->wmax;
-            h->writes |= a[i].access;
-        } else {
-            s->rmin = a[i].start < s->rmin ? a[i].start : s->rmin;
-            s->rmax = a[i].end > s->rmax ? a[i].end : s->rmax;
-        }
-        h->stages |= a[i].stage;
+        int32_t u = append(h, find_or_insert(h, a[i].piece, a[i].base), &a[i]);
         if (use)
-            use[i] = s->use;
+            use[i] = u;
     }
     return NU_OK;
 }
@@ -231,41 +254,8 @@ int32_t nu__hazards_get_use(const nu__hazards *h, uint64_t piece, uint64_t base)
     return s ? s->use : -1;
 }
 
-/* The slot of a piece, inserted (empty) if new. Room must have been reserved. */
-static nu__hazard_slot *find_or_insert(nu__hazards *h, uint64_t piece, uint64_t base)
-{
-    uint32_t mask = h->capacity - 1;
-    for (uint32_t j = hash(piece, base) & mask;; j = (j + 1) & mask) {
-        nu__hazard_slot *s = &h->slots[j];
-        if (s->generation != h->generation) {
-            s->generation = h->generation;
-            s->piece = piece;
-            s->base = base;
-            s->epoch = 0;
-            s->use = -1;
-            h->used++;
-            return s;
-        }
-        if (s->piece == piece && s->base == base)
-            return s;
-    }
-}
 
-static bool slot_conflicts(const nu__hazards *h, const nu__hazard_slot *s, const nu__access *a)
-{
-    if (s->epoch != h->epoch)
-        return false;
-    bool near_w = s->wmin < s->wmax && overlaps(a->start, a->end, s->wmin, s->wmax);
-    bool near_r = a->write && s->rmin < s->rmax && overlaps(a->start, a->end, s->rmin, s->rmax);
-    if (!near_w && !near_r)
-        return false;
-    for (int32_t r = s->head; r >= 0; r = h->ranges[r].next) {
-        const nu__hazard_range *g = &h->ranges[r];
-        if ((g->write || a->write) && overlaps(a->start, a->end, g->start, g->end))
-            return true;
-    }
-    return false;
-}
+
 
 nu_status nu__hazards_track(nu__hazards *h, const nu__access *a, uint32_t n, int32_t *use, bool *barrier,
                             VkPipelineStageFlags2 *src_stages, VkAccessFlags2 *src_access)
@@ -283,36 +273,7 @@ nu_status nu__hazards_track(nu__hazards *h, const nu__access *a, uint32_t n, int
         nu__hazards_barrier(h, src_stages, src_access);
         *barrier = true;
     }
-    for (uint32_t i = 0; i < n; i++) {
-        nu__hazard_slot *s = slot[i];
-        if (s->epoch != h->epoch) {
-            s->epoch = h->epoch;
-            s->head = -1;
-            s->rmin = s->wmin = UINT64_MAX;
-            s->rmax = s->wmax = 0;
-        } else if (s->head >= 0) {
-            /* The same access as the last one to this piece (a buffer read by every command):
-             * already in the list, nothing to add. */
-            const nu__hazard_range *last = &h->ranges[s->head];
-            if (last->start == a[i].start && last->end == a[i].end && last->write == a[i].write) {
-                h->stages |= a[i].stage;
-                use[i] = s->use;
-                continue;
-            }
-        }
-        nu__hazard_range *r = &h->ranges[h->range_count];
-        *r = (nu__hazard_range){a[i].start, a[i].end, a[i].write, s->head};
-        s->head = (int32_t)h->range_count++;
-        if (a[i].write) {
-            s->wmin = a[i].start < s->wmin ? a[i].start : s->wmin;
-            s->wmax = a[i].end > s->wmax ? a[i].end : s->wmax;
-            h->writes |= a[i].access;
-        } else {
-            s->rmin = a[i].start < s->rmin ? a[i].start : s->rmin;
-            s->rmax = a[i].end > s->rmax ? a[i].end : s->rmax;
-        }
-        h->stages |= a[i].stage;
-        use[i] = s->use;
-    }
+    for (uint32_t i = 0; i < n; i++)
+        use[i] = append(h, slot[i], &a[i]);
     return NU_OK;
 }
