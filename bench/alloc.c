@@ -17,14 +17,13 @@
  * The targets (the issue's, for the H200): cached allocate+free <= 100 ns, and >= 1000x faster
  * than vkAllocateMemory. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "device.h"
 #include "nuvec.h"
 
@@ -79,26 +78,6 @@ static void usage(FILE *f)
             PAIRS_PER_BATCH, DEFAULT_BATCHES, VK_REPS_SMALL, VK_REPS_LARGE);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts v in place. */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static const char *size_name(char *buf, size_t len, uint64_t size)
 {
     if (size >= (1u << 20))
@@ -135,21 +114,21 @@ static nu_status time_nuvec(nu_device *d, uint64_t size, nu_storage storage, dou
     nu_memory_get_stats(d, &before);
     int pairs = PROBE_PAIRS;
     for (int i = -1; i < batches; i++) { /* batch -1 is the probe that sizes the others */
-        uint64_t t0 = now_ns();
+        uint64_t t0 = nu_bench_now_ns();
         for (int j = 0; j < pairs; j++) {
             st = nu_buffer_new(d, (size_t)size, storage, &b);
             if (st != NU_OK)
                 return st;
             nu_buffer_free(b);
         }
-        double ns = (double)(now_ns() - t0) / pairs;
+        double ns = (double)(nu_bench_now_ns() - t0) / pairs;
         if (i < 0)
             pairs = batch_pairs(ns);
         else
             samples[i] = ns;
     }
     nu_memory_get_stats(d, &after);
-    r->nuvec_ns = median(samples, batches);
+    r->nuvec_ns = nu_bench_median(samples, batches);
     r->nuvec_pairs = pairs;
     r->cached = after.blocks == before.blocks && after.reserved == before.reserved;
     nu_memory_clear_cache(d);
@@ -173,7 +152,7 @@ static VkResult vk_pair(nu_device *d, uint64_t size, int kind, double *ns, const
     VkDeviceMemory memory = VK_NULL_HANDLE;
     VkResult res;
 
-    uint64_t t0 = now_ns();
+    uint64_t t0 = nu_bench_now_ns();
     if ((res = vk->vkCreateBuffer(d->device, &bi, NULL, &buffer)) != VK_SUCCESS) {
         *what = "vkCreateBuffer";
         return res;
@@ -202,7 +181,7 @@ static VkResult vk_pair(nu_device *d, uint64_t size, int kind, double *ns, const
     }
     vk->vkDestroyBuffer(d->device, buffer, NULL);
     vk->vkFreeMemory(d->device, memory, NULL); /* also unmaps */
-    *ns = (double)(now_ns() - t0);
+    *ns = (double)(nu_bench_now_ns() - t0);
     return res;
 }
 
@@ -217,7 +196,7 @@ static void time_vk(nu_device *d, uint64_t size, int kind, double *samples, int 
     r->vk_reps = reps;
     r->vk_ok = res == VK_SUCCESS;
     if (r->vk_ok)
-        r->vk_ns = median(samples, reps);
+        r->vk_ns = nu_bench_median(samples, reps);
     else
         snprintf(r->vk_error, sizeof r->vk_error, "%s: %s", what, nu__vk_result_name(res));
 }
@@ -226,7 +205,7 @@ static bool time_malloc(uint64_t size, double *samples, int batches, double *out
 {
     int pairs = PROBE_PAIRS;
     for (int i = -1; i < batches; i++) { /* batch -1 warms up and sizes the others */
-        uint64_t t0 = now_ns();
+        uint64_t t0 = nu_bench_now_ns();
         for (int j = 0; j < pairs; j++) {
             void *p = malloc((size_t)size);
             if (!p)
@@ -234,13 +213,13 @@ static bool time_malloc(uint64_t size, double *samples, int batches, double *out
             sink = (uintptr_t)p;
             free(p);
         }
-        double ns = (double)(now_ns() - t0) / pairs;
+        double ns = (double)(nu_bench_now_ns() - t0) / pairs;
         if (i < 0)
             pairs = batch_pairs(ns);
         else
             samples[i] = ns;
     }
-    *out = median(samples, batches);
+    *out = nu_bench_median(samples, batches);
     *out_pairs = pairs;
     return true;
 }
@@ -276,20 +255,6 @@ static verdict judge(const row *rows, int n)
     return v;
 }
 
-/* "1421x", "18.5x", "2.45x", "0.0008x". */
-static const char *ratio_text(char *buf, size_t len, double ratio)
-{
-    if (ratio >= 100)
-        snprintf(buf, len, "%.0fx", ratio);
-    else if (ratio >= 10)
-        snprintf(buf, len, "%.1fx", ratio);
-    else if (ratio >= 0.01)
-        snprintf(buf, len, "%.2fx", ratio);
-    else
-        snprintf(buf, len, "%.2gx", ratio);
-    return buf;
-}
-
 static const char *ns_text(char *buf, size_t len, double ns)
 {
     if (ns < 1000)
@@ -321,12 +286,12 @@ static void print_table(const nu_device *d, const row *rows, int n, int batches)
         snprintf(e, sizeof e, "%s%s", ns_text(a, sizeof a, r->nuvec_ns), r->cached ? "" : " *");
         uncached |= !r->cached;
         if (r->vk_ok)
-            ratio_text(c, sizeof c, r->vk_ns / r->nuvec_ns);
+            nu_bench_ratio_text(c, sizeof c, r->vk_ns / r->nuvec_ns);
         else
             snprintf(c, sizeof c, "n/a");
         printf("%-8s %8s | %15s | %19s | %10s | %10s | %12s\n", storages[r->storage].name,
                size_name(s, sizeof s, r->size), e, r->vk_ok ? ns_text(b, sizeof b, r->vk_ns) : "failed",
-               ns_text(a, sizeof a, r->malloc_ns), c, ratio_text(f, sizeof f, r->nuvec_ns / r->malloc_ns));
+               ns_text(a, sizeof a, r->malloc_ns), c, nu_bench_ratio_text(f, sizeof f, r->nuvec_ns / r->malloc_ns));
     }
     for (int i = 0; i < n; i++)
         if (!rows[i].vk_ok)
@@ -341,7 +306,7 @@ static void print_table(const nu_device *d, const row *rows, int n, int batches)
            size_name(s, sizeof s, v.worst_ns_row->size));
     if (v.least_ratio_row)
         printf(">= %.0fx faster than vkAllocateMemory: %s (least %s, %s %s)\n", TARGET_RATIO,
-               v.ratio_met ? "met" : "NOT met", ratio_text(c, sizeof c, v.least_ratio),
+               v.ratio_met ? "met" : "NOT met", nu_bench_ratio_text(c, sizeof c, v.least_ratio),
                storages[v.least_ratio_row->storage].name, size_name(b, sizeof b, v.least_ratio_row->size));
     else
         printf(">= %.0fx faster than vkAllocateMemory: not measured (vkAllocateMemory failed)\n", TARGET_RATIO);
@@ -349,20 +314,10 @@ static void print_table(const nu_device *d, const row *rows, int n, int batches)
 
 static int print_json(const nu_device *d, const row *rows, int n, int batches)
 {
-    const nu_device_info *in = &d->info;
-    char a[64];
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "benchmark", "alloc");
     cJSON_AddStringToObject(root, "nuvec_version", NUVEC_VERSION_STRING);
-    cJSON *dev = cJSON_AddObjectToObject(root, "device");
-    cJSON_AddNumberToObject(dev, "index", in->index);
-    cJSON_AddStringToObject(dev, "name", in->name);
-    cJSON_AddStringToObject(dev, "type", nu_device_type_name(in->type));
-    cJSON_AddStringToObject(dev, "driver_name", in->driver_name);
-    cJSON_AddStringToObject(dev, "driver_info", in->driver_info);
-    uint32_t v = in->api_version;
-    snprintf(a, sizeof a, "%u.%u.%u", (v >> 22) & 0x7fu, (v >> 12) & 0x3ffu, v & 0xfffu);
-    cJSON_AddStringToObject(dev, "api_version", a);
+    nu_bench_json_device(root, d);
 
     cJSON *method = cJSON_AddObjectToObject(root, "method");
     cJSON_AddNumberToObject(method, "batches", batches);
@@ -409,15 +364,7 @@ static int print_json(const nu_device *d, const row *rows, int n, int batches)
     cJSON_AddBoolToObject(t, "nuvec_ns_met", vd.ns_met);
     cJSON_AddBoolToObject(t, "vk_ratio_met", vd.ratio_met);
 
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) {
-        fprintf(stderr, "nuvec bench alloc: out of host memory printing JSON\n");
-        return 1;
-    }
-    printf("%s\n", text);
-    cJSON_free(text);
-    return 0;
+    return nu_bench_json_print("alloc", root);
 }
 
 /* ---- the command ------------------------------------------------------------------------ */
@@ -428,43 +375,21 @@ int nu_bench_alloc(int argc, char **argv)
     const char *select = NULL;
     int batches = DEFAULT_BATCHES;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            select = argv[++i];
-        } else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            long n = strtol(argv[++i], &end, 10);
-            if (errno || *end || n < 1 || n > 100000) {
-                fprintf(stderr, "nuvec bench alloc: --iterations wants a number from 1 to 100000, not '%s'\n",
-                        argv[i]);
+        if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
+            long n;
+            if (!nu_bench_parse_count("alloc", "--iterations", argv[++i], 1, 100000, &n))
                 return 2;
-            }
             batches = (int)n;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
         } else {
-            fprintf(stderr, "nuvec bench alloc: unknown or incomplete option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
+            int rc = nu_bench_common_option("alloc", argc, argv, &i, &json, &select, usage);
+            if (rc != NU_BENCH_OPTION_TAKEN)
+                return rc;
         }
     }
 
-    /* Validation intercepts every Vulkan call: its numbers would measure the layer. */
-    const char *val = getenv("NUVEC_VALIDATION");
-    if (val && *val && strcmp(val, "0") != 0) {
-        fprintf(stderr, "nuvec bench alloc: ignoring NUVEC_VALIDATION=%s (benchmarks run without validation)\n", val);
-        unsetenv("NUVEC_VALIDATION");
-    }
-    nu_device_desc desc = {.select = select, .validation = false};
     nu_device *d;
-    nu_status st = nu_device_open(&desc, &d);
-    if (st != NU_OK) {
-        fprintf(stderr, "nuvec bench alloc: %s: %s\n", nu_status_string(st), nu_error_message(NULL));
+    if (!nu_bench_open("alloc", select, &d))
         return 1;
-    }
 
     int most = batches > VK_REPS_SMALL ? batches : VK_REPS_SMALL;
     double *samples = malloc((size_t)most * sizeof *samples);
@@ -493,7 +418,7 @@ int nu_bench_alloc(int argc, char **argv)
             r->storage = (int)s;
             r->malloc_ns = malloc_ns;
             r->malloc_pairs = malloc_pairs;
-            st = time_nuvec(d, sizes[i], storages[s].storage, samples, batches, r);
+            nu_status st = time_nuvec(d, sizes[i], storages[s].storage, samples, batches, r);
             if (st != NU_OK) {
                 fprintf(stderr, "nuvec bench alloc: %s buffer of %" PRIu64 " bytes: %s: %s\n", storages[s].name,
                         sizes[i], nu_status_string(st), nu_error_message(NULL));

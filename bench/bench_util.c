@@ -80,6 +80,25 @@ bool nu_bench_parse_count(const char *bench, const char *opt, const char *text, 
     return true;
 }
 
+int nu_bench_common_option(const char *bench, int argc, char **argv, int *i, bool *json, const char **select,
+                           void (*usage)(FILE *f))
+{
+    const char *arg = argv[*i];
+    if (!strcmp(arg, "--json")) {
+        *json = true;
+    } else if (!strcmp(arg, "--device") && *i + 1 < argc) {
+        *select = argv[++*i];
+    } else if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+        usage(stdout);
+        return 0;
+    } else {
+        fprintf(stderr, "nuvec bench %s: unknown or incomplete option '%s'\n", bench, arg);
+        usage(stderr);
+        return 2;
+    }
+    return NU_BENCH_OPTION_TAKEN;
+}
+
 bool nu_bench_open(const char *bench, const char *select, nu_device **out)
 {
     /* Validation intercepts every Vulkan call: its numbers would measure the layer. */

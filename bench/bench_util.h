@@ -1,4 +1,4 @@
-/* bench_util.h: what the dispatch and submit benchmarks share: clocks, medians, opening the
+/* bench_util.h: what the alloc, dispatch and submit benchmarks share: clocks, medians, opening the
  * device without validation, option parsing, the device's JSON description, and the hand-written
  * Vulkan submission they compare nuvec against (on nuvec's own compute queue, under its lock). */
 #ifndef NU_BENCH_UTIL_H
@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "device.h"
 #include "nuvec.h"
@@ -24,6 +25,14 @@ const char *nu_bench_us_text(char *buf, size_t len, double us);
 /* Parses a decimal count in [lo, hi] for option `opt` of benchmark `bench`; false (with a
  * message on stderr) when it is not one. */
 bool nu_bench_parse_count(const char *bench, const char *opt, const char *text, long lo, long hi, long *out);
+
+/* The options every benchmark takes, for its option loop at argv[*i] (after its own options):
+ * --json, --device NAME (stepping *i past NAME), --help or -h (usage on stdout), and anything
+ * else, an unknown or incomplete option (a message and usage on stderr). Returns
+ * NU_BENCH_OPTION_TAKEN to go on, else the status the benchmark returns (0 after --help, 2). */
+#define NU_BENCH_OPTION_TAKEN (-1)
+int nu_bench_common_option(const char *bench, int argc, char **argv, int *i, bool *json, const char **select,
+                           void (*usage)(FILE *f));
 
 /* Opens the device chosen by `select` (NULL: NUVEC_DEVICE or the default order) without
  * validation (a NUVEC_VALIDATION in the environment is dropped with a note: the layer would be

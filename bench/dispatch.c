@@ -222,6 +222,46 @@ static nu_status record_nuvec(bench *b, int pattern, nu_commands *c)
     return st;
 }
 
+/* What the hand-written recording hands the driver: the four buffers' descriptor write and the
+ * global memory barrier before a dependent dispatch. It points into itself: fill it in place. */
+typedef struct hand_calls {
+    VkDescriptorBufferInfo info[4];
+    VkWriteDescriptorSet w;
+    VkMemoryBarrier2 mb;
+    VkDependencyInfo dep;
+} hand_calls;
+
+static void hand_calls_init(hand_calls *h)
+{
+    h->w = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
+                                  .descriptorCount = 4, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  .pBufferInfo = h->info};
+    h->mb = (VkMemoryBarrier2){.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+                               .srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+                               .srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT,
+                               .dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+                               .dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT};
+    h->dep = (VkDependencyInfo){.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
+                                .pMemoryBarriers = &h->mb};
+}
+
+/* Resets the hand-written command buffer (the whole pool where it is TRANSIENT, like nuvec's) and
+ * begins it for one submission; *what names the call that failed. */
+static VkResult begin_hand(bench *b, const char **what)
+{
+    const nu__vk_device *vk = &b->d->vkd;
+    *what = b->hand_transient ? "vkResetCommandPool" : "vkResetCommandBuffer";
+    VkResult r = b->hand_transient ? vk->vkResetCommandPool(b->d->device, b->vk.pool, 0)
+                                   : vk->vkResetCommandBuffer(b->vk.cmd, 0);
+    if (r == VK_SUCCESS) {
+        *what = "vkBeginCommandBuffer";
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        r = vk->vkBeginCommandBuffer(b->vk.cmd, &bi);
+    }
+    return r;
+}
+
 /* The same work as a Vulkan programmer writes it: the pipeline bound once; per dispatch the four
  * buffers pushed, the push constants, the dispatch; in the chain, one global memory barrier
  * before each dispatch but the first (the previous dispatch wrote what this one reads, and read
@@ -231,36 +271,27 @@ static void record_hand(bench *b, int pattern, VkCommandBuffer cmd)
     const nu__vk_device *vk = &b->d->vkd;
     const uint32_t push = ELEMS;
     VkPipelineLayout layout = b->k->layout;
-    VkDescriptorBufferInfo info[4];
-    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
-                              .descriptorCount = 4, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                              .pBufferInfo = info};
-    VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
-                           .srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
-                           .srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT,
-                           .dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
-                           .dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT};
-    VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
-                            .pMemoryBarriers = &mb};
+    hand_calls h;
+    hand_calls_init(&h);
     vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, b->k->pipeline);
     if (pattern == DEPENDENT) {
-        info[2] = (VkDescriptorBufferInfo){b->vin[0], b->oin[0], RANGE};
-        info[3] = (VkDescriptorBufferInfo){b->vin[1], b->oin[1], RANGE};
+        h.info[2] = (VkDescriptorBufferInfo){b->vin[0], b->oin[0], RANGE};
+        h.info[3] = (VkDescriptorBufferInfo){b->vin[1], b->oin[1], RANGE};
         for (uint32_t i = 0; i < b->count; i++) {
             if (i)
-                vk->vkCmdPipelineBarrier2(cmd, &dep);
-            info[0] = (VkDescriptorBufferInfo){b->vx[(i + 1) & 1], b->ox[(i + 1) & 1], RANGE};
-            info[1] = (VkDescriptorBufferInfo){b->vx[i & 1], b->ox[i & 1], RANGE};
-            vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &w);
+                vk->vkCmdPipelineBarrier2(cmd, &h.dep);
+            h.info[0] = (VkDescriptorBufferInfo){b->vx[(i + 1) & 1], b->ox[(i + 1) & 1], RANGE};
+            h.info[1] = (VkDescriptorBufferInfo){b->vx[i & 1], b->ox[i & 1], RANGE};
+            vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &h.w);
             vk->vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
             vk->vkCmdDispatch(cmd, 1, 1, 1);
         }
     } else {
         for (int j = 0; j < 3; j++)
-            info[j + 1] = (VkDescriptorBufferInfo){b->vin[j], b->oin[j], RANGE};
+            h.info[j + 1] = (VkDescriptorBufferInfo){b->vin[j], b->oin[j], RANGE};
         for (uint32_t i = 0; i < b->count; i++) {
-            info[0] = (VkDescriptorBufferInfo){b->vout, b->oout + i * b->stride, RANGE};
-            vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &w);
+            h.info[0] = (VkDescriptorBufferInfo){b->vout, b->oout + i * b->stride, RANGE};
+            vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &h.w);
             vk->vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
             vk->vkCmdDispatch(cmd, 1, 1, 1);
         }
@@ -316,15 +347,8 @@ static bool run_hand(bench *b, int pattern, bool spin, sample *s)
 {
     const nu__vk_device *vk = &b->d->vkd;
     VkCommandBuffer cmd = b->vk.cmd;
-    const char *what = b->hand_transient ? "vkResetCommandPool" : "vkResetCommandBuffer";
-    VkResult r = b->hand_transient ? vk->vkResetCommandPool(b->d->device, b->vk.pool, 0)
-                                   : vk->vkResetCommandBuffer(cmd, 0);
-    if (r == VK_SUCCESS) {
-        what = "vkBeginCommandBuffer";
-        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-        r = vk->vkBeginCommandBuffer(cmd, &bi);
-    }
+    const char *what;
+    VkResult r = begin_hand(b, &what);
     uint64_t t0 = 0, t1 = 0, t2 = 0, tc = 0, t3 = 0;
     if (r == VK_SUCCESS) {
         nu_bench_vk_timestamp_begin(&b->vk, cmd);
@@ -369,28 +393,15 @@ static bool record_calls(bench *b)
     VkCommandBuffer cmd = b->vk.cmd;
     const uint32_t push = ELEMS;
     VkPipelineLayout layout = b->k->layout;
-    VkDescriptorBufferInfo info[4];
+    hand_calls h;
+    hand_calls_init(&h);
     for (int j = 0; j < 3; j++)
-        info[j + 1] = (VkDescriptorBufferInfo){b->vin[j], b->oin[j], RANGE};
-    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
-                              .descriptorCount = 4, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                              .pBufferInfo = info};
-    VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
-                           .srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
-                           .srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT,
-                           .dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
-                           .dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT};
-    VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
-                            .pMemoryBarriers = &mb};
+        h.info[j + 1] = (VkDescriptorBufferInfo){b->vin[j], b->oin[j], RANGE};
     double *v = b->samples[0][0][0]; /* reused: measure() is done with it */
     for (int level = 0; level < 4; level++) {
         for (int rep = -1; rep < b->reps; rep++) {
-            VkResult r = b->hand_transient ? vk->vkResetCommandPool(b->d->device, b->vk.pool, 0)
-                                           : vk->vkResetCommandBuffer(cmd, 0);
-            VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                           .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-            if (r == VK_SUCCESS)
-                r = vk->vkBeginCommandBuffer(cmd, &bi);
+            const char *what;
+            VkResult r = begin_hand(b, &what);
             if (r != VK_SUCCESS) {
                 fprintf(stderr, "nuvec bench dispatch: recording the call breakdown: %s\n", nu__vk_result_name(r));
                 return false;
@@ -399,10 +410,10 @@ static bool record_calls(bench *b)
             uint64_t t0 = nu_bench_now_ns();
             for (uint32_t i = 0; i < b->count; i++) {
                 if (level >= 3 && i)
-                    vk->vkCmdPipelineBarrier2(cmd, &dep);
+                    vk->vkCmdPipelineBarrier2(cmd, &h.dep);
                 if (level >= 2) {
-                    info[0] = (VkDescriptorBufferInfo){b->vout, b->oout + i * b->stride, RANGE};
-                    vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &w);
+                    h.info[0] = (VkDescriptorBufferInfo){b->vout, b->oout + i * b->stride, RANGE};
+                    vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &h.w);
                 }
                 if (level >= 1)
                     vk->vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
@@ -742,11 +753,7 @@ int nu_bench_dispatch(int argc, char **argv)
     long count = 0, reps = 0;
     bool hand_transient = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            select = argv[++i];
-        } else if (!strcmp(argv[i], "--count") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--count") && i + 1 < argc) {
             if (!nu_bench_parse_count("dispatch", "--count", argv[++i], 2, 1000000, &count))
                 return 2;
         } else if (!strcmp(argv[i], "--hand-pool") && i + 1 < argc) {
@@ -760,13 +767,10 @@ int nu_bench_dispatch(int argc, char **argv)
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             if (!nu_bench_parse_count("dispatch", "--reps", argv[++i], 1, 1000, &reps))
                 return 2;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
         } else {
-            fprintf(stderr, "nuvec bench dispatch: unknown or incomplete option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
+            int rc = nu_bench_common_option("dispatch", argc, argv, &i, &json, &select, usage);
+            if (rc != NU_BENCH_OPTION_TAKEN)
+                return rc;
         }
     }
     bench b;

@@ -352,20 +352,13 @@ int nu_bench_submit(int argc, char **argv)
     const char *select = NULL;
     long iterations = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            select = argv[++i];
-        } else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
             if (!nu_bench_parse_count("submit", "--iterations", argv[++i], 1, 1000000, &iterations))
                 return 2;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
         } else {
-            fprintf(stderr, "nuvec bench submit: unknown or incomplete option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
+            int rc = nu_bench_common_option("submit", argc, argv, &i, &json, &select, usage);
+            if (rc != NU_BENCH_OPTION_TAKEN)
+                return rc;
         }
     }
     bench b;
