@@ -11,8 +11,10 @@ static void usage(FILE *f)
             "nuvec %s: a GPU compute runtime on Vulkan\n"
             "usage: nuvec COMMAND [options]\n"
             "  info [--json]            every Vulkan device: memory heaps and types, features, limits\n"
-            "  demo [--device NAME]     a self-check on the default device (NUVEC_DEVICE chooses)\n"
-            "  bench alloc [--json]     allocate+free through the cache vs vkAllocateMemory vs malloc\n"
+            "  demo [--device NAME] [--elements N] [--steps N]\n"
+            "                           a self-check on the default device (NUVEC_DEVICE chooses), and a\n"
+            "                           pipelined computation with and without reuse of in-flight memory\n"
+            "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, pipeline (nuvec bench --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
