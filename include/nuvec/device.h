@@ -144,8 +144,9 @@ nu_status nu_device_enumerate(nu_device_info *infos, uint32_t capacity, uint32_t
 /* Opens a device (desc may be NULL for all defaults). */
 nu_status nu_device_open(const nu_device_desc *desc, nu_device **out);
 
-/* Closes a device: waits for its GPU work, frees every buffer still alive and its memory.
- * Buffers of the device must not be used afterwards. NULL is ignored. */
+/* Closes a device: waits for its GPU work and releases all its device memory, that of buffers,
+ * kernels and command buffers not yet freed included; their handles become invalid (free them
+ * first to release their small host structures too). NULL is ignored. */
 void nu_device_close(nu_device *device);
 
 /* What the device is and offers. */
