@@ -11,10 +11,13 @@
  *      guard, and submits, signalling that value.
  * Completion: a device thread waits on the queues' timelines and releases the uses of command
  * buffers that completed, in queue order: guards forget their positions, memory of freed
- * buffers becomes reusable, downloads are copied out. It sleeps on a condition variable while
- * nothing is in flight; otherwise it waits for any queue's oldest command buffer, and for an
- * idle queue's next value (so that new work there wakes it when it completes). A waiting user processes
- * completions itself, so its wait returns as soon as the timeline reaches its value. */
+ * buffers becomes reusable, downloads are copied out. While work is in flight it waits for any
+ * queue's oldest command buffer, and for an idle queue's next value (so that new work there
+ * wakes it when it completes); with nothing in flight it lingers a few milliseconds the same
+ * way (on GPUs), then sleeps on a condition variable that a commit signals. It is the only
+ * thread that blocks in vkWaitSemaphores on a queue's timeline: a waiting user spins briefly,
+ * then sleeps until the thread reports progress, and processes completions itself as soon as
+ * it sees its value reached. */
 #include "submit.h"
 
 #include <stdlib.h>
