@@ -53,7 +53,7 @@ build-tsan/CMakeCache.txt:
 
 tsan: deps build-tsan/CMakeCache.txt
 	cmake --build build-tsan -j$(JOBS)
-	cd build-tsan && $(CTEST) -R 'test_(threads|allocator|guard|commands|hazard)'
+	cd build-tsan && $(CTEST) -R 'test_(threads|allocator|guard|commands|hazard|trace)'
 
 bench: build
 	./build/nuvec bench alloc

@@ -8,6 +8,7 @@
 #include "nuvec/buffer.h"
 #include "nuvec/kernel.h"
 #include "nuvec/command.h"
+#include "nuvec/trace.h"
 
 #define NUVEC_VERSION_MAJOR 0
 #define NUVEC_VERSION_MINOR 1

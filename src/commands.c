@@ -5,6 +5,7 @@
 #include "error.h"
 #include "host.h"
 #include "submit.h"
+#include "trace.h"
 
 /* ---- small growable arrays -------------------------------------------------------------- */
 
@@ -55,6 +56,10 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
             c->pool = VK_NULL_HANDLE;
             st = nu__fail(d, nu__vk_status(r), "vkBeginCommandBuffer: %s", nu__vk_result_name(r));
         }
+    }
+    if (st == NU_OK && (st = nu__trace_command_new(c)) != NU_OK) {
+        nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
+        c->pool = VK_NULL_HANDLE;
     }
     if (st != NU_OK) {
         nu__commands_destroy(c);
@@ -154,7 +159,10 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
     if (barrier) {
         VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                 .pMemoryBarriers = &mb};
+        uint32_t q = nu__trace_command_begin(c);
         d->vkd.vkCmdPipelineBarrier2(c->cmd, &dep);
+        nu__trace_command_end(c, q, "barrier");
+        c->after_barrier = true;
     }
     for (uint32_t i = 0; i < n; i++) {
         nu_buffer *b = t[i].buffer;
@@ -226,7 +234,10 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
     }
     if (push_size)
         d->vkd.vkCmdPushConstants(c->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+    uint32_t q = nu__trace_command_begin(c);
     d->vkd.vkCmdDispatch(c->cmd, groups[0], groups[1], groups[2]);
+    nu__trace_command_end(c, q, k->name);
+    c->after_barrier = false;
     return NU_OK;
 }
 
@@ -323,7 +334,10 @@ nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu
     if ((st = track(c, t, 2, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = t[1].offset, .dstOffset = t[0].offset, .size = size};
+    uint32_t q = nu__trace_command_begin(c);
     d->vkd.vkCmdCopyBuffer(c->cmd, t[1].vk, t[0].vk, 1, &region);
+    nu__trace_command_end(c, q, "copy");
+    c->after_barrier = false;
     return NU_OK;
 }
 
@@ -354,7 +368,10 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
     }
     if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
+    uint32_t q = nu__trace_command_begin(c);
     d->vkd.vkCmdFillBuffer(c->cmd, t.vk, t.offset, size, value);
+    nu__trace_command_end(c, q, "fill");
+    c->after_barrier = false;
     return NU_OK;
 }
 
@@ -391,7 +408,10 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if ((st = track(c, t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = s->alloc.offset, .dstOffset = t[0].offset, .size = size};
+    uint32_t q = nu__trace_command_begin(c);
     d->vkd.vkCmdCopyBuffer(c->cmd, ((nu__vk_block *)s->alloc.memory)->buffer, t[0].vk, 1, &region);
+    nu__trace_command_end(c, q, "upload");
+    c->after_barrier = false;
     return NU_OK;
 }
 
@@ -418,7 +438,10 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = t.offset, .dstOffset = s->alloc.offset, .size = size};
+    uint32_t q = nu__trace_command_begin(c);
     d->vkd.vkCmdCopyBuffer(c->cmd, t.vk, ((nu__vk_block *)s->alloc.memory)->buffer, 1, &region);
+    nu__trace_command_end(c, q, "download");
+    c->after_barrier = false;
     c->downloads[c->download_count++] = (nu__download){s, dst, size};
     return NU_OK;
 }
@@ -448,7 +471,13 @@ nu_status nu_commands_commit(nu_commands *c)
             return nu__fail(d, nu__vk_status(r), "vkEndCommandBuffer: %s", nu__vk_result_name(r));
         c->ended = true;
     }
-    return nu__submit(c);
+    uint64_t t0 = c->record_start_ns ? nu__trace_now() : 0;
+    nu_status st2 = nu__submit(c);
+    if (t0) {
+        nu__trace_cpu(d, "record", c->record_start_ns, t0);
+        nu__trace_cpu(d, "commit", t0, nu__trace_now());
+    }
+    return st2;
 }
 
 void nu_commands_free(nu_commands *c)

@@ -17,6 +17,7 @@
 #include "host.h"
 #include "kernel.h"
 #include "submit.h"
+#include "trace.h"
 #include "transfer.h"
 
 #define EXT_PUSH_DESCRIPTOR "VK_KHR_push_descriptor"
@@ -840,6 +841,7 @@ static nu_status create_device(nu_device *d)
 static void destroy(nu_device *d)
 {
     if (d->device) {
+        nu__trace_fini(d); /* writes a running trace: needs the submitter */
         d->vkd.vkDeviceWaitIdle(d->device);
         nu__submitter_fini(d);
         nu__kernels_fini(d);
@@ -994,6 +996,8 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     if ((st = nu__kernels_init(d)) != NU_OK)
         goto fail;
     if ((st = nu__submitter_init(d)) != NU_OK)
+        goto fail;
+    if ((st = nu__trace_init(d)) != NU_OK)
         goto fail;
     *out = d;
     return NU_OK;

@@ -58,6 +58,9 @@ struct nu_device {
     /* Submission and completion (submit.c). */
     struct nu__submitter *submitter;
 
+    /* Timelines (trace.c). */
+    struct nu__trace *trace;
+
     pthread_mutex_t placeholder_lock;
     nu__vk_block *placeholder; /* bound for empty buffers; created on first use */
 

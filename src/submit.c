@@ -26,6 +26,7 @@
 
 #include "error.h"
 #include "host.h"
+#include "trace.h"
 
 typedef struct pool_entry {
     VkCommandPool pool;
@@ -84,6 +85,7 @@ void nu__commands_release(nu_commands *c, bool completed)
     for (uint32_t i = 0; i < c->kernel_count; i++)
         nu__kernel_release(c->kernels[i]);
     c->kernel_count = 0;
+    nu__trace_command_done(c, completed);
     if (c->pool) {
         nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
         c->pool = VK_NULL_HANDLE;
@@ -129,6 +131,9 @@ nu_commands *nu__commands_alloc(nu_device *d)
     c->bound = VK_NULL_HANDLE;
     c->value = 0;
     c->next = NULL;
+    c->trace = NULL;
+    c->record_start_ns = 0;
+    c->after_barrier = false;
     return c;
 }
 
@@ -435,6 +440,7 @@ nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
     pthread_mutex_unlock(&s->lock);
     if (state == NU__RECORDING)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: the command buffer was not committed");
+    uint64_t traced = nu__trace_active(d) ? nu__trace_now() : 0;
     if (state != NU__DONE) {
         nu_status st = wait_value(d, c->queue, c->value, timeout_ns);
         if (st == NU_ERROR_TIMEOUT)
@@ -447,6 +453,8 @@ nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
             pthread_cond_wait(&s->done, &s->lock);
         pthread_mutex_unlock(&s->lock);
     }
+    if (traced)
+        nu__trace_cpu(d, "wait", traced, nu__trace_now());
     if (c->error != NU_OK)
         return nu__fail(d, c->error, "nu_commands_wait: the command buffer failed: %s", nu_status_string(c->error));
     return NU_OK;

@@ -52,6 +52,7 @@ int nu_cli_demo(int argc, char **argv)
 {
     nu_device_desc desc = {0};
     uint32_t elements = 0, steps = 0;
+    const char *trace = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             desc.select = argv[++i];
@@ -59,8 +60,10 @@ int nu_cli_demo(int argc, char **argv)
             elements = (uint32_t)strtoul(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = (uint32_t)strtoul(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--trace") && i + 1 < argc)
+            trace = argv[++i];
         else {
-            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME] [--elements N] [--steps N]\n");
+            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME] [--elements N] [--steps N] [--trace FILE.json]\n");
             return 2;
         }
     }
@@ -72,6 +75,11 @@ int nu_cli_demo(int argc, char **argv)
     printf("nuvec demo on device %u: %s (%s, %s)\n", info->index, info->name, nu_device_type_name(info->type),
            info->driver_info);
     printf("  memory: %s\n", nu_device_memory_choice(d)->reason);
+    if (trace && (st = nu_trace_start(d, trace)) != NU_OK) {
+        fail("starting the trace", st);
+        nu_device_close(d);
+        return 1;
+    }
 
     static const size_t sizes[] = {0, 1, 255, 4096, 100000, 1 << 20, 8 << 20, 48 << 20};
     enum { N = sizeof sizes / sizeof sizes[0] };
@@ -150,6 +158,13 @@ int nu_cli_demo(int argc, char **argv)
                r.held_peak / 1048576.0, r.cache / 1048576.0, r.verified ? "yes" : "NO");
         bad |= !r.verified;
         nu_memory_clear_cache(d);
+    }
+    if (trace) {
+        st = nu_trace_stop(d);
+        if (st != NU_OK)
+            bad = fail("writing the trace", st);
+        else
+            printf("  trace written to %s (open it in Perfetto or chrome://tracing)\n", trace);
     }
     nu_device_close(d);
     printf("nuvec demo: %s\n", bad ? "FAILED" : "all checks passed");
