@@ -7,7 +7,7 @@
 #   make install  cmake --install (PREFIX=/usr/local)
 
 PACKAGES := cmake make gcc libc6-dev pkg-config libvulkan1 libvulkan-dev mesa-vulkan-drivers \
-            vulkan-validationlayers glslc libcjson-dev libcmocka-dev
+            vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)

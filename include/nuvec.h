@@ -9,6 +9,7 @@
 #include "nuvec/kernel.h"
 #include "nuvec/command.h"
 #include "nuvec/trace.h"
+#include "nuvec/capture.h"
 
 #define NUVEC_VERSION_MAJOR 0
 #define NUVEC_VERSION_MINOR 1

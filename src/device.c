@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "buffer.h"
+#include "capture.h"
 #include "nuvec.h"
 #include "error.h"
 #include "host.h"
@@ -841,7 +842,8 @@ static nu_status create_device(nu_device *d)
 static void destroy(nu_device *d)
 {
     if (d->device) {
-        nu__trace_fini(d); /* writes a running trace: needs the submitter */
+        nu__capture_fini(d); /* ends a running capture: needs the submitter */
+        nu__trace_fini(d);   /* writes a running trace: needs the submitter */
         d->vkd.vkDeviceWaitIdle(d->device);
         nu__submitter_fini(d);
         nu__kernels_fini(d);
@@ -912,9 +914,11 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     atomic_init(&d->commits, 0);
     d->validation = desc->validation || env_on("NUVEC_VALIDATION");
 
+    nu__capture_prepare();
     nu_status st = create_instance(d, d->validation, &d->instance, &d->vki, &d->has_debug_utils);
     if (st != NU_OK)
         goto fail;
+    nu__capture_attach(d);
     if (d->validation) {
         VkDebugUtilsMessengerCreateInfoEXT mi = {
             .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,

@@ -30,6 +30,7 @@ const char *nu_status_string(nu_status status)
     case NU_ERROR_IO: return "input/output error";
     case NU_ERROR_FORMAT: return "malformed data";
     case NU_ERROR_VULKAN: return "Vulkan error";
+    case NU_ERROR_CAPTURE: return "capture refused";
     case NU_STATUS_COUNT: break;
     }
     return "unknown status";

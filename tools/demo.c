@@ -52,7 +52,7 @@ int nu_cli_demo(int argc, char **argv)
 {
     nu_device_desc desc = {0};
     uint32_t elements = 0, steps = 0;
-    const char *trace = NULL;
+    const char *trace = NULL, *capture = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             desc.select = argv[++i];
@@ -62,11 +62,17 @@ int nu_cli_demo(int argc, char **argv)
             steps = (uint32_t)strtoul(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--trace") && i + 1 < argc)
             trace = argv[++i];
+        else if (!strcmp(argv[i], "--capture") && i + 1 < argc)
+            capture = argv[++i];
         else {
-            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME] [--elements N] [--steps N] [--trace FILE.json]\n");
+            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME] [--elements N] [--steps N] [--trace FILE.json] "
+                            "[--capture FILE.rdc]\n");
             return 2;
         }
     }
+    /* A capture needs RenderDoc's layer in the instance: ask for it before opening. */
+    if (capture)
+        setenv("NUVEC_CAPTURE", "1", 1);
     nu_device *d;
     nu_status st = nu_device_open(&desc, &d);
     if (st != NU_OK)
@@ -77,6 +83,11 @@ int nu_cli_demo(int argc, char **argv)
     printf("  memory: %s\n", nu_device_memory_choice(d)->reason);
     if (trace && (st = nu_trace_start(d, trace)) != NU_OK) {
         fail("starting the trace", st);
+        nu_device_close(d);
+        return 1;
+    }
+    if (capture && (st = nu_capture_start(d, capture)) != NU_OK) {
+        fail("starting the capture", st);
         nu_device_close(d);
         return 1;
     }
@@ -158,6 +169,13 @@ int nu_cli_demo(int argc, char **argv)
                r.held_peak / 1048576.0, r.cache / 1048576.0, r.verified ? "yes" : "NO");
         bad |= !r.verified;
         nu_memory_clear_cache(d);
+    }
+    if (capture) {
+        st = nu_capture_stop(d);
+        if (st != NU_OK)
+            bad = fail("writing the capture", st);
+        else
+            printf("  capture written to %s (open it in RenderDoc: qrenderdoc %s)\n", capture, capture);
     }
     if (trace) {
         st = nu_trace_stop(d);

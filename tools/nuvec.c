@@ -11,7 +11,7 @@ static void usage(FILE *f)
             "nuvec %s: a GPU compute runtime on Vulkan\n"
             "usage: nuvec COMMAND [options]\n"
             "  info [--json]            every Vulkan device: memory heaps and types, features, limits\n"
-            "  demo [--device NAME] [--elements N] [--steps N] [--trace FILE.json]\n"
+            "  demo [--device NAME] [--elements N] [--steps N] [--trace FILE.json] [--capture FILE.rdc]\n"
             "                           a self-check on the default device (NUVEC_DEVICE chooses), and a\n"
             "                           pipelined computation with and without reuse of in-flight memory\n"
             "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, pipeline (nuvec bench --help)\n"

@@ -36,6 +36,7 @@ typedef enum nu_status {
     NU_ERROR_IO,                 /* a file could not be opened, read or written */
     NU_ERROR_FORMAT,             /* a file's contents are malformed */
     NU_ERROR_VULKAN,             /* any other Vulkan failure; the message names the VkResult */
+    NU_ERROR_CAPTURE,            /* a GPU capture cannot be taken (see nuvec/capture.h) */
     NU_STATUS_COUNT
 } nu_status;
 
