@@ -1,6 +1,7 @@
 /* buffer.c: buffers and the CPU access rules (see nuvec/buffer.h, and the reference's Buffer). */
 #include "buffer.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -96,6 +97,7 @@ static nu_status create(nu_device *d, size_t size, nu_storage storage, bool gpu,
     b->size = size;
     b->storage = storage;
     b->read_only = false;
+    b->name[0] = 0;
     atomic_init(&b->magic, NU__BUFFER_LIVE);
     nu__pool_count_buffer(d->pool, 1);
     *out = b;
@@ -168,6 +170,16 @@ nu_status nu_buffer_free(nu_buffer *b)
         nu__guard_release(&b->guard);
     return NU_OK;
 }
+
+nu_status nu_buffer_set_name(nu_buffer *b, const char *name)
+{
+    nu_status st = check(b, "nu_buffer_set_name");
+    if (st == NU_OK)
+        snprintf(b->name, sizeof b->name, "%s", name ? name : "");
+    return st;
+}
+
+const char *nu_buffer_name(const nu_buffer *b) { return b->name; }
 
 size_t nu_buffer_size(const nu_buffer *b) { return b->size; }
 nu_storage nu_buffer_storage(const nu_buffer *b) { return b->storage; }

@@ -19,6 +19,7 @@ struct nu_buffer {
     size_t size;
     nu_storage storage;
     bool read_only;
+    char name[32];    /* nu_buffer_set_name: shown in captures' labels */
     /* The memory; alloc.busy is the previous owner's guard when the memory was handed out
      * while committed GPU work still used it (a reference; cleared once that work is done). */
     nu__allocation alloc;

@@ -1,5 +1,6 @@
 /* commands.c: recording command buffers with automatic hazard tracking (see
  * nuvec/command.h; the barrier strategy is written down in hazard.c). */
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -66,7 +67,17 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
         return st;
     }
     c->state = NU__RECORDING;
+    /* Labels cost recording time: only while a capture records them. */
+    c->labels = d->capture_path != NULL && d->vkd.vkCmdBeginDebugUtilsLabelEXT && d->vkd.vkCmdEndDebugUtilsLabelEXT;
     *out = c;
+    return NU_OK;
+}
+
+nu_status nu_commands_set_name(nu_commands *c, const char *name)
+{
+    if (!c || !name)
+        return nu__fail(c ? c->device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_set_name: NULL argument");
+    nu__device_name_object(c->device, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)c->cmd, name);
     return NU_OK;
 }
 
@@ -234,10 +245,24 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
     }
     if (push_size)
         d->vkd.vkCmdPushConstants(c->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+    if (c->labels) {
+        /* "add_f32(z, x, y)": the kernel and its buffers' names, for captures. */
+        char text[256];
+        size_t len = (size_t)snprintf(text, sizeof text, "%s(", k->name);
+        for (uint32_t i = 0; i < n && len < sizeof text; i++)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", i ? ", " : "",
+                                    t[i].buffer->name[0] ? t[i].buffer->name : "?");
+        if (len < sizeof text)
+            snprintf(text + len, sizeof text - len, ")");
+        VkDebugUtilsLabelEXT label = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = text};
+        d->vkd.vkCmdBeginDebugUtilsLabelEXT(c->cmd, &label);
+    }
     uint32_t q = nu__trace_command_begin(c);
     d->vkd.vkCmdDispatch(c->cmd, groups[0], groups[1], groups[2]);
     nu__trace_command_end(c, q, k->name);
     c->after_barrier = false;
+    if (c->labels)
+        d->vkd.vkCmdEndDebugUtilsLabelEXT(c->cmd);
     return NU_OK;
 }
 

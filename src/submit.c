@@ -134,6 +134,7 @@ nu_commands *nu__commands_alloc(nu_device *d)
     c->trace = NULL;
     c->record_start_ns = 0;
     c->after_barrier = false;
+    c->labels = false;
     return c;
 }
 

@@ -59,8 +59,12 @@ static void a_capture_holds_the_dispatches_by_name(void **state)
     nu_buffer *a, *b;
     NT_OK(nu_buffer_new(d, 4096, NU_STORAGE_PRIVATE, &a));
     NT_OK(nu_buffer_new(d, 4096, NU_STORAGE_PRIVATE, &b));
+    NT_OK(nu_buffer_set_name(a, "weights"));
+    NT_OK(nu_buffer_set_name(b, "activations"));
+    assert_string_equal(nu_buffer_name(b), "activations");
     nu_commands *c;
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_OK(nu_commands_set_name(c, "layer 0"));
     NT_OK(nu_commands_fill(c, a, 0, 4096, 0x3f800000u));
     uint32_t n = 1024, groups[3] = {4, 1, 1};
     nu_binding bind[3] = {{b, NU_ACCESS_WRITE, 0, 0}, {a, NU_ACCESS_READ, 0, 0}, {a, NU_ACCESS_READ, 0, 0}};
@@ -96,6 +100,8 @@ static void a_capture_holds_the_dispatches_by_name(void **state)
     assert_non_null(strstr(text, "vkCmdDispatch"));
     assert_non_null(strstr(text, "add_f32"));
     assert_non_null(strstr(text, "fill_u32"));
+    assert_non_null(strstr(text, "add_f32(activations, weights, weights)")); /* the dispatch's label */
+    assert_non_null(strstr(text, "layer 0"));                                /* the command buffer's name */
     free(text);
     unlink(xml);
     unlink(p);

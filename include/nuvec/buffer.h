@@ -56,6 +56,11 @@ nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_s
  * (debug builds keep freed handles aside so that it is always caught). */
 nu_status nu_buffer_free(nu_buffer *buffer);
 
+/* Names the buffer (up to 31 characters kept): RenderDoc captures label each dispatch with its
+ * kernel and the names of the buffers it binds. */
+nu_status nu_buffer_set_name(nu_buffer *buffer, const char *name);
+const char *nu_buffer_name(const nu_buffer *buffer); /* "" when unnamed */
+
 size_t nu_buffer_size(const nu_buffer *buffer);
 nu_storage nu_buffer_storage(const nu_buffer *buffer);
 nu_device *nu_buffer_device(const nu_buffer *buffer);

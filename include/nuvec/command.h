@@ -64,6 +64,8 @@ typedef struct nu_binding {
 #define NU_WAIT_FOREVER UINT64_MAX
 
 nu_status nu_commands_new(nu_device *device, nu_queue queue, nu_commands **out);
+/* Names the command buffer (VK_EXT_debug_utils): captures and validation messages show it. */
+nu_status nu_commands_set_name(nu_commands *c, const char *name);
 
 /* Records a dispatch of groups[0] x groups[1] x groups[2] workgroups. binding_count must be the
  * kernel's binding count; push_size its push constant size. */
