@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host.h"
+
 static char dir[512];
 
 static const char *tmp_dir(void)
@@ -46,6 +48,7 @@ static void capture_paths_and_the_environment_are_checked(void **state)
 static void a_capture_holds_the_dispatches_by_name(void **state)
 {
     setenv("NUVEC_CAPTURE", "1", 1);
+    int64_t live = nu__host_live(); /* nuvec's own allocations: none may be left */
     nu_device *d = nt_open();
     char p[600], again[600], xml[700], cmd[2048];
     snprintf(p, sizeof p, "%s/trace.rdc", dir);
@@ -82,6 +85,7 @@ static void a_capture_holds_the_dispatches_by_name(void **state)
     nt_close(d);
     unsetenv("NUVEC_CAPTURE");
     unsetenv("ENABLE_VULKAN_RENDERDOC_CAPTURE");
+    assert_int_equal(nu__host_live(), live);
 
     /* RenderDoc's own tool opens it; the dispatches are there under the kernels' names. */
     snprintf(xml, sizeof xml, "%s/trace.xml", dir);
