@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "host.h"
 
@@ -29,6 +30,28 @@ void nt_close(nu_device *device)
     nu_device_close(device);
     if (errors)
         fail_msg("the validation layer reported %u error(s); last: %s", errors, msg);
+}
+
+char *nt_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)n + 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = 0;
+    fclose(f);
+    return text;
+}
+
+const char *nt_tmp_dir(void)
+{
+    const char *t = getenv("NUVEC_TEST_TMP");
+    return t && *t ? t : "/tmp";
 }
 
 uint64_t nt_rand(uint64_t *s)

@@ -30,6 +30,10 @@ void nt_close(nu_device *device);
             fail_msg("%s: expected %s, got %s: %s", #expr, nu_status_string(status),           \
                      nu_status_string(nt_st_), nu_error_message(NULL));                        \
     } while (0)
+/* The whole file, NUL-terminated (free() it); fails the test when it cannot be read. */
+char *nt_read_file(const char *path);
+/* The folder tests write their files in: NUVEC_TEST_TMP, else /tmp. */
+const char *nt_tmp_dir(void);
 /* A deterministic pseudo-random generator for test data. */
 uint64_t nt_rand(uint64_t *state);
 

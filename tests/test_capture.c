@@ -14,12 +14,6 @@
 
 static char dir[512];
 
-static const char *tmp_dir(void)
-{
-    const char *t = getenv("NUVEC_TEST_TMP");
-    return t && *t ? t : "/tmp";
-}
-
 static bool exists(const char *p)
 {
     struct stat st;
@@ -31,7 +25,7 @@ static void capture_paths_and_the_environment_are_checked(void **state)
 {
     unsetenv("NUVEC_CAPTURE");
     unsetenv("ENABLE_VULKAN_RENDERDOC_CAPTURE");
-    snprintf(dir, sizeof dir, "%s/nuvec-capture-%d", tmp_dir(), (int)getpid());
+    snprintf(dir, sizeof dir, "%s/nuvec-capture-%d", nt_tmp_dir(), (int)getpid());
     mkdir(dir, 0755);
     nu_device *d = nt_open();
     char p[600];
@@ -92,15 +86,7 @@ static void a_capture_holds_the_dispatches_by_name(void **state)
     snprintf(cmd, sizeof cmd, "renderdoccmd convert -f '%s' -o '%s' -c xml > /dev/null 2>&1", p, xml);
     if (system(cmd) != 0)
         fail_msg("renderdoccmd could not open %s (is renderdoccmd installed? make test installs it)", p);
-    FILE *f = fopen(xml, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-    text[size] = 0;
-    fclose(f);
+    char *text = nt_read_file(xml);
     assert_non_null(strstr(text, "vkCmdDispatch"));
     assert_non_null(strstr(text, "add_f32"));
     assert_non_null(strstr(text, "fill_u32"));

@@ -11,23 +11,9 @@
 
 static char path[512];
 
-static const char *tmp_dir(void)
-{
-    const char *t = getenv("NUVEC_TEST_TMP");
-    return t && *t ? t : "/tmp";
-}
-
 static cJSON *load(const char *file)
 {
-    FILE *f = fopen(file, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
-    text[n] = 0;
-    fclose(f);
+    char *text = nt_read_file(file);
     cJSON *doc = cJSON_Parse(text);
     free(text);
     if (!doc)
@@ -70,7 +56,7 @@ static int events(cJSON *doc, const char *name, span *out, int capacity)
 
 static void every_command_is_in_the_trace(void **state)
 {
-    snprintf(path, sizeof path, "%s/nuvec-trace-%d.json", tmp_dir(), (int)getpid());
+    snprintf(path, sizeof path, "%s/nuvec-trace-%d.json", nt_tmp_dir(), (int)getpid());
     nu_device *d = nt_open();
     NT_OK(nu_trace_start(d, path));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_trace_start(d, path)); /* one at a time */
@@ -152,7 +138,7 @@ static void bad_paths_are_refused(void **state)
 
 static void nuvec_trace_traces_from_open_to_close(void **state)
 {
-    snprintf(path, sizeof path, "%s/nuvec-env-trace-%d.json", tmp_dir(), (int)getpid());
+    snprintf(path, sizeof path, "%s/nuvec-env-trace-%d.json", nt_tmp_dir(), (int)getpid());
     setenv("NUVEC_TRACE", path, 1);
     nu_device *d = nt_open();
     unsetenv("NUVEC_TRACE");
