@@ -28,13 +28,7 @@
 
 #include "status.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* The library exports what public headers declare, nothing else. */
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+NU_BEGIN_DECLS
 
 typedef struct nu_buffer nu_buffer;
 
@@ -82,10 +76,5 @@ nu_status nu_buffer_contents(nu_buffer *buffer, const void **out);
  * GPU work uses it, and for read-only buffers. Safe until GPU work using it is committed. */
 nu_status nu_buffer_contents_mut(nu_buffer *buffer, void **out);
 
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+NU_END_DECLS
 #endif

@@ -15,13 +15,7 @@
 
 #include "status.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* The library exports what public headers declare, nothing else. */
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+NU_BEGIN_DECLS
 
 /* Starts capturing the device's GPU work into `path`. Refused with NU_ERROR_CAPTURE when the
  * path does not end in ".rdc", when it exists, when captures are not enabled for the device
@@ -32,10 +26,5 @@ nu_status nu_capture_start(nu_device *device, const char *path);
  * given to nu_capture_start. Without a running capture of the device it does nothing (NU_OK). */
 nu_status nu_capture_stop(nu_device *device);
 
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+NU_END_DECLS
 #endif

@@ -29,13 +29,7 @@
 #include "kernel.h"
 #include "status.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* The library exports what public headers declare, nothing else. */
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+NU_BEGIN_DECLS
 
 typedef struct nu_commands nu_commands;
 
@@ -104,10 +98,5 @@ nu_status nu_buffer_new_gpu(nu_device *device, size_t size, nu_storage storage, 
 /* Blocks until every committed command buffer of the device completed (or timeout_ns). */
 nu_status nu_device_wait_idle(nu_device *device, uint64_t timeout_ns);
 
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+NU_END_DECLS
 #endif

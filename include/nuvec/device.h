@@ -16,13 +16,7 @@
 
 #include "status.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* The library exports what public headers declare, nothing else. */
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+NU_BEGIN_DECLS
 
 #define NU_MAX_MEMORY_HEAPS 16
 #define NU_MAX_MEMORY_TYPES 32
@@ -172,10 +166,5 @@ const char *nu_device_type_name(nu_device_type type);
 /* The feature's Vulkan-style name: "timelineSemaphore", "VK_EXT_external_memory_host", ... */
 const char *nu_feature_name(nu_feature feature);
 
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+NU_END_DECLS
 #endif

@@ -27,13 +27,7 @@
 
 #include "status.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* The library exports what public headers declare, nothing else. */
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+NU_BEGIN_DECLS
 
 typedef struct nu_kernel nu_kernel;
 
@@ -103,10 +97,5 @@ void nu_kernel_workgroup_size(const nu_kernel *kernel, uint32_t size[3]);
  * gl_NumWorkGroups.x * 256, which fits this layout. count 0 gives x = 0 (an empty dispatch). */
 void nu_groups_for(uint64_t count, uint32_t per_group, uint32_t groups[3]);
 
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+NU_END_DECLS
 #endif

@@ -24,13 +24,7 @@
 
 #include "status.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* The library exports what public headers declare, nothing else. */
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+NU_BEGIN_DECLS
 
 typedef struct nu_memory_stats {
     uint64_t active;
@@ -62,10 +56,5 @@ nu_status nu_memory_set_limit(nu_device *device, uint64_t bytes, uint64_t *previ
  * the cache to it. `previous` (may be NULL) receives the old limit. */
 nu_status nu_memory_set_cache_limit(nu_device *device, uint64_t bytes, uint64_t *previous);
 
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+NU_END_DECLS
 #endif

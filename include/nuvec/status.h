@@ -8,13 +8,25 @@
 #ifndef NUVEC_STATUS_H
 #define NUVEC_STATUS_H
 
+/* Every public header wraps its declarations in these: C linkage for C++, and, while the
+ * library itself is built, default visibility (the library exports what public headers
+ * declare, nothing else). */
 #ifdef __cplusplus
-extern "C" {
+#define NU__EXTERN_C_BEGIN extern "C" {
+#define NU__EXTERN_C_END }
+#else
+#define NU__EXTERN_C_BEGIN
+#define NU__EXTERN_C_END
 #endif
-/* The library exports what public headers declare, nothing else. */
 #if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility push(default)
+#define NU_BEGIN_DECLS NU__EXTERN_C_BEGIN _Pragma("GCC visibility push(default)")
+#define NU_END_DECLS _Pragma("GCC visibility pop") NU__EXTERN_C_END
+#else
+#define NU_BEGIN_DECLS NU__EXTERN_C_BEGIN
+#define NU_END_DECLS NU__EXTERN_C_END
 #endif
+
+NU_BEGIN_DECLS
 
 typedef struct nu_device nu_device;
 
@@ -48,10 +60,5 @@ const char *nu_status_string(nu_status status);
  * stays valid until the next nuvec call on this thread. */
 const char *nu_error_message(const nu_device *device);
 
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+NU_END_DECLS
 #endif

@@ -13,13 +13,7 @@
 
 #include "status.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* The library exports what public headers declare, nothing else. */
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+NU_BEGIN_DECLS
 
 /* Starts a trace that nu_trace_stop writes to `path` (created or replaced; checked now: a path
  * that cannot be written fails with NU_ERROR_IO). Fails with NU_ERROR_INVALID_ARGUMENT while
@@ -30,10 +24,5 @@ nu_status nu_trace_start(nu_device *device, const char *path);
  * does nothing (NU_OK). */
 nu_status nu_trace_stop(nu_device *device);
 
-#if defined(NUVEC_BUILDING) && defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+NU_END_DECLS
 #endif
