@@ -10,6 +10,7 @@
 #include "nuvec/command.h"
 #include "nuvec/trace.h"
 #include "nuvec/capture.h"
+#include "nuvec/mapped.h"
 
 #define NUVEC_VERSION_MAJOR 0
 #define NUVEC_VERSION_MINOR 1

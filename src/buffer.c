@@ -50,6 +50,8 @@ void nu__buffer_quarantine_fini(nu_device *d)
 static void destroy(nu__guard *g)
 {
     nu_buffer *b = (nu_buffer *)g;
+    if (b->mapping)
+        nu__mapping_release(b);
     nu__guard_fini(g);
 #ifndef NDEBUG
     quarantine(b);
@@ -69,7 +71,7 @@ static nu_status check(const nu_buffer *b, const char *fn)
     return NU_OK;
 }
 
-static nu_status create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out)
+nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out)
 {
     if (!out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_new: NULL out");
@@ -97,6 +99,8 @@ static nu_status create(nu_device *d, size_t size, nu_storage storage, bool gpu,
     b->size = size;
     b->storage = storage;
     b->read_only = false;
+    b->mapped_file = false;
+    b->mapping = NULL;
     b->name[0] = 0;
     atomic_init(&b->magic, NU__BUFFER_LIVE);
     nu__pool_count_buffer(d->pool, 1);
@@ -106,12 +110,12 @@ static nu_status create(nu_device *d, size_t size, nu_storage storage, bool gpu,
 
 nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
 {
-    return create(device, size, storage, false, out);
+    return nu__buffer_create(device, size, storage, false, out);
 }
 
 nu_status nu_buffer_new_gpu(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
 {
-    return create(device, size, storage, true, out);
+    return nu__buffer_create(device, size, storage, true, out);
 }
 
 nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_storage storage, nu_buffer **out)
@@ -121,7 +125,7 @@ nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_s
             *out = NULL;
         return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_from: NULL bytes");
     }
-    nu_status st = create(device, size, storage, false, out);
+    nu_status st = nu__buffer_create(device, size, storage, false, out);
     if (st != NU_OK)
         return st;
     st = nu_buffer_write(*out, 0, bytes, size);
@@ -211,7 +215,9 @@ static nu_status range(nu_buffer *b, const char *fn, size_t offset, size_t size)
 /* CPU reads: refused while submitted GPU work writes the buffer. */
 static nu_status may_read(nu_buffer *b, const char *fn)
 {
-    nu_status st = wait_for_previous(b);
+    nu_status st = b->mapping ? nu__mapping_check(b, fn) : NU_OK;
+    if (st == NU_OK)
+        st = wait_for_previous(b);
     if (st != NU_OK)
         return st;
     if (nu__guard_has_writers(&b->guard))
@@ -318,6 +324,10 @@ nu_status nu_buffer_contents_mut(nu_buffer *b, void **out)
 
 nu_status nu__buffer_binding(nu_buffer *b, VkBuffer *buffer, VkDeviceSize *offset)
 {
+    if (b->mapping) {
+        *offset = 0;
+        return nu__mapping_binding(b, buffer);
+    }
     if (!b->alloc.block) {
         *offset = 0;
         return nu__device_placeholder(b->device, buffer);

@@ -1,0 +1,85 @@
+/* nuvec/mapped.h: files as buffers without a copy, and moving them into device memory.
+ *
+ * nu_buffer_map_file maps a file read-only and shared (MAP_SHARED: a private mapping costs
+ * about 4x more to fault in) and wraps its page-cache pages as a buffer without copying them:
+ * the GPU reads them through VK_EXT_external_memory_host. The pages are imported (pinned) when
+ * GPU work first binds the buffer, so mapping is cheap and the CPU can read the bytes at once
+ * (nu_buffer_contents). The buffer is read-only: CPU writes and GPU writes are refused with
+ * NU_ERROR_READ_ONLY. Its size (rounded to whole pages) counts against the memory limit
+ * (nuvec/memory.h); the mapping is released when the buffer is freed and its last GPU use has
+ * completed. An empty file gives an empty buffer.
+ *
+ * Where the device cannot import host memory (no VK_EXT_external_memory_host, or the driver
+ * refuses the file's pages), nu_buffer_map_file falls back to reading the file into a shared
+ * buffer (still read-only): nu_buffer_is_zero_copy says which happened, and
+ * nu_error_message(device) names the reason.
+ *
+ * On a discrete GPU, weights read at every step belong in device memory: nu_buffer_move_ranges
+ * copies byte ranges of a mapped file into a buffer by DMA on the transfer queue, straight from
+ * the page-cache pages (no CPU copy), chunk by chunk, several chunks being imported while
+ * earlier ones are transferred.
+ *
+ * The hazard, as the reference documents it: the file must not be modified (written or
+ * truncated, by this or another process) while it is mapped. The bytes nu_buffer_contents
+ * returns would change underneath the reader, and reading past a truncated end raises SIGBUS.
+ * nuvec checks the file's size before each import and refuses with NU_ERROR_IO when it
+ * changed, but cannot guard CPU reads made through the pointer afterwards. Map only files
+ * nothing writes while they are in use, such as model weights.
+ *
+ * Thread safety: as buffers (nuvec/buffer.h). */
+#ifndef NUVEC_MAPPED_H
+#define NUVEC_MAPPED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buffer.h"
+#include "status.h"
+
+NU_BEGIN_DECLS
+
+/* The file at `path` as a read-only shared buffer of the file's size. NU_ERROR_IO for a
+ * missing path, a directory or an unreadable file (the message names the path and the
+ * reason); NU_ERROR_OUT_OF_MEMORY beyond the memory limit. */
+nu_status nu_buffer_map_file(nu_device *device, const char *path, nu_buffer **out);
+
+/* Whether the buffer is a file's pages, wrapped without a copy (false for the copy fallback
+ * and for buffers that are not mapped files). */
+bool nu_buffer_is_zero_copy(const nu_buffer *buffer);
+/* Whether the buffer comes from nu_buffer_map_file (zero-copy or not). */
+bool nu_buffer_is_mapped_file(const nu_buffer *buffer);
+
+/* One piece of a move: `size` bytes at `src_offset` of the source to `dst_offset` of the
+ * destination. */
+typedef struct nu_range_copy {
+    uint64_t src_offset;
+    uint64_t dst_offset;
+    uint64_t size;
+} nu_range_copy;
+
+/* Called from the moving thread as bytes arrive: `done` of `total` bytes are in place. */
+typedef void (*nu_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+typedef struct nu_move_options {
+    uint64_t chunk_size;  /* bytes imported and copied at a time; 0: 64 MiB */
+    uint32_t threads;     /* threads importing chunks at once; 0: up to 4, by CPU count */
+    nu_progress_fn progress; /* may be NULL */
+    void *user;
+} nu_move_options;
+
+/* Copies ranges of a mapped file `src` into `dst` (any buffer that is not read-only) by DMA on
+ * the transfer queue and waits until they are in place. The ranges are checked first (each
+ * inside both buffers; destination ranges must not overlap); the copies are ordered after
+ * committed GPU work that uses `dst`, as a committed nu_commands_copy would be. NULL options
+ * take the defaults. NU_ERROR_IO when the file changed size since it was mapped. */
+nu_status nu_buffer_move_ranges(nu_buffer *dst, nu_buffer *src, const nu_range_copy *ranges, size_t count,
+                                const nu_move_options *options);
+
+/* A new private buffer holding `size` bytes at `offset` of the mapped file `src`
+ * (nu_buffer_move_ranges with one range). */
+nu_status nu_buffer_move_to_device(nu_buffer *src, size_t offset, size_t size, const nu_move_options *options,
+                                   nu_buffer **out);
+
+NU_END_DECLS
+#endif

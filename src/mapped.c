@@ -1,0 +1,700 @@
+/* mapped.c: files as buffers without a copy, and moving them into device memory (see
+ * nuvec/mapped.h and the reference's map_file).
+ *
+ * A mapped file is a shared, read-only buffer with no allocator memory: its CPU pointer is the
+ * mapping, and its VkBuffer is created on first GPU use by importing the mapping's pages
+ * (VK_EXT_external_memory_host), which pins them. Importing at first use rather than at
+ * nu_buffer_map_file keeps mapping cheap and lets nu_buffer_move_ranges pin the file chunk by
+ * chunk instead of all at once.
+ *
+ * Moving: pinning pages costs about as much CPU time as the DMA of them takes on the bus (the
+ * H200 imports ~16 GB/s per thread against 55 GB/s host-to-device), so several threads import
+ * chunks while the transfer queue copies earlier ones; each chunk is a small internal buffer
+ * over its pages, copied with nu_commands_copy, so hazard tracking orders the copies against
+ * other GPU work on the destination, and its pages are unpinned when its copy completes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buffer.h"
+#include "error.h"
+#include "host.h"
+#include "nuvec/command.h"
+#include "nuvec/mapped.h"
+
+#define DEFAULT_CHUNK (64ull << 20)
+#define MAX_THREADS 4u
+/* Chunks whose copies are committed but not yet waited for. */
+#define COPIES_IN_FLIGHT 2u
+
+typedef struct nu__mapping {
+    nu_device *device;
+    int fd;               /* kept open to check the file's size before each import (-1: a chunk) */
+    char *path;           /* for messages */
+    uint8_t *base;        /* first byte of the file's pages */
+    uint64_t map_len;     /* bytes mapped: the file's size rounded up to the import alignment */
+    uint64_t file_size;
+    uint64_t tracked;     /* bytes counted against the memory limit */
+    nu_buffer *parent;    /* a chunk's file: kept alive (mapped) while the chunk is imported */
+    pthread_mutex_t lock; /* the import on first GPU use */
+    nu__vk_block *_Atomic import;
+} nu__mapping;
+
+static uint64_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (uint64_t)p : 4096;
+}
+
+/* Alignment of imported pointers and sizes: whole pages at least. */
+static uint64_t import_alignment(nu_device *d)
+{
+    uint64_t a = d->info.min_imported_host_pointer_alignment, p = page_size();
+    return a > p ? a : p;
+}
+
+/* ---- importing host pages -------------------------------------------------------------- */
+
+/* A VkBuffer over `size` bytes of host memory at `ptr` (aligned), without a copy. */
+static nu_status import_pages(nu_device *d, const char *what, uint8_t *ptr, uint64_t size, uint64_t bind_size,
+                              nu__vk_block **out)
+{
+    *out = NULL;
+    if (!d->has_external_host_memory || !d->vkd.vkGetMemoryHostPointerPropertiesEXT)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: the device cannot import host memory (no %s)", what,
+                        "VK_EXT_external_memory_host");
+    const VkExternalMemoryHandleTypeFlagBits type = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    VkResult r = d->vkd.vkGetMemoryHostPointerPropertiesEXT(d->device, type, ptr, &hp);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "%s: the driver refuses to import the file's pages (%s)", what,
+                        nu__vk_result_name(r));
+    nu__vk_block *b = nu__calloc(1, sizeof *b);
+    if (!b)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", what);
+    uint32_t families[2] = {d->info.compute_queue_family, d->info.transfer_queue_family};
+    VkExternalMemoryBufferCreateInfo ext = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+                                            .handleTypes = type};
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ext, .size = bind_size,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                             .sharingMode = d->info.separate_transfer_queue ? VK_SHARING_MODE_CONCURRENT
+                                                                            : VK_SHARING_MODE_EXCLUSIVE,
+                             .queueFamilyIndexCount = d->info.separate_transfer_queue ? 2 : 0,
+                             .pQueueFamilyIndices = families};
+    nu_status st = NU_OK;
+    r = d->vkd.vkCreateBuffer(d->device, &bi, NULL, &b->buffer);
+    if (r != VK_SUCCESS) {
+        st = nu__fail(d, nu__vk_status(r), "%s: vkCreateBuffer failed (%s)", what, nu__vk_result_name(r));
+        goto fail;
+    }
+    VkMemoryRequirements req;
+    d->vkd.vkGetBufferMemoryRequirements(d->device, b->buffer, &req);
+    uint32_t bits = req.memoryTypeBits & hp.memoryTypeBits;
+    if (!bits || req.size > size) {
+        st = nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: no memory type can hold both a buffer and imported host pages",
+                      what);
+        goto fail;
+    }
+    VkImportMemoryHostPointerInfoEXT imp = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+                                            .handleType = type, .pHostPointer = ptr};
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &imp,
+                               .allocationSize = size, .memoryTypeIndex = (uint32_t)__builtin_ctz(bits)};
+    r = d->vkd.vkAllocateMemory(d->device, &ai, NULL, &b->memory);
+    if (r != VK_SUCCESS) {
+        char n[32];
+        st = nu__fail(d, nu__vk_status(r), "%s: importing %s of the file's pages failed (%s)", what,
+                      nu__bytes(n, sizeof n, size), nu__vk_result_name(r));
+        goto fail;
+    }
+    r = d->vkd.vkBindBufferMemory(d->device, b->buffer, b->memory, 0);
+    if (r != VK_SUCCESS) {
+        st = nu__fail(d, nu__vk_status(r), "%s: vkBindBufferMemory failed (%s)", what, nu__vk_result_name(r));
+        goto fail;
+    }
+    b->mapped = ptr;
+    *out = b;
+    return NU_OK;
+fail:
+    if (b->memory)
+        d->vkd.vkFreeMemory(d->device, b->memory, NULL);
+    if (b->buffer)
+        d->vkd.vkDestroyBuffer(d->device, b->buffer, NULL);
+    nu__free(b);
+    return st;
+}
+
+static void free_import(nu_device *d, nu__vk_block *b)
+{
+    if (!b)
+        return;
+    d->vkd.vkDestroyBuffer(d->device, b->buffer, NULL);
+    d->vkd.vkFreeMemory(d->device, b->memory, NULL); /* unpins the pages */
+    nu__free(b);
+}
+
+nu_status nu__mapping_check(nu_buffer *b, const char *fn)
+{
+    nu__mapping *m = b->mapping->parent ? b->mapping->parent->mapping : b->mapping;
+    struct stat s;
+    if (fstat(m->fd, &s) != 0)
+        return nu__fail(b->device, NU_ERROR_IO, "%s: %s: %s", fn, m->path, strerror(errno));
+    if ((uint64_t)s.st_size != m->file_size)
+        return nu__fail(b->device, NU_ERROR_IO,
+                        "%s: %s changed size since it was mapped (%llu bytes, now %llu): reading it would fault",
+                        fn, m->path, (unsigned long long)m->file_size, (unsigned long long)s.st_size);
+    return NU_OK;
+}
+
+nu_status nu__mapping_binding(nu_buffer *b, VkBuffer *buffer)
+{
+    nu__mapping *m = b->mapping;
+    nu__vk_block *imp = atomic_load_explicit(&m->import, memory_order_acquire);
+    if (!imp) {
+        pthread_mutex_lock(&m->lock);
+        imp = atomic_load_explicit(&m->import, memory_order_relaxed);
+        nu_status st = NU_OK;
+        if (!imp) {
+            st = nu__mapping_check(b, "binding a mapped file");
+            if (st == NU_OK)
+                st = import_pages(b->device, m->path, m->base, m->map_len, m->file_size, &imp);
+            if (st == NU_OK) {
+                nu__device_name_object(b->device, VK_OBJECT_TYPE_BUFFER, (uint64_t)imp->buffer,
+                                       b->name[0] ? b->name : m->path);
+                atomic_store_explicit(&m->import, imp, memory_order_release);
+            }
+        }
+        pthread_mutex_unlock(&m->lock);
+        if (st != NU_OK)
+            return st;
+    }
+    *buffer = imp->buffer;
+    return NU_OK;
+}
+
+void nu__mapping_release(nu_buffer *b)
+{
+    nu__mapping *m = b->mapping;
+    b->mapping = NULL;
+    nu_device *d = b->device;
+    free_import(d, atomic_load(&m->import));
+    if (m->parent) {
+        nu__guard_release(&m->parent->guard);
+    } else {
+        munmap(m->base, m->map_len);
+        close(m->fd);
+        nu__pool_untrack(d->pool, m->tracked);
+    }
+    pthread_mutex_destroy(&m->lock);
+    nu__free(m->path);
+    nu__free(m);
+}
+
+/* ---- nu_buffer_map_file -------------------------------------------------------------- */
+
+/* The file's pages at an address aligned to `align`, followed (when the alignment is larger
+ * than a page) by anonymous zero pages up to `map_len`, so that the whole range can be imported. */
+static uint8_t *map_aligned(int fd, uint64_t file_size, uint64_t map_len, uint64_t align)
+{
+    uint64_t file_pages = (file_size + page_size() - 1) / page_size() * page_size();
+    if (align <= page_size()) {
+        void *p = mmap(NULL, map_len, PROT_READ, MAP_SHARED, fd, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    uint8_t *area = mmap(NULL, map_len + align, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (area == MAP_FAILED)
+        return NULL;
+    uint8_t *start = (uint8_t *)(((uintptr_t)area + align - 1) & ~(uintptr_t)(align - 1));
+    if (start > area)
+        munmap(area, (size_t)(start - area));
+    munmap(start + map_len, (size_t)(area + map_len + align - (start + map_len)));
+    if (mmap(start, file_pages, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        munmap(start, map_len);
+        return NULL;
+    }
+    return start;
+}
+
+/* The fallback without import: the file read into a shared buffer. */
+static nu_status read_copy(nu_device *d, const char *path, int fd, uint64_t size, const char *why, nu_buffer **out)
+{
+    nu_buffer *b;
+    nu_status st = nu__buffer_create(d, size, NU_STORAGE_SHARED, false, &b);
+    if (st != NU_OK)
+        return st;
+    for (uint64_t done = 0; done < size;) {
+        ssize_t n = pread(fd, b->alloc.mapped + done, size - done > (1u << 30) ? (1u << 30) : size - done,
+                          (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            st = nu__fail(d, NU_ERROR_IO, "nu_buffer_map_file: %s: %s", path,
+                          n < 0 ? strerror(errno) : "the file shrank while being read");
+            nu_buffer_free(b);
+            return st;
+        }
+        done += (uint64_t)n;
+    }
+    b->read_only = true;
+    b->mapped_file = true;
+    /* Not an error: recorded so that nu_error_message(device) says why nothing was mapped. */
+    nu__fail(d, NU_OK, "nu_buffer_map_file: %s was copied, not mapped: %s", path, why);
+    *out = b;
+    return NU_OK;
+}
+
+nu_status nu_buffer_map_file(nu_device *d, const char *path, nu_buffer **out)
+{
+    static const char fn[] = "nu_buffer_map_file";
+    if (!out)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL out", fn);
+    *out = NULL;
+    if (!d || !path)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL %s", fn, d ? "path" : "device");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return nu__fail(d, NU_ERROR_IO, "%s: %s: %s", fn, path, strerror(errno));
+    struct stat s;
+    nu_status st = NU_OK;
+    if (fstat(fd, &s) != 0)
+        st = nu__fail(d, NU_ERROR_IO, "%s: %s: %s", fn, path, strerror(errno));
+    else if (S_ISDIR(s.st_mode))
+        st = nu__fail(d, NU_ERROR_IO, "%s: %s: is a directory", fn, path);
+    else if (!S_ISREG(s.st_mode))
+        st = nu__fail(d, NU_ERROR_IO, "%s: %s: not a regular file", fn, path);
+    uint64_t size = st == NU_OK ? (uint64_t)s.st_size : 0;
+    if (st != NU_OK || size == 0) {
+        close(fd);
+        if (st != NU_OK)
+            return st;
+        nu_buffer *b;
+        if ((st = nu__buffer_create(d, 0, NU_STORAGE_SHARED, false, &b)) != NU_OK)
+            return st;
+        b->read_only = b->mapped_file = true;
+        *out = b;
+        return NU_OK;
+    }
+    uint64_t align = import_alignment(d);
+    if (size > UINT64_MAX - align || size > (uint64_t)SIZE_MAX / 2) {
+        close(fd);
+        return nu__fail(d, NU_ERROR_IO, "%s: %s: too large to map", fn, path);
+    }
+    if (!d->has_external_host_memory) {
+        st = read_copy(d, path, fd, size, "the device has no VK_EXT_external_memory_host", out);
+        close(fd);
+        return st;
+    }
+    uint64_t map_len = (size + align - 1) / align * align;
+    char why[256];
+    if ((st = nu__pool_track(d->pool, map_len, why, sizeof why)) != NU_OK) {
+        close(fd);
+        return nu__fail(d, st, "%s: %s: %s", fn, path, why);
+    }
+    nu__mapping *m = nu__calloc(1, sizeof *m);
+    char *name = nu__strdup(path);
+    nu_buffer *b = NULL;
+    if (!m || !name || nu__buffer_create(d, 0, NU_STORAGE_SHARED, false, &b) != NU_OK) {
+        st = nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        goto fail;
+    }
+    uint8_t *base = map_aligned(fd, size, map_len, align);
+    if (!base) {
+        st = nu__fail(d, NU_ERROR_IO, "%s: %s: mmap failed: %s", fn, path, strerror(errno));
+        goto fail;
+    }
+    /* Whether the driver takes these pages: import the first of them now, so that a refusal
+     * gives the copy fallback here rather than an error at the first GPU use. */
+    nu__vk_block *probe;
+    uint64_t probe_len = map_len < align ? map_len : align;
+    if (import_pages(d, path, base, probe_len, probe_len, &probe) != NU_OK) {
+        char reason[512];
+        snprintf(reason, sizeof reason, "%s", nu_error_message(d));
+        munmap(base, map_len);
+        nu_buffer_free(b);
+        nu__free(m);
+        nu__free(name);
+        nu__pool_untrack(d->pool, map_len);
+        st = read_copy(d, path, fd, size, reason, out);
+        close(fd);
+        return st;
+    }
+    free_import(d, probe);
+    *m = (nu__mapping){.device = d, .fd = fd, .path = name, .base = base, .map_len = map_len,
+                       .file_size = size, .tracked = map_len};
+    pthread_mutex_init(&m->lock, NULL);
+    atomic_init(&m->import, NULL);
+    b->size = size;
+    b->alloc.mapped = base;
+    b->mapping = m;
+    b->read_only = b->mapped_file = true;
+    *out = b;
+    return NU_OK;
+fail:
+    nu_buffer_free(b);
+    nu__free(m);
+    nu__free(name);
+    nu__pool_untrack(d->pool, map_len);
+    close(fd);
+    return st;
+}
+
+bool nu_buffer_is_zero_copy(const nu_buffer *b) { return b && b->mapping != NULL; }
+bool nu_buffer_is_mapped_file(const nu_buffer *b) { return b && b->mapped_file; }
+
+/* ---- moving ranges into a buffer ------------------------------------------------------ */
+
+/* A piece of a range within one chunk. */
+typedef struct piece {
+    uint64_t src, dst, size;
+} piece;
+
+typedef struct mover {
+    nu_device *d;
+    nu_buffer *src, *dst;
+    bool import;          /* chunks are imported (a zero-copy file not imported whole) */
+    uint64_t chunk;       /* bytes */
+    uint64_t *chunks;     /* first byte of each chunk holding range bytes */
+    size_t chunk_count;
+    nu_range_copy *ranges; /* by source offset */
+    size_t range_count;
+
+    /* Import workers: chunk k is imported into ready[k] (or fails with status[k]). At most
+     * `slots` chunks are imported but not yet copied and waited for, which bounds pinned memory. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    size_t next;          /* next chunk to import */
+    unsigned outstanding, slots;
+    bool stop;
+    nu_buffer **ready;
+    nu_status *status;
+    bool *done;
+} mover;
+
+static int by_src(const void *a, const void *b)
+{
+    const nu_range_copy *x = a, *y = b;
+    return x->src_offset < y->src_offset ? -1 : x->src_offset > y->src_offset;
+}
+
+static int by_dst(const void *a, const void *b)
+{
+    const nu_range_copy *x = a, *y = b;
+    return x->dst_offset < y->dst_offset ? -1 : x->dst_offset > y->dst_offset;
+}
+
+/* An internal buffer over chunk k's pages, imported now. */
+static nu_status import_chunk(mover *mv, size_t k, nu_buffer **out)
+{
+    nu_buffer *src = mv->src;
+    nu__mapping *fm = src->mapping;
+    uint64_t start = mv->chunks[k], len = fm->map_len - start < mv->chunk ? fm->map_len - start : mv->chunk;
+    nu_status st = nu__mapping_check(src, "nu_buffer_move_ranges");
+    if (st != NU_OK)
+        return st;
+    nu__mapping *m = nu__calloc(1, sizeof *m);
+    nu_buffer *b = NULL;
+    if (!m || nu__buffer_create(mv->d, 0, NU_STORAGE_SHARED, false, &b) != NU_OK) {
+        nu__free(m);
+        return nu__fail(mv->d, NU_ERROR_HOST_OUT_OF_MEMORY, "nu_buffer_move_ranges: out of host memory");
+    }
+    nu__vk_block *imp;
+    if ((st = import_pages(mv->d, fm->path, fm->base + start, len, len, &imp)) != NU_OK) {
+        nu__free(m);
+        nu_buffer_free(b);
+        return st;
+    }
+    *m = (nu__mapping){.device = mv->d, .fd = -1, .base = fm->base + start, .map_len = len, .file_size = len,
+                       .parent = src};
+    pthread_mutex_init(&m->lock, NULL);
+    atomic_init(&m->import, imp);
+    nu__guard_retain(&src->guard); /* the file stays mapped while its pages are imported */
+    b->size = len;
+    b->alloc.mapped = m->base;
+    b->mapping = m;
+    b->read_only = true;
+    snprintf(b->name, sizeof b->name, "file chunk %zu", k);
+    *out = b;
+    return NU_OK;
+}
+
+static void *import_worker(void *arg)
+{
+    mover *mv = arg;
+    pthread_mutex_lock(&mv->lock);
+    for (;;) {
+        while (!mv->stop && mv->next < mv->chunk_count && mv->outstanding >= mv->slots)
+            pthread_cond_wait(&mv->cond, &mv->lock);
+        if (mv->stop || mv->next >= mv->chunk_count)
+            break;
+        size_t k = mv->next++;
+        mv->outstanding++;
+        pthread_mutex_unlock(&mv->lock);
+        nu_buffer *b = NULL;
+        nu_status st = import_chunk(mv, k, &b);
+        pthread_mutex_lock(&mv->lock);
+        mv->ready[k] = b;
+        mv->status[k] = st;
+        mv->done[k] = true;
+        pthread_cond_broadcast(&mv->cond);
+    }
+    pthread_mutex_unlock(&mv->lock);
+    return NULL;
+}
+
+/* Records and commits the copies of chunk k's pieces (from `from`, whose first byte is file
+ * offset `base`). *cursor walks the ranges sorted by source. */
+static nu_status copy_chunk(mover *mv, size_t k, nu_buffer *from, uint64_t base, size_t *cursor, uint64_t *bytes,
+                            nu_commands **out)
+{
+    uint64_t start = mv->chunks[k], end = start + mv->chunk;
+    nu_commands *c;
+    nu_status st = nu_commands_new(mv->d, NU_QUEUE_TRANSFER, &c);
+    if (st != NU_OK)
+        return st;
+    nu_commands_set_name(c, "nu_buffer_move_ranges");
+    *bytes = 0;
+    /* Ranges before the cursor ended before this chunk (chunks come in file order). */
+    while (*cursor < mv->range_count && mv->ranges[*cursor].src_offset + mv->ranges[*cursor].size <= start)
+        (*cursor)++;
+    for (size_t i = *cursor; i < mv->range_count && st == NU_OK; i++) {
+        const nu_range_copy *r = &mv->ranges[i];
+        if (r->src_offset >= end)
+            break;
+        uint64_t a = r->src_offset > start ? r->src_offset : start;
+        uint64_t b = r->src_offset + r->size < end ? r->src_offset + r->size : end;
+        if (a < b) {
+            st = nu_commands_copy(c, mv->dst, r->dst_offset + (a - r->src_offset), from, a - base, b - a);
+            *bytes += b - a;
+        }
+    }
+    if (st == NU_OK)
+        st = nu_commands_commit(c);
+    if (st != NU_OK) {
+        nu_commands_free(c);
+        return st;
+    }
+    *out = c;
+    return NU_OK;
+}
+
+/* Waits for the oldest copy in flight and reports progress. */
+static nu_status retire(mover *mv, nu_commands **flight, uint64_t *flight_bytes, unsigned *count, uint64_t *done,
+                        uint64_t total, const nu_move_options *o)
+{
+    nu_status st = nu_commands_wait(flight[0], NU_WAIT_FOREVER);
+    nu_commands_free(flight[0]);
+    *done += flight_bytes[0];
+    for (unsigned i = 1; i < *count; i++) {
+        flight[i - 1] = flight[i];
+        flight_bytes[i - 1] = flight_bytes[i];
+    }
+    (*count)--;
+    if (mv->import) {
+        pthread_mutex_lock(&mv->lock);
+        mv->outstanding--;
+        pthread_cond_broadcast(&mv->cond);
+        pthread_mutex_unlock(&mv->lock);
+    }
+    if (st == NU_OK && o->progress)
+        o->progress(o->user, *done, total);
+    return st;
+}
+
+static nu_status run_moves(mover *mv, uint64_t total, const nu_move_options *o)
+{
+    nu_status st = NU_OK;
+    pthread_t threads[MAX_THREADS];
+    unsigned nthreads = 0;
+    if (mv->import) {
+        unsigned want = o->threads ? o->threads : MAX_THREADS;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (!o->threads && cpus > 0 && (unsigned long)cpus < want)
+            want = (unsigned)cpus;
+        if (want > MAX_THREADS)
+            want = MAX_THREADS;
+        if ((size_t)want > mv->chunk_count)
+            want = (unsigned)mv->chunk_count;
+        mv->slots = want + COPIES_IN_FLIGHT;
+        for (unsigned i = 0; i < want; i++)
+            if (pthread_create(&threads[nthreads], NULL, import_worker, mv) == 0)
+                nthreads++;
+    }
+    nu_commands *flight[COPIES_IN_FLIGHT + 1];
+    uint64_t flight_bytes[COPIES_IN_FLIGHT + 1], done = 0;
+    unsigned inflight = 0;
+    size_t cursor = 0;
+    for (size_t k = 0; k < mv->chunk_count && st == NU_OK; k++) {
+        nu_buffer *from = mv->src;
+        uint64_t base = 0;
+        if (mv->import) {
+            if (nthreads) {
+                pthread_mutex_lock(&mv->lock);
+                while (!mv->done[k])
+                    pthread_cond_wait(&mv->cond, &mv->lock);
+                from = mv->ready[k];
+                mv->ready[k] = NULL;
+                st = mv->status[k];
+                pthread_mutex_unlock(&mv->lock);
+            } else { /* no thread could start: import here */
+                pthread_mutex_lock(&mv->lock);
+                mv->outstanding++;
+                pthread_mutex_unlock(&mv->lock);
+                st = import_chunk(mv, k, &from);
+            }
+            if (st != NU_OK)
+                break;
+            base = mv->chunks[k];
+        }
+        uint64_t bytes = 0;
+        st = copy_chunk(mv, k, from, base, &cursor, &bytes, &flight[inflight]);
+        if (mv->import)
+            nu_buffer_free(from); /* unpinned when its copy completes */
+        if (st != NU_OK)
+            break;
+        flight_bytes[inflight++] = bytes;
+        if (inflight > COPIES_IN_FLIGHT)
+            st = retire(mv, flight, flight_bytes, &inflight, &done, total, o);
+    }
+    while (inflight) {
+        nu_status s2 = retire(mv, flight, flight_bytes, &inflight, &done, total, o);
+        if (st == NU_OK)
+            st = s2;
+    }
+    if (nthreads) {
+        pthread_mutex_lock(&mv->lock);
+        mv->stop = true;
+        pthread_cond_broadcast(&mv->cond);
+        pthread_mutex_unlock(&mv->lock);
+        for (unsigned i = 0; i < nthreads; i++)
+            pthread_join(threads[i], NULL);
+        for (size_t k = 0; k < mv->chunk_count; k++)
+            nu_buffer_free(mv->ready[k]); /* imported after a failure, never copied */
+    }
+    return st;
+}
+
+static nu_status check_live(nu_device *d, const char *fn, const nu_buffer *b, const char *which)
+{
+    if (!b)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL %s", fn, which);
+    if (atomic_load_explicit(&((nu_buffer *)b)->magic, memory_order_relaxed) != NU__BUFFER_LIVE)
+        return nu__fail(d, NU_ERROR_INVALID_HANDLE, "%s: the %s buffer was freed", fn, which);
+    return NU_OK;
+}
+
+nu_status nu_buffer_move_ranges(nu_buffer *dst, nu_buffer *src, const nu_range_copy *ranges, size_t count,
+                                const nu_move_options *options)
+{
+    static const char fn[] = "nu_buffer_move_ranges";
+    nu_status st;
+    if ((st = check_live(NULL, fn, dst, "destination")) != NU_OK || (st = check_live(NULL, fn, src, "source")) != NU_OK)
+        return st;
+    nu_device *d = dst->device;
+    if (src->device != d)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the buffers belong to different devices", fn);
+    if (dst->read_only)
+        return nu__fail(d, NU_ERROR_READ_ONLY, "%s: the destination is read-only (a mapped file)", fn);
+    if (count && !ranges)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL ranges", fn);
+    nu_move_options o = options ? *options : (nu_move_options){0};
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        const nu_range_copy *r = &ranges[i];
+        if (r->src_offset > src->size || r->size > src->size - r->src_offset || r->dst_offset > dst->size ||
+            r->size > dst->size - r->dst_offset)
+            return nu__fail(d, NU_ERROR_OUT_OF_RANGE,
+                            "%s: range %zu (%llu bytes from %llu to %llu) is outside the source (%zu bytes) or the "
+                            "destination (%zu bytes)", fn, i, (unsigned long long)r->size,
+                            (unsigned long long)r->src_offset, (unsigned long long)r->dst_offset, src->size, dst->size);
+        total += r->size;
+    }
+    if (src->mapping && (st = nu__mapping_check(src, fn)) != NU_OK)
+        return st;
+    mover mv = {.d = d, .src = src, .dst = dst};
+    mv.ranges = nu__malloc((count ? count : 1) * sizeof *mv.ranges);
+    if (!mv.ranges)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    if (count)
+        memcpy(mv.ranges, ranges, count * sizeof *ranges);
+    qsort(mv.ranges, count, sizeof *mv.ranges, by_dst);
+    for (size_t i = 1; i < count; i++)
+        if (mv.ranges[i - 1].size && mv.ranges[i - 1].dst_offset + mv.ranges[i - 1].size > mv.ranges[i].dst_offset) {
+            unsigned long long at = mv.ranges[i].dst_offset;
+            nu__free(mv.ranges);
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: destination ranges overlap (at byte %llu)", fn, at);
+        }
+    qsort(mv.ranges, count, sizeof *mv.ranges, by_src);
+    mv.range_count = count;
+    /* Chunks are imported from the file's pages unless the whole file already is (it was
+     * bound) or the source is not a zero-copy file. */
+    mv.import = src->mapping && !atomic_load(&src->mapping->import);
+    uint64_t align = import_alignment(d);
+    uint64_t chunk = o.chunk_size ? o.chunk_size : DEFAULT_CHUNK;
+    mv.chunk = (chunk + align - 1) / align * align;
+    /* The chunks that hold range bytes, in file order. */
+    size_t cap = 0;
+    for (size_t i = 0; i < count; i++)
+        if (mv.ranges[i].size)
+            cap += (size_t)((mv.ranges[i].src_offset + mv.ranges[i].size - 1) / mv.chunk -
+                            mv.ranges[i].src_offset / mv.chunk + 1);
+    mv.chunks = nu__malloc((cap ? cap : 1) * sizeof *mv.chunks);
+    mv.ready = nu__calloc(cap ? cap : 1, sizeof *mv.ready);
+    mv.status = nu__calloc(cap ? cap : 1, sizeof *mv.status);
+    mv.done = nu__calloc(cap ? cap : 1, sizeof *mv.done);
+    if (!mv.chunks || !mv.ready || !mv.status || !mv.done) {
+        st = nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (!mv.ranges[i].size)
+            continue;
+        uint64_t first = mv.ranges[i].src_offset / mv.chunk;
+        uint64_t last = (mv.ranges[i].src_offset + mv.ranges[i].size - 1) / mv.chunk;
+        for (uint64_t c = first; c <= last; c++)
+            if (!mv.chunk_count || mv.chunks[mv.chunk_count - 1] < c * mv.chunk)
+                mv.chunks[mv.chunk_count++] = c * mv.chunk;
+    }
+    pthread_mutex_init(&mv.lock, NULL);
+    pthread_cond_init(&mv.cond, NULL);
+    st = run_moves(&mv, total, &o);
+    pthread_cond_destroy(&mv.cond);
+    pthread_mutex_destroy(&mv.lock);
+out:
+    nu__free(mv.ranges);
+    nu__free(mv.chunks);
+    nu__free(mv.ready);
+    nu__free(mv.status);
+    nu__free(mv.done);
+    return st;
+}
+
+nu_status nu_buffer_move_to_device(nu_buffer *src, size_t offset, size_t size, const nu_move_options *options,
+                                   nu_buffer **out)
+{
+    static const char fn[] = "nu_buffer_move_to_device";
+    if (!out)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL out", fn);
+    *out = NULL;
+    nu_status st = check_live(NULL, fn, src, "source");
+    if (st != NU_OK)
+        return st;
+    if (offset > src->size || size > src->size - offset)
+        return nu__fail(src->device, NU_ERROR_OUT_OF_RANGE, "%s: bytes %zu..%zu are outside the buffer of %zu bytes",
+                        fn, offset, offset + size, src->size);
+    nu_buffer *b;
+    if ((st = nu_buffer_new(src->device, size, NU_STORAGE_PRIVATE, &b)) != NU_OK)
+        return st;
+    nu_range_copy r = {.src_offset = offset, .dst_offset = 0, .size = size};
+    st = nu_buffer_move_ranges(b, src, &r, 1, options);
+    if (st != NU_OK) {
+        nu_buffer_free(b);
+        return st;
+    }
+    *out = b;
+    return NU_OK;
+}
