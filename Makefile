@@ -1,19 +1,22 @@
 # nuvec: the two set-up commands are `make demo` and `make test` (README). Each installs the
 # Debian packages it needs (apt-get; sudo when not root), configures, builds, then runs.
 #   make demo     nuvec info + the self-check, on the default device (lavapipe without a GPU)
-#   make test     the whole suite twice: a normal build and an ASan+UBSan build
+#   make test     the whole suite twice (a normal build and an ASan+UBSan build), then fuzz-smoke
 #   make tsan     the thread tests under ThreadSanitizer
+#   make fuzz-smoke  each libFuzzer target for 60 s from its seed corpus (part of `make test`)
+#   make fuzz     the long run: FUZZ_RUNS executions in all, over JOBS processes
 #   make bench    the benchmarks (bench/, `nuvec bench ...`)
 #   make install  cmake --install (PREFIX=/usr/local)
 
 PACKAGES := cmake make gcc libc6-dev pkg-config libvulkan1 libvulkan-dev mesa-vulkan-drivers \
-            vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd
+            vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd \
+            clang libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CTEST := ctest --output-on-failure --timeout 900 -j$(JOBS)
 
-.PHONY: all deps build demo test test-normal test-asan tsan bench install clean
+.PHONY: all deps build demo test test-normal test-asan tsan fuzz-build fuzz-smoke fuzz bench install clean
 
 all: build
 
@@ -36,7 +39,7 @@ demo: build
 	./build/nuvec info
 	./build/nuvec demo
 
-test: test-normal test-asan
+test: test-normal test-asan fuzz-smoke
 
 test-normal: build
 	cd build && $(CTEST)
@@ -53,7 +56,28 @@ build-tsan/CMakeCache.txt:
 
 tsan: deps build-tsan/CMakeCache.txt
 	cmake --build build-tsan -j$(JOBS)
-	cd build-tsan && $(CTEST) -R 'test_(threads|allocator|guard|commands|hazard|trace)'
+	cd build-tsan && $(CTEST) -R 'test_(threads|allocator|guard|commands|hazard|trace|mapped)'
+
+# Fuzzing: corpora and crash reproducers stay under build-fuzz/ (the seeds are copied there).
+FUZZ_RUNS ?= 10000000
+FUZZ := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./fuzz_safetensors \
+        -dict=../fuzz/safetensors.dict -artifact_prefix=crash- -print_final_stats=1
+
+build-fuzz/CMakeCache.txt:
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNUVEC_FUZZ=ON \
+	      -DNUVEC_TESTS=OFF -DNUVEC_WERROR=ON
+
+fuzz-build: deps build-fuzz/CMakeCache.txt
+	cmake --build build-fuzz -j$(JOBS) --target fuzz_safetensors
+
+fuzz-smoke: fuzz-build
+	rm -rf build-fuzz/smoke && mkdir -p build-fuzz/smoke && cp fuzz/corpus/safetensors/* build-fuzz/smoke/
+	cd build-fuzz && $(FUZZ) -max_total_time=60 smoke
+
+fuzz: fuzz-build
+	mkdir -p build-fuzz/corpus && cp fuzz/corpus/safetensors/* build-fuzz/corpus/
+	cd build-fuzz && rm -f fuzz-*.log && $(FUZZ) -runs=$$(( $(FUZZ_RUNS) / $(JOBS) )) -jobs=$(JOBS) -workers=$(JOBS) corpus; \
+	    rc=$$?; grep -H -E 'DONE|^Done|crash|ERROR' fuzz-*.log; exit $$rc
 
 bench: build
 	./build/nuvec bench alloc
@@ -65,4 +89,4 @@ install: build
 	$(SUDO) cmake --install build
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz

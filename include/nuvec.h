@@ -11,6 +11,7 @@
 #include "nuvec/trace.h"
 #include "nuvec/capture.h"
 #include "nuvec/mapped.h"
+#include "nuvec/safetensors.h"
 
 #define NUVEC_VERSION_MAJOR 0
 #define NUVEC_VERSION_MINOR 1
