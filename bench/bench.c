@@ -22,6 +22,9 @@ static const struct {
      "      hand-written Vulkan (fence wait, timeline spin, timeline wait)"},
     {"pipeline", nu_bench_pipeline, "[--json] [--device NAME] [--elements N] [--steps N] [--in-flight N]",
      "the pipelined demo loop with and without reuse of in-flight memory: GB/s and peak memory"},
+    {"upload", nu_bench_upload, "[--json] [--device NAME] [--size BYTES] [--file PATH] [--reps N]",
+     "GB/s moving a safetensors file in the page cache into device memory: nuvec's zero-copy\n"
+     "      DMA vs a hand-written copy from pinned memory (the bus limit) vs read() + write"},
 };
 #define BENCHMARK_COUNT (sizeof benchmarks / sizeof benchmarks[0])
 

@@ -9,5 +9,6 @@ int nu_bench_alloc(int argc, char **argv); /* bench/alloc.c: allocate+free, cach
 int nu_bench_dispatch(int argc, char **argv); /* bench/dispatch.c: recording and GPU time of dispatches vs Vulkan */
 int nu_bench_submit(int argc, char **argv);   /* bench/submit.c: commit + wait of one dispatch vs Vulkan */
 int nu_bench_pipeline(int argc, char **argv); /* bench/pipeline.c: the demo loop with and without in-flight reuse */
+int nu_bench_upload(int argc, char **argv);   /* bench/upload.c: a weights file into device memory vs pinned copy */
 
 #endif

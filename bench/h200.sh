@@ -3,9 +3,12 @@
 # benchmarks, with a table at the end. The build comes along (carry: build .gl); .gl holds
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
-# Steps: info tests demo alloc dispatch submit pipeline cuda torch summary random (default: all;
-# random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0); gputests runs only
-# the tests that do GPU work. Text results go to $OUT (or ./h200-out), at most 8
+# Steps: info tests demo alloc dispatch submit pipeline cuda torch summary upload trace capture
+# random (default: all; random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0);
+# gputests runs only the tests that do GPU work. upload writes a weights file of UPLOAD_SIZE
+# (default 16G) and runs `nuvec bench upload`, `nuvec load --to-gpu` and bench/torch_upload.py on
+# it; trace measures NUVEC_TRACE's overhead on `nuvec bench dispatch` and checks a demo trace;
+# capture unpacks RenderDoc from .gl/rd (into /tmp/rd, not /) and takes a capture of the demo. Text results go to $OUT (or ./h200-out), at most 8
 # files (what the device tool brings back); JSON goes to $OUT_JSON (default /tmp/h200-json). cuda builds bench/cuda_dispatch.cu with nvcc into a temporary folder;
 # torch runs bench/torch_dispatch.py; summary prints dispatch/submit/cuda/torch side by side.
 set -u
@@ -17,7 +20,7 @@ ldconfig
 if ! ./build/nuvec info >/dev/null 2>&1; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
-steps=${*:-info tests demo alloc dispatch submit pipeline cuda torch summary random}
+steps=${*:-info tests demo alloc dispatch submit pipeline cuda torch summary upload trace capture random}
 status=0
 for step in $steps; do
     echo "=== $step"
@@ -30,6 +33,8 @@ for step in $steps; do
     tests|gputests)
         for t in build/tests/test_*; do
             # gputests: only those that run GPU work (not the CPU-only ones; random has its step)
+            # test_capture needs RenderDoc, unpacked by the capture step, which runs it
+            [ "$(basename "$t")" = test_capture ] && continue
             if [ "$step" = gputests ]; then
                 case $(basename "$t") in test_allocator|test_guard|test_hazard|test_host_oom|test_random) continue ;; esac
             fi
@@ -69,6 +74,55 @@ for step in $steps; do
         fi ;;
     summary)
         python3 bench/h200_summary.py "$J" | tee "$OUT/summary.txt" || status=1 ;;
+    upload)
+        f=${UPLOAD_FILE:-/tmp/nuvec-upload.safetensors}
+        rm -f "$f"
+        ./build/nuvec bench upload --size "${UPLOAD_SIZE:-16G}" --file "$f" --keep --json >"$J/upload.json" || status=1
+        ./build/nuvec bench upload --file "$f" --keep | tee -a "$OUT/upload.txt" || status=1
+        ./build/nuvec load "$f" --to-gpu --quiet | tee -a "$OUT/upload.txt" || status=1
+        if python3 -c 'import torch, safetensors, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+            python3 bench/torch_upload.py "$f" --json >"$J/torch_upload.json" || status=1
+            python3 bench/torch_upload.py "$f" | tee -a "$OUT/upload.txt" || status=1
+        else
+            echo "SKIP torch upload: no python3 with torch, safetensors and CUDA" | tee -a "$OUT/upload.txt"
+        fi
+        rm -f "$f" ;;
+    trace)
+        ./build/nuvec bench dispatch --json >"$J/dispatch-off.json" || status=1
+        NUVEC_TRACE="$J/dispatch-trace.json" ./build/nuvec bench dispatch --json >"$J/dispatch-on.json" || status=1
+        ./build/nuvec demo --steps 8 --size 256000000 --trace "$J/demo-trace.json" >"$J/demo-trace.log" 2>&1 || status=1
+        python3 - "$J" <<'PY' | tee "$OUT/trace.txt"
+import json, sys, collections
+J = sys.argv[1]
+off, on = (json.load(open(f"{J}/dispatch-{k}.json"))["results"] for k in ("off", "on"))
+print("NUVEC_TRACE overhead on `nuvec bench dispatch` (nuvec's numbers, trace off -> on):")
+for pat in ("dependent", "independent"):
+    for m, unit in (("record_ns_per_dispatch", "ns"), ("gpu_us_per_dispatch", "us")):
+        a, b = off[pat][m]["nuvec"], on[pat][m]["nuvec"]
+        print(f"  {pat:12s} {m:24s} {a:10.3f} -> {b:10.3f} {unit}  ({b / a:.2f}x)")
+for name in ("demo-trace", "dispatch-trace"):
+    doc = json.load(open(f"{J}/{name}.json"))
+    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+    names = collections.Counter(e.get("name") for e in ev if e.get("ph") == "X")
+    tids = collections.Counter((e.get("pid"), e.get("tid")) for e in ev if e.get("ph") == "X")
+    print(f"{name}.json: {len(ev)} events, {len(tids)} tracks; most common: {names.most_common(6)}")
+PY
+        gzip -c "$J/demo-trace.json" >"$OUT/demo-trace.json.gz" ;;
+    capture)
+        rm -rf /tmp/rd && mkdir -p /tmp/rd
+        for f in .gl/rd/*.deb; do dpkg -x "$f" /tmp/rd; done
+        mkdir -p /usr/share/vulkan/implicit_layer.d
+        sed 's|"/usr/lib/librenderdoc.so"|"/tmp/rd/usr/lib/librenderdoc.so"|' \
+            /tmp/rd/usr/share/vulkan/implicit_layer.d/renderdoc_capture.json \
+            >/usr/share/vulkan/implicit_layer.d/renderdoc_capture.json
+        export PATH=/tmp/rd/usr/bin:$PATH
+        export LD_LIBRARY_PATH=/tmp/rd/usr/lib:/tmp/rd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        rm -f "$J/demo.rdc"
+        { ./build/nuvec demo --steps 4 --size 64000000 --capture "$J/demo.rdc" 2>&1 | tail -4
+          ls -l "$J/demo.rdc" && renderdoccmd convert -f "$J/demo.rdc" -o "$J/demo.xml" -c xml >/dev/null 2>&1 &&
+              echo "renderdoccmd opened the capture: $(grep -c 'vkCmdDispatch' "$J/demo.xml") vkCmdDispatch, labels: $(grep -o 'mul_f32[^<]*' "$J/demo.xml" | head -2 | tr '\n' ' ')"
+          NUVEC_VALIDATION=1 CMOCKA_MESSAGE_OUTPUT=stdout ./build/tests/test_capture 2>&1 | tail -12; } | tee "$OUT/capture.txt"
+        grep -q "PASSED" "$OUT/capture.txt" || status=1 ;;
     random)
         start=$(date +%s)
         NUVEC_VALIDATION=1 ./build/tests/test_random --programs "${RANDOM_PROGRAMS:-100000}" --seed "${RANDOM_SEED:-0}" >"$J/random.log" 2>&1

@@ -47,9 +47,9 @@ int nu_bench_pipeline(int argc, char **argv)
     if (!steps)
         steps = gpu ? 64 : 16;
     nu_pipeline_result warm, r[2];
-    st = nu_pipeline_run(d, true, 2, elements, in_flight, &warm); /* first dispatches compile on some drivers */
+    st = nu_pipeline_run(d, true, 2, elements, in_flight, NULL, &warm); /* first dispatches compile on some drivers */
     for (int reuse = 1; reuse >= 0 && st == NU_OK; reuse--) {
-        st = nu_pipeline_run(d, reuse, steps, elements, in_flight, &r[reuse]);
+        st = nu_pipeline_run(d, reuse, steps, elements, in_flight, NULL, &r[reuse]);
         nu_memory_clear_cache(d);
     }
     if (st != NU_OK) {

@@ -29,7 +29,9 @@
 #include "nuvec/mapped.h"
 
 #define DEFAULT_CHUNK (64ull << 20)
-#define MAX_THREADS 4u
+/* Import threads: 4 by default (fewer on small machines), at most MAX_THREADS when asked. */
+#define DEFAULT_THREADS 4u
+#define MAX_THREADS 16u
 /* Chunks whose copies are committed but not yet waited for. */
 #define COPIES_IN_FLIGHT 2u
 
@@ -511,7 +513,7 @@ static nu_status run_moves(mover *mv, uint64_t total, const nu_move_options *o)
     pthread_t threads[MAX_THREADS];
     unsigned nthreads = 0;
     if (mv->import) {
-        unsigned want = o->threads ? o->threads : MAX_THREADS;
+        unsigned want = o->threads ? o->threads : DEFAULT_THREADS;
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         if (!o->threads && cpus > 0 && (unsigned long)cpus < want)
             want = (unsigned)cpus;

@@ -5,6 +5,7 @@
 
 int nu_cli_info(int argc, char **argv);   /* tools/info.c: devices, memory, features */
 int nu_cli_demo(int argc, char **argv);   /* tools/demo.c: the `make demo` self-check */
+int nu_cli_load(int argc, char **argv);   /* tools/load.c: list a safetensors file, move it to the GPU */
 int nu_cli_bench(int argc, char **argv);  /* bench/bench.c: benchmarks, `nuvec bench NAME` */
 
 #endif

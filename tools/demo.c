@@ -1,9 +1,14 @@
 /* demo.c: `nuvec demo`, the self-check `make demo` runs: opens the default device, prints
  * what it is, then allocates, writes, reads and frees shared and private buffers through the
- * caching allocator, checks every byte, and prints the memory statistics along the way. */
+ * caching allocator, checks every byte, and prints the memory statistics along the way; then
+ * writes a safetensors weights file, maps it, moves it to the device, and runs the pipelined
+ * computation whose steps read those weights. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "nuvec.h"
@@ -48,10 +53,104 @@ static int roundtrip(nu_buffer *b, unsigned seed)
     return bad;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Writes `layers` F32 tensors of `elements` values nu_pipeline_weight(layer + 1, i) to `path`:
+ * the header first (data left as holes), then each tensor's bytes in place. */
+static nu_status write_weights(nu_device *d, const char *path, uint32_t layers, uint32_t elements)
+{
+    nu_tensor_write *t = calloc(layers, sizeof *t);
+    char(*names)[32] = calloc(layers, sizeof *names);
+    float *values = malloc((size_t)elements * 4);
+    nu_status st = t && names && values ? NU_OK : NU_ERROR_HOST_OUT_OF_MEMORY;
+    for (uint32_t l = 0; st == NU_OK && l < layers; l++) {
+        snprintf(names[l], sizeof names[l], "layers.%u.weight", l);
+        t[l] = (nu_tensor_write){.name = names[l], .dtype = NU_DTYPE_F32, .rank = elements % 1024 ? 1 : 2,
+                                 .shape = {elements % 1024 ? elements : elements / 1024, 1024}};
+    }
+    const char *key = "source", *value = "nuvec demo";
+    if (st == NU_OK)
+        st = nu_safetensors_write(path, t, layers, &key, &value, 1);
+    nu_safetensors *f = NULL;
+    if (st == NU_OK)
+        st = nu_safetensors_open(d, path, &f);
+    int fd = st == NU_OK ? open(path, O_WRONLY) : -1;
+    if (st == NU_OK && fd < 0)
+        st = NU_ERROR_IO;
+    for (uint32_t l = 0; st == NU_OK && l < layers; l++) {
+        for (uint32_t i = 0; i < elements; i++)
+            values[i] = nu_pipeline_weight(l + 1, i);
+        const nu_tensor_info *ti = nu_safetensors_find(f, names[l]);
+        if (pwrite(fd, values, (size_t)elements * 4, (off_t)ti->offset) != (ssize_t)elements * 4)
+            st = NU_ERROR_IO;
+    }
+    if (fd >= 0)
+        close(fd);
+    nu_safetensors_close(f);
+    free(t);
+    free(names);
+    free(values);
+    return st;
+}
+
+/* The weights: written, mapped, listed, moved to the device; the pipeline then reads them. */
+static int run_weights(nu_device *d, uint64_t size, uint32_t elements, uint32_t steps)
+{
+    uint64_t tensor = (uint64_t)elements * 4;
+    uint32_t layers = size / tensor ? (uint32_t)(size / tensor) : 1;
+    const char *tmp = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-demo-%d.safetensors", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    printf("  weights: %u tensors of %u floats (%.1f MiB) written to %s\n", layers, elements,
+           layers * tensor / 1048576.0, path);
+    nu_status st = write_weights(d, path, layers, elements);
+    nu_safetensors *f = NULL;
+    nu_buffer *w = NULL;
+    uint64_t *offsets = calloc(layers, sizeof *offsets);
+    if (st == NU_OK && !offsets)
+        st = NU_ERROR_HOST_OUT_OF_MEMORY;
+    double t0 = now_s();
+    if (st == NU_OK)
+        st = nu_safetensors_open(d, path, &f);
+    double t1 = now_s();
+    if (st == NU_OK)
+        st = nu_safetensors_to_device(f, NULL, 0, NULL, &w, offsets);
+    double t2 = now_s();
+    int bad = 0;
+    if (st != NU_OK) {
+        bad = fail("the weights file", st);
+    } else {
+        printf("  weights mapped in %.2f ms (%s), moved to the device in %.1f ms: %.2f GB/s\n", (t1 - t0) * 1e3,
+               nu_buffer_is_zero_copy(nu_safetensors_buffer(f)) ? "zero-copy" : "copied: no host-memory import",
+               (t2 - t1) * 1e3, (double)nu_safetensors_data_size(f) / (t2 - t1) / 1e9);
+        nu_pipeline_weights pw = {.buffer = w, .offsets = offsets, .layers = layers};
+        nu_pipeline_result r;
+        st = nu_pipeline_run(d, true, steps, elements, 4, &pw, &r);
+        if (st != NU_OK)
+            bad = fail("the pipeline over the weights", st);
+        else
+            printf("    %-26s %7.2f GB/s  peak active %7.2f MiB  verified against the CPU: %s\n",
+                   "steps reading the weights:", r.gbps, r.peak / 1048576.0, r.verified ? "yes" : "NO");
+        bad |= st == NU_OK && !r.verified;
+    }
+    nu_buffer_free(w);
+    nu_safetensors_close(f);
+    free(offsets);
+    unlink(path);
+    nu_memory_clear_cache(d);
+    return bad;
+}
+
 int nu_cli_demo(int argc, char **argv)
 {
     nu_device_desc desc = {0};
     uint32_t elements = 0, steps = 0;
+    unsigned long long weights_size = 0;
     const char *trace = NULL, *capture = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -60,13 +159,15 @@ int nu_cli_demo(int argc, char **argv)
             elements = (uint32_t)strtoul(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = (uint32_t)strtoul(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            weights_size = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--trace") && i + 1 < argc)
             trace = argv[++i];
         else if (!strcmp(argv[i], "--capture") && i + 1 < argc)
             capture = argv[++i];
         else {
-            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME] [--elements N] [--steps N] [--trace FILE.json] "
-                            "[--capture FILE.rdc]\n");
+            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME] [--elements N] [--steps N] [--size BYTES] "
+                            "[--trace FILE.json] [--capture FILE.rdc]\n");
             return 2;
         }
     }
@@ -155,10 +256,10 @@ int nu_cli_demo(int argc, char **argv)
     printf("  pipeline: %u steps of %u floats (%.1f MiB each), 4 in flight, each reading the same input\n", steps,
            elements, elements * 4 / 1048576.0);
     nu_pipeline_result warm; /* kernels' first dispatches compile on some drivers: not timed */
-    nu_pipeline_run(d, true, 2, elements, 4, &warm);
+    nu_pipeline_run(d, true, 2, elements, 4, NULL, &warm);
     for (int reuse = 1; reuse >= 0 && !bad; reuse--) {
         nu_pipeline_result r;
-        st = nu_pipeline_run(d, reuse, steps, elements, 4, &r);
+        st = nu_pipeline_run(d, reuse, steps, elements, 4, NULL, &r);
         if (st != NU_OK) {
             bad = fail("the pipeline", st);
             break;
@@ -169,6 +270,11 @@ int nu_cli_demo(int argc, char **argv)
                r.held_peak / 1048576.0, r.cache / 1048576.0, r.verified ? "yes" : "NO");
         bad |= !r.verified;
         nu_memory_clear_cache(d);
+    }
+    if (!bad) {
+        if (!weights_size)
+            weights_size = gpu ? 2ull << 30 : 256ull << 20;
+        bad = run_weights(d, weights_size, elements, steps);
     }
     if (capture) {
         st = nu_capture_stop(d);

@@ -14,7 +14,9 @@ static void usage(FILE *f)
             "  demo [--device NAME] [--elements N] [--steps N] [--trace FILE.json] [--capture FILE.rdc]\n"
             "                           a self-check on the default device (NUVEC_DEVICE chooses), and a\n"
             "                           pipelined computation with and without reuse of in-flight memory\n"
-            "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, pipeline (nuvec bench --help)\n"
+            "  load FILE.safetensors [--to-gpu] [--device NAME]\n"
+            "                           lists the tensors; --to-gpu moves them into device memory (GB/s)\n"
+            "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, pipeline, upload (nuvec bench --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
@@ -31,6 +33,8 @@ int main(int argc, char **argv)
         return nu_cli_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "demo"))
         return nu_cli_demo(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "load"))
+        return nu_cli_load(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return nu_cli_bench(argc - 1, argv + 1);
     fprintf(stderr, "nuvec: unknown command '%s'\n", argv[1]);

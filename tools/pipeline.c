@@ -28,10 +28,17 @@ typedef struct step {
     uint32_t index;
 } step;
 
-static bool check(const float *x, const float *y, uint32_t n, uint32_t s)
+float nu_pipeline_weight(uint32_t layer, uint32_t i)
+{
+    return (float)((int)((i + layer * 7919u) * 2654435761u >> 28) - 8); /* -8..7 */
+}
+
+/* Step s's output against the CPU; x is the input of step s (layer `layer`'s weights). */
+static bool check(uint32_t layer, const float *y, uint32_t n, uint32_t s)
 {
     for (uint32_t i = 0; i < n; i++) {
-        float want = x[i] * x[i] + x[i] + (float)s * x[i];
+        float x = nu_pipeline_weight(layer, i);
+        float want = x * x + x + (float)s * x;
         if (y[i] != want)
             return false;
     }
@@ -39,21 +46,21 @@ static bool check(const float *x, const float *y, uint32_t n, uint32_t s)
 }
 
 nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elements, uint32_t in_flight,
-                          nu_pipeline_result *out)
+                          const nu_pipeline_weights *weights, nu_pipeline_result *out)
 {
     memset(out, 0, sizeof *out);
     size_t bytes = (size_t)elements * 4;
     nu_kernel *mul = NULL, *add = NULL, *axpy = NULL;
     nu_buffer *x = NULL;
-    float *host = malloc(bytes);
+    float *host = weights ? NULL : malloc(bytes);
     step *ring = calloc(in_flight, sizeof *ring);
-    nu_status st = host && ring ? NU_OK : NU_ERROR_HOST_OUT_OF_MEMORY;
+    nu_status st = (host || weights) && ring ? NU_OK : NU_ERROR_HOST_OUT_OF_MEMORY;
     if (st == NU_OK && (st = nu_kernel_builtin(d, "mul_f32", &mul)) == NU_OK &&
         (st = nu_kernel_builtin(d, "add_f32", &add)) == NU_OK)
         st = nu_kernel_builtin(d, "axpy_f32", &axpy);
-    for (uint32_t i = 0; st == NU_OK && i < elements; i++)
-        host[i] = (float)((int)(i * 2654435761u >> 28) - 8); /* -8..7 */
-    if (st == NU_OK)
+    for (uint32_t i = 0; st == NU_OK && host && i < elements; i++)
+        host[i] = nu_pipeline_weight(0, i);
+    if (st == NU_OK && host)
         st = nu_buffer_from(d, host, bytes, NU_STORAGE_PRIVATE, &x);
     for (uint32_t i = 0; st == NU_OK && i < in_flight; i++)
         if (!(ring[i].result = malloc(bytes)))
@@ -70,7 +77,8 @@ nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t ele
         if (slot->c) {
             /* The oldest step in flight: wait, check, free. */
             st = nu_commands_wait(slot->c, NU_WAIT_FOREVER);
-            ok &= st == NU_OK && check(host, slot->result, elements, slot->index);
+            uint32_t layer = weights ? 1 + slot->index % weights->layers : 0; /* weights tensor l holds layer l + 1 */
+            ok &= st == NU_OK && check(layer, slot->result, elements, slot->index);
             nu_commands_free(slot->c);
             slot->c = NULL;
         }
@@ -81,9 +89,12 @@ nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t ele
         if ((st = make(d, bytes, NU_STORAGE_PRIVATE, &t1)) == NU_OK &&
             (st = make(d, bytes, NU_STORAGE_PRIVATE, &t2)) == NU_OK &&
             (st = make(d, bytes, NU_STORAGE_PRIVATE, &y)) == NU_OK && (st = nu_commands_new(d, NU_QUEUE_COMPUTE, &slot->c)) == NU_OK) {
-            nu_binding b1[3] = {{t1, NU_ACCESS_WRITE, 0, 0}, {x, NU_ACCESS_READ, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
-            nu_binding b2[3] = {{t2, NU_ACCESS_WRITE, 0, 0}, {t1, NU_ACCESS_READ, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
-            nu_binding b3[2] = {{y, NU_ACCESS_READ_WRITE, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
+            /* The step's input: the shared x, or this step's layer of the weights. */
+            nu_buffer *in = weights ? weights->buffer : x;
+            size_t off = weights ? (size_t)weights->offsets[s % weights->layers] : 0;
+            nu_binding b1[3] = {{t1, NU_ACCESS_WRITE, 0, 0}, {in, NU_ACCESS_READ, off, bytes}, {in, NU_ACCESS_READ, off, bytes}};
+            nu_binding b2[3] = {{t2, NU_ACCESS_WRITE, 0, 0}, {t1, NU_ACCESS_READ, 0, 0}, {in, NU_ACCESS_READ, off, bytes}};
+            nu_binding b3[2] = {{y, NU_ACCESS_READ_WRITE, 0, 0}, {in, NU_ACCESS_READ, off, bytes}};
             struct {
                 float alpha;
                 uint32_t count;

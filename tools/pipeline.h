@@ -1,5 +1,5 @@
 /* pipeline.h: the pipelined computation that `nuvec demo` shows and `nuvec bench pipeline`
- * measures: several steps in flight, each reading the same large input and writing
+ * measures: several steps in flight, each reading a large input (or a layer of weights) and writing
  * intermediates, with or without reuse of memory still used by in-flight steps. */
 #ifndef NU_PIPELINE_H
 #define NU_PIPELINE_H
@@ -20,9 +20,21 @@ typedef struct nu_pipeline_result {
     bool verified;         /* every step's output matched the CPU */
 } nu_pipeline_result;
 
+/* Weights the steps read instead of one input: step s reads tensor l = s % layers, `elements`
+ * floats at offsets[l] of `buffer`, whose values are nu_pipeline_weight(l + 1, i). */
+typedef struct nu_pipeline_weights {
+    nu_buffer *buffer;
+    const uint64_t *offsets;
+    uint32_t layers;
+} nu_pipeline_weights;
+
+/* The value of element i of weights tensor `layer` (layer 0 is the input without weights):
+ * a small integer, so that every result is exact. */
+float nu_pipeline_weight(uint32_t layer, uint32_t i);
+
 /* Runs `steps` steps over `elements` floats with at most `in_flight` steps committed and not
  * waited for. Intermediates come from nu_buffer_new_gpu when `reuse`, else nu_buffer_new. */
 nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elements, uint32_t in_flight,
-                          nu_pipeline_result *out);
+                          const nu_pipeline_weights *weights, nu_pipeline_result *out);
 
 #endif

@@ -63,7 +63,8 @@ typedef void (*nu_progress_fn)(void *user, uint64_t done, uint64_t total);
 
 typedef struct nu_move_options {
     uint64_t chunk_size;  /* bytes imported and copied at a time; 0: 64 MiB */
-    uint32_t threads;     /* threads importing chunks at once; 0: up to 4, by CPU count */
+    uint32_t threads;     /* threads importing chunks at once (at most 16); 0: 4, fewer on machines
+                             with fewer CPUs */
     nu_progress_fn progress; /* may be NULL */
     void *user;
 } nu_move_options;
