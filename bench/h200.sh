@@ -77,9 +77,11 @@ for step in $steps; do
     upload)
         f=${UPLOAD_FILE:-/tmp/nuvec-upload.safetensors}
         rm -f "$f"
-        ./build/nuvec bench upload --size "${UPLOAD_SIZE:-16G}" --file "$f" --keep --json >"$J/upload.json" || status=1
-        ./build/nuvec bench upload --file "$f" --keep | tee -a "$OUT/upload.txt" || status=1
-        ./build/nuvec load "$f" --to-gpu --quiet | tee -a "$OUT/upload.txt" || status=1
+        ./build/nuvec bench upload --size "${UPLOAD_SIZE:-16G}" --file "$f" --keep | tee -a "$OUT/upload.txt" || status=1
+        # the move's tuning: import threads x chunk size
+        for t in 4 8 16; do for c in 4 16 64; do
+            ./build/nuvec load "$f" --to-gpu --quiet --threads $t --chunk $c | grep moved | tee -a "$OUT/upload.txt"
+        done; done
         if python3 -c 'import torch, safetensors, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
             python3 bench/torch_upload.py "$f" --json >"$J/torch_upload.json" || status=1
             python3 bench/torch_upload.py "$f" | tee -a "$OUT/upload.txt" || status=1
@@ -115,8 +117,11 @@ PY
         sed 's|"/usr/lib/librenderdoc.so"|"/tmp/rd/usr/lib/librenderdoc.so"|' \
             /tmp/rd/usr/share/vulkan/implicit_layer.d/renderdoc_capture.json \
             >/usr/share/vulkan/implicit_layer.d/renderdoc_capture.json
+        # RenderDoc's libraries that the machine lacks are added beside the system's (none
+        # replaced): renderdoccmd also runs from programs whose environment RenderDoc rewrites.
+        cp -n /tmp/rd/usr/lib/x86_64-linux-gnu/*.so* /usr/lib/x86_64-linux-gnu/ 2>/dev/null; ldconfig
         export PATH=/tmp/rd/usr/bin:$PATH
-        export LD_LIBRARY_PATH=/tmp/rd/usr/lib:/tmp/rd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        export LD_LIBRARY_PATH=/tmp/rd/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
         rm -f "$J/demo.rdc"
         { ./build/nuvec demo --steps 4 --size 64000000 --capture "$J/demo.rdc" 2>&1 | tail -4
           ls -l "$J/demo.rdc" && renderdoccmd convert -f "$J/demo.rdc" -o "$J/demo.xml" -c xml >/dev/null 2>&1 &&

@@ -51,7 +51,7 @@ static void usage(FILE *f)
             "  --file PATH      the file to write (default $TMPDIR/nuvec-upload.safetensors, removed\n"
             "                   afterwards unless --keep); an existing safetensors file is used as is\n"
             "  --reps N         runs of each variant (default 3; the median is reported)\n"
-            "  --chunk, --threads  nu_move_options (defaults: 64 MiB, up to 4 threads)\n"
+            "  --chunk, --threads  nu_move_options (defaults: 4 MiB, up to 8 threads)\n"
             "  --json           one JSON document instead of the table\n"
             "  --device NAME    an index or a name substring\n");
 }

@@ -798,6 +798,7 @@ static nu_status create_device(nu_device *d)
     const char *no_import = getenv("NUVEC_NO_HOST_IMPORT");
     d->has_external_host_memory = info->features[NU_FEATURE_EXTERNAL_HOST_MEMORY] &&
                                   !(no_import && *no_import && strcmp(no_import, "0") != 0);
+    nu__mapping_device_init(d);
 
     VkPhysicalDeviceSubgroupSizeControlFeatures sgc = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
@@ -808,6 +809,9 @@ static nu_status create_device(nu_device *d)
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .pNext = &sync2,
                                             .timelineSemaphore = VK_TRUE,
+                                            /* required by Vulkan 1.2: timestamp queries are reset
+                                             * on the host (a transfer-only queue cannot) */
+                                            .hostQueryReset = VK_TRUE,
                                             .shaderFloat16 = info->features[NU_FEATURE_FLOAT16],
                                             .shaderInt8 = info->features[NU_FEATURE_INT8],
                                             .storageBuffer8BitAccess = VK_FALSE};

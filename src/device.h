@@ -84,6 +84,11 @@ struct nu_device {
 
     pthread_mutex_t error_lock;
     char error[1024];
+
+    /* Whether the device imports a file's pages (mapped.c): 0 not tried yet, 1 yes, -1 no (and
+     * why: the message of the refused import). */
+    atomic_int file_import;
+    char file_import_refusal[1024];
 };
 
 /* Waits until `queue` reached `value`: spins briefly, then blocks; NU_ERROR_TIMEOUT after

@@ -28,9 +28,12 @@
 #include "nuvec/command.h"
 #include "nuvec/mapped.h"
 
-#define DEFAULT_CHUNK (64ull << 20)
-/* Import threads: 4 by default (fewer on small machines), at most MAX_THREADS when asked. */
-#define DEFAULT_THREADS 4u
+/* Defaults measured on the H200 (bench/RESULTS.md, "Weights"), staged moves of a 16 GiB file in
+ * the page cache: 8 threads with 4 MiB chunks 18.6 GB/s (16 MiB: 16.6, 64 MiB: 13.7); 4 threads
+ * 15.4, 16 threads 15.3; one thread 4-6 GB/s. */
+#define DEFAULT_CHUNK (4ull << 20)
+/* Import threads: 8 by default (no more than the CPUs), at most MAX_THREADS when asked. */
+#define DEFAULT_THREADS 8u
 #define MAX_THREADS 16u
 /* Chunks whose copies are committed but not yet waited for. */
 #define COPIES_IN_FLIGHT 2u
@@ -44,6 +47,7 @@ typedef struct nu__mapping {
     uint64_t file_size;
     uint64_t tracked;     /* bytes counted against the memory limit */
     nu_buffer *parent;    /* a chunk's file: kept alive (mapped) while the chunk is imported */
+    bool zero_copy;       /* the device imports these pages; otherwise GPU work reads a copy */
     pthread_mutex_t lock; /* the import on first GPU use */
     nu__vk_block *_Atomic import;
 } nu__mapping;
@@ -109,6 +113,7 @@ static nu_status import_pages(nu_device *d, const char *what, uint8_t *ptr, uint
                                .allocationSize = size, .memoryTypeIndex = (uint32_t)__builtin_ctz(bits)};
     r = d->vkd.vkAllocateMemory(d->device, &ai, NULL, &b->memory);
     if (r != VK_SUCCESS) {
+        b->memory = VK_NULL_HANDLE; /* not necessarily left untouched by a failed call */
         char n[32];
         st = nu__fail(d, nu__vk_status(r), "%s: importing %s of the file's pages failed (%s)", what,
                       nu__bytes(n, sizeof n, size), nu__vk_result_name(r));
@@ -129,6 +134,45 @@ fail:
         d->vkd.vkDestroyBuffer(d->device, b->buffer, NULL);
     nu__free(b);
     return st;
+}
+
+/* Drivers known to refuse a file's pages are never asked (at device open). NVIDIA's (580, on the H200)
+ * imports only writable anonymous memory, fails a file mapping's import with
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY, and after that refusal fails every device-local
+ * vkAllocateMemory of the device (measured: bench/RESULTS.md, "Weights"). */
+void nu__mapping_device_init(nu_device *d)
+{
+    atomic_init(&d->file_import, 0);
+    if (d->info.vendor_id == 0x10de && strstr(d->info.driver_name, "NVIDIA")) {
+        snprintf(d->file_import_refusal, sizeof d->file_import_refusal,
+                 "NVIDIA's driver imports only writable anonymous memory; asking it for a file's pages fails and "
+                 "breaks later device allocations");
+        atomic_store(&d->file_import, -1);
+    }
+}
+
+/* Whether the device imports the pages at `ptr`: memory alone is imported and freed. */
+static nu_status probe_import(nu_device *d, const char *what, void *ptr, uint64_t size)
+{
+    const VkExternalMemoryHandleTypeFlagBits type = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    VkResult r = d->vkd.vkGetMemoryHostPointerPropertiesEXT(d->device, type, ptr, &hp);
+    if (r == VK_SUCCESS && !hp.memoryTypeBits)
+        r = VK_ERROR_INVALID_EXTERNAL_HANDLE;
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "%s: the driver refuses to import the file's pages (%s)", what,
+                        nu__vk_result_name(r));
+    VkImportMemoryHostPointerInfoEXT imp = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+                                            .handleType = type, .pHostPointer = ptr};
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &imp,
+                               .allocationSize = size, .memoryTypeIndex = (uint32_t)__builtin_ctz(hp.memoryTypeBits)};
+    VkDeviceMemory m = VK_NULL_HANDLE;
+    r = d->vkd.vkAllocateMemory(d->device, &ai, NULL, &m);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "%s: the driver refuses to import the file's pages (%s)", what,
+                        nu__vk_result_name(r));
+    d->vkd.vkFreeMemory(d->device, m, NULL);
+    return NU_OK;
 }
 
 static void free_import(nu_device *d, nu__vk_block *b)
@@ -153,6 +197,88 @@ nu_status nu__mapping_check(nu_buffer *b, const char *fn)
     return NU_OK;
 }
 
+/* Reads `size` bytes at `offset` of the file into `dst`: NU_ERROR_IO if the file shrank. */
+static nu_status read_file(nu_device *d, const nu__mapping *m, uint8_t *dst, uint64_t offset, uint64_t size)
+{
+    for (uint64_t done = 0; done < size;) {
+        uint64_t want = size - done > (1u << 30) ? (1u << 30) : size - done;
+        ssize_t n = pread(m->fd, dst + done, (size_t)want, (off_t)(offset + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return nu__fail(d, NU_ERROR_IO, "%s: %s", m->path, n < 0 ? strerror(errno) : "the file shrank while being read");
+        done += (uint64_t)n;
+    }
+    return NU_OK;
+}
+
+/* Reads [offset, offset + size) of the file into dst on up to DEFAULT_THREADS threads, in
+ * DEFAULT_CHUNK pieces (one thread copies from the page cache at ~5 GB/s on the H200). */
+typedef struct reader {
+    nu_device *d;
+    const nu__mapping *m;
+    uint8_t *dst;
+    uint64_t offset, size;
+    atomic_uint_fast64_t next;
+    atomic_int failed;
+} reader;
+
+static void *read_pieces(void *arg)
+{
+    reader *r = arg;
+    for (;;) {
+        uint64_t at = atomic_fetch_add(&r->next, DEFAULT_CHUNK);
+        if (at >= r->size || atomic_load(&r->failed))
+            return NULL;
+        uint64_t n = r->size - at < DEFAULT_CHUNK ? r->size - at : DEFAULT_CHUNK;
+        if (read_file(r->d, r->m, r->dst + at, r->offset + at, n) != NU_OK)
+            atomic_store(&r->failed, 1);
+    }
+}
+
+static nu_status read_file_parallel(nu_device *d, const nu__mapping *m, uint8_t *dst, uint64_t offset, uint64_t size)
+{
+    reader r = {.d = d, .m = m, .dst = dst, .offset = offset, .size = size};
+    atomic_init(&r.next, 0);
+    atomic_init(&r.failed, 0);
+    pthread_t t[DEFAULT_THREADS];
+    unsigned n = 0;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned want = cpus > 0 && (unsigned long)cpus < DEFAULT_THREADS ? (unsigned)cpus : DEFAULT_THREADS;
+    while (n + 1 < want && (uint64_t)(n + 1) * DEFAULT_CHUNK < size && pthread_create(&t[n], NULL, read_pieces, &r) == 0)
+        n++;
+    read_pieces(&r); /* this thread reads too */
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    if (atomic_load(&r.failed)) /* the message was recorded by the failing read */
+        return nu__fail(d, NU_ERROR_IO, "%s: reading the file failed: %s", m->path, nu_error_message(d));
+    return NU_OK;
+}
+
+/* Where the device cannot import the file's pages: a copy of the file in host memory the
+ * device allocates (pinned), made at the first GPU use. */
+static nu_status copy_pages(nu_device *d, nu__mapping *m, nu__vk_block **out)
+{
+    void *memory, *mapped;
+    nu_status st = nu__backend_allocate(d, NU__KIND_SHARED, m->map_len, &memory, &mapped);
+    if (st != NU_OK) {
+        char n[32];
+        return nu__fail(d, st, "%s: no room for a copy of the file (%s) for GPU work: %s", m->path,
+                        nu__bytes(n, sizeof n, m->map_len), nu_status_string(st));
+    }
+    nu__vk_block *b = memory;
+    if (!mapped) { /* the shared kind is always host-visible; kept as a check */
+        nu__backend_release(d, NU__KIND_SHARED, memory, m->map_len);
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: shared memory has no CPU pointer", m->path);
+    }
+    if ((st = read_file_parallel(d, m, mapped, 0, m->file_size)) != NU_OK) {
+        nu__backend_release(d, NU__KIND_SHARED, memory, m->map_len);
+        return st;
+    }
+    *out = b;
+    return NU_OK;
+}
+
 nu_status nu__mapping_binding(nu_buffer *b, VkBuffer *buffer)
 {
     nu__mapping *m = b->mapping;
@@ -164,7 +290,8 @@ nu_status nu__mapping_binding(nu_buffer *b, VkBuffer *buffer)
         if (!imp) {
             st = nu__mapping_check(b, "binding a mapped file");
             if (st == NU_OK)
-                st = import_pages(b->device, m->path, m->base, m->map_len, m->file_size, &imp);
+                st = m->zero_copy ? import_pages(b->device, m->path, m->base, m->map_len, m->file_size, &imp)
+                                  : copy_pages(b->device, m, &imp);
             if (st == NU_OK) {
                 nu__device_name_object(b->device, VK_OBJECT_TYPE_BUFFER, (uint64_t)imp->buffer,
                                        b->name[0] ? b->name : m->path);
@@ -222,34 +349,6 @@ static uint8_t *map_aligned(int fd, uint64_t file_size, uint64_t map_len, uint64
     return start;
 }
 
-/* The fallback without import: the file read into a shared buffer. */
-static nu_status read_copy(nu_device *d, const char *path, int fd, uint64_t size, const char *why, nu_buffer **out)
-{
-    nu_buffer *b;
-    nu_status st = nu__buffer_create(d, size, NU_STORAGE_SHARED, false, &b);
-    if (st != NU_OK)
-        return st;
-    for (uint64_t done = 0; done < size;) {
-        ssize_t n = pread(fd, b->alloc.mapped + done, size - done > (1u << 30) ? (1u << 30) : size - done,
-                          (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            st = nu__fail(d, NU_ERROR_IO, "nu_buffer_map_file: %s: %s", path,
-                          n < 0 ? strerror(errno) : "the file shrank while being read");
-            nu_buffer_free(b);
-            return st;
-        }
-        done += (uint64_t)n;
-    }
-    b->read_only = true;
-    b->mapped_file = true;
-    /* Not an error: recorded so that nu_error_message(device) says why nothing was mapped. */
-    nu__fail(d, NU_OK, "nu_buffer_map_file: %s was copied, not mapped: %s", path, why);
-    *out = b;
-    return NU_OK;
-}
-
 nu_status nu_buffer_map_file(nu_device *d, const char *path, nu_buffer **out)
 {
     static const char fn[] = "nu_buffer_map_file";
@@ -286,11 +385,6 @@ nu_status nu_buffer_map_file(nu_device *d, const char *path, nu_buffer **out)
         close(fd);
         return nu__fail(d, NU_ERROR_IO, "%s: %s: too large to map", fn, path);
     }
-    if (!d->has_external_host_memory) {
-        st = read_copy(d, path, fd, size, "the device has no VK_EXT_external_memory_host", out);
-        close(fd);
-        return st;
-    }
     uint64_t map_len = (size + align - 1) / align * align;
     char why[256];
     if ((st = nu__pool_track(d->pool, map_len, why, sizeof why)) != NU_OK) {
@@ -309,31 +403,36 @@ nu_status nu_buffer_map_file(nu_device *d, const char *path, nu_buffer **out)
         st = nu__fail(d, NU_ERROR_IO, "%s: %s: mmap failed: %s", fn, path, strerror(errno));
         goto fail;
     }
-    /* Whether the driver takes these pages: import the first of them now, so that a refusal
-     * gives the copy fallback here rather than an error at the first GPU use. */
-    nu__vk_block *probe;
-    uint64_t probe_len = map_len < align ? map_len : align;
-    if (import_pages(d, path, base, probe_len, probe_len, &probe) != NU_OK) {
-        char reason[512];
-        snprintf(reason, sizeof reason, "%s", nu_error_message(d));
-        munmap(base, map_len);
-        nu_buffer_free(b);
-        nu__free(m);
-        nu__free(name);
-        nu__pool_untrack(d->pool, map_len);
-        st = read_copy(d, path, fd, size, reason, out);
-        close(fd);
-        return st;
+    /* Whether the device imports these pages: the first of them are imported now (once per
+     * device: NVIDIA's driver refuses file-backed pages, anonymous memory only), so that GPU
+     * work on a refused file reads a copy instead of failing. */
+    bool zero_copy = false;
+    int known = atomic_load(&d->file_import);
+    const char *why_not = known < 0 ? d->file_import_refusal : "the device has no VK_EXT_external_memory_host";
+    if (d->has_external_host_memory && known >= 0) {
+        uint64_t probe_len = map_len < align ? map_len : align;
+        zero_copy = probe_import(d, path, base, probe_len) == NU_OK;
+        atomic_store(&d->file_import, zero_copy ? 1 : -1);
+        if (!zero_copy) {
+            pthread_mutex_lock(&d->error_lock);
+            snprintf(d->file_import_refusal, sizeof d->file_import_refusal, "%s", d->error);
+            pthread_mutex_unlock(&d->error_lock);
+            why_not = d->file_import_refusal;
+        }
     }
-    free_import(d, probe);
     *m = (nu__mapping){.device = d, .fd = fd, .path = name, .base = base, .map_len = map_len,
-                       .file_size = size, .tracked = map_len};
+                       .file_size = size, .tracked = map_len, .zero_copy = zero_copy};
     pthread_mutex_init(&m->lock, NULL);
     atomic_init(&m->import, NULL);
     b->size = size;
     b->alloc.mapped = base;
     b->mapping = m;
     b->read_only = b->mapped_file = true;
+    if (!zero_copy) /* not an error: recorded so that nu_error_message(device) says why */
+        nu__fail(d, NU_OK,
+                 "%s: %s: mapped for the CPU, but the device cannot import the file's pages (%s): GPU work reads "
+                 "a copy made at its first use, and moves to device memory copy through pinned staging memory",
+                 fn, path, why_not);
     *out = b;
     return NU_OK;
 fail:
@@ -345,7 +444,7 @@ fail:
     return st;
 }
 
-bool nu_buffer_is_zero_copy(const nu_buffer *b) { return b && b->mapping != NULL; }
+bool nu_buffer_is_zero_copy(const nu_buffer *b) { return b && b->mapping && b->mapping->zero_copy; }
 bool nu_buffer_is_mapped_file(const nu_buffer *b) { return b && b->mapped_file; }
 
 /* ---- moving ranges into a buffer ------------------------------------------------------ */
@@ -358,7 +457,7 @@ typedef struct piece {
 typedef struct mover {
     nu_device *d;
     nu_buffer *src, *dst;
-    bool import;          /* chunks are imported (a zero-copy file not imported whole) */
+    bool import;          /* chunks are prepared by import workers (imported, or read into staging) */
     uint64_t chunk;       /* bytes */
     uint64_t *chunks;     /* first byte of each chunk holding range bytes */
     size_t chunk_count;
@@ -389,8 +488,9 @@ static int by_dst(const void *a, const void *b)
     return x->dst_offset < y->dst_offset ? -1 : x->dst_offset > y->dst_offset;
 }
 
-/* An internal buffer over chunk k's pages, imported now. */
-static nu_status import_chunk(mover *mv, size_t k, nu_buffer **out)
+/* Chunk k of the file as a buffer the transfer queue can copy from: an internal buffer over
+ * its pages, imported now (zero-copy), or a pinned staging buffer the chunk is read into. */
+static nu_status prepare_chunk(mover *mv, size_t k, nu_buffer **out)
 {
     nu_buffer *src = mv->src;
     nu__mapping *fm = src->mapping;
@@ -398,8 +498,20 @@ static nu_status import_chunk(mover *mv, size_t k, nu_buffer **out)
     nu_status st = nu__mapping_check(src, "nu_buffer_move_ranges");
     if (st != NU_OK)
         return st;
-    nu__mapping *m = nu__calloc(1, sizeof *m);
     nu_buffer *b = NULL;
+    if (!fm->zero_copy) {
+        uint64_t bytes = fm->file_size - start < len ? fm->file_size - start : len;
+        if ((st = nu__buffer_create(mv->d, (size_t)bytes, NU_STORAGE_SHARED, false, &b)) != NU_OK)
+            return st;
+        if ((st = read_file(mv->d, fm, b->alloc.mapped, start, bytes)) != NU_OK) {
+            nu_buffer_free(b);
+            return st;
+        }
+        snprintf(b->name, sizeof b->name, "file chunk %zu (staged)", k);
+        *out = b;
+        return NU_OK;
+    }
+    nu__mapping *m = nu__calloc(1, sizeof *m);
     if (!m || nu__buffer_create(mv->d, 0, NU_STORAGE_SHARED, false, &b) != NU_OK) {
         nu__free(m);
         return nu__fail(mv->d, NU_ERROR_HOST_OUT_OF_MEMORY, "nu_buffer_move_ranges: out of host memory");
@@ -411,7 +523,7 @@ static nu_status import_chunk(mover *mv, size_t k, nu_buffer **out)
         return st;
     }
     *m = (nu__mapping){.device = mv->d, .fd = -1, .base = fm->base + start, .map_len = len, .file_size = len,
-                       .parent = src};
+                       .parent = src, .zero_copy = true};
     pthread_mutex_init(&m->lock, NULL);
     atomic_init(&m->import, imp);
     nu__guard_retain(&src->guard); /* the file stays mapped while its pages are imported */
@@ -437,7 +549,7 @@ static void *import_worker(void *arg)
         mv->outstanding++;
         pthread_mutex_unlock(&mv->lock);
         nu_buffer *b = NULL;
-        nu_status st = import_chunk(mv, k, &b);
+        nu_status st = prepare_chunk(mv, k, &b);
         pthread_mutex_lock(&mv->lock);
         mv->ready[k] = b;
         mv->status[k] = st;
@@ -546,7 +658,7 @@ static nu_status run_moves(mover *mv, uint64_t total, const nu_move_options *o)
                 pthread_mutex_lock(&mv->lock);
                 mv->outstanding++;
                 pthread_mutex_unlock(&mv->lock);
-                st = import_chunk(mv, k, &from);
+                st = prepare_chunk(mv, k, &from);
             }
             if (st != NU_OK)
                 break;
@@ -632,8 +744,9 @@ nu_status nu_buffer_move_ranges(nu_buffer *dst, nu_buffer *src, const nu_range_c
         }
     qsort(mv.ranges, count, sizeof *mv.ranges, by_src);
     mv.range_count = count;
-    /* Chunks are imported from the file's pages unless the whole file already is (it was
-     * bound) or the source is not a zero-copy file. */
+    /* Chunks are imported from the file's pages (or read into staging buffers where the device
+     * cannot import them) unless the whole file already is on the GPU (it was bound), or the
+     * source is not a file. */
     mv.import = src->mapping && !atomic_load(&src->mapping->import);
     uint64_t align = import_alignment(d);
     uint64_t chunk = o.chunk_size ? o.chunk_size : DEFAULT_CHUNK;

@@ -111,7 +111,7 @@ static uint32_t next_query(nu_commands *c)
         VkQueryPool pool;
         if (d->vkd.vkCreateQueryPool(d->device, &qi, NULL, &pool) != VK_SUCCESS)
             return UINT32_MAX;
-        d->vkd.vkCmdResetQueryPool(c->cmd, pool, 0, POOL_QUERIES);
+        d->vkd.vkResetQueryPool(d->device, pool, 0, POOL_QUERIES); /* transfer-only queues cannot reset */
         tc->pools[tc->pool_count++] = pool;
     }
     return tc->queries++;
@@ -211,9 +211,9 @@ static bool calibrate(nu_device *d, int q)
                                           .commandBufferCount = 1};
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        d->vkd.vkResetQueryPool(d->device, qp, 0, 1);
         if (d->vkd.vkAllocateCommandBuffers(d->device, &ai, &cmd) == VK_SUCCESS &&
             d->vkd.vkBeginCommandBuffer(cmd, &bi) == VK_SUCCESS) {
-            d->vkd.vkCmdResetQueryPool(cmd, qp, 0, 1);
             d->vkd.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 0);
             if (d->vkd.vkEndCommandBuffer(cmd) == VK_SUCCESS) {
                 pthread_mutex_lock(&queue->lock);

@@ -83,9 +83,15 @@ static void a_capture_holds_the_dispatches_by_name(void **state)
 
     /* RenderDoc's own tool opens it; the dispatches are there under the kernels' names. */
     snprintf(xml, sizeof xml, "%s/trace.xml", dir);
-    snprintf(cmd, sizeof cmd, "renderdoccmd convert -f '%s' -o '%s' -c xml > /dev/null 2>&1", p, xml);
-    if (system(cmd) != 0)
-        fail_msg("renderdoccmd could not open %s (is renderdoccmd installed? make test installs it)", p);
+    char log[600];
+    snprintf(log, sizeof log, "%s/convert.log", dir);
+    snprintf(cmd, sizeof cmd, "renderdoccmd convert -f '%s' -o '%s' -c xml > '%s' 2>&1", p, xml, log);
+    if (system(cmd) != 0) {
+        char *said = nt_read_file(log);
+        fail_msg("renderdoccmd could not open %s (is renderdoccmd installed? make test installs it); it said: %.800s",
+                 p, said);
+    }
+    unlink(log);
     char *text = nt_read_file(xml);
     assert_non_null(strstr(text, "vkCmdDispatch"));
     assert_non_null(strstr(text, "add_f32"));

@@ -1,6 +1,8 @@
 /* test_safetensors.c: the safetensors parser and writer (no device needed): a round trip of
  * every dtype, a sparse multi-GiB file, every class of malformed header, the writer's
- * refusals, and host allocation failures. */
+ * refusals, and host allocation failures; then on a device: files opened (mapped), tensors
+ * bound in place and moved to device memory (all, or chosen ones), compared byte for byte, and
+ * bad files refused through nu_safetensors_open. */
 #include "harness.h"
 
 #include <fcntl.h>
@@ -501,6 +503,149 @@ static void every_allocation_fails_cleanly(void **state)
     free(f);
 }
 
+/* ---- on a device: nu_safetensors_open and nu_safetensors_to_device ------------------------ */
+
+/* A file of several tensors of different dtypes and odd sizes with known bytes. */
+static const char *write_model(uint8_t **data, uint64_t *sizes, size_t *count)
+{
+    static const nu_dtype dt[] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_I8, NU_DTYPE_BF16, NU_DTYPE_F64};
+    static const char *const names[] = {"embed", "layers.0.attn", "layers.0.bias", "layers.1.mlp", "norm"};
+    static const uint64_t shapes[][2] = {{300, 64}, {17, 33}, {1, 1001}, {250, 250}, {1, 7}};
+    *count = 5;
+    nu_tensor_write w[5];
+    uint64_t seed = 42;
+    for (size_t i = 0; i < 5; i++) {
+        sizes[i] = shapes[i][0] * shapes[i][1] * nu_dtype_size(dt[i]);
+        data[i] = malloc(sizes[i]);
+        for (uint64_t j = 0; j < sizes[i]; j++)
+            data[i][j] = (uint8_t)nt_rand(&seed);
+        w[i] = (nu_tensor_write){.name = names[i], .dtype = dt[i], .rank = 2, .shape = {shapes[i][0], shapes[i][1]},
+                                 .data = data[i]};
+    }
+    const char *path = tmp_path("model.safetensors");
+    NT_OK(nu_safetensors_write(path, w, 5, NULL, NULL, 0));
+    return path;
+}
+
+static void open_and_move_to_device(void **state)
+{
+    nu_device *d = nt_open();
+    uint8_t *data[5];
+    uint64_t sizes[5];
+    size_t count;
+    const char *path = write_model(data, sizes, &count);
+    nu_safetensors *f;
+    NT_OK(nu_safetensors_open(d, path, &f));
+    assert_int_equal(nu_safetensors_count(f), count);
+    nu_buffer *file = nu_safetensors_buffer(f);
+    assert_true(nu_buffer_is_mapped_file(file));
+    assert_true(nu_buffer_is_read_only(file));
+
+    /* Every tensor, in one pass; each at an aligned offset. */
+    nu_buffer *all;
+    uint64_t offsets[5];
+    NT_OK(nu_safetensors_to_device(f, NULL, 0, &(nu_move_options){.chunk_size = 4096, .threads = 2}, &all, offsets));
+    assert_int_equal(nu_buffer_storage(all), NU_STORAGE_PRIVATE);
+    for (size_t i = 0; i < count; i++) {
+        const nu_tensor_info *t = nu_safetensors_tensor(f, i);
+        size_t k = 0;
+        while (k < count && sizes[k] != t->size)
+            k++;
+        assert_true(k < count);
+        assert_int_equal(offsets[i] % 16, 0);
+        uint8_t *out = malloc(t->size);
+        NT_OK(nu_buffer_read(all, offsets[i], out, t->size));
+        assert_memory_equal(out, data[k], t->size);
+        free(out);
+    }
+    /* Chosen tensors, in the order given. */
+    const char *pick[] = {"norm", "layers.0.attn"};
+    nu_buffer *some;
+    NT_OK(nu_safetensors_to_device(f, pick, 2, NULL, &some, offsets));
+    assert_int_equal(offsets[0], 0);
+    uint8_t out[2000];
+    NT_OK(nu_buffer_read(some, offsets[0], out, sizes[4]));
+    assert_memory_equal(out, data[4], sizes[4]);
+    NT_OK(nu_buffer_read(some, offsets[1], out, sizes[1]));
+    assert_memory_equal(out, data[1], sizes[1]);
+    /* A tensor bound in place: a GPU copy straight from the mapped file. */
+    const nu_tensor_info *bias = nu_safetensors_find(f, "layers.0.bias");
+    nu_buffer *copy;
+    NT_OK(nu_buffer_new(d, bias->size, NU_STORAGE_SHARED, &copy));
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_OK(nu_commands_copy(c, copy, 0, file, bias->offset, bias->size));
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    nu_commands_free(c);
+    NT_OK(nu_buffer_read(copy, 0, out, bias->size));
+    assert_memory_equal(out, data[2], bias->size);
+    /* Refusals. */
+    const char *unknown[] = {"norm", "nope"};
+    nu_buffer *none = (nu_buffer *)1;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_safetensors_to_device(f, unknown, 2, NULL, &none, NULL));
+    assert_null(none);
+    assert_non_null(strstr(nu_error_message(NULL), "'nope'"));
+    nu_buffer_free(copy);
+    nu_buffer_free(some);
+    nu_safetensors_close(f); /* buffers moved to the device stay valid */
+    NT_OK(nu_buffer_read(all, offsets[0] ? 0 : 0, out, 16));
+    nu_buffer_free(all);
+
+    /* Parsed from memory: no device, no move. */
+    size_t n;
+    uint8_t *bytes = read_all(path, &n);
+    NT_OK(nu_safetensors_parse(bytes, n, &f));
+    assert_null(nu_safetensors_buffer(f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_safetensors_to_device(f, NULL, 0, NULL, &none, NULL));
+    nu_safetensors_close(f);
+    free(bytes);
+    for (size_t i = 0; i < count; i++)
+        free(data[i]);
+    unlink(path);
+    nt_close(d);
+}
+
+/* Bad files through nu_safetensors_open: a clear status, the path in the message, nothing kept. */
+static void open_refusals(void **state)
+{
+    nu_device *d = nt_open();
+    nu_safetensors *f = (nu_safetensors *)1;
+    NT_STATUS(NU_ERROR_IO, nu_safetensors_open(d, "/nonexistent/model.safetensors", &f));
+    assert_null(f);
+    NT_STATUS(NU_ERROR_IO, nu_safetensors_open(d, nt_tmp_dir(), &f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_safetensors_open(d, NULL, &f));
+    const char *path = tmp_path("bad.safetensors");
+    static const struct {
+        const char *bytes;
+        size_t size;
+        const char *needle;
+    } bad[] = {
+        {"", 0, "bad.safetensors"},
+        {"\x10\0\0\0\0\0\0\0{}", 10, "beyond the end"},
+        {"\x02\0\0\0\0\0\0\0{]", 10, "JSON"},
+        {"\x2a\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 50, "a"},
+    };
+    nu_memory_stats before, after;
+    nu_memory_get_stats(d, &before);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FILE *w = fopen(path, "wb");
+        assert_non_null(w);
+        assert_int_equal(fwrite(bad[i].bytes, 1, bad[i].size, w), bad[i].size);
+        fclose(w);
+        NT_STATUS(NU_ERROR_FORMAT, nu_safetensors_open(d, path, &f));
+        assert_null(f);
+        const char *msg = nu_error_message(d);
+        if (!strstr(msg, path) || !strstr(msg, bad[i].needle))
+            fail_msg("case %zu: message \"%s\" lacks the path or \"%s\"", i, msg, bad[i].needle);
+    }
+    nu_memory_get_stats(d, &after);
+    assert_int_equal(after.active, before.active); /* the mappings were released */
+    assert_int_equal(after.buffers, before.buffers);
+    unlink(path);
+    nt_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -513,6 +658,8 @@ int main(void)
         cmocka_unit_test(sparse_large_file),
         cmocka_unit_test(writer_refusals),
         cmocka_unit_test(every_allocation_fails_cleanly),
+        cmocka_unit_test(open_and_move_to_device),
+        cmocka_unit_test(open_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@ static void usage(FILE *f)
                "  Lists the tensors (name, dtype, shape, bytes, offset in the file); --to-gpu moves them\n"
                "  all into one private buffer on the device by DMA from the mapped file, then prints GB/s.\n"
                "  --quiet lists nothing but the totals; --chunk and --threads tune the move\n"
-               "  (nu_move_options: MiB imported at a time, default 64; import threads, default 4).\n");
+               "  (nu_move_options: MiB imported or staged at a time, default 4; threads, default 8).\n");
 }
 
 static double now_s(void)
@@ -141,9 +141,9 @@ int nu_cli_load(int argc, char **argv)
             fprintf(stderr, "nuvec load: --to-gpu: %s: %s\n", nu_status_string(st), nu_error_message(d));
             rc = 1;
         } else {
-            printf("moved %.3f GiB to %s in %.3f s: %.2f GB/s (chunks of %llu MiB, %u import threads)\n",
+            printf("moved %.3f GiB to %s in %.3f s: %.2f GB/s (chunks of %llu MiB, %u threads)\n",
                    bytes / 1073741824.0, nu_device_get_info(d)->name, secs, secs > 0 ? (double)bytes / secs / 1e9 : 0,
-                   (unsigned long long)((o.chunk_size ? o.chunk_size : 64ull << 20) >> 20), o.threads ? o.threads : 4);
+                   (unsigned long long)((o.chunk_size ? o.chunk_size : 4ull << 20) >> 20), o.threads ? o.threads : 8);
         }
         nu_buffer_free(dev_buf);
     }

@@ -62,9 +62,9 @@ typedef struct nu_range_copy {
 typedef void (*nu_progress_fn)(void *user, uint64_t done, uint64_t total);
 
 typedef struct nu_move_options {
-    uint64_t chunk_size;  /* bytes imported and copied at a time; 0: 64 MiB */
-    uint32_t threads;     /* threads importing chunks at once (at most 16); 0: 4, fewer on machines
-                             with fewer CPUs */
+    uint64_t chunk_size;  /* bytes imported (or staged) and copied at a time; 0: 4 MiB */
+    uint32_t threads;     /* threads importing (or staging) chunks at once, at most 16; 0: 8, no
+                             more than the CPUs */
     nu_progress_fn progress; /* may be NULL */
     void *user;
 } nu_move_options;
