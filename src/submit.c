@@ -138,6 +138,21 @@ nu_commands *nu__commands_alloc(nu_device *d)
     return c;
 }
 
+void nu__submitter_trim(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->pool_lock);
+    nu_commands *c = s->spare;
+    s->spare = NULL;
+    s->spare_count = 0;
+    pthread_mutex_unlock(&s->pool_lock);
+    while (c) {
+        nu_commands *next = c->next;
+        free_commands(c);
+        c = next;
+    }
+}
+
 void nu__commands_destroy(nu_commands *c)
 {
     nu__submitter *s = S(c->device);

@@ -82,6 +82,9 @@ void nu__commands_release(nu_commands *c, bool completed);
 /* A command buffer object in its initial state (recording, empty), recycled when one is
  * spare, or NULL when host memory runs out. */
 nu_commands *nu__commands_alloc(nu_device *d);
+/* Frees the spare command buffer objects (how many are kept depends on how many were alive at
+ * once: tests that count host allocations trim them first). */
+void nu__submitter_trim(nu_device *d);
 /* Frees the command buffer's own memory (after nu__commands_release), or keeps it as a spare. */
 void nu__commands_destroy(nu_commands *c);
 /* nu_commands_free of a committed command buffer: freed now if done, else at completion. */

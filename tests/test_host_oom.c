@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "host.h"
+#include "submit.h"
 
 /* Work touching every allocating path of buffers and the allocator. Returns NU_OK or the
  * first failure's status; frees whatever it made either way. */
@@ -182,6 +183,7 @@ static void mapped_files(nu_device *d, const char *what)
     }
     NT_OK(mapped_scenario(d, bytes, SIZE));
     nu_memory_clear_cache(d);
+    nu__submitter_trim(d); /* spare command objects: as many as were alive at once */
     int64_t baseline = nu__host_live();
     int failures = 0;
     for (long k = 0;; k++) {
@@ -190,6 +192,7 @@ static void mapped_files(nu_device *d, const char *what)
         int failed = nu__host_failed();
         nu__host_fail_after(-1, 0);
         nu_memory_clear_cache(d);
+        nu__submitter_trim(d);
         if (!failed) {
             NT_OK(st);
             break;
@@ -198,7 +201,12 @@ static void mapped_files(nu_device *d, const char *what)
         if (st != NU_ERROR_HOST_OUT_OF_MEMORY)
             fail_msg("%s: allocation %ld failed but the scenario returned %s: %s", what, k, nu_status_string(st),
                      nu_error_message(NULL));
-        assert_int_equal(nu__host_live(), baseline);
+        /* Bookkeeping that grows with the most pieces alive at once (the allocator's entries,
+         * guards' fence lists: concurrent moves vary with timing) may stay until the device
+         * closes; the caller checks that closing returns every allocation. */
+        if (nu__host_live() > baseline + 8)
+            fail_msg("%s: after allocation %ld failed, %lld host allocations are live, %lld before", what, k,
+                     (long long)nu__host_live(), (long long)baseline);
         nu_memory_stats s;
         nu_memory_get_stats(d, &s);
         assert_int_equal(s.active, 0);
@@ -212,15 +220,18 @@ static void mapped_files(nu_device *d, const char *what)
 
 static void every_allocation_in_mapped_file_work_fails_cleanly(void **state)
 {
+    int64_t before = nu__host_live();
     nu_device *d = nt_open();
     mapped_files(d, nu_device_get_info(d)->features[NU_FEATURE_EXTERNAL_HOST_MEMORY] ? "mapped files (zero-copy)"
                                                                                    : "mapped files");
     nt_close(d);
-    setenv("NUVEC_NO_HOST_IMPORT", "1", 1); /* the staged path */
+    assert_int_equal(nu__host_live(), before); /* nothing leaked */
+    setenv("NUVEC_NO_HOST_IMPORT", "1", 1);   /* the staged path */
     d = nt_open();
     unsetenv("NUVEC_NO_HOST_IMPORT");
     mapped_files(d, "mapped files (staged)");
     nt_close(d);
+    assert_int_equal(nu__host_live(), before);
 }
 
 int main(void)
