@@ -60,7 +60,7 @@ static void destroy(nu__guard *g)
 #endif
 }
 
-static nu_status check(const nu_buffer *b, const char *fn)
+nu_status nu__buffer_check(const nu_buffer *b, const char *fn)
 {
     if (!b)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL buffer", fn);
@@ -177,7 +177,7 @@ nu_status nu_buffer_free(nu_buffer *b)
 
 nu_status nu_buffer_set_name(nu_buffer *b, const char *name)
 {
-    nu_status st = check(b, "nu_buffer_set_name");
+    nu_status st = nu__buffer_check(b, "nu_buffer_set_name");
     if (st == NU_OK)
         snprintf(b->name, sizeof b->name, "%s", name ? name : "");
     return st;
@@ -256,7 +256,7 @@ static nu_status move(nu_buffer *b, size_t offset, void *host, size_t size, bool
 
 nu_status nu_buffer_read(nu_buffer *b, size_t offset, void *dst, size_t size)
 {
-    nu_status st = check(b, "nu_buffer_read");
+    nu_status st = nu__buffer_check(b, "nu_buffer_read");
     if (st == NU_OK && size && !dst)
         st = nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_read: NULL destination");
     if (st == NU_OK)
@@ -270,7 +270,7 @@ nu_status nu_buffer_read(nu_buffer *b, size_t offset, void *dst, size_t size)
 
 nu_status nu_buffer_write(nu_buffer *b, size_t offset, const void *src, size_t size)
 {
-    nu_status st = check(b, "nu_buffer_write");
+    nu_status st = nu__buffer_check(b, "nu_buffer_write");
     if (st == NU_OK && size && !src)
         st = nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_write: NULL source");
     if (st == NU_OK)
@@ -294,7 +294,7 @@ nu_status nu_buffer_contents(nu_buffer *b, const void **out)
 {
     if (out)
         *out = NULL;
-    nu_status st = check(b, "nu_buffer_contents");
+    nu_status st = nu__buffer_check(b, "nu_buffer_contents");
     if (st == NU_OK && !out)
         st = nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_contents: NULL out");
     if (st == NU_OK)
@@ -310,7 +310,7 @@ nu_status nu_buffer_contents_mut(nu_buffer *b, void **out)
 {
     if (out)
         *out = NULL;
-    nu_status st = check(b, "nu_buffer_contents_mut");
+    nu_status st = nu__buffer_check(b, "nu_buffer_contents_mut");
     if (st == NU_OK && !out)
         st = nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_contents_mut: NULL out");
     if (st == NU_OK)

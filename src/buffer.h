@@ -32,6 +32,10 @@ struct nu_buffer {
 /* A buffer from the allocator (nu_buffer_new; nu_buffer_new_gpu with `gpu`). */
 nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out);
 
+/* NU_OK for a live buffer; INVALID_ARGUMENT for NULL, INVALID_HANDLE for a freed one (the
+ * message names `fn`). */
+nu_status nu__buffer_check(const nu_buffer *b, const char *fn);
+
 /* The Vulkan buffer and byte offset to bind (the placeholder for empty buffers). */
 nu_status nu__buffer_binding(nu_buffer *b, VkBuffer *buffer, VkDeviceSize *offset);
 

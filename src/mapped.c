@@ -35,6 +35,8 @@
 /* Import threads: 8 by default (no more than the CPUs), at most MAX_THREADS when asked. */
 #define DEFAULT_THREADS 8u
 #define MAX_THREADS 16u
+/* Bytes per commit when the source needs no preparation (already on the GPU). */
+#define COPY_GROUP (256ull << 20)
 /* Chunks whose copies are committed but not yet waited for. */
 #define COPIES_IN_FLIGHT 2u
 
@@ -408,7 +410,8 @@ nu_status nu_buffer_map_file(nu_device *d, const char *path, nu_buffer **out)
      * work on a refused file reads a copy instead of failing. */
     bool zero_copy = false;
     int known = atomic_load(&d->file_import);
-    const char *why_not = known < 0 ? d->file_import_refusal : "the device has no VK_EXT_external_memory_host";
+    const char *why_not = known < 0 ? d->file_import_refusal
+                                    : "VK_EXT_external_memory_host is missing or turned off (NUVEC_NO_HOST_IMPORT)";
     if (d->has_external_host_memory && known >= 0) {
         uint64_t probe_len = map_len < align ? map_len : align;
         zero_copy = probe_import(d, path, base, probe_len) == NU_OK;
@@ -692,21 +695,12 @@ static nu_status run_moves(mover *mv, uint64_t total, const nu_move_options *o)
     return st;
 }
 
-static nu_status check_live(nu_device *d, const char *fn, const nu_buffer *b, const char *which)
-{
-    if (!b)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL %s", fn, which);
-    if (atomic_load_explicit(&((nu_buffer *)b)->magic, memory_order_relaxed) != NU__BUFFER_LIVE)
-        return nu__fail(d, NU_ERROR_INVALID_HANDLE, "%s: the %s buffer was freed", fn, which);
-    return NU_OK;
-}
-
 nu_status nu_buffer_move_ranges(nu_buffer *dst, nu_buffer *src, const nu_range_copy *ranges, size_t count,
                                 const nu_move_options *options)
 {
     static const char fn[] = "nu_buffer_move_ranges";
     nu_status st;
-    if ((st = check_live(NULL, fn, dst, "destination")) != NU_OK || (st = check_live(NULL, fn, src, "source")) != NU_OK)
+    if ((st = nu__buffer_check(dst, fn)) != NU_OK || (st = nu__buffer_check(src, fn)) != NU_OK)
         return st;
     nu_device *d = dst->device;
     if (src->device != d)
@@ -750,6 +744,10 @@ nu_status nu_buffer_move_ranges(nu_buffer *dst, nu_buffer *src, const nu_range_c
     mv.import = src->mapping && !atomic_load(&src->mapping->import);
     uint64_t align = import_alignment(d);
     uint64_t chunk = o.chunk_size ? o.chunk_size : DEFAULT_CHUNK;
+    /* Without chunks to prepare, a commit per default-sized chunk would only add submissions:
+     * unless asked otherwise, copies are grouped (progress is reported per group). */
+    if (!mv.import && !o.chunk_size)
+        chunk = COPY_GROUP;
     mv.chunk = (chunk + align - 1) / align * align;
     /* The chunks that hold range bytes, in file order. */
     size_t cap = 0;
@@ -795,7 +793,7 @@ nu_status nu_buffer_move_to_device(nu_buffer *src, size_t offset, size_t size, c
     if (!out)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL out", fn);
     *out = NULL;
-    nu_status st = check_live(NULL, fn, src, "source");
+    nu_status st = nu__buffer_check(src, fn);
     if (st != NU_OK)
         return st;
     if (offset > src->size || size > src->size - offset)

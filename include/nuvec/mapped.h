@@ -65,7 +65,8 @@ typedef struct nu_range_copy {
 typedef void (*nu_progress_fn)(void *user, uint64_t done, uint64_t total);
 
 typedef struct nu_move_options {
-    uint64_t chunk_size;  /* bytes imported (or staged) and copied at a time; 0: 4 MiB */
+    uint64_t chunk_size;  /* bytes imported (or staged) and copied at a time; 0: 4 MiB (256 MiB a
+                             commit when the source is already on the GPU) */
     uint32_t threads;     /* threads importing (or staging) chunks at once, at most 16; 0: 8, no
                              more than the CPUs */
     nu_progress_fn progress; /* may be NULL */
