@@ -212,6 +212,22 @@ typedef struct run {
 
 static double now_s(void) { return (double)nu_bench_now_ns() / 1e9; }
 
+/* read() of the whole file into dst, as a program without nuvec loads weights. */
+static bool read_whole(const char *path, void *dst, uint64_t size)
+{
+    int fd = open(path, O_RDONLY);
+    bool ok = fd >= 0;
+    for (uint64_t done = 0; ok && done < size;) {
+        ssize_t n = pread(fd, (uint8_t *)dst + done, (size_t)(size - done > (1u << 30) ? 1u << 30 : size - done),
+                          (off_t)done);
+        ok = n > 0;
+        done += ok ? (uint64_t)n : 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 /* One timed run of variant v; seconds, < 0 on failure (the message is printed). */
 static double run_once(run *r, int v)
 {
@@ -249,17 +265,8 @@ static double run_once(run *r, int v)
         }
     } else {
         double t0 = now_s();
-        int fd = open(r->path, O_RDONLY);
         uint8_t *host = malloc((size_t)r->file_size);
-        bool ok = fd >= 0 && host;
-        for (uint64_t done = 0; ok && done < r->file_size;) {
-            ssize_t n = pread(fd, host + done, (size_t)(r->file_size - done > (1u << 30) ? 1u << 30 : r->file_size - done),
-                              (off_t)done);
-            ok = n > 0;
-            done += ok ? (uint64_t)n : 0;
-        }
-        if (fd >= 0)
-            close(fd);
+        bool ok = host && read_whole(r->path, host, r->file_size);
         nu_buffer *dst;
         if (!ok)
             fprintf(stderr, "nuvec bench upload: reading %s failed\n", r->path);
@@ -291,17 +298,7 @@ static double first_use(run *r, bool mapped)
         st = nu_buffer_new(d, (size_t)r->file_size, NU_STORAGE_SHARED, &src);
         void *p = NULL;
         if (st == NU_OK && (st = nu_buffer_contents_mut(src, &p)) == NU_OK) {
-            int fd = open(r->path, O_RDONLY);
-            bool ok = fd >= 0;
-            for (uint64_t done = 0; ok && done < r->file_size;) {
-                ssize_t n = pread(fd, (uint8_t *)p + done,
-                                  (size_t)(r->file_size - done > (1u << 30) ? 1u << 30 : r->file_size - done), (off_t)done);
-                ok = n > 0;
-                done += ok ? (uint64_t)n : 0;
-            }
-            if (fd >= 0)
-                close(fd);
-            if (!ok)
+            if (!read_whole(r->path, p, r->file_size))
                 st = NU_ERROR_IO;
         }
     }
