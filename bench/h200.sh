@@ -79,7 +79,7 @@ for step in $steps; do
         rm -f "$f"
         ./build/nuvec bench upload --size "${UPLOAD_SIZE:-16G}" --file "$f" --keep | tee -a "$OUT/upload.txt" || status=1
         # the move's tuning: import threads x chunk size
-        for t in 4 8 16; do for c in 4 16 64; do
+        for t in 4 8 12; do for c in 2 4 8 16; do
             ./build/nuvec load "$f" --to-gpu --quiet --threads $t --chunk $c | grep moved | tee -a "$OUT/upload.txt"
         done; done
         if python3 -c 'import torch, safetensors, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then

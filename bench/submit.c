@@ -11,6 +11,10 @@
  *   timeline spin the same, signalling a timeline semaphore, waited for by spinning on
  *                 vkGetSemaphoreCounterValue.
  *   timeline wait the same, waited for in vkWaitSemaphores (blocking).
+ *   record + spin what nuvec does, by hand: every iteration resets a transient command pool,
+ *                 records the dispatch (pipeline, push descriptor, push constants), submits it
+ *                 signalling a timeline semaphore, and spins on it. The floor for a runtime that
+ *                 records each step (the others resubmit work recorded once).
  * The variants take turns in blocks of BLOCK iterations (after WARMUP untimed each), so that
  * clock and cache states are shared; median, 10th and 90th percentiles per variant.
  * Target (the issue's, on the H200): nuvec <= 15 us (CUDA launch + synchronise: 10 us). */
@@ -32,14 +36,15 @@
 #define WAIT_NS 60000000000ull
 #define HAND_VALUE 0x5eed0000u
 
-enum { V_NUVEC, V_FENCE, V_SPIN, V_BLOCK, VARIANTS };
+enum { V_NUVEC, V_FENCE, V_SPIN, V_BLOCK, V_RECORD, VARIANTS };
 static const char *const variant_keys[VARIANTS] = {"nuvec", "vulkan_fence", "vulkan_timeline_spin",
-                                                    "vulkan_timeline_wait"};
+                                                    "vulkan_timeline_wait", "vulkan_record_spin"};
 static const char *const variant_text[VARIANTS] = {
     "nuvec: new+dispatch+commit+wait+free",
     "Vulkan: resubmit + vkWaitForFences",
     "Vulkan: resubmit + spin on timeline",
     "Vulkan: resubmit + vkWaitSemaphores",
+    "Vulkan: record + submit + spin",
 };
 enum { P_RECORD, P_COMMIT, P_WAIT, P_FREE, PHASES };
 static const char *const phase_keys[PHASES] = {"record_us", "commit_us", "wait_us", "free_us"};
@@ -52,6 +57,7 @@ typedef struct stats {
 typedef struct bench {
     nu_device *d;
     nu_bench_vk vk;
+    nu_bench_vk vk_record; /* the record + spin variant's transient pool and timeline */
     nu_kernel *fill;
     nu_buffer *buf;
     VkBuffer vb;
@@ -65,6 +71,8 @@ typedef struct bench {
     double phase_median[PHASES];
     double *submit;     /* vkQueueSubmit of the timeline-spin variant, us */
     double submit_median;
+    double *record[PHASES]; /* the record + spin variant's phases (record, submit, spin), us */
+    double record_median[PHASES];
     uint32_t last_nuvec_value;
 } bench;
 
@@ -74,7 +82,8 @@ static void usage(FILE *f)
             "usage: nuvec bench submit [--json] [--device NAME] [--iterations N]\n"
             "  Round trip of one small dispatch (fill_u32 over 1 KiB): nuvec's new + dispatch +\n"
             "  commit + wait + free against hand-written Vulkan resubmitting a recorded command\n"
-            "  buffer and waiting with a fence, a timeline-semaphore spin, or vkWaitSemaphores.\n"
+            "  buffer and waiting with a fence, a timeline-semaphore spin, or vkWaitSemaphores, and\n"
+            "  recording the dispatch anew each time (as nuvec does) with a timeline-semaphore spin.\n"
             "  --json           one JSON document instead of the table\n"
             "  --device NAME    an index or a name substring (default: NUVEC_DEVICE, else the\n"
             "                   default order)\n"
@@ -85,6 +94,26 @@ static void usage(FILE *f)
 static void fail(const char *what, nu_status st)
 {
     fprintf(stderr, "nuvec bench submit: %s: %s: %s\n", what, nu_status_string(st), nu_error_message(NULL));
+}
+
+/* The hand-written dispatch: fill_u32 writing HAND_VALUE into the buffer. */
+static VkResult record_fill(bench *b, VkCommandBuffer cmd, VkCommandBufferUsageFlags flags)
+{
+    const nu__vk_device *vk = &b->d->vkd;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = flags};
+    VkResult r = vk->vkBeginCommandBuffer(cmd, &bi);
+    if (r != VK_SUCCESS)
+        return r;
+    VkDescriptorBufferInfo info = {b->vb, b->off, WORDS * 4};
+    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
+                              .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                              .pBufferInfo = &info};
+    uint32_t push[2] = {HAND_VALUE, WORDS};
+    vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, b->fill->pipeline);
+    vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, b->fill->layout, 0, 1, &w);
+    vk->vkCmdPushConstants(cmd, b->fill->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, push);
+    vk->vkCmdDispatch(cmd, 1, 1, 1);
+    return vk->vkEndCommandBuffer(cmd);
 }
 
 static bool setup(bench *b)
@@ -106,23 +135,11 @@ static bool setup(bench *b)
             return false;
     if (!(b->submit = calloc((size_t)b->iterations, sizeof(double))))
         return false;
+    for (int p = 0; p < P_FREE; p++)
+        if (!(b->record[p] = calloc((size_t)b->iterations, sizeof(double))))
+            return false;
     /* The hand-written command buffer, recorded once and resubmitted. */
-    const nu__vk_device *vk = &b->d->vkd;
-    VkCommandBuffer cmd = b->vk.cmd;
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    VkResult r = vk->vkBeginCommandBuffer(cmd, &bi);
-    if (r == VK_SUCCESS) {
-        VkDescriptorBufferInfo info = {b->vb, b->off, WORDS * 4};
-        VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
-                                  .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                  .pBufferInfo = &info};
-        uint32_t push[2] = {HAND_VALUE, WORDS};
-        vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, b->fill->pipeline);
-        vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, b->fill->layout, 0, 1, &w);
-        vk->vkCmdPushConstants(cmd, b->fill->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, push);
-        vk->vkCmdDispatch(cmd, 1, 1, 1);
-        r = vk->vkEndCommandBuffer(cmd);
-    }
+    VkResult r = record_fill(b, b->vk.cmd, 0);
     if (r != VK_SUCCESS) {
         fprintf(stderr, "nuvec bench submit: recording the hand-written command buffer: %s\n", nu__vk_result_name(r));
         return false;
@@ -137,9 +154,12 @@ static void teardown(bench *b)
     for (int p = 0; p < PHASES; p++)
         free(b->phases[p]);
     free(b->submit);
+    for (int p = 0; p < P_FREE; p++)
+        free(b->record[p]);
     nu_buffer_free(b->buf);
     nu_kernel_free(b->fill);
     nu_bench_vk_fini(&b->vk);
+    nu_bench_vk_fini(&b->vk_record);
 }
 
 /* One nuvec round trip; `ph` (may be NULL) gets the phases in us. */
@@ -174,6 +194,42 @@ static bool round_nuvec(bench *b, uint32_t value, double *total_us, double ph[PH
         ph[P_FREE] = (double)(t4 - t3) / 1e3;
     }
     b->last_nuvec_value = value;
+    return true;
+}
+
+/* The hand-written equivalent of nuvec's round trip; `ph` (may be NULL) gets its phases. */
+static bool round_record(bench *b, double *total_us, double ph[PHASES])
+{
+    const nu__vk_device *vk = &b->d->vkd;
+    nu_bench_vk *v = &b->vk_record;
+    const char *what = "vkResetCommandPool";
+    uint64_t t0 = nu_bench_now_ns();
+    VkResult r = vk->vkResetCommandPool(b->d->device, v->pool, 0);
+    if (r == VK_SUCCESS) {
+        what = "recording";
+        r = record_fill(b, v->cmd, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+    }
+    uint64_t t1 = nu_bench_now_ns();
+    if (r == VK_SUCCESS) {
+        what = "vkQueueSubmit";
+        r = nu_bench_vk_submit(v, v->cmd, VK_NULL_HANDLE);
+    }
+    uint64_t t2 = nu_bench_now_ns();
+    if (r == VK_SUCCESS) {
+        what = "spinning on the timeline semaphore";
+        r = nu_bench_vk_wait(v, true);
+    }
+    uint64_t t3 = nu_bench_now_ns();
+    if (r != VK_SUCCESS) {
+        fprintf(stderr, "nuvec bench submit: %s: %s: %s\n", variant_keys[V_RECORD], what, nu__vk_result_name(r));
+        return false;
+    }
+    *total_us = (double)(t3 - t0) / 1e3;
+    if (ph) {
+        ph[P_RECORD] = (double)(t1 - t0) / 1e3;
+        ph[P_COMMIT] = (double)(t2 - t1) / 1e3;
+        ph[P_WAIT] = (double)(t3 - t2) / 1e3;
+    }
     return true;
 }
 
@@ -213,7 +269,11 @@ static bool round_hand(bench *b, int variant, double *total_us, double *submit_u
 
 static bool round_any(bench *b, int v, uint32_t i, double *us, double *ph)
 {
-    return v == V_NUVEC ? round_nuvec(b, i + 1, us, ph) : round_hand(b, v, us, v == V_SPIN && ph ? ph : NULL);
+    if (v == V_NUVEC)
+        return round_nuvec(b, i + 1, us, ph);
+    if (v == V_RECORD)
+        return round_record(b, us, ph);
+    return round_hand(b, v, us, v == V_SPIN && ph ? ph : NULL);
 }
 
 static bool check(bench *b, uint32_t expected, const char *who)
@@ -262,6 +322,9 @@ static bool measure(bench *b)
                         b->phases[p][b->n[v]] = ph[p];
                 if (v == V_SPIN)
                     b->submit[b->n[v]] = ph[0];
+                if (v == V_RECORD)
+                    for (int p = 0; p < P_FREE; p++)
+                        b->record[p][b->n[v]] = ph[p];
                 b->samples[v][b->n[v]++] = us;
             }
         }
@@ -273,6 +336,8 @@ static bool measure(bench *b)
     for (int p = 0; p < PHASES; p++)
         b->phase_median[p] = nu_bench_median(b->phases[p], b->n[V_NUVEC]);
     b->submit_median = nu_bench_median(b->submit, b->n[V_SPIN]);
+    for (int p = 0; p < P_FREE; p++)
+        b->record_median[p] = nu_bench_median(b->record[p], b->n[V_RECORD]);
     return true;
 }
 
@@ -299,6 +364,11 @@ static void print_table(const bench *b)
                 printf("  %-38s | %9s |\n", phase_text[p], nu_bench_us_text(m, sizeof m, b->phase_median[p]));
         if (v == V_SPIN)
             printf("  %-38s | %9s |\n", "vkQueueSubmit", nu_bench_us_text(m, sizeof m, b->submit_median));
+        if (v == V_RECORD) {
+            static const char *const what[P_FREE] = {"reset pool + record", "vkQueueSubmit", "spin"};
+            for (int p = 0; p < P_FREE; p++)
+                printf("  %-38s | %9s |\n", what[p], nu_bench_us_text(m, sizeof m, b->record_median[p]));
+        }
     }
     double us = b->res[V_NUVEC].median;
     if (judged(b))
@@ -336,6 +406,9 @@ static int print_json(const bench *b)
             cJSON_AddNumberToObject(o, "nuvec_over_this", b->res[V_NUVEC].median / b->res[v].median);
         if (v == V_SPIN)
             cJSON_AddNumberToObject(o, "submit_us", b->submit_median);
+        if (v == V_RECORD)
+            for (int p = 0; p < P_FREE; p++)
+                cJSON_AddNumberToObject(o, phase_keys[p], b->record_median[p]);
     }
     cJSON *t = cJSON_AddObjectToObject(root, "targets");
     cJSON_AddNumberToObject(t, "max_nuvec_us", TARGET_US);
@@ -369,7 +442,8 @@ int nu_bench_submit(int argc, char **argv)
     b.iterations = (int)(iterations ? iterations : cpu ? DEFAULT_ITERATIONS_CPU : DEFAULT_ITERATIONS_GPU);
     b.scaled = !iterations && cpu;
     int rc = 1;
-    if (nu_bench_vk_init(&b.vk, b.d, "submit", false) && setup(&b) && measure(&b))
+    if (nu_bench_vk_init(&b.vk, b.d, "submit", false) && nu_bench_vk_init(&b.vk_record, b.d, "submit", true) &&
+        setup(&b) && measure(&b))
         rc = json ? print_json(&b) : (print_table(&b), 0);
     else if (b.d)
         fprintf(stderr, "nuvec bench submit: failed\n");

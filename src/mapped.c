@@ -7,11 +7,15 @@
  * nu_buffer_map_file keeps mapping cheap and lets nu_buffer_move_ranges pin the file chunk by
  * chunk instead of all at once.
  *
- * Moving: pinning pages costs about as much CPU time as the DMA of them takes on the bus (the
- * H200 imports ~16 GB/s per thread against 55 GB/s host-to-device), so several threads import
- * chunks while the transfer queue copies earlier ones; each chunk is a small internal buffer
- * over its pages, copied with nu_commands_copy, so hazard tracking orders the copies against
- * other GPU work on the destination, and its pages are unpinned when its copy completes. */
+ * Moving: pinning pages costs about as much CPU time as the DMA of them takes on the bus, so
+ * several threads prepare chunks while the transfer queue copies earlier ones. A chunk is an
+ * internal buffer over its pages, imported (unpinned when its copy completes), or, where the
+ * device cannot import them, a slot of one pinned staging buffer the threads copy the mapping
+ * into. The moving thread records the copies with nu_commands_copy (hazard tracking orders
+ * them against other GPU work on the destination), the chunks ready at that moment in one
+ * command buffer, and keeps up to IN_FLIGHT_BYTES of chunks prepared or in flight: on the H200
+ * a ring of 10 chunks left the bus idle a third of the time, and a submission per chunk ~10 us
+ * between copies. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buffer.h"
@@ -27,6 +32,7 @@
 #include "host.h"
 #include "nuvec/command.h"
 #include "nuvec/mapped.h"
+#include "submit.h"
 
 /* Defaults measured on the H200 (bench/RESULTS.md, "Weights"), staged moves of a 16 GiB file in
  * the page cache: 8 threads with 4 MiB chunks 18.6 GB/s (16 MiB: 16.6, 64 MiB: 13.7); 4 threads
@@ -37,8 +43,18 @@
 #define MAX_THREADS 16u
 /* Bytes per commit when the source needs no preparation (already on the GPU). */
 #define COPY_GROUP (256ull << 20)
-/* Chunks whose copies are committed but not yet waited for. */
+/* Copies in flight at least (the only bound when the source is on the GPU). */
 #define COPIES_IN_FLIGHT 2u
+/* Chunks prepared or in flight, as bytes: 128 MiB (32 chunks of 4 MiB) keeps the H200's bus
+ * busy while threads stage the next chunks (a ring of 10 staging chunks moved 30.7 GB/s, 32 of
+ * them 45.9 GB/s against 48.9 GB/s for a pinned copy; bench/RESULTS.md, 2026-11-30). At least
+ * threads + COPIES_IN_FLIGHT chunks, at most MAX_SLOTS. */
+#define IN_FLIGHT_BYTES (128ull << 20)
+#define MAX_SLOTS 256u
+/* Prepared chunks recorded into one command buffer, at most (and at most half the slots). */
+#define MAX_BATCH_BYTES (32ull << 20)
+/* While the mover waits for a chunk, completed copies are retired this often. */
+#define RETIRE_POLL_NS 50000u
 
 typedef struct nu__mapping {
     nu_device *device;
@@ -477,6 +493,10 @@ typedef struct mover {
     nu_buffer **ready;
     nu_status *status;
     bool *done;
+    /* Where the device cannot import the file's pages: one pinned buffer of `slots` chunks,
+     * chunk k staged in slot k % slots (free by then: chunks are taken and retired in order,
+     * and at most `slots` are outstanding). */
+    nu_buffer *staging;
 } mover;
 
 static int by_src(const void *a, const void *b)
@@ -504,13 +524,11 @@ static nu_status prepare_chunk(mover *mv, size_t k, nu_buffer **out)
     nu_buffer *b = NULL;
     if (!fm->zero_copy) {
         uint64_t bytes = fm->file_size - start < len ? fm->file_size - start : len;
-        if ((st = nu__buffer_create(mv->d, (size_t)bytes, NU_STORAGE_SHARED, false, &b)) != NU_OK)
-            return st;
-        if ((st = read_file(mv->d, fm, b->alloc.mapped, start, bytes)) != NU_OK) {
-            nu_buffer_free(b);
-            return st;
-        }
-        snprintf(b->name, sizeof b->name, "file chunk %zu (staged)", k);
+        b = mv->staging;
+        /* From the mapping rather than pread: 45.9 against 41.0 GB/s end to end on the H200
+         * (8 threads, 32 chunks of 4 MiB). The file's size was checked just above; a file
+         * truncated during the copy faults, as any read of the mapping would (nuvec/mapped.h). */
+        memcpy((uint8_t *)b->alloc.mapped + (k % mv->slots) * mv->chunk, fm->base + start, (size_t)bytes);
         *out = b;
         return NU_OK;
     }
@@ -563,18 +581,13 @@ static void *import_worker(void *arg)
     return NULL;
 }
 
-/* Records and commits the copies of chunk k's pieces (from `from`, whose first byte is file
- * offset `base`). *cursor walks the ranges sorted by source. */
-static nu_status copy_chunk(mover *mv, size_t k, nu_buffer *from, uint64_t base, size_t *cursor, uint64_t *bytes,
-                            nu_commands **out)
+/* Records into c the copies of chunk k's pieces from `from`, which holds the chunk's first
+ * byte at offset `at`, adding their size to *bytes. *cursor walks the ranges sorted by source. */
+static nu_status copy_chunk(mover *mv, size_t k, nu_buffer *from, uint64_t at, size_t *cursor, uint64_t *bytes,
+                            nu_commands *c)
 {
     uint64_t start = mv->chunks[k], end = start + mv->chunk;
-    nu_commands *c;
-    nu_status st = nu_commands_new(mv->d, NU_QUEUE_TRANSFER, &c);
-    if (st != NU_OK)
-        return st;
-    nu_commands_set_name(c, "nu_buffer_move_ranges");
-    *bytes = 0;
+    nu_status st = NU_OK;
     /* Ranges before the cursor ended before this chunk (chunks come in file order). */
     while (*cursor < mv->range_count && mv->ranges[*cursor].src_offset + mv->ranges[*cursor].size <= start)
         (*cursor)++;
@@ -585,35 +598,35 @@ static nu_status copy_chunk(mover *mv, size_t k, nu_buffer *from, uint64_t base,
         uint64_t a = r->src_offset > start ? r->src_offset : start;
         uint64_t b = r->src_offset + r->size < end ? r->src_offset + r->size : end;
         if (a < b) {
-            st = nu_commands_copy(c, mv->dst, r->dst_offset + (a - r->src_offset), from, a - base, b - a);
+            st = nu_commands_copy(c, mv->dst, r->dst_offset + (a - r->src_offset), from, at + (a - start), b - a);
             *bytes += b - a;
         }
     }
-    if (st == NU_OK)
-        st = nu_commands_commit(c);
-    if (st != NU_OK) {
-        nu_commands_free(c);
-        return st;
-    }
-    *out = c;
-    return NU_OK;
+    return st;
 }
 
-/* Waits for the oldest copy in flight and reports progress. */
-static nu_status retire(mover *mv, nu_commands **flight, uint64_t *flight_bytes, unsigned *count, uint64_t *done,
-                        uint64_t total, const nu_move_options *o)
+/* Copies committed and not yet retired, oldest first. */
+typedef struct flights {
+    nu_commands **c;
+    uint64_t *bytes;
+    unsigned *chunks;     /* chunks each copies */
+    unsigned count, capacity;
+} flights;
+
+/* Waits for the oldest copy in flight, frees its chunk's slot and reports progress. */
+static nu_status retire(mover *mv, flights *f, uint64_t *done, uint64_t total, const nu_move_options *o)
 {
-    nu_status st = nu_commands_wait(flight[0], NU_WAIT_FOREVER);
-    nu_commands_free(flight[0]);
-    *done += flight_bytes[0];
-    for (unsigned i = 1; i < *count; i++) {
-        flight[i - 1] = flight[i];
-        flight_bytes[i - 1] = flight_bytes[i];
-    }
-    (*count)--;
+    nu_status st = nu_commands_wait(f->c[0], NU_WAIT_FOREVER);
+    nu_commands_free(f->c[0]);
+    *done += f->bytes[0];
+    unsigned chunks = f->chunks[0];
+    f->count--;
+    memmove(f->c, f->c + 1, f->count * sizeof *f->c);
+    memmove(f->bytes, f->bytes + 1, f->count * sizeof *f->bytes);
+    memmove(f->chunks, f->chunks + 1, f->count * sizeof *f->chunks);
     if (mv->import) {
         pthread_mutex_lock(&mv->lock);
-        mv->outstanding--;
+        mv->outstanding -= chunks;
         pthread_cond_broadcast(&mv->cond);
         pthread_mutex_unlock(&mv->lock);
     }
@@ -622,11 +635,60 @@ static nu_status retire(mover *mv, nu_commands **flight, uint64_t *flight_bytes,
     return st;
 }
 
+/* Retires the copies that have completed, without blocking. */
+static nu_status retire_completed(mover *mv, flights *f, uint64_t *done, uint64_t total, const nu_move_options *o)
+{
+    nu_status st = NU_OK;
+    while (st == NU_OK && f->count && nu__commands_reached(f->c[0]))
+        st = retire(mv, f, done, total, o);
+    return st;
+}
+
+/* Takes chunk k once worker threads prepared it: waiting for it (retiring completed copies
+ * meanwhile: their slots let the workers go on), or if `wait` is false, only if it is ready
+ * (else *from stays NULL). */
+static nu_status take_chunk(mover *mv, size_t k, bool wait, flights *f, uint64_t *done, uint64_t total,
+                            const nu_move_options *o, nu_buffer **from)
+{
+    nu_status st = NU_OK;
+    *from = NULL;
+    pthread_mutex_lock(&mv->lock);
+    if (!wait && !mv->done[k]) {
+        pthread_mutex_unlock(&mv->lock);
+        return NU_OK;
+    }
+    while (!mv->done[k] && st == NU_OK) {
+        if (!f->count) {
+            pthread_cond_wait(&mv->cond, &mv->lock);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + RETIRE_POLL_NS;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&mv->cond, &mv->lock, &ts);
+        pthread_mutex_unlock(&mv->lock);
+        st = retire_completed(mv, f, done, total, o);
+        pthread_mutex_lock(&mv->lock);
+    }
+    if (st == NU_OK) {
+        *from = mv->ready[k];
+        mv->ready[k] = NULL;
+        st = mv->status[k];
+    }
+    pthread_mutex_unlock(&mv->lock);
+    return st;
+}
+
 static nu_status run_moves(mover *mv, uint64_t total, const nu_move_options *o)
 {
     nu_status st = NU_OK;
     pthread_t threads[MAX_THREADS];
     unsigned nthreads = 0;
+    /* Copies in flight: enough to keep the bus busy while chunks are prepared (bounded by
+     * IN_FLIGHT_BYTES, at least two), or the group count when the source is on the GPU. */
+    unsigned cap = COPIES_IN_FLIGHT;
     if (mv->import) {
         unsigned want = o->threads ? o->threads : DEFAULT_THREADS;
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -636,52 +698,97 @@ static nu_status run_moves(mover *mv, uint64_t total, const nu_move_options *o)
             want = MAX_THREADS;
         if ((size_t)want > mv->chunk_count)
             want = (unsigned)mv->chunk_count;
-        mv->slots = want + COPIES_IN_FLIGHT;
+        uint64_t by_bytes = IN_FLIGHT_BYTES / mv->chunk;
+        mv->slots = by_bytes > want + COPIES_IN_FLIGHT ? (unsigned)(by_bytes < MAX_SLOTS ? by_bytes : MAX_SLOTS)
+                                                        : want + COPIES_IN_FLIGHT;
+        if (mv->slots > mv->chunk_count)
+            mv->slots = (unsigned)mv->chunk_count;
+        cap = mv->slots;
+        if (!mv->src->mapping->zero_copy &&
+            (st = nu__buffer_create(mv->d, (size_t)(mv->slots * mv->chunk), NU_STORAGE_SHARED, false, &mv->staging)) !=
+                NU_OK)
+            return st;
+        if (mv->staging)
+            snprintf(mv->staging->name, sizeof mv->staging->name, "file staging (%u chunks)", mv->slots);
         for (unsigned i = 0; i < want; i++)
             if (pthread_create(&threads[nthreads], NULL, import_worker, mv) == 0)
                 nthreads++;
     }
-    nu_commands *flight[COPIES_IN_FLIGHT + 1];
-    uint64_t flight_bytes[COPIES_IN_FLIGHT + 1], done = 0;
-    unsigned inflight = 0;
-    size_t cursor = 0;
-    for (size_t k = 0; k < mv->chunk_count && st == NU_OK; k++) {
-        nu_buffer *from = mv->src;
-        uint64_t base = 0;
-        if (mv->import) {
-            if (nthreads) {
-                pthread_mutex_lock(&mv->lock);
-                while (!mv->done[k])
-                    pthread_cond_wait(&mv->cond, &mv->lock);
-                from = mv->ready[k];
-                mv->ready[k] = NULL;
-                st = mv->status[k];
-                pthread_mutex_unlock(&mv->lock);
-            } else { /* no thread could start: import here */
-                pthread_mutex_lock(&mv->lock);
-                mv->outstanding++;
-                pthread_mutex_unlock(&mv->lock);
-                st = prepare_chunk(mv, k, &from);
-            }
-            if (st != NU_OK)
-                break;
-            base = mv->chunks[k];
-        }
-        uint64_t bytes = 0;
-        st = copy_chunk(mv, k, from, base, &cursor, &bytes, &flight[inflight]);
-        if (mv->import)
-            nu_buffer_free(from); /* unpinned when its copy completes */
-        if (st != NU_OK)
-            break;
-        flight_bytes[inflight++] = bytes;
-        if (inflight > COPIES_IN_FLIGHT)
-            st = retire(mv, flight, flight_bytes, &inflight, &done, total, o);
+    flights f = {.c = nu__malloc((cap + 1) * sizeof *f.c), .bytes = nu__malloc((cap + 1) * sizeof *f.bytes),
+                 .chunks = nu__malloc((cap + 1) * sizeof *f.chunks), .capacity = cap};
+    if (!f.c || !f.bytes || !f.chunks)
+        st = nu__fail(mv->d, NU_ERROR_HOST_OUT_OF_MEMORY, "nu_buffer_move_ranges: out of host memory");
+    /* Chunks prepared by the time one is committed go in the same command buffer: each
+     * submission costs the transfer queue ~10 us of idle time between copies on the H200. */
+    unsigned batch = 1;
+    if (mv->import) {
+        /* at most MAX_BATCH_BYTES, half the slots, and an eighth of the chunks (progress
+         * is reported per command buffer: a small move still reports several times) */
+        uint64_t b = MAX_BATCH_BYTES / mv->chunk;
+        if (b > mv->slots / 2)
+            b = mv->slots / 2;
+        if (b > mv->chunk_count / 8)
+            b = mv->chunk_count / 8;
+        batch = b < 1 ? 1 : (unsigned)b;
     }
-    while (inflight) {
-        nu_status s2 = retire(mv, flight, flight_bytes, &inflight, &done, total, o);
+    uint64_t done = 0;
+    size_t cursor = 0;
+    for (size_t k = 0; k < mv->chunk_count && st == NU_OK;) {
+        nu_commands *c;
+        if ((st = nu_commands_new(mv->d, NU_QUEUE_TRANSFER, &c)) != NU_OK)
+            break;
+        nu_commands_set_name(c, "nu_buffer_move_ranges");
+        uint64_t bytes = 0;
+        unsigned n = 0;
+        while (st == NU_OK && k < mv->chunk_count && n < batch) {
+            nu_buffer *from = mv->src;
+            uint64_t at = mv->chunks[k]; /* the file itself (on the GPU already) */
+            if (mv->import) {
+                if (nthreads) {
+                    st = take_chunk(mv, k, n == 0, &f, &done, total, o, &from);
+                    if (st == NU_OK && !from)
+                        break; /* not prepared yet: commit what is recorded */
+                } else { /* no thread could start: prepare here, once chunk k's slot is free */
+                    while (st == NU_OK && mv->outstanding >= mv->slots && f.count)
+                        st = retire(mv, &f, &done, total, o);
+                    if (st != NU_OK)
+                        break;
+                    pthread_mutex_lock(&mv->lock);
+                    mv->outstanding++;
+                    pthread_mutex_unlock(&mv->lock);
+                    st = prepare_chunk(mv, k, &from);
+                }
+                if (st != NU_OK)
+                    break;
+                at = from == mv->staging ? (k % mv->slots) * mv->chunk : 0;
+            }
+            st = copy_chunk(mv, k, from, at, &cursor, &bytes, c);
+            if (mv->import && from != mv->staging)
+                nu_buffer_free(from); /* unpinned when its copy completes */
+            k++;
+            n++;
+        }
+        if (st == NU_OK)
+            st = nu_commands_commit(c);
+        if (st != NU_OK) {
+            nu_commands_free(c);
+            break;
+        }
+        f.c[f.count] = c;
+        f.bytes[f.count] = bytes;
+        f.chunks[f.count++] = n;
+        st = retire_completed(mv, &f, &done, total, o);
+        if (st == NU_OK && f.count > f.capacity)
+            st = retire(mv, &f, &done, total, o);
+    }
+    while (f.count) {
+        nu_status s2 = retire(mv, &f, &done, total, o);
         if (st == NU_OK)
             st = s2;
     }
+    nu__free(f.c);
+    nu__free(f.bytes);
+    nu__free(f.chunks);
     if (nthreads) {
         pthread_mutex_lock(&mv->lock);
         mv->stop = true;
@@ -690,8 +797,10 @@ static nu_status run_moves(mover *mv, uint64_t total, const nu_move_options *o)
         for (unsigned i = 0; i < nthreads; i++)
             pthread_join(threads[i], NULL);
         for (size_t k = 0; k < mv->chunk_count; k++)
-            nu_buffer_free(mv->ready[k]); /* imported after a failure, never copied */
+            if (mv->ready[k] != mv->staging)
+                nu_buffer_free(mv->ready[k]); /* imported after a failure, never copied */
     }
+    nu_buffer_free(mv->staging); /* back to the cache when its last copy completes */
     return st;
 }
 

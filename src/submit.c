@@ -476,6 +476,20 @@ nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
     return NU_OK;
 }
 
+bool nu__commands_reached(nu_commands *c)
+{
+    nu_device *d = c->device;
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->lock);
+    bool pending = c->state == NU__COMMITTED;
+    pthread_mutex_unlock(&s->lock);
+    if (!pending || atomic_load(&s->lost))
+        return true;
+    uint64_t v = 0;
+    VkResult r = d->vkd.vkGetSemaphoreCounterValue(d->device, c->queue->timeline, &v);
+    return r != VK_SUCCESS || v >= c->value;
+}
+
 nu_status nu_device_wait_idle(nu_device *d, uint64_t timeout_ns)
 {
     if (!d)

@@ -97,4 +97,8 @@ void nu__submitter_set_linger(nu_device *d, uint64_t ns);
 /* For tests: behave as if the device were lost. */
 void nu__device_simulate_loss(nu_device *d);
 
+/* Whether committed work has completed (or failed, or its device was lost): a wait would not
+ * block. Does not process completion; never reports an error. */
+bool nu__commands_reached(nu_commands *c);
+
 #endif
