@@ -34,9 +34,10 @@
 #include "nuvec/mapped.h"
 #include "submit.h"
 
-/* Defaults measured on the H200 (bench/RESULTS.md, "Weights"), staged moves of a 16 GiB file in
- * the page cache: 8 threads with 4 MiB chunks 18.6 GB/s (16 MiB: 16.6, 64 MiB: 13.7); 4 threads
- * 15.4, 16 threads 15.3; one thread 4-6 GB/s. */
+/* Defaults measured on the H200 (bench/RESULTS.md, 2026-11-30), staged moves of a 16 GiB file
+ * in the page cache: 8 threads with 4 MiB chunks 38.1 GB/s into an allocated buffer (0.93x the
+ * pinned copy); end to end with the allocation, 8 threads 20.6-21.0 GB/s at 4-16 MiB chunks, 12
+ * threads 22.2-23.7, 4 threads 12.2-15.4. */
 #define DEFAULT_CHUNK (4ull << 20)
 /* Import threads: 8 by default (no more than the CPUs), at most MAX_THREADS when asked. */
 #define DEFAULT_THREADS 8u

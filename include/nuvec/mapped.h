@@ -18,9 +18,10 @@
  * On a discrete GPU, weights read at every step belong in device memory: nu_buffer_move_ranges
  * copies byte ranges of a mapped file into a buffer on the transfer queue, chunk by chunk, several
  * threads preparing the next chunks while earlier ones are copied: straight from the page-cache
- * pages by DMA where the device imports them (no CPU copy), else through pinned staging buffers
- * the threads read the file into (on the H200: 18.6 GB/s from the page cache, against 44 GB/s for
- * a copy from pinned memory and 7.8 GB/s for PyTorch's safetensors loader).
+ * pages by DMA where the device imports them (no CPU copy), else through a pinned staging ring
+ * (128 MiB) the threads copy the mapping into (on the H200: 38.1 GB/s from the page cache into an
+ * allocated buffer, 0.93x a copy from pinned memory, against 8.0 GB/s for PyTorch's safetensors
+ * loader; bench/RESULTS.md).
  *
  * The hazard, as the reference documents it: the file must not be modified (written or
  * truncated, by this or another process) while it is mapped. The bytes nu_buffer_contents
