@@ -178,12 +178,8 @@ nu_status nu__guard_wait_idle(nu__guard *g, uint64_t timeout_ns)
     if (nu__guard_idle(g))
         return NU_OK;
     struct timespec deadline;
-    if (timeout_ns != UINT64_MAX) {
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        uint64_t ns = (uint64_t)deadline.tv_nsec + timeout_ns % 1000000000u;
-        deadline.tv_sec += (time_t)(timeout_ns / 1000000000u + ns / 1000000000u);
-        deadline.tv_nsec = (long)(ns % 1000000000u);
-    }
+    if (timeout_ns != UINT64_MAX)
+        deadline = nu__deadline_after(CLOCK_REALTIME, timeout_ns);
     nu_status st = NU_OK;
     pthread_mutex_lock(&g->lock);
     /* release_use takes this lock after the last use leaves, before notifying: no lost wake-up. */

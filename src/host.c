@@ -1,4 +1,4 @@
-/* host.c: the host allocation wrapper (see host.h). */
+/* host.c: the host allocation wrapper and wait deadlines (see host.h). */
 #include "host.h"
 
 #include <stdatomic.h>
@@ -94,3 +94,13 @@ void nu__host_fail_after(long n, int sticky)
 uint64_t nu__host_allocations(void) { return atomic_load(&allocations); }
 int64_t nu__host_live(void) { return atomic_load(&live); }
 int nu__host_failed(void) { return atomic_load(&failed); }
+
+struct timespec nu__deadline_after(clockid_t clock, uint64_t ns)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    uint64_t nsec = (uint64_t)t.tv_nsec + ns % 1000000000u;
+    t.tv_sec += (time_t)(ns / 1000000000u + nsec / 1000000000u);
+    t.tv_nsec = (long)(nsec % 1000000000u);
+    return t;
+}

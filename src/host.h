@@ -1,10 +1,16 @@
 /* host.h: every host (CPU) allocation nuvec makes goes through these, so that tests can count
- * live allocations and fail them one by one (SQLite's test_malloc.c). */
+ * live allocations and fail them one by one (SQLite's test_malloc.c); and the deadlines of
+ * timed condition-variable waits. */
 #ifndef NU_HOST_H
 #define NU_HOST_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+
+/* `ns` nanoseconds from now on `clock` (the clock the condition variable waits by), for
+ * pthread_cond_timedwait. */
+struct timespec nu__deadline_after(clockid_t clock, uint64_t ns);
 
 void *nu__malloc(size_t size);
 void *nu__calloc(size_t count, size_t size);

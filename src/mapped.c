@@ -663,11 +663,7 @@ static nu_status take_chunk(mover *mv, size_t k, bool wait, flights *f, uint64_t
             pthread_cond_wait(&mv->cond, &mv->lock);
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + RETIRE_POLL_NS;
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
+        struct timespec ts = nu__deadline_after(CLOCK_REALTIME, RETIRE_POLL_NS);
         pthread_cond_timedwait(&mv->cond, &mv->lock, &ts);
         pthread_mutex_unlock(&mv->lock);
         st = retire_completed(mv, f, done, total, o);

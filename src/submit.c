@@ -433,11 +433,7 @@ static nu_status wait_value(nu_device *d, nu__queue *q, uint64_t value, uint64_t
             continue; /* check again under the lock: no progress report is missed */
         }
         uint64_t slice = timeout_ns - spent < 1000000u ? timeout_ns - spent : 1000000u;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + slice;
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
+        struct timespec ts = nu__deadline_after(CLOCK_MONOTONIC, slice);
         pthread_cond_timedwait(&s->done, &s->lock, &ts);
     }
     if (locked)
