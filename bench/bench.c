@@ -19,12 +19,14 @@ static const struct {
      "      dispatches: nuvec vs the same work in hand-written Vulkan"},
     {"submit", nu_bench_submit, "[--json] [--device NAME] [--iterations N]",
      "us per round trip of one small dispatch: nuvec new+dispatch+commit+wait+free vs\n"
-     "      hand-written Vulkan (fence wait, timeline spin, timeline wait)"},
+     "      hand-written Vulkan (resubmitted: fence wait, timeline spin, timeline wait; recorded\n"
+     "      each time: timeline spin)"},
     {"pipeline", nu_bench_pipeline, "[--json] [--device NAME] [--elements N] [--steps N] [--in-flight N]",
      "the pipelined demo loop with and without reuse of in-flight memory: GB/s and peak memory"},
     {"upload", nu_bench_upload, "[--json] [--device NAME] [--size BYTES] [--file PATH] [--reps N]",
-     "GB/s moving a safetensors file in the page cache into device memory: nuvec's zero-copy\n"
-     "      DMA vs a hand-written copy from pinned memory (the bus limit) vs read() + write"},
+     "GB/s moving a safetensors file in the page cache into device memory: nuvec's move\n"
+     "      (zero-copy DMA, or staged where the driver cannot import the file's pages) vs a\n"
+     "      hand-written copy from pinned memory (the bus limit) vs read() + write"},
 };
 #define BENCHMARK_COUNT (sizeof benchmarks / sizeof benchmarks[0])
 

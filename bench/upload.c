@@ -51,8 +51,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: nuvec bench upload [--json] [--device NAME] [--size BYTES[K|M|G]] [--file PATH] [--keep]\n"
             "                          [--reps N] [--chunk BYTES[K|M|G]] [--threads N]\n"
-            "  A safetensors file in the page cache moved into device memory: nuvec's zero-copy DMA\n"
-            "  against a hand-written copy from pinned host memory (the bus limit) and read() + write.\n"
+            "  A safetensors file in the page cache moved into device memory: nuvec's move (zero-copy\n"
+            "  DMA, or staged where the driver cannot import the file's pages) against a hand-written\n"
+            "  copy from pinned host memory (the bus limit) and read() + write.\n"
             "  --size BYTES     the file's size (default 16G on a GPU, 512M on a CPU device)\n"
             "  --file PATH      the file to write (default $TMPDIR/nuvec-upload.safetensors, removed\n"
             "                   afterwards unless --keep); an existing safetensors file is used as is\n"

@@ -13,7 +13,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: nuvec load FILE.safetensors [--to-gpu] [--device NAME] [--quiet] [--chunk MIB] [--threads N]\n"
                "  Lists the tensors (name, dtype, shape, bytes, offset in the file); --to-gpu moves them\n"
-               "  all into one private buffer on the device by DMA from the mapped file, then prints GB/s.\n"
+               "  all into one private buffer on the device (DMA from the mapped file, or through pinned\n"
+               "  staging memory where the device cannot import it), then prints GB/s.\n"
                "  --quiet lists nothing but the totals; --chunk and --threads tune the move\n"
                "  (nu_move_options: MiB imported or staged at a time, default 4; threads, default 8).\n");
 }
