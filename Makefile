@@ -14,7 +14,10 @@ PACKAGES := cmake make gcc libc6-dev pkg-config libvulkan1 libvulkan-dev mesa-vu
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
-CTEST := ctest --output-on-failure --timeout 900 -j$(JOBS)
+CTEST_ARGS := --output-on-failure --timeout 900 -j$(JOBS)
+# Each build's suite ends with one line, "<build>: N passed, M failed", after the reasons for
+# each failure (tests/run_suite.sh).
+SUITE = tests/run_suite.sh
 
 .PHONY: all deps build demo test test-normal test-asan tsan fuzz-build fuzz-smoke fuzz bench install clean
 
@@ -42,21 +45,21 @@ demo: build
 test: test-normal test-asan fuzz-smoke
 
 test-normal: build
-	cd build && $(CTEST)
+	$(SUITE) build normal $(CTEST_ARGS)
 
 build-asan/CMakeCache.txt:
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNUVEC_WERROR=ON -DNUVEC_SANITIZE=address,undefined
 
 test-asan: deps build-asan/CMakeCache.txt
 	cmake --build build-asan -j$(JOBS)
-	cd build-asan && $(CTEST)
+	$(SUITE) build-asan asan $(CTEST_ARGS)
 
 build-tsan/CMakeCache.txt:
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DNUVEC_WERROR=ON -DNUVEC_SANITIZE=thread
 
 tsan: deps build-tsan/CMakeCache.txt
 	cmake --build build-tsan -j$(JOBS)
-	cd build-tsan && $(CTEST) -R 'test_(threads|allocator|guard|commands|hazard|trace|mapped)'
+	$(SUITE) build-tsan tsan $(CTEST_ARGS) -R 'test_(threads|allocator|guard|commands|hazard|trace|mapped)'
 
 # Fuzzing: corpora and crash reproducers stay under build-fuzz/ (the seeds are copied there).
 FUZZ_RUNS ?= 10000000

@@ -3,7 +3,6 @@
 
 #include <ctype.h>
 #include <dlfcn.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,45 +95,6 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityF
     return VK_FALSE;
 }
 
-/* Drivers are loaded once per process. The loader loads a driver (ICD) with each instance
- * and unloads it with the instance; some drivers (NVIDIA's) take static thread-local storage
- * that the C library never gives back, so a process could open only ~32 devices in turn. The
- * shared objects the first instance loads are therefore kept loaded, like the loader itself.
- * (Done once; later instances load nothing new.) */
-typedef struct loaded {
-    const char **names;
-    size_t count, capacity;
-    bool pin;
-} loaded;
-
-static int note_loaded(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    loaded *l = arg;
-    const char *name = info->dlpi_name;
-    if (!name || !*name)
-        return 0;
-    if (l->pin) {
-        for (size_t i = 0; i < l->count; i++)
-            if (strcmp(l->names[i], name) == 0)
-                return 0;
-        void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-        (void)h; /* the reference is kept on purpose */
-        return 0;
-    }
-    if (l->count == l->capacity) {
-        size_t cap = l->capacity ? l->capacity * 2 : 64;
-        const char **n = nu__realloc(l->names, cap * sizeof *n);
-        if (!n)
-            return 1;
-        l->names = n;
-        l->capacity = cap;
-    }
-    l->names[l->count++] = name;
-    return 0;
-}
-
-static atomic_bool drivers_pinned;
-
 /* Creates an instance; with `d` and validation, also the layer, synchronisation validation
  * and a messenger reporting to d. */
 static nu_status create_instance(nu_device *d, bool validation, VkInstance *out, nu__vk_instance *vki,
@@ -214,17 +174,10 @@ static nu_status create_instance(nu_device *d, bool validation, VkInstance *out,
         .enabledExtensionCount = ext_count,
         .ppEnabledExtensionNames = extensions,
     };
-    loaded before = {0};
-    bool pin = !atomic_load(&drivers_pinned);
-    if (pin)
-        dl_iterate_phdr(note_loaded, &before);
     VkInstance instance;
     VkResult r = g->vkCreateInstance(&ci, NULL, &instance);
-    if (pin && r == VK_SUCCESS && !atomic_exchange(&drivers_pinned, true)) {
-        before.pin = true;
-        dl_iterate_phdr(note_loaded, &before);
-    }
-    nu__free(before.names);
+    if (r == VK_SUCCESS)
+        nu__vk_keep_drivers_loaded();
     if (r != VK_SUCCESS)
         return nu__fail(d, r == VK_ERROR_INCOMPATIBLE_DRIVER ? NU_ERROR_NO_DEVICE : nu__vk_status(r),
                         "vkCreateInstance failed: %s%s", nu__vk_result_name(r),

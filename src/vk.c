@@ -2,18 +2,104 @@
 #include "vk.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "host.h"
 
 static nu__vk_global global_table;
 static const char *global_error;
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static char global_error_text[512];
 
+/* ---- drivers stay loaded -------------------------------------------------------------------
+ * The loader loads the drivers (ICDs) and layers with an instance and unloads them with it.
+ * Some drivers (NVIDIA's) take static thread-local storage that the C library never gives
+ * back, so a process could open only ~32 devices in turn; lavapipe keeps a block of its CPU
+ * detection in a global, which leak checkers report once it is unloaded. So every shared
+ * object the process's first instance brought in is kept loaded, like the loader itself.
+ * Loader 1.3.239 already loads every driver at the first vkEnumerateInstance* call, so the
+ * "before" snapshot is taken before nuvec's first loader call of the process (before the
+ * loader is opened), and the pin after the first instance is created. Limit: objects an
+ * application loaded through its own Vulkan calls before nuvec's first are in the snapshot
+ * and are not pinned (nuvec/device.h says so). */
+static struct {
+    char **names; /* copies: an object in the snapshot may be unloaded before the pin */
+    size_t count, capacity;
+    bool failed; /* out of host memory: nothing is pinned (pinning the wrong set is worse) */
+} before_loader;
+static atomic_bool drivers_pinned;
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool in_snapshot(const char *name)
+{
+    for (size_t i = 0; i < before_loader.count; i++)
+        if (strcmp(before_loader.names[i], name) == 0)
+            return true;
+    return false;
+}
+
+static int note_loaded(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size, (void)arg;
+    const char *name = info->dlpi_name;
+    if (!name || !*name)
+        return 0;
+    if (before_loader.count == before_loader.capacity) {
+        size_t cap = before_loader.capacity ? before_loader.capacity * 2 : 64;
+        char **n = nu__realloc(before_loader.names, cap * sizeof *n);
+        if (!n) {
+            before_loader.failed = true;
+            return 1;
+        }
+        before_loader.names = n;
+        before_loader.capacity = cap;
+    }
+    char *copy = nu__strdup(name);
+    if (!copy) {
+        before_loader.failed = true;
+        return 1;
+    }
+    before_loader.names[before_loader.count++] = copy;
+    return 0;
+}
+
+static int pin_new(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size, (void)arg;
+    const char *name = info->dlpi_name;
+    if (name && *name && !in_snapshot(name)) {
+        void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+        (void)h; /* the reference is kept on purpose */
+    }
+    return 0;
+}
+
+void nu__vk_keep_drivers_loaded(void)
+{
+    if (atomic_load_explicit(&drivers_pinned, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&pin_lock);
+    if (!atomic_load_explicit(&drivers_pinned, memory_order_relaxed)) {
+        if (!before_loader.failed)
+            dl_iterate_phdr(pin_new, NULL);
+        for (size_t i = 0; i < before_loader.count; i++)
+            nu__free(before_loader.names[i]);
+        nu__free(before_loader.names);
+        memset(&before_loader, 0, sizeof before_loader);
+        atomic_store_explicit(&drivers_pinned, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&pin_lock);
+}
+
 static void load_global(void)
 {
+    dl_iterate_phdr(note_loaded, NULL);
     /* NUVEC_VULKAN_LIBRARY lets a user point at a loader outside the library path. */
     const char *name = getenv("NUVEC_VULKAN_LIBRARY");
     void *lib = dlopen(name && *name ? name : "libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);

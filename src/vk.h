@@ -30,6 +30,9 @@ typedef struct nu__vk_device {
 /* The loader's global table, loaded on first use; NULL (with the reason in `why`) when the
  * loader cannot be opened. */
 const nu__vk_global *nu__vk_global_table(const char **why);
+/* Called after every successful vkCreateInstance: the first time, keeps loaded every shared
+ * object loaded since before the loader was opened (the drivers and layers; see vk.c). */
+void nu__vk_keep_drivers_loaded(void);
 /* Fills an instance table; NU_ERROR_VULKAN naming a missing required entry point. */
 nu_status nu__vk_load_instance(VkInstance instance, nu__vk_instance *out, const char **missing);
 /* Fills a device table; core names fall back to their KHR aliases. */

@@ -135,7 +135,12 @@ typedef struct nu_device_desc {
  * capacity 0), and the total into `*count`. */
 nu_status nu_device_enumerate(nu_device_info *infos, uint32_t capacity, uint32_t *count);
 
-/* Opens a device (desc may be NULL for all defaults). */
+/* Opens a device (desc may be NULL for all defaults).
+ * The Vulkan drivers and layers loaded for the process's first device (or enumeration) stay
+ * loaded until the process exits, so later devices load nothing again (some drivers, NVIDIA's,
+ * can be loaded only ~32 times per process). Limit: what the application itself loaded
+ * through its own Vulkan calls before nuvec's first is not kept by nuvec, and is unloaded
+ * when the application's last instance and nuvec's are gone. */
 nu_status nu_device_open(const nu_device_desc *desc, nu_device **out);
 
 /* Closes a device: waits for its GPU work and releases all its device memory, that of buffers,
