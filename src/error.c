@@ -13,24 +13,9 @@ static _Thread_local char device_copy[1024];
 const char *nu_status_string(nu_status status)
 {
     switch (status) {
-    case NU_OK: return "success";
-    case NU_ERROR_INVALID_ARGUMENT: return "invalid argument";
-    case NU_ERROR_INVALID_HANDLE: return "invalid handle";
-    case NU_ERROR_HOST_OUT_OF_MEMORY: return "out of host memory";
-    case NU_ERROR_OUT_OF_MEMORY: return "out of device memory";
-    case NU_ERROR_LIMIT: return "limit cannot be set";
-    case NU_ERROR_OUT_OF_RANGE: return "out of range";
-    case NU_ERROR_BUFFER_IN_USE: return "buffer in use by the GPU";
-    case NU_ERROR_READ_ONLY: return "buffer is read-only";
-    case NU_ERROR_NO_VULKAN: return "Vulkan is not available";
-    case NU_ERROR_NO_DEVICE: return "no such device";
-    case NU_ERROR_UNSUPPORTED: return "unsupported by the device";
-    case NU_ERROR_DEVICE_LOST: return "device lost";
-    case NU_ERROR_TIMEOUT: return "timed out";
-    case NU_ERROR_IO: return "input/output error";
-    case NU_ERROR_FORMAT: return "malformed data";
-    case NU_ERROR_VULKAN: return "Vulkan error";
-    case NU_ERROR_CAPTURE: return "capture refused";
+#define NU__STATUS_TEXT(name, text) case NU_##name: return text;
+    NU_STATUS_MAP(NU__STATUS_TEXT)
+#undef NU__STATUS_TEXT
     case NU_STATUS_COUNT: break;
     }
     return "unknown status";

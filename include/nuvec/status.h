@@ -30,25 +30,32 @@ NU_BEGIN_DECLS
 
 typedef struct nu_device nu_device;
 
+/* Every status, once: its name, the fixed English text nu_status_string() gives, and (in the
+ * comment) when it is returned. The enum and the strings are both made from this list. */
+#define NU_STATUS_MAP(X)                                                                       \
+    X(OK, "success")                                                                           \
+    X(ERROR_INVALID_ARGUMENT, "invalid argument")       /* a NULL pointer, a bad flag, a size that overflows */ \
+    X(ERROR_INVALID_HANDLE, "invalid handle")           /* a freed (or never valid) handle, such as a buffer freed twice */ \
+    X(ERROR_HOST_OUT_OF_MEMORY, "out of host memory")   /* a host (CPU) allocation failed */ \
+    X(ERROR_OUT_OF_MEMORY, "out of device memory")      /* device memory: the memory limit or the device is exhausted */ \
+    X(ERROR_LIMIT, "limit cannot be set")               /* a limit that cannot be set (below what is in use) */ \
+    X(ERROR_OUT_OF_RANGE, "out of range")               /* a byte range outside a buffer */ \
+    X(ERROR_BUFFER_IN_USE, "buffer in use by the GPU")  /* CPU access refused while submitted GPU work uses the buffer */ \
+    X(ERROR_READ_ONLY, "buffer is read-only")           /* a write to a read-only buffer (a mapped file) */ \
+    X(ERROR_NO_VULKAN, "Vulkan is not available")       /* the Vulkan loader (libvulkan.so.1) could not be loaded */ \
+    X(ERROR_NO_DEVICE, "no such device")                /* no Vulkan device, or none matches NUVEC_DEVICE / the request */ \
+    X(ERROR_UNSUPPORTED, "unsupported by the device")   /* the device lacks a feature nuvec needs for this call */ \
+    X(ERROR_DEVICE_LOST, "device lost")                 /* the device was lost; the device must be closed */ \
+    X(ERROR_TIMEOUT, "timed out")                       /* a bounded wait ran out */ \
+    X(ERROR_IO, "input/output error")                   /* a file could not be opened, read or written */ \
+    X(ERROR_FORMAT, "malformed data")                   /* a file's (or SPIR-V's) contents are malformed */ \
+    X(ERROR_VULKAN, "Vulkan error")                     /* any other Vulkan failure; the message names the VkResult */ \
+    X(ERROR_CAPTURE, "capture refused")                 /* a GPU capture cannot be taken (see nuvec/capture.h) */
+
 typedef enum nu_status {
-    NU_OK = 0,
-    NU_ERROR_INVALID_ARGUMENT,   /* a NULL pointer, a bad flag, a size that overflows */
-    NU_ERROR_INVALID_HANDLE,     /* a freed (or never valid) handle, such as a buffer freed twice */
-    NU_ERROR_HOST_OUT_OF_MEMORY, /* a host (CPU) allocation failed */
-    NU_ERROR_OUT_OF_MEMORY,      /* device memory: the memory limit or the device is exhausted */
-    NU_ERROR_LIMIT,              /* a limit that cannot be set (below what is in use) */
-    NU_ERROR_OUT_OF_RANGE,       /* a byte range outside a buffer */
-    NU_ERROR_BUFFER_IN_USE,      /* CPU access refused while submitted GPU work uses the buffer */
-    NU_ERROR_READ_ONLY,          /* a write to a read-only buffer (a mapped file) */
-    NU_ERROR_NO_VULKAN,          /* the Vulkan loader (libvulkan.so.1) could not be loaded */
-    NU_ERROR_NO_DEVICE,          /* no Vulkan device, or none matches NUVEC_DEVICE / the request */
-    NU_ERROR_UNSUPPORTED,        /* the device lacks a feature nuvec needs for this call */
-    NU_ERROR_DEVICE_LOST,        /* the device was lost; the device must be closed */
-    NU_ERROR_TIMEOUT,            /* a bounded wait ran out */
-    NU_ERROR_IO,                 /* a file could not be opened, read or written */
-    NU_ERROR_FORMAT,             /* a file's contents are malformed */
-    NU_ERROR_VULKAN,             /* any other Vulkan failure; the message names the VkResult */
-    NU_ERROR_CAPTURE,            /* a GPU capture cannot be taken (see nuvec/capture.h) */
+#define NU__STATUS_ENUM(name, text) NU_##name,
+    NU_STATUS_MAP(NU__STATUS_ENUM)
+#undef NU__STATUS_ENUM
     NU_STATUS_COUNT
 } nu_status;
 
