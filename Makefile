@@ -8,7 +8,7 @@
 #   make bench    the benchmarks (bench/, `nuvec bench ...`)
 #   make install  cmake --install (PREFIX=/usr/local)
 
-PACKAGES := cmake make gcc libc6-dev pkg-config libvulkan1 libvulkan-dev mesa-vulkan-drivers \
+PACKAGES := cmake make gcc libc6-dev pkg-config python3 libvulkan1 libvulkan-dev mesa-vulkan-drivers \
             vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd \
             clang libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)

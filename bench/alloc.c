@@ -24,7 +24,7 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "device.h"
+#include "vk/device.h"
 #include "nuvec.h"
 
 #define PAIRS_PER_BATCH 1000

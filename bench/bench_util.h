@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "device.h"
+#include "vk/device.h"
 #include "nuvec.h"
 
 /* CLOCK_MONOTONIC in nanoseconds. */

@@ -35,10 +35,10 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "buffer.h"
-#include "kernel.h"
-#include "kernels.h"
-#include "submit.h"
+#include "memory/buffer.h"
+#include "kernel/kernel.h"
+#include "kernel/builtins.h"
+#include "exec/submit.h"
 
 #define DEFAULT_COUNT_GPU 10000
 #define DEFAULT_COUNT_CPU 1000 /* lavapipe takes ~100 us a dispatch */

@@ -24,8 +24,8 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "buffer.h"
-#include "kernel.h"
+#include "memory/buffer.h"
+#include "kernel/kernel.h"
 
 #define DEFAULT_ITERATIONS_GPU 2000
 #define DEFAULT_ITERATIONS_CPU 500 /* lavapipe: ~100-200 us each */

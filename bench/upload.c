@@ -29,7 +29,7 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "buffer.h"
+#include "memory/buffer.h"
 
 #define TENSOR_BYTES (1ull << 30)
 #define PINNED_CHUNK (256ull << 20)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "host.h"
+#include "core/host.h"
 
 /* Every test counts host allocations (leak and failure-injection checks), from the start. */
 __attribute__((constructor)) static void count_host_allocations(void) { nu__host_count(1); }

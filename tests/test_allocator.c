@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allocator.h"
-#include "guard.h"
-#include "host.h"
+#include "memory/allocator.h"
+#include "memory/guard.h"
+#include "core/host.h"
 
 #define KIB 1024ull
 #define MIB (1024ull * KIB)

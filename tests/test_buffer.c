@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buffer.h"
+#include "memory/buffer.h"
 
 static nu_device *dev;
 

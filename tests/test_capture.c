@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "host.h"
+#include "core/host.h"
 
 static char dir[512];
 

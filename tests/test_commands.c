@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "submit.h"
+#include "exec/submit.h"
 
 static nu_device *dev;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
+#include "vk/device.h"
 
 static void enumerate_lists_devices(void **state)
 {

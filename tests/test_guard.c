@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "guard.h"
+#include "memory/guard.h"
 
 static nu__fence fence(uint64_t v) { return (nu__fence){.queue = 0, .value = v}; }
 

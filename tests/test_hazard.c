@@ -1,8 +1,8 @@
 /* test_hazard.c: the hazard tracker's rules, without a GPU: which commands need a barrier. */
 #include "harness.h"
 
-#include "hazard.h"
-#include "host.h"
+#include "exec/hazard.h"
+#include "core/host.h"
 
 static nu__access acc(uint64_t piece, uint64_t start, uint64_t end, bool write)
 {

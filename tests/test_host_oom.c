@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host.h"
-#include "submit.h"
+#include "core/host.h"
+#include "exec/submit.h"
 
 /* Work touching every allocating path of buffers and the allocator. Returns NU_OK or the
  * first failure's status; frees whatever it made either way. */

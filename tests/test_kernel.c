@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "device.h"
-#include "host.h"
-#include "kernel.h"
-#include "kernels.h"
+#include "vk/device.h"
+#include "core/host.h"
+#include "kernel/kernel.h"
+#include "kernel/builtins.h"
 
 /* ---- temporary directories and environment -------------------------------------------- */
 

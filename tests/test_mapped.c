@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "host.h"
+#include "core/host.h"
 
 static nu_device *dev;
 

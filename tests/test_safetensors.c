@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host.h"
+#include "core/host.h"
 
 static char *tmp_path(const char *name)
 {

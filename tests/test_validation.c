@@ -9,9 +9,9 @@
 
 #include <stdio.h>
 
-#include "buffer.h"
-#include "device.h"
-#include "kernels.h"
+#include "memory/buffer.h"
+#include "vk/device.h"
+#include "kernel/builtins.h"
 
 typedef struct raw {
     VkDescriptorSetLayout dsl;

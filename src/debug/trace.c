@@ -1,0 +1,421 @@
+/* trace.c: timelines (see nuvec/trace.h).
+ *
+ * GPU side: a traced command buffer writes a timestamp before and after each command into
+ * query pools of its own (reset inside the command buffer before first use); completion
+ * reads them and adds one event per command to the device's trace. GPU ticks become CPU time
+ * through an offset measured when the trace starts: a command buffer that only writes a
+ * timestamp is submitted on each queue between two CPU clock reads, and the timestamp is
+ * taken to fall midway (good to the round trip, tens of microseconds).
+ * CPU side: recording (nu_commands_new to commit), commit and wait are spans on a CPU track.
+ * Events are kept in memory and written as Chrome trace-event JSON (cJSON) at stop. */
+#include "debug/trace.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "exec/submit.h"
+#include "vk/queue.h"
+
+#define POOL_QUERIES 256
+
+typedef struct event {
+    char name[48];
+    int track;             /* 0: compute queue, 1: transfer queue, 2: CPU */
+    uint64_t start_ns, end_ns;
+} event;
+
+typedef struct nu__trace {
+    pthread_mutex_t lock;  /* the events, the path */
+    atomic_bool active;
+    char *path;
+    event *events;
+    size_t count, capacity;
+    bool env;              /* started by NUVEC_TRACE: written at close */
+    /* Per queue: whether timestamps work, the tick mask, and GPU ns -> CPU ns. */
+    bool timed[2];
+    uint64_t mask[2];
+    int64_t offset_ns[2];
+    double period_ns;
+} nu__trace;
+
+uint64_t nu__trace_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void add_event(nu__trace *t, const char *name, int track, uint64_t start, uint64_t end)
+{
+    pthread_mutex_lock(&t->lock);
+    if (t->count == t->capacity) {
+        size_t cap = t->capacity ? t->capacity * 2 : 1024;
+        event *e = nu__realloc(t->events, cap * sizeof *e);
+        if (!e) {
+            pthread_mutex_unlock(&t->lock); /* out of host memory: the event is dropped */
+            return;
+        }
+        t->events = e;
+        t->capacity = cap;
+    }
+    event *e = &t->events[t->count++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->track = track;
+    e->start_ns = start;
+    e->end_ns = end < start ? start : end;
+    pthread_mutex_unlock(&t->lock);
+}
+
+bool nu__trace_active(nu_device *d) { return d->trace && atomic_load_explicit(&d->trace->active, memory_order_relaxed); }
+
+void nu__trace_cpu(nu_device *d, const char *name, uint64_t start_ns, uint64_t end_ns)
+{
+    if (nu__trace_active(d))
+        add_event(d->trace, name, 2, start_ns, end_ns);
+}
+
+/* ---- per command buffer ------------------------------------------------------------------- */
+
+static void free_cmd(nu_device *d, nu__trace_cmd *tc)
+{
+    for (uint32_t i = 0; i < tc->pool_count; i++)
+        d->vkd.vkDestroyQueryPool(d->device, tc->pools[i], NULL);
+    nu__free(tc->pools);
+    nu__free(tc->spans);
+    nu__free(tc);
+}
+
+/* The next query of the command buffer (a new pool, reset in the command buffer, when the
+ * last is full); UINT32_MAX when none can be had. */
+static uint32_t next_query(nu_commands *c)
+{
+    nu_device *d = c->device;
+    nu__trace_cmd *tc = c->trace;
+    if (tc->queries == tc->pool_count * POOL_QUERIES) {
+        if (tc->pool_count == tc->pool_capacity) {
+            uint32_t cap = tc->pool_capacity ? tc->pool_capacity * 2 : 4;
+            VkQueryPool *p = nu__realloc(tc->pools, cap * sizeof *p);
+            if (!p)
+                return UINT32_MAX;
+            tc->pools = p;
+            tc->pool_capacity = cap;
+        }
+        VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                    .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = POOL_QUERIES};
+        VkQueryPool pool;
+        if (d->vkd.vkCreateQueryPool(d->device, &qi, NULL, &pool) != VK_SUCCESS)
+            return UINT32_MAX;
+        d->vkd.vkResetQueryPool(d->device, pool, 0, POOL_QUERIES); /* transfer-only queues cannot reset */
+        tc->pools[tc->pool_count++] = pool;
+    }
+    return tc->queries++;
+}
+
+static void write_timestamp(nu_commands *c, uint32_t query, VkPipelineStageFlagBits stage)
+{
+    nu__trace_cmd *tc = c->trace;
+    c->device->vkd.vkCmdWriteTimestamp(c->cmd, stage, tc->pools[query / POOL_QUERIES], query % POOL_QUERIES);
+}
+
+uint32_t nu__trace_command_begin(nu_commands *c)
+{
+    if (!c->trace)
+        return UINT32_MAX;
+    /* Pairs take two consecutive queries of one pool: skip the last query of a pool. */
+    if (c->trace->queries % POOL_QUERIES == POOL_QUERIES - 1)
+        c->trace->queries++;
+    uint32_t q = next_query(c);
+    if (q == UINT32_MAX || next_query(c) == UINT32_MAX)
+        return UINT32_MAX;
+    /* Right after a barrier, the command starts when the barrier's wait ends: a bottom-of-pipe
+     * stamp (written once all earlier work completed) says so; otherwise top of pipe. */
+    write_timestamp(c, q, c->after_barrier ? VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT : VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT);
+    return q;
+}
+
+void nu__trace_command_end(nu_commands *c, uint32_t query, const char *name)
+{
+    nu__trace_cmd *tc = c->trace;
+    if (!tc || query == UINT32_MAX)
+        return;
+    write_timestamp(c, query + 1, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT);
+    if (tc->span_count == tc->span_capacity) {
+        uint32_t cap = tc->span_capacity ? tc->span_capacity * 2 : 64;
+        nu__trace_span *s = nu__realloc(tc->spans, cap * sizeof *s);
+        if (!s)
+            return; /* out of host memory: this command goes untimed */
+        tc->spans = s;
+        tc->span_capacity = cap;
+    }
+    nu__trace_span *s = &tc->spans[tc->span_count++];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->query = query;
+}
+
+void nu__trace_command_done(nu_commands *c, bool completed)
+{
+    nu__trace_cmd *tc = c->trace;
+    if (!tc)
+        return;
+    nu_device *d = c->device;
+    nu__trace *t = d->trace;
+    int q = (int)c->queue->index;
+    if (completed && nu__trace_active(d)) {
+        uint64_t stamps[POOL_QUERIES];
+        for (uint32_t p = 0; p < tc->pool_count; p++) {
+            uint32_t first = p * POOL_QUERIES, n = tc->queries - first < POOL_QUERIES ? tc->queries - first : POOL_QUERIES;
+            if (d->vkd.vkGetQueryPoolResults(d->device, tc->pools[p], 0, n, sizeof stamps, stamps, sizeof stamps[0],
+                                             VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+                continue;
+            for (uint32_t i = 0; i < tc->span_count; i++) {
+                uint32_t b = tc->spans[i].query;
+                if (b < first || b + 1 >= first + n)
+                    continue;
+                uint64_t g0 = stamps[b - first] & t->mask[q], g1 = stamps[b + 1 - first] & t->mask[q];
+                int64_t s0 = (int64_t)((double)g0 * t->period_ns) + t->offset_ns[q];
+                int64_t s1 = (int64_t)((double)g1 * t->period_ns) + t->offset_ns[q];
+                add_event(t, tc->spans[i].name, q, s0 > 0 ? (uint64_t)s0 : 0, s1 > 0 ? (uint64_t)s1 : 0);
+            }
+        }
+    }
+    free_cmd(d, tc);
+    c->trace = NULL;
+}
+
+/* ---- starting and stopping ---------------------------------------------------------------- */
+
+/* Measures GPU ns -> CPU ns for queue q (see the file comment). */
+static bool calibrate(nu_device *d, int q)
+{
+    nu__trace *t = d->trace;
+    nu__queue *queue = &d->queues[q];
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkQueryPool qp;
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .queueFamilyIndex = queue->family};
+    if (d->vkd.vkCreateCommandPool(d->device, &pi, NULL, &pool) != VK_SUCCESS)
+        return false;
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 1};
+    bool ok = false;
+    if (d->vkd.vkCreateQueryPool(d->device, &qi, NULL, &qp) == VK_SUCCESS) {
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = 1};
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        d->vkd.vkResetQueryPool(d->device, qp, 0, 1);
+        if (d->vkd.vkAllocateCommandBuffers(d->device, &ai, &cmd) == VK_SUCCESS &&
+            d->vkd.vkBeginCommandBuffer(cmd, &bi) == VK_SUCCESS) {
+            d->vkd.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 0);
+            if (d->vkd.vkEndCommandBuffer(cmd) == VK_SUCCESS) {
+                pthread_mutex_lock(&queue->lock);
+                uint64_t value = queue->submitted + 1;
+                VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                                    .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
+                VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .commandBufferCount = 1,
+                                   .pCommandBuffers = &cmd, .signalSemaphoreCount = 1,
+                                   .pSignalSemaphores = &queue->timeline};
+                uint64_t t0 = nu__trace_now();
+                VkResult r = d->vkd.vkQueueSubmit(queue->queue, 1, &si, VK_NULL_HANDLE);
+                if (r == VK_SUCCESS)
+                    queue->submitted = value;
+                pthread_mutex_unlock(&queue->lock);
+                uint64_t stamp = 0;
+                if (r == VK_SUCCESS && nu__queue_wait(d, queue, value, 10ull * 1000000000u) == NU_OK &&
+                    d->vkd.vkGetQueryPoolResults(d->device, qp, 0, 1, sizeof stamp, &stamp, sizeof stamp,
+                                                 VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
+                    uint64_t t1 = nu__trace_now();
+                    double gpu = (double)(stamp & t->mask[q]) * t->period_ns;
+                    t->offset_ns[q] = (int64_t)(t0 / 2 + t1 / 2) - (int64_t)gpu;
+                    ok = true;
+                }
+            }
+        }
+        d->vkd.vkDestroyQueryPool(d->device, qp, NULL);
+    }
+    d->vkd.vkDestroyCommandPool(d->device, pool, NULL);
+    return ok;
+}
+
+nu_status nu_trace_start(nu_device *d, const char *path)
+{
+    if (!d || !path || !*path)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_trace_start: NULL device or empty path");
+    nu__trace *t = d->trace;
+    if (atomic_load(&t->active))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_trace_start: a trace to %s is already running", t->path);
+    /* The file is written at stop; find out now whether it can be. */
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return nu__fail(d, NU_ERROR_IO, "nu_trace_start: cannot write %s: %s", path, strerror(errno));
+    fclose(f);
+    char *copy = nu__strdup(path);
+    if (!copy)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory starting a trace");
+    uint32_t n = 0;
+    d->vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical, &n, NULL);
+    VkQueueFamilyProperties *qf = nu__calloc(n ? n : 1, sizeof *qf);
+    if (!qf) {
+        nu__free(copy);
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory starting a trace");
+    }
+    d->vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical, &n, qf);
+    t->period_ns = d->info.timestamp_period;
+    for (int q = 0; q < 2; q++) {
+        t->timed[q] = false;
+        if (!d->queues[q].timeline || d->queues[q].family >= n)
+            continue;
+        uint32_t bits = qf[d->queues[q].family].timestampValidBits;
+        t->mask[q] = bits >= 64 ? UINT64_MAX : ((1ull << bits) - 1);
+        /* Without valid bits the queue has no timestamps: its commands go untimed. */
+        t->timed[q] = bits > 0 && t->period_ns > 0 && calibrate(d, q);
+    }
+    nu__free(qf);
+    pthread_mutex_lock(&t->lock);
+    nu__free(t->path);
+    t->path = copy;
+    t->count = 0;
+    pthread_mutex_unlock(&t->lock);
+    atomic_store(&t->active, true);
+    return NU_OK;
+}
+
+static void add_number(cJSON *o, const char *k, double v) { cJSON_AddItemToObject(o, k, cJSON_CreateNumber(v)); }
+
+static cJSON *metadata(const char *what, int tid, const char *name)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", what);
+    cJSON_AddStringToObject(m, "ph", "M");
+    add_number(m, "pid", 1);
+    add_number(m, "tid", tid);
+    cJSON *args = cJSON_AddObjectToObject(m, "args");
+    cJSON_AddStringToObject(args, "name", name);
+    return m;
+}
+
+/* Writes the events as Chrome trace-event JSON. */
+static nu_status write_trace(nu_device *d, nu__trace *t)
+{
+    static const char *tracks[3] = {"compute queue (GPU)", "transfer queue (GPU)", "CPU"};
+    cJSON *root = cJSON_CreateObject();
+    cJSON *list = root ? cJSON_AddArrayToObject(root, "traceEvents") : NULL;
+    if (!list) {
+        cJSON_Delete(root);
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory writing the trace");
+    }
+    cJSON_AddStringToObject(root, "displayTimeUnit", "ns");
+    char process[NU_NAME_SIZE + 16];
+    snprintf(process, sizeof process, "nuvec: %s", d->info.name);
+    cJSON_AddItemToArray(list, metadata("process_name", 0, process));
+    for (int i = 0; i < 3; i++)
+        cJSON_AddItemToArray(list, metadata("thread_name", i + 1, tracks[i]));
+    uint64_t base = UINT64_MAX;
+    for (size_t i = 0; i < t->count; i++)
+        base = t->events[i].start_ns < base ? t->events[i].start_ns : base;
+    for (size_t i = 0; i < t->count; i++) {
+        const event *e = &t->events[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", e->name);
+        cJSON_AddStringToObject(o, "cat", e->track == 2 ? "cpu" : "gpu");
+        cJSON_AddStringToObject(o, "ph", "X");
+        add_number(o, "pid", 1);
+        add_number(o, "tid", e->track + 1);
+        add_number(o, "ts", (double)(e->start_ns - base) / 1000.0); /* microseconds */
+        add_number(o, "dur", (double)(e->end_ns - e->start_ns) / 1000.0);
+        cJSON_AddItemToArray(list, o);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory writing the trace");
+    FILE *f = fopen(t->path, "w");
+    nu_status st = NU_OK;
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        st = nu__fail(d, NU_ERROR_IO, "writing the trace %s: %s", t->path, strerror(errno));
+        f = NULL;
+    }
+    (void)f;
+    free(text); /* cJSON's own allocation */
+    return st;
+}
+
+nu_status nu_trace_stop(nu_device *d)
+{
+    if (!d)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_trace_stop: NULL device");
+    nu__trace *t = d->trace;
+    if (!atomic_load(&t->active))
+        return NU_OK;
+    /* Traced work still running adds its events when it completes. */
+    nu_status st = nu_device_wait_idle(d, NU_WAIT_FOREVER);
+    atomic_store(&t->active, false);
+    pthread_mutex_lock(&t->lock);
+    nu_status wst = write_trace(d, t);
+    t->count = 0;
+    pthread_mutex_unlock(&t->lock);
+    return st != NU_OK ? st : wst;
+}
+
+/* ---- per device --------------------------------------------------------------------------- */
+
+nu_status nu__trace_init(nu_device *d)
+{
+    nu__trace *t = nu__calloc(1, sizeof *t);
+    if (!t)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
+    pthread_mutex_init(&t->lock, NULL);
+    atomic_init(&t->active, false);
+    d->trace = t;
+    const char *env = getenv("NUVEC_TRACE");
+    if (env && *env) {
+        nu_status st = nu_trace_start(d, env);
+        if (st != NU_OK)
+            return st; /* NUVEC_TRACE names a file that cannot be written: say so at open */
+        t->env = true;
+    }
+    return NU_OK;
+}
+
+void nu__trace_fini(nu_device *d)
+{
+    nu__trace *t = d->trace;
+    if (!t)
+        return;
+    if (atomic_load(&t->active)) {
+        nu_status st = nu_trace_stop(d);
+        if (st != NU_OK)
+            fprintf(stderr, "nuvec: the trace %s was not written: %s\n", t->path, nu_error_message(d));
+    }
+    nu__free(t->events);
+    nu__free(t->path);
+    pthread_mutex_destroy(&t->lock);
+    nu__free(t);
+    d->trace = NULL;
+}
+
+/* Called by nu_commands_new: a traced command buffer gets its timestamp state. */
+nu_status nu__trace_command_new(nu_commands *c)
+{
+    nu_device *d = c->device;
+    c->trace = NULL;
+    c->record_start_ns = 0;
+    if (!nu__trace_active(d))
+        return NU_OK;
+    c->record_start_ns = nu__trace_now();
+    if (!d->trace->timed[c->queue->index])
+        return NU_OK;
+    c->trace = nu__calloc(1, sizeof *c->trace);
+    if (!c->trace)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory tracing a command buffer");
+    return NU_OK;
+}

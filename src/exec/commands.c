@@ -1,0 +1,519 @@
+/* commands.c: recording command buffers with automatic hazard tracking (see
+ * nuvec/command.h; the barrier strategy is written down in hazard.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "exec/submit.h"
+#include "debug/trace.h"
+#include "vk/block.h"
+
+/* ---- small growable arrays -------------------------------------------------------------- */
+
+static nu_status reserve(void **items, uint32_t *capacity, uint32_t want, size_t size)
+{
+    if (want <= *capacity)
+        return NU_OK;
+    uint32_t cap = *capacity ? *capacity : 8;
+    while (cap < want)
+        cap *= 2;
+    void *p = nu__realloc(*items, (size_t)cap * size);
+    if (!p)
+        return NU_ERROR_HOST_OUT_OF_MEMORY;
+    *items = p;
+    *capacity = cap;
+    return NU_OK;
+}
+
+#define RESERVE(c, field, want)                                                                \
+    reserve((void **)&(c)->field##s, &(c)->field##_capacity, (want), sizeof *(c)->field##s)
+
+/* ---- creation ---------------------------------------------------------------------------- */
+
+nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
+{
+    if (!out)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_new: NULL out");
+    *out = NULL;
+    if (!d)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_new: NULL device");
+    if (queue != NU_QUEUE_COMPUTE && queue != NU_QUEUE_TRANSFER)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_new: unknown queue %d", (int)queue);
+    if (nu__device_lost(d))
+        return nu__fail(d, NU_ERROR_DEVICE_LOST, "nu_commands_new: the device was lost");
+    nu_commands *c = nu__commands_alloc(d);
+    if (!c)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a command buffer");
+    c->device = d;
+    c->kind = queue;
+    c->queue = queue == NU_QUEUE_TRANSFER ? d->transfer : d->compute;
+    nu_status st = nu__submitter_take_pool(d, c->queue, &c->pool, &c->cmd);
+    if (st == NU_OK) {
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        VkResult r = d->vkd.vkBeginCommandBuffer(c->cmd, &bi);
+        if (r != VK_SUCCESS) {
+            nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
+            c->pool = VK_NULL_HANDLE;
+            st = nu__fail(d, nu__vk_status(r), "vkBeginCommandBuffer: %s", nu__vk_result_name(r));
+        }
+    }
+    if (st == NU_OK && (st = nu__trace_command_new(c)) != NU_OK) {
+        nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
+        c->pool = VK_NULL_HANDLE;
+    }
+    if (st != NU_OK) {
+        nu__commands_destroy(c);
+        return st;
+    }
+    c->state = NU__RECORDING;
+    /* Labels cost recording time: only while a capture records them. */
+    c->labels = d->capture_path != NULL && d->vkd.vkCmdBeginDebugUtilsLabelEXT && d->vkd.vkCmdEndDebugUtilsLabelEXT;
+    *out = c;
+    return NU_OK;
+}
+
+nu_status nu_commands_set_name(nu_commands *c, const char *name)
+{
+    if (!c || !name)
+        return nu__fail(c ? c->device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_set_name: NULL argument");
+    nu__device_name_object(c->device, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)c->cmd, name);
+    return NU_OK;
+}
+
+static nu_status recording(nu_commands *c, const char *fn)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
+    if (c->state != NU__RECORDING)
+        return nu__fail(c->device, NU_ERROR_INVALID_ARGUMENT, "%s: the command buffer was already committed", fn);
+    if (nu__device_lost(c->device))
+        return nu__fail(c->device, NU_ERROR_DEVICE_LOST, "%s: the device was lost", fn);
+    return NU_OK;
+}
+
+/* ---- accesses ----------------------------------------------------------------------------- */
+
+/* One buffer range a command touches, resolved to memory. */
+typedef struct target {
+    nu_buffer *buffer;
+    VkBuffer vk;          /* the block's VkBuffer, or the placeholder */
+    VkDeviceSize offset;  /* absolute offset of the range in vk */
+    VkDeviceSize size;    /* 0 for an empty range (bound as the placeholder) */
+    bool write;
+} target;
+
+static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size_t offset, size_t *size,
+                              bool write, target *t)
+{
+    nu_device *d = c->device;
+    if (!b)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL buffer", fn);
+    if (atomic_load_explicit(&b->magic, memory_order_relaxed) != NU__BUFFER_LIVE)
+        return nu__fail(d, NU_ERROR_INVALID_HANDLE, "%s: the buffer was freed", fn);
+    if (b->device != d)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the buffer belongs to another device", fn);
+    if (write && b->read_only)
+        return nu__fail(d, NU_ERROR_READ_ONLY, "%s: the buffer is read-only (a mapped file)", fn);
+    if (offset > b->size || *size > b->size - offset)
+        return nu__fail(d, NU_ERROR_OUT_OF_RANGE,
+                        "%s: bytes %zu..%zu are outside the buffer of %zu bytes", fn, offset, offset + *size, b->size);
+    t->buffer = b;
+    t->write = write;
+    t->size = *size;
+    VkDeviceSize base;
+    nu_status st = nu__buffer_binding(b, &t->vk, &base);
+    if (st != NU_OK)
+        return st;
+    t->offset = base + offset;
+    return NU_OK;
+}
+
+/* Checks the targets' accesses against the epoch, records a barrier if any conflicts, and
+ * adds them; registers each buffer as a use of the command buffer. */
+static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineStageFlags2 stage, bool shader)
+{
+    nu_device *d = c->device;
+    nu__access a[NU__MAX_BINDINGS];
+    int32_t use[NU__MAX_BINDINGS];
+    for (uint32_t i = 0; i < n; i++) {
+        /* Empty ranges touch the placeholder: tracked as its first 256 bytes, so that the
+         * validation layer never sees unordered writes there. */
+        uint64_t start = t[i].size ? t[i].offset : 0, end = t[i].size ? t[i].offset + t[i].size : 256;
+        VkAccessFlags2 acc = shader ? (t[i].write ? VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : VK_ACCESS_2_SHADER_STORAGE_READ_BIT)
+                                    : (t[i].write ? VK_ACCESS_2_TRANSFER_WRITE_BIT : VK_ACCESS_2_TRANSFER_READ_BIT);
+        a[i] = (nu__access){
+            .piece = (uint64_t)t[i].vk,
+            .base = t[i].size && t[i].buffer->alloc.block ? t[i].buffer->alloc.offset : 0,
+            .start = start,
+            .end = end,
+            .write = t[i].write,
+            .stage = stage,
+            .access = acc,
+        };
+    }
+    if (RESERVE(c, use, c->use_count + n) != NU_OK)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
+    /* The destination half covers every stage and access nuvec records, not only this
+     * command's: the epoch starts empty after the barrier, so everything recorded later relies
+     * on it for ordering and visibility (hazard.c). A transfer-only queue has no compute stage:
+     * there, copies and clears only. */
+    bool compute = c->kind == NU_QUEUE_COMPUTE, barrier;
+    VkMemoryBarrier2 mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+        .dstStageMask = VK_PIPELINE_STAGE_2_COPY_BIT | VK_PIPELINE_STAGE_2_CLEAR_BIT |
+                        (compute ? VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT : 0),
+        .dstAccessMask = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT |
+                         (compute ? VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : 0)};
+    if (nu__hazards_track(&c->hazards, a, n, use, &barrier, &mb.srcStageMask, &mb.srcAccessMask) != NU_OK)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
+    if (barrier) {
+        VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
+                                .pMemoryBarriers = &mb};
+        uint32_t q = nu__trace_command_begin(c);
+        d->vkd.vkCmdPipelineBarrier2(c->cmd, &dep);
+        nu__trace_command_end(c, q, "barrier");
+        c->after_barrier = true;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        nu_buffer *b = t[i].buffer;
+        if (!t[i].size)
+            continue; /* an empty range touches no memory of the buffer (the placeholder is bound) */
+        int32_t u = use[i] >= 0 ? use[i] : nu__hazards_get_use(&c->hazards, a[i].piece, a[i].base);
+        if (u < 0) {
+            /* The first use of this buffer in the command buffer: CPU access now follows the
+             * reference's rules for it, and the buffer stays alive until completion. */
+            if (nu__guard_reserve(&b->guard) != NU_OK)
+                return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
+            u = (int32_t)c->use_count++;
+            c->uses[u] = (nu__use){b, t[i].write};
+            nu__guard_retain(&b->guard);
+            nu__guard_acquire(&b->guard, t[i].write);
+            nu__hazards_set_use(&c->hazards, a[i].piece, a[i].base, u);
+        } else if (t[i].write && !c->uses[u].write) {
+            c->uses[u].write = true;
+            nu__guard_upgrade(&c->uses[u].buffer->guard);
+        }
+    }
+    return NU_OK;
+}
+
+static nu_status keep_kernel(nu_commands *c, nu_kernel *k)
+{
+    if (c->kernel_count && c->kernels[c->kernel_count - 1] == k)
+        return NU_OK;
+    for (uint32_t i = 0; i < c->kernel_count; i++)
+        if (c->kernels[i] == k)
+            return NU_OK;
+    if (RESERVE(c, kernel, c->kernel_count + 1) != NU_OK)
+        return nu__fail(c->device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a dispatch");
+    nu__kernel_retain(k);
+    c->kernels[c->kernel_count++] = k;
+    return NU_OK;
+}
+
+/* ---- dispatches --------------------------------------------------------------------------- */
+
+/* Records the dispatch of `k` over resolved targets (bindings in order). */
+static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t groups[3], const target *t,
+                                 uint32_t n, const void *push, uint32_t push_size)
+{
+    nu_device *d = c->device;
+    nu_status st = keep_kernel(c, k);
+    if (st == NU_OK)
+        st = track(c, t, n, VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, true);
+    if (st != NU_OK)
+        return st;
+    VkDescriptorBufferInfo info[NU__MAX_BINDINGS];
+    for (uint32_t i = 0; i < n; i++) {
+        if (t[i].size) {
+            info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, t[i].size};
+        } else {
+            info[i] = (VkDescriptorBufferInfo){t[i].vk, 0, VK_WHOLE_SIZE};
+        }
+    }
+    if (c->bound != k->pipeline) {
+        d->vkd.vkCmdBindPipeline(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
+        c->bound = k->pipeline;
+    }
+    if (n) {
+        /* One write covers consecutive bindings 0..n-1 (all single storage buffers). */
+        VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
+                                  .descriptorCount = n, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  .pBufferInfo = info};
+        d->vkd.vkCmdPushDescriptorSetKHR(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &w);
+    }
+    if (push_size)
+        d->vkd.vkCmdPushConstants(c->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+    if (c->labels) {
+        /* "add_f32(z, x, y)": the kernel and its buffers' names, for captures. */
+        char text[256];
+        size_t len = (size_t)snprintf(text, sizeof text, "%s(", k->name);
+        for (uint32_t i = 0; i < n && len < sizeof text; i++)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", i ? ", " : "",
+                                    t[i].buffer->name[0] ? t[i].buffer->name : "?");
+        if (len < sizeof text)
+            snprintf(text + len, sizeof text - len, ")");
+        VkDebugUtilsLabelEXT label = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = text};
+        d->vkd.vkCmdBeginDebugUtilsLabelEXT(c->cmd, &label);
+    }
+    uint32_t q = nu__trace_command_begin(c);
+    d->vkd.vkCmdDispatch(c->cmd, groups[0], groups[1], groups[2]);
+    nu__trace_command_end(c, q, k->name);
+    c->after_barrier = false;
+    if (c->labels)
+        d->vkd.vkCmdEndDebugUtilsLabelEXT(c->cmd);
+    return NU_OK;
+}
+
+nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t groups[3], const nu_binding *bindings,
+                               uint32_t binding_count, const void *push, uint32_t push_size)
+{
+    static const char fn[] = "nu_commands_dispatch";
+    nu_status st = recording(c, fn);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = c->device;
+    if (c->kind != NU_QUEUE_COMPUTE)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: dispatches need a compute-queue command buffer", fn);
+    if (!k || !groups || (binding_count && !bindings) || (push_size && !push))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL kernel, groups, bindings or push constants", fn);
+    if (k->device != d)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the kernel belongs to another device", fn);
+    if (binding_count != k->bindings)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: kernel %s has %u bindings, %u given", fn, k->name,
+                        k->bindings, binding_count);
+    if (push_size != k->push_size)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: kernel %s takes %u bytes of push constants, %u given", fn,
+                        k->name, k->push_size, push_size);
+    for (int i = 0; i < 3; i++)
+        if (groups[i] > d->info.max_workgroup_count[i])
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %u workgroups in dimension %d, the device allows %u",
+                            fn, groups[i], i, d->info.max_workgroup_count[i]);
+    if (binding_count > NU__MAX_BINDINGS)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %u bindings, at most %u", fn, binding_count,
+                        NU__MAX_BINDINGS);
+    target t[NU__MAX_BINDINGS];
+    for (uint32_t i = 0; i < binding_count; i++) {
+        const nu_binding *b = &bindings[i];
+        if (b->access < NU_ACCESS_READ || b->access > NU_ACCESS_READ_WRITE)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: binding %u has no access (read, write)", fn, i);
+        size_t size = b->size;
+        if (b->buffer && !size && b->offset <= b->buffer->size)
+            size = b->buffer->size - b->offset;
+        st = check_buffer(c, fn, b->buffer, b->offset, &size, b->access & NU_ACCESS_WRITE, &t[i]);
+        if (st != NU_OK)
+            return st;
+        /* Vulkan's alignment limits are powers of two: a mask, not a division. */
+        if (size && (t[i].offset & (d->info.min_storage_buffer_offset_alignment - 1)))
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                            "%s: binding %u: offset %zu is not a multiple of the device's storage buffer "
+                            "alignment (%llu)", fn, i, b->offset,
+                            (unsigned long long)d->info.min_storage_buffer_offset_alignment);
+        if (size > d->info.max_storage_buffer_range)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: binding %u: %zu bytes, the device binds at most %llu",
+                            fn, i, size, (unsigned long long)d->info.max_storage_buffer_range);
+        if (!size) {
+            st = nu__device_placeholder(d, &t[i].vk);
+            if (st != NU_OK)
+                return st;
+            t[i].offset = 0;
+        }
+    }
+    return record_dispatch(c, k, groups, t, binding_count, push, push_size);
+}
+
+/* ---- copies and fills --------------------------------------------------------------------- */
+
+static bool aligned_for_shader(nu_device *d, VkDeviceSize offset)
+{
+    return (offset & (d->info.min_storage_buffer_offset_alignment - 1)) == 0;
+}
+
+nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu_buffer *src, size_t src_offset,
+                           size_t size)
+{
+    static const char fn[] = "nu_commands_copy";
+    nu_status st = recording(c, fn);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = c->device;
+    target t[2];
+    size_t n = size;
+    if ((st = check_buffer(c, fn, dst, dst_offset, &n, true, &t[0])) != NU_OK ||
+        (st = check_buffer(c, fn, src, src_offset, &n, false, &t[1])) != NU_OK)
+        return st;
+    if (size == 0)
+        return NU_OK;
+    if (t[0].vk == t[1].vk && t[0].offset < t[1].offset + size && t[1].offset < t[0].offset + size)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the source and destination ranges overlap", fn);
+    if (c->kind == NU_QUEUE_COMPUTE && size % 4 == 0 && size / 4 <= UINT32_MAX && aligned_for_shader(d, t[0].offset) &&
+        aligned_for_shader(d, t[1].offset) && size <= d->info.max_storage_buffer_range) {
+        nu_kernel *k;
+        if ((st = nu__submitter_builtin(d, "copy_u32", &k)) != NU_OK)
+            return st;
+        uint32_t words = (uint32_t)(size / 4), groups[3];
+        nu_groups_for((words + 3) / 4, 256, groups);
+        return record_dispatch(c, k, groups, t, 2, &words, sizeof words);
+    }
+    if ((st = track(c, t, 2, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+        return st;
+    VkBufferCopy region = {.srcOffset = t[1].offset, .dstOffset = t[0].offset, .size = size};
+    uint32_t q = nu__trace_command_begin(c);
+    d->vkd.vkCmdCopyBuffer(c->cmd, t[1].vk, t[0].vk, 1, &region);
+    nu__trace_command_end(c, q, "copy");
+    c->after_barrier = false;
+    return NU_OK;
+}
+
+nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t size, uint32_t value)
+{
+    static const char fn[] = "nu_commands_fill";
+    nu_status st = recording(c, fn);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = c->device;
+    if (offset % 4 || size % 4)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: offset %zu and size %zu must be multiples of 4", fn,
+                        offset, size);
+    target t;
+    size_t n = size;
+    if ((st = check_buffer(c, fn, dst, offset, &n, true, &t)) != NU_OK)
+        return st;
+    if (size == 0)
+        return NU_OK;
+    if (c->kind == NU_QUEUE_COMPUTE && size / 4 <= UINT32_MAX && aligned_for_shader(d, t.offset) &&
+        size <= d->info.max_storage_buffer_range) {
+        nu_kernel *k;
+        if ((st = nu__submitter_builtin(d, "fill_u32", &k)) != NU_OK)
+            return st;
+        uint32_t push[2] = {value, (uint32_t)(size / 4)}, groups[3];
+        nu_groups_for(push[1], 256, groups);
+        return record_dispatch(c, k, groups, &t, 1, push, sizeof push);
+    }
+    if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+        return st;
+    uint32_t q = nu__trace_command_begin(c);
+    d->vkd.vkCmdFillBuffer(c->cmd, t.vk, t.offset, size, value);
+    nu__trace_command_end(c, q, "fill");
+    c->after_barrier = false;
+    return NU_OK;
+}
+
+/* A shared buffer holding host bytes on their way in or out, freed at completion. */
+static nu_status staging(nu_commands *c, size_t size, nu_buffer **out)
+{
+    if (reserve((void **)&c->staging, &c->staging_capacity, c->staging_count + 1, sizeof *c->staging) != NU_OK)
+        return nu__fail(c->device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a transfer");
+    nu_status st = nu_buffer_new(c->device, size, NU_STORAGE_SHARED, out);
+    if (st == NU_OK)
+        c->staging[c->staging_count++] = *out;
+    return st;
+}
+
+nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, const void *data, size_t size)
+{
+    static const char fn[] = "nu_commands_upload";
+    nu_status st = recording(c, fn);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = c->device;
+    if (size && !data)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL data", fn);
+    target t[2];
+    size_t n = size;
+    if ((st = check_buffer(c, fn, dst, offset, &n, true, &t[0])) != NU_OK)
+        return st;
+    if (size == 0)
+        return NU_OK;
+    nu_buffer *s;
+    if ((st = staging(c, size, &s)) != NU_OK)
+        return st;
+    memcpy(s->alloc.mapped, data, size);
+    if ((st = track(c, t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+        return st;
+    VkBufferCopy region = {.srcOffset = s->alloc.offset, .dstOffset = t[0].offset, .size = size};
+    uint32_t q = nu__trace_command_begin(c);
+    d->vkd.vkCmdCopyBuffer(c->cmd, ((nu__vk_block *)s->alloc.memory)->buffer, t[0].vk, 1, &region);
+    nu__trace_command_end(c, q, "upload");
+    c->after_barrier = false;
+    return NU_OK;
+}
+
+nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, void *dst, size_t size)
+{
+    static const char fn[] = "nu_commands_download";
+    nu_status st = recording(c, fn);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = c->device;
+    if (size && !dst)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL destination", fn);
+    target t;
+    size_t n = size;
+    if ((st = check_buffer(c, fn, src, offset, &n, false, &t)) != NU_OK)
+        return st;
+    if (size == 0)
+        return NU_OK;
+    if (RESERVE(c, download, c->download_count + 1) != NU_OK)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a download");
+    nu_buffer *s;
+    if ((st = staging(c, size, &s)) != NU_OK)
+        return st;
+    if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+        return st;
+    VkBufferCopy region = {.srcOffset = t.offset, .dstOffset = s->alloc.offset, .size = size};
+    uint32_t q = nu__trace_command_begin(c);
+    d->vkd.vkCmdCopyBuffer(c->cmd, t.vk, ((nu__vk_block *)s->alloc.memory)->buffer, 1, &region);
+    nu__trace_command_end(c, q, "download");
+    c->after_barrier = false;
+    c->downloads[c->download_count++] = (nu__download){s, dst, size};
+    return NU_OK;
+}
+
+/* ---- commit and free ----------------------------------------------------------------------- */
+
+nu_status nu_commands_commit(nu_commands *c)
+{
+    nu_status st = recording(c, "nu_commands_commit");
+    if (st != NU_OK)
+        return st;
+    nu_device *d = c->device;
+    if (!c->ended) {
+        if (c->download_count) {
+            /* Downloads are read by the host at completion. */
+            VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+                                   .srcStageMask = VK_PIPELINE_STAGE_2_COPY_BIT,
+                                   .srcAccessMask = VK_ACCESS_2_TRANSFER_WRITE_BIT,
+                                   .dstStageMask = VK_PIPELINE_STAGE_2_HOST_BIT,
+                                   .dstAccessMask = VK_ACCESS_2_HOST_READ_BIT};
+            VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
+                                    .pMemoryBarriers = &mb};
+            d->vkd.vkCmdPipelineBarrier2(c->cmd, &dep);
+        }
+        VkResult r = d->vkd.vkEndCommandBuffer(c->cmd);
+        if (r != VK_SUCCESS)
+            return nu__fail(d, nu__vk_status(r), "vkEndCommandBuffer: %s", nu__vk_result_name(r));
+        c->ended = true;
+    }
+    uint64_t t0 = c->record_start_ns ? nu__trace_now() : 0;
+    nu_status st2 = nu__submit(c);
+    if (t0) {
+        nu__trace_cpu(d, "record", c->record_start_ns, t0);
+        nu__trace_cpu(d, "commit", t0, nu__trace_now());
+    }
+    return st2;
+}
+
+void nu_commands_free(nu_commands *c)
+{
+    if (!c)
+        return;
+    if (c->state == NU__RECORDING) {
+        nu__commands_release(c, false);
+        nu__commands_destroy(c);
+        return;
+    }
+    nu__commands_free_committed(c);
+}

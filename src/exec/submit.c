@@ -1,0 +1,672 @@
+/* submit.c: committing command buffers, and processing their completion (see submit.h).
+ *
+ * Commit (under the device's commit lock, so that the waits it computes and the queue
+ * positions it records are atomic with respect to other commits):
+ *   1. For each buffer the command buffer uses, the queue positions of conflicting earlier
+ *      work: the pending writer's for a read, every pending use's for a write, and for memory
+ *      reused while its previous owner's work runs (nu_buffer_new_gpu), that owner's uses.
+ *      The submission waits on each queue's timeline semaphore for the largest of them (also
+ *      on its own queue: submissions on one queue are not ordered without it).
+ *   2. It takes the next value of its queue's timeline, records it in every used buffer's
+ *      guard, and submits, signalling that value.
+ * Completion: a device thread waits on the queues' timelines and releases the uses of command
+ * buffers that completed, in queue order: guards forget their positions, memory of freed
+ * buffers becomes reusable, downloads are copied out. While work is in flight it waits for any
+ * queue's oldest command buffer, and for an idle queue's next value (so that new work there
+ * wakes it when it completes); with nothing in flight it lingers a few milliseconds the same
+ * way (on GPUs), then sleeps on a condition variable that a commit signals. It is the only
+ * thread that blocks in vkWaitSemaphores on a queue's timeline: a waiting user spins briefly,
+ * then sleeps until the thread reports progress, and processes completions itself as soon as
+ * it sees its value reached. */
+#include "exec/submit.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "debug/trace.h"
+
+typedef struct pool_entry {
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+} pool_entry;
+
+typedef struct nu__submitter {
+    pthread_mutex_t commit_lock;
+    pthread_mutex_t lock;          /* in-flight lists, states; completion runs under it */
+    pthread_cond_t done;           /* broadcast after completions */
+    pthread_cond_t work;           /* signalled when the in-flight lists stop being empty */
+    nu_commands *head[2], *tail[2];
+    pthread_t thread;
+    bool thread_started, stop;
+    bool sleeping;                 /* the thread waits on `work` (a commit must signal it) */
+    uint64_t linger_ns;            /* how long the idle thread keeps waiting on the queues */
+    atomic_bool lost;
+    pthread_mutex_t pool_lock;     /* the pools, and the spare command buffer objects */
+    nu_commands *spare;            /* freed command buffers kept with their arrays (no malloc
+                                      churn, no page faults when recording the next one) */
+    uint32_t spare_count;
+    pool_entry *pools[2];
+    uint32_t pool_count[2], pool_capacity[2];
+    pthread_mutex_t builtin_lock;
+    nu_kernel *copy, *fill;
+} nu__submitter;
+
+static nu__submitter *S(nu_device *d) { return d->submitter; }
+
+bool nu__device_lost(nu_device *d) { return d->submitter && atomic_load(&d->submitter->lost); }
+
+/* ---- completion ------------------------------------------------------------------------ */
+
+void nu__commands_release(nu_commands *c, bool completed)
+{
+    nu_device *d = c->device;
+    bool committed = c->state != NU__RECORDING;
+    nu__fence fence = {c->queue->index, c->value};
+    for (uint32_t i = 0; i < c->use_count; i++) {
+        nu__guard *g = &c->uses[i].buffer->guard;
+        if (!committed) {
+            nu__guard_committed(g);
+            nu__guard_submitted(g, c->uses[i].write);
+        }
+        nu__guard_release_use(g, c->uses[i].write, committed ? &fence : NULL);
+        nu__guard_release(g);
+    }
+    c->use_count = 0;
+    for (uint32_t i = 0; i < c->download_count; i++)
+        if (completed)
+            memcpy(c->downloads[i].dst, c->downloads[i].staging->alloc.mapped, c->downloads[i].size);
+    c->download_count = 0;
+    for (uint32_t i = 0; i < c->staging_count; i++)
+        nu_buffer_free(c->staging[i]);
+    c->staging_count = 0;
+    for (uint32_t i = 0; i < c->kernel_count; i++)
+        nu__kernel_release(c->kernels[i]);
+    c->kernel_count = 0;
+    nu__trace_command_done(c, completed);
+    if (c->pool) {
+        nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
+        c->pool = VK_NULL_HANDLE;
+    }
+}
+
+#define SPARE_COMMANDS 32
+
+static void free_commands(nu_commands *c)
+{
+    nu__hazards_fini(&c->hazards);
+    nu__free(c->uses);
+    nu__free(c->kernels);
+    nu__free(c->staging);
+    nu__free(c->downloads);
+    nu__free(c);
+}
+
+nu_commands *nu__commands_alloc(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->pool_lock);
+    nu_commands *c = s->spare;
+    if (c) {
+        s->spare = c->next;
+        s->spare_count--;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    if (!c) {
+        c = nu__calloc(1, sizeof *c);
+        if (c)
+            nu__hazards_init(&c->hazards);
+        return c;
+    }
+    /* Keep the arrays and the tracker's tables; forget what they held. */
+    nu__hazards_reset(&c->hazards);
+    c->use_count = c->kernel_count = c->staging_count = c->download_count = 0;
+    c->state = NU__RECORDING;
+    c->error = NU_OK;
+    c->freed = c->ended = false;
+    c->pool = VK_NULL_HANDLE;
+    c->cmd = VK_NULL_HANDLE;
+    c->bound = VK_NULL_HANDLE;
+    c->value = 0;
+    c->next = NULL;
+    c->trace = NULL;
+    c->record_start_ns = 0;
+    c->after_barrier = false;
+    c->labels = false;
+    return c;
+}
+
+void nu__submitter_trim(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->pool_lock);
+    nu_commands *c = s->spare;
+    s->spare = NULL;
+    s->spare_count = 0;
+    pthread_mutex_unlock(&s->pool_lock);
+    while (c) {
+        nu_commands *next = c->next;
+        free_commands(c);
+        c = next;
+    }
+}
+
+void nu__commands_destroy(nu_commands *c)
+{
+    nu__submitter *s = S(c->device);
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->spare_count < SPARE_COMMANDS) {
+        c->next = s->spare;
+        s->spare = c;
+        s->spare_count++;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    if (c)
+        free_commands(c);
+}
+
+
+static void complete(nu_commands *c, nu_status status)
+{
+    nu__commands_release(c, status == NU_OK);
+    c->error = status;
+    c->state = NU__DONE;
+    if (c->freed)
+        nu__commands_destroy(c);
+}
+
+/* Releases every command buffer whose queue position was reached (or all, once the device is
+ * lost). Under s->lock. */
+static void process_locked(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    bool any = false;
+    for (int q = 0; q < 2; q++) {
+        if (!s->head[q])
+            continue;
+        uint64_t v = 0;
+        VkResult r = d->vkd.vkGetSemaphoreCounterValue(d->device, d->queues[q].timeline, &v);
+        if (r == VK_ERROR_DEVICE_LOST)
+            atomic_store(&s->lost, true);
+        bool lost = atomic_load(&s->lost);
+        while (s->head[q] && (lost || s->head[q]->value <= v)) {
+            nu_commands *c = s->head[q];
+            s->head[q] = c->next;
+            if (!s->head[q])
+                s->tail[q] = NULL;
+            complete(c, lost && c->value > v ? NU_ERROR_DEVICE_LOST : NU_OK);
+            any = true;
+        }
+    }
+    if (any)
+        pthread_cond_broadcast(&s->done);
+}
+
+static void *completion_thread(void *arg)
+{
+    nu_device *d = arg;
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->lock);
+    bool linger = false;
+    while (!s->stop) {
+        if (!s->head[0] && !s->head[1] && !linger) {
+            s->sleeping = true;
+            pthread_cond_wait(&s->work, &s->lock);
+            s->sleeping = false;
+            linger = s->linger_ns != 0;
+            continue;
+        }
+        VkSemaphore sems[2];
+        uint64_t values[2];
+        uint32_t n = 0;
+        for (int q = 0; q < 2; q++) {
+            nu__queue *queue = &d->queues[q];
+            if (!queue->timeline)
+                continue;
+            sems[n] = queue->timeline;
+            if (s->head[q]) {
+                values[n++] = s->head[q]->value;
+            } else {
+                pthread_mutex_lock(&queue->lock);
+                values[n++] = queue->submitted + 1;
+                pthread_mutex_unlock(&queue->lock);
+            }
+        }
+        /* Bounded, so that a lost device is noticed even if its semaphores never move. With
+         * nothing in flight it lingers (linger_ns) on the queues' next values before sleeping
+         * on the condition variable: work committed meanwhile needs no wake-up, which keeps a
+         * futex wake off the commit path of a loop of short round trips. */
+        bool idle = !s->head[0] && !s->head[1];
+        uint64_t timeout = idle ? s->linger_ns : 1000000000ull;
+        pthread_mutex_unlock(&s->lock);
+        VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                  .flags = VK_SEMAPHORE_WAIT_ANY_BIT, .semaphoreCount = n,
+                                  .pSemaphores = sems, .pValues = values};
+        VkResult r = d->vkd.vkWaitSemaphores(d->device, &wi, timeout);
+        pthread_mutex_lock(&s->lock);
+        linger = !(idle && r == VK_TIMEOUT) && s->linger_ns != 0;
+        if (r == VK_ERROR_DEVICE_LOST)
+            atomic_store(&s->lost, true);
+        process_locked(d);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Wakes the completion thread out of its semaphore wait (it may wait for each queue's next
+ * value): an empty submission per queue signals that value. */
+static void wake_by_empty_submissions(nu_device *d)
+{
+    for (int q = 0; q < 2; q++) {
+        nu__queue *queue = &d->queues[q];
+        if (!queue->timeline)
+            continue;
+        pthread_mutex_lock(&queue->lock);
+        uint64_t value = queue->submitted + 1;
+        VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                            .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .signalSemaphoreCount = 1,
+                           .pSignalSemaphores = &queue->timeline};
+        if (d->vkd.vkQueueSubmit(queue->queue, 1, &si, VK_NULL_HANDLE) == VK_SUCCESS)
+            queue->submitted = value;
+        pthread_mutex_unlock(&queue->lock);
+    }
+}
+
+/* ---- commit ----------------------------------------------------------------------------- */
+
+/* Adds the queue positions GPU work on `g` must wait for to waits[queue]. `*buf` is the
+ * caller's array of `*cap` positions, replaced by a larger heap one (`*heap`) when needed. */
+static nu_status collect(nu__guard *g, bool write, uint64_t waits[2], nu__fence **buf, size_t *cap, nu__fence **heap)
+{
+    for (;;) {
+        size_t n = nu__guard_pending_fences(g, write, *buf, *cap);
+        if (n <= *cap) {
+            for (size_t i = 0; i < n; i++) {
+                nu__fence f = (*buf)[i];
+                if (f.queue < 2 && f.value > waits[f.queue])
+                    waits[f.queue] = f.value;
+            }
+            return NU_OK;
+        }
+        nu__fence *p = nu__malloc(n * 2 * sizeof *p);
+        if (!p)
+            return NU_ERROR_HOST_OUT_OF_MEMORY;
+        nu__free(*heap);
+        *heap = *buf = p;
+        *cap = n * 2;
+    }
+}
+
+nu_status nu__submit(nu_commands *c)
+{
+    nu_device *d = c->device;
+    nu__submitter *s = S(d);
+    nu__queue *q = c->queue;
+    if (atomic_load(&s->lost))
+        return nu__fail(d, NU_ERROR_DEVICE_LOST, "nu_commands_commit: the device was lost");
+    pthread_mutex_lock(&s->commit_lock);
+    uint64_t waits[2] = {0, 0};
+    nu__fence local[16], *heap = NULL, *buf = local;
+    size_t cap = 16;
+    nu_status st = NU_OK;
+    for (uint32_t i = 0; i < c->use_count && st == NU_OK; i++) {
+        nu_buffer *b = c->uses[i].buffer;
+        st = collect(&b->guard, c->uses[i].write, waits, &buf, &cap, &heap);
+        /* Memory handed out while its previous owner's work runs: wait for all of it. */
+        if (st == NU_OK && b->alloc.busy)
+            st = collect(b->alloc.busy, true, waits, &buf, &cap, &heap);
+    }
+    nu__free(heap);
+    if (st != NU_OK) {
+        pthread_mutex_unlock(&s->commit_lock);
+        return nu__fail(d, st, "out of host memory committing a command buffer");
+    }
+
+    pthread_mutex_lock(&q->lock);
+    uint64_t value = q->submitted + 1;
+    nu__fence fence = {q->index, value};
+    uint64_t seq = atomic_fetch_add(&d->commits, 1) + 1;
+    for (uint32_t i = 0; i < c->use_count; i++) {
+        nu__guard *g = &c->uses[i].buffer->guard;
+        nu__guard_record(g, fence, c->uses[i].write); /* room was reserved when the use began */
+        nu__guard_committed_as(g, seq);
+        nu__guard_committed(g);
+    }
+    VkSemaphore wait_sems[2];
+    uint64_t wait_values[2];
+    VkPipelineStageFlags wait_stages[2];
+    uint32_t nw = 0;
+    for (int i = 0; i < 2; i++) {
+        if (waits[i]) {
+            wait_sems[nw] = d->queues[i].timeline;
+            wait_values[nw] = waits[i];
+            wait_stages[nw++] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+        }
+    }
+    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = nw, .pWaitSemaphoreValues = wait_values,
+                                        .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .waitSemaphoreCount = nw,
+                       .pWaitSemaphores = wait_sems, .pWaitDstStageMask = wait_stages,
+                       .commandBufferCount = 1, .pCommandBuffers = &c->cmd, .signalSemaphoreCount = 1,
+                       .pSignalSemaphores = &q->timeline};
+    VkResult r = d->vkd.vkQueueSubmit(q->queue, 1, &si, VK_NULL_HANDLE);
+    if (r == VK_SUCCESS)
+        q->submitted = value;
+    pthread_mutex_unlock(&q->lock);
+    for (uint32_t i = 0; i < c->use_count; i++)
+        nu__guard_submitted(&c->uses[i].buffer->guard, c->uses[i].write);
+    c->value = value;
+    c->state = NU__COMMITTED;
+
+    pthread_mutex_lock(&s->lock);
+    if (r == VK_SUCCESS) {
+        if (s->tail[q->index])
+            s->tail[q->index]->next = c;
+        else
+            s->head[q->index] = c;
+        s->tail[q->index] = c;
+        if (s->sleeping)
+            pthread_cond_signal(&s->work);
+    } else {
+        if (r == VK_ERROR_DEVICE_LOST)
+            atomic_store(&s->lost, true);
+        /* Nothing was submitted: release the uses as if it had run, with no downloads. */
+        complete(c, nu__vk_status(r));
+    }
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->commit_lock);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "vkQueueSubmit failed: %s", nu__vk_result_name(r));
+    return NU_OK;
+}
+
+/* ---- waiting ---------------------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits until queue q reaches value: spins up to 100 us (a blocking wait costs tens to hundreds
+ * of microseconds), then sleeps until the completion thread reports progress, checking the
+ * value at least every millisecond. Only the completion thread blocks in vkWaitSemaphores:
+ * with two threads blocked on one timeline, NVIDIA's driver was seen waking one ~10 ms late. */
+static nu_status wait_value(nu_device *d, nu__queue *q, uint64_t value, uint64_t timeout_ns)
+{
+    nu__submitter *s = S(d);
+    uint64_t start = now_ns();
+    bool locked = false;
+    nu_status st;
+    for (;;) {
+        uint64_t v = 0;
+        VkResult r = d->vkd.vkGetSemaphoreCounterValue(d->device, q->timeline, &v);
+        if (r == VK_ERROR_DEVICE_LOST || atomic_load(&s->lost)) {
+            atomic_store(&s->lost, true);
+            st = NU_ERROR_DEVICE_LOST;
+            break;
+        }
+        if (r != VK_SUCCESS) {
+            st = nu__vk_status(r);
+            break;
+        }
+        if (v >= value) {
+            st = NU_OK;
+            break;
+        }
+        uint64_t spent = now_ns() - start;
+        if (spent >= timeout_ns) {
+            st = NU_ERROR_TIMEOUT;
+            break;
+        }
+        if (spent < 100000)
+            continue;
+        if (!locked) {
+            pthread_mutex_lock(&s->lock);
+            locked = true;
+            continue; /* check again under the lock: no progress report is missed */
+        }
+        uint64_t slice = timeout_ns - spent < 1000000u ? timeout_ns - spent : 1000000u;
+        struct timespec ts = nu__deadline_after(CLOCK_MONOTONIC, slice);
+        pthread_cond_timedwait(&s->done, &s->lock, &ts);
+    }
+    if (locked)
+        pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: NULL command buffer");
+    nu_device *d = c->device;
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->lock);
+    nu__state state = c->state;
+    pthread_mutex_unlock(&s->lock);
+    if (state == NU__RECORDING)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: the command buffer was not committed");
+    uint64_t traced = nu__trace_active(d) ? nu__trace_now() : 0;
+    if (state != NU__DONE) {
+        nu_status st = wait_value(d, c->queue, c->value, timeout_ns);
+        if (st == NU_ERROR_TIMEOUT)
+            return nu__fail(d, st, "nu_commands_wait: the work did not complete within %llu ns",
+                            (unsigned long long)timeout_ns);
+        pthread_mutex_lock(&s->lock);
+        process_locked(d);
+        /* Reached (or lost): processing completed it, here or on the device's thread. */
+        while (c->state != NU__DONE)
+            pthread_cond_wait(&s->done, &s->lock);
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (traced)
+        nu__trace_cpu(d, "wait", traced, nu__trace_now());
+    if (c->error != NU_OK)
+        return nu__fail(d, c->error, "nu_commands_wait: the command buffer failed: %s", nu_status_string(c->error));
+    return NU_OK;
+}
+
+bool nu__commands_reached(nu_commands *c)
+{
+    nu_device *d = c->device;
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->lock);
+    bool pending = c->state == NU__COMMITTED;
+    pthread_mutex_unlock(&s->lock);
+    if (!pending || atomic_load(&s->lost))
+        return true;
+    uint64_t v = 0;
+    VkResult r = d->vkd.vkGetSemaphoreCounterValue(d->device, c->queue->timeline, &v);
+    return r != VK_SUCCESS || v >= c->value;
+}
+
+nu_status nu_device_wait_idle(nu_device *d, uint64_t timeout_ns)
+{
+    if (!d)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_device_wait_idle: NULL device");
+    for (int q = 0; q < 2; q++) {
+        nu__queue *queue = &d->queues[q];
+        if (!queue->timeline)
+            continue;
+        pthread_mutex_lock(&queue->lock);
+        uint64_t value = queue->submitted;
+        pthread_mutex_unlock(&queue->lock);
+        nu_status st = wait_value(d, queue, value, timeout_ns);
+        if (st != NU_OK)
+            return nu__fail(d, st, "nu_device_wait_idle: %s", nu_status_string(st));
+    }
+    pthread_mutex_lock(&S(d)->lock);
+    process_locked(d);
+    pthread_mutex_unlock(&S(d)->lock);
+    return NU_OK;
+}
+
+void nu__commands_free_committed(nu_commands *c)
+{
+    nu__submitter *s = S(c->device);
+    pthread_mutex_lock(&s->lock);
+    bool done = c->state == NU__DONE;
+    c->freed = true;
+    pthread_mutex_unlock(&s->lock);
+    if (done)
+        nu__commands_destroy(c);
+}
+
+void nu__submitter_set_linger(nu_device *d, uint64_t ns)
+{
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->lock);
+    s->linger_ns = ns;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void nu__device_simulate_loss(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    /* A real loss ends the GPU's work; a simulated one lets it finish first, so that nothing
+     * it still uses is reset underneath it. */
+    d->vkd.vkDeviceWaitIdle(d->device);
+    atomic_store(&s->lost, true);
+    pthread_mutex_lock(&s->lock);
+    process_locked(d);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- command pools and builtins ----------------------------------------------------------- */
+
+nu_status nu__submitter_take_pool(nu_device *d, nu__queue *q, VkCommandPool *pool, VkCommandBuffer *cmd)
+{
+    nu__submitter *s = S(d);
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->pool_count[q->index]) {
+        pool_entry e = s->pools[q->index][--s->pool_count[q->index]];
+        pthread_mutex_unlock(&s->pool_lock);
+        *pool = e.pool;
+        *cmd = e.cmd;
+        return NU_OK;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT, .queueFamilyIndex = q->family};
+    VkResult r = d->vkd.vkCreateCommandPool(d->device, &pi, NULL, pool);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "vkCreateCommandPool: %s", nu__vk_result_name(r));
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = *pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    r = d->vkd.vkAllocateCommandBuffers(d->device, &ai, cmd);
+    if (r != VK_SUCCESS) {
+        d->vkd.vkDestroyCommandPool(d->device, *pool, NULL);
+        return nu__fail(d, nu__vk_status(r), "vkAllocateCommandBuffers: %s", nu__vk_result_name(r));
+    }
+    return NU_OK;
+}
+
+void nu__submitter_give_pool(nu_device *d, nu__queue *q, VkCommandPool pool, VkCommandBuffer cmd)
+{
+    nu__submitter *s = S(d);
+    d->vkd.vkResetCommandPool(d->device, pool, 0);
+    pthread_mutex_lock(&s->pool_lock);
+    uint32_t i = q->index;
+    if (s->pool_count[i] == s->pool_capacity[i]) {
+        uint32_t cap = s->pool_capacity[i] ? s->pool_capacity[i] * 2 : 8;
+        pool_entry *p = nu__realloc(s->pools[i], cap * sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&s->pool_lock);
+            d->vkd.vkDestroyCommandPool(d->device, pool, NULL); /* not kept: no room */
+            return;
+        }
+        s->pools[i] = p;
+        s->pool_capacity[i] = cap;
+    }
+    s->pools[i][s->pool_count[i]++] = (pool_entry){pool, cmd};
+    pthread_mutex_unlock(&s->pool_lock);
+}
+
+nu_status nu__submitter_builtin(nu_device *d, const char *name, nu_kernel **out)
+{
+    nu__submitter *s = S(d);
+    nu_kernel **slot = strcmp(name, "copy_u32") == 0 ? &s->copy : &s->fill;
+    pthread_mutex_lock(&s->builtin_lock);
+    nu_status st = NU_OK;
+    if (!*slot)
+        st = nu_kernel_builtin(d, name, slot);
+    *out = *slot;
+    pthread_mutex_unlock(&s->builtin_lock);
+    return st;
+}
+
+/* ---- the device's submitter ----------------------------------------------------------------- */
+
+nu_status nu__submitter_init(nu_device *d)
+{
+    nu__submitter *s = nu__calloc(1, sizeof *s);
+    if (!s)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
+    pthread_mutex_init(&s->commit_lock, NULL);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_mutex_init(&s->builtin_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits time out by the monotonic clock */
+    pthread_cond_init(&s->done, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&s->work, NULL);
+    atomic_init(&s->lost, false);
+    /* On a CPU device (lavapipe) the GPU's work runs on the cores a lingering thread would
+     * take: there it sleeps at once. */
+    s->linger_ns = d->info.type == NU_DEVICE_CPU ? 0 : 5000000u;
+    d->submitter = s;
+    if (pthread_create(&s->thread, NULL, completion_thread, d) != 0)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "cannot start the completion thread");
+    s->thread_started = true;
+    return NU_OK;
+}
+
+void nu__submitter_fini(nu_device *d)
+{
+    nu__submitter *s = S(d);
+    if (!s)
+        return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->lock);
+        s->stop = true;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->lock);
+        wake_by_empty_submissions(d);
+        pthread_join(s->thread, NULL);
+        d->vkd.vkDeviceWaitIdle(d->device); /* the wake-up submissions too */
+    }
+    /* The device is idle (close waited): everything in flight completed. */
+    pthread_mutex_lock(&s->lock);
+    process_locked(d);
+    pthread_mutex_unlock(&s->lock);
+    if (s->copy)
+        nu_kernel_free(s->copy);
+    if (s->fill)
+        nu_kernel_free(s->fill);
+    while (s->spare) {
+        nu_commands *c = s->spare;
+        s->spare = c->next;
+        free_commands(c);
+    }
+    for (int q = 0; q < 2; q++) {
+        for (uint32_t i = 0; i < s->pool_count[q]; i++)
+            d->vkd.vkDestroyCommandPool(d->device, s->pools[q][i].pool, NULL);
+        nu__free(s->pools[q]);
+    }
+    pthread_cond_destroy(&s->done);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->builtin_lock);
+    pthread_mutex_destroy(&s->pool_lock);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->commit_lock);
+    nu__free(s);
+    d->submitter = NULL;
+}

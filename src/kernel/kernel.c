@@ -1,0 +1,1420 @@
+/* kernel.c: compute kernels from SPIR-V (see nuvec/kernel.h and kernel.h).
+ *
+ * A kernel is a compute pipeline with its push-descriptor set layout and pipeline layout.
+ *
+ * In-memory cache: a hash table per device, keyed by a 64-bit hash of what determines the
+ * pipeline (SPIR-V words, entry point, specialisation constants sorted by id, binding count,
+ * push constant size); a hit is confirmed by comparing all of it, so a hash collision can
+ * never hand out the wrong pipeline. The debug name is not part of the key: a kernel found in
+ * the cache keeps the name it was first created with. Pipelines are compiled outside the lock
+ * (two threads compiling different kernels do not wait for each other); when two threads
+ * race to create the same kernel, the second to finish destroys its copy and takes the first.
+ *
+ * Lifetime (a decision): a kernel stays cached until the device closes, even after its last
+ * reference (users' and command buffers') is released. Kernels are few and small, keeping them
+ * makes re-creating one free, and a command buffer can never find its pipeline destroyed under
+ * it. `refs` is therefore bookkeeping only (a release at 0 is ignored). nu_device_close
+ * destroys every kernel: handles become invalid then, like buffers.
+ *
+ * Disk cache: one VkPipelineCache per device, created from the file of an earlier run and
+ * written back at close, so that a second run skips the driver's compilation. The file is
+ * named after the device (vendor, device id, driver version, pipelineCacheUUID), so another
+ * device or driver never reads it. It starts with nuvec's own 24-byte header (magic, size of
+ * the data, a 64-bit hash of it) followed by Vulkan's data exactly as vkGetPipelineCacheData
+ * gave it: a file that is truncated, corrupted or written by something else is ignored before
+ * the driver sees it (drivers are not all robust against damaged caches), as is one whose
+ * VkPipelineCacheHeaderVersionOne does not match the device. It is written to a temporary file
+ * in the same directory and renamed over the old one, so readers never see a partial file;
+ * failing to save is silent (one line on stderr with NUVEC_VERBOSE). */
+#include "kernel/kernel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "kernel/builtins.h"
+#include "vk/block.h"
+
+/* ---- hashing -------------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t h)
+{
+    h ^= h >> 32;
+    h *= 0xd6e8feb86659fd93ull;
+    h ^= h >> 32;
+    h *= 0xd6e8feb86659fd93ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* Folds `n` bytes into `h`, 8 at a time; the length takes part so that prefixes differ. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    h ^= mix64(n + 0x9e3779b97f4a7c15ull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = (h ^ mix64(w)) * 0x9e3779b97f4a7c15ull;
+        h = (h << 27) | (h >> 37);
+        b += 8;
+        n -= 8;
+    }
+    uint64_t t = 0;
+    if (n)
+        memcpy(&t, b, n);
+    h = (h ^ mix64(t ^ ((uint64_t)n << 56))) * 0x9e3779b97f4a7c15ull;
+    return mix64(h);
+}
+
+/* ---- the cache's structures ----------------------------------------------------------- */
+
+/* A cached kernel with the key material compared on a hit (stored after it, one allocation). */
+typedef struct kentry {
+    nu_kernel k; /* first: a kernel pointer is its entry */
+    struct kentry *next;
+    const uint32_t *words;
+    size_t word_count;
+    const nu_specialization *constants; /* sorted by id */
+    uint32_t constant_count;
+    const char *entry;
+} kentry;
+
+struct nu__kernel_cache {
+    pthread_mutex_t lock;
+    kentry **buckets;
+    size_t bucket_count; /* a power of two */
+    size_t count;
+    uint32_t max_push_descriptors;
+    /* Disk cache: the file (NULL: disabled), what was loaded from it, and whether this run
+     * compiled anything (otherwise there is nothing new to save). */
+    char *path;
+    size_t loaded_bytes;
+    uint64_t loaded_hash;
+    atomic_bool compiled;
+};
+
+static bool verbose(void)
+{
+    const char *v = getenv("NUVEC_VERBOSE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* ---- SPIR-V reflection ---------------------------------------------------------------- */
+
+enum {
+    SPV_MAGIC = 0x07230203u,
+    SPV_HEADER_WORDS = 5,
+    OP_ENTRY_POINT = 15,
+    OP_EXECUTION_MODE = 16,
+    OP_TYPE_BOOL = 20,
+    OP_TYPE_INT = 21,
+    OP_TYPE_FLOAT = 22,
+    OP_TYPE_VECTOR = 23,
+    OP_TYPE_MATRIX = 24,
+    OP_TYPE_ARRAY = 28,
+    OP_TYPE_RUNTIME_ARRAY = 29,
+    OP_TYPE_STRUCT = 30,
+    OP_TYPE_POINTER = 32,
+    OP_CONSTANT = 43,
+    OP_CONSTANT_COMPOSITE = 44,
+    OP_SPEC_CONSTANT_COMPOSITE = 51,
+    OP_VARIABLE = 59,
+    OP_DECORATE = 71,
+    OP_MEMBER_DECORATE = 72,
+    OP_EXECUTION_MODE_ID = 331,
+    MODEL_GLCOMPUTE = 5,
+    MODE_LOCAL_SIZE = 17,
+    MODE_LOCAL_SIZE_ID = 38,
+    DEC_BLOCK = 2,
+    DEC_BUFFER_BLOCK = 3,
+    DEC_ROW_MAJOR = 4,
+    DEC_ARRAY_STRIDE = 6,
+    DEC_MATRIX_STRIDE = 7,
+    DEC_BUILTIN = 11,
+    DEC_BINDING = 33,
+    DEC_DESCRIPTOR_SET = 34,
+    DEC_OFFSET = 35,
+    BUILTIN_WORKGROUP_SIZE = 25,
+    SC_UNIFORM_CONSTANT = 0,
+    SC_UNIFORM = 2,
+    SC_PUSH_CONSTANT = 9,
+    SC_STORAGE_BUFFER = 12,
+};
+
+#define NO_MEMBER UINT32_MAX
+
+typedef struct spv_def {
+    uint32_t id;
+    uint32_t at; /* word offset of the defining instruction */
+} spv_def;
+
+typedef struct spv_dec {
+    uint32_t target, member, kind, value;
+} spv_dec;
+
+typedef struct reflection {
+    const uint32_t *w;
+    size_t n;
+    spv_def *defs; /* types, constants and global variables, sorted by id after the walk */
+    size_t def_count, def_cap;
+    spv_dec *decs;
+    size_t dec_count, dec_cap;
+    bool found, other_model;
+    uint32_t entry_id;
+    size_t iface_at, iface_count; /* the entry point's interface ids */
+    bool local_size_set, local_size_spec;
+    uint32_t local_size[3];
+    uint32_t workgroup_builtin; /* id decorated BuiltIn WorkgroupSize, 0 if none */
+    uint32_t bindings;          /* max binding + 1 over the entry's buffers */
+    uint64_t push_extent;       /* bytes the push constant block spans (0: none or unknown) */
+    bool has_push;
+} reflection;
+
+static const char *op_name(uint32_t op)
+{
+    switch (op) {
+    case OP_ENTRY_POINT: return "OpEntryPoint";
+    case OP_EXECUTION_MODE: return "OpExecutionMode";
+    case OP_EXECUTION_MODE_ID: return "OpExecutionModeId";
+    case OP_DECORATE: return "OpDecorate";
+    case OP_MEMBER_DECORATE: return "OpMemberDecorate";
+    case OP_VARIABLE: return "OpVariable";
+    case OP_CONSTANT: return "OpConstant";
+    default: return "a type or constant instruction";
+    }
+}
+
+static bool push_def(reflection *r, uint32_t id, uint32_t at)
+{
+    if (r->def_count == r->def_cap) {
+        size_t cap = r->def_cap ? r->def_cap * 2 : 64;
+        spv_def *p = nu__realloc(r->defs, cap * sizeof *p);
+        if (!p)
+            return false;
+        r->defs = p;
+        r->def_cap = cap;
+    }
+    r->defs[r->def_count++] = (spv_def){id, at};
+    return true;
+}
+
+static bool push_dec(reflection *r, uint32_t target, uint32_t member, uint32_t kind, uint32_t value)
+{
+    if (r->dec_count == r->dec_cap) {
+        size_t cap = r->dec_cap ? r->dec_cap * 2 : 64;
+        spv_dec *p = nu__realloc(r->decs, cap * sizeof *p);
+        if (!p)
+            return false;
+        r->decs = p;
+        r->dec_cap = cap;
+    }
+    r->decs[r->dec_count++] = (spv_dec){target, member, kind, value};
+    return true;
+}
+
+static int def_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const spv_def *)a)->id, y = ((const spv_def *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+/* The word offset of the instruction defining `id` (a type, constant or global variable),
+ * or 0 (never a valid offset: the header comes first). */
+static uint32_t def_at(const reflection *r, uint32_t id)
+{
+    size_t lo = 0, hi = r->def_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->defs[mid].id < id)
+            lo = mid + 1;
+        else if (r->defs[mid].id > id)
+            hi = mid;
+        else
+            return r->defs[mid].at;
+    }
+    return 0;
+}
+
+static bool find_dec(const reflection *r, uint32_t target, uint32_t member, uint32_t kind, uint32_t *value)
+{
+    for (size_t i = 0; i < r->dec_count; i++) {
+        const spv_dec *d = &r->decs[i];
+        if (d->target == target && d->member == member && d->kind == kind) {
+            if (value)
+                *value = d->value;
+            return true;
+        }
+    }
+    return false;
+}
+
+static uint32_t op_of(const reflection *r, uint32_t at) { return r->w[at] & 0xffffu; }
+static uint32_t wc_of(const reflection *r, uint32_t at) { return r->w[at] >> 16; }
+
+/* The value of a 32-bit OpConstant, false if `id` is not one. */
+static bool constant_value(const reflection *r, uint32_t id, uint32_t *value)
+{
+    uint32_t at = def_at(r, id);
+    if (!at || op_of(r, at) != OP_CONSTANT)
+        return false;
+    *value = r->w[at + 3];
+    return true;
+}
+
+#define EXTENT_UNKNOWN 0
+#define EXTENT_CAP (1ull << 40)
+
+/* Bytes from the start of a value of `type` to the end of its last byte, as laid out by its
+ * Offset / ArrayStride / MatrixStride decorations: a lower bound of what the shader may read,
+ * so that a push constant range is never refused wrongly. 0 when it cannot be worked out
+ * (specialisation-sized arrays, missing decorations, a malformed module). */
+static uint64_t extent_of(const reflection *r, uint32_t type, uint32_t matrix_stride, bool row_major, int depth)
+{
+    if (depth > 16)
+        return EXTENT_UNKNOWN;
+    uint32_t at = def_at(r, type);
+    if (!at)
+        return EXTENT_UNKNOWN;
+    uint32_t wc = wc_of(r, at);
+    uint64_t e = EXTENT_UNKNOWN;
+    switch (op_of(r, at)) {
+    case OP_TYPE_INT:
+    case OP_TYPE_FLOAT:
+        e = r->w[at + 2] / 8;
+        break;
+    case OP_TYPE_VECTOR:
+        e = extent_of(r, r->w[at + 2], 0, false, depth + 1) * r->w[at + 3];
+        break;
+    case OP_TYPE_MATRIX: {
+        uint32_t columns = r->w[at + 3];
+        uint32_t col_at = def_at(r, r->w[at + 2]);
+        if (!col_at || op_of(r, col_at) != OP_TYPE_VECTOR || columns == 0)
+            break;
+        uint32_t rows = r->w[col_at + 3];
+        uint64_t scalar = extent_of(r, r->w[col_at + 2], 0, false, depth + 1);
+        if (!matrix_stride)
+            e = (uint64_t)columns * rows * scalar;
+        else if (row_major)
+            e = (uint64_t)matrix_stride * (rows - 1) + columns * scalar;
+        else
+            e = (uint64_t)matrix_stride * (columns - 1) + rows * scalar;
+        break;
+    }
+    case OP_TYPE_ARRAY: {
+        uint32_t length, stride;
+        uint64_t elem = extent_of(r, r->w[at + 2], matrix_stride, row_major, depth + 1);
+        if (!constant_value(r, r->w[at + 3], &length) || length == 0 || elem == EXTENT_UNKNOWN)
+            break;
+        if (!find_dec(r, type, NO_MEMBER, DEC_ARRAY_STRIDE, &stride))
+            stride = (uint32_t)(elem < UINT32_MAX ? elem : UINT32_MAX);
+        e = (uint64_t)stride * (length - 1) + elem;
+        break;
+    }
+    case OP_TYPE_STRUCT:
+        for (uint32_t m = 0; m + 2 < wc; m++) {
+            uint32_t offset, ms = 0;
+            if (!find_dec(r, type, m, DEC_OFFSET, &offset))
+                return EXTENT_UNKNOWN;
+            find_dec(r, type, m, DEC_MATRIX_STRIDE, &ms);
+            bool rm = find_dec(r, type, m, DEC_ROW_MAJOR, NULL);
+            uint64_t me = extent_of(r, r->w[at + 2 + m], ms, rm, depth + 1);
+            if (me == EXTENT_UNKNOWN)
+                return EXTENT_UNKNOWN;
+            if (offset + me > e)
+                e = offset + me;
+        }
+        break;
+    default:
+        break;
+    }
+    return e > EXTENT_CAP ? EXTENT_CAP : e;
+}
+
+static bool in_interface(const reflection *r, uint32_t id)
+{
+    for (size_t i = 0; i < r->iface_count; i++)
+        if (r->w[r->iface_at + i] == id)
+            return true;
+    return false;
+}
+
+/* Minimum word counts of the instructions the walk reads operands of. */
+static uint32_t min_words(uint32_t op)
+{
+    switch (op) {
+    case OP_ENTRY_POINT: return 4;
+    case OP_EXECUTION_MODE: return 3;
+    case OP_EXECUTION_MODE_ID: return 3;
+    case OP_TYPE_BOOL: return 2;
+    case OP_TYPE_INT: return 4;
+    case OP_TYPE_FLOAT: return 3;
+    case OP_TYPE_VECTOR: return 4;
+    case OP_TYPE_MATRIX: return 4;
+    case OP_TYPE_ARRAY: return 4;
+    case OP_TYPE_RUNTIME_ARRAY: return 3;
+    case OP_TYPE_STRUCT: return 2;
+    case OP_TYPE_POINTER: return 4;
+    case OP_CONSTANT: return 4;
+    case OP_CONSTANT_COMPOSITE: return 3;
+    case OP_SPEC_CONSTANT_COMPOSITE: return 3;
+    case OP_VARIABLE: return 4;
+    case OP_DECORATE: return 3;
+    case OP_MEMBER_DECORATE: return 4;
+    default: return 1;
+    }
+}
+
+/* Walks the instruction stream once, recording what the checks after it need. */
+static nu_status walk(nu_device *d, const char *label, reflection *r, const char *entry)
+{
+    const uint32_t *w = r->w;
+    size_t n = r->n;
+    for (size_t at = SPV_HEADER_WORDS; at < n;) {
+        uint32_t wc = w[at] >> 16, op = w[at] & 0xffffu;
+        if (wc == 0)
+            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': SPIR-V instruction at word %zu has a word count of 0",
+                            label, at);
+        if (wc > n - at)
+            return nu__fail(d, NU_ERROR_FORMAT,
+                            "kernel '%s': SPIR-V instruction at word %zu (%u words) runs past the end (%zu words)",
+                            label, at, wc, n);
+        if (wc < min_words(op))
+            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': malformed %s at word %zu (%u words)", label,
+                            op_name(op), at, wc);
+        bool ok = true;
+        switch (op) {
+        case OP_ENTRY_POINT: {
+            /* The name: a NUL-terminated string padded to whole words. */
+            const char *name = (const char *)&w[at + 3];
+            size_t max = (size_t)(wc - 3) * 4;
+            size_t len = strnlen(name, max);
+            if (len == max)
+                return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': OpEntryPoint at word %zu has an unterminated name",
+                                label, at);
+            if (strcmp(name, entry) != 0 || r->found)
+                break;
+            if (w[at + 1] != MODEL_GLCOMPUTE) {
+                r->other_model = true;
+                break;
+            }
+            size_t name_words = len / 4 + 1;
+            r->found = true;
+            r->entry_id = w[at + 2];
+            r->iface_at = at + 3 + name_words;
+            r->iface_count = wc - 3 - name_words;
+            break;
+        }
+        case OP_EXECUTION_MODE:
+        case OP_EXECUTION_MODE_ID:
+            if (!r->found || w[at + 1] != r->entry_id)
+                break;
+            if (op == OP_EXECUTION_MODE && w[at + 2] == MODE_LOCAL_SIZE) {
+                if (wc < 6)
+                    return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': malformed LocalSize at word %zu", label, at);
+                r->local_size_set = true;
+                memcpy(r->local_size, &w[at + 3], sizeof r->local_size);
+            } else if (w[at + 2] == MODE_LOCAL_SIZE_ID) {
+                r->local_size_spec = true;
+            }
+            break;
+        case OP_DECORATE: {
+            uint32_t kind = w[at + 2];
+            bool valued = kind == DEC_BINDING || kind == DEC_DESCRIPTOR_SET || kind == DEC_ARRAY_STRIDE ||
+                          kind == DEC_BUILTIN;
+            if (valued && wc < 4)
+                return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': malformed OpDecorate at word %zu", label, at);
+            if (kind == DEC_BUILTIN && w[at + 3] == BUILTIN_WORKGROUP_SIZE)
+                r->workgroup_builtin = w[at + 1];
+            else if (valued || kind == DEC_BLOCK || kind == DEC_BUFFER_BLOCK)
+                ok = push_dec(r, w[at + 1], NO_MEMBER, kind, valued ? w[at + 3] : 0);
+            break;
+        }
+        case OP_MEMBER_DECORATE: {
+            uint32_t kind = w[at + 3];
+            bool valued = kind == DEC_OFFSET || kind == DEC_MATRIX_STRIDE;
+            if (valued && wc < 5)
+                return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': malformed OpMemberDecorate at word %zu", label, at);
+            if (valued || kind == DEC_ROW_MAJOR)
+                ok = push_dec(r, w[at + 1], w[at + 2], kind, valued ? w[at + 4] : 0);
+            break;
+        }
+        case OP_TYPE_BOOL:
+        case OP_TYPE_INT:
+        case OP_TYPE_FLOAT:
+        case OP_TYPE_VECTOR:
+        case OP_TYPE_MATRIX:
+        case OP_TYPE_ARRAY:
+        case OP_TYPE_RUNTIME_ARRAY:
+        case OP_TYPE_STRUCT:
+        case OP_TYPE_POINTER:
+            ok = push_def(r, w[at + 1], (uint32_t)at);
+            break;
+        case OP_CONSTANT:
+        case OP_CONSTANT_COMPOSITE:
+        case OP_SPEC_CONSTANT_COMPOSITE:
+            ok = push_def(r, w[at + 2], (uint32_t)at);
+            break;
+        case OP_VARIABLE:
+            if (w[at + 3] == SC_UNIFORM_CONSTANT || w[at + 3] == SC_UNIFORM || w[at + 3] == SC_STORAGE_BUFFER ||
+                w[at + 3] == SC_PUSH_CONSTANT)
+                ok = push_def(r, w[at + 2], (uint32_t)at);
+            break;
+        default:
+            break;
+        }
+        if (!ok)
+            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "kernel '%s': out of host memory reading its SPIR-V",
+                            label);
+        at += wc;
+    }
+    return NU_OK;
+}
+
+/* The pointee of a pointer type, or 0. */
+static uint32_t pointee(const reflection *r, uint32_t pointer_type)
+{
+    uint32_t at = def_at(r, pointer_type);
+    return at && op_of(r, at) == OP_TYPE_POINTER ? r->w[at + 3] : 0;
+}
+
+/* Checks the module's buffers and push constants (after the walk, with defs sorted). */
+static nu_status check_resources(nu_device *d, const char *label, reflection *r)
+{
+    bool filter = r->w[1] >= 0x00010400u; /* SPIR-V 1.4+ entry points list every global they use */
+    for (size_t i = 0; i < r->def_count; i++) {
+        uint32_t at = r->defs[i].at;
+        if (op_of(r, at) != OP_VARIABLE)
+            continue;
+        uint32_t id = r->w[at + 2], sc = r->w[at + 3];
+        if (filter && !in_interface(r, id))
+            continue;
+        uint32_t type = pointee(r, r->w[at + 1]);
+        uint32_t type_at = type ? def_at(r, type) : 0;
+        if (!type_at)
+            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': variable %%%u has no pointer type", label, id);
+        if (sc == SC_PUSH_CONSTANT) {
+            r->has_push = true;
+            uint64_t e = extent_of(r, type, 0, false, 0);
+            if (e > r->push_extent)
+                r->push_extent = e;
+            continue;
+        }
+        uint32_t set, binding;
+        if (!find_dec(r, id, NO_MEMBER, DEC_DESCRIPTOR_SET, &set) || !find_dec(r, id, NO_MEMBER, DEC_BINDING, &binding))
+            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': resource variable %%%u lacks a DescriptorSet or Binding",
+                            label, id);
+        if (set != 0)
+            return nu__fail(d, NU_ERROR_FORMAT,
+                            "kernel '%s': binding %u is in descriptor set %u; nuvec kernels use set 0 only", label,
+                            binding, set);
+        uint32_t top = op_of(r, type_at);
+        if (sc == SC_UNIFORM_CONSTANT)
+            return nu__fail(d, NU_ERROR_FORMAT,
+                            "kernel '%s': binding %u is an image, sampler or other non-buffer resource; nuvec binds "
+                            "storage buffers only",
+                            label, binding);
+        if (top == OP_TYPE_ARRAY || top == OP_TYPE_RUNTIME_ARRAY)
+            return nu__fail(d, NU_ERROR_FORMAT,
+                            "kernel '%s': binding %u is an array of descriptors; nuvec binds one buffer per binding",
+                            label, binding);
+        if (sc == SC_UNIFORM && !find_dec(r, type, NO_MEMBER, DEC_BUFFER_BLOCK, NULL))
+            return nu__fail(d, NU_ERROR_FORMAT,
+                            "kernel '%s': binding %u is a uniform buffer; nuvec binds storage buffers only", label,
+                            binding);
+        if (binding >= 1024)
+            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': binding %u is beyond any device's push descriptors",
+                            label, binding);
+        if (binding + 1 > r->bindings)
+            r->bindings = binding + 1;
+    }
+    return NU_OK;
+}
+
+static void reflection_free(reflection *r)
+{
+    nu__free(r->defs);
+    nu__free(r->decs);
+}
+
+/* Validates the SPIR-V and reads what nuvec needs from it (see nu_kernel_new's contract). */
+static nu_status reflect(nu_device *d, const char *label, const uint32_t *w, size_t n, const char *entry,
+                         reflection *r)
+{
+    memset(r, 0, sizeof *r);
+    r->w = w;
+    r->n = n;
+    nu_status st = walk(d, label, r, entry);
+    if (st != NU_OK)
+        return st;
+    if (!r->found)
+        return nu__fail(d, NU_ERROR_FORMAT,
+                        r->other_model ? "kernel '%s': the entry point '%s' is not a compute shader (GLCompute)"
+                                       : "kernel '%s': the SPIR-V has no compute entry point named '%s'",
+                        label, entry);
+    if (r->def_count)
+        qsort(r->defs, r->def_count, sizeof *r->defs, def_cmp);
+    /* A WorkgroupSize built-in overrides LocalSize: known if it is a constant, set at pipeline
+     * creation if it is a specialisation constant. */
+    uint32_t wg_at = r->workgroup_builtin ? def_at(r, r->workgroup_builtin) : 0;
+    if (wg_at && op_of(r, wg_at) == OP_SPEC_CONSTANT_COMPOSITE) {
+        r->local_size_spec = true;
+    } else if (wg_at && op_of(r, wg_at) == OP_CONSTANT_COMPOSITE && wc_of(r, wg_at) >= 6) {
+        uint32_t v[3];
+        if (constant_value(r, r->w[wg_at + 3], &v[0]) && constant_value(r, r->w[wg_at + 4], &v[1]) &&
+            constant_value(r, r->w[wg_at + 5], &v[2])) {
+            memcpy(r->local_size, v, sizeof v);
+            r->local_size_set = true;
+        }
+    }
+    if (r->local_size_spec || !r->local_size_set)
+        memset(r->local_size, 0, sizeof r->local_size);
+    return check_resources(d, label, r);
+}
+
+/* ---- creating kernels ----------------------------------------------------------------- */
+
+/* The largest SPIR-V accepted (real kernels are kilobytes; this bounds offsets to 32 bits). */
+#define SPIRV_MAX (256u << 20)
+
+/* Reads a whole file into a word buffer (freed by the caller). */
+static nu_status read_file(nu_device *d, const char *path, uint32_t **words, size_t *bytes)
+{
+    *words = NULL;
+    *bytes = 0;
+    char why[256];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return nu__fail(d, NU_ERROR_IO, "cannot open kernel file '%s': %s", path,
+                        strerror_r(errno, why, sizeof why));
+    struct stat s;
+    if (fstat(fd, &s) != 0) {
+        int e = errno;
+        close(fd);
+        return nu__fail(d, NU_ERROR_IO, "cannot read kernel file '%s': %s", path, strerror_r(e, why, sizeof why));
+    }
+    if (S_ISDIR(s.st_mode)) {
+        close(fd);
+        return nu__fail(d, NU_ERROR_IO, "cannot read kernel file '%s': %s", path,
+                        strerror_r(EISDIR, why, sizeof why));
+    }
+    if (s.st_size > (off_t)SPIRV_MAX) {
+        close(fd);
+        return nu__fail(d, NU_ERROR_FORMAT, "kernel file '%s' is %lld bytes: too large for SPIR-V", path,
+                        (long long)s.st_size);
+    }
+    size_t size = (size_t)s.st_size;
+    uint32_t *buf = nu__malloc(size + 4);
+    if (!buf) {
+        close(fd);
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory reading kernel file '%s'", path);
+    }
+    /* Read until end of file (the size may have changed since fstat; the buffer bounds it). */
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = read(fd, (char *)buf + got, size + 4 - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            int e = errno;
+            close(fd);
+            nu__free(buf);
+            return nu__fail(d, NU_ERROR_IO, "cannot read kernel file '%s': %s", path,
+                            strerror_r(e, why, sizeof why));
+        }
+        if (k == 0 || got + (size_t)k == size + 4) {
+            got += (size_t)k;
+            break;
+        }
+        got += (size_t)k;
+    }
+    close(fd);
+    if (got > size) {
+        nu__free(buf);
+        return nu__fail(d, NU_ERROR_IO, "kernel file '%s' grew while being read", path);
+    }
+    *words = buf;
+    *bytes = got;
+    return NU_OK;
+}
+
+static int constant_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const nu_specialization *)a)->id, y = ((const nu_specialization *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+/* What identifies a kernel in the cache. */
+typedef struct kkey {
+    const uint32_t *words;
+    size_t word_count;
+    const char *entry;
+    const nu_specialization *constants; /* sorted by id */
+    uint32_t constant_count;
+    uint32_t bindings, push_size;
+    uint64_t hash;
+} kkey;
+
+static uint64_t key_hash(const kkey *k)
+{
+    uint64_t h = hash_bytes(0x6e75766563ull, k->words, k->word_count * 4);
+    h = hash_bytes(h, k->entry, strlen(k->entry));
+    h = hash_bytes(h, k->constants, k->constant_count * sizeof *k->constants);
+    uint32_t tail[2] = {k->bindings, k->push_size};
+    return hash_bytes(h, tail, sizeof tail);
+}
+
+static bool key_equal(const kentry *e, const kkey *k)
+{
+    return e->k.key == k->hash && e->k.bindings == k->bindings && e->k.push_size == k->push_size &&
+           e->word_count == k->word_count && e->constant_count == k->constant_count &&
+           strcmp(e->entry, k->entry) == 0 && memcmp(e->words, k->words, k->word_count * 4) == 0 &&
+           (k->constant_count == 0 || memcmp(e->constants, k->constants, k->constant_count * sizeof *k->constants) == 0);
+}
+
+/* Under the cache lock. */
+static kentry *cache_find(struct nu__kernel_cache *c, const kkey *k)
+{
+    for (kentry *e = c->buckets[k->hash & (c->bucket_count - 1)]; e; e = e->next)
+        if (key_equal(e, k))
+            return e;
+    return NULL;
+}
+
+/* Under the cache lock. Grows the table when it fills; a failed growth only lengthens chains. */
+static void cache_insert(struct nu__kernel_cache *c, kentry *e)
+{
+    if (c->count + 1 > c->bucket_count) {
+        size_t nb = c->bucket_count * 2;
+        kentry **b = nu__calloc(nb, sizeof *b);
+        if (b) {
+            for (size_t i = 0; i < c->bucket_count; i++) {
+                for (kentry *x = c->buckets[i], *next; x; x = next) {
+                    next = x->next;
+                    x->next = b[x->k.key & (nb - 1)];
+                    b[x->k.key & (nb - 1)] = x;
+                }
+            }
+            nu__free(c->buckets);
+            c->buckets = b;
+            c->bucket_count = nb;
+        }
+    }
+    size_t i = e->k.key & (c->bucket_count - 1);
+    e->next = c->buckets[i];
+    c->buckets[i] = e;
+    c->count++;
+}
+
+static void destroy_vulkan(nu_device *d, nu_kernel *k)
+{
+    if (k->pipeline)
+        d->vkd.vkDestroyPipeline(d->device, k->pipeline, NULL);
+    if (k->layout)
+        d->vkd.vkDestroyPipelineLayout(d->device, k->layout, NULL);
+    if (k->set_layout)
+        d->vkd.vkDestroyDescriptorSetLayout(d->device, k->set_layout, NULL);
+}
+
+/* A new entry holding a copy of the key, and the Vulkan objects. */
+static nu_status build(nu_device *d, const char *label, const char *name, const kkey *key,
+                       const uint32_t local_size[3], kentry **out)
+{
+    *out = NULL;
+    size_t entry_len = strlen(key->entry) + 1;
+    size_t words_bytes = key->word_count * 4;
+    size_t consts_bytes = key->constant_count * sizeof(nu_specialization);
+    kentry *e = nu__calloc(1, sizeof *e + words_bytes + consts_bytes + entry_len);
+    if (!e)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "kernel '%s': out of host memory", label);
+    char *p = (char *)(e + 1);
+    memcpy(p, key->words, words_bytes);
+    e->words = (const uint32_t *)p;
+    e->word_count = key->word_count;
+    p += words_bytes;
+    if (consts_bytes)
+        memcpy(p, key->constants, consts_bytes);
+    e->constants = (const nu_specialization *)p;
+    e->constant_count = key->constant_count;
+    p += consts_bytes;
+    memcpy(p, key->entry, entry_len);
+    e->entry = p;
+
+    nu_kernel *k = &e->k;
+    k->device = d;
+    atomic_init(&k->refs, 1);
+    k->bindings = key->bindings;
+    k->push_size = key->push_size;
+    memcpy(k->local_size, local_size, sizeof k->local_size);
+    k->key = key->hash;
+    size_t nl = strlen(name);
+    if (nl < sizeof k->name)
+        memcpy(k->name, name, nl + 1);
+    else /* keep the end, the informative part of a path */
+        snprintf(k->name, sizeof k->name, "...%s", name + nl - (sizeof k->name - 4));
+
+    /* Storage buffers 0..bindings-1, bound per dispatch with push descriptors. */
+    VkDescriptorSetLayoutBinding *lb = NULL;
+    if (key->bindings) {
+        lb = nu__calloc(key->bindings, sizeof *lb);
+        if (!lb) {
+            nu__free(e);
+            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "kernel '%s': out of host memory", label);
+        }
+        for (uint32_t i = 0; i < key->bindings; i++)
+            lb[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                   .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    }
+    VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                           .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+                                           .bindingCount = key->bindings, .pBindings = lb};
+    const char *what = "vkCreateDescriptorSetLayout";
+    VkResult r = d->vkd.vkCreateDescriptorSetLayout(d->device, &dli, NULL, &k->set_layout);
+    nu__free(lb);
+    if (r == VK_SUCCESS) {
+        VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = key->push_size};
+        VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                          .setLayoutCount = 1, .pSetLayouts = &k->set_layout,
+                                          .pushConstantRangeCount = key->push_size ? 1 : 0,
+                                          .pPushConstantRanges = key->push_size ? &pcr : NULL};
+        what = "vkCreatePipelineLayout";
+        r = d->vkd.vkCreatePipelineLayout(d->device, &pli, NULL, &k->layout);
+    }
+    VkShaderModule module = VK_NULL_HANDLE;
+    if (r == VK_SUCCESS) {
+        VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                        .codeSize = words_bytes, .pCode = e->words};
+        what = "vkCreateShaderModule";
+        r = d->vkd.vkCreateShaderModule(d->device, &smi, NULL, &module);
+    }
+    if (r == VK_SUCCESS) {
+        VkSpecializationMapEntry *map = NULL;
+        uint32_t *data = NULL;
+        if (key->constant_count) {
+            map = nu__calloc(key->constant_count, sizeof *map);
+            data = nu__calloc(key->constant_count, sizeof *data);
+            if (!map || !data) {
+                nu__free(map);
+                nu__free(data);
+                d->vkd.vkDestroyShaderModule(d->device, module, NULL);
+                destroy_vulkan(d, k);
+                nu__free(e);
+                return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "kernel '%s': out of host memory", label);
+            }
+            for (uint32_t i = 0; i < key->constant_count; i++) {
+                map[i] = (VkSpecializationMapEntry){.constantID = key->constants[i].id, .offset = i * 4, .size = 4};
+                data[i] = key->constants[i].value;
+            }
+        }
+        VkSpecializationInfo spec = {.mapEntryCount = key->constant_count, .pMapEntries = map,
+                                     .dataSize = key->constant_count * 4u, .pData = data};
+        VkComputePipelineCreateInfo cpi = {
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                      .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = e->entry,
+                      .pSpecializationInfo = key->constant_count ? &spec : NULL},
+            .layout = k->layout,
+            .basePipelineIndex = -1};
+        what = "vkCreateComputePipelines";
+        r = d->vkd.vkCreateComputePipelines(d->device, d->pipeline_cache, 1, &cpi, NULL, &k->pipeline);
+        if (r != VK_SUCCESS)
+            k->pipeline = VK_NULL_HANDLE;
+        d->vkd.vkDestroyShaderModule(d->device, module, NULL);
+        nu__free(map);
+        nu__free(data);
+    }
+    if (r != VK_SUCCESS) {
+        destroy_vulkan(d, k);
+        nu__free(e);
+        return nu__fail(d, nu__vk_status(r), "kernel '%s': %s failed: %s", label, what, nu__vk_result_name(r));
+    }
+    nu__device_name_object(d, VK_OBJECT_TYPE_PIPELINE, (uint64_t)k->pipeline, k->name);
+    nu__device_name_object(d, VK_OBJECT_TYPE_PIPELINE_LAYOUT, (uint64_t)k->layout, k->name);
+    nu__device_name_object(d, VK_OBJECT_TYPE_DESCRIPTOR_SET_LAYOUT, (uint64_t)k->set_layout, k->name);
+    *out = e;
+    return NU_OK;
+}
+
+/* The highest SPIR-V version a Vulkan version accepts (without VK_KHR_spirv_1_4). */
+static uint32_t max_spirv(uint32_t api)
+{
+    if (api >= VK_API_VERSION_1_3)
+        return 0x00010600u;
+    if (api >= VK_API_VERSION_1_2)
+        return 0x00010500u;
+    if (api >= VK_API_VERSION_1_1)
+        return 0x00010300u;
+    return 0x00010000u;
+}
+
+/* nu_kernel_new once the SPIR-V is in memory. */
+static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *label, const uint32_t *words,
+                        size_t size, nu_kernel **out)
+{
+    const char *entry = desc->entry && *desc->entry ? desc->entry : "main";
+    if (size % 4 != 0 || size < SPV_HEADER_WORDS * 4)
+        return nu__fail(d, NU_ERROR_FORMAT,
+                        "kernel '%s': %zu bytes is not SPIR-V (a whole number of 4-byte words, at least 20 bytes)",
+                        label, size);
+    if (size > SPIRV_MAX)
+        return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': %zu bytes of SPIR-V is more than the %u MiB nuvec accepts",
+                        label, size, SPIRV_MAX >> 20);
+    if (words[0] != SPV_MAGIC)
+        return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': not SPIR-V (magic number 0x%08x, expected 0x%08x)", label,
+                        words[0], SPV_MAGIC);
+    uint32_t version = words[1], most = max_spirv(d->info.api_version);
+    if (version > most)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED,
+                        "kernel '%s': SPIR-V %u.%u is newer than the %u.%u that Vulkan %u.%u on %s accepts", label,
+                        (version >> 16) & 0xff, (version >> 8) & 0xff, (most >> 16) & 0xff, (most >> 8) & 0xff,
+                        VK_API_VERSION_MAJOR(d->info.api_version), VK_API_VERSION_MINOR(d->info.api_version),
+                        d->info.name);
+
+    reflection r;
+    nu_status st = reflect(d, label, words, size / 4, entry, &r);
+    uint32_t bindings = r.bindings;
+    uint32_t local_size[3];
+    memcpy(local_size, r.local_size, sizeof local_size);
+    bool has_push = r.has_push;
+    uint64_t push_extent = r.push_extent;
+    reflection_free(&r);
+    if (st != NU_OK)
+        return st;
+
+    if (desc->bindings) {
+        if (bindings > desc->bindings)
+            return nu__fail(d, NU_ERROR_FORMAT,
+                            "kernel '%s': the SPIR-V uses binding %u, beyond the %u binding(s) the description gives",
+                            label, bindings - 1, desc->bindings);
+        bindings = desc->bindings;
+    }
+    struct nu__kernel_cache *c = d->kernels;
+    if (bindings > c->max_push_descriptors)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': %u bindings, more than the %u push descriptors %s allows", label, bindings,
+                        c->max_push_descriptors, d->info.name);
+    uint32_t push = desc->push_constant_size;
+    if (has_push && push == 0)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': the SPIR-V declares push constants (%llu bytes), but push_constant_size is 0",
+                        label, (unsigned long long)push_extent);
+    if (has_push && push_extent > push)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': its push constant block spans %llu bytes, but push_constant_size is %u", label,
+                        (unsigned long long)push_extent, push);
+
+    nu_specialization *sorted = NULL;
+    if (desc->constant_count) {
+        sorted = nu__malloc(desc->constant_count * sizeof *sorted);
+        if (!sorted)
+            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "kernel '%s': out of host memory", label);
+        memcpy(sorted, desc->constants, desc->constant_count * sizeof *sorted);
+        qsort(sorted, desc->constant_count, sizeof *sorted, constant_cmp);
+        for (uint32_t i = 1; i < desc->constant_count; i++) {
+            if (sorted[i].id == sorted[i - 1].id) {
+                uint32_t dup = sorted[i].id;
+                nu__free(sorted);
+                return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "kernel '%s': specialisation constant %u is given twice",
+                                label, dup);
+            }
+        }
+    }
+    kkey key = {.words = words, .word_count = size / 4, .entry = entry, .constants = sorted,
+                .constant_count = desc->constant_count, .bindings = bindings, .push_size = push};
+    key.hash = key_hash(&key);
+
+    pthread_mutex_lock(&c->lock);
+    kentry *e = cache_find(c, &key);
+    if (e)
+        atomic_fetch_add(&e->k.refs, 1);
+    pthread_mutex_unlock(&c->lock);
+    if (e) {
+        nu__free(sorted);
+        *out = &e->k;
+        return NU_OK;
+    }
+
+    /* Compile outside the lock; another thread may have made the same kernel meanwhile. */
+    const char *name = desc->name && *desc->name ? desc->name : desc->path ? desc->path : entry;
+    kentry *made;
+    st = build(d, label, name, &key, local_size, &made);
+    if (st != NU_OK) {
+        nu__free(sorted);
+        return st;
+    }
+    atomic_store(&c->compiled, true);
+    pthread_mutex_lock(&c->lock);
+    e = cache_find(c, &key);
+    if (e)
+        atomic_fetch_add(&e->k.refs, 1);
+    else
+        cache_insert(c, made);
+    pthread_mutex_unlock(&c->lock);
+    nu__free(sorted);
+    if (e) {
+        destroy_vulkan(d, &made->k);
+        nu__free(made);
+        made = e;
+    }
+    *out = &made->k;
+    return NU_OK;
+}
+
+nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel **out)
+{
+    if (out)
+        *out = NULL;
+    if (!device || !desc || !out)
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_kernel_new: NULL %s",
+                        !device ? "device" : !desc ? "desc" : "out");
+    if (!device->kernels)
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_kernel_new: the device is not open");
+    if (!desc->spirv == !desc->path)
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT,
+                        "nu_kernel_new: give either spirv (with spirv_size) or path, %s",
+                        desc->spirv ? "not both" : "neither was given");
+    if (desc->constant_count && !desc->constants)
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_kernel_new: %u constants but constants is NULL",
+                        desc->constant_count);
+    const char *label = desc->name && *desc->name ? desc->name : desc->path ? desc->path : "(SPIR-V bytes)";
+    if (desc->push_constant_size % 4 != 0 || desc->push_constant_size > device->info.max_push_constants)
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': push_constant_size %u must be a multiple of 4 and at most %u (the device's "
+                        "max_push_constants)",
+                        label, desc->push_constant_size, device->info.max_push_constants);
+    if (!device->has_push_descriptor)
+        return nu__fail(device, NU_ERROR_UNSUPPORTED,
+                        "kernel '%s': %s lacks VK_KHR_push_descriptor, which nuvec binds kernels' buffers with", label,
+                        device->info.name);
+    if (desc->path) {
+        uint32_t *words;
+        size_t size;
+        nu_status st = read_file(device, desc->path, &words, &size);
+        if (st != NU_OK)
+            return st;
+        st = create(device, desc, label, words, size, out);
+        nu__free(words);
+        return st;
+    }
+    if (((uintptr_t)desc->spirv & 3u) != 0)
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "kernel '%s': spirv is not 4-byte aligned", label);
+    return create(device, desc, label, desc->spirv, desc->spirv_size, out);
+}
+
+/* nuvec's own kernels: their push constant sizes (the SPIR-V gives the rest). */
+static const struct builtin {
+    const char *name;
+    uint32_t push_size;
+    bool f16;
+} builtins[] = {
+    {"fill_u32", 8, false}, {"copy_u32", 4, false}, {"add_f32", 4, false}, {"sub_f32", 4, false},
+    {"mul_f32", 4, false},  {"axpy_f32", 8, false}, {"add_f16", 4, true},  {"mul_f16", 4, true},
+    {"fma_f32", 4, false},
+};
+
+nu_status nu_kernel_builtin(nu_device *device, const char *name, nu_kernel **out)
+{
+    if (out)
+        *out = NULL;
+    if (!device || !name || !out)
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_kernel_builtin: NULL %s",
+                        !device ? "device" : !name ? "name" : "out");
+    const nu__kernel_spirv *spv = nu__kernel_find(name);
+    const struct builtin *b = NULL;
+    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
+        if (strcmp(builtins[i].name, name) == 0)
+            b = &builtins[i];
+    if (!spv || !b) {
+        char list[512] = "";
+        size_t len = 0;
+        for (unsigned i = 0; i < nu__kernel_count && len < sizeof list; i++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", nu__kernels[i].name);
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "no builtin kernel named '%s'%s; nuvec's kernels are: %s",
+                        name, spv ? " (it has no entry in kernel.c's table)" : "", list);
+    }
+    if (b->f16 && (!device->info.features[NU_FEATURE_FLOAT16] || !device->info.features[NU_FEATURE_STORAGE_16BIT]))
+        return nu__fail(device, NU_ERROR_UNSUPPORTED, "builtin kernel '%s' needs %s and %s, which %s lacks", name,
+                        nu_feature_name(NU_FEATURE_FLOAT16), nu_feature_name(NU_FEATURE_STORAGE_16BIT),
+                        device->info.name);
+    nu_kernel_desc desc = {.spirv = spv->words, .spirv_size = spv->word_count * 4, .name = name,
+                           .push_constant_size = b->push_size};
+    return nu_kernel_new(device, &desc, out);
+}
+
+void nu__kernel_retain(nu_kernel *k) { atomic_fetch_add(&k->refs, 1); }
+
+void nu__kernel_release(nu_kernel *k)
+{
+    /* Cached kernels live until the device closes (see the top of this file): the count only
+     * says who uses the kernel, and never goes below 0. */
+    unsigned v = atomic_load(&k->refs);
+    while (v > 0 && !atomic_compare_exchange_weak(&k->refs, &v, v - 1)) {
+    }
+}
+
+void nu_kernel_free(nu_kernel *kernel)
+{
+    if (kernel)
+        nu__kernel_release(kernel);
+}
+
+const char *nu_kernel_name(const nu_kernel *kernel) { return kernel ? kernel->name : ""; }
+uint32_t nu_kernel_bindings(const nu_kernel *kernel) { return kernel ? kernel->bindings : 0; }
+uint32_t nu_kernel_push_constant_size(const nu_kernel *kernel) { return kernel ? kernel->push_size : 0; }
+
+void nu_kernel_workgroup_size(const nu_kernel *kernel, uint32_t size[3])
+{
+    if (!size)
+        return;
+    for (int i = 0; i < 3; i++)
+        size[i] = kernel ? kernel->local_size[i] : 0;
+}
+
+void nu_groups_for(uint64_t count, uint32_t per_group, uint32_t groups[3])
+{
+    if (!groups)
+        return;
+    if (per_group == 0)
+        per_group = 1;
+    uint64_t needed = count / per_group + (count % per_group != 0);
+    groups[2] = 1;
+    if (needed <= 65535) {
+        groups[0] = (uint32_t)needed;
+        groups[1] = 1;
+    } else {
+        uint64_t rows = needed / 65535 + (needed % 65535 != 0);
+        groups[0] = 65535;
+        groups[1] = (uint32_t)(rows < 65535 ? rows : 65535); /* beyond 2^32 groups: no buffer is that big */
+    }
+}
+
+/* ---- the disk cache ------------------------------------------------------------------- */
+
+/* nuvec's header before Vulkan's data. All fields little-endian. */
+#define FILE_MAGIC "nuvecpc1"
+#define FILE_HEADER 24
+#define FILE_MAX (1ull << 30)
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* printf into a new string. */
+__attribute__((format(printf, 1, 2))) static char *str_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    char *s = nu__malloc((size_t)n + 1);
+    if (!s)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* The cache file's path into *out, NULL when the disk cache is off or has no place. */
+static nu_status cache_path(nu_device *d, char **out)
+{
+    *out = NULL;
+    const char *dir = getenv("NUVEC_CACHE_DIR");
+    const char *sub = "";
+    if (dir && strcmp(dir, "off") == 0)
+        return NU_OK;
+    if (!dir || !*dir) {
+        dir = getenv("XDG_CACHE_HOME");
+        sub = "/nuvec";
+        if (!dir || dir[0] != '/') { /* the XDG spec: relative paths are invalid, ignore them */
+            dir = getenv("HOME");
+            sub = "/.cache/nuvec";
+            if (!dir || !*dir)
+                return NU_OK;
+        }
+    }
+    VkPhysicalDeviceProperties p;
+    d->vki.vkGetPhysicalDeviceProperties(d->physical, &p);
+    char uuid[2 * VK_UUID_SIZE + 1];
+    for (unsigned i = 0; i < VK_UUID_SIZE; i++)
+        snprintf(uuid + 2 * i, 3, "%02x", p.pipelineCacheUUID[i]);
+    *out = str_printf("%s%s/pipelines-%08x-%08x-%08x-%s.bin", dir, sub, p.vendorID, p.deviceID, p.driverVersion,
+                      uuid);
+    if (!*out)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory naming the pipeline cache file");
+    return NU_OK;
+}
+
+/* Whether `data` is Vulkan pipeline cache data made by this device. */
+static bool header_matches(nu_device *d, const unsigned char *data, size_t size)
+{
+    VkPhysicalDeviceProperties p;
+    d->vki.vkGetPhysicalDeviceProperties(d->physical, &p);
+    if (size < 16 + VK_UUID_SIZE)
+        return false;
+    uint32_t header_size = get32(data);
+    return header_size >= 16 + VK_UUID_SIZE && header_size <= size &&
+           get32(data + 4) == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && get32(data + 8) == p.vendorID &&
+           get32(data + 12) == p.deviceID && memcmp(data + 16, p.pipelineCacheUUID, VK_UUID_SIZE) == 0;
+}
+
+/* Reads the cache file; NULL when there is none or it does not fit this device. Nothing here
+ * is an error: the disk cache only saves time. */
+static unsigned char *load(nu_device *d, const char *path, size_t *size)
+{
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat s;
+    unsigned char *buf = NULL;
+    const char *why = NULL;
+    if (fstat(fd, &s) != 0 || !S_ISREG(s.st_mode) || s.st_size < FILE_HEADER || (uint64_t)s.st_size > FILE_MAX) {
+        why = "not a regular file of a plausible size";
+    } else if (!(buf = nu__malloc((size_t)s.st_size))) {
+        why = "out of host memory";
+    } else {
+        size_t got = 0, want = (size_t)s.st_size;
+        while (got < want) {
+            ssize_t k = read(fd, buf + got, want - got);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                break;
+            got += (size_t)k;
+        }
+        if (got != want)
+            why = "cannot be read whole";
+        else if (memcmp(buf, FILE_MAGIC, 8) != 0 || get64(buf + 8) != want - FILE_HEADER)
+            why = "not a nuvec pipeline cache, or truncated";
+        else if (get64(buf + 16) != hash_bytes(0, buf + FILE_HEADER, want - FILE_HEADER))
+            why = "corrupted (checksum mismatch)";
+        else if (!header_matches(d, buf + FILE_HEADER, want - FILE_HEADER))
+            why = "made by another device or driver";
+    }
+    close(fd);
+    if (why) {
+        if (verbose())
+            fprintf(stderr, "nuvec: ignoring the pipeline cache %s: %s\n", path, why);
+        nu__free(buf);
+        return NULL;
+    }
+    *size = (size_t)s.st_size - FILE_HEADER;
+    return buf;
+}
+
+/* mkdir -p for the directory part of `path`. */
+static int make_parents(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        int rc = mkdir(path, 0700);
+        int e = errno;
+        *p = '/';
+        if (rc != 0 && e != EEXIST)
+            return -1;
+    }
+    return 0;
+}
+
+/* Writes the pipeline cache to its file (temporary file, then rename). Returns why it failed,
+ * or NULL. */
+static const char *save(nu_device *d, struct nu__kernel_cache *c, char *err, size_t err_size)
+{
+    size_t size = 0;
+    VkResult r = d->vkd.vkGetPipelineCacheData(d->device, d->pipeline_cache, &size, NULL);
+    if (r != VK_SUCCESS) {
+        snprintf(err, err_size, "vkGetPipelineCacheData: %s", nu__vk_result_name(r));
+        return err;
+    }
+    unsigned char *buf = nu__malloc(FILE_HEADER + size);
+    if (!buf)
+        return "out of host memory";
+    r = d->vkd.vkGetPipelineCacheData(d->device, d->pipeline_cache, &size, buf + FILE_HEADER);
+    if (r != VK_SUCCESS) { /* VK_INCOMPLETE included: the size cannot grow without new pipelines */
+        nu__free(buf);
+        snprintf(err, err_size, "vkGetPipelineCacheData: %s", nu__vk_result_name(r));
+        return err;
+    }
+    uint64_t h = hash_bytes(0, buf + FILE_HEADER, size);
+    if (c->loaded_bytes == size && c->loaded_hash == h) {
+        nu__free(buf); /* nothing new */
+        return NULL;
+    }
+    memcpy(buf, FILE_MAGIC, 8);
+    put64(buf + 8, size);
+    put64(buf + 16, h);
+
+    const char *why = NULL;
+    char *tmp = str_printf("%s.XXXXXX", c->path);
+    int fd = -1;
+    if (!tmp) {
+        why = "out of host memory";
+    } else if (make_parents(tmp) != 0) {
+        snprintf(err, err_size, "cannot create its directory: %s", strerror_r(errno, (char[128]){0}, 128));
+        why = err;
+    } else if ((fd = mkstemp(tmp)) < 0) {
+        snprintf(err, err_size, "cannot create a temporary file: %s", strerror_r(errno, (char[128]){0}, 128));
+        why = err;
+    } else {
+        size_t done = 0, total = FILE_HEADER + size;
+        while (done < total) {
+            ssize_t k = write(fd, buf + done, total - done);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                break;
+            done += (size_t)k;
+        }
+        int close_rc = close(fd);
+        if (done != total || close_rc != 0) {
+            snprintf(err, err_size, "writing failed: %s", strerror_r(errno, (char[128]){0}, 128));
+            why = err;
+        } else if (rename(tmp, c->path) != 0) {
+            snprintf(err, err_size, "rename failed: %s", strerror_r(errno, (char[128]){0}, 128));
+            why = err;
+        }
+        if (why)
+            unlink(tmp);
+    }
+    nu__free(tmp);
+    nu__free(buf);
+    return why;
+}
+
+/* Everything but saving: for fini and for a failed init. */
+static void teardown(nu_device *d)
+{
+    struct nu__kernel_cache *c = d->kernels;
+    if (c) {
+        for (size_t i = 0; i < c->bucket_count; i++) {
+            for (kentry *e = c->buckets[i], *next; e; e = next) {
+                next = e->next;
+                destroy_vulkan(d, &e->k);
+                nu__free(e);
+            }
+        }
+        nu__free(c->buckets);
+        nu__free(c->path);
+        pthread_mutex_destroy(&c->lock);
+        nu__free(c);
+        d->kernels = NULL;
+    }
+    if (d->pipeline_cache && d->device) {
+        d->vkd.vkDestroyPipelineCache(d->device, d->pipeline_cache, NULL);
+        d->pipeline_cache = VK_NULL_HANDLE;
+    }
+}
+
+nu_status nu__kernels_init(nu_device *d)
+{
+    struct nu__kernel_cache *c = nu__calloc(1, sizeof *c);
+    if (!c)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory creating the kernel cache");
+    c->bucket_count = 16;
+    c->buckets = nu__calloc(c->bucket_count, sizeof *c->buckets);
+    if (!c->buckets || pthread_mutex_init(&c->lock, NULL) != 0) {
+        nu__free(c->buckets);
+        nu__free(c);
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory creating the kernel cache");
+    }
+    atomic_init(&c->compiled, false);
+    d->kernels = c;
+
+    VkPhysicalDevicePushDescriptorPropertiesKHR pd = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &pd};
+    c->max_push_descriptors = 32; /* the minimum the extension guarantees */
+    if (d->has_push_descriptor) {
+        d->vki.vkGetPhysicalDeviceProperties2(d->physical, &p2);
+        if (pd.maxPushDescriptors)
+            c->max_push_descriptors = pd.maxPushDescriptors;
+    }
+
+    nu_status st = cache_path(d, &c->path);
+    if (st != NU_OK) {
+        teardown(d);
+        return st;
+    }
+    size_t size = 0;
+    unsigned char *file = c->path ? load(d, c->path, &size) : NULL;
+    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                    .initialDataSize = size, .pInitialData = file ? file + FILE_HEADER : NULL};
+    VkResult r = d->vkd.vkCreatePipelineCache(d->device, &ci, NULL, &d->pipeline_cache);
+    if (r != VK_SUCCESS && file) {
+        /* The driver refused the data: start empty. */
+        if (verbose())
+            fprintf(stderr, "nuvec: the driver refused the pipeline cache %s: %s\n", c->path, nu__vk_result_name(r));
+        nu__free(file);
+        file = NULL;
+        size = 0;
+        ci.initialDataSize = 0;
+        ci.pInitialData = NULL;
+        r = d->vkd.vkCreatePipelineCache(d->device, &ci, NULL, &d->pipeline_cache);
+    }
+    if (r != VK_SUCCESS) {
+        nu__free(file);
+        d->pipeline_cache = VK_NULL_HANDLE;
+        teardown(d);
+        return nu__fail(d, nu__vk_status(r), "vkCreatePipelineCache failed: %s", nu__vk_result_name(r));
+    }
+    if (file) {
+        c->loaded_bytes = size;
+        c->loaded_hash = hash_bytes(0, file + FILE_HEADER, size);
+        nu__free(file);
+    }
+    nu__device_name_object(d, VK_OBJECT_TYPE_PIPELINE_CACHE, (uint64_t)d->pipeline_cache, "nuvec pipeline cache");
+    return NU_OK;
+}
+
+void nu__kernels_fini(nu_device *d)
+{
+    struct nu__kernel_cache *c = d->kernels;
+    if (c && c->path && d->pipeline_cache && atomic_load(&c->compiled)) {
+        char err[256];
+        const char *why = save(d, c, err, sizeof err);
+        if (why && verbose())
+            fprintf(stderr, "nuvec: could not save the pipeline cache %s: %s\n", c->path, why);
+    }
+    teardown(d);
+}
+
+void nu__kernels_cache_info(nu_device *d, nu__kernel_cache_info *out)
+{
+    memset(out, 0, sizeof *out);
+    struct nu__kernel_cache *c = d->kernels;
+    if (!c)
+        return;
+    out->path = c->path;
+    out->loaded_bytes = c->loaded_bytes;
+    pthread_mutex_lock(&c->lock);
+    out->kernels = c->count;
+    pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,44 @@
+/* kernel.h: kernels' internals, for command recording. */
+#ifndef NU_KERNEL_H
+#define NU_KERNEL_H
+
+#include <stdatomic.h>
+
+#include "vk/device.h"
+#include "nuvec/kernel.h"
+
+/* Kernels stay in the device's cache until it closes (see kernel.c): a kernel pointer stays
+ * valid until then, whatever `refs` says. */
+struct nu_kernel {
+    nu_device *device;
+    atomic_uint refs;          /* the users' and the command buffers' (bookkeeping only) */
+    VkPipeline pipeline;
+    VkPipelineLayout layout;
+    VkDescriptorSetLayout set_layout; /* a push-descriptor layout of `bindings` storage buffers */
+    uint32_t bindings;
+    uint32_t push_size;
+    uint32_t local_size[3];    /* 0s when set by specialisation */
+    uint64_t key;              /* the in-memory cache's key (a hash of SPIR-V, entry, constants, layout) */
+    char name[64];
+};
+
+/* A command buffer keeps the kernels it dispatches alive until it completes. */
+void nu__kernel_retain(nu_kernel *k);
+void nu__kernel_release(nu_kernel *k);
+
+/* Per device: the in-memory kernel cache and the VkPipelineCache (loaded from disk at open,
+ * saved at close). Called by nu_device_open / nu_device_close. */
+nu_status nu__kernels_init(nu_device *d);
+void nu__kernels_fini(nu_device *d);
+
+/* What the caches hold, for tests and diagnostics: the disk cache's file (NULL when disabled
+ * by NUVEC_CACHE_DIR=off or without a home directory), the bytes of pipeline cache data loaded
+ * from it at open (0: none, or the file was ignored), and the kernels cached in memory. */
+typedef struct nu__kernel_cache_info {
+    const char *path;
+    size_t loaded_bytes;
+    size_t kernels;
+} nu__kernel_cache_info;
+void nu__kernels_cache_info(nu_device *d, nu__kernel_cache_info *out);
+
+#endif

@@ -1,0 +1,339 @@
+/* buffer.c: buffers and the CPU access rules (see nuvec/buffer.h, and the reference's Buffer). */
+#include "memory/buffer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "nuvec/command.h"
+#include "memory/transfer.h"
+#include "vk/block.h"
+
+/* Debug builds keep this many freed handles aside (not returned to malloc) so that a second
+ * nu_buffer_free of any of them is caught. */
+#define QUARANTINE 1024
+
+#ifndef NDEBUG
+static void quarantine(nu_buffer *b)
+{
+    nu_device *d = b->device;
+    pthread_mutex_lock(&d->handles_lock);
+    nu_buffer *old = d->quarantine[d->quarantine_next];
+    d->quarantine[d->quarantine_next] = b;
+    d->quarantine_next = (d->quarantine_next + 1) % QUARANTINE;
+    pthread_mutex_unlock(&d->handles_lock);
+    nu__free(old);
+}
+#endif
+
+nu_status nu__buffer_quarantine_init(nu_device *d)
+{
+#ifndef NDEBUG
+    d->quarantine = nu__calloc(QUARANTINE, sizeof *d->quarantine);
+    if (!d->quarantine)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
+#endif
+    return NU_OK;
+}
+
+void nu__buffer_quarantine_fini(nu_device *d)
+{
+    if (!d->quarantine)
+        return;
+    for (unsigned i = 0; i < QUARANTINE; i++)
+        nu__free(d->quarantine[i]);
+    nu__free(d->quarantine);
+    d->quarantine = NULL;
+}
+
+/* The last reference to the buffer's guard went: no GPU work and no user holds it. */
+static void destroy(nu__guard *g)
+{
+    nu_buffer *b = (nu_buffer *)g;
+    if (b->mapping)
+        nu__mapping_release(b);
+    nu__guard_fini(g);
+#ifndef NDEBUG
+    quarantine(b);
+#else
+    nu__free(b);
+#endif
+}
+
+nu_status nu__buffer_check(const nu_buffer *b, const char *fn)
+{
+    if (!b)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL buffer", fn);
+    unsigned m = atomic_load(&((nu_buffer *)b)->magic);
+    if (m != NU__BUFFER_LIVE)
+        return nu__fail(NULL, NU_ERROR_INVALID_HANDLE, "%s: %s", fn,
+                        m == NU__BUFFER_FREED ? "the buffer was freed" : "not a buffer");
+    return NU_OK;
+}
+
+nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out)
+{
+    if (!out)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_new: NULL out");
+    *out = NULL;
+    if (!d)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_new: NULL device");
+    if (storage != NU_STORAGE_SHARED && storage != NU_STORAGE_PRIVATE)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_new: unknown storage %d", (int)storage);
+    nu_buffer *b = nu__malloc(sizeof *b);
+    if (!b)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a buffer handle");
+    if (nu__guard_init(&b->guard, &d->commits, destroy) != NU_OK) {
+        nu__free(b);
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a buffer handle");
+    }
+    char why[256];
+    int kind = storage == NU_STORAGE_PRIVATE ? NU__KIND_PRIVATE : NU__KIND_SHARED;
+    nu_status st = nu__pool_alloc(d->pool, kind, size, gpu, &b->alloc, why, sizeof why);
+    if (st != NU_OK) {
+        nu__guard_fini(&b->guard);
+        nu__free(b);
+        return nu__fail(d, st, "%s", why);
+    }
+    b->device = d;
+    b->size = size;
+    b->storage = storage;
+    b->read_only = false;
+    b->mapped_file = false;
+    b->mapping = NULL;
+    b->name[0] = 0;
+    atomic_init(&b->magic, NU__BUFFER_LIVE);
+    nu__pool_count_buffer(d->pool, 1);
+    *out = b;
+    return NU_OK;
+}
+
+nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
+{
+    return nu__buffer_create(device, size, storage, false, out);
+}
+
+nu_status nu_buffer_new_gpu(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
+{
+    return nu__buffer_create(device, size, storage, true, out);
+}
+
+nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_storage storage, nu_buffer **out)
+{
+    if (size && !bytes) {
+        if (out)
+            *out = NULL;
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_from: NULL bytes");
+    }
+    nu_status st = nu__buffer_create(device, size, storage, false, out);
+    if (st != NU_OK)
+        return st;
+    st = nu_buffer_write(*out, 0, bytes, size);
+    if (st != NU_OK) {
+        nu_buffer_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Drops the reference to the previous owner's guard once its work is done. */
+static void forget_previous_if_idle(nu_buffer *b)
+{
+    if (b->alloc.busy && nu__guard_idle(b->alloc.busy)) {
+        nu__guard_release(b->alloc.busy);
+        b->alloc.busy = NULL;
+    }
+}
+
+nu_status nu_buffer_free(nu_buffer *b)
+{
+    if (!b)
+        return NU_OK;
+    /* A plain load and store, not an exchange: freeing one handle on two threads at once is
+     * a race in the caller; this catches the sequential second free. */
+    unsigned m = atomic_load_explicit(&b->magic, memory_order_relaxed);
+    atomic_store_explicit(&b->magic, NU__BUFFER_FREED, memory_order_relaxed);
+    if (m != NU__BUFFER_LIVE)
+        return nu__fail(NULL, NU_ERROR_INVALID_HANDLE, "nu_buffer_free: %s",
+                        m == NU__BUFFER_FREED ? "the buffer was already freed" : "not a buffer");
+    nu_device *d = b->device;
+    /* GPU work on the memory runs after the previous owner's: while its own is pending, its
+     * guard orders reuse; otherwise the previous owner's does, if still pending. */
+    forget_previous_if_idle(b);
+    nu__guard *busy = !nu__guard_idle(&b->guard) ? &b->guard : b->alloc.busy;
+    nu__pool_free(d->pool, &b->alloc, busy);
+    if (b->alloc.busy)
+        nu__guard_release(b->alloc.busy);
+    b->alloc.busy = NULL;
+    nu__pool_count_buffer(d->pool, -1);
+    /* The user's reference is the last unless GPU work holds the guard: then no other thread
+     * can take a new one (that needs the handle), so the atomic decrement can be skipped. */
+    if (atomic_load_explicit(&b->guard.refs, memory_order_acquire) == 1)
+        destroy(&b->guard);
+    else
+        nu__guard_release(&b->guard);
+    return NU_OK;
+}
+
+nu_status nu_buffer_set_name(nu_buffer *b, const char *name)
+{
+    nu_status st = nu__buffer_check(b, "nu_buffer_set_name");
+    if (st == NU_OK)
+        snprintf(b->name, sizeof b->name, "%s", name ? name : "");
+    return st;
+}
+
+const char *nu_buffer_name(const nu_buffer *b) { return b->name; }
+
+size_t nu_buffer_size(const nu_buffer *b) { return b->size; }
+nu_storage nu_buffer_storage(const nu_buffer *b) { return b->storage; }
+nu_device *nu_buffer_device(const nu_buffer *b) { return b->device; }
+bool nu_buffer_in_use(const nu_buffer *b) { return !nu__guard_idle(&b->guard); }
+bool nu_buffer_is_read_only(const nu_buffer *b) { return b->read_only; }
+
+/* Blocks until the previous owner's GPU work on reused memory completed (it is committed,
+ * so it does), then forgets it. */
+static nu_status wait_for_previous(nu_buffer *b)
+{
+    if (!b->alloc.busy)
+        return NU_OK;
+    nu_status st = nu__guard_wait_idle(b->alloc.busy, UINT64_MAX);
+    if (st == NU_OK)
+        forget_previous_if_idle(b);
+    return st;
+}
+
+static nu_status range(nu_buffer *b, const char *fn, size_t offset, size_t size)
+{
+    if (offset > b->size || size > b->size - offset)
+        return nu__fail(b->device, NU_ERROR_OUT_OF_RANGE,
+                        "%s: bytes %zu..%zu (%zu from offset %zu) are outside the buffer of %zu bytes", fn, offset,
+                        offset + size, size, offset, b->size);
+    return NU_OK;
+}
+
+/* CPU reads: refused while submitted GPU work writes the buffer. */
+static nu_status may_read(nu_buffer *b, const char *fn)
+{
+    nu_status st = b->mapping ? nu__mapping_check(b, fn) : NU_OK;
+    if (st == NU_OK)
+        st = wait_for_previous(b);
+    if (st != NU_OK)
+        return st;
+    if (nu__guard_has_writers(&b->guard))
+        return nu__fail(b->device, NU_ERROR_BUFFER_IN_USE,
+                        "%s: submitted GPU work writes the buffer: wait for its command buffer first", fn);
+    return NU_OK;
+}
+
+/* CPU writes: refused for read-only buffers and while any submitted GPU work uses it. */
+static nu_status may_write(nu_buffer *b, const char *fn)
+{
+    if (b->read_only)
+        return nu__fail(b->device, NU_ERROR_READ_ONLY, "%s: the buffer is read-only (a mapped file)", fn);
+    if (!nu__guard_idle(&b->guard))
+        return nu__fail(b->device, NU_ERROR_BUFFER_IN_USE,
+                        "%s: submitted GPU work uses the buffer: wait for its command buffers first", fn);
+    return wait_for_previous(b);
+}
+
+static nu_status move(nu_buffer *b, size_t offset, void *host, size_t size, bool upload)
+{
+    if (b->storage == NU_STORAGE_SHARED) {
+        if (upload)
+            memcpy(b->alloc.mapped + offset, host, size);
+        else
+            memcpy(host, b->alloc.mapped + offset, size);
+        return NU_OK;
+    }
+    VkBuffer vb;
+    VkDeviceSize base;
+    nu_status st = nu__buffer_binding(b, &vb, &base);
+    if (st != NU_OK)
+        return st;
+    return nu__transfer_immediate(b->device, vb, base + offset, host, size, upload);
+}
+
+nu_status nu_buffer_read(nu_buffer *b, size_t offset, void *dst, size_t size)
+{
+    nu_status st = nu__buffer_check(b, "nu_buffer_read");
+    if (st == NU_OK && size && !dst)
+        st = nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_read: NULL destination");
+    if (st == NU_OK)
+        st = range(b, "nu_buffer_read", offset, size);
+    if (st == NU_OK)
+        st = may_read(b, "nu_buffer_read");
+    if (st != NU_OK || size == 0)
+        return st;
+    return move(b, offset, dst, size, false);
+}
+
+nu_status nu_buffer_write(nu_buffer *b, size_t offset, const void *src, size_t size)
+{
+    nu_status st = nu__buffer_check(b, "nu_buffer_write");
+    if (st == NU_OK && size && !src)
+        st = nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_write: NULL source");
+    if (st == NU_OK)
+        st = range(b, "nu_buffer_write", offset, size);
+    if (st == NU_OK)
+        st = may_write(b, "nu_buffer_write");
+    if (st != NU_OK || size == 0)
+        return st;
+    return move(b, offset, (void *)src, size, true);
+}
+
+static nu_status cpu_pointer(nu_buffer *b, const char *fn)
+{
+    if (b->storage != NU_STORAGE_SHARED)
+        return nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT,
+                        "%s: private buffers have no CPU pointer: use nu_buffer_read / nu_buffer_write", fn);
+    return NU_OK;
+}
+
+nu_status nu_buffer_contents(nu_buffer *b, const void **out)
+{
+    if (out)
+        *out = NULL;
+    nu_status st = nu__buffer_check(b, "nu_buffer_contents");
+    if (st == NU_OK && !out)
+        st = nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_contents: NULL out");
+    if (st == NU_OK)
+        st = cpu_pointer(b, "nu_buffer_contents");
+    if (st == NU_OK)
+        st = may_read(b, "nu_buffer_contents");
+    if (st == NU_OK)
+        *out = b->size ? b->alloc.mapped : NULL;
+    return st;
+}
+
+nu_status nu_buffer_contents_mut(nu_buffer *b, void **out)
+{
+    if (out)
+        *out = NULL;
+    nu_status st = nu__buffer_check(b, "nu_buffer_contents_mut");
+    if (st == NU_OK && !out)
+        st = nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_contents_mut: NULL out");
+    if (st == NU_OK)
+        st = cpu_pointer(b, "nu_buffer_contents_mut");
+    if (st == NU_OK)
+        st = may_write(b, "nu_buffer_contents_mut");
+    if (st == NU_OK)
+        *out = b->size ? b->alloc.mapped : NULL;
+    return st;
+}
+
+nu_status nu__buffer_binding(nu_buffer *b, VkBuffer *buffer, VkDeviceSize *offset)
+{
+    if (b->mapping) {
+        *offset = 0;
+        return nu__mapping_binding(b, buffer);
+    }
+    if (!b->alloc.block) {
+        *offset = 0;
+        return nu__device_placeholder(b->device, buffer);
+    }
+    *buffer = ((nu__vk_block *)b->alloc.memory)->buffer;
+    *offset = b->alloc.offset;
+    return NU_OK;
+}

@@ -1,0 +1,55 @@
+/* buffer.h: buffers' internals, for the modules that bind them or move their bytes. */
+#ifndef NU_BUFFER_H
+#define NU_BUFFER_H
+
+#include "memory/allocator.h"
+#include "vk/device.h"
+#include "memory/guard.h"
+#include "nuvec/buffer.h"
+
+#define NU__BUFFER_LIVE 0x6e756266u  /* "nubf" */
+#define NU__BUFFER_FREED 0x64656164u /* "dead" */
+
+struct nu_buffer {
+    /* The guard comes first: its destroy callback gets the buffer back by a cast. Its
+     * references are the user's (until nu_buffer_free) and those of GPU work using it. */
+    nu__guard guard;
+    atomic_uint magic;
+    nu_device *device;
+    size_t size;
+    nu_storage storage;
+    bool read_only;
+    bool mapped_file;  /* from nu_buffer_map_file (zero-copy when `mapping` is set) */
+    /* A file's pages wrapped without a copy (mapped.c), or NULL. Such a buffer has an empty
+     * `alloc` whose `mapped` is the file's mapping. */
+    struct nu__mapping *mapping;
+    char name[32];    /* nu_buffer_set_name: shown in captures' labels */
+    /* The memory; alloc.busy is the previous owner's guard when the memory was handed out
+     * while committed GPU work still used it (a reference; cleared once that work is done). */
+    nu__allocation alloc;
+};
+
+/* A buffer from the allocator (nu_buffer_new; nu_buffer_new_gpu with `gpu`). */
+nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out);
+
+/* NU_OK for a live buffer; INVALID_ARGUMENT for NULL, INVALID_HANDLE for a freed one (the
+ * message names `fn`). */
+nu_status nu__buffer_check(const nu_buffer *b, const char *fn);
+
+/* The Vulkan buffer and byte offset to bind (the placeholder for empty buffers). */
+nu_status nu__buffer_binding(nu_buffer *b, VkBuffer *buffer, VkDeviceSize *offset);
+
+/* mapped.c: the Vulkan buffer over a mapped file's pages, imported on first use. */
+nu_status nu__mapping_binding(nu_buffer *b, VkBuffer *buffer);
+/* mapped.c: checks that the file still has the size it had when mapped (NU_ERROR_IO if not). */
+nu_status nu__mapping_check(nu_buffer *b, const char *fn);
+/* mapped.c: at device open, whether the driver is known to refuse a file's pages. */
+void nu__mapping_device_init(nu_device *d);
+/* mapped.c: unmaps the file and frees its import (the buffer's last reference went). */
+void nu__mapping_release(nu_buffer *b);
+
+/* Debug builds: where freed handles wait so that a second free is caught. */
+nu_status nu__buffer_quarantine_init(nu_device *d);
+void nu__buffer_quarantine_fini(nu_device *d);
+
+#endif

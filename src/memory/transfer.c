@@ -1,0 +1,126 @@
+/* transfer.c: immediate copies for reading and writing private buffers (see transfer.h).
+ *
+ * One staging block of shared memory and one command buffer per device, under a lock; each
+ * chunk is copied by its own submission on the transfer queue, which signals the queue's
+ * timeline, and waited for before the next chunk. */
+#include "memory/transfer.h"
+
+#include <string.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "vk/block.h"
+#include "vk/queue.h"
+
+#define STAGING_BYTES (4u << 20)
+
+static nu_status prepare(nu_device *d)
+{
+    if (d->staging_cmd)
+        return NU_OK;
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = d->transfer->family};
+    VkResult r = d->vkd.vkCreateCommandPool(d->device, &pi, NULL, &d->staging_pool);
+    if (r != VK_SUCCESS) {
+        d->staging_pool = VK_NULL_HANDLE;
+        return nu__fail(d, nu__vk_status(r), "creating the staging command pool: %s", nu__vk_result_name(r));
+    }
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = d->staging_pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    VkCommandBuffer cmd;
+    r = d->vkd.vkAllocateCommandBuffers(d->device, &ai, &cmd);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "allocating the staging command buffer: %s", nu__vk_result_name(r));
+    void *memory, *mapped;
+    nu_status st = nu__backend_allocate(d, NU__KIND_SHARED, STAGING_BYTES, &memory, &mapped);
+    if (st != NU_OK) {
+        d->vkd.vkFreeCommandBuffers(d->device, d->staging_pool, 1, &cmd);
+        return nu__fail(d, st, "allocating the %u MiB staging buffer failed", STAGING_BYTES >> 20);
+    }
+    d->staging = memory;
+    d->staging_size = STAGING_BYTES;
+    d->staging_cmd = cmd;
+    nu__device_name_object(d, VK_OBJECT_TYPE_BUFFER, (uint64_t)d->staging->buffer, "nuvec staging");
+    nu__device_name_object(d, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)cmd, "nuvec read/write of private buffers");
+    return NU_OK;
+}
+
+/* Records and submits one copy, then waits for it. */
+static nu_status copy_chunk(nu_device *d, VkBuffer buffer, VkDeviceSize offset, VkDeviceSize size, bool upload)
+{
+    VkCommandBuffer cmd = d->staging_cmd;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult r = d->vkd.vkBeginCommandBuffer(cmd, &bi);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "vkBeginCommandBuffer: %s", nu__vk_result_name(r));
+    VkBufferCopy region = {.srcOffset = upload ? 0 : offset, .dstOffset = upload ? offset : 0, .size = size};
+    if (upload)
+        d->vkd.vkCmdCopyBuffer(cmd, d->staging->buffer, buffer, 1, &region);
+    else
+        d->vkd.vkCmdCopyBuffer(cmd, buffer, d->staging->buffer, 1, &region);
+    /* Make the copy's writes visible to the host (download) or to any later GPU work. */
+    VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+                           .srcStageMask = VK_PIPELINE_STAGE_2_COPY_BIT,
+                           .srcAccessMask = VK_ACCESS_2_TRANSFER_WRITE_BIT,
+                           .dstStageMask = upload ? VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT : VK_PIPELINE_STAGE_2_HOST_BIT,
+                           .dstAccessMask = upload ? VK_ACCESS_2_MEMORY_READ_BIT | VK_ACCESS_2_MEMORY_WRITE_BIT
+                                                   : VK_ACCESS_2_HOST_READ_BIT};
+    VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
+                            .pMemoryBarriers = &mb};
+    d->vkd.vkCmdPipelineBarrier2(cmd, &dep);
+    r = d->vkd.vkEndCommandBuffer(cmd);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "vkEndCommandBuffer: %s", nu__vk_result_name(r));
+
+    nu__queue *q = d->transfer;
+    pthread_mutex_lock(&q->lock);
+    uint64_t value = q->submitted + 1;
+    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .commandBufferCount = 1,
+                       .pCommandBuffers = &cmd, .signalSemaphoreCount = 1, .pSignalSemaphores = &q->timeline};
+    r = d->vkd.vkQueueSubmit(q->queue, 1, &si, VK_NULL_HANDLE);
+    if (r == VK_SUCCESS)
+        q->submitted = value;
+    pthread_mutex_unlock(&q->lock);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "submitting a copy %s a private buffer: %s", upload ? "into" : "out of",
+                        nu__vk_result_name(r));
+    /* Bounded: a copy of 4 MiB that takes a minute means the device hangs. */
+    return nu__queue_wait(d, q, value, 60ull * 1000000000u);
+}
+
+nu_status nu__transfer_immediate(nu_device *d, VkBuffer buffer, VkDeviceSize offset, void *host, size_t size,
+                                 bool upload)
+{
+    pthread_mutex_lock(&d->staging_lock);
+    nu_status st = prepare(d);
+    uint8_t *h = host;
+    for (size_t done = 0; st == NU_OK && done < size;) {
+        size_t n = size - done < d->staging_size ? size - done : (size_t)d->staging_size;
+        if (upload)
+            memcpy(d->staging->mapped, h + done, n);
+        st = copy_chunk(d, buffer, offset + done, n, upload);
+        if (st == NU_OK && !upload)
+            memcpy(h + done, d->staging->mapped, n);
+        done += n;
+    }
+    pthread_mutex_unlock(&d->staging_lock);
+    return st;
+}
+
+void nu__transfer_fini(nu_device *d)
+{
+    if (d->staging_cmd)
+        d->vkd.vkFreeCommandBuffers(d->device, d->staging_pool, 1, &d->staging_cmd);
+    if (d->staging_pool)
+        d->vkd.vkDestroyCommandPool(d->device, d->staging_pool, NULL);
+    if (d->staging)
+        nu__backend_release(d, NU__KIND_SHARED, d->staging, d->staging_size);
+    d->staging_cmd = VK_NULL_HANDLE;
+    d->staging_pool = VK_NULL_HANDLE;
+    d->staging = NULL;
+}

@@ -1,0 +1,92 @@
+/* device.h: the device: its Vulkan objects and function tables, and each module's state. */
+#ifndef NU_VK_DEVICE_H
+#define NU_VK_DEVICE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdatomic.h>
+
+#include "core/error.h"
+#include "core/memory_kind.h"
+#include "nuvec/device.h"
+#include "vk/vk.h"
+
+struct nu__pool;
+struct nu__vk_block;
+
+/* One Vulkan queue with its timeline semaphore: a submission signals `submitted + 1`, so
+ * "queue q reached value v" means every submission up to the v-th has completed. */
+typedef struct nu__queue {
+    VkQueue queue;
+    uint32_t family;
+    uint32_t index;         /* 0: compute, 1: transfer */
+    VkSemaphore timeline;
+    uint64_t submitted;     /* last value signalled by a submission (under `lock`) */
+    pthread_mutex_t lock;   /* vkQueueSubmit needs the queue externally synchronised */
+} nu__queue;
+
+struct nu_device {
+    nu__error_slot errors; /* first: core/error.c reaches it through the device pointer */
+    nu__vk_instance vki;
+    nu__vk_device vkd;
+    VkInstance instance;
+    VkPhysicalDevice physical;
+    VkDevice device;
+    VkDebugUtilsMessengerEXT messenger;
+    bool validation;
+    atomic_uint validation_errors;
+
+    nu_device_info info;
+    nu_memory_choice memory;
+    uint32_t memory_type[NU__KIND_COUNT]; /* Vulkan memory type per allocator kind */
+    bool kind_mapped[NU__KIND_COUNT];     /* blocks of this kind have a CPU pointer */
+    VkBufferUsageFlags buffer_usage;
+    bool has_push_descriptor, has_external_host_memory, has_debug_utils;
+
+    nu__queue queues[2];
+    nu__queue *compute;
+    nu__queue *transfer; /* == compute without a separate transfer family */
+
+    struct nu__pool *pool;
+    atomic_uint_fast64_t commits; /* command buffers committed (guards compare against it) */
+
+    /* Kernels (kernel.c): the in-memory cache of pipelines and the on-disk VkPipelineCache. */
+    struct nu__kernel_cache *kernels;
+    VkPipelineCache pipeline_cache;
+
+    /* Submission and completion (submit.c). */
+    struct nu__submitter *submitter;
+
+    /* Timelines (trace.c). */
+    struct nu__trace *trace;
+
+    /* RenderDoc captures (capture.c): its API when its layer came with the instance, and the
+     * path of the running capture. */
+    void *renderdoc;
+    char *capture_path;
+    uint32_t capture_count;
+
+    pthread_mutex_t placeholder_lock;
+    struct nu__vk_block *placeholder; /* bound for empty buffers; created on first use */
+
+    /* Immediate copies for reading and writing private buffers (transfer.c). */
+    pthread_mutex_t staging_lock;
+    VkCommandPool staging_pool;
+    VkCommandBuffer staging_cmd;
+    struct nu__vk_block *staging;
+    uint64_t staging_size;
+
+    /* Debug builds keep freed buffer handles aside so that a second free is caught. */
+    pthread_mutex_t handles_lock;
+    struct nu_buffer **quarantine;
+    unsigned quarantine_next, quarantine_count;
+
+    /* Whether the device imports a file's pages (mapped.c): 0 not tried yet, 1 yes, -1 no (and
+     * why: the message of the refused import). */
+    atomic_int file_import;
+    char file_import_refusal[1024];
+};
+
+_Static_assert(offsetof(struct nu_device, errors) == 0, "core/error.c reaches the errors at the device's address");
+
+#endif

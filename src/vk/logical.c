@@ -1,0 +1,89 @@
+/* logical.c: the logical device, with the extensions and features nuvec uses enabled. */
+#include "vk/physical.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/host.h"
+
+nu_status nu__logical_create(nu_device *d)
+{
+    const nu_device_info *info = &d->info;
+    uint32_t n = 0;
+    d->vki.vkEnumerateDeviceExtensionProperties(d->physical, NULL, &n, NULL);
+    VkExtensionProperties *exts = nu__calloc(n ? n : 1, sizeof *exts);
+    if (!exts)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory creating the device");
+    d->vki.vkEnumerateDeviceExtensionProperties(d->physical, NULL, &n, exts);
+    const char *enable[8];
+    uint32_t count = 0;
+    bool v13 = info->api_version >= VK_API_VERSION_1_3;
+    if (info->features[NU_FEATURE_PUSH_DESCRIPTOR])
+        enable[count++] = NU__EXT_PUSH_DESCRIPTOR;
+    if (info->features[NU_FEATURE_EXTERNAL_HOST_MEMORY]) {
+        enable[count++] = NU__EXT_EXTERNAL_HOST;
+        if (info->api_version < VK_API_VERSION_1_1 && nu__vk_has_extension(exts, n, NU__EXT_EXTERNAL_MEMORY))
+            enable[count++] = NU__EXT_EXTERNAL_MEMORY;
+    }
+    if (info->features[NU_FEATURE_MEMORY_BUDGET])
+        enable[count++] = NU__EXT_MEMORY_BUDGET;
+    if (!v13) {
+        enable[count++] = NU__EXT_SYNC2;
+        if (info->features[NU_FEATURE_SUBGROUP_SIZE_CONTROL])
+            enable[count++] = NU__EXT_SUBGROUP_SIZE;
+    }
+    nu__free(exts);
+    d->has_push_descriptor = info->features[NU_FEATURE_PUSH_DESCRIPTOR];
+    /* NUVEC_NO_HOST_IMPORT=1 turns zero-copy file mapping off (copies instead), to rule a
+     * driver's import out when looking for a problem. */
+    const char *no_import = getenv("NUVEC_NO_HOST_IMPORT");
+    d->has_external_host_memory = info->features[NU_FEATURE_EXTERNAL_HOST_MEMORY] &&
+                                  !(no_import && *no_import && strcmp(no_import, "0") != 0);
+
+    VkPhysicalDeviceSubgroupSizeControlFeatures sgc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
+        .subgroupSizeControl = info->features[NU_FEATURE_SUBGROUP_SIZE_CONTROL]};
+    VkPhysicalDeviceSynchronization2Features sync2 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SYNCHRONIZATION_2_FEATURES,
+        .pNext = info->features[NU_FEATURE_SUBGROUP_SIZE_CONTROL] ? &sgc : NULL, .synchronization2 = VK_TRUE};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = &sync2,
+                                            .timelineSemaphore = VK_TRUE,
+                                            /* required by Vulkan 1.2: timestamp queries are reset
+                                             * on the host (a transfer-only queue cannot) */
+                                            .hostQueryReset = VK_TRUE,
+                                            .shaderFloat16 = info->features[NU_FEATURE_FLOAT16],
+                                            .shaderInt8 = info->features[NU_FEATURE_INT8],
+                                            .storageBuffer8BitAccess = VK_FALSE};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &f12,
+                                            .storageBuffer16BitAccess = info->features[NU_FEATURE_STORAGE_16BIT]};
+    VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qci[2] = {
+        {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = info->compute_queue_family,
+         .queueCount = 1, .pQueuePriorities = &priority},
+        {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = info->transfer_queue_family,
+         .queueCount = 1, .pQueuePriorities = &priority},
+    };
+    VkDeviceCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+        .pNext = &feats,
+        .queueCreateInfoCount = info->separate_transfer_queue ? 2 : 1,
+        .pQueueCreateInfos = qci,
+        .enabledExtensionCount = count,
+        .ppEnabledExtensionNames = enable,
+    };
+    VkResult r = d->vki.vkCreateDevice(d->physical, &ci, NULL, &d->device);
+    if (r != VK_SUCCESS) {
+        d->device = VK_NULL_HANDLE;
+        return nu__fail(d, nu__vk_status(r), "vkCreateDevice on %s failed: %s", info->name, nu__vk_result_name(r));
+    }
+    const char *missing = NULL;
+    nu_status st = nu__vk_load_device(&d->vki, d->device, &d->vkd, &missing);
+    if (st != NU_OK)
+        return nu__fail(d, st, "the Vulkan device %s lacks %s", info->name, missing);
+    return NU_OK;
+}

@@ -1,0 +1,347 @@
+/* physical.c: what each physical device offers, and which one is opened (see nuvec/device.h). */
+#include "vk/physical.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "vk/instance.h"
+
+/* ---- names ---------------------------------------------------------------------------- */
+
+const char *nu_device_type_name(nu_device_type type)
+{
+    switch (type) {
+    case NU_DEVICE_INTEGRATED_GPU: return "integrated GPU";
+    case NU_DEVICE_DISCRETE_GPU: return "discrete GPU";
+    case NU_DEVICE_VIRTUAL_GPU: return "virtual GPU";
+    case NU_DEVICE_CPU: return "CPU";
+    default: return "other";
+    }
+}
+
+const char *nu_feature_name(nu_feature f)
+{
+    static const char *names[NU_FEATURE_COUNT] = {
+        [NU_FEATURE_TIMELINE_SEMAPHORE] = "timelineSemaphore",
+        [NU_FEATURE_SYNCHRONIZATION2] = "synchronization2",
+        [NU_FEATURE_PUSH_DESCRIPTOR] = NU__EXT_PUSH_DESCRIPTOR,
+        [NU_FEATURE_EXTERNAL_HOST_MEMORY] = NU__EXT_EXTERNAL_HOST,
+        [NU_FEATURE_STORAGE_16BIT] = "storageBuffer16BitAccess",
+        [NU_FEATURE_FLOAT16] = "shaderFloat16",
+        [NU_FEATURE_INT8] = "shaderInt8",
+        [NU_FEATURE_BFLOAT16] = NU__EXT_BFLOAT16,
+        [NU_FEATURE_COOPERATIVE_MATRIX] = NU__EXT_COOPMAT,
+        [NU_FEATURE_SUBGROUP_SIZE_CONTROL] = "subgroupSizeControl",
+        [NU_FEATURE_BUFFER_DEVICE_ADDRESS] = "bufferDeviceAddress",
+        [NU_FEATURE_MEMORY_BUDGET] = NU__EXT_MEMORY_BUDGET,
+        [NU_FEATURE_DEBUG_UTILS] = "VK_EXT_debug_utils",
+    };
+    return (unsigned)f < NU_FEATURE_COUNT ? names[f] : "unknown";
+}
+
+/* ---- what a physical device offers ----------------------------------------------------- */
+
+static nu_device_type device_type(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return NU_DEVICE_INTEGRATED_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return NU_DEVICE_DISCRETE_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return NU_DEVICE_VIRTUAL_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return NU_DEVICE_CPU;
+    default: return NU_DEVICE_OTHER;
+    }
+}
+
+/* Fills `info` for `pd`. Returns false only when host memory runs out. */
+static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t index, nu_device_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->index = index;
+
+    uint32_t n = 0;
+    vki->vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL);
+    VkExtensionProperties *exts = nu__calloc(n ? n : 1, sizeof *exts);
+    if (!exts)
+        return false;
+    vki->vkEnumerateDeviceExtensionProperties(pd, NULL, &n, exts);
+    bool ext_host = nu__vk_has_extension(exts, n, NU__EXT_EXTERNAL_HOST);
+
+    VkPhysicalDeviceProperties base;
+    vki->vkGetPhysicalDeviceProperties(pd, &base);
+    bool v13 = base.apiVersion >= VK_API_VERSION_1_3;
+
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT host_props = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+    VkPhysicalDeviceSubgroupSizeControlProperties sgc_props = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES,
+        .pNext = ext_host ? &host_props : NULL};
+    bool sgc_ext = v13 || nu__vk_has_extension(exts, n, NU__EXT_SUBGROUP_SIZE);
+    VkPhysicalDeviceSubgroupProperties sg_props = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+        .pNext = sgc_ext ? (void *)&sgc_props : (ext_host ? (void *)&host_props : NULL)};
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &sg_props};
+    VkPhysicalDeviceDriverProperties driver = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &m3};
+    VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                         .pNext = &driver};
+    vki->vkGetPhysicalDeviceProperties2(pd, &props);
+
+    bool sync2_ext = v13 || nu__vk_has_extension(exts, n, NU__EXT_SYNC2);
+    VkPhysicalDeviceSubgroupSizeControlFeatures sgc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+    VkPhysicalDeviceSynchronization2Features sync2 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SYNCHRONIZATION_2_FEATURES,
+        .pNext = sgc_ext ? &sgc : NULL};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = sync2_ext ? (void *)&sync2 : (sgc_ext ? (void *)&sgc : NULL)};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &f12};
+    VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    if (base.apiVersion >= VK_API_VERSION_1_2)
+        vki->vkGetPhysicalDeviceFeatures2(pd, &feats);
+
+    snprintf(info->name, sizeof info->name, "%s", base.deviceName);
+    snprintf(info->driver_name, sizeof info->driver_name, "%s", driver.driverName);
+    snprintf(info->driver_info, sizeof info->driver_info, "%s", driver.driverInfo);
+    info->vendor_id = base.vendorID;
+    info->device_id = base.deviceID;
+    info->api_version = base.apiVersion;
+    info->driver_version = base.driverVersion;
+    info->type = device_type(base.deviceType);
+    info->unified_memory = info->type == NU_DEVICE_INTEGRATED_GPU || info->type == NU_DEVICE_CPU;
+
+    VkPhysicalDeviceMemoryProperties mem;
+    vki->vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+    info->heap_count = mem.memoryHeapCount;
+    for (uint32_t i = 0; i < mem.memoryHeapCount && i < NU_MAX_MEMORY_HEAPS; i++) {
+        info->heaps[i].size = mem.memoryHeaps[i].size;
+        info->heaps[i].device_local = mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+    }
+    info->memory_type_count = mem.memoryTypeCount;
+    for (uint32_t i = 0; i < mem.memoryTypeCount && i < NU_MAX_MEMORY_TYPES; i++) {
+        VkMemoryPropertyFlags f = mem.memoryTypes[i].propertyFlags;
+        info->memory_types[i].heap = mem.memoryTypes[i].heapIndex;
+        info->memory_types[i].flags = ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) ? NU_MEMORY_DEVICE_LOCAL : 0) |
+                                      ((f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) ? NU_MEMORY_HOST_VISIBLE : 0) |
+                                      ((f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) ? NU_MEMORY_HOST_COHERENT : 0) |
+                                      ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) ? NU_MEMORY_HOST_CACHED : 0) |
+                                      ((f & VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT) ? NU_MEMORY_LAZILY_ALLOCATED : 0) |
+                                      ((f & VK_MEMORY_PROPERTY_PROTECTED_BIT) ? NU_MEMORY_PROTECTED : 0);
+    }
+
+    bool *ft = info->features;
+    ft[NU_FEATURE_TIMELINE_SEMAPHORE] = f12.timelineSemaphore;
+    ft[NU_FEATURE_SYNCHRONIZATION2] = sync2_ext && sync2.synchronization2;
+    ft[NU_FEATURE_PUSH_DESCRIPTOR] = nu__vk_has_extension(exts, n, NU__EXT_PUSH_DESCRIPTOR);
+    ft[NU_FEATURE_EXTERNAL_HOST_MEMORY] = ext_host;
+    ft[NU_FEATURE_STORAGE_16BIT] = f11.storageBuffer16BitAccess;
+    ft[NU_FEATURE_FLOAT16] = f12.shaderFloat16;
+    ft[NU_FEATURE_INT8] = f12.shaderInt8;
+    ft[NU_FEATURE_BFLOAT16] = nu__vk_has_extension(exts, n, NU__EXT_BFLOAT16);
+    ft[NU_FEATURE_COOPERATIVE_MATRIX] = nu__vk_has_extension(exts, n, NU__EXT_COOPMAT);
+    ft[NU_FEATURE_SUBGROUP_SIZE_CONTROL] = sgc_ext && sgc.subgroupSizeControl;
+    ft[NU_FEATURE_BUFFER_DEVICE_ADDRESS] = f12.bufferDeviceAddress;
+    ft[NU_FEATURE_MEMORY_BUDGET] = nu__vk_has_extension(exts, n, NU__EXT_MEMORY_BUDGET);
+    /* Debug utils is an instance extension: the caller sets it. */
+    nu__free(exts);
+
+    const VkPhysicalDeviceLimits *l = &base.limits;
+    info->subgroup_size = sg_props.subgroupSize;
+    info->min_subgroup_size = sgc_ext ? sgc_props.minSubgroupSize : sg_props.subgroupSize;
+    info->max_subgroup_size = sgc_ext ? sgc_props.maxSubgroupSize : sg_props.subgroupSize;
+    for (int i = 0; i < 3; i++) {
+        info->max_workgroup_count[i] = l->maxComputeWorkGroupCount[i];
+        info->max_workgroup_size[i] = l->maxComputeWorkGroupSize[i];
+    }
+    info->max_workgroup_invocations = l->maxComputeWorkGroupInvocations;
+    info->max_shared_memory = l->maxComputeSharedMemorySize;
+    info->max_push_constants = l->maxPushConstantsSize;
+    info->max_storage_buffer_range = l->maxStorageBufferRange;
+    info->max_allocation_size = m3.maxMemoryAllocationSize;
+    info->max_allocation_count = l->maxMemoryAllocationCount;
+    info->min_storage_buffer_offset_alignment = l->minStorageBufferOffsetAlignment;
+    info->min_imported_host_pointer_alignment = ext_host ? host_props.minImportedHostPointerAlignment : 0;
+    info->non_coherent_atom_size = l->nonCoherentAtomSize;
+    info->timestamp_period = l->timestampPeriod;
+
+    uint32_t qn = 0;
+    vki->vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, NULL);
+    VkQueueFamilyProperties *qf = nu__calloc(qn ? qn : 1, sizeof *qf);
+    if (!qf)
+        return false;
+    vki->vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, qf);
+    info->compute_queue_family = UINT32_MAX;
+    info->transfer_queue_family = UINT32_MAX;
+    /* Compute: prefer a compute-only family (async compute), else any with compute. */
+    for (uint32_t i = 0; i < qn; i++) {
+        VkQueueFlags f = qf[i].queueFlags;
+        if ((f & VK_QUEUE_COMPUTE_BIT) && !(f & VK_QUEUE_GRAPHICS_BIT) && info->compute_queue_family == UINT32_MAX)
+            info->compute_queue_family = i;
+    }
+    for (uint32_t i = 0; i < qn && info->compute_queue_family == UINT32_MAX; i++)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
+            info->compute_queue_family = i;
+    /* Transfer: a family with transfer but neither compute nor graphics (the copy engines). */
+    for (uint32_t i = 0; i < qn; i++) {
+        VkQueueFlags f = qf[i].queueFlags;
+        if ((f & VK_QUEUE_TRANSFER_BIT) && !(f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT))) {
+            info->transfer_queue_family = i;
+            info->separate_transfer_queue = true;
+            break;
+        }
+    }
+    if (!info->separate_transfer_queue)
+        info->transfer_queue_family = info->compute_queue_family;
+    nu__free(qf);
+    return true;
+}
+
+/* Why nuvec cannot use a device, or NULL if it can. */
+static const char *unusable(const nu_device_info *info)
+{
+    if (info->api_version < VK_API_VERSION_1_2)
+        return "it supports Vulkan 1.1 at most (nuvec needs 1.2)";
+    if (info->compute_queue_family == UINT32_MAX)
+        return "it has no compute queue";
+    if (!info->features[NU_FEATURE_TIMELINE_SEMAPHORE])
+        return "it lacks timeline semaphores";
+    if (!info->features[NU_FEATURE_SYNCHRONIZATION2])
+        return "it lacks synchronization2";
+    return NULL;
+}
+
+nu_status nu__physical_list(nu_device *d, const nu__vk_instance *vki, VkInstance instance,
+                              VkPhysicalDevice **pds, nu_device_info **infos, uint32_t *count)
+{
+    *pds = NULL;
+    *infos = NULL;
+    *count = 0;
+    uint32_t n = 0;
+    VkResult r = vki->vkEnumeratePhysicalDevices(instance, &n, NULL);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "vkEnumeratePhysicalDevices failed: %s", nu__vk_result_name(r));
+    VkPhysicalDevice *p = nu__calloc(n ? n : 1, sizeof *p);
+    nu_device_info *in = nu__calloc(n ? n : 1, sizeof *in);
+    if (!p || !in) {
+        nu__free(p);
+        nu__free(in);
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory listing devices");
+    }
+    vki->vkEnumeratePhysicalDevices(instance, &n, p);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!describe(vki, p[i], i, &in[i])) {
+            nu__free(p);
+            nu__free(in);
+            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory describing devices");
+        }
+    }
+    *pds = p;
+    *infos = in;
+    *count = n;
+    return NU_OK;
+}
+
+nu_status nu_device_enumerate(nu_device_info *infos, uint32_t capacity, uint32_t *count)
+{
+    if (!count || (capacity && !infos))
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_device_enumerate: NULL count or infos");
+    *count = 0;
+    VkInstance instance;
+    nu__vk_instance vki;
+    bool debug_utils;
+    nu_status st = nu__instance_create(NULL, false, &instance, &vki, &debug_utils);
+    if (st != NU_OK)
+        return st;
+    VkPhysicalDevice *pds;
+    nu_device_info *all;
+    uint32_t n;
+    st = nu__physical_list(NULL, &vki, instance, &pds, &all, &n);
+    if (st == NU_OK) {
+        for (uint32_t i = 0; i < n && i < capacity; i++) {
+            infos[i] = all[i];
+            infos[i].features[NU_FEATURE_DEBUG_UTILS] = debug_utils;
+        }
+        *count = n;
+        nu__free(pds);
+        nu__free(all);
+    }
+    vki.vkDestroyInstance(instance, NULL);
+    return st;
+}
+
+static int type_rank(nu_device_type t)
+{
+    switch (t) {
+    case NU_DEVICE_DISCRETE_GPU: return 0;
+    case NU_DEVICE_INTEGRATED_GPU: return 1;
+    case NU_DEVICE_VIRTUAL_GPU: return 2;
+    case NU_DEVICE_CPU: return 3;
+    default: return 4;
+    }
+}
+
+static bool contains_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/* Picks a device per `select` (or the default order); fills *chosen or fails naming the
+ * devices there are. */
+nu_status nu__physical_choose(nu_device *d, const char *select, const char *origin, const nu_device_info *infos,
+                        uint32_t n, uint32_t *chosen)
+{
+    char list[768] = "";
+    size_t len = 0;
+    for (uint32_t i = 0; i < n && len < sizeof list - 1; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%u: %s", i ? ", " : "", i, infos[i].name);
+    if (n == 0)
+        return nu__fail(d, NU_ERROR_NO_DEVICE,
+                        "no Vulkan device found (install a driver; mesa-vulkan-drivers gives lavapipe on the CPU)");
+
+    if (select && *select) {
+        bool digits = true;
+        for (const char *c = select; *c; c++)
+            digits &= isdigit((unsigned char)*c) != 0;
+        uint32_t match = UINT32_MAX;
+        if (digits) {
+            unsigned long idx = strtoul(select, NULL, 10);
+            if (idx < n)
+                match = (uint32_t)idx;
+        } else {
+            for (uint32_t i = 0; i < n && match == UINT32_MAX; i++)
+                if (contains_nocase(infos[i].name, select))
+                    match = i;
+        }
+        if (match == UINT32_MAX)
+            return nu__fail(d, NU_ERROR_NO_DEVICE, "%s \"%s\" matches none of the %u Vulkan device(s): %s",
+                            origin, select, n, list);
+        const char *why = unusable(&infos[match]);
+        if (why)
+            return nu__fail(d, NU_ERROR_UNSUPPORTED, "device %u (%s) chosen by %s cannot be used: %s", match,
+                            infos[match].name, origin, why);
+        *chosen = match;
+        return NU_OK;
+    }
+    uint32_t best = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        if (unusable(&infos[i]))
+            continue;
+        if (best == UINT32_MAX || type_rank(infos[i].type) < type_rank(infos[best].type))
+            best = i;
+    }
+    if (best == UINT32_MAX)
+        return nu__fail(d, NU_ERROR_NO_DEVICE, "none of the %u Vulkan device(s) can be used (%s): device 0 %s", n,
+                        list, unusable(&infos[0]));
+    *chosen = best;
+    return NU_OK;
+}
