@@ -114,21 +114,21 @@ static nu_status time_nuvec(nu_device *d, uint64_t size, nu_storage storage, dou
     nu_memory_get_stats(d, &before);
     int pairs = PROBE_PAIRS;
     for (int i = -1; i < batches; i++) { /* batch -1 is the probe that sizes the others */
-        uint64_t t0 = nu_bench_now_ns();
+        uint64_t t0 = bench_now_ns();
         for (int j = 0; j < pairs; j++) {
             st = nu_buffer_new(d, (size_t)size, storage, &b);
             if (st != NU_OK)
                 return st;
             nu_buffer_free(b);
         }
-        double ns = (double)(nu_bench_now_ns() - t0) / pairs;
+        double ns = (double)(bench_now_ns() - t0) / pairs;
         if (i < 0)
             pairs = batch_pairs(ns);
         else
             samples[i] = ns;
     }
     nu_memory_get_stats(d, &after);
-    r->nuvec_ns = nu_bench_median(samples, batches);
+    r->nuvec_ns = bench_median(samples, batches);
     r->nuvec_pairs = pairs;
     r->cached = after.blocks == before.blocks && after.reserved == before.reserved;
     nu_memory_clear_cache(d);
@@ -152,7 +152,7 @@ static VkResult vk_pair(nu_device *d, uint64_t size, int kind, double *ns, const
     VkDeviceMemory memory = VK_NULL_HANDLE;
     VkResult res;
 
-    uint64_t t0 = nu_bench_now_ns();
+    uint64_t t0 = bench_now_ns();
     if ((res = vk->vkCreateBuffer(d->device, &bi, NULL, &buffer)) != VK_SUCCESS) {
         *what = "vkCreateBuffer";
         return res;
@@ -181,7 +181,7 @@ static VkResult vk_pair(nu_device *d, uint64_t size, int kind, double *ns, const
     }
     vk->vkDestroyBuffer(d->device, buffer, NULL);
     vk->vkFreeMemory(d->device, memory, NULL); /* also unmaps */
-    *ns = (double)(nu_bench_now_ns() - t0);
+    *ns = (double)(bench_now_ns() - t0);
     return res;
 }
 
@@ -196,7 +196,7 @@ static void time_vk(nu_device *d, uint64_t size, int kind, double *samples, int 
     r->vk_reps = reps;
     r->vk_ok = res == VK_SUCCESS;
     if (r->vk_ok)
-        r->vk_ns = nu_bench_median(samples, reps);
+        r->vk_ns = bench_median(samples, reps);
     else
         snprintf(r->vk_error, sizeof r->vk_error, "%s: %s", what, nu__vk_result_name(res));
 }
@@ -205,7 +205,7 @@ static bool time_malloc(uint64_t size, double *samples, int batches, double *out
 {
     int pairs = PROBE_PAIRS;
     for (int i = -1; i < batches; i++) { /* batch -1 warms up and sizes the others */
-        uint64_t t0 = nu_bench_now_ns();
+        uint64_t t0 = bench_now_ns();
         for (int j = 0; j < pairs; j++) {
             void *p = malloc((size_t)size);
             if (!p)
@@ -213,13 +213,13 @@ static bool time_malloc(uint64_t size, double *samples, int batches, double *out
             sink = (uintptr_t)p;
             free(p);
         }
-        double ns = (double)(nu_bench_now_ns() - t0) / pairs;
+        double ns = (double)(bench_now_ns() - t0) / pairs;
         if (i < 0)
             pairs = batch_pairs(ns);
         else
             samples[i] = ns;
     }
-    *out = nu_bench_median(samples, batches);
+    *out = bench_median(samples, batches);
     *out_pairs = pairs;
     return true;
 }
@@ -286,12 +286,12 @@ static void print_table(const nu_device *d, const row *rows, int n, int batches)
         snprintf(e, sizeof e, "%s%s", ns_text(a, sizeof a, r->nuvec_ns), r->cached ? "" : " *");
         uncached |= !r->cached;
         if (r->vk_ok)
-            nu_bench_ratio_text(c, sizeof c, r->vk_ns / r->nuvec_ns);
+            bench_ratio_text(c, sizeof c, r->vk_ns / r->nuvec_ns);
         else
             snprintf(c, sizeof c, "n/a");
         printf("%-8s %8s | %15s | %19s | %10s | %10s | %12s\n", storages[r->storage].name,
                size_name(s, sizeof s, r->size), e, r->vk_ok ? ns_text(b, sizeof b, r->vk_ns) : "failed",
-               ns_text(a, sizeof a, r->malloc_ns), c, nu_bench_ratio_text(f, sizeof f, r->nuvec_ns / r->malloc_ns));
+               ns_text(a, sizeof a, r->malloc_ns), c, bench_ratio_text(f, sizeof f, r->nuvec_ns / r->malloc_ns));
     }
     for (int i = 0; i < n; i++)
         if (!rows[i].vk_ok)
@@ -306,7 +306,7 @@ static void print_table(const nu_device *d, const row *rows, int n, int batches)
            size_name(s, sizeof s, v.worst_ns_row->size));
     if (v.least_ratio_row)
         printf(">= %.0fx faster than vkAllocateMemory: %s (least %s, %s %s)\n", TARGET_RATIO,
-               v.ratio_met ? "met" : "NOT met", nu_bench_ratio_text(c, sizeof c, v.least_ratio),
+               v.ratio_met ? "met" : "NOT met", bench_ratio_text(c, sizeof c, v.least_ratio),
                storages[v.least_ratio_row->storage].name, size_name(b, sizeof b, v.least_ratio_row->size));
     else
         printf(">= %.0fx faster than vkAllocateMemory: not measured (vkAllocateMemory failed)\n", TARGET_RATIO);
@@ -317,7 +317,7 @@ static int print_json(const nu_device *d, const row *rows, int n, int batches)
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "benchmark", "alloc");
     cJSON_AddStringToObject(root, "nuvec_version", NUVEC_VERSION_STRING);
-    nu_bench_json_device(root, d);
+    bench_json_device(root, d);
 
     cJSON *method = cJSON_AddObjectToObject(root, "method");
     cJSON_AddNumberToObject(method, "batches", batches);
@@ -364,12 +364,12 @@ static int print_json(const nu_device *d, const row *rows, int n, int batches)
     cJSON_AddBoolToObject(t, "nuvec_ns_met", vd.ns_met);
     cJSON_AddBoolToObject(t, "vk_ratio_met", vd.ratio_met);
 
-    return nu_bench_json_print("alloc", root);
+    return bench_json_print("alloc", root);
 }
 
 /* ---- the command ------------------------------------------------------------------------ */
 
-int nu_bench_alloc(int argc, char **argv)
+int bench_alloc(int argc, char **argv)
 {
     bool json = false;
     const char *select = NULL;
@@ -377,18 +377,18 @@ int nu_bench_alloc(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
             long n;
-            if (!nu_bench_parse_count("alloc", "--iterations", argv[++i], 1, 100000, &n))
+            if (!bench_parse_count("alloc", "--iterations", argv[++i], 1, 100000, &n))
                 return 2;
             batches = (int)n;
         } else {
-            int rc = nu_bench_common_option("alloc", argc, argv, &i, &json, &select, usage);
-            if (rc != NU_BENCH_OPTION_TAKEN)
+            int rc = bench_common_option("alloc", argc, argv, &i, &json, &select, usage);
+            if (rc != BENCH_OPTION_TAKEN)
                 return rc;
         }
     }
 
     nu_device *d;
-    if (!nu_bench_open("alloc", select, &d))
+    if (!bench_open("alloc", select, &d))
         return 1;
 
     int most = batches > VK_REPS_SMALL ? batches : VK_REPS_SMALL;

@@ -12,18 +12,18 @@ static const struct {
     const char *usage; /* options after the name */
     const char *what;
 } benchmarks[] = {
-    {"alloc", nu_bench_alloc, "[--json] [--device NAME] [--iterations N]",
+    {"alloc", bench_alloc, "[--json] [--device NAME] [--iterations N]",
      "median ns per allocate+free, 256 B to 64 MiB: nuvec's cache vs vkAllocateMemory vs malloc"},
-    {"dispatch", nu_bench_dispatch, "[--json] [--device NAME] [--count N] [--reps R] [--hand-pool transient|resettable]",
+    {"dispatch", bench_dispatch, "[--json] [--device NAME] [--count N] [--reps R] [--hand-pool transient|resettable]",
      "ns to record one 4-binding dispatch and GPU time of N dependent / independent tiny\n"
      "      dispatches: nuvec vs the same work in hand-written Vulkan"},
-    {"submit", nu_bench_submit, "[--json] [--device NAME] [--iterations N]",
+    {"submit", bench_submit, "[--json] [--device NAME] [--iterations N]",
      "us per round trip of one small dispatch: nuvec new+dispatch+commit+wait+free vs\n"
      "      hand-written Vulkan (resubmitted: fence wait, timeline spin, timeline wait; recorded\n"
      "      each time: timeline spin)"},
-    {"pipeline", nu_bench_pipeline, "[--json] [--device NAME] [--elements N] [--steps N] [--in-flight N]",
+    {"pipeline", bench_pipeline, "[--json] [--device NAME] [--elements N] [--steps N] [--in-flight N]",
      "the pipelined demo loop with and without reuse of in-flight memory: GB/s and peak memory"},
-    {"upload", nu_bench_upload, "[--json] [--device NAME] [--size BYTES] [--file PATH] [--reps N]",
+    {"upload", bench_upload, "[--json] [--device NAME] [--size BYTES] [--file PATH] [--reps N]",
      "GB/s moving a safetensors file in the page cache into device memory: nuvec's move\n"
      "      (zero-copy DMA, or staged where the driver cannot import the file's pages) vs a\n"
      "      hand-written copy from pinned memory (the bus limit) vs read() + write"},
@@ -39,7 +39,7 @@ static void usage(FILE *f)
                "validation. `nuvec bench NAME --help` describes a benchmark's options.\n");
 }
 
-int nu_cli_bench(int argc, char **argv)
+int cli_bench(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);

@@ -2,13 +2,13 @@
  * name (argv[0] is the benchmark's name) and returns the process exit status. Benchmarks run
  * on the default device (NUVEC_DEVICE or --device NAME chooses), never under validation, and
  * print a table, or one JSON document with --json (no date: the caller records it). */
-#ifndef NU_BENCH_H
-#define NU_BENCH_H
+#ifndef BENCH_H
+#define BENCH_H
 
-int nu_bench_alloc(int argc, char **argv); /* bench/alloc.c: allocate+free, cached vs Vulkan vs malloc */
-int nu_bench_dispatch(int argc, char **argv); /* bench/dispatch.c: recording and GPU time of dispatches vs Vulkan */
-int nu_bench_submit(int argc, char **argv);   /* bench/submit.c: commit + wait of one dispatch vs Vulkan */
-int nu_bench_pipeline(int argc, char **argv); /* bench/pipeline.c: the demo loop with and without in-flight reuse */
-int nu_bench_upload(int argc, char **argv);   /* bench/upload.c: a weights file into device memory vs pinned copy */
+int bench_alloc(int argc, char **argv); /* bench/alloc.c: allocate+free, cached vs Vulkan vs malloc */
+int bench_dispatch(int argc, char **argv); /* bench/dispatch.c: recording and GPU time of dispatches vs Vulkan */
+int bench_submit(int argc, char **argv);   /* bench/submit.c: commit + wait of one dispatch vs Vulkan */
+int bench_pipeline(int argc, char **argv); /* bench/pipeline.c: the demo loop with and without in-flight reuse */
+int bench_upload(int argc, char **argv);   /* bench/upload.c: a weights file into device memory vs pinned copy */
 
 #endif

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-uint64_t nu_bench_now_ns(void)
+uint64_t bench_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -21,7 +21,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-double nu_bench_median(double *v, int n)
+double bench_median(double *v, int n)
 {
     if (n <= 0)
         return 0;
@@ -29,7 +29,7 @@ double nu_bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double nu_bench_percentile_sorted(const double *v, int n, double p)
+double bench_percentile_sorted(const double *v, int n, double p)
 {
     if (n <= 0)
         return 0;
@@ -37,7 +37,7 @@ double nu_bench_percentile_sorted(const double *v, int n, double p)
     return v[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
-const char *nu_bench_ratio_text(char *buf, size_t len, double ratio)
+const char *bench_ratio_text(char *buf, size_t len, double ratio)
 {
     if (!(ratio > 0))
         snprintf(buf, len, "n/a");
@@ -52,7 +52,7 @@ const char *nu_bench_ratio_text(char *buf, size_t len, double ratio)
     return buf;
 }
 
-const char *nu_bench_us_text(char *buf, size_t len, double us)
+const char *bench_us_text(char *buf, size_t len, double us)
 {
     if (us < 0)
         snprintf(buf, len, "n/a");
@@ -67,7 +67,7 @@ const char *nu_bench_us_text(char *buf, size_t len, double us)
     return buf;
 }
 
-bool nu_bench_parse_count(const char *bench, const char *opt, const char *text, long lo, long hi, long *out)
+bool bench_parse_count(const char *bench, const char *opt, const char *text, long lo, long hi, long *out)
 {
     char *end;
     errno = 0;
@@ -80,7 +80,7 @@ bool nu_bench_parse_count(const char *bench, const char *opt, const char *text, 
     return true;
 }
 
-int nu_bench_common_option(const char *bench, int argc, char **argv, int *i, bool *json, const char **select,
+int bench_common_option(const char *bench, int argc, char **argv, int *i, bool *json, const char **select,
                            void (*usage)(FILE *f))
 {
     const char *arg = argv[*i];
@@ -96,10 +96,10 @@ int nu_bench_common_option(const char *bench, int argc, char **argv, int *i, boo
         usage(stderr);
         return 2;
     }
-    return NU_BENCH_OPTION_TAKEN;
+    return BENCH_OPTION_TAKEN;
 }
 
-bool nu_bench_open(const char *bench, const char *select, nu_device **out)
+bool bench_open(const char *bench, const char *select, nu_device **out)
 {
     /* Validation intercepts every Vulkan call: its numbers would measure the layer. */
     const char *val = getenv("NUVEC_VALIDATION");
@@ -117,7 +117,7 @@ bool nu_bench_open(const char *bench, const char *select, nu_device **out)
     return true;
 }
 
-void nu_bench_json_device(cJSON *root, const nu_device *d)
+void bench_json_device(cJSON *root, const nu_device *d)
 {
     const nu_device_info *in = &d->info;
     char a[64];
@@ -132,7 +132,7 @@ void nu_bench_json_device(cJSON *root, const nu_device *d)
     cJSON_AddStringToObject(dev, "api_version", a);
 }
 
-int nu_bench_json_print(const char *bench, cJSON *root)
+int bench_json_print(const char *bench, cJSON *root)
 {
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
@@ -147,7 +147,7 @@ int nu_bench_json_print(const char *bench, cJSON *root)
 
 /* ---- the hand-written Vulkan path --------------------------------------------------------- */
 
-bool nu_bench_vk_init(nu_bench_vk *v, nu_device *d, const char *bench, bool transient)
+bool bench_vk_init(bench_vk *v, nu_device *d, const char *bench, bool transient)
 {
     const nu__vk_device *vk = &d->vkd;
     memset(v, 0, sizeof *v);
@@ -179,7 +179,7 @@ bool nu_bench_vk_init(nu_bench_vk *v, nu_device *d, const char *bench, bool tran
     }
     if (r != VK_SUCCESS) {
         fprintf(stderr, "nuvec bench %s: %s: %s\n", bench, what, nu__vk_result_name(r));
-        nu_bench_vk_fini(v);
+        bench_vk_fini(v);
         return false;
     }
     /* Timestamps: where the compute family writes them (timestampValidBits) and the device
@@ -204,7 +204,7 @@ bool nu_bench_vk_init(nu_bench_vk *v, nu_device *d, const char *bench, bool tran
     return true;
 }
 
-void nu_bench_vk_fini(nu_bench_vk *v)
+void bench_vk_fini(bench_vk *v)
 {
     if (!v->d)
         return;
@@ -221,7 +221,7 @@ void nu_bench_vk_fini(nu_bench_vk *v)
     memset(v, 0, sizeof *v);
 }
 
-VkResult nu_bench_vk_submit(nu_bench_vk *v, VkCommandBuffer cmd, VkFence fence)
+VkResult bench_vk_submit(bench_vk *v, VkCommandBuffer cmd, VkFence fence)
 {
     nu_device *d = v->d;
     uint64_t value = v->value + 1;
@@ -243,7 +243,7 @@ VkResult nu_bench_vk_submit(nu_bench_vk *v, VkCommandBuffer cmd, VkFence fence)
     return r;
 }
 
-VkResult nu_bench_vk_wait(nu_bench_vk *v, bool spin)
+VkResult bench_vk_wait(bench_vk *v, bool spin)
 {
     const nu__vk_device *vk = &v->d->vkd;
     const uint64_t limit = 60000000000ull;
@@ -252,7 +252,7 @@ VkResult nu_bench_vk_wait(nu_bench_vk *v, bool spin)
                                   .pSemaphores = &v->timeline, .pValues = &v->value};
         return vk->vkWaitSemaphores(v->d->device, &wi, limit);
     }
-    uint64_t start = nu_bench_now_ns();
+    uint64_t start = bench_now_ns();
     for (unsigned i = 0;; i++) {
         uint64_t cur = 0;
         VkResult r = vk->vkGetSemaphoreCounterValue(v->d->device, v->timeline, &cur);
@@ -260,12 +260,12 @@ VkResult nu_bench_vk_wait(nu_bench_vk *v, bool spin)
             return r;
         if (cur >= v->value)
             return VK_SUCCESS;
-        if ((i & 1023) == 1023 && nu_bench_now_ns() - start > limit)
+        if ((i & 1023) == 1023 && bench_now_ns() - start > limit)
             return VK_TIMEOUT;
     }
 }
 
-void nu_bench_vk_timestamp_begin(nu_bench_vk *v, VkCommandBuffer cmd)
+void bench_vk_timestamp_begin(bench_vk *v, VkCommandBuffer cmd)
 {
     if (!v->queries)
         return;
@@ -273,13 +273,13 @@ void nu_bench_vk_timestamp_begin(nu_bench_vk *v, VkCommandBuffer cmd)
     v->d->vkd.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, v->queries, 0);
 }
 
-void nu_bench_vk_timestamp_end(nu_bench_vk *v, VkCommandBuffer cmd)
+void bench_vk_timestamp_end(bench_vk *v, VkCommandBuffer cmd)
 {
     if (v->queries)
         v->d->vkd.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->queries, 1);
 }
 
-double nu_bench_vk_timestamp_ns(nu_bench_vk *v)
+double bench_vk_timestamp_ns(bench_vk *v)
 {
     if (!v->queries)
         return -1;

@@ -68,7 +68,7 @@ typedef struct result {
 
 typedef struct bench {
     nu_device *d;
-    nu_bench_vk vk;
+    bench_vk vk;
     nu_kernel *k;
     bool fma;
     uint32_t count;
@@ -192,7 +192,7 @@ static void teardown(bench *b)
         nu_buffer_free(b->in[i]);
     nu_buffer_free(b->out);
     nu_kernel_free(b->k);
-    nu_bench_vk_fini(&b->vk);
+    bench_vk_fini(&b->vk);
 }
 
 /* ---- recording --------------------------------------------------------------------------- */
@@ -313,23 +313,23 @@ static bool run_nuvec(bench *b, int pattern, sample *s)
         fail("nu_commands_new", st);
         return false;
     }
-    nu_bench_vk_timestamp_begin(&b->vk, c->cmd);
-    uint64_t t0 = nu_bench_now_ns();
+    bench_vk_timestamp_begin(&b->vk, c->cmd);
+    uint64_t t0 = bench_now_ns();
     st = record_nuvec(b, pattern, c);
-    uint64_t t1 = nu_bench_now_ns();
+    uint64_t t1 = bench_now_ns();
     if (st != NU_OK) {
         fail("nu_commands_dispatch", st);
         nu_commands_free(c);
         return false;
     }
-    nu_bench_vk_timestamp_end(&b->vk, c->cmd);
+    bench_vk_timestamp_end(&b->vk, c->cmd);
     s->barriers = c->hazards.barriers;
-    uint64_t t2 = nu_bench_now_ns();
+    uint64_t t2 = bench_now_ns();
     st = nu_commands_commit(c);
-    uint64_t tc = nu_bench_now_ns();
+    uint64_t tc = bench_now_ns();
     if (st == NU_OK)
         st = nu_commands_wait(c, WAIT_NS);
-    uint64_t t3 = nu_bench_now_ns();
+    uint64_t t3 = bench_now_ns();
     nu_commands_free(c);
     if (st != NU_OK) {
         fail("nu_commands_commit/wait", st);
@@ -338,7 +338,7 @@ static bool run_nuvec(bench *b, int pattern, sample *s)
     s->record_ns = (double)(t1 - t0) / b->count;
     s->wall_us = (double)(t3 - t2) / 1e3;
     s->commit_us = (double)(tc - t2) / 1e3;
-    double gpu = nu_bench_vk_timestamp_ns(&b->vk);
+    double gpu = bench_vk_timestamp_ns(&b->vk);
     s->gpu_us = gpu < 0 ? -1 : gpu / 1e3;
     return true;
 }
@@ -351,24 +351,24 @@ static bool run_hand(bench *b, int pattern, bool spin, sample *s)
     VkResult r = begin_hand(b, &what);
     uint64_t t0 = 0, t1 = 0, t2 = 0, tc = 0, t3 = 0;
     if (r == VK_SUCCESS) {
-        nu_bench_vk_timestamp_begin(&b->vk, cmd);
-        t0 = nu_bench_now_ns();
+        bench_vk_timestamp_begin(&b->vk, cmd);
+        t0 = bench_now_ns();
         record_hand(b, pattern, cmd);
-        t1 = nu_bench_now_ns();
-        nu_bench_vk_timestamp_end(&b->vk, cmd);
+        t1 = bench_now_ns();
+        bench_vk_timestamp_end(&b->vk, cmd);
         what = "vkEndCommandBuffer";
         r = vk->vkEndCommandBuffer(cmd);
     }
     if (r == VK_SUCCESS) {
         what = "vkQueueSubmit";
-        t2 = nu_bench_now_ns();
-        r = nu_bench_vk_submit(&b->vk, cmd, VK_NULL_HANDLE);
-        tc = nu_bench_now_ns();
+        t2 = bench_now_ns();
+        r = bench_vk_submit(&b->vk, cmd, VK_NULL_HANDLE);
+        tc = bench_now_ns();
         if (r == VK_SUCCESS) {
             what = "waiting for the timeline semaphore";
-            r = nu_bench_vk_wait(&b->vk, spin);
+            r = bench_vk_wait(&b->vk, spin);
         }
-        t3 = nu_bench_now_ns();
+        t3 = bench_now_ns();
     }
     if (r != VK_SUCCESS) {
         fprintf(stderr, "nuvec bench dispatch: hand-written Vulkan: %s: %s\n", what, nu__vk_result_name(r));
@@ -377,7 +377,7 @@ static bool run_hand(bench *b, int pattern, bool spin, sample *s)
     s->record_ns = (double)(t1 - t0) / b->count;
     s->wall_us = (double)(t3 - t2) / 1e3;
     s->commit_us = (double)(tc - t2) / 1e3;
-    double gpu = nu_bench_vk_timestamp_ns(&b->vk);
+    double gpu = bench_vk_timestamp_ns(&b->vk);
     s->gpu_us = gpu < 0 ? -1 : gpu / 1e3;
     s->barriers = pattern == DEPENDENT ? b->count - 1 : 0;
     return true;
@@ -407,7 +407,7 @@ static bool record_calls(bench *b)
                 return false;
             }
             vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, b->k->pipeline);
-            uint64_t t0 = nu_bench_now_ns();
+            uint64_t t0 = bench_now_ns();
             for (uint32_t i = 0; i < b->count; i++) {
                 if (level >= 3 && i)
                     vk->vkCmdPipelineBarrier2(cmd, &h.dep);
@@ -419,12 +419,12 @@ static bool record_calls(bench *b)
                     vk->vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
                 vk->vkCmdDispatch(cmd, 1, 1, 1);
             }
-            uint64_t t1 = nu_bench_now_ns();
+            uint64_t t1 = bench_now_ns();
             vk->vkEndCommandBuffer(cmd);
             if (rep >= 0)
                 v[rep] = (double)(t1 - t0) / b->count;
         }
-        b->calls_ns[level] = nu_bench_median(v, b->reps);
+        b->calls_ns[level] = bench_median(v, b->reps);
     }
     return true;
 }
@@ -546,12 +546,12 @@ static bool measure(bench *b)
     for (int p = 0; p < 2; p++) {
         result *r = &b->res[p];
         for (int i = 0; i < 2; i++) {
-            r->record_ns[i] = nu_bench_median(b->samples[p][0][i], b->reps);
-            r->gpu_us[i] = b->vk.queries ? nu_bench_median(b->samples[p][1][i], b->reps) : -1;
-            r->wall_us[i] = nu_bench_median(b->samples[p][2][i], b->reps);
-            r->commit_us[i] = nu_bench_median(b->samples[p][3][i], b->reps);
+            r->record_ns[i] = bench_median(b->samples[p][0][i], b->reps);
+            r->gpu_us[i] = b->vk.queries ? bench_median(b->samples[p][1][i], b->reps) : -1;
+            r->wall_us[i] = bench_median(b->samples[p][2][i], b->reps);
+            r->commit_us[i] = bench_median(b->samples[p][3][i], b->reps);
         }
-        r->block_wall_us = nu_bench_median(b->samples[p][4][HAND], b->reps);
+        r->block_wall_us = bench_median(b->samples[p][4][HAND], b->reps);
     }
     return true;
 }
@@ -601,30 +601,30 @@ static void print_table(const bench *b)
         snprintf(a, sizeof a, "%.1f", r->record_ns[NUVEC]);
         snprintf(h, sizeof h, "%.1f", r->record_ns[HAND]);
         printf("%-44s | %12s | %12s | %10s\n", label, a, h,
-               nu_bench_ratio_text(q, sizeof q, ratio(r->record_ns[NUVEC], r->record_ns[HAND])));
+               bench_ratio_text(q, sizeof q, ratio(r->record_ns[NUVEC], r->record_ns[HAND])));
     }
     for (int p = 0; p < 2; p++) {
         const result *r = &b->res[p];
         char label[64];
         snprintf(label, sizeof label, "GPU time per dispatch, %s (us)", pattern_names[p]);
         printf("%-44s | %12s | %12s | %10s\n", label,
-               nu_bench_us_text(a, sizeof a, r->gpu_us[NUVEC] < 0 ? -1 : r->gpu_us[NUVEC] / b->count),
-               nu_bench_us_text(h, sizeof h, r->gpu_us[HAND] < 0 ? -1 : r->gpu_us[HAND] / b->count),
-               nu_bench_ratio_text(q, sizeof q, ratio(r->gpu_us[NUVEC], r->gpu_us[HAND])));
+               bench_us_text(a, sizeof a, r->gpu_us[NUVEC] < 0 ? -1 : r->gpu_us[NUVEC] / b->count),
+               bench_us_text(h, sizeof h, r->gpu_us[HAND] < 0 ? -1 : r->gpu_us[HAND] / b->count),
+               bench_ratio_text(q, sizeof q, ratio(r->gpu_us[NUVEC], r->gpu_us[HAND])));
     }
     for (int p = 0; p < 2; p++) {
         const result *r = &b->res[p];
         char label[64];
         snprintf(label, sizeof label, "commit+wait of all %u, %s (us)", b->count, pattern_names[p]);
-        printf("%-44s | %12s | %12s | %10s\n", label, nu_bench_us_text(a, sizeof a, r->wall_us[NUVEC]),
-               nu_bench_us_text(h, sizeof h, r->wall_us[HAND]),
-               nu_bench_ratio_text(q, sizeof q, ratio(r->wall_us[NUVEC], r->wall_us[HAND])));
+        printf("%-44s | %12s | %12s | %10s\n", label, bench_us_text(a, sizeof a, r->wall_us[NUVEC]),
+               bench_us_text(h, sizeof h, r->wall_us[HAND]),
+               bench_ratio_text(q, sizeof q, ratio(r->wall_us[NUVEC], r->wall_us[HAND])));
         printf("%-44s | %12s | %12s | %10s\n", "  of which commit / vkQueueSubmit (us)",
-               nu_bench_us_text(a, sizeof a, r->commit_us[NUVEC]), nu_bench_us_text(h, sizeof h, r->commit_us[HAND]),
-               nu_bench_ratio_text(q, sizeof q, ratio(r->commit_us[NUVEC], r->commit_us[HAND])));
+               bench_us_text(a, sizeof a, r->commit_us[NUVEC]), bench_us_text(h, sizeof h, r->commit_us[HAND]),
+               bench_ratio_text(q, sizeof q, ratio(r->commit_us[NUVEC], r->commit_us[HAND])));
         printf("%-44s | %12s | %12s | %10s\n", "  hand-written, blocking vkWaitSemaphores", "",
-               nu_bench_us_text(h, sizeof h, r->block_wall_us),
-               nu_bench_ratio_text(q, sizeof q, ratio(r->wall_us[NUVEC], r->block_wall_us)));
+               bench_us_text(h, sizeof h, r->block_wall_us),
+               bench_ratio_text(q, sizeof q, ratio(r->wall_us[NUVEC], r->block_wall_us)));
     }
     printf("\nhand-written recording per dispatch, cumulative (ns): vkCmdDispatch %.1f, + vkCmdPushConstants\n"
            "%.1f, + vkCmdPushDescriptorSetKHR(4) %.1f, + a barrier %.1f (recorded only, never submitted)\n",
@@ -640,8 +640,8 @@ static void print_table(const bench *b)
     double worst_ns = d->record_ns[NUVEC] > i->record_ns[NUVEC] ? d->record_ns[NUVEC] : i->record_ns[NUVEC];
     printf("\nTargets on %s:\n", in->name);
     printf("  record <= %.1fx hand-written: %s (dependent %s, independent %s)\n", TARGET_RECORD_RATIO,
-           met(rd <= TARGET_RECORD_RATIO && ri <= TARGET_RECORD_RATIO), nu_bench_ratio_text(a, sizeof a, rd),
-           nu_bench_ratio_text(h, sizeof h, ri));
+           met(rd <= TARGET_RECORD_RATIO && ri <= TARGET_RECORD_RATIO), bench_ratio_text(a, sizeof a, rd),
+           bench_ratio_text(h, sizeof h, ri));
     if (judged_absolute(b))
         printf("  record <= %.0f ns: %s (worst %.1f ns)\n", TARGET_RECORD_NS, met(worst_ns <= TARGET_RECORD_NS),
                worst_ns);
@@ -651,8 +651,8 @@ static void print_table(const bench *b)
     if (b->vk.queries) {
         double gd = ratio(d->gpu_us[NUVEC], d->gpu_us[HAND]), gi = ratio(i->gpu_us[NUVEC], i->gpu_us[HAND]);
         printf("  GPU time <= %.2fx hand-written: %s (dependent %s, independent %s)\n", TARGET_GPU_RATIO,
-               met(gd <= TARGET_GPU_RATIO && gi <= TARGET_GPU_RATIO), nu_bench_ratio_text(a, sizeof a, gd),
-               nu_bench_ratio_text(h, sizeof h, gi));
+               met(gd <= TARGET_GPU_RATIO && gi <= TARGET_GPU_RATIO), bench_ratio_text(a, sizeof a, gd),
+               bench_ratio_text(h, sizeof h, gi));
     } else {
         printf("  GPU time <= %.2fx hand-written: not measured (no timestamps)\n", TARGET_GPU_RATIO);
     }
@@ -683,7 +683,7 @@ static int print_json(const bench *b)
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "benchmark", "dispatch");
     cJSON_AddStringToObject(root, "nuvec_version", NUVEC_VERSION_STRING);
-    nu_bench_json_device(root, b->d);
+    bench_json_device(root, b->d);
     cJSON *m = cJSON_AddObjectToObject(root, "method");
     cJSON_AddStringToObject(m, "kernel", b->fma ? "fma_f32" : "add_f32 with 4 bindings");
     cJSON_AddNumberToObject(m, "bindings", 4);
@@ -741,12 +741,12 @@ static int print_json(const bench *b)
         cJSON_AddNullToObject(t, "gpu_ratio_met");
     }
     cJSON_AddBoolToObject(t, "barriers_met", barriers_right(b, DEPENDENT) && barriers_right(b, INDEPENDENT));
-    return nu_bench_json_print("dispatch", root);
+    return bench_json_print("dispatch", root);
 }
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
-int nu_bench_dispatch(int argc, char **argv)
+int bench_dispatch(int argc, char **argv)
 {
     bool json = false;
     const char *select = NULL;
@@ -754,7 +754,7 @@ int nu_bench_dispatch(int argc, char **argv)
     bool hand_transient = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--count") && i + 1 < argc) {
-            if (!nu_bench_parse_count("dispatch", "--count", argv[++i], 2, 1000000, &count))
+            if (!bench_parse_count("dispatch", "--count", argv[++i], 2, 1000000, &count))
                 return 2;
         } else if (!strcmp(argv[i], "--hand-pool") && i + 1 < argc) {
             i++;
@@ -765,25 +765,25 @@ int nu_bench_dispatch(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (!nu_bench_parse_count("dispatch", "--reps", argv[++i], 1, 1000, &reps))
+            if (!bench_parse_count("dispatch", "--reps", argv[++i], 1, 1000, &reps))
                 return 2;
         } else {
-            int rc = nu_bench_common_option("dispatch", argc, argv, &i, &json, &select, usage);
-            if (rc != NU_BENCH_OPTION_TAKEN)
+            int rc = bench_common_option("dispatch", argc, argv, &i, &json, &select, usage);
+            if (rc != BENCH_OPTION_TAKEN)
                 return rc;
         }
     }
     bench b;
     memset(&b, 0, sizeof b);
     b.hand_transient = hand_transient;
-    if (!nu_bench_open("dispatch", select, &b.d))
+    if (!bench_open("dispatch", select, &b.d))
         return 1;
     bool cpu = b.d->info.type == NU_DEVICE_CPU;
     b.count = (uint32_t)(count ? count : cpu ? DEFAULT_COUNT_CPU : DEFAULT_COUNT_GPU);
     b.count_scaled = !count && cpu;
     b.reps = (int)(reps ? reps : cpu ? DEFAULT_REPS_CPU : DEFAULT_REPS_GPU);
     int rc = 1;
-    if (nu_bench_vk_init(&b.vk, b.d, "dispatch", hand_transient) && choose_kernel(&b) && setup(&b) && measure(&b) &&
+    if (bench_vk_init(&b.vk, b.d, "dispatch", hand_transient) && choose_kernel(&b) && setup(&b) && measure(&b) &&
         record_calls(&b)) {
         bool barriers = barriers_right(&b, DEPENDENT) && barriers_right(&b, INDEPENDENT);
         rc = json ? print_json(&b) : (print_table(&b), 0);

@@ -10,7 +10,7 @@
 #include "nuvec.h"
 #include "pipeline.h"
 
-int nu_bench_pipeline(int argc, char **argv)
+int bench_pipeline(int argc, char **argv)
 {
     nu_device_desc desc = {0};
     bool json = false;
@@ -46,10 +46,10 @@ int nu_bench_pipeline(int argc, char **argv)
         elements = gpu ? 16u << 20 : 1u << 20;
     if (!steps)
         steps = gpu ? 64 : 16;
-    nu_pipeline_result warm, r[2];
-    st = nu_pipeline_run(d, true, 2, elements, in_flight, NULL, &warm); /* first dispatches compile on some drivers */
+    pipeline_result warm, r[2];
+    st = pipeline_run(d, true, 2, elements, in_flight, NULL, &warm); /* first dispatches compile on some drivers */
     for (int reuse = 1; reuse >= 0 && st == NU_OK; reuse--) {
-        st = nu_pipeline_run(d, reuse, steps, elements, in_flight, NULL, &r[reuse]);
+        st = pipeline_run(d, reuse, steps, elements, in_flight, NULL, &r[reuse]);
         nu_memory_clear_cache(d);
     }
     if (st != NU_OK) {

@@ -56,8 +56,8 @@ typedef struct stats {
 
 typedef struct bench {
     nu_device *d;
-    nu_bench_vk vk;
-    nu_bench_vk vk_record; /* the record + spin variant's transient pool and timeline */
+    bench_vk vk;
+    bench_vk vk_record; /* the record + spin variant's transient pool and timeline */
     nu_kernel *fill;
     nu_buffer *buf;
     VkBuffer vb;
@@ -158,8 +158,8 @@ static void teardown(bench *b)
         free(b->record[p]);
     nu_buffer_free(b->buf);
     nu_kernel_free(b->fill);
-    nu_bench_vk_fini(&b->vk);
-    nu_bench_vk_fini(&b->vk_record);
+    bench_vk_fini(&b->vk);
+    bench_vk_fini(&b->vk_record);
 }
 
 /* One nuvec round trip; `ph` (may be NULL) gets the phases in us. */
@@ -169,19 +169,19 @@ static bool round_nuvec(bench *b, uint32_t value, double *total_us, double ph[PH
     uint32_t push[2] = {value, WORDS};
     nu_binding bind = {b->buf, NU_ACCESS_WRITE, 0, 0};
     nu_commands *c = NULL;
-    uint64_t t0 = nu_bench_now_ns();
+    uint64_t t0 = bench_now_ns();
     nu_status st = nu_commands_new(b->d, NU_QUEUE_COMPUTE, &c);
     if (st == NU_OK)
         st = nu_commands_dispatch(c, b->fill, groups, &bind, 1, push, sizeof push);
-    uint64_t t1 = nu_bench_now_ns();
+    uint64_t t1 = bench_now_ns();
     if (st == NU_OK)
         st = nu_commands_commit(c);
-    uint64_t t2 = nu_bench_now_ns();
+    uint64_t t2 = bench_now_ns();
     if (st == NU_OK)
         st = nu_commands_wait(c, WAIT_NS);
-    uint64_t t3 = nu_bench_now_ns();
+    uint64_t t3 = bench_now_ns();
     nu_commands_free(c);
-    uint64_t t4 = nu_bench_now_ns();
+    uint64_t t4 = bench_now_ns();
     if (st != NU_OK) {
         fail("nuvec round trip", st);
         return false;
@@ -201,25 +201,25 @@ static bool round_nuvec(bench *b, uint32_t value, double *total_us, double ph[PH
 static bool round_record(bench *b, double *total_us, double ph[PHASES])
 {
     const nu__vk_device *vk = &b->d->vkd;
-    nu_bench_vk *v = &b->vk_record;
+    bench_vk *v = &b->vk_record;
     const char *what = "vkResetCommandPool";
-    uint64_t t0 = nu_bench_now_ns();
+    uint64_t t0 = bench_now_ns();
     VkResult r = vk->vkResetCommandPool(b->d->device, v->pool, 0);
     if (r == VK_SUCCESS) {
         what = "recording";
         r = record_fill(b, v->cmd, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
     }
-    uint64_t t1 = nu_bench_now_ns();
+    uint64_t t1 = bench_now_ns();
     if (r == VK_SUCCESS) {
         what = "vkQueueSubmit";
-        r = nu_bench_vk_submit(v, v->cmd, VK_NULL_HANDLE);
+        r = bench_vk_submit(v, v->cmd, VK_NULL_HANDLE);
     }
-    uint64_t t2 = nu_bench_now_ns();
+    uint64_t t2 = bench_now_ns();
     if (r == VK_SUCCESS) {
         what = "spinning on the timeline semaphore";
-        r = nu_bench_vk_wait(v, true);
+        r = bench_vk_wait(v, true);
     }
-    uint64_t t3 = nu_bench_now_ns();
+    uint64_t t3 = bench_now_ns();
     if (r != VK_SUCCESS) {
         fprintf(stderr, "nuvec bench submit: %s: %s: %s\n", variant_keys[V_RECORD], what, nu__vk_result_name(r));
         return false;
@@ -237,10 +237,10 @@ static bool round_hand(bench *b, int variant, double *total_us, double *submit_u
 {
     const nu__vk_device *vk = &b->d->vkd;
     const char *what = "vkQueueSubmit";
-    uint64_t t0 = nu_bench_now_ns();
+    uint64_t t0 = bench_now_ns();
     VkResult r;
     if (variant == V_FENCE) {
-        r = nu_bench_vk_submit(&b->vk, b->vk.cmd, b->vk.fence);
+        r = bench_vk_submit(&b->vk, b->vk.cmd, b->vk.fence);
         if (r == VK_SUCCESS) {
             what = "vkWaitForFences";
             r = vk->vkWaitForFences(b->d->device, 1, &b->vk.fence, VK_TRUE, WAIT_NS);
@@ -250,15 +250,15 @@ static bool round_hand(bench *b, int variant, double *total_us, double *submit_u
             r = vk->vkResetFences(b->d->device, 1, &b->vk.fence);
         }
     } else {
-        r = nu_bench_vk_submit(&b->vk, b->vk.cmd, VK_NULL_HANDLE);
+        r = bench_vk_submit(&b->vk, b->vk.cmd, VK_NULL_HANDLE);
         if (submit_us)
-            *submit_us = (double)(nu_bench_now_ns() - t0) / 1e3;
+            *submit_us = (double)(bench_now_ns() - t0) / 1e3;
         if (r == VK_SUCCESS) {
             what = variant == V_SPIN ? "spinning on the timeline semaphore" : "vkWaitSemaphores";
-            r = nu_bench_vk_wait(&b->vk, variant == V_SPIN);
+            r = bench_vk_wait(&b->vk, variant == V_SPIN);
         }
     }
-    uint64_t t1 = nu_bench_now_ns();
+    uint64_t t1 = bench_now_ns();
     if (r != VK_SUCCESS) {
         fprintf(stderr, "nuvec bench submit: %s: %s: %s\n", variant_keys[variant], what, nu__vk_result_name(r));
         return false;
@@ -295,9 +295,9 @@ static bool check(bench *b, uint32_t expected, const char *who)
 
 static void summarise(double *v, int n, stats *s)
 {
-    s->median = nu_bench_median(v, n); /* sorts */
-    s->p10 = nu_bench_percentile_sorted(v, n, 10);
-    s->p90 = nu_bench_percentile_sorted(v, n, 90);
+    s->median = bench_median(v, n); /* sorts */
+    s->p10 = bench_percentile_sorted(v, n, 10);
+    s->p90 = bench_percentile_sorted(v, n, 90);
 }
 
 static bool measure(bench *b)
@@ -334,10 +334,10 @@ static bool measure(bench *b)
     for (int v = 0; v < VARIANTS; v++)
         summarise(b->samples[v], b->n[v], &b->res[v]);
     for (int p = 0; p < PHASES; p++)
-        b->phase_median[p] = nu_bench_median(b->phases[p], b->n[V_NUVEC]);
-    b->submit_median = nu_bench_median(b->submit, b->n[V_SPIN]);
+        b->phase_median[p] = bench_median(b->phases[p], b->n[V_NUVEC]);
+    b->submit_median = bench_median(b->submit, b->n[V_SPIN]);
     for (int p = 0; p < P_FREE; p++)
-        b->record_median[p] = nu_bench_median(b->record[p], b->n[V_RECORD]);
+        b->record_median[p] = bench_median(b->record[p], b->n[V_RECORD]);
     return true;
 }
 
@@ -356,27 +356,27 @@ static void print_table(const bench *b)
     printf("%-40s | %9s | %9s | %9s | %11s\n", "round trip (us)", "median", "p10", "p90", "nuvec/this");
     for (int v = 0; v < VARIANTS; v++) {
         const stats *s = &b->res[v];
-        printf("%-40s | %9s | %9s | %9s | %11s\n", variant_text[v], nu_bench_us_text(m, sizeof m, s->median),
-               nu_bench_us_text(lo, sizeof lo, s->p10), nu_bench_us_text(hi, sizeof hi, s->p90),
-               v == V_NUVEC ? "" : nu_bench_ratio_text(q, sizeof q, b->res[V_NUVEC].median / s->median));
+        printf("%-40s | %9s | %9s | %9s | %11s\n", variant_text[v], bench_us_text(m, sizeof m, s->median),
+               bench_us_text(lo, sizeof lo, s->p10), bench_us_text(hi, sizeof hi, s->p90),
+               v == V_NUVEC ? "" : bench_ratio_text(q, sizeof q, b->res[V_NUVEC].median / s->median));
         if (v == V_NUVEC)
             for (int p = 0; p < PHASES; p++)
-                printf("  %-38s | %9s |\n", phase_text[p], nu_bench_us_text(m, sizeof m, b->phase_median[p]));
+                printf("  %-38s | %9s |\n", phase_text[p], bench_us_text(m, sizeof m, b->phase_median[p]));
         if (v == V_SPIN)
-            printf("  %-38s | %9s |\n", "vkQueueSubmit", nu_bench_us_text(m, sizeof m, b->submit_median));
+            printf("  %-38s | %9s |\n", "vkQueueSubmit", bench_us_text(m, sizeof m, b->submit_median));
         if (v == V_RECORD) {
             static const char *const what[P_FREE] = {"reset pool + record", "vkQueueSubmit", "spin"};
             for (int p = 0; p < P_FREE; p++)
-                printf("  %-38s | %9s |\n", what[p], nu_bench_us_text(m, sizeof m, b->record_median[p]));
+                printf("  %-38s | %9s |\n", what[p], bench_us_text(m, sizeof m, b->record_median[p]));
         }
     }
     double us = b->res[V_NUVEC].median;
     if (judged(b))
         printf("\nTarget on %s: nuvec round trip <= %.0f us: %s (median %s us; CUDA launch + synchronise: 10 us)\n",
-               in->name, TARGET_US, us <= TARGET_US ? "met" : "NOT met", nu_bench_us_text(m, sizeof m, us));
+               in->name, TARGET_US, us <= TARGET_US ? "met" : "NOT met", bench_us_text(m, sizeof m, us));
     else
         printf("\nTarget nuvec round trip <= %.0f us: not judged on a %s (H200 target; here median %s us)\n",
-               TARGET_US, nu_device_type_name(in->type), nu_bench_us_text(m, sizeof m, us));
+               TARGET_US, nu_device_type_name(in->type), bench_us_text(m, sizeof m, us));
 }
 
 static int print_json(const bench *b)
@@ -384,7 +384,7 @@ static int print_json(const bench *b)
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "benchmark", "submit");
     cJSON_AddStringToObject(root, "nuvec_version", NUVEC_VERSION_STRING);
-    nu_bench_json_device(root, b->d);
+    bench_json_device(root, b->d);
     cJSON *m = cJSON_AddObjectToObject(root, "method");
     cJSON_AddStringToObject(m, "work", "fill_u32 over 1 KiB, one workgroup, private buffer");
     cJSON_AddNumberToObject(m, "iterations", b->iterations);
@@ -416,33 +416,33 @@ static int print_json(const bench *b)
         cJSON_AddBoolToObject(t, "nuvec_us_met", b->res[V_NUVEC].median <= TARGET_US);
     else
         cJSON_AddNullToObject(t, "nuvec_us_met");
-    return nu_bench_json_print("submit", root);
+    return bench_json_print("submit", root);
 }
 
-int nu_bench_submit(int argc, char **argv)
+int bench_submit(int argc, char **argv)
 {
     bool json = false;
     const char *select = NULL;
     long iterations = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
-            if (!nu_bench_parse_count("submit", "--iterations", argv[++i], 1, 1000000, &iterations))
+            if (!bench_parse_count("submit", "--iterations", argv[++i], 1, 1000000, &iterations))
                 return 2;
         } else {
-            int rc = nu_bench_common_option("submit", argc, argv, &i, &json, &select, usage);
-            if (rc != NU_BENCH_OPTION_TAKEN)
+            int rc = bench_common_option("submit", argc, argv, &i, &json, &select, usage);
+            if (rc != BENCH_OPTION_TAKEN)
                 return rc;
         }
     }
     bench b;
     memset(&b, 0, sizeof b);
-    if (!nu_bench_open("submit", select, &b.d))
+    if (!bench_open("submit", select, &b.d))
         return 1;
     bool cpu = b.d->info.type == NU_DEVICE_CPU;
     b.iterations = (int)(iterations ? iterations : cpu ? DEFAULT_ITERATIONS_CPU : DEFAULT_ITERATIONS_GPU);
     b.scaled = !iterations && cpu;
     int rc = 1;
-    if (nu_bench_vk_init(&b.vk, b.d, "submit", false) && nu_bench_vk_init(&b.vk_record, b.d, "submit", true) &&
+    if (bench_vk_init(&b.vk, b.d, "submit", false) && bench_vk_init(&b.vk_record, b.d, "submit", true) &&
         setup(&b) && measure(&b))
         rc = json ? print_json(&b) : (print_table(&b), 0);
     else if (b.d)

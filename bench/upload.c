@@ -191,12 +191,12 @@ static double pinned_copy(nu_device *d, nu_buffer *dst, uint64_t size)
     if (d->vkd.vkEndCommandBuffer(cmd) != VK_SUCCESS)
         goto out;
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
-    uint64_t t0 = nu_bench_now_ns();
+    uint64_t t0 = bench_now_ns();
     pthread_mutex_lock(&q->lock);
     VkResult r = d->vkd.vkQueueSubmit(q->queue, 1, &si, fence);
     pthread_mutex_unlock(&q->lock);
     if (r == VK_SUCCESS && d->vkd.vkWaitForFences(dev, 1, &fence, VK_TRUE, 120000000000ull) == VK_SUCCESS)
-        seconds = (double)(nu_bench_now_ns() - t0) / 1e9;
+        seconds = (double)(bench_now_ns() - t0) / 1e9;
 out:
     if (fence)
         d->vkd.vkDestroyFence(dev, fence, NULL);
@@ -217,7 +217,7 @@ typedef struct run {
     nu_move_options o;
 } run;
 
-static double now_s(void) { return (double)nu_bench_now_ns() / 1e9; }
+static double now_s(void) { return (double)bench_now_ns() / 1e9; }
 
 /* read() of the whole file into dst, as a program without nuvec loads weights. */
 static bool read_whole(const char *path, void *dst, uint64_t size)
@@ -344,7 +344,7 @@ static double first_use(run *r, bool mapped)
     return t;
 }
 
-int nu_bench_upload(int argc, char **argv)
+int bench_upload(int argc, char **argv)
 {
     bool json = false, keep = false;
     const char *select = NULL, *path = NULL;
@@ -367,20 +367,20 @@ int nu_bench_upload(int argc, char **argv)
         } else if (!strcmp(argv[i], "--keep")) {
             keep = true;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (!nu_bench_parse_count("upload", "--reps", argv[++i], 1, 100, &reps))
+            if (!bench_parse_count("upload", "--reps", argv[++i], 1, 100, &reps))
                 return 2;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            if (!nu_bench_parse_count("upload", "--threads", argv[++i], 1, 64, &threads))
+            if (!bench_parse_count("upload", "--threads", argv[++i], 1, 64, &threads))
                 return 2;
         } else {
-            int rc = nu_bench_common_option("upload", argc, argv, &i, &json, &select, usage);
-            if (rc != NU_BENCH_OPTION_TAKEN)
+            int rc = bench_common_option("upload", argc, argv, &i, &json, &select, usage);
+            if (rc != BENCH_OPTION_TAKEN)
                 return rc;
         }
     }
     o.threads = (uint32_t)threads;
     nu_device *d;
-    if (!nu_bench_open("upload", select, &d))
+    if (!bench_open("upload", select, &d))
         return 1;
     const nu_device_info *info = nu_device_get_info(d);
     bool gpu = info->type != NU_DEVICE_CPU;
@@ -434,7 +434,7 @@ int nu_bench_upload(int argc, char **argv)
     ok = ok && first[0] > 0 && first[1] > 0;
     if (ok)
         for (int v = 0; v < VARIANTS; v++)
-            med[v] = nu_bench_median(gbps[v], (int)reps);
+            med[v] = bench_median(gbps[v], (int)reps);
     if (created && !keep)
         unlink(path);
     if (!ok) {
@@ -443,7 +443,7 @@ int nu_bench_upload(int argc, char **argv)
     }
     if (json) {
         cJSON *root = cJSON_CreateObject();
-        nu_bench_json_device(root, d);
+        bench_json_device(root, d);
         cJSON_AddStringToObject(root, "file", path);
         cJSON_AddNumberToObject(root, "file_bytes", (double)r.file_size);
         cJSON_AddNumberToObject(root, "tensors", (double)tensors);
@@ -459,7 +459,7 @@ int nu_bench_upload(int argc, char **argv)
         cJSON_AddNumberToObject(fu, "map_file", first[0] * 1e3);
         cJSON_AddNumberToObject(fu, "read", first[1] * 1e3);
         nu_device_close(d);
-        return nu_bench_json_print("upload", root);
+        return bench_json_print("upload", root);
     }
     printf("nuvec bench upload on device %u: %s\n", info->index, info->name);
     printf("%s: %.2f GiB, %zu tensors, %.0f%% in the page cache; median of %ld runs\n\n", path,
@@ -467,10 +467,10 @@ int nu_bench_upload(int argc, char **argv)
     printf("%-56s | %8s | %s\n", "", "GB/s", "vs pinned");
     char ratio[32];
     for (int v = 0; v < VARIANTS; v++)
-        printf("%-56s | %8.2f | %s\n", text[v], med[v], nu_bench_ratio_text(ratio, sizeof ratio, med[v] / med[V_PINNED]));
+        printf("%-56s | %8.2f | %s\n", text[v], med[v], bench_ratio_text(ratio, sizeof ratio, med[v] / med[V_PINNED]));
     printf("\ntime to first GPU use (the file in a buffer, then a GPU copy of all of it):\n");
     printf("  map_file: %.1f ms    read() into a shared buffer: %.1f ms    (%s)\n", first[0] * 1e3, first[1] * 1e3,
-           nu_bench_ratio_text(ratio, sizeof ratio, first[1] / first[0]));
+           bench_ratio_text(ratio, sizeof ratio, first[1] / first[0]));
     printf("\ntarget on a GPU: nuvec move >= %.1fx the pinned copy: %s\n", TARGET_RATIO,
            !gpu ? "(not meaningful on a CPU device)" : med[V_MOVE] / med[V_PINNED] >= TARGET_RATIO ? "met" : "NOT met");
     nu_device_close(d);

@@ -1,11 +1,11 @@
 /* cli.h: the subcommands of the `nuvec` command-line tool. Each takes the arguments after
  * its own name (argv[0] is the subcommand) and returns the process exit status. */
-#ifndef NU_CLI_H
-#define NU_CLI_H
+#ifndef CLI_H
+#define CLI_H
 
-int nu_cli_info(int argc, char **argv);   /* tools/info.c: devices, memory, features */
-int nu_cli_demo(int argc, char **argv);   /* tools/demo.c: the `make demo` self-check */
-int nu_cli_load(int argc, char **argv);   /* tools/load.c: list a safetensors file, move it to the GPU */
-int nu_cli_bench(int argc, char **argv);  /* bench/bench.c: benchmarks, `nuvec bench NAME` */
+int cli_info(int argc, char **argv);   /* tools/info.c: devices, memory, features */
+int cli_demo(int argc, char **argv);   /* tools/demo.c: the `make demo` self-check */
+int cli_load(int argc, char **argv);   /* tools/load.c: list a safetensors file, move it to the GPU */
+int cli_bench(int argc, char **argv);  /* bench/bench.c: benchmarks, `nuvec bench NAME` */
 
 #endif

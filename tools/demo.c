@@ -60,7 +60,7 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Writes `layers` F32 tensors of `elements` values nu_pipeline_weight(layer + 1, i) to `path`:
+/* Writes `layers` F32 tensors of `elements` values pipeline_weight(layer + 1, i) to `path`:
  * the header first (data left as holes), then each tensor's bytes in place. */
 static nu_status write_weights(nu_device *d, const char *path, uint32_t layers, uint32_t elements)
 {
@@ -84,7 +84,7 @@ static nu_status write_weights(nu_device *d, const char *path, uint32_t layers, 
         st = NU_ERROR_IO;
     for (uint32_t l = 0; st == NU_OK && l < layers; l++) {
         for (uint32_t i = 0; i < elements; i++)
-            values[i] = nu_pipeline_weight(l + 1, i);
+            values[i] = pipeline_weight(l + 1, i);
         const nu_tensor_info *ti = nu_safetensors_find(f, names[l]);
         if (pwrite(fd, values, (size_t)elements * 4, (off_t)ti->offset) != (ssize_t)elements * 4)
             st = NU_ERROR_IO;
@@ -128,9 +128,9 @@ static int run_weights(nu_device *d, uint64_t size, uint32_t elements, uint32_t 
         printf("  weights mapped in %.2f ms (%s), moved to the device in %.1f ms: %.2f GB/s\n", (t1 - t0) * 1e3,
                nu_buffer_is_zero_copy(nu_safetensors_buffer(f)) ? "zero-copy" : "copied: no host-memory import",
                (t2 - t1) * 1e3, (double)nu_safetensors_data_size(f) / (t2 - t1) / 1e9);
-        nu_pipeline_weights pw = {.buffer = w, .offsets = offsets, .layers = layers};
-        nu_pipeline_result r;
-        st = nu_pipeline_run(d, true, steps, elements, 4, &pw, &r);
+        pipeline_weights pw = {.buffer = w, .offsets = offsets, .layers = layers};
+        pipeline_result r;
+        st = pipeline_run(d, true, steps, elements, 4, &pw, &r);
         if (st != NU_OK)
             bad = fail("the pipeline over the weights", st);
         else
@@ -146,7 +146,7 @@ static int run_weights(nu_device *d, uint64_t size, uint32_t elements, uint32_t 
     return bad;
 }
 
-int nu_cli_demo(int argc, char **argv)
+int cli_demo(int argc, char **argv)
 {
     nu_device_desc desc = {0};
     uint32_t elements = 0, steps = 0;
@@ -255,11 +255,11 @@ int nu_cli_demo(int argc, char **argv)
         steps = gpu ? 64 : 16;
     printf("  pipeline: %u steps of %u floats (%.1f MiB each), 4 in flight, each reading the same input\n", steps,
            elements, elements * 4 / 1048576.0);
-    nu_pipeline_result warm; /* kernels' first dispatches compile on some drivers: not timed */
-    nu_pipeline_run(d, true, 2, elements, 4, NULL, &warm);
+    pipeline_result warm; /* kernels' first dispatches compile on some drivers: not timed */
+    pipeline_run(d, true, 2, elements, 4, NULL, &warm);
     for (int reuse = 1; reuse >= 0 && !bad; reuse--) {
-        nu_pipeline_result r;
-        st = nu_pipeline_run(d, reuse, steps, elements, 4, NULL, &r);
+        pipeline_result r;
+        st = pipeline_run(d, reuse, steps, elements, 4, NULL, &r);
         if (st != NU_OK) {
             bad = fail("the pipeline", st);
             break;

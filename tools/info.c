@@ -379,7 +379,7 @@ static cJSON *default_json(const default_device *dd)
 
 /* ---- the command ------------------------------------------------------------------------ */
 
-int nu_cli_info(int argc, char **argv)
+int cli_info(int argc, char **argv)
 {
     bool json = false;
     for (int i = 1; i < argc; i++) {

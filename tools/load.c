@@ -59,7 +59,7 @@ static void shape_text(const nu_tensor_info *t, char *out, size_t n)
         snprintf(out + at, n - at, "]");
 }
 
-int nu_cli_load(int argc, char **argv)
+int cli_load(int argc, char **argv)
 {
     const char *path = NULL;
     bool to_gpu = false, quiet = false;

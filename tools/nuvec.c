@@ -30,13 +30,13 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "info"))
-        return nu_cli_info(argc - 1, argv + 1);
+        return cli_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "demo"))
-        return nu_cli_demo(argc - 1, argv + 1);
+        return cli_demo(argc - 1, argv + 1);
     if (!strcmp(argv[1], "load"))
-        return nu_cli_load(argc - 1, argv + 1);
+        return cli_load(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
-        return nu_cli_bench(argc - 1, argv + 1);
+        return cli_bench(argc - 1, argv + 1);
     fprintf(stderr, "nuvec: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -28,7 +28,7 @@ typedef struct step {
     uint32_t index;
 } step;
 
-float nu_pipeline_weight(uint32_t layer, uint32_t i)
+float pipeline_weight(uint32_t layer, uint32_t i)
 {
     return (float)((int)((i + layer * 7919u) * 2654435761u >> 28) - 8); /* -8..7 */
 }
@@ -37,7 +37,7 @@ float nu_pipeline_weight(uint32_t layer, uint32_t i)
 static bool check(uint32_t layer, const float *y, uint32_t n, uint32_t s)
 {
     for (uint32_t i = 0; i < n; i++) {
-        float x = nu_pipeline_weight(layer, i);
+        float x = pipeline_weight(layer, i);
         float want = x * x + x + (float)s * x;
         if (y[i] != want)
             return false;
@@ -45,8 +45,8 @@ static bool check(uint32_t layer, const float *y, uint32_t n, uint32_t s)
     return true;
 }
 
-nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elements, uint32_t in_flight,
-                          const nu_pipeline_weights *weights, nu_pipeline_result *out)
+nu_status pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elements, uint32_t in_flight,
+                          const pipeline_weights *weights, pipeline_result *out)
 {
     memset(out, 0, sizeof *out);
     size_t bytes = (size_t)elements * 4;
@@ -59,7 +59,7 @@ nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t ele
         (st = nu_kernel_builtin(d, "add_f32", &add)) == NU_OK)
         st = nu_kernel_builtin(d, "axpy_f32", &axpy);
     for (uint32_t i = 0; st == NU_OK && host && i < elements; i++)
-        host[i] = nu_pipeline_weight(0, i);
+        host[i] = pipeline_weight(0, i);
     if (st == NU_OK && host)
         st = nu_buffer_from(d, host, bytes, NU_STORAGE_PRIVATE, &x);
     for (uint32_t i = 0; st == NU_OK && i < in_flight; i++)
