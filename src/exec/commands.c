@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "exec/submit.h"
+#include "debug/capture.h"
 #include "debug/trace.h"
 #include "vk/block.h"
 
@@ -69,7 +70,7 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
     }
     c->state = NU__RECORDING;
     /* Labels cost recording time: only while a capture records them. */
-    c->labels = d->capture_path != NULL && d->vkd.vkCmdBeginDebugUtilsLabelEXT && d->vkd.vkCmdEndDebugUtilsLabelEXT;
+    c->labels = nu__capture_running(d) && d->vkd.vkCmdBeginDebugUtilsLabelEXT && d->vkd.vkCmdEndDebugUtilsLabelEXT;
     *out = c;
     return NU_OK;
 }

@@ -21,8 +21,8 @@
 
 static void destroy(nu_device *d)
 {
+    nu__capture_fini(d); /* ends a running capture (needs the submitter), frees its state */
     if (d->device) {
-        nu__capture_fini(d); /* ends a running capture: needs the submitter */
         nu__trace_fini(d);   /* writes a running trace: needs the submitter */
         d->vkd.vkDeviceWaitIdle(d->device);
         nu__submitter_fini(d);
@@ -94,7 +94,8 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     nu_status st = nu__instance_create(d, d->validation, &d->instance, &d->vki, &d->has_debug_utils);
     if (st != NU_OK)
         goto fail;
-    nu__capture_attach(d);
+    if ((st = nu__capture_attach(d)) != NU_OK)
+        goto fail;
     if (d->validation && (st = nu__messenger_create(d)) != NU_OK)
         goto fail;
 

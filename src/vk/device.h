@@ -60,11 +60,7 @@ struct nu_device {
     /* Timelines (trace.c). */
     struct nu__trace *trace;
 
-    /* RenderDoc captures (capture.c): its API when its layer came with the instance, and the
-     * path of the running capture. */
-    void *renderdoc;
-    char *capture_path;
-    uint32_t capture_count;
+    struct nu__capture *capture; /* RenderDoc captures (debug/capture.c) */
 
     pthread_mutex_t placeholder_lock;
     struct nu__vk_block *placeholder; /* bound for empty buffers; created on first use */
