@@ -12,6 +12,8 @@
 #include "nuvec/capture.h"
 #include "nuvec/mapped.h"
 #include "nuvec/safetensors.h"
+#include "nuvec/tensor.h"
+#include "nuvec/ops.h"
 
 #define NUVEC_VERSION_MAJOR 0
 #define NUVEC_VERSION_MINOR 1

@@ -22,6 +22,7 @@ LAYERS = {
     "debug": 3,    # timelines and captures
     "exec": 4,     # recording, hazard tracking, submission and completion
     "io": 5,       # file formats (safetensors) and moves of files to the device
+    "ops": 5,      # tensors as views, and the kernel library's operations on them
     "runtime": 6,  # opening and closing a device: starts and stops every module
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -27,32 +27,9 @@
 #include "buffer.h"
 #include "mapped.h"
 #include "status.h"
+#include "tensor.h"
 
 NU_BEGIN_DECLS
-
-typedef enum nu_dtype {
-    NU_DTYPE_BOOL,
-    NU_DTYPE_U8,
-    NU_DTYPE_I8,
-    NU_DTYPE_F8_E5M2,
-    NU_DTYPE_F8_E4M3,
-    NU_DTYPE_I16,
-    NU_DTYPE_U16,
-    NU_DTYPE_F16,
-    NU_DTYPE_BF16,
-    NU_DTYPE_I32,
-    NU_DTYPE_U32,
-    NU_DTYPE_F32,
-    NU_DTYPE_I64,
-    NU_DTYPE_U64,
-    NU_DTYPE_F64,
-    NU_DTYPE_COUNT
-} nu_dtype;
-
-/* Bytes per element (1 for BOOL and the F8 types). 0 for values outside the enum. */
-size_t nu_dtype_size(nu_dtype dtype);
-/* The safetensors spelling: "F32", "BF16", ... ("?" outside the enum). */
-const char *nu_dtype_name(nu_dtype dtype);
 
 #define NU_TENSOR_MAX_RANK 8
 

@@ -60,26 +60,13 @@ struct nu_safetensors {
 
 /* ---- dtypes --------------------------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    uint8_t size;
-} dtypes[NU_DTYPE_COUNT] = {
-    [NU_DTYPE_BOOL] = {"BOOL", 1},       [NU_DTYPE_U8] = {"U8", 1},   [NU_DTYPE_I8] = {"I8", 1},
-    [NU_DTYPE_F8_E5M2] = {"F8_E5M2", 1}, [NU_DTYPE_F8_E4M3] = {"F8_E4M3", 1},
-    [NU_DTYPE_I16] = {"I16", 2},         [NU_DTYPE_U16] = {"U16", 2}, [NU_DTYPE_F16] = {"F16", 2},
-    [NU_DTYPE_BF16] = {"BF16", 2},       [NU_DTYPE_I32] = {"I32", 4}, [NU_DTYPE_U32] = {"U32", 4},
-    [NU_DTYPE_F32] = {"F32", 4},         [NU_DTYPE_I64] = {"I64", 8}, [NU_DTYPE_U64] = {"U64", 8},
-    [NU_DTYPE_F64] = {"F64", 8},
-};
-
-size_t nu_dtype_size(nu_dtype dtype) { return (unsigned)dtype < NU_DTYPE_COUNT ? dtypes[dtype].size : 0; }
-
-const char *nu_dtype_name(nu_dtype dtype) { return (unsigned)dtype < NU_DTYPE_COUNT ? dtypes[dtype].name : "?"; }
+/* The safetensors dtypes: the plain ones (not GGUF's block quantizations). */
+static bool safetensors_dtype(nu_dtype dtype) { return nu_dtype_block_elements(dtype) == 1; }
 
 static bool dtype_from_name(const char *name, nu_dtype *out)
 {
     for (unsigned i = 0; i < NU_DTYPE_COUNT; i++)
-        if (strcmp(name, dtypes[i].name) == 0) {
+        if (safetensors_dtype((nu_dtype)i) && strcmp(name, nu_dtype_name((nu_dtype)i)) == 0) {
             *out = (nu_dtype)i;
             return true;
         }
@@ -493,8 +480,9 @@ static nu_status check_write(const char *path, const nu_tensor_write *tensors, s
         const nu_tensor_write *t = &tensors[i];
         if (!t->name || !*t->name || strcmp(t->name, META_KEY) == 0)
             return INVALID("safetensors '%s': tensor %zu has a NULL, empty or reserved name", path, i);
-        if ((unsigned)t->dtype >= NU_DTYPE_COUNT)
-            return INVALID("safetensors '%s': tensor " NAME ": unknown dtype %d", path, t->name, (int)t->dtype);
+        if ((unsigned)t->dtype >= NU_DTYPE_COUNT || !safetensors_dtype(t->dtype))
+            return INVALID("safetensors '%s': tensor " NAME ": dtype %d is not a safetensors dtype", path, t->name,
+                           (int)t->dtype);
         if (t->rank > NU_TENSOR_MAX_RANK)
             return INVALID("safetensors '%s': tensor " NAME ": rank %u is more than %d", path, t->name, t->rank,
                            NU_TENSOR_MAX_RANK);

@@ -1036,7 +1036,8 @@ nu_status nu_kernel_builtin(nu_device *device, const char *name, nu_kernel **out
         char list[512] = "";
         size_t len = 0;
         for (unsigned i = 0; i < nu__kernel_count && len < sizeof list; i++)
-            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", nu__kernels[i].name);
+            if (!*nu__kernels[i].family)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", nu__kernels[i].name);
         return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "no builtin kernel named '%s'%s; nuvec's kernels are: %s",
                         name, spv ? " (it has no entry in kernel.c's table)" : "", list);
     }

@@ -13,6 +13,7 @@
 #include "memory/buffer.h"
 #include "memory/transfer.h"
 #include "nuvec.h"
+#include "ops/op.h"
 #include "vk/block.h"
 #include "vk/device.h"
 #include "vk/instance.h"
@@ -26,6 +27,7 @@ static void destroy(nu_device *d)
         nu__trace_fini(d);   /* writes a running trace: needs the submitter */
         d->vkd.vkDeviceWaitIdle(d->device);
         nu__submitter_fini(d);
+        nu__ops_fini(d); /* its kernels, before the kernel cache goes */
         nu__kernels_fini(d);
         nu__transfer_fini(d);
         /* The pool first: releasing cached pieces can free buffer handles (quarantined in debug
@@ -161,6 +163,8 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     if ((st = nu__buffer_quarantine_init(d)) != NU_OK)
         goto fail;
     if ((st = nu__kernels_init(d)) != NU_OK)
+        goto fail;
+    if ((st = nu__ops_init(d)) != NU_OK)
         goto fail;
     if ((st = nu__submitter_init(d)) != NU_OK)
         goto fail;

@@ -61,6 +61,7 @@ struct nu_device {
     struct nu__trace *trace;
 
     struct nu__capture *capture; /* RenderDoc captures (debug/capture.c) */
+    struct nu__ops *ops;         /* the kernel library's kernels (ops/op.c) */
 
     pthread_mutex_t placeholder_lock;
     struct nu__vk_block *placeholder; /* bound for empty buffers; created on first use */

@@ -1,0 +1,133 @@
+/* nuvec/ops.h: the kernel library's operations on tensors (nuvec/tensor.h).
+ *
+ * Each op records GPU work into a command buffer, like nu_commands_dispatch: nothing runs until
+ * the command buffer is committed. Each declares the byte ranges it reads and writes, so hazard
+ * tracking orders it against other work on the same buffers (two ops reading one tensor run
+ * concurrently; an op reading what another wrote waits for it). Every op checks its tensors
+ * when it records (nu_tensor_check, shapes, dtypes, the device's features) and returns
+ * NU_ERROR_INVALID_ARGUMENT (a bad shape, dtype, rank or combination), NU_ERROR_OUT_OF_RANGE (a
+ * view past its buffer's end) or NU_ERROR_UNSUPPORTED (a dtype the device cannot run) with a
+ * message naming the op and the problem; a failed op records nothing.
+ *
+ * Conventions shared by all ops:
+ * - Outputs ("dst") are contiguous (row-major) and must not overlap any input, except that an
+ *   elementwise op may write over an input viewed exactly as dst (in place). Inputs may be any
+ *   view: strided, transposed, broadcast (stride 0).
+ * - "Last dimension": shape[rank - 1]; reductions, norms and softmax run along it, over each
+ *   row (every index of the other dimensions).
+ * - Float dtypes are F32, F16 and BF16; arithmetic is in F32 (F16/BF16 are converted on load and
+ *   rounded to nearest even on store). Where an op says "float", any of the three, and its
+ *   inputs and output may mix them unless it says otherwise.
+ * - Empty tensors record nothing and succeed.
+ * Kernels are chosen by what the device offers (subgroup operations and size, 16-bit storage,
+ * integer dot products); every op has a portable path (lavapipe runs it). nuvec's GLSL is under
+ * kernels/, by family; `nuvec bench ops` measures them.
+ *
+ * Thread safety: as the command buffer's (one thread records into a command buffer at a time). */
+#ifndef NUVEC_OPS_H
+#define NUVEC_OPS_H
+
+#include <stdint.h>
+
+#include "command.h"
+#include "status.h"
+#include "tensor.h"
+
+NU_BEGIN_DECLS
+
+/* ---- copies and casts -------------------------------------------------------------------- */
+
+/* dst = src, converting the dtype: float to float; I32, U32 and U8 to themselves; Q8_0 and Q4_0
+ * to float (dequantization, exact in F32). Same shape; src may be any view. */
+nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src);
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+
+typedef enum nu_binary_op { NU_BINARY_ADD, NU_BINARY_SUB, NU_BINARY_MUL, NU_BINARY_DIV, NU_BINARY_OP_COUNT } nu_binary_op;
+
+/* dst = a op b, floats, with broadcasting (numpy's rules: shapes aligned at the last dimension,
+ * a dimension of 1 or a missing leading one repeats): a's and b's shapes must broadcast to
+ * dst's. */
+nu_status nu_op_binary(nu_commands *c, nu_binary_op op, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b);
+nu_status nu_op_add(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b);
+nu_status nu_op_sub(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b);
+nu_status nu_op_mul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b);
+nu_status nu_op_div(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b);
+
+typedef enum nu_unary_op {
+    NU_UNARY_SCALE,     /* alpha * x */
+    NU_UNARY_EXP,       /* e^x */
+    NU_UNARY_SILU,      /* x / (1 + e^-x) */
+    NU_UNARY_GELU,      /* x * (1 + erf(x / sqrt 2)) / 2 (PyTorch's default) */
+    NU_UNARY_GELU_TANH, /* x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) / 2 */
+    NU_UNARY_OP_COUNT
+} nu_unary_op;
+
+/* dst = op(src), floats, same shape (alpha is used by NU_UNARY_SCALE only). */
+nu_status nu_op_unary(nu_commands *c, nu_unary_op op, const nu_tensor *dst, const nu_tensor *src, float alpha);
+nu_status nu_op_scale(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, float alpha);
+/* SwiGLU's gate: dst = silu(gate) * up, floats, all three of one shape. */
+nu_status nu_op_swiglu(nu_commands *c, const nu_tensor *dst, const nu_tensor *gate, const nu_tensor *up);
+
+/* ---- reductions over the last dimension -------------------------------------------------- */
+
+typedef enum nu_reduce_op { NU_REDUCE_SUM, NU_REDUCE_MAX, NU_REDUCE_MEAN, NU_REDUCE_OP_COUNT } nu_reduce_op;
+
+/* dst[.., 0] = op over src[.., i], floats: dst has src's shape with the last dimension 1. */
+nu_status nu_op_reduce(nu_commands *c, nu_reduce_op op, const nu_tensor *dst, const nu_tensor *src);
+/* dst[.., 0] = the index of the largest src[.., i] (the first of equal ones; NaN is largest):
+ * dst is I32 with src's shape and the last dimension 1. */
+nu_status nu_op_argmax(nu_commands *c, const nu_tensor *dst, const nu_tensor *src);
+/* dst = softmax(scale * src) along the last dimension, floats, same shape. */
+nu_status nu_op_softmax(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, float scale);
+
+/* ---- norms ------------------------------------------------------------------------------- */
+
+/* dst = src / sqrt(mean(src^2) + eps) * weight, along the last dimension (weight: 1-D, the last
+ * dimension's length), floats. */
+nu_status nu_op_rms_norm(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_tensor *weight,
+                         float eps);
+/* dst = (src - mean) / sqrt(var + eps) * weight + bias (biased variance), along the last
+ * dimension; weight and bias 1-D (bias may be NULL), floats. */
+nu_status nu_op_layer_norm(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_tensor *weight,
+                           const nu_tensor *bias, float eps);
+
+/* ---- rotary position embeddings ---------------------------------------------------------- */
+
+typedef enum nu_rope_layout {
+    NU_ROPE_INTERLEAVED, /* pairs (x[2i], x[2i+1]): GGUF, llama.cpp, Meta's Llama */
+    NU_ROPE_HALF,        /* pairs (x[i], x[i + d/2]): Hugging Face's rotate_half */
+} nu_rope_layout;
+
+typedef struct nu_rope_desc {
+    nu_rope_layout layout;
+    float theta;            /* base of the frequencies (0: 10000) */
+    uint32_t rotary_dims;   /* leading dimensions of each head rotated (0: all; even) */
+    int32_t position_offset;/* added to every position */
+    /* Positions: an I32 tensor with one entry per token, or NULL for 0, 1, 2, ... (plus the
+     * offset). */
+    const nu_tensor *positions;
+} nu_rope_desc;
+
+/* dst = src rotated: src is [tokens, heads, head_dim] (or [batch, tokens, heads, head_dim]),
+ * floats; pair i of a head at position p turns by p * theta^(-2i / rotary_dims). */
+nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_rope_desc *desc);
+
+/* ---- embeddings -------------------------------------------------------------------------- */
+
+/* dst[t, :] = table[ids[t], :] (an embedding lookup): table [vocab, dim] of a float or block
+ * dtype, ids an I32 1-D tensor of n tokens, dst [n, dim] float. An id outside [0, vocab) gives
+ * a row of zeros. */
+nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *table, const nu_tensor *ids);
+
+/* ---- matrix-vector products -------------------------------------------------------------- */
+
+/* dst = x * weight^T: weight [n, k] as stored by weight files (row-major [out, in]) of a float
+ * or block dtype, x [m, k] float with 1 <= m <= 8 (decode: one to a few tokens), dst [m, n]
+ * float. Accumulates in F32. For more rows, nuvec/ops.h's matrix products (the kernel
+ * library's second part) are the fast path. */
+#define NU_MATVEC_MAX_ROWS 8
+nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
+
+NU_END_DECLS
+#endif

@@ -1,0 +1,30 @@
+/* dtype.c: element types' sizes and names (see nuvec/tensor.h). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nuvec/tensor.h"
+
+static const struct {
+    const char *name;
+    uint8_t block_bytes;   /* bytes per block (per element for the plain dtypes) */
+    uint8_t block_elements;
+} dtypes[NU_DTYPE_COUNT] = {
+    [NU_DTYPE_BOOL] = {"BOOL", 1, 1},       [NU_DTYPE_U8] = {"U8", 1, 1},   [NU_DTYPE_I8] = {"I8", 1, 1},
+    [NU_DTYPE_F8_E5M2] = {"F8_E5M2", 1, 1}, [NU_DTYPE_F8_E4M3] = {"F8_E4M3", 1, 1},
+    [NU_DTYPE_I16] = {"I16", 2, 1},         [NU_DTYPE_U16] = {"U16", 2, 1}, [NU_DTYPE_F16] = {"F16", 2, 1},
+    [NU_DTYPE_BF16] = {"BF16", 2, 1},       [NU_DTYPE_I32] = {"I32", 4, 1}, [NU_DTYPE_U32] = {"U32", 4, 1},
+    [NU_DTYPE_F32] = {"F32", 4, 1},         [NU_DTYPE_I64] = {"I64", 8, 1}, [NU_DTYPE_U64] = {"U64", 8, 1},
+    [NU_DTYPE_F64] = {"F64", 8, 1},
+    [NU_DTYPE_Q8_0] = {"Q8_0", 34, 32},     [NU_DTYPE_Q4_0] = {"Q4_0", 18, 32},
+};
+
+size_t nu_dtype_size(nu_dtype dtype)
+{
+    return (unsigned)dtype < NU_DTYPE_COUNT && dtypes[dtype].block_elements == 1 ? dtypes[dtype].block_bytes : 0;
+}
+
+uint32_t nu_dtype_block_elements(nu_dtype dtype) { return (unsigned)dtype < NU_DTYPE_COUNT ? dtypes[dtype].block_elements : 0; }
+
+uint32_t nu_dtype_block_bytes(nu_dtype dtype) { return (unsigned)dtype < NU_DTYPE_COUNT ? dtypes[dtype].block_bytes : 0; }
+
+const char *nu_dtype_name(nu_dtype dtype) { return (unsigned)dtype < NU_DTYPE_COUNT ? dtypes[dtype].name : "?"; }

@@ -1,0 +1,236 @@
+/* op.c: what the kernel library's ops share (see op.h). */
+#include "ops/op.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "kernel/builtins.h"
+#include "kernels_table.h"
+#include "memory/buffer.h"
+
+/* The kernels the ops dispatched on this device, each with its constants: a few dozen at most,
+ * so a list searched under a lock. */
+typedef struct op_kernel {
+    unsigned id;
+    uint32_t n;
+    uint32_t constants[NU__OP_MAX_CONSTANTS];
+    nu_kernel *kernel;
+} op_kernel;
+
+struct nu__ops {
+    pthread_mutex_t lock;
+    op_kernel *kernels;
+    size_t count, capacity;
+};
+
+nu_status nu__ops_init(nu_device *d)
+{
+    struct nu__ops *o = nu__calloc(1, sizeof *o);
+    if (!o)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
+    pthread_mutex_init(&o->lock, NULL);
+    d->ops = o;
+    return NU_OK;
+}
+
+void nu__ops_fini(nu_device *d)
+{
+    struct nu__ops *o = d->ops;
+    if (!o)
+        return;
+    for (size_t i = 0; i < o->count; i++)
+        nu_kernel_free(o->kernels[i].kernel);
+    nu__free(o->kernels);
+    pthread_mutex_destroy(&o->lock);
+    nu__free(o);
+    d->ops = NULL;
+}
+
+nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
+                        nu_kernel **out)
+{
+    struct nu__ops *o = d->ops;
+    *out = NULL;
+    if (id >= nu__kernel_count || n > NU__OP_MAX_CONSTANTS)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "no op kernel %u with %u constants", id, n);
+    pthread_mutex_lock(&o->lock);
+    for (size_t i = 0; i < o->count; i++) {
+        op_kernel *k = &o->kernels[i];
+        if (k->id == id && k->n == n && memcmp(k->constants, constants, n * sizeof *constants) == 0) {
+            *out = k->kernel;
+            pthread_mutex_unlock(&o->lock);
+            return NU_OK;
+        }
+    }
+    nu_status st = NU_OK;
+    if (o->count == o->capacity) {
+        size_t cap = o->capacity ? o->capacity * 2 : 16;
+        op_kernel *p = nu__realloc(o->kernels, cap * sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&o->lock);
+            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory creating an op's kernel");
+        }
+        o->kernels = p;
+        o->capacity = cap;
+    }
+    nu_specialization spec[NU__OP_MAX_CONSTANTS];
+    for (uint32_t i = 0; i < n; i++)
+        spec[i] = (nu_specialization){i, constants[i]};
+    const nu__kernel_spirv *spv = &nu__kernels[id];
+    nu_kernel_desc desc = {.spirv = spv->words, .spirv_size = spv->word_count * 4, .name = spv->name,
+                           .push_constant_size = push_size, .constants = spec, .constant_count = n};
+    nu_kernel *k = NULL;
+    st = nu_kernel_new(d, &desc, &k);
+    if (st == NU_OK) {
+        op_kernel *e = &o->kernels[o->count++];
+        memset(e, 0, sizeof *e);
+        e->id = id;
+        e->n = n;
+        memcpy(e->constants, constants, n * sizeof *constants);
+        e->kernel = k;
+        *out = k;
+    }
+    pthread_mutex_unlock(&o->lock);
+    return st;
+}
+
+uint32_t nu__op_dtype_code(nu_dtype dtype)
+{
+    switch (dtype) {
+    case NU_DTYPE_F16: return 1;
+    case NU_DTYPE_BF16: return 2;
+    case NU_DTYPE_I32: return 3;
+    default: return 0;
+    }
+}
+
+static const char *dtype_list(uint32_t dtypes, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (unsigned i = 0; i < NU_DTYPE_COUNT && n < size; i++)
+        if (dtypes & (1u << i))
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", nu_dtype_name((nu_dtype)i));
+    return buf;
+}
+
+nu_status nu__op_check(const char *op, const char *name, const nu_tensor *t, uint32_t dtypes)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s: %s", op, name);
+    nu_status st = nu_tensor_check(t, what);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = t->buffer->device;
+    if (!(dtypes & (1u << t->dtype))) {
+        char list[160];
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s is %s; it takes %s", what, nu_dtype_name(t->dtype),
+                        dtype_list(dtypes, list, sizeof list));
+    }
+    bool block = nu_dtype_block_elements(t->dtype) > 1;
+    uint32_t unit = block ? 2 : (uint32_t)nu_dtype_size(t->dtype);
+    if (t->offset % unit)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: offset %llu is not a multiple of %u bytes", what,
+                        (unsigned long long)t->offset, unit);
+    /* Shaders index in 32 bits: every element's index (and a block tensor's halves) fits. */
+    uint64_t span = nu_tensor_span_bytes(t) / unit;
+    if (span >= (1ull << 32) || nu_tensor_numel(t) >= (1ull << 32))
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: %llu elements are more than ops index (2^32 - 1)", what,
+                        (unsigned long long)nu_tensor_numel(t));
+    if ((unit == 2 || block) && !d->info.features[NU_FEATURE_STORAGE_16BIT])
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: %s needs 16-bit storage (storageBuffer16BitAccess), which %s lacks",
+                        what, nu_dtype_name(t->dtype), d->info.name);
+    return NU_OK;
+}
+
+nu_status nu__op_same_shape(const char *op, const char *an, const nu_tensor *a, const char *bn, const nu_tensor *b)
+{
+    bool same = a->rank == b->rank;
+    for (uint32_t i = 0; same && i < a->rank; i++)
+        same = a->shape[i] == b->shape[i];
+    if (same)
+        return NU_OK;
+    char sa[96], sb[96];
+    size_t na = 0, nb = 0;
+    for (uint32_t i = 0; i < a->rank && i < NU_TENSOR_DIMS; i++)
+        na += (size_t)snprintf(sa + na, sizeof sa - na, "%s%lld", i ? "x" : "", (long long)a->shape[i]);
+    for (uint32_t i = 0; i < b->rank && i < NU_TENSOR_DIMS; i++)
+        nb += (size_t)snprintf(sb + nb, sizeof sb - nb, "%s%lld", i ? "x" : "", (long long)b->shape[i]);
+    return nu__fail(a->buffer->device, NU_ERROR_INVALID_ARGUMENT, "%s: %s is %s but %s is %s", op, an, sa, bn, sb);
+}
+
+nu_status nu__op_contiguous(const char *op, const char *name, const nu_tensor *t)
+{
+    if (nu_tensor_is_contiguous(t))
+        return NU_OK;
+    return nu__fail(t->buffer->device, NU_ERROR_INVALID_ARGUMENT, "%s: %s must be contiguous (row-major)", op, name);
+}
+
+bool nu__op_overlap(const nu_tensor *a, const nu_tensor *b)
+{
+    if (a->buffer != b->buffer)
+        return false;
+    uint64_t na = nu_tensor_span_bytes(a), nb = nu_tensor_span_bytes(b);
+    if (!na || !nb)
+        return false;
+    return a->offset < b->offset + nb && b->offset < a->offset + na;
+}
+
+bool nu__op_same_view(const nu_tensor *a, const nu_tensor *b)
+{
+    if (a->buffer != b->buffer || a->offset != b->offset || a->dtype != b->dtype || a->rank != b->rank)
+        return false;
+    for (uint32_t i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->strides[i] != b->strides[i]))
+            return false;
+    return true;
+}
+
+nu_status nu__op_no_alias(const char *op, const nu_tensor *dst, const char *name, const nu_tensor *src, bool in_place)
+{
+    if (!nu__op_overlap(dst, src) || (in_place && nu__op_same_view(dst, src)))
+        return NU_OK;
+    return nu__fail(dst->buffer->device, NU_ERROR_INVALID_ARGUMENT, "%s: dst overlaps %s%s", op, name,
+                    in_place ? " (only the same view may be written in place)" : "");
+}
+
+nu_status nu__op_bind(const char *op, const nu_tensor *t, nu_access access, nu_binding *out, uint32_t *first)
+{
+    nu_device *d = t->buffer->device;
+    uint64_t align = d->info.min_storage_buffer_offset_alignment ? d->info.min_storage_buffer_offset_alignment : 16;
+    uint64_t start = t->offset / align * align;
+    uint64_t end = t->offset + nu_tensor_span_bytes(t);
+    uint64_t size = t->buffer->size;
+    uint64_t rounded = (end + 3) / 4 * 4;
+    if (rounded <= size)
+        end = rounded;
+    if (end - start > d->info.max_storage_buffer_range)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: a tensor of %llu bytes is more than one binding covers on %s (%llu)",
+                        op, (unsigned long long)(end - start), d->info.name,
+                        (unsigned long long)d->info.max_storage_buffer_range);
+    uint32_t unit = nu_dtype_block_elements(t->dtype) > 1 ? 2 : (uint32_t)nu_dtype_size(t->dtype);
+    *out = (nu_binding){.buffer = t->buffer, .access = access, .offset = (size_t)start, .size = (size_t)(end - start)};
+    if (end == start) /* an empty tensor: the dispatch is skipped, but the binding stays valid */
+        out->size = 0;
+    *first = (uint32_t)((t->offset - start) / unit);
+    return NU_OK;
+}
+
+void nu__op_groups(uint64_t threads, uint32_t local, uint32_t groups[3])
+{
+    uint64_t g = (threads + local - 1) / local;
+    groups[0] = (uint32_t)(g > 65535 ? 65535 : g);
+    groups[1] = groups[2] = 1;
+}
+
+void nu__op_dims4(const nu_tensor *t, uint32_t shape[4], uint32_t strides[4])
+{
+    uint32_t lead = NU_TENSOR_DIMS - t->rank;
+    for (uint32_t i = 0; i < NU_TENSOR_DIMS; i++) {
+        shape[i] = i < lead ? 1 : (uint32_t)t->shape[i - lead];
+        strides[i] = i < lead ? 0 : (uint32_t)t->strides[i - lead];
+    }
+}

@@ -1,0 +1,65 @@
+/* op.h: what the kernel library's ops (nuvec/ops.h) share (op.c): each device's table of the
+ * kernels they dispatch, binding tensors, the checks every op makes. An op records through the
+ * public command API (nu_commands_dispatch), so hazard tracking orders it like any dispatch. */
+#ifndef NU_OPS_OP_H
+#define NU_OPS_OP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nuvec/command.h"
+#include "nuvec/ops.h"
+#include "nuvec/tensor.h"
+#include "vk/device.h"
+
+/* Specialisation constants one op kernel takes at most. */
+#define NU__OP_MAX_CONSTANTS 8
+
+/* Per device: started at open, stopped at close (runtime/device.c). */
+nu_status nu__ops_init(nu_device *d);
+void nu__ops_fini(nu_device *d);
+
+/* The embedded kernel `id` (kernels_table.h's NU__K_<name>) with `push_size` bytes of push
+ * constants, specialised with constants 0..n-1, from the device's table (created on first use;
+ * owned by the table). */
+nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
+                        nu_kernel **out);
+
+/* The dtype codes the shaders take (kernels/ops.glsl): F32 0, F16 1, BF16 2, I32 3. */
+uint32_t nu__op_dtype_code(nu_dtype dtype);
+
+/* Dtype sets for nu__op_check. */
+#define NU__OP_FLOAT ((1u << NU_DTYPE_F32) | (1u << NU_DTYPE_F16) | (1u << NU_DTYPE_BF16))
+#define NU__OP_BLOCK ((1u << NU_DTYPE_Q8_0) | (1u << NU_DTYPE_Q4_0))
+#define NU__OP_DTYPE(t) (1u << (t))
+
+/* Checks what every op checks of one tensor: nu_tensor_check, a dtype in `dtypes`, its offset a
+ * multiple of its element (or for block dtypes, 2 bytes), fewer than 2^32 elements, and the
+ * device's 16-bit storage for 16-bit and block dtypes. The message names the op and the tensor. */
+nu_status nu__op_check(const char *op, const char *name, const nu_tensor *t, uint32_t dtypes);
+/* NU_ERROR_INVALID_ARGUMENT unless a and b have the same rank and shape. */
+nu_status nu__op_same_shape(const char *op, const char *an, const nu_tensor *a, const char *bn, const nu_tensor *b);
+/* NU_ERROR_INVALID_ARGUMENT unless dst is contiguous. */
+nu_status nu__op_contiguous(const char *op, const char *name, const nu_tensor *t);
+/* Whether the bytes of a and b intersect (same buffer). */
+bool nu__op_overlap(const nu_tensor *a, const nu_tensor *b);
+/* Whether a and b are the same view (in-place elementwise ops). */
+bool nu__op_same_view(const nu_tensor *a, const nu_tensor *b);
+/* NU_ERROR_INVALID_ARGUMENT when dst overlaps src, unless `in_place` allows the same view. */
+nu_status nu__op_no_alias(const char *op, const nu_tensor *dst, const char *name, const nu_tensor *src, bool in_place);
+
+/* The binding of t: its buffer from t's offset rounded down to the device's storage-buffer offset
+ * alignment, to the end of its last element (rounded up to whole 32-bit words where the buffer
+ * has them). *first: t's first element's index in the binding, in elements (16-bit halves for
+ * block dtypes). NU_ERROR_UNSUPPORTED when the range exceeds the device's largest binding. */
+nu_status nu__op_bind(const char *op, const nu_tensor *t, nu_access access, nu_binding *out, uint32_t *first);
+
+/* A one-dimensional grid for `threads` threads of `local`-thread workgroups, at most 65535
+ * workgroups (shaders loop with the grid's stride past that). */
+void nu__op_groups(uint64_t threads, uint32_t local, uint32_t groups[3]);
+
+/* The strides of `t` seen as 4 dimensions aligned at the last (padded in front with 0s); shape
+ * likewise (padded with 1s). Values fit 32 bits (checked by nu__op_check). */
+void nu__op_dims4(const nu_tensor *t, uint32_t shape[4], uint32_t strides[4]);
+
+#endif

@@ -1,0 +1,206 @@
+/* ops_util.c: see ops_util.h. */
+#include "ops_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint16_t nt_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t exp = (x >> 23) & 0xffu;
+    uint32_t man = x & 0x7fffffu;
+    if (exp == 0xff)
+        return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) { /* subnormal half (or zero) */
+        if (e < -10)
+            return (uint16_t)sign;
+        man |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - e);
+        uint32_t half = man >> shift, rest = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rest > mid || (rest == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = ((uint32_t)e << 10) | (man >> 13), rest = man & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
+        half++; /* may carry into the exponent: correct, up to infinity */
+    return (uint16_t)(sign | half);
+}
+
+float nt_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    float v;
+    if (exp == 0)
+        v = ldexpf((float)man, -24);
+    else if (exp == 31)
+        v = man ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(man | 0x400u), (int)exp - 25);
+    uint32_t x;
+    memcpy(&x, &v, 4);
+    x |= sign;
+    memcpy(&v, &x, 4);
+    return v;
+}
+
+uint16_t nt_f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+float nt_bf16_to_f32(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+float nt_round_to(nu_dtype dtype, float f)
+{
+    switch (dtype) {
+    case NU_DTYPE_F16: return nt_f16_to_f32(nt_f32_to_f16(f));
+    case NU_DTYPE_BF16: return nt_bf16_to_f32(nt_f32_to_bf16(f));
+    default: return f;
+    }
+}
+
+static void put(nu_dtype dtype, uint8_t *p, float v)
+{
+    switch (dtype) {
+    case NU_DTYPE_F32: memcpy(p, &v, 4); break;
+    case NU_DTYPE_F16: { uint16_t h = nt_f32_to_f16(v); memcpy(p, &h, 2); break; }
+    case NU_DTYPE_BF16: { uint16_t h = nt_f32_to_bf16(v); memcpy(p, &h, 2); break; }
+    case NU_DTYPE_I32: { int32_t i = (int32_t)v; memcpy(p, &i, 4); break; }
+    default: fail_msg("ops_util: no element writer for %s", nu_dtype_name(dtype));
+    }
+}
+
+static float get(nu_dtype dtype, const uint8_t *p)
+{
+    switch (dtype) {
+    case NU_DTYPE_F32: { float v; memcpy(&v, p, 4); return v; }
+    case NU_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); return nt_f16_to_f32(h); }
+    case NU_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); return nt_bf16_to_f32(h); }
+    case NU_DTYPE_I32: { int32_t i; memcpy(&i, p, 4); return (float)i; }
+    default: fail_msg("ops_util: no element reader for %s", nu_dtype_name(dtype));
+    }
+    return 0;
+}
+
+static nt_tensor make(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad)
+{
+    nt_tensor h;
+    memset(&h, 0, sizeof h);
+    size_t es = nu_dtype_size(dtype);
+    assert_true(es > 0);
+    h.t = nu_tensor_make(NULL, pad * es, dtype, rank, shape);
+    h.numel = nu_tensor_numel(&h.t);
+    h.size = (size_t)((pad + h.numel) * es + 16);
+    h.bytes = malloc(h.size);
+    h.values = calloc(h.numel ? h.numel : 1, sizeof *h.values);
+    assert_non_null(h.bytes);
+    memset(h.bytes, 0xff, h.size); /* NaN in every float dtype */
+    NT_OK(nu_buffer_new(d, h.size, NU_STORAGE_SHARED, &h.t.buffer));
+    return h;
+}
+
+static void upload(nt_tensor *h) { NT_OK(nu_buffer_write(h->t.buffer, 0, h->bytes, h->size)); }
+
+nt_tensor nt_tensor_random(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad,
+                           float lo, float hi, uint64_t *seed)
+{
+    nt_tensor h = make(d, dtype, rank, shape, pad);
+    size_t es = nu_dtype_size(dtype);
+    for (uint64_t i = 0; i < h.numel; i++) {
+        float u = (float)(nt_rand(seed) >> 40) / (float)(1u << 24);
+        float v = nt_round_to(dtype, lo + (hi - lo) * u);
+        if (dtype == NU_DTYPE_I32)
+            v = floorf(v);
+        h.values[i] = v;
+        put(dtype, h.bytes + h.t.offset + i * es, v);
+    }
+    upload(&h);
+    return h;
+}
+
+nt_tensor nt_tensor_output(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad)
+{
+    nt_tensor h = make(d, dtype, rank, shape, pad);
+    upload(&h);
+    return h;
+}
+
+void nt_tensor_values(const nt_tensor *h, const nu_tensor *view, float *out)
+{
+    size_t es = nu_dtype_size(view->dtype);
+    uint64_t n = nu_tensor_numel(view);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t r = i, at = 0;
+        for (uint32_t k = view->rank; k-- > 0;) {
+            uint64_t idx = r % (uint64_t)view->shape[k];
+            r /= (uint64_t)view->shape[k];
+            at += idx * (uint64_t)view->strides[k];
+        }
+        out[i] = get(view->dtype, h->bytes + view->offset + at * es);
+    }
+}
+
+void nt_tensor_download(nt_tensor *h)
+{
+    NT_OK(nu_buffer_read(h->t.buffer, 0, h->bytes, h->size));
+    nt_tensor_values(h, &h->t, h->values);
+}
+
+void nt_tensor_free(nt_tensor *h)
+{
+    if (h->t.buffer)
+        NT_OK(nu_buffer_free(h->t.buffer));
+    free(h->bytes);
+    free(h->values);
+    memset(h, 0, sizeof *h);
+}
+
+void nt_expect_close(const char *what, const float *got, const float *want, uint64_t n, float abs, float rel)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float g = got[i], w = want[i];
+        if (isnan(w) && isnan(g))
+            continue;
+        if (isinf(w) && g == w)
+            continue;
+        if (!(fabsf(g - w) <= abs + rel * fabsf(w)))
+            fail_msg("%s: element %llu of %llu is %.9g, expected %.9g (tolerance %g + %g relative)", what,
+                     (unsigned long long)i, (unsigned long long)n, (double)g, (double)w, (double)abs, (double)rel);
+    }
+}
+
+float nt_dtype_tolerance(nu_dtype dtype)
+{
+    switch (dtype) {
+    case NU_DTYPE_F16: return 1.0f / 1024; /* half an ulp is 2^-11; a conversion's rounding may differ by one */
+    case NU_DTYPE_BF16: return 1.0f / 128;
+    default: return 1e-6f;
+    }
+}
+
+void nt_run(nu_device *d, nu_status (*record)(nu_commands *c, void *arg), void *arg)
+{
+    nu_commands *c = NULL;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_OK(record(c, arg));
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    nu_commands_free(c);
+}

@@ -1,0 +1,51 @@
+/* ops_util.h: what the kernel library's tests (test_ops_*.c) share: element conversions written
+ * from the formats' definitions, random tensors, reading tensors back, and comparing against a
+ * CPU reference with a stated tolerance. */
+#ifndef NU_TEST_OPS_UTIL_H
+#define NU_TEST_OPS_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harness.h"
+
+/* IEEE half and bfloat16 <-> float, round to nearest even (NaN kept a NaN). */
+uint16_t nt_f32_to_f16(float f);
+float nt_f16_to_f32(uint16_t h);
+uint16_t nt_f32_to_bf16(float f);
+float nt_bf16_to_f32(uint16_t h);
+/* `f` rounded to what dtype holds (F32, F16, BF16: the value read back). */
+float nt_round_to(nu_dtype dtype, float f);
+
+/* A host-side tensor: a buffer's bytes, a view of them, and the values of its elements (row-major,
+ * as the reference computes with them). */
+typedef struct nt_tensor {
+    nu_tensor t;       /* the view (t.buffer: a shared buffer holding `bytes`) */
+    uint8_t *bytes;    /* the buffer's bytes as uploaded */
+    size_t size;
+    float *values;     /* numel values, row-major over t's shape (the exact value of each element) */
+    uint64_t numel;
+} nt_tensor;
+
+/* A contiguous tensor of `dtype` and `shape` filled with random values in [lo, hi) (rounded to the
+ * dtype), starting `pad` elements into its buffer (pad > 0 makes its first element unaligned). */
+nt_tensor nt_tensor_random(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad,
+                           float lo, float hi, uint64_t *seed);
+/* An empty (poisoned: NaN bytes) contiguous output tensor. */
+nt_tensor nt_tensor_output(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad);
+/* Element values of any view of `h`'s buffer (with `h`'s bytes), row-major over view's shape. */
+void nt_tensor_values(const nt_tensor *h, const nu_tensor *view, float *out);
+/* Reads the GPU buffer of `out` back into out->bytes and refreshes out->values. */
+void nt_tensor_download(nt_tensor *out);
+void nt_tensor_free(nt_tensor *h);
+
+/* Fails the test unless every |got - want| <= abs + rel * |want| (NaN must match NaN); names
+ * `what` and the first bad element. */
+void nt_expect_close(const char *what, const float *got, const float *want, uint64_t n, float abs, float rel);
+/* The tolerance of a result stored as dtype (the rounding of one store, relative). */
+float nt_dtype_tolerance(nu_dtype dtype);
+
+/* Records, commits and waits; fails the test on an error. */
+void nt_run(nu_device *d, nu_status (*record)(nu_commands *c, void *arg), void *arg);
+
+#endif
