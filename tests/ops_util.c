@@ -172,6 +172,86 @@ void nt_tensor_free(nt_tensor *h)
     memset(h, 0, sizeof *h);
 }
 
+void nt_quantize(nu_dtype dtype, const float *x, uint64_t n, uint8_t *out)
+{
+    assert_true(n % 32 == 0);
+    for (uint64_t b = 0; b < n / 32; b++) {
+        const float *v = x + b * 32;
+        if (dtype == NU_DTYPE_Q8_0) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++)
+                amax = fmaxf(amax, fabsf(v[j]));
+            float dq = amax / 127, id = dq ? 1.0f / dq : 0.0f;
+            uint8_t *blk = out + b * 34;
+            uint16_t h = nt_f32_to_f16(dq);
+            memcpy(blk, &h, 2);
+            for (int j = 0; j < 32; j++)
+                blk[2 + j] = (uint8_t)(int8_t)roundf(v[j] * id);
+        } else if (dtype == NU_DTYPE_Q4_0) {
+            float amax = 0, max = 0;
+            for (int j = 0; j < 32; j++)
+                if (amax < fabsf(v[j])) {
+                    amax = fabsf(v[j]);
+                    max = v[j];
+                }
+            float dq = max / -8, id = dq ? 1.0f / dq : 0.0f;
+            uint8_t *blk = out + b * 18;
+            uint16_t h = nt_f32_to_f16(dq);
+            memcpy(blk, &h, 2);
+            for (int j = 0; j < 16; j++) {
+                int q0 = (int8_t)(v[j] * id + 8.5f), q1 = (int8_t)(v[16 + j] * id + 8.5f);
+                q0 = q0 < 15 ? q0 : 15;
+                q1 = q1 < 15 ? q1 : 15;
+                blk[2 + j] = (uint8_t)(q0 | (q1 << 4));
+            }
+        } else {
+            fail_msg("nt_quantize: %s is not a block dtype", nu_dtype_name(dtype));
+        }
+    }
+}
+
+void nt_dequantize(nu_dtype dtype, const uint8_t *blocks, uint64_t n, float *out)
+{
+    uint32_t bytes = nu_dtype_block_bytes(dtype);
+    for (uint64_t b = 0; b < n / 32; b++) {
+        const uint8_t *blk = blocks + b * bytes;
+        uint16_t h;
+        memcpy(&h, blk, 2);
+        float dq = nt_f16_to_f32(h);
+        for (int j = 0; j < 32; j++) {
+            if (dtype == NU_DTYPE_Q8_0)
+                out[b * 32 + j] = dq * (float)(int8_t)blk[2 + j];
+            else
+                out[b * 32 + j] = dq * (float)((j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8);
+        }
+    }
+}
+
+nt_tensor nt_tensor_quantized(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad_blocks,
+                              float lo, float hi, uint64_t *seed)
+{
+    nt_tensor h;
+    memset(&h, 0, sizeof h);
+    uint32_t bytes = nu_dtype_block_bytes(dtype);
+    h.t = nu_tensor_make(NULL, pad_blocks * bytes, dtype, rank, shape);
+    h.numel = nu_tensor_numel(&h.t);
+    assert_true(h.numel % 32 == 0);
+    h.size = (size_t)((pad_blocks + h.numel / 32) * bytes + 16);
+    h.bytes = malloc(h.size);
+    h.values = calloc(h.numel ? h.numel : 1, sizeof *h.values);
+    float *x = calloc(h.numel ? h.numel : 1, sizeof *x);
+    assert_non_null(h.bytes);
+    memset(h.bytes, 0xff, h.size);
+    for (uint64_t i = 0; i < h.numel; i++)
+        x[i] = lo + (hi - lo) * (float)(nt_rand(seed) >> 40) / (float)(1u << 24);
+    nt_quantize(dtype, x, h.numel, h.bytes + h.t.offset);
+    nt_dequantize(dtype, h.bytes + h.t.offset, h.numel, h.values);
+    free(x);
+    NT_OK(nu_buffer_new(d, h.size, NU_STORAGE_SHARED, &h.t.buffer));
+    NT_OK(nu_buffer_write(h.t.buffer, 0, h.bytes, h.size));
+    return h;
+}
+
 void nt_expect_close(const char *what, const float *got, const float *want, uint64_t n, float abs, float rel)
 {
     for (uint64_t i = 0; i < n; i++) {

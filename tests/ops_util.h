@@ -39,6 +39,17 @@ void nt_tensor_values(const nt_tensor *h, const nu_tensor *view, float *out);
 void nt_tensor_download(nt_tensor *out);
 void nt_tensor_free(nt_tensor *h);
 
+/* GGUF's block quantizations, written from the formats' definitions (nuvec/tensor.h) with
+ * ggml's reference rounding: Q8_0 d = max|x| / 127, q = round(x / d); Q4_0 d = m / -8 where m is
+ * the element of largest magnitude, q = min(15, trunc(x / d + 8.5)). `n` is a multiple of 32; out
+ * holds n / 32 blocks. Dequantizing gives the exact values the kernels must see. */
+void nt_quantize(nu_dtype dtype, const float *x, uint64_t n, uint8_t *out);
+void nt_dequantize(nu_dtype dtype, const uint8_t *blocks, uint64_t n, float *out);
+/* A contiguous tensor of a block dtype (Q8_0, Q4_0): random values in [lo, hi) quantized;
+ * `values` holds the dequantized (exact) elements. `pad_blocks` blocks precede it. */
+nt_tensor nt_tensor_quantized(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad_blocks,
+                              float lo, float hi, uint64_t *seed);
+
 /* Fails the test unless every |got - want| <= abs + rel * |want| (NaN must match NaN); names
  * `what` and the first bad element. */
 void nt_expect_close(const char *what, const float *got, const float *want, uint64_t n, float abs, float rel);
