@@ -176,6 +176,13 @@ static void print_device(const nu_device_info *in)
     printf("  limits\n");
     printf("    %-36s %u (min %u, max %u)\n", "subgroup size", in->subgroup_size, in->min_subgroup_size,
            in->max_subgroup_size);
+    static const char *const ops[8] = {"basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative",
+                                       "clustered", "quad"};
+    printf("    %-36s", "subgroup operations");
+    for (int i = 0; i < 8; i++)
+        if (in->subgroup_operations & (1u << i))
+            printf(" %s", ops[i]);
+    printf("%s\n", in->subgroup_operations ? "" : " none");
     printf("    %-36s %u x %u x %u\n", "max workgroup count", in->max_workgroup_count[0], in->max_workgroup_count[1],
            in->max_workgroup_count[2]);
     printf("    %-36s %u x %u x %u\n", "max workgroup size", in->max_workgroup_size[0], in->max_workgroup_size[1],
@@ -318,6 +325,7 @@ static cJSON *device_json(const nu_device_info *in)
     cJSON_AddNumberToObject(l, "subgroup_size", in->subgroup_size);
     cJSON_AddNumberToObject(l, "min_subgroup_size", in->min_subgroup_size);
     cJSON_AddNumberToObject(l, "max_subgroup_size", in->max_subgroup_size);
+    cJSON_AddNumberToObject(l, "subgroup_operations", in->subgroup_operations);
     cJSON_AddItemToObject(l, "max_workgroup_count", triple_json(in->max_workgroup_count));
     cJSON_AddItemToObject(l, "max_workgroup_size", triple_json(in->max_workgroup_size));
     cJSON_AddNumberToObject(l, "max_workgroup_invocations", in->max_workgroup_invocations);

@@ -68,6 +68,18 @@ typedef struct nu_memory_type_info {
     uint32_t flags;     /* NU_MEMORY_* */
 } nu_memory_type_info;
 
+/* Subgroup operations (VkSubgroupFeatureFlagBits, same values). */
+enum {
+    NU_SUBGROUP_BASIC = 1u << 0,
+    NU_SUBGROUP_VOTE = 1u << 1,
+    NU_SUBGROUP_ARITHMETIC = 1u << 2,
+    NU_SUBGROUP_BALLOT = 1u << 3,
+    NU_SUBGROUP_SHUFFLE = 1u << 4,
+    NU_SUBGROUP_SHUFFLE_RELATIVE = 1u << 5,
+    NU_SUBGROUP_CLUSTERED = 1u << 6,
+    NU_SUBGROUP_QUAD = 1u << 7,
+};
+
 typedef struct nu_device_info {
     uint32_t index;                /* position among the system's Vulkan devices */
     char name[NU_NAME_SIZE];
@@ -88,6 +100,9 @@ typedef struct nu_device_info {
 
     /* Limits. */
     uint32_t subgroup_size, min_subgroup_size, max_subgroup_size;
+    /* The subgroup operations compute shaders may use: NU_SUBGROUP_* bits (0 where compute
+     * shaders have no subgroup operations). */
+    uint32_t subgroup_operations;
     uint32_t max_workgroup_count[3];
     uint32_t max_workgroup_size[3];
     uint32_t max_workgroup_invocations;

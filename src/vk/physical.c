@@ -153,6 +153,8 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
 
     const VkPhysicalDeviceLimits *l = &base.limits;
     info->subgroup_size = sg_props.subgroupSize;
+    info->subgroup_operations =
+        (sg_props.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? (uint32_t)sg_props.supportedOperations & 0xffu : 0;
     info->min_subgroup_size = sgc_ext ? sgc_props.minSubgroupSize : sg_props.subgroupSize;
     info->max_subgroup_size = sgc_ext ? sgc_props.maxSubgroupSize : sg_props.subgroupSize;
     for (int i = 0; i < 3; i++) {
