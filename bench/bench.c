@@ -27,6 +27,9 @@ static const struct {
      "GB/s moving a safetensors file in the page cache into device memory: nuvec's move\n"
      "      (zero-copy DMA, or staged where the driver cannot import the file's pages) vs a\n"
      "      hand-written copy from pinned memory (the bus limit) vs read() + write"},
+    {"ops", bench_ops, "[--json] [--device NAME] [--size BYTES] [--filter TEXT]",
+     "the kernel library's ops at a 7B Llama decode's shapes and elementwise ops at --size\n"
+     "      bytes: GB/s and the fraction of the copy bandwidth measured in the same run"},
 };
 #define BENCHMARK_COUNT (sizeof benchmarks / sizeof benchmarks[0])
 

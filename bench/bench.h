@@ -11,4 +11,6 @@ int bench_submit(int argc, char **argv);   /* bench/submit.c: commit + wait of o
 int bench_pipeline(int argc, char **argv); /* bench/pipeline.c: the demo loop with and without in-flight reuse */
 int bench_upload(int argc, char **argv);   /* bench/upload.c: a weights file into device memory vs pinned copy */
 
+int bench_ops(int argc, char **argv);      /* bench/ops.c: the kernel library's ops, GB/s vs the copy bandwidth */
+
 #endif
