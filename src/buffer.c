@@ -188,7 +188,7 @@ const char *nu_buffer_name(const nu_buffer *b) { return b->name; }
 size_t nu_buffer_size(const nu_buffer *b) { return b->size; }
 nu_storage nu_buffer_storage(const nu_buffer *b) { return b->storage; }
 nu_device *nu_buffer_device(const nu_buffer *b) { return b->device; }
-bool nu_buffer_in_use(const nu_buffer *b) { return !nu__guard_idle(&b->guard); }
+bool nu_buffer_in_use(const nu_buffer *b) { return !nu__guard_committed_idle(&b->guard, false); }
 bool nu_buffer_is_read_only(const nu_buffer *b) { return b->read_only; }
 
 /* Blocks until the previous owner's GPU work on reused memory completed (it is committed,
@@ -212,7 +212,9 @@ static nu_status range(nu_buffer *b, const char *fn, size_t offset, size_t size)
     return NU_OK;
 }
 
-/* CPU reads: refused while submitted GPU work writes the buffer. */
+/* CPU reads: refused while submitted (committed, not completed) GPU work writes the buffer.
+ * Work only recorded does not count: the access comes before that work's commit, so before
+ * the work in the program's order. */
 static nu_status may_read(nu_buffer *b, const char *fn)
 {
     nu_status st = b->mapping ? nu__mapping_check(b, fn) : NU_OK;
@@ -220,20 +222,23 @@ static nu_status may_read(nu_buffer *b, const char *fn)
         st = wait_for_previous(b);
     if (st != NU_OK)
         return st;
-    if (nu__guard_has_writers(&b->guard))
+    if (!nu__guard_committed_idle(&b->guard, true))
         return nu__fail(b->device, NU_ERROR_BUFFER_IN_USE,
-                        "%s: submitted GPU work writes the buffer: wait for its command buffer first", fn);
+                        "%s: committed GPU work that has not completed writes the buffer: wait for its command "
+                        "buffer (nu_commands_wait or nu_device_wait_idle) first", fn);
     return NU_OK;
 }
 
-/* CPU writes: refused for read-only buffers and while any submitted GPU work uses it. */
+/* CPU writes: refused for read-only buffers and while any submitted (committed, not
+ * completed) GPU work uses it; work only recorded does not count, as for reads. */
 static nu_status may_write(nu_buffer *b, const char *fn)
 {
     if (b->read_only)
         return nu__fail(b->device, NU_ERROR_READ_ONLY, "%s: the buffer is read-only (a mapped file)", fn);
-    if (!nu__guard_idle(&b->guard))
+    if (!nu__guard_committed_idle(&b->guard, false))
         return nu__fail(b->device, NU_ERROR_BUFFER_IN_USE,
-                        "%s: submitted GPU work uses the buffer: wait for its command buffers first", fn);
+                        "%s: committed GPU work that has not completed uses the buffer: wait for its command "
+                        "buffers (nu_commands_wait or nu_device_wait_idle) first", fn);
     return wait_for_previous(b);
 }
 

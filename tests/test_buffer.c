@@ -301,6 +301,23 @@ static void cpu_access_rules(void **state)
     const void *r;
     void *w;
     nu__fence f = {0, 1};
+    /* GPU work only recorded (not committed) writes the buffer: it does not count, every CPU
+     * access goes on (it is ordered before that work, committed later). */
+    nu__guard_acquire(&b->guard, true);
+    assert_false(nu_buffer_in_use(b));
+    NT_OK(nu_buffer_read(b, 0, x, 64));
+    NT_OK(nu_buffer_contents(b, &r));
+    NT_OK(nu_buffer_write(b, 0, x, 64));
+    NT_OK(nu_buffer_contents_mut(b, &w));
+    /* Committed: now it does. */
+    NT_OK(nu__guard_record(&b->guard, f, true));
+    nu__guard_committed(&b->guard);
+    nu__guard_submitted(&b->guard, true);
+    assert_true(nu_buffer_in_use(b));
+    NT_STATUS(NU_ERROR_BUFFER_IN_USE, nu_buffer_read(b, 0, x, 64));
+    NT_STATUS(NU_ERROR_BUFFER_IN_USE, nu_buffer_write(b, 0, x, 64));
+    nu__guard_release_use(&b->guard, true, &f);
+    assert_false(nu_buffer_in_use(b));
     /* Submitted GPU work reads the buffer: CPU reads go on, writes are refused. */
     nu__guard_acquire(&b->guard, false);
     NT_OK(nu__guard_record(&b->guard, f, false));

@@ -138,36 +138,76 @@ static void barriers_exactly_where_needed(void **state)
     nu_kernel_free(add);
 }
 
-static void cpu_access_follows_recorded_and_committed_work(void **state)
+/* CPU access is judged by committed work only (nuvec/buffer.h): work only recorded does not
+ * block it, and the access is ordered before that work, which is committed after it. */
+static void cpu_access_follows_committed_work_only(void **state)
 {
     nu_buffer *a = buffer(256, NU_STORAGE_SHARED), *b = buffer(256, NU_STORAGE_SHARED);
-    uint8_t x[256] = {0};
+    nu_buffer *p = buffer(256, NU_STORAGE_PRIVATE);
+    uint8_t x[256], y[256], down[256];
+    memset(x, 5, sizeof x);
+    NT_OK(nu_buffer_write(p, 0, x, sizeof x));
     nu_commands *c = commands(NU_QUEUE_COMPUTE);
     NT_OK(nu_commands_copy(c, b, 0, a, 0, 256)); /* reads a, writes b */
-    NT_OK(nu_buffer_read(a, 0, x, 256));
-    NT_STATUS(NU_ERROR_BUFFER_IN_USE, nu_buffer_write(a, 0, x, 256));
-    NT_STATUS(NU_ERROR_BUFFER_IN_USE, nu_buffer_read(b, 0, x, 256));
-    assert_true(nu_buffer_in_use(a));
+    NT_OK(nu_commands_download(c, p, 0, down, sizeof down));
+    /* Only recorded: nothing is in use, every access goes on. */
+    assert_false(nu_buffer_in_use(a));
+    assert_false(nu_buffer_in_use(b));
+    assert_false(nu_buffer_in_use(p));
+    memset(x, 9, sizeof x);
+    NT_OK(nu_buffer_write(a, 0, x, sizeof x));
+    NT_OK(nu_buffer_read(b, 0, y, sizeof y));
+    const void *r;
+    void *w;
+    NT_OK(nu_buffer_contents(b, &r));
+    NT_OK(nu_buffer_contents_mut(b, &w));
+    memset(w, 1, 256);
+    memset(x, 7, sizeof x);
+    NT_OK(nu_buffer_write(p, 0, x, sizeof x)); /* a private buffer: through the GPU */
+    NT_OK(nu_device_wait_idle(dev, NU_WAIT_FOREVER));
     NT_OK(nu_commands_commit(c));
-    /* Refused until the work completed (it may already have, on a slow host). */
-    nu_status st = nu_buffer_write(a, 0, x, 256);
+    /* Committed: writes to a and reads of b are refused until the work completed (it may
+     * already have, on a slow host; a write then stores the same bytes). */
+    memset(y, 9, sizeof y);
+    nu_status st = nu_buffer_write(a, 0, y, sizeof y);
+    if (st == NU_ERROR_BUFFER_IN_USE) {
+        assert_non_null(strstr(nu_error_message(NULL), "committed GPU work"));
+    } else {
+        NT_OK(st);
+        NT_OK(nu_commands_wait(c, 0));
+    }
+    st = nu_buffer_read(b, 0, y, sizeof y);
     if (st != NU_ERROR_BUFFER_IN_USE) {
         NT_OK(st);
         NT_OK(nu_commands_wait(c, 0));
     }
     NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
     assert_false(nu_buffer_in_use(a));
-    NT_OK(nu_buffer_write(a, 0, x, 256));
-    NT_OK(nu_buffer_read(b, 0, x, 256));
+    /* The copy and the download saw what the CPU wrote before the commit. */
+    expect_words(b, 0, 64, 0x09090909u);
+    for (size_t i = 0; i < sizeof down; i++)
+        assert_int_equal(down[i], 7);
     nu_commands_free(c);
-    /* An abandoned command buffer releases its uses. */
+    /* A recorded write orders after a CPU write made before its commit: the GPU's bytes win. */
     c = commands(NU_QUEUE_COMPUTE);
-    NT_OK(nu_commands_fill(c, a, 0, 256, 1));
-    NT_STATUS(NU_ERROR_BUFFER_IN_USE, nu_buffer_read(a, 0, x, 256));
+    NT_OK(nu_commands_fill(c, a, 0, 256, 0x01010101u));
+    NT_OK(nu_buffer_read(a, 0, y, sizeof y));
+    assert_int_equal(y[0], 9);
+    NT_OK(nu_buffer_write(a, 0, x, sizeof x));
+    run(c);
+    expect_words(a, 0, 64, 0x01010101u);
     nu_commands_free(c);
-    NT_OK(nu_buffer_read(a, 0, x, 256));
+    /* An abandoned command buffer never blocked anything and releases its uses. */
+    c = commands(NU_QUEUE_COMPUTE);
+    NT_OK(nu_commands_fill(c, a, 0, 256, 2));
+    NT_OK(nu_buffer_read(a, 0, y, sizeof y));
+    NT_OK(nu_buffer_write(a, 0, x, sizeof x));
+    nu_commands_free(c);
+    NT_OK(nu_buffer_read(a, 0, y, sizeof y));
+    assert_int_equal(y[0], 7);
     nu_buffer_free(a);
     nu_buffer_free(b);
+    nu_buffer_free(p);
 }
 
 static void commit_order_is_program_order(void **state)
@@ -434,7 +474,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fill_copy_upload_download),
         cmocka_unit_test(barriers_exactly_where_needed),
-        cmocka_unit_test(cpu_access_follows_recorded_and_committed_work),
+        cmocka_unit_test(cpu_access_follows_committed_work_only),
         cmocka_unit_test(commit_order_is_program_order),
         cmocka_unit_test(transfer_and_compute_queues_are_ordered),
         cmocka_unit_test(in_flight_memory_is_reused_safely),
