@@ -815,7 +815,8 @@ static void destroy(nu_device *d)
             nu__pool_destroy(d->pool);
         nu__buffer_quarantine_fini(d);
         if (d->placeholder)
-            nu__backend_release(d, NU__KIND_PRIVATE, d->placeholder, 256);
+            nu__backend_release(d, NU__KIND_PRIVATE, d->placeholder,
+                                (uint64_t)NU__PLACEHOLDER_SLOT * NU__PLACEHOLDER_SLOTS);
         for (int i = 0; i < 2; i++) {
             if (d->queues[i].timeline) {
                 d->vkd.vkDestroySemaphore(d->device, d->queues[i].timeline, NULL);
@@ -1020,7 +1021,8 @@ nu_status nu__device_placeholder(nu_device *d, VkBuffer *out)
     nu_status st = NU_OK;
     if (!d->placeholder) {
         void *memory, *mapped;
-        st = nu__backend_allocate(d, NU__KIND_PRIVATE, 256, &memory, &mapped);
+        st = nu__backend_allocate(d, NU__KIND_PRIVATE, (uint64_t)NU__PLACEHOLDER_SLOT * NU__PLACEHOLDER_SLOTS, &memory,
+                                  &mapped);
         if (st == NU_OK) {
             d->placeholder = memory;
             nu__device_name_object(d, VK_OBJECT_TYPE_BUFFER, (uint64_t)d->placeholder->buffer,

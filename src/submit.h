@@ -48,6 +48,7 @@ struct nu_commands {
     bool ended;               /* vkEndCommandBuffer done */
     nu__hazards hazards;
     VkPipeline bound;         /* the pipeline bound last (not bound again) */
+    uint32_t empty_bindings;  /* empty ranges bound so far (each takes the next placeholder slot) */
 
     nu__use *uses;
     uint32_t use_count, use_capacity;

@@ -138,6 +138,40 @@ static void barriers_exactly_where_needed(void **state)
     nu_kernel_free(add);
 }
 
+/* Empty bindings touch no memory: not tracked, so dispatches writing unrelated empty buffers
+ * (all bound as the device's placeholder) are not ordered against each other, and the empty
+ * buffers are no use of the command buffer. */
+static void empty_bindings_need_no_barrier(void **state)
+{
+    nu_kernel *fill, *add;
+    NT_OK(nu_kernel_builtin(dev, "fill_u32", &fill));
+    NT_OK(nu_kernel_builtin(dev, "add_f32", &add));
+    nu_buffer *e[4], *x = buffer(1024, NU_STORAGE_PRIVATE);
+    for (int i = 0; i < 4; i++)
+        e[i] = buffer(0, i % 2 ? NU_STORAGE_SHARED : NU_STORAGE_PRIVATE);
+    uint32_t zero[2] = {7, 0}, groups[3] = {1, 1, 1}, n = 0;
+    nu_commands *c = commands(NU_QUEUE_COMPUTE);
+    for (int i = 0; i < 4; i++) {
+        nu_binding b = {e[i], NU_ACCESS_WRITE, 0, 0};
+        NT_OK(nu_commands_dispatch(c, fill, groups, &b, 1, zero, sizeof zero));
+    }
+    /* An empty range of a buffer that is not empty is no access to it either. */
+    nu_binding tail = {x, NU_ACCESS_WRITE, 1024, 0};
+    NT_OK(nu_commands_dispatch(c, fill, groups, &tail, 1, zero, sizeof zero));
+    nu_binding sum[3] = {{e[0], NU_ACCESS_WRITE, 0, 0}, {e[1], NU_ACCESS_READ, 0, 0}, {e[2], NU_ACCESS_READ, 0, 0}};
+    NT_OK(nu_commands_dispatch(c, add, groups, sum, 3, &n, sizeof n));
+    assert_int_equal(barriers(c), 0);
+    assert_int_equal(c->use_count, 0);
+    NT_OK(nu_buffer_write(x, 0, zero, sizeof zero));
+    run(c);
+    nu_commands_free(c);
+    for (int i = 0; i < 4; i++)
+        nu_buffer_free(e[i]);
+    nu_buffer_free(x);
+    nu_kernel_free(fill);
+    nu_kernel_free(add);
+}
+
 /* CPU access is judged by committed work only (nuvec/buffer.h): work only recorded does not
  * block it, and the access is ordered before that work, which is committed after it. */
 static void cpu_access_follows_committed_work_only(void **state)
@@ -494,6 +528,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fill_copy_upload_download),
         cmocka_unit_test(barriers_exactly_where_needed),
+        cmocka_unit_test(empty_bindings_need_no_barrier),
         cmocka_unit_test(cpu_access_follows_committed_work_only),
         cmocka_unit_test(commit_order_is_program_order),
         cmocka_unit_test(transfer_and_compute_queues_are_ordered),

@@ -47,7 +47,9 @@ typedef enum nu_access {
 
 /* A buffer bound to a dispatch: binding i of the kernel gets bindings[i]. size 0 means "to
  * the end of the buffer". The kernel sees the range as its whole buffer (offset must be a
- * multiple of the device's min_storage_buffer_offset_alignment). */
+ * multiple of the device's min_storage_buffer_offset_alignment). An empty range (an empty
+ * buffer, or offset at its end) is no access to the buffer: it is not tracked, orders nothing,
+ * and binds the device's placeholder, which the kernel must not read or write. */
 typedef struct nu_binding {
     nu_buffer *buffer;
     nu_access access;
