@@ -71,7 +71,8 @@ nu_status nu__buffer_check(const nu_buffer *b, const char *fn)
     return NU_OK;
 }
 
-nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out)
+/* nu__buffer_create and nu__buffer_create_staging: `flags` are nu__pool_alloc's. */
+static nu_status create(nu_device *d, size_t size, nu_storage storage, unsigned flags, nu_buffer **out)
 {
     if (!out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_new: NULL out");
@@ -89,7 +90,7 @@ nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool 
     }
     char why[256];
     int kind = storage == NU_STORAGE_PRIVATE ? NU__KIND_PRIVATE : NU__KIND_SHARED;
-    nu_status st = nu__pool_alloc(d->pool, kind, size, gpu, &b->alloc, why, sizeof why);
+    nu_status st = nu__pool_alloc(d->pool, kind, size, flags, &b->alloc, why, sizeof why);
     if (st != NU_OK) {
         nu__guard_fini(&b->guard);
         nu__free(b);
@@ -103,9 +104,20 @@ nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool 
     b->mapping = NULL;
     b->name[0] = 0;
     atomic_init(&b->magic, NU__BUFFER_LIVE);
-    nu__pool_count_buffer(d->pool, 1);
+    if (!b->alloc.internal)
+        nu__pool_count_buffer(d->pool, 1);
     *out = b;
     return NU_OK;
+}
+
+nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out)
+{
+    return create(d, size, storage, gpu ? NU__ALLOC_GPU_REUSE : 0, out);
+}
+
+nu_status nu__buffer_create_staging(nu_device *d, size_t size, nu_buffer **out)
+{
+    return create(d, size, NU_STORAGE_SHARED, NU__ALLOC_INTERNAL, out);
 }
 
 nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
@@ -165,7 +177,8 @@ nu_status nu_buffer_free(nu_buffer *b)
     if (b->alloc.busy)
         nu__guard_release(b->alloc.busy);
     b->alloc.busy = NULL;
-    nu__pool_count_buffer(d->pool, -1);
+    if (!b->alloc.internal)
+        nu__pool_count_buffer(d->pool, -1);
     /* The user's reference is the last unless GPU work holds the guard: then no other thread
      * can take a new one (that needs the handle), so the atomic decrement can be skipped. */
     if (atomic_load_explicit(&b->guard.refs, memory_order_acquire) == 1)

@@ -408,7 +408,7 @@ static nu_status staging(nu_commands *c, size_t size, nu_buffer **out)
 {
     if (reserve((void **)&c->staging, &c->staging_capacity, c->staging_count + 1, sizeof *c->staging) != NU_OK)
         return nu__fail(c->device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a transfer");
-    nu_status st = nu_buffer_new(c->device, size, NU_STORAGE_SHARED, out);
+    nu_status st = nu__buffer_create_staging(c->device, size, out);
     if (st == NU_OK)
         c->staging[c->staging_count++] = *out;
     return st;

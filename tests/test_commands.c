@@ -480,6 +480,44 @@ static void threads_record_and_commit_at_once(void **state)
     }
 }
 
+/* The staging memory of uploads and downloads is nuvec's, not the user's: it counts in
+ * neither `buffers` nor `active` (nuvec/memory.h), while recorded, in flight or after. */
+static void staging_is_not_in_the_users_statistics(void **state)
+{
+    nu_memory_clear_cache(dev);
+    nu_memory_reset_peak(dev);
+    nu_memory_stats before, s;
+    NT_OK(nu_memory_get_stats(dev, &before));
+    nu_buffer *a = buffer(65536, NU_STORAGE_PRIVATE);
+    static uint8_t up[65536], down[65536];
+    memset(up, 3, sizeof up);
+    nu_commands *c = commands(NU_QUEUE_COMPUTE);
+    NT_OK(nu_commands_upload(c, a, 0, up, sizeof up));
+    NT_OK(nu_commands_download(c, a, 0, down, sizeof down));
+    NT_OK(nu_memory_get_stats(dev, &s));
+    assert_int_equal(s.buffers, before.buffers + 1);
+    assert_int_equal(s.active, before.active + 65536);
+    assert_int_equal(s.peak, before.active + 65536);
+    assert_int_equal(s.pending, before.pending + 2 * 65536);
+    assert_true(s.reserved >= s.active + s.pending);
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_memory_get_stats(dev, &s));
+    assert_int_equal(s.buffers, before.buffers + 1);
+    assert_int_equal(s.active, before.active + 65536);
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    assert_int_equal(down[65535], 3);
+    nu_commands_free(c);
+    NT_OK(nu_memory_get_stats(dev, &s));
+    assert_int_equal(s.buffers, before.buffers + 1);
+    assert_int_equal(s.active, before.active + 65536);
+    assert_int_equal(s.peak, before.active + 65536);
+    assert_int_equal(s.pending, before.pending); /* freed at completion, into the cache */
+    nu_buffer_free(a);
+    NT_OK(nu_memory_get_stats(dev, &s));
+    assert_int_equal(s.buffers, before.buffers);
+    assert_int_equal(s.active, before.active);
+}
+
 /* Freeing a committed command buffer without waiting is documented use: completion (on the
  * device's thread) then frees it, and the state it writes there is not read unlocked by the
  * freeing thread (ThreadSanitizer, `make tsan`, watches). The work completes during the
@@ -538,6 +576,7 @@ int main(void)
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(a_lingering_completion_thread_works),
         cmocka_unit_test(threads_record_and_commit_at_once),
+        cmocka_unit_test(staging_is_not_in_the_users_statistics),
         cmocka_unit_test(committed_work_freed_without_waiting),
         cmocka_unit_test(a_lost_device_is_reported_and_nothing_hangs),
     };

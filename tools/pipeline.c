@@ -113,8 +113,8 @@ nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t ele
         nu_buffer_free(y);
         nu_memory_stats ms;
         nu_memory_get_stats(d, &ms);
-        if (ms.active + ms.cache > out->held_peak)
-            out->held_peak = ms.active + ms.cache;
+        if (ms.active + ms.cache + ms.pending > out->held_peak)
+            out->held_peak = ms.active + ms.cache + ms.pending;
     }
     out->seconds = now() - t0;
     /* Per step: mul reads 2n, writes n; add 2n + n; copy n + n; axpy 2n + n: 11 n floats. */
