@@ -323,6 +323,20 @@ nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t grou
             t[i].offset = (VkDeviceSize)(c->empty_bindings++ % NU__PLACEHOLDER_SLOTS) * NU__PLACEHOLDER_SLOT;
         }
     }
+    /* nuvec's own kernels touch `count` elements of each binding: a shorter range (an empty
+     * one too, bound as a placeholder slot) would be read or written past its end. */
+    unsigned layout = atomic_load_explicit(&k->count_layout, memory_order_relaxed);
+    if (layout) {
+        uint32_t count;
+        memcpy(&count, (const uint8_t *)push + (layout >> 8), sizeof count);
+        uint64_t need = (uint64_t)count * (layout & 0xffu);
+        for (uint32_t i = 0; i < binding_count; i++)
+            if (t[i].size < need)
+                return nu__fail(d, NU_ERROR_OUT_OF_RANGE,
+                                "%s: kernel %s touches %u elements (%llu bytes) of each binding, but binding %u's "
+                                "range holds %llu bytes", fn, k->name, count, (unsigned long long)need, i,
+                                (unsigned long long)t[i].size);
+    }
     return record_dispatch(c, k, groups, t, binding_count, push, push_size);
 }
 

@@ -480,6 +480,51 @@ static void threads_record_and_commit_at_once(void **state)
     }
 }
 
+/* nuvec knows what its own kernels touch: `count` elements of each binding. A range that
+ * holds fewer (an empty one too) is refused, and nothing is recorded; other kernels are not
+ * checked (nuvec cannot know what they touch). */
+static void builtin_kernels_need_count_elements_in_each_binding(void **state)
+{
+    nu_kernel *add, *fill, *axpy;
+    NT_OK(nu_kernel_builtin(dev, "add_f32", &add));
+    NT_OK(nu_kernel_builtin(dev, "fill_u32", &fill));
+    NT_OK(nu_kernel_builtin(dev, "axpy_f32", &axpy));
+    nu_buffer *x = buffer(1024, NU_STORAGE_PRIVATE), *e = buffer(0, NU_STORAGE_PRIVATE);
+    uint32_t n = 256, groups[3] = {1, 1, 1};
+    nu_commands *c = commands(NU_QUEUE_COMPUTE);
+    /* An empty binding where the count says 256 floats are read. */
+    nu_binding b1[3] = {{x, NU_ACCESS_WRITE, 0, 0}, {e, NU_ACCESS_READ, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
+    NT_STATUS(NU_ERROR_OUT_OF_RANGE, nu_commands_dispatch(c, add, groups, b1, 3, &n, 4));
+    assert_non_null(strstr(nu_error_message(dev), "binding 1's range holds 0 bytes"));
+    /* A range one element short, and an offset at the end (empty). */
+    nu_binding b2[3] = {{x, NU_ACCESS_WRITE, 0, 1020}, {x, NU_ACCESS_READ, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
+    NT_STATUS(NU_ERROR_OUT_OF_RANGE, nu_commands_dispatch(c, add, groups, b2, 3, &n, 4));
+    uint32_t push[2] = {5, 1};
+    nu_binding end = {x, NU_ACCESS_WRITE, 1024, 0};
+    NT_STATUS(NU_ERROR_OUT_OF_RANGE, nu_commands_dispatch(c, fill, groups, &end, 1, push, sizeof push));
+    /* axpy's count is its second push constant. */
+    struct {
+        float alpha;
+        uint32_t count;
+    } ax = {2.0f, 257};
+    nu_binding b3[2] = {{x, NU_ACCESS_READ_WRITE, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
+    NT_STATUS(NU_ERROR_OUT_OF_RANGE, nu_commands_dispatch(c, axpy, groups, b3, 2, &ax, sizeof ax));
+    assert_int_equal(c->use_count, 0);
+    /* Exactly enough, and none at all, are fine. */
+    NT_OK(nu_commands_dispatch(c, fill, groups, &end, 1, (uint32_t[2]){5, 0}, 8));
+    nu_binding last = {x, NU_ACCESS_WRITE, 768, 256};
+    push[1] = 64;
+    NT_OK(nu_commands_dispatch(c, fill, groups, &last, 1, push, sizeof push));
+    run(c);
+    expect_words(x, 768, 64, 5);
+    nu_commands_free(c);
+    nu_buffer_free(x);
+    nu_buffer_free(e);
+    nu_kernel_free(add);
+    nu_kernel_free(fill);
+    nu_kernel_free(axpy);
+}
+
 /* The staging memory of uploads and downloads is nuvec's, not the user's: it counts in
  * neither `buffers` nor `active` (nuvec/memory.h), while recorded, in flight or after. */
 static void staging_is_not_in_the_users_statistics(void **state)
@@ -576,6 +621,7 @@ int main(void)
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(a_lingering_completion_thread_works),
         cmocka_unit_test(threads_record_and_commit_at_once),
+        cmocka_unit_test(builtin_kernels_need_count_elements_in_each_binding),
         cmocka_unit_test(staging_is_not_in_the_users_statistics),
         cmocka_unit_test(committed_work_freed_without_waiting),
         cmocka_unit_test(a_lost_device_is_reported_and_nothing_hangs),

@@ -3,7 +3,8 @@
  * Each program (program i uses seed i) creates buffers (shared and private, nu_buffer_new and
  * nu_buffer_new_gpu), records several command buffers at once (compute and transfer queues)
  * with fills, copies, uploads, downloads and dispatches of the builtin kernels over random
- * sub-ranges (the same buffer bound twice, ranges declared larger than used), commits them in
+ * sub-ranges (the same buffer bound twice, ranges declared larger than used, empty ranges; now
+ * and then a binding short of the count, which must be refused), commits them in
  * random order, waits at random points, frees buffers that pending work still uses, and reads
  * and writes buffers from the CPU in between. A CPU model runs the same program: it applies a
  * command buffer's operations when it is committed (the program's order is the order of
@@ -48,6 +49,7 @@ typedef struct ctx {
     size_t align; /* min_storage_buffer_offset_alignment */
     uint64_t commands, dispatches, programs, cpu_ops, refusals;
     uint64_t cpu_recorded; /* CPU accesses to buffers that recorded, uncommitted work uses */
+    uint64_t refused_dispatches; /* bindings shorter than the count, refused */
     uint64_t known_bytes, unknown_bytes; /* bytes compared, and skipped as unknown */
     uint32_t validation_errors;
 } ctx;
@@ -846,7 +848,7 @@ static void record_dispatch(prog *p, mcb *c, op *o)
         if (k == K_AXPY)
             o->b[0].access = NU_ACCESS_READ_WRITE;
         o->count = count;
-        nu_groups_for(count, k == K_COPY ? 1024 : 256, o->groups);
+        R_OK(p, nu_groups_for(count, k == K_COPY ? 1024 : 256, o->groups));
         if (chance(p, 10))
             o->groups[0] += (uint32_t)rrange(p, 1, 2); /* extra workgroups do nothing */
     }
@@ -875,6 +877,24 @@ static void record_dispatch(prog *p, mcb *c, op *o)
         m += snprintf(desc + m, sizeof desc - (size_t)m, " b%d@%zu(+%zu%s,%s)", b->buf, b->offset, b->size,
                       b->size ? "" : "=end", access_name(b->access));
         touch(p, b->buf);
+    }
+    if (o->count && chance(p, 4)) {
+        /* A binding that holds fewer elements than the count (one short, or an empty range at
+         * the buffer's end): refused, nothing recorded. */
+        nu_binding bad[3];
+        memcpy(bad, nb, sizeof bad);
+        int i = (int)rn(p, (size_t)o->nb);
+        if (o->count > 1) {
+            bad[i].size = 4 * ((size_t)o->count - 1);
+        } else {
+            bad[i].offset = p->bufs[o->b[i].buf].size;
+            bad[i].size = 0;
+        }
+        logf_(p, "c%d: %s with binding %d of %zu bytes for %u elements: refused", p->cur, kernel_names[k], i,
+              bad[i].size, o->count);
+        R_STATUS(p, NU_ERROR_OUT_OF_RANGE,
+                 nu_commands_dispatch(c->h, p->x->k[k], o->groups, bad, (uint32_t)o->nb, push, push_size));
+        p->x->refused_dispatches++;
     }
     logf_(p, "%s", desc);
     R_OK(p, nu_commands_dispatch(c->h, p->x->k[k], o->groups, nb, (uint32_t)o->nb, push, push_size));
@@ -1329,8 +1349,10 @@ static void random_programs(void **state)
            (unsigned long long)x.cpu_ops, (unsigned long long)x.refusals, (unsigned long long)x.cpu_recorded);
     printf("random: %llu bytes compared, %llu unknown to the model (not compared)\n",
            (unsigned long long)x.known_bytes, (unsigned long long)x.unknown_bytes);
-    printf("random: %llu programs, %llu commands, %llu dispatches, all bytes matched\n",
-           (unsigned long long)x.programs, (unsigned long long)x.commands, (unsigned long long)x.dispatches);
+    printf("random: %llu programs, %llu commands, %llu dispatches (%llu more refused: a binding short of the "
+           "count), all bytes matched\n",
+           (unsigned long long)x.programs, (unsigned long long)x.commands, (unsigned long long)x.dispatches,
+           (unsigned long long)x.refused_dispatches);
 }
 
 static bool parse_u64(const char *s, uint64_t *out)

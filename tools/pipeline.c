@@ -70,7 +70,8 @@ nu_status nu_pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t ele
     nu_memory_reset_peak(d);
     bool ok = true;
     uint32_t groups[3];
-    nu_groups_for(elements, 256, groups);
+    if (st == NU_OK)
+        st = nu_groups_for(elements, 256, groups);
     double t0 = now();
     for (uint32_t s = 0; st == NU_OK && s < steps + in_flight; s++) {
         step *slot = &ring[s % in_flight];
