@@ -1,6 +1,6 @@
 /* pipeline.c: `nuvec bench pipeline`: the pipelined loop of `nuvec demo` (tools/pipeline.c)
  * with and without reuse of memory still used by in-flight steps, side by side: throughput,
- * peak active bytes, and peak device memory kept (active + cache, what the limit bounds). */
+ * peak active bytes, and peak device memory kept (active + cache + pending, what the limit bounds). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +80,7 @@ int bench_pipeline(int argc, char **argv)
         printf("%u steps of %u floats (%.1f MiB a buffer), %u in flight; each step reads the same input and\n"
                "writes three intermediates, freed as soon as the step is committed; outputs checked on the CPU\n\n",
                steps, elements, elements * 4 / 1048576.0, in_flight);
-        printf("%-26s | %9s | %16s | %22s | %s\n", "", "GB/s", "peak active MiB", "peak active+cache MiB", "verified");
+        printf("%-26s | %9s | %16s | %22s | %s\n", "", "GB/s", "peak active MiB", "peak held MiB", "verified");
         for (int reuse = 1; reuse >= 0; reuse--)
             printf("%-26s | %9.2f | %16.2f | %22.2f | %s\n", reuse ? "nu_buffer_new_gpu (reuse)" : "nu_buffer_new",
                    r[reuse].gbps, r[reuse].peak / 1048576.0, r[reuse].held_peak / 1048576.0,

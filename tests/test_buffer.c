@@ -301,6 +301,23 @@ static void cpu_access_rules(void **state)
     const void *r;
     void *w;
     nu__fence f = {0, 1};
+    /* GPU work only recorded (not committed) writes the buffer: it does not count, every CPU
+     * access goes on (it is ordered before that work, committed later). */
+    nu__guard_acquire(&b->guard, true);
+    assert_false(nu_buffer_in_use(b));
+    NT_OK(nu_buffer_read(b, 0, x, 64));
+    NT_OK(nu_buffer_contents(b, &r));
+    NT_OK(nu_buffer_write(b, 0, x, 64));
+    NT_OK(nu_buffer_contents_mut(b, &w));
+    /* Committed: now it does. */
+    NT_OK(nu__guard_record(&b->guard, f, true));
+    nu__guard_committed(&b->guard);
+    nu__guard_submitted(&b->guard, true);
+    assert_true(nu_buffer_in_use(b));
+    NT_STATUS(NU_ERROR_BUFFER_IN_USE, nu_buffer_read(b, 0, x, 64));
+    NT_STATUS(NU_ERROR_BUFFER_IN_USE, nu_buffer_write(b, 0, x, 64));
+    nu__guard_release_use(&b->guard, true, &f);
+    assert_false(nu_buffer_in_use(b));
     /* Submitted GPU work reads the buffer: CPU reads go on, writes are refused. */
     nu__guard_acquire(&b->guard, false);
     NT_OK(nu__guard_record(&b->guard, f, false));
@@ -364,7 +381,12 @@ static void memory_in_use_by_gpu_work_waits(void **state)
     assert_false(b->alloc.memory == mem.memory && b->alloc.offset == mem.offset);
     NT_OK(nu_buffer_free(b));
     nu_memory_clear_cache(dev); /* idle cached pieces go; the busy one stays */
-    assert_int_equal(nu_memory_cache(dev), 4096);
+    /* ... but shows in the cache only once its last GPU use completes (nuvec/command.h). */
+    assert_int_equal(nu_memory_cache(dev), 0);
+    nu_memory_stats s;
+    NT_OK(nu_memory_get_stats(dev, &s));
+    assert_int_equal(s.active, 0);
+    assert_true(s.reserved >= 4096);
     /* GPU reuse gets it, with the previous owner's guard; CPU access then waits for that work. */
     nu_buffer *c;
     NT_OK(nu_buffer_new(dev, 8, NU_STORAGE_SHARED, &c)); /* a handle to reuse the memory into */
@@ -387,6 +409,37 @@ static void memory_in_use_by_gpu_work_waits(void **state)
     NT_OK(nu_buffer_free(c));
 }
 
+/* A freed buffer's memory joins the cache when its last GPU use completes (nuvec/command.h),
+ * not at the free; meanwhile it is in neither active nor cache, but in reserved. */
+static void freed_memory_joins_the_cache_when_its_gpu_use_completes(void **state)
+{
+    nu_buffer *a;
+    NT_OK(nu_buffer_new(dev, 4096, NU_STORAGE_PRIVATE, &a));
+    nu__fence f = {0, 9};
+    nu__guard_acquire(&a->guard, false);
+    NT_OK(nu__guard_record(&a->guard, f, false));
+    nu__guard_committed(&a->guard);
+    nu__guard_submitted(&a->guard, false);
+    nu__guard *g = &a->guard;
+    nu__guard_retain(g); /* the "command buffer"'s reference */
+    NT_OK(nu_buffer_free(a));
+    nu_memory_stats s;
+    NT_OK(nu_memory_get_stats(dev, &s));
+    assert_int_equal(s.buffers, 0);
+    assert_int_equal(s.active, 0);
+    assert_int_equal(s.cache, 0);
+    assert_int_equal(s.pending, 4096);
+    assert_true(s.reserved >= 4096);
+    nu__guard_release_use(g, false, &f); /* the work completed */
+    NT_OK(nu_memory_get_stats(dev, &s));
+    assert_int_equal(s.cache, 4096);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(nu_memory_cache(dev), 4096);
+    nu__guard_release(g);
+    nu_memory_clear_cache(dev);
+    assert_int_equal(nu_memory_cache(dev), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -402,6 +455,7 @@ int main(void)
         cmocka_unit_test_setup(double_free_is_caught, reset),
         cmocka_unit_test_setup(cpu_access_rules, reset),
         cmocka_unit_test_setup(memory_in_use_by_gpu_work_waits, reset),
+        cmocka_unit_test_setup(freed_memory_joins_the_cache_when_its_gpu_use_completes, reset),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

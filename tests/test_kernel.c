@@ -1026,10 +1026,24 @@ static void groups_for_spreads_over_x_and_y(void **state)
     assert_int_equal(g[1], (needed + 65534) / 65535);
     assert_true((uint64_t)g[0] * g[1] * 256 >= big);
     /* copy_u32: 1024 words a workgroup. */
-    nu_groups_for(4096, 1024, g);
+    NT_OK(nu_groups_for(4096, 1024, g));
     assert_int_equal(g[0], 4);
-    nu_groups_for(4097, 1024, g);
+    NT_OK(nu_groups_for(4097, 1024, g));
     assert_int_equal(g[0], 5);
+    /* The most workgroups there are: 65535 x 65535; one element more is refused, not capped. */
+    NT_OK(nu_groups_for(65535ull * 65535 * 256, 256, g));
+    assert_int_equal(g[0], 65535);
+    assert_int_equal(g[1], 65535);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_groups_for(65535ull * 65535 * 256 + 1, 256, g));
+    assert_non_null(strstr(nu_error_message(NULL), "65535 x 65535"));
+    assert_int_equal(g[0] + g[1] + g[2], 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_groups_for(UINT64_MAX, 1, g));
+    /* No elements per workgroup is no layout at all. */
+    g[0] = 7;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_groups_for(100, 0, g));
+    assert_non_null(strstr(nu_error_message(NULL), "0 elements per workgroup"));
+    assert_int_equal(g[0], 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_groups_for(100, 256, NULL));
 }
 
 /* Every host allocation in kernel creation fails in turn: an error status, nothing leaked. */

@@ -386,6 +386,45 @@ static void move_ranges(void **state)
     unlink(path);
 }
 
+/* nu_buffer_move_ranges from a buffer that is not a mapped file (documented: copied on the
+ * GPU), shared and private, after committed work that writes it. */
+static void move_ranges_from_any_buffer(void **state)
+{
+    enum { SIZE = 3 * 65536 + 12 };
+    uint8_t *bytes = malloc(SIZE), *out = malloc(SIZE), *want = calloc(1, SIZE);
+    for (size_t i = 0; i < SIZE; i++)
+        bytes[i] = (uint8_t)(i * 7 + 1);
+    for (int storage = 0; storage < 2; storage++) {
+        nu_buffer *src, *dst;
+        NT_OK(nu_buffer_from(dev, bytes, SIZE, (nu_storage)storage, &src));
+        NT_OK(nu_buffer_new(dev, SIZE, NU_STORAGE_PRIVATE, &dst));
+        NT_OK(nu_buffer_write(dst, 0, want, SIZE));
+        nu_commands *c;
+        NT_OK(nu_commands_new(dev, NU_QUEUE_COMPUTE, &c));
+        NT_OK(nu_commands_fill(c, src, 0, 64, 0x0a0a0a0au));
+        NT_OK(nu_commands_commit(c)); /* not waited for: the move is ordered after it */
+        nu_range_copy r[] = {{0, 100, 64}, {65536 - 3, 70000, 65536 + 9}, {SIZE - 5, SIZE - 5, 5}};
+        NT_OK(nu_buffer_move_ranges(dst, src, r, 3, &(nu_move_options){.chunk_size = 65536}));
+        uint8_t *now = malloc(SIZE);
+        memcpy(now, bytes, SIZE);
+        memset(now, 0x0a, 64);
+        memset(want, 0, SIZE);
+        for (size_t i = 0; i < 3; i++)
+            memcpy(want + r[i].dst_offset, now + r[i].src_offset, r[i].size);
+        NT_OK(nu_buffer_read(dst, 0, out, SIZE));
+        assert_memory_equal(out, want, SIZE);
+        free(now);
+        NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+        nu_commands_free(c);
+        NT_OK(nu_buffer_free(dst));
+        NT_OK(nu_buffer_free(src));
+        memset(want, 0, SIZE);
+    }
+    free(bytes);
+    free(out);
+    free(want);
+}
+
 /* A large sparse file (its pages are the kernel's zero pages until written) moved in several
  * chunks with a few real bytes at the ends of chunks. */
 static void large_sparse(void **state)
@@ -474,6 +513,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(zero_copy),         cmocka_unit_test(read_only),    cmocka_unit_test(limit_and_release),
         cmocka_unit_test(bad_input),         cmocka_unit_test(shrunk_file),  cmocka_unit_test(move_ranges),
+        cmocka_unit_test(move_ranges_from_any_buffer),
         cmocka_unit_test(large_sparse),      cmocka_unit_test(copy_fallback),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -3,15 +3,18 @@
  * Each program (program i uses seed i) creates buffers (shared and private, nu_buffer_new and
  * nu_buffer_new_gpu), records several command buffers at once (compute and transfer queues)
  * with fills, copies, uploads, downloads and dispatches of the builtin kernels over random
- * sub-ranges (the same buffer bound twice, ranges declared larger than used), commits them in
+ * sub-ranges (the same buffer bound twice, ranges declared larger than used, empty ranges; now
+ * and then a binding short of the count, which must be refused), commits them in
  * random order, waits at random points, frees buffers that pending work still uses, and reads
  * and writes buffers from the CPU in between. A CPU model runs the same program: it applies a
  * command buffer's operations when it is committed (the program's order is the order of
  * commits), tracks which bytes are unknown (new memory, stale bytes; results of arithmetic it
- * cannot reproduce exactly), and predicts each CPU access's status: refused while a recorded
- * command buffer conflicts, either outcome while only committed, not yet waited ones do, and
- * allowed otherwise. Every known byte of every download, CPU read and, at the end, every
- * buffer must match the model.
+ * cannot reproduce exactly), and predicts each CPU access's status (nu_buffer_read / write,
+ * the pointer accessors, nu_buffer_in_use): either outcome while a committed command buffer
+ * not yet waited for conflicts, allowed otherwise, also while recorded, uncommitted ones use
+ * the buffer (half the CPU accesses pick such a buffer: the access is ordered before their
+ * work). Every known byte of every download, CPU read and, at the end, every buffer must match
+ * the model.
  *
  * The validation layer (synchronisation validation on) must stay silent. Lavapipe runs a
  * queue's work one command at a time, so there a missing barrier or semaphore wait shows only
@@ -45,6 +48,8 @@ typedef struct ctx {
     nu_kernel *k[K_COUNT];
     size_t align; /* min_storage_buffer_offset_alignment */
     uint64_t commands, dispatches, programs, cpu_ops, refusals;
+    uint64_t cpu_recorded; /* CPU accesses to buffers that recorded, uncommitted work uses */
+    uint64_t refused_dispatches; /* bindings shorter than the count, refused */
     uint64_t known_bytes, unknown_bytes; /* bytes compared, and skipped as unknown */
     uint32_t validation_errors;
 } ctx;
@@ -320,17 +325,15 @@ static void apply(prog *p, op *o)
     }
 }
 
-/* How a command buffer uses a buffer: strongly (bytes touched, as declared), or weakly (an
- * empty binding: bound as the device's placeholder, so whether the buffer counts as used, and
- * as written, is not the model's business). */
+/* How a command buffer uses a buffer: bytes touched, as declared. An empty binding (bound as
+ * the device's placeholder) is no use of its buffer: it touches no byte of it. */
 typedef struct use {
-    bool use, write, weak_use, weak_write;
+    bool use, write;
 } use;
 
 static use cb_use(const prog *p, const mcb *c, int buf)
 {
     use u = {0};
-    bool empty_write = false, empty_here = false;
     for (int i = 0; i < c->nops; i++) {
         const op *o = &c->ops[i];
         switch (o->kind) {
@@ -353,50 +356,47 @@ static use cb_use(const prog *p, const mcb *c, int buf)
             for (int k = 0; k < o->nb; k++) {
                 const bind *b = &o->b[k];
                 size_t declared = b->size ? b->size : p->bufs[b->buf].size - b->offset;
-                if (declared == 0) {
-                    empty_write = empty_write || (b->access & NU_ACCESS_WRITE);
-                    if (b->buf == buf)
-                        empty_here = true;
+                if (declared == 0 || b->buf != buf)
                     continue;
-                }
-                if (b->buf == buf) {
-                    u.use = true;
-                    if (b->access & NU_ACCESS_WRITE)
-                        u.write = true;
-                }
+                u.use = true;
+                if (b->access & NU_ACCESS_WRITE)
+                    u.write = true;
             }
             break;
         }
     }
-    if (empty_here) {
-        u.weak_use = true;
-        u.weak_write = empty_write;
-    }
     return u;
 }
 
-enum { OUT_OK, OUT_REFUSED, OUT_EITHER };
-static const char *const out_names[] = {"ok", "refused", "either"};
+enum { OUT_OK, OUT_EITHER };
+static const char *const out_names[] = {"ok", "either"};
 
-/* The status a CPU access must get: refused while a recorded, uncommitted command buffer
- * conflicts (reads conflict with writers, writes with any use); either while only committed
- * command buffers not waited for do; allowed otherwise. */
+/* The status a CPU access must get (nuvec/buffer.h): judged by committed work only. Either
+ * while a committed command buffer not waited for conflicts (reads with writers, writes with
+ * any use: it may have completed meanwhile); allowed otherwise, also while recorded,
+ * uncommitted command buffers use the buffer (the access is ordered before their work, which
+ * the model applies at their commit). Empty bindings are no use of the buffer. */
 static int predict(const prog *p, int buf, bool write)
 {
     int r = OUT_OK;
     for (int i = 0; i < p->ncbs; i++) {
         const mcb *c = &p->cbs[i];
-        if (c->state != CB_OPEN && c->state != CB_COMMITTED && c->state != CB_FREED_PENDING)
+        if (c->state != CB_COMMITTED && c->state != CB_FREED_PENDING)
             continue;
         use u = cb_use(p, c, buf);
-        bool strong = write ? u.use : u.write;
-        bool weak = write ? u.weak_use : u.weak_write;
-        if (c->state == CB_OPEN && strong)
-            return OUT_REFUSED;
-        if (strong || weak)
+        if (write ? u.use : u.write)
             r = OUT_EITHER;
     }
     return r;
+}
+
+/* Whether a recorded, uncommitted command buffer uses the buffer (for the log and counters). */
+static bool recorded_use(const prog *p, int buf)
+{
+    for (int i = 0; i < p->ncbs; i++)
+        if (p->cbs[i].state == CB_OPEN && cb_use(p, &p->cbs[i], buf).use)
+            return true;
+    return false;
 }
 
 /* Compares bytes against the model where it knows them. */
@@ -539,7 +539,7 @@ static void wait_blockers(prog *p, int buf, bool write)
         if (c->state != CB_COMMITTED)
             continue;
         use u = cb_use(p, c, buf);
-        if (write ? (u.use || u.weak_use) : (u.write || u.weak_write))
+        if (write ? u.use : u.write)
             wait_cb(p, i);
     }
 }
@@ -565,22 +565,39 @@ static void cpu_init(prog *p, int bi)
     free(data);
 }
 
+/* A live buffer that a recorded, uncommitted command buffer uses; -1 if none. */
+static int pick_recorded(prog *p)
+{
+    int cand[MAX_BUFS], n = 0;
+    for (int i = 0; i < p->nbufs; i++)
+        if (!p->bufs[i].freed && recorded_use(p, i))
+            cand[n++] = i;
+    return n ? cand[rn(p, (size_t)n)] : -1;
+}
+
 static void cpu_op(prog *p)
 {
-    int bi = pick_buffer(p, 0);
+    /* Often a buffer that recorded work uses: CPU access between recording and commit. */
+    int bi = chance(p, 50) ? pick_recorded(p) : -1;
+    if (bi < 0)
+        bi = pick_buffer(p, 0);
     if (bi < 0)
         return;
     mbuf *b = &p->bufs[bi];
     unsigned kind = (unsigned)rn(p, 100);
     bool shared = b->storage == NU_STORAGE_SHARED;
-    bool write = kind >= 55 && kind < 95;
-    if (kind >= 95) {
-        /* nu_buffer_in_use: false when no work uses it (a recorded use may say either). */
+    bool write = kind >= 55 && kind < 90;
+    if (recorded_use(p, bi))
+        p->x->cpu_recorded++;
+    if (kind >= 90) {
+        /* nu_buffer_in_use: false unless committed work not waited for uses it (recorded,
+         * uncommitted work does not count). */
         int out = predict(p, bi, true);
         bool in_use = nu_buffer_in_use(b->h);
-        logf_(p, "cpu in_use(b%d) -> %d (model: %s)", bi, in_use, out_names[out]);
+        logf_(p, "cpu in_use(b%d) -> %d (model: %s%s)", bi, in_use, out_names[out],
+              recorded_use(p, bi) ? ", recorded use" : "");
         if (out == OUT_OK && in_use)
-            R_FAIL(p, "nu_buffer_in_use(b%d) is true, but no work uses it", bi);
+            R_FAIL(p, "nu_buffer_in_use(b%d) is true, but no committed work uses it", bi);
         if (!shared && chance(p, 50)) {
             const void *ptr = (const void *)1;
             R_STATUS(p, NU_ERROR_INVALID_ARGUMENT, nu_buffer_contents(b->h, &ptr));
@@ -614,9 +631,9 @@ static void cpu_op(prog *p)
         } else {
             st = nu_buffer_read(b->h, off, got, len);
         }
-        logf_(p, "cpu %s b%d[%zu..+%zu] -> %s (model: %s)", via_ptr ? "contents" : "read", bi, off, len,
-              nu_status_string(st), out_names[out]);
-        if (st == NU_OK && out != OUT_REFUSED)
+        logf_(p, "cpu %s b%d[%zu..+%zu] -> %s (model: %s%s)", via_ptr ? "contents" : "read", bi, off, len,
+              nu_status_string(st), out_names[out], recorded_use(p, bi) ? ", recorded use" : "");
+        if (st == NU_OK)
             compare(p, "CPU read", got, b->bytes + off, b->known + off, len, off);
         free(got);
     } else {
@@ -633,9 +650,9 @@ static void cpu_op(prog *p)
         } else {
             st = nu_buffer_write(b->h, off, data, len);
         }
-        logf_(p, "cpu %s b%d[%zu..+%zu] -> %s (model: %s)", via_ptr ? "contents_mut" : "write", bi, off, len,
-              nu_status_string(st), out_names[out]);
-        if (st == NU_OK && out != OUT_REFUSED) {
+        logf_(p, "cpu %s b%d[%zu..+%zu] -> %s (model: %s%s)", via_ptr ? "contents_mut" : "write", bi, off, len,
+              nu_status_string(st), out_names[out], recorded_use(p, bi) ? ", recorded use" : "");
+        if (st == NU_OK) {
             memcpy(b->bytes + off, data, len);
             memset(b->known + off, 1, len);
         }
@@ -646,11 +663,8 @@ static void cpu_op(prog *p)
     if (st == NU_ERROR_BUFFER_IN_USE)
         p->x->refusals++;
     if (out == OUT_OK && st != NU_OK)
-        R_FAIL(p, "CPU %s of b%d refused (%s), but no work %s it", write ? "write" : "read", bi,
+        R_FAIL(p, "CPU %s of b%d refused (%s), but no committed work %s it", write ? "write" : "read", bi,
                nu_error_message(NULL), write ? "uses" : "writes");
-    if (out == OUT_REFUSED && st != NU_ERROR_BUFFER_IN_USE)
-        R_FAIL(p, "CPU %s of b%d allowed, but a recorded command buffer %s it", write ? "write" : "read", bi,
-               write ? "uses" : "writes");
 }
 
 /* ---- recording ---------------------------------------------------------------------------- */
@@ -834,7 +848,7 @@ static void record_dispatch(prog *p, mcb *c, op *o)
         if (k == K_AXPY)
             o->b[0].access = NU_ACCESS_READ_WRITE;
         o->count = count;
-        nu_groups_for(count, k == K_COPY ? 1024 : 256, o->groups);
+        R_OK(p, nu_groups_for(count, k == K_COPY ? 1024 : 256, o->groups));
         if (chance(p, 10))
             o->groups[0] += (uint32_t)rrange(p, 1, 2); /* extra workgroups do nothing */
     }
@@ -863,6 +877,24 @@ static void record_dispatch(prog *p, mcb *c, op *o)
         m += snprintf(desc + m, sizeof desc - (size_t)m, " b%d@%zu(+%zu%s,%s)", b->buf, b->offset, b->size,
                       b->size ? "" : "=end", access_name(b->access));
         touch(p, b->buf);
+    }
+    if (o->count && chance(p, 4)) {
+        /* A binding that holds fewer elements than the count (one short, or an empty range at
+         * the buffer's end): refused, nothing recorded. */
+        nu_binding bad[3];
+        memcpy(bad, nb, sizeof bad);
+        int i = (int)rn(p, (size_t)o->nb);
+        if (o->count > 1) {
+            bad[i].size = 4 * ((size_t)o->count - 1);
+        } else {
+            bad[i].offset = p->bufs[o->b[i].buf].size;
+            bad[i].size = 0;
+        }
+        logf_(p, "c%d: %s with binding %d of %zu bytes for %u elements: refused", p->cur, kernel_names[k], i,
+              bad[i].size, o->count);
+        R_STATUS(p, NU_ERROR_OUT_OF_RANGE,
+                 nu_commands_dispatch(c->h, p->x->k[k], o->groups, bad, (uint32_t)o->nb, push, push_size));
+        p->x->refused_dispatches++;
     }
     logf_(p, "%s", desc);
     R_OK(p, nu_commands_dispatch(c->h, p->x->k[k], o->groups, nb, (uint32_t)o->nb, push, push_size));
@@ -1310,14 +1342,17 @@ static void random_programs(void **state)
         nu_kernel_free(x.k[k]);
     nt_close(x.d);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    printf("random: %llu programs (seeds %llu..%llu) on %s in %.1f s: %llu CPU accesses (%llu refused)\n",
+    printf("random: %llu programs (seeds %llu..%llu) on %s in %.1f s: %llu CPU accesses (%llu refused, "
+           "%llu between recording and commit)\n",
            (unsigned long long)x.programs, (unsigned long long)opt_seed,
            (unsigned long long)(opt_seed + opt_programs - 1), name, s,
-           (unsigned long long)x.cpu_ops, (unsigned long long)x.refusals);
+           (unsigned long long)x.cpu_ops, (unsigned long long)x.refusals, (unsigned long long)x.cpu_recorded);
     printf("random: %llu bytes compared, %llu unknown to the model (not compared)\n",
            (unsigned long long)x.known_bytes, (unsigned long long)x.unknown_bytes);
-    printf("random: %llu programs, %llu commands, %llu dispatches, all bytes matched\n",
-           (unsigned long long)x.programs, (unsigned long long)x.commands, (unsigned long long)x.dispatches);
+    printf("random: %llu programs, %llu commands, %llu dispatches (%llu more refused: a binding short of the "
+           "count), all bytes matched\n",
+           (unsigned long long)x.programs, (unsigned long long)x.commands, (unsigned long long)x.dispatches,
+           (unsigned long long)x.refused_dispatches);
 }
 
 static bool parse_u64(const char *s, uint64_t *out)

@@ -4,6 +4,8 @@
 #include "harness.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,12 +160,67 @@ static void nuvec_trace_traces_from_open_to_close(void **state)
     unlink(path);
 }
 
+/* Starting and stopping traces while other threads create, record and commit command buffers
+ * (documented as allowed): the per-queue state a start sets is published to them, also over
+ * a trace they began under (ThreadSanitizer, `make tsan`, watches). */
+static nu_device *shared_dev;
+static atomic_bool stop_recording;
+
+static void *record_until_stopped(void *arg)
+{
+    nu_buffer *b = arg;
+    while (!atomic_load(&stop_recording)) {
+        nu_commands *c;
+        if (nu_commands_new(shared_dev, NU_QUEUE_COMPUTE, &c) != NU_OK)
+            return "nu_commands_new failed";
+        nu_status st = nu_commands_fill(c, b, 0, 256, 1);
+        if (st == NU_OK)
+            st = nu_commands_commit(c);
+        if (st == NU_OK)
+            st = nu_commands_wait(c, NU_WAIT_FOREVER);
+        nu_commands_free(c);
+        if (st != NU_OK)
+            return "recording or running failed";
+    }
+    return NULL;
+}
+
+static void traces_start_while_threads_record(void **state)
+{
+    snprintf(path, sizeof path, "%s/nuvec-trace-threads-%d.json", nt_tmp_dir(), (int)getpid());
+    shared_dev = nt_open();
+    nu_buffer *b[2];
+    pthread_t t[2];
+    atomic_store(&stop_recording, false);
+    for (int i = 0; i < 2; i++) {
+        NT_OK(nu_buffer_new(shared_dev, 256, NU_STORAGE_PRIVATE, &b[i]));
+        assert_int_equal(pthread_create(&t[i], NULL, record_until_stopped, b[i]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        NT_OK(nu_trace_start(shared_dev, path));
+        usleep(3000);
+        NT_OK(nu_trace_stop(shared_dev));
+        usleep(1000);
+    }
+    atomic_store(&stop_recording, true);
+    for (int i = 0; i < 2; i++) {
+        void *err;
+        pthread_join(t[i], &err);
+        if (err)
+            fail_msg("thread %d: %s: %s", i, (const char *)err, nu_error_message(NULL));
+        nu_buffer_free(b[i]);
+    }
+    nt_close(shared_dev);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_command_is_in_the_trace),
         cmocka_unit_test(bad_paths_are_refused),
         cmocka_unit_test(nuvec_trace_traces_from_open_to_close),
+        cmocka_unit_test(traces_start_while_threads_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

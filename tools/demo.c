@@ -264,7 +264,7 @@ int cli_demo(int argc, char **argv)
             bad = fail("the pipeline", st);
             break;
         }
-        printf("    %-26s %7.2f GB/s  peak active %7.2f MiB  peak active+cache %7.2f MiB  cache at end %7.2f "
+        printf("    %-26s %7.2f GB/s  peak active %7.2f MiB  peak held %7.2f MiB  cache at end %7.2f "
                "MiB  verified against the CPU: %s\n",
                reuse ? "with in-flight reuse:" : "without (nu_buffer_new):", r.gbps, r.peak / 1048576.0,
                r.held_peak / 1048576.0, r.cache / 1048576.0, r.verified ? "yes" : "NO");

@@ -70,7 +70,8 @@ nu_status pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elemen
     nu_memory_reset_peak(d);
     bool ok = true;
     uint32_t groups[3];
-    nu_groups_for(elements, 256, groups);
+    if (st == NU_OK)
+        st = nu_groups_for(elements, 256, groups);
     double t0 = now();
     for (uint32_t s = 0; st == NU_OK && s < steps + in_flight; s++) {
         step *slot = &ring[s % in_flight];
@@ -113,8 +114,8 @@ nu_status pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elemen
         nu_buffer_free(y);
         nu_memory_stats ms;
         nu_memory_get_stats(d, &ms);
-        if (ms.active + ms.cache > out->held_peak)
-            out->held_peak = ms.active + ms.cache;
+        if (ms.active + ms.cache + ms.pending > out->held_peak)
+            out->held_peak = ms.active + ms.cache + ms.pending;
     }
     out->seconds = now() - t0;
     /* Per step: mul reads 2n, writes n; add 2n + n; copy n + n; axpy 2n + n: 11 n floats. */

@@ -13,8 +13,9 @@ typedef struct pipeline_result {
     double seconds;        /* wall time of all steps */
     double gbps;           /* bytes the GPU read and wrote per second */
     uint64_t peak;         /* allocator's peak active bytes during the loop */
-    uint64_t held_peak;    /* largest active + cache seen after a step was committed: the
-                              memory the loop kept from the device (what the limit bounds) */
+    uint64_t held_peak;    /* largest active + cache + pending seen after a step was
+                              committed: the memory the loop kept from the device (what the
+                              limit bounds) */
     uint64_t cache;        /* allocator's cache bytes at the end */
     uint64_t reserved;     /* device memory held at the end */
     bool verified;         /* every step's output matched the CPU */

@@ -15,6 +15,10 @@
  * CPU access rules: reading a buffer's bytes is refused with NU_ERROR_BUFFER_IN_USE while
  * submitted GPU work writes it; writing them is refused while any submitted GPU work uses it;
  * a read-only buffer (a mapped file) refuses CPU and GPU writes with NU_ERROR_READ_ONLY.
+ * Submitted work is work committed (nu_commands_commit) that has not completed; work only
+ * recorded into a command buffer not committed yet does not count: the program's order is the
+ * order of commits, so a CPU access made before a commit is ordered before that commit's work
+ * (it sees the bytes as they are before it, and that work sees what the access wrote).
  *
  * Thread safety: buffers may be created and freed from any thread at once. One buffer's
  * contents may be read from several threads at once; writing a buffer while another thread
@@ -58,7 +62,8 @@ const char *nu_buffer_name(const nu_buffer *buffer); /* "" when unnamed */
 size_t nu_buffer_size(const nu_buffer *buffer);
 nu_storage nu_buffer_storage(const nu_buffer *buffer);
 nu_device *nu_buffer_device(const nu_buffer *buffer);
-/* Whether submitted GPU work still uses (reads or writes) the buffer. */
+/* Whether submitted GPU work (committed, not completed) still uses (reads or writes) the
+ * buffer; work only recorded does not count (see the CPU access rules above). */
 bool nu_buffer_in_use(const nu_buffer *buffer);
 /* Whether the buffer refuses writes (a mapped file). */
 bool nu_buffer_is_read_only(const nu_buffer *buffer);

@@ -47,7 +47,9 @@ typedef enum nu_access {
 
 /* A buffer bound to a dispatch: binding i of the kernel gets bindings[i]. size 0 means "to
  * the end of the buffer". The kernel sees the range as its whole buffer (offset must be a
- * multiple of the device's min_storage_buffer_offset_alignment). */
+ * multiple of the device's min_storage_buffer_offset_alignment). An empty range (an empty
+ * buffer, or offset at its end) is no access to the buffer: it is not tracked, orders nothing,
+ * and binds the device's placeholder, which the kernel must not read or write. */
 typedef struct nu_binding {
     nu_buffer *buffer;
     nu_access access;
@@ -62,7 +64,10 @@ nu_status nu_commands_new(nu_device *device, nu_queue queue, nu_commands **out);
 nu_status nu_commands_set_name(nu_commands *c, const char *name);
 
 /* Records a dispatch of groups[0] x groups[1] x groups[2] workgroups. binding_count must be the
- * kernel's binding count; push_size its push constant size. */
+ * kernel's binding count; push_size its push constant size. For nuvec's own kernels
+ * (nu_kernel_builtin) each binding's range must hold the `count` elements the push constants
+ * say (NU_ERROR_OUT_OF_RANGE otherwise, an empty range included); other kernels must keep
+ * their accesses inside the ranges, which nuvec cannot check. */
 nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *kernel, const uint32_t groups[3],
                                const nu_binding *bindings, uint32_t binding_count, const void *push,
                                uint32_t push_size);

@@ -77,7 +77,10 @@ nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel
  *              NU_ERROR_UNSUPPORTED)
  * Each uses 256 threads per workgroup. All but copy_u32 take one element per thread: dispatch
  * ceil(count / 256) workgroups, nu_groups_for(count, 256, groups) (past 65535 workgroups it
- * uses y as well). An unknown name fails with NU_ERROR_INVALID_ARGUMENT listing the names. */
+ * uses y as well). An unknown name fails with NU_ERROR_INVALID_ARGUMENT listing the names.
+ * nuvec knows what these kernels touch: nu_commands_dispatch refuses with
+ * NU_ERROR_OUT_OF_RANGE a binding whose range holds fewer than `count` elements (an empty
+ * range included), which the kernel would read or write past. */
 nu_status nu_kernel_builtin(nu_device *device, const char *name, nu_kernel **out);
 
 /* Releases the caller's reference. The kernel stays cached (valid) until the device closes.
@@ -94,8 +97,10 @@ void nu_kernel_workgroup_size(const nu_kernel *kernel, uint32_t size[3]);
  * per_group), y = z = 1 while that is at most 65535; beyond, x = 65535 and y = ceil(x' /
  * 65535) (x' the groups needed), and the kernel skips the threads past `count`. The builtin
  * kernels number elements gl_GlobalInvocationID.x + gl_GlobalInvocationID.y *
- * gl_NumWorkGroups.x * 256, which fits this layout. count 0 gives x = 0 (an empty dispatch). */
-void nu_groups_for(uint64_t count, uint32_t per_group, uint32_t groups[3]);
+ * gl_NumWorkGroups.x * 256, which fits this layout. count 0 gives x = 0 (an empty dispatch).
+ * NU_ERROR_INVALID_ARGUMENT (groups set to 0s) for NULL groups, per_group 0, or a count that
+ * needs more than 65535 x 65535 workgroups. */
+nu_status nu_groups_for(uint64_t count, uint32_t per_group, uint32_t groups[3]);
 
 NU_END_DECLS
 #endif

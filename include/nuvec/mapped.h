@@ -78,7 +78,10 @@ typedef struct nu_move_options {
  * the transfer queue and waits until they are in place. The ranges are checked first (each
  * inside both buffers; destination ranges must not overlap); the copies are ordered after
  * committed GPU work that uses `dst`, as a committed nu_commands_copy would be. NULL options
- * take the defaults. NU_ERROR_IO when the file changed size since it was mapped. */
+ * take the defaults. NU_ERROR_IO when the file changed size since it was mapped. `src` may
+ * also be any other buffer (intended: a file already moved, or bytes on the GPU): its ranges
+ * are then copied GPU to GPU, in commits of up to 256 MiB (chunk_size when given), likewise
+ * ordered after committed GPU work that writes `src`. */
 nu_status nu_buffer_move_ranges(nu_buffer *dst, nu_buffer *src, const nu_range_copy *ranges, size_t count,
                                 const nu_move_options *options);
 

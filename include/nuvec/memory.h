@@ -5,16 +5,23 @@
  * serves a request rounded to S bytes when S <= C <= min(2*S, S + 2 pages). The cache is
  * reported on its own, never inside active or peak.
  *
- *   active    bytes in live buffers (rounded sizes)
+ *   active    bytes in live buffers (rounded sizes); not the staging memory nuvec itself
+ *             holds for uploads and downloads until their command buffer completes
  *   peak      the largest active since the device opened or the last nu_memory_reset_peak
- *   cache     bytes of freed buffers kept for reuse
- *   reserved  device memory the allocator holds: active + cache + unused parts of blocks
+ *   cache     bytes of freed buffers kept for reuse. A freed buffer's memory joins the cache
+ *             when its last GPU use completes (nuvec/command.h); until then it is in neither
+ *             active nor cache (nu_buffer_new_gpu may reuse it earlier)
+ *   pending   bytes held for GPU work, in neither active nor cache: memory of freed buffers
+ *             whose last GPU use has not completed, and nuvec's staging in flight
+ *   reserved  device memory the allocator holds: active + cache + pending + unused parts of
+ *             blocks
  *
- * The memory limit bounds active + cache: a request that would pass it first releases cached
- * memory (least recently freed first) and retries, then fails with NU_ERROR_OUT_OF_MEMORY when
- * active + request is still over it. A device allocation failure likewise releases the cache
- * and retries once. The cache limit bounds `cache`; 0 disables the cache (freed memory is
- * released at once). `reserved` can exceed the limit by the unused parts of blocks.
+ * The memory limit bounds active + cache + pending: a request that would pass it first
+ * releases cached memory (least recently freed first) and retries, then fails with
+ * NU_ERROR_OUT_OF_MEMORY when it is still over it. A device allocation failure likewise
+ * releases the cache and retries once. The cache limit bounds `cache`; 0 disables the cache
+ * (freed memory is released at once, or when its last GPU use completes). `reserved` can
+ * exceed the limit by the unused parts of blocks.
  *
  * Thread safety: every function may be called from any thread. */
 #ifndef NUVEC_MEMORY_H
@@ -33,8 +40,9 @@ typedef struct nu_memory_stats {
     uint64_t reserved;
     uint64_t memory_limit;
     uint64_t cache_limit;
-    uint64_t buffers;     /* live buffers (empty ones included) */
+    uint64_t buffers;     /* live buffers (empty ones included; not nuvec's own staging) */
     uint64_t blocks;      /* device-memory allocations held */
+    uint64_t pending;     /* freed memory GPU work still uses, and nuvec's staging in flight */
 } nu_memory_stats;
 
 nu_status nu_memory_get_stats(nu_device *device, nu_memory_stats *out);

@@ -32,13 +32,15 @@ typedef struct event {
 } event;
 
 typedef struct nu__trace {
-    pthread_mutex_t lock;  /* the events, the path */
+    pthread_mutex_t lock;  /* the events, the path, and the per-queue state below */
     atomic_bool active;
     char *path;
     event *events;
     size_t count, capacity;
     bool env;              /* started by NUVEC_TRACE: written at close */
-    /* Per queue: whether timestamps work, the tick mask, and GPU ns -> CPU ns. */
+    /* Per queue: whether timestamps work, the tick mask, and GPU ns -> CPU ns. Set by
+     * nu_trace_start under `lock` (other threads may be creating or completing command
+     * buffers of an earlier trace meanwhile) and read under it. */
     bool timed[2];
     uint64_t mask[2];
     int64_t offset_ns[2];
@@ -73,7 +75,9 @@ static void add_event(nu__trace *t, const char *name, int track, uint64_t start,
     pthread_mutex_unlock(&t->lock);
 }
 
-bool nu__trace_active(nu_device *d) { return d->trace && atomic_load_explicit(&d->trace->active, memory_order_relaxed); }
+/* An acquire load: nu_trace_start publishes the per-queue state (timed, mask, offset_ns) with
+ * its store of `active`, and threads that see a trace running read that state next. */
+bool nu__trace_active(nu_device *d) { return d->trace && atomic_load_explicit(&d->trace->active, memory_order_acquire); }
 
 void nu__trace_cpu(nu_device *d, const char *name, uint64_t start_ns, uint64_t end_ns)
 {
@@ -168,6 +172,11 @@ void nu__trace_command_done(nu_commands *c, bool completed)
     nu__trace *t = d->trace;
     int q = (int)c->queue->index;
     if (completed && nu__trace_active(d)) {
+        pthread_mutex_lock(&t->lock);
+        uint64_t mask = t->mask[q];
+        int64_t offset_ns = t->offset_ns[q];
+        double period_ns = t->period_ns;
+        pthread_mutex_unlock(&t->lock);
         uint64_t stamps[POOL_QUERIES];
         for (uint32_t p = 0; p < tc->pool_count; p++) {
             uint32_t first = p * POOL_QUERIES, n = tc->queries - first < POOL_QUERIES ? tc->queries - first : POOL_QUERIES;
@@ -178,9 +187,9 @@ void nu__trace_command_done(nu_commands *c, bool completed)
                 uint32_t b = tc->spans[i].query;
                 if (b < first || b + 1 >= first + n)
                     continue;
-                uint64_t g0 = stamps[b - first] & t->mask[q], g1 = stamps[b + 1 - first] & t->mask[q];
-                int64_t s0 = (int64_t)((double)g0 * t->period_ns) + t->offset_ns[q];
-                int64_t s1 = (int64_t)((double)g1 * t->period_ns) + t->offset_ns[q];
+                uint64_t g0 = stamps[b - first] & mask, g1 = stamps[b + 1 - first] & mask;
+                int64_t s0 = (int64_t)((double)g0 * period_ns) + offset_ns;
+                int64_t s1 = (int64_t)((double)g1 * period_ns) + offset_ns;
                 add_event(t, tc->spans[i].name, q, s0 > 0 ? (uint64_t)s0 : 0, s1 > 0 ? (uint64_t)s1 : 0);
             }
         }
@@ -191,10 +200,10 @@ void nu__trace_command_done(nu_commands *c, bool completed)
 
 /* ---- starting and stopping ---------------------------------------------------------------- */
 
-/* Measures GPU ns -> CPU ns for queue q (see the file comment). */
-static bool calibrate(nu_device *d, int q)
+/* Measures GPU ns -> CPU ns for queue q (see the file comment): *offset_ns, for ticks of
+ * `period_ns` masked by `mask`. */
+static bool calibrate(nu_device *d, int q, uint64_t mask, double period_ns, int64_t *offset_ns)
 {
-    nu__trace *t = d->trace;
     nu__queue *queue = &d->queues[q];
     VkCommandPool pool;
     VkCommandBuffer cmd;
@@ -234,8 +243,8 @@ static bool calibrate(nu_device *d, int q)
                     d->vkd.vkGetQueryPoolResults(d->device, qp, 0, 1, sizeof stamp, &stamp, sizeof stamp,
                                                  VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
                     uint64_t t1 = nu__trace_now();
-                    double gpu = (double)(stamp & t->mask[q]) * t->period_ns;
-                    t->offset_ns[q] = (int64_t)(t0 / 2 + t1 / 2) - (int64_t)gpu;
+                    double gpu = (double)(stamp & mask) * period_ns;
+                    *offset_ns = (int64_t)(t0 / 2 + t1 / 2) - (int64_t)gpu;
                     ok = true;
                 }
             }
@@ -269,23 +278,32 @@ nu_status nu_trace_start(nu_device *d, const char *path)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory starting a trace");
     }
     d->vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical, &n, qf);
-    t->period_ns = d->info.timestamp_period;
+    /* Measured into locals: command buffers of an earlier trace may still read the state. */
+    double period_ns = d->info.timestamp_period;
+    bool timed[2] = {false, false};
+    uint64_t mask[2] = {0, 0};
+    int64_t offset_ns[2] = {0, 0};
     for (int q = 0; q < 2; q++) {
-        t->timed[q] = false;
         if (!d->queues[q].timeline || d->queues[q].family >= n)
             continue;
         uint32_t bits = qf[d->queues[q].family].timestampValidBits;
-        t->mask[q] = bits >= 64 ? UINT64_MAX : ((1ull << bits) - 1);
+        mask[q] = bits >= 64 ? UINT64_MAX : ((1ull << bits) - 1);
         /* Without valid bits the queue has no timestamps: its commands go untimed. */
-        t->timed[q] = bits > 0 && t->period_ns > 0 && calibrate(d, q);
+        timed[q] = bits > 0 && period_ns > 0 && calibrate(d, q, mask[q], period_ns, &offset_ns[q]);
     }
     nu__free(qf);
     pthread_mutex_lock(&t->lock);
     nu__free(t->path);
     t->path = copy;
     t->count = 0;
+    t->period_ns = period_ns;
+    for (int q = 0; q < 2; q++) {
+        t->timed[q] = timed[q];
+        t->mask[q] = mask[q];
+        t->offset_ns[q] = offset_ns[q];
+    }
     pthread_mutex_unlock(&t->lock);
-    atomic_store(&t->active, true);
+    atomic_store_explicit(&t->active, true, memory_order_release); /* publishes the state above */
     return NU_OK;
 }
 
@@ -412,7 +430,10 @@ nu_status nu__trace_command_new(nu_commands *c)
     if (!nu__trace_active(d))
         return NU_OK;
     c->record_start_ns = nu__trace_now();
-    if (!d->trace->timed[c->queue->index])
+    pthread_mutex_lock(&d->trace->lock);
+    bool timed = d->trace->timed[c->queue->index];
+    pthread_mutex_unlock(&d->trace->lock);
+    if (!timed)
         return NU_OK;
     c->trace = nu__calloc(1, sizeof *c->trace);
     if (!c->trace)

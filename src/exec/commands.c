@@ -139,9 +139,12 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
     nu__access a[NU__MAX_BINDINGS];
     int32_t use[NU__MAX_BINDINGS];
     for (uint32_t i = 0; i < n; i++) {
-        /* Empty ranges touch the placeholder: tracked as its first 256 bytes, so that the
-         * validation layer never sees unordered writes there. */
-        uint64_t start = t[i].size ? t[i].offset : 0, end = t[i].size ? t[i].offset + t[i].size : 256;
+        /* Empty ranges touch no memory of their buffer and are no use of it. Each binds its
+         * own slot of the placeholder (nu_commands_dispatch), tracked only so that the
+         * validation layer, which assumes a kernel accesses all it binds, sees no unordered
+         * accesses there: unrelated empty bindings do not overlap, so they order nothing
+         * (until NU__PLACEHOLDER_SLOTS of them since the last barrier). */
+        uint64_t start = t[i].offset, end = t[i].offset + (t[i].size ? t[i].size : NU__PLACEHOLDER_SLOT);
         VkAccessFlags2 acc = shader ? (t[i].write ? VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : VK_ACCESS_2_SHADER_STORAGE_READ_BIT)
                                     : (t[i].write ? VK_ACCESS_2_TRANSFER_WRITE_BIT : VK_ACCESS_2_TRANSFER_READ_BIT);
         a[i] = (nu__access){
@@ -180,7 +183,7 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
     for (uint32_t i = 0; i < n; i++) {
         nu_buffer *b = t[i].buffer;
         if (!t[i].size)
-            continue; /* an empty range touches no memory of the buffer (the placeholder is bound) */
+            continue; /* an empty range touches no memory of the buffer (a placeholder slot is bound) */
         int32_t u = use[i] >= 0 ? use[i] : nu__hazards_get_use(&c->hazards, a[i].piece, a[i].base);
         if (u < 0) {
             /* The first use of this buffer in the command buffer: CPU access now follows the
@@ -231,7 +234,7 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
         if (t[i].size) {
             info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, t[i].size};
         } else {
-            info[i] = (VkDescriptorBufferInfo){t[i].vk, 0, VK_WHOLE_SIZE};
+            info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, NU__PLACEHOLDER_SLOT};
         }
     }
     if (c->bound != k->pipeline) {
@@ -319,8 +322,22 @@ nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t grou
             st = nu__device_placeholder(d, &t[i].vk);
             if (st != NU_OK)
                 return st;
-            t[i].offset = 0;
+            t[i].offset = (VkDeviceSize)(c->empty_bindings++ % NU__PLACEHOLDER_SLOTS) * NU__PLACEHOLDER_SLOT;
         }
+    }
+    /* nuvec's own kernels touch `count` elements of each binding: a shorter range (an empty
+     * one too, bound as a placeholder slot) would be read or written past its end. */
+    unsigned layout = atomic_load_explicit(&k->count_layout, memory_order_relaxed);
+    if (layout) {
+        uint32_t count;
+        memcpy(&count, (const uint8_t *)push + (layout >> 8), sizeof count);
+        uint64_t need = (uint64_t)count * (layout & 0xffu);
+        for (uint32_t i = 0; i < binding_count; i++)
+            if (t[i].size < need)
+                return nu__fail(d, NU_ERROR_OUT_OF_RANGE,
+                                "%s: kernel %s touches %u elements (%llu bytes) of each binding, but binding %u's "
+                                "range holds %llu bytes", fn, k->name, count, (unsigned long long)need, i,
+                                (unsigned long long)t[i].size);
     }
     return record_dispatch(c, k, groups, t, binding_count, push, push_size);
 }
@@ -407,7 +424,7 @@ static nu_status staging(nu_commands *c, size_t size, nu_buffer **out)
 {
     if (reserve((void **)&c->staging, &c->staging_capacity, c->staging_count + 1, sizeof *c->staging) != NU_OK)
         return nu__fail(c->device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a transfer");
-    nu_status st = nu_buffer_new(c->device, size, NU_STORAGE_SHARED, out);
+    nu_status st = nu__buffer_create_staging(c->device, size, out);
     if (st == NU_OK)
         c->staging[c->staging_count++] = *out;
     return st;

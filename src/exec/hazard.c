@@ -22,7 +22,12 @@
  * - Memory is identified by piece (the allocator's block VkBuffer and the piece's offset): a
  *   piece that GPU work of an uncommitted command buffer uses is never handed out again, so
  *   within a command buffer a piece is one buffer, and buffers sharing a block do not share
- *   ranges. */
+ *   ranges.
+ * - Empty ranges (an empty buffer, or a range at a buffer's end) touch no memory of their
+ *   buffer and are no use of it. Vulkan still needs a buffer bound: each empty binding of a
+ *   command buffer gets the next slot of the device's placeholder, tracked like any range
+ *   only because the validation layer assumes a kernel touches all it binds; slots do not
+ *   overlap, so unrelated empty bindings order nothing (commands.c). */
 #include "exec/hazard.h"
 
 #include <string.h>

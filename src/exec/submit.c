@@ -129,6 +129,7 @@ nu_commands *nu__commands_alloc(nu_device *d)
     c->pool = VK_NULL_HANDLE;
     c->cmd = VK_NULL_HANDLE;
     c->bound = VK_NULL_HANDLE;
+    c->empty_bindings = 0;
     c->value = 0;
     c->next = NULL;
     c->trace = NULL;

@@ -37,7 +37,10 @@ struct nu_commands {
     nu_device *device;
     nu__queue *queue;
     nu_queue kind;
-    nu__state state;
+    /* Written under the submitter's lock by completion (on the device's thread); atomic so
+     * that the recording thread may read it without the lock (nu_commands_free, recording
+     * calls on a committed command buffer): only it moves the state out of RECORDING. */
+    _Atomic nu__state state;
     nu_status error;          /* a failed commit or completion */
     bool freed;               /* the user freed it: completion frees it */
     VkCommandPool pool;
@@ -45,6 +48,7 @@ struct nu_commands {
     bool ended;               /* vkEndCommandBuffer done */
     nu__hazards hazards;
     VkPipeline bound;         /* the pipeline bound last (not bound again) */
+    uint32_t empty_bindings;  /* empty ranges bound so far (each takes the next placeholder slot) */
 
     nu__use *uses;
     uint32_t use_count, use_capacity;

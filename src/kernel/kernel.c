@@ -1009,15 +1009,18 @@ nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel
     return create(device, desc, label, desc->spirv, desc->spirv_size, out);
 }
 
-/* nuvec's own kernels: their push constant sizes (the SPIR-V gives the rest). */
+/* nuvec's own kernels: their push constant sizes (the SPIR-V gives the rest), and where the
+ * push constants hold the element count (every binding holds that many elements: f16 ones 2
+ * bytes each, the others 4; see the .comp files under kernels/). */
 static const struct builtin {
     const char *name;
     uint32_t push_size;
     bool f16;
+    uint32_t count_offset;
 } builtins[] = {
-    {"fill_u32", 8, false}, {"copy_u32", 4, false}, {"add_f32", 4, false}, {"sub_f32", 4, false},
-    {"mul_f32", 4, false},  {"axpy_f32", 8, false}, {"add_f16", 4, true},  {"mul_f16", 4, true},
-    {"fma_f32", 4, false},
+    {"fill_u32", 8, false, 4}, {"copy_u32", 4, false, 0}, {"add_f32", 4, false, 0}, {"sub_f32", 4, false, 0},
+    {"mul_f32", 4, false, 0},  {"axpy_f32", 8, false, 4}, {"add_f16", 4, true, 0},  {"mul_f16", 4, true, 0},
+    {"fma_f32", 4, false, 0},
 };
 
 nu_status nu_kernel_builtin(nu_device *device, const char *name, nu_kernel **out)
@@ -1047,7 +1050,11 @@ nu_status nu_kernel_builtin(nu_device *device, const char *name, nu_kernel **out
                         device->info.name);
     nu_kernel_desc desc = {.spirv = spv->words, .spirv_size = spv->word_count * 4, .name = name,
                            .push_constant_size = b->push_size};
-    return nu_kernel_new(device, &desc, out);
+    nu_status st = nu_kernel_new(device, &desc, out);
+    if (st == NU_OK) /* dispatches check each binding's range against the count */
+        atomic_store_explicit(&(*out)->count_layout, (b->f16 ? 2u : 4u) | b->count_offset << 8,
+                              memory_order_relaxed);
+    return st;
 }
 
 void nu__kernel_retain(nu_kernel *k) { atomic_fetch_add(&k->refs, 1); }
@@ -1079,22 +1086,27 @@ void nu_kernel_workgroup_size(const nu_kernel *kernel, uint32_t size[3])
         size[i] = kernel ? kernel->local_size[i] : 0;
 }
 
-void nu_groups_for(uint64_t count, uint32_t per_group, uint32_t groups[3])
+nu_status nu_groups_for(uint64_t count, uint32_t per_group, uint32_t groups[3])
 {
     if (!groups)
-        return;
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_groups_for: NULL groups");
+    groups[0] = groups[1] = groups[2] = 0;
     if (per_group == 0)
-        per_group = 1;
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_groups_for: 0 elements per workgroup");
     uint64_t needed = count / per_group + (count % per_group != 0);
+    if (needed > 65535ull * 65535ull)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT,
+                        "nu_groups_for: %llu elements at %u a workgroup need %llu workgroups, more than 65535 x "
+                        "65535", (unsigned long long)count, per_group, (unsigned long long)needed);
     groups[2] = 1;
     if (needed <= 65535) {
         groups[0] = (uint32_t)needed;
         groups[1] = 1;
     } else {
-        uint64_t rows = needed / 65535 + (needed % 65535 != 0);
         groups[0] = 65535;
-        groups[1] = (uint32_t)(rows < 65535 ? rows : 65535); /* beyond 2^32 groups: no buffer is that big */
+        groups[1] = (uint32_t)(needed / 65535 + (needed % 65535 != 0));
     }
+    return NU_OK;
 }
 
 /* ---- the disk cache ------------------------------------------------------------------- */

@@ -20,6 +20,11 @@ struct nu_kernel {
     uint32_t local_size[3];    /* 0s when set by specialisation */
     uint64_t key;              /* the in-memory cache's key (a hash of SPIR-V, entry, constants, layout) */
     char name[64];
+    /* For nuvec's own kernels (set by nu_kernel_builtin): where the push constants hold the
+     * element count, and the bytes of each binding an element takes, as element_size |
+     * count_offset << 8; 0 for other kernels, whose accesses nuvec cannot know. Atomic: the
+     * kernel is shared, and may be opened as a builtin while another thread dispatches it. */
+    atomic_uint count_layout;
 };
 
 /* A command buffer keeps the kernels it dispatches alive until it completes. */

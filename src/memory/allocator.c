@@ -94,6 +94,7 @@ struct nu__pool {
     uint64_t block_size, page_size;
     uint64_t memory_limit, cache_limit;
     uint64_t active, peak, cache, reserved;
+    uint64_t internal; /* nuvec's own live pieces (NU__ALLOC_INTERNAL): not in active */
     uint64_t pending; /* bytes of blocks being allocated while the mutex is released */
     uint64_t inflight; /* rounded sizes of requests counted against the limit, not yet active */
     uint64_t blocks;
@@ -103,6 +104,7 @@ struct nu__pool {
     entry *free_entries;
     size_t entry_total; /* entries allocated (cached + free) */
     size_t pieces;      /* pieces allocated or cached, plus those of blocks being allocated */
+    size_t guarded;     /* cached pieces that hold a guard (GPU work used them when freed) */
     chunk *chunks;
 };
 
@@ -384,6 +386,8 @@ static void unlink_entry(nu__pool *pool, entry *e)
     else
         pool->lru_tail = e->lru_prev;
     pool->cache -= e->bin->size;
+    if (e->guard)
+        pool->guarded--;
 }
 
 static void free_entry(nu__pool *pool, entry *e)
@@ -436,7 +440,7 @@ static bool make_room(nu__pool *pool, drops *d, uint64_t bytes)
     for (;;) {
         /* Recomputed after each trim: trim may unlock (flush), and other requests may count
          * themselves meanwhile. */
-        uint64_t used = pool->active + pool->inflight;
+        uint64_t used = pool->active + pool->internal + pool->inflight;
         if (used > pool->memory_limit || bytes > pool->memory_limit - used)
             return false;
         uint64_t room = pool->memory_limit - used - bytes;
@@ -447,6 +451,17 @@ static bool make_room(nu__pool *pool, drops *d, uint64_t bytes)
         if (pool->cache >= before)
             return false; /* nothing idle left to release */
     }
+}
+
+/* Bytes of cached pieces that GPU work still uses (freed buffers whose last use has not
+ * completed). Only while some cached piece holds a guard are the pieces looked at. */
+static uint64_t busy_bytes(const nu__pool *pool)
+{
+    uint64_t n = 0;
+    for (const entry *e = pool->guarded ? pool->lru_head : NULL; e; e = e->lru_next)
+        if (e->guard && !nu__guard_idle(e->guard))
+            n += e->bin->size;
+    return n;
 }
 
 static uint64_t reuse_max(const nu__pool *pool, uint64_t s)
@@ -580,9 +595,10 @@ static nu_status new_block(nu__pool *pool, int kind, uint64_t size, bool dedicat
     return NU_OK;
 }
 
-nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, bool gpu_reuse, nu__allocation *out,
+nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, unsigned flags, nu__allocation *out,
                          char *why, size_t why_size)
 {
+    bool gpu_reuse = flags & NU__ALLOC_GPU_REUSE;
     if (!out)
         return NU_ERROR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
@@ -627,16 +643,21 @@ nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, bool gpu_reuse
         if (!counted) {
             if (!make_room(pool, &d, s)) {
                 st = NU_ERROR_OUT_OF_MEMORY;
+                /* As the statistics say: freed memory GPU work still uses is not "cached". Named
+                 * only when it is why the request failed. */
+                uint64_t busy = busy_bytes(pool);
+                bool blocked = busy && pool->active + pool->internal + pool->inflight <= pool->memory_limit &&
+                               s <= pool->memory_limit - pool->active - pool->internal - pool->inflight;
+                char tail[96] = "";
+                if (blocked)
+                    snprintf(tail, sizeof tail, ", %s freed but still used by GPU work",
+                             nu__bytes(b5, sizeof b5, busy));
                 say(why, why_size,
                     "out of memory: %s of %s memory (%" PRIu64 " bytes requested, %" PRIu64
                     " rounded) would pass the memory limit of %s: %s in use, %s cached%s",
                     nu__bytes(b1, sizeof b1, s), kind_name(kind), size, s,
                     nu__bytes(b2, sizeof b2, pool->memory_limit), nu__bytes(b3, sizeof b3, pool->active),
-                    nu__bytes(b4, sizeof b4, pool->cache),
-                    pool->cache && pool->active + pool->inflight <= pool->memory_limit &&
-                            s <= pool->memory_limit - pool->active - pool->inflight
-                        ? " (still used by GPU work)"
-                        : "");
+                    nu__bytes(b4, sizeof b4, pool->cache - busy), tail);
                 break;
             }
             pool->inflight += s;
@@ -682,7 +703,10 @@ nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, bool gpu_reuse
     }
     if (counted)
         pool->inflight -= s;
-    if (st == NU_OK) {
+    if (st == NU_OK && (flags & NU__ALLOC_INTERNAL)) {
+        out->internal = true;
+        pool->internal += out->size;
+    } else if (st == NU_OK) {
         pool->active += out->size;
         if (pool->active > pool->peak)
             pool->peak = pool->active;
@@ -703,7 +727,10 @@ void nu__pool_free(nu__pool *pool, const nu__allocation *allocation, nu__guard *
     d.count = 0;
     d.blocks = NULL;
     pool_lock(pool);
-    pool->active -= size;
+    if (allocation->internal)
+        pool->internal -= size;
+    else
+        pool->active -= size;
     entry *e = pool->free_entries;
     bin *bn = find_bin(&pool->kinds[b->kind], size);
     /* Both exist by construction (see the file comment). */
@@ -721,6 +748,7 @@ void nu__pool_free(nu__pool *pool, const nu__allocation *allocation, nu__guard *
     if (busy && !nu__guard_idle(busy)) {
         nu__guard_retain(busy);
         e->guard = busy;
+        pool->guarded++;
     }
     e->bin_prev = NULL;
     e->bin_next = bn->head;
@@ -805,7 +833,11 @@ void nu__pool_stats(nu__pool *pool, nu_memory_stats *out)
     pool_lock(pool);
     out->active = pool->active;
     out->peak = pool->peak;
-    out->cache = pool->cache;
+    /* Memory of freed buffers returns to the cache when its last GPU use completes
+     * (nuvec/command.h): pieces GPU work still uses are not reported yet. */
+    uint64_t busy = busy_bytes(pool);
+    out->cache = pool->cache - busy;
+    out->pending = busy + pool->internal;
     out->reserved = pool->reserved;
     out->memory_limit = pool->memory_limit;
     out->cache_limit = pool->cache_limit;
@@ -847,7 +879,8 @@ nu_status nu__pool_set_limit(nu__pool *pool, uint64_t bytes, uint64_t *previous)
     if (previous)
         *previous = pool->memory_limit;
     pool->memory_limit = bytes;
-    trim(pool, &d, &pool->cache, bytes - pool->active);
+    uint64_t room = bytes - pool->active;
+    trim(pool, &d, &pool->cache, room > pool->internal ? room - pool->internal : 0);
     unlock(pool, &d);
     return NU_OK;
 }

@@ -10,7 +10,7 @@
  * - Reuse: a cached piece of rounded size C serves a request of rounded size S (same kind) when
  *   S <= C <= min(2*S, S + 2*page_size): the smallest such piece, most recently freed first.
  *   Cached pieces still used by GPU work (a busy guard) serve only requests that allow it
- *   (nu__pool_alloc's `gpu_reuse`), and only once every use is committed (so that later work
+ *   (nu__pool_alloc's NU__ALLOC_GPU_REUSE), and only once every use is committed (so that later work
  *   can wait for their queue positions); the others wait until the guard is idle.
  * - Otherwise requests up to block_size/4 are carved from blocks (first fit over each block's
  *   free ranges, which coalesce when pieces are released); a new block is allocated when none
@@ -68,7 +68,17 @@ typedef struct nu__allocation {
     /* When the piece is reused memory that committed GPU work still uses: a reference to that
      * work's guard (the caller releases it), else NULL. */
     nu__guard *busy;
+    bool internal;    /* nuvec's own (NU__ALLOC_INTERNAL): not in active or peak */
 } nu__allocation;
+
+/* nu__pool_alloc's flags. */
+enum {
+    /* A cached piece still used by committed GPU work may be handed out. */
+    NU__ALLOC_GPU_REUSE = 1,
+    /* nuvec's own memory (staging for uploads and downloads): counted against the memory
+     * limit and in reserved, but not in active or peak, which are the user's buffers. */
+    NU__ALLOC_INTERNAL = 2,
+};
 
 /* The accounted size of a request: rounded as above. Sizes so large that rounding would
  * overflow return 0. */
@@ -80,10 +90,11 @@ nu_status nu__pool_create(const nu__pool_config *config, const nu__memory_backen
 void nu__pool_destroy(nu__pool *pool);
 
 /* A piece of at least `size` bytes of `kind`. size 0 gives an empty allocation (no memory).
- * With `gpu_reuse`, a cached piece still used by GPU work may be handed out (out->busy then
- * holds a reference to its guard). Fails with NU_ERROR_OUT_OF_MEMORY (and a message in
- * `why`, if not NULL, of `why_size` bytes) past the memory limit or when the device is full. */
-nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, bool gpu_reuse,
+ * With NU__ALLOC_GPU_REUSE in `flags`, a cached piece still used by GPU work may be handed out
+ * (out->busy then holds a reference to its guard); see NU__ALLOC_INTERNAL above. Fails with
+ * NU_ERROR_OUT_OF_MEMORY (and a message in `why`, if not NULL, of `why_size` bytes) past the
+ * memory limit or when the device is full. */
+nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, unsigned flags,
                          nu__allocation *out, char *why, size_t why_size);
 
 /* Returns a piece to the cache. `busy` (may be NULL; the pool takes a new reference) is the

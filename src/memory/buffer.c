@@ -72,7 +72,8 @@ nu_status nu__buffer_check(const nu_buffer *b, const char *fn)
     return NU_OK;
 }
 
-nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out)
+/* nu__buffer_create and nu__buffer_create_staging: `flags` are nu__pool_alloc's. */
+static nu_status create(nu_device *d, size_t size, nu_storage storage, unsigned flags, nu_buffer **out)
 {
     if (!out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_buffer_new: NULL out");
@@ -90,7 +91,7 @@ nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool 
     }
     char why[256];
     int kind = storage == NU_STORAGE_PRIVATE ? NU__KIND_PRIVATE : NU__KIND_SHARED;
-    nu_status st = nu__pool_alloc(d->pool, kind, size, gpu, &b->alloc, why, sizeof why);
+    nu_status st = nu__pool_alloc(d->pool, kind, size, flags, &b->alloc, why, sizeof why);
     if (st != NU_OK) {
         nu__guard_fini(&b->guard);
         nu__free(b);
@@ -104,9 +105,20 @@ nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool 
     b->mapping = NULL;
     b->name[0] = 0;
     atomic_init(&b->magic, NU__BUFFER_LIVE);
-    nu__pool_count_buffer(d->pool, 1);
+    if (!b->alloc.internal)
+        nu__pool_count_buffer(d->pool, 1);
     *out = b;
     return NU_OK;
+}
+
+nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool gpu, nu_buffer **out)
+{
+    return create(d, size, storage, gpu ? NU__ALLOC_GPU_REUSE : 0, out);
+}
+
+nu_status nu__buffer_create_staging(nu_device *d, size_t size, nu_buffer **out)
+{
+    return create(d, size, NU_STORAGE_SHARED, NU__ALLOC_INTERNAL, out);
 }
 
 nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
@@ -166,7 +178,8 @@ nu_status nu_buffer_free(nu_buffer *b)
     if (b->alloc.busy)
         nu__guard_release(b->alloc.busy);
     b->alloc.busy = NULL;
-    nu__pool_count_buffer(d->pool, -1);
+    if (!b->alloc.internal)
+        nu__pool_count_buffer(d->pool, -1);
     /* The user's reference is the last unless GPU work holds the guard: then no other thread
      * can take a new one (that needs the handle), so the atomic decrement can be skipped. */
     if (atomic_load_explicit(&b->guard.refs, memory_order_acquire) == 1)
@@ -189,7 +202,7 @@ const char *nu_buffer_name(const nu_buffer *b) { return b->name; }
 size_t nu_buffer_size(const nu_buffer *b) { return b->size; }
 nu_storage nu_buffer_storage(const nu_buffer *b) { return b->storage; }
 nu_device *nu_buffer_device(const nu_buffer *b) { return b->device; }
-bool nu_buffer_in_use(const nu_buffer *b) { return !nu__guard_idle(&b->guard); }
+bool nu_buffer_in_use(const nu_buffer *b) { return !nu__guard_committed_idle(&b->guard, false); }
 bool nu_buffer_is_read_only(const nu_buffer *b) { return b->read_only; }
 
 /* Blocks until the previous owner's GPU work on reused memory completed (it is committed,
@@ -213,7 +226,9 @@ static nu_status range(nu_buffer *b, const char *fn, size_t offset, size_t size)
     return NU_OK;
 }
 
-/* CPU reads: refused while submitted GPU work writes the buffer. */
+/* CPU reads: refused while submitted (committed, not completed) GPU work writes the buffer.
+ * Work only recorded does not count: the access comes before that work's commit, so before
+ * the work in the program's order. */
 static nu_status may_read(nu_buffer *b, const char *fn)
 {
     nu_status st = b->mapping ? nu__mapping_check(b, fn) : NU_OK;
@@ -221,20 +236,23 @@ static nu_status may_read(nu_buffer *b, const char *fn)
         st = wait_for_previous(b);
     if (st != NU_OK)
         return st;
-    if (nu__guard_has_writers(&b->guard))
+    if (!nu__guard_committed_idle(&b->guard, true))
         return nu__fail(b->device, NU_ERROR_BUFFER_IN_USE,
-                        "%s: submitted GPU work writes the buffer: wait for its command buffer first", fn);
+                        "%s: committed GPU work that has not completed writes the buffer: wait for its command "
+                        "buffer (nu_commands_wait or nu_device_wait_idle) first", fn);
     return NU_OK;
 }
 
-/* CPU writes: refused for read-only buffers and while any submitted GPU work uses it. */
+/* CPU writes: refused for read-only buffers and while any submitted (committed, not
+ * completed) GPU work uses it; work only recorded does not count, as for reads. */
 static nu_status may_write(nu_buffer *b, const char *fn)
 {
     if (b->read_only)
         return nu__fail(b->device, NU_ERROR_READ_ONLY, "%s: the buffer is read-only (a mapped file)", fn);
-    if (!nu__guard_idle(&b->guard))
+    if (!nu__guard_committed_idle(&b->guard, false))
         return nu__fail(b->device, NU_ERROR_BUFFER_IN_USE,
-                        "%s: submitted GPU work uses the buffer: wait for its command buffers first", fn);
+                        "%s: committed GPU work that has not completed uses the buffer: wait for its command "
+                        "buffers (nu_commands_wait or nu_device_wait_idle) first", fn);
     return wait_for_previous(b);
 }
 

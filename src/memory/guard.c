@@ -19,6 +19,8 @@ nu_status nu__guard_init(nu__guard *g, const atomic_uint_fast64_t *commits,
     atomic_init(&g->uncommitted, 0);
     atomic_init(&g->unsubmitted, 0);
     atomic_init(&g->unsubmitted_writers, 0);
+    atomic_init(&g->committed_users, 0);
+    atomic_init(&g->committed_writers, 0);
     g->has_writer = false;
     g->fences = NULL;
     g->fence_count = g->fence_capacity = 0;
@@ -106,6 +108,9 @@ nu_status nu__guard_record(nu__guard *g, nu__fence fence, bool write)
         g->has_writer = true;
     }
     g->fences[g->fence_count++] = fence;
+    atomic_fetch_add(&g->committed_users, 1);
+    if (write)
+        atomic_fetch_add(&g->committed_writers, 1);
     pthread_mutex_unlock(&g->lock);
     return NU_OK;
 }
@@ -128,6 +133,14 @@ void nu__guard_submitted(nu__guard *g, bool write)
 
 static bool same(nu__fence a, nu__fence b) { return a.queue == b.queue && a.value == b.value; }
 
+/* Takes one from a count of committed uses (never below 0). */
+static void uncount(atomic_size_t *n)
+{
+    size_t v = atomic_load(n);
+    while (v > 0 && !atomic_compare_exchange_weak(n, &v, v - 1)) {
+    }
+}
+
 void nu__guard_release_use(nu__guard *g, bool write, const nu__fence *fence)
 {
     if (fence) {
@@ -140,6 +153,10 @@ void nu__guard_release_use(nu__guard *g, bool write, const nu__fence *fence)
         }
         if (g->has_writer && same(g->writer, *fence))
             g->has_writer = false;
+        /* A use with a queue position was committed (nu__guard_record counted it). */
+        uncount(&g->committed_users);
+        if (write)
+            uncount(&g->committed_writers);
         pthread_mutex_unlock(&g->lock);
     }
     if (write)
@@ -159,6 +176,11 @@ void nu__guard_release_use(nu__guard *g, bool write, const nu__fence *fence)
 
 bool nu__guard_idle(const nu__guard *g) { return atomic_load(&g->users) == 0; }
 bool nu__guard_has_writers(const nu__guard *g) { return atomic_load(&g->writers) != 0; }
+
+bool nu__guard_committed_idle(const nu__guard *g, bool write)
+{
+    return atomic_load(write ? &g->committed_writers : &g->committed_users) == 0;
+}
 
 bool nu__guard_in_latest_commit(const nu__guard *g)
 {

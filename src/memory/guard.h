@@ -41,6 +41,10 @@ struct nu__guard {
     atomic_size_t uncommitted;
     atomic_size_t unsubmitted;
     atomic_size_t unsubmitted_writers;
+    /* Committed uses not completed yet (all, writing): what CPU access is judged by. Counted
+     * when a use's queue position is recorded (at commit), until that use is released. */
+    atomic_size_t committed_users;
+    atomic_size_t committed_writers;
     pthread_mutex_t lock; /* guards the fences below */
     pthread_cond_t idle;  /* signalled under `lock` when the last pending use leaves */
     bool has_writer;
@@ -64,7 +68,8 @@ void nu__guard_upgrade(nu__guard *g);
 /* Makes room for one more queue position, so that the nu__guard_record of a use acquired
  * afterwards cannot fail (call once per use, when it is acquired). */
 nu_status nu__guard_reserve(nu__guard *g);
-/* Records the queue position of a command buffer that uses the buffer (before commit). */
+/* Records the queue position of a command buffer that uses the buffer (at commit, before it
+ * is submitted): the use now counts as committed (nu__guard_committed_idle). */
 nu_status nu__guard_record(nu__guard *g, nu__fence fence, bool write);
 /* A use's command buffer was committed as number `sequence` (the device's commit count). */
 void nu__guard_committed_as(nu__guard *g, uint64_t sequence);
@@ -76,10 +81,15 @@ void nu__guard_submitted(nu__guard *g, bool write);
  * position: nothing has to wait for it any more. */
 void nu__guard_release_use(nu__guard *g, bool write, const nu__fence *fence);
 
-/* Whether no submitted GPU work uses the buffer. */
+/* Whether no GPU work uses the buffer: neither committed work nor work only recorded (what
+ * the allocator's reuse of memory is judged by). */
 bool nu__guard_idle(const nu__guard *g);
-/* Whether GPU work (submitted or not) writes the buffer. */
+/* Whether GPU work (committed or only recorded) writes the buffer. */
 bool nu__guard_has_writers(const nu__guard *g);
+/* Whether no committed GPU work that has not completed uses the buffer (`write` false) or
+ * writes it (`write` true): the CPU access rules of nuvec/buffer.h. Uses only recorded do not
+ * count: a CPU access before a commit is ordered before that commit's work. */
+bool nu__guard_committed_idle(const nu__guard *g, bool write);
 /* Whether a use is in the latest committed command buffer. */
 bool nu__guard_in_latest_commit(const nu__guard *g);
 /* Whether every pending use is committed. */

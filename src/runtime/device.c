@@ -36,7 +36,8 @@ static void destroy(nu_device *d)
             nu__pool_destroy(d->pool);
         nu__buffer_quarantine_fini(d);
         if (d->placeholder)
-            nu__backend_release(d, NU__KIND_PRIVATE, d->placeholder, 256);
+            nu__backend_release(d, NU__KIND_PRIVATE, d->placeholder,
+                                (uint64_t)NU__PLACEHOLDER_SLOT * NU__PLACEHOLDER_SLOTS);
         for (int i = 0; i < 2; i++)
             nu__queue_destroy(d, &d->queues[i]);
         d->vkd.vkDestroyDevice(d->device, NULL);

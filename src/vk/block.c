@@ -70,7 +70,8 @@ nu_status nu__device_placeholder(nu_device *d, VkBuffer *out)
     nu_status st = NU_OK;
     if (!d->placeholder) {
         void *memory, *mapped;
-        st = nu__backend_allocate(d, NU__KIND_PRIVATE, 256, &memory, &mapped);
+        st = nu__backend_allocate(d, NU__KIND_PRIVATE, (uint64_t)NU__PLACEHOLDER_SLOT * NU__PLACEHOLDER_SLOTS, &memory,
+                                  &mapped);
         if (st == NU_OK) {
             d->placeholder = memory;
             nu__device_name_object(d, VK_OBJECT_TYPE_BUFFER, (uint64_t)d->placeholder->buffer,

@@ -20,7 +20,12 @@ typedef struct nu__vk_block {
 nu_status nu__backend_allocate(void *ctx, int kind, uint64_t size, void **memory, void **mapped);
 void nu__backend_release(void *ctx, int kind, void *memory, uint64_t size);
 
-/* The placeholder buffer bound for empty buffers. */
+/* The placeholder buffer bound for empty ranges: NU__PLACEHOLDER_SLOTS slots of
+ * NU__PLACEHOLDER_SLOT bytes (a multiple of every storage buffer offset alignment), one per
+ * empty binding of a command buffer in turn, so that unrelated empty bindings do not overlap
+ * (commands.c). */
+#define NU__PLACEHOLDER_SLOT 256u
+#define NU__PLACEHOLDER_SLOTS 256u
 nu_status nu__device_placeholder(nu_device *d, VkBuffer *out);
 
 /* Gives a Vulkan object a debug name (no-op without VK_EXT_debug_utils). */
