@@ -20,7 +20,7 @@
 
 #include "core/error.h"
 #include "core/host.h"
-#include "exec/submit.h"
+#include "nuvec/command.h" /* nu_device_wait_idle, before writing a trace */
 #include "vk/queue.h"
 
 #define POOL_QUERIES 256
@@ -98,10 +98,9 @@ static void free_cmd(nu_device *d, nu__trace_cmd *tc)
 
 /* The next query of the command buffer (a new pool, reset in the command buffer, when the
  * last is full); UINT32_MAX when none can be had. */
-static uint32_t next_query(nu_commands *c)
+static uint32_t next_query(nu__trace_cmd *tc)
 {
-    nu_device *d = c->device;
-    nu__trace_cmd *tc = c->trace;
+    nu_device *d = tc->device;
     if (tc->queries == tc->pool_count * POOL_QUERIES) {
         if (tc->pool_count == tc->pool_capacity) {
             uint32_t cap = tc->pool_capacity ? tc->pool_capacity * 2 : 4;
@@ -122,34 +121,35 @@ static uint32_t next_query(nu_commands *c)
     return tc->queries++;
 }
 
-static void write_timestamp(nu_commands *c, uint32_t query, VkPipelineStageFlagBits stage)
+static void write_timestamp(nu__trace_cmd *tc, uint32_t query, VkPipelineStageFlagBits stage)
 {
-    nu__trace_cmd *tc = c->trace;
-    c->device->vkd.vkCmdWriteTimestamp(c->cmd, stage, tc->pools[query / POOL_QUERIES], query % POOL_QUERIES);
+    tc->device->vkd.vkCmdWriteTimestamp(tc->cmd, stage, tc->pools[query / POOL_QUERIES], query % POOL_QUERIES);
 }
 
-uint32_t nu__trace_command_begin(nu_commands *c)
+uint32_t nu__trace_command_begin(nu__trace_cmd *tc)
 {
-    if (!c->trace)
+    if (!tc)
         return UINT32_MAX;
     /* Pairs take two consecutive queries of one pool: skip the last query of a pool. */
-    if (c->trace->queries % POOL_QUERIES == POOL_QUERIES - 1)
-        c->trace->queries++;
-    uint32_t q = next_query(c);
-    if (q == UINT32_MAX || next_query(c) == UINT32_MAX)
+    if (tc->queries % POOL_QUERIES == POOL_QUERIES - 1)
+        tc->queries++;
+    uint32_t q = next_query(tc);
+    if (q == UINT32_MAX || next_query(tc) == UINT32_MAX)
         return UINT32_MAX;
     /* Right after a barrier, the command starts when the barrier's wait ends: a bottom-of-pipe
      * stamp (written once all earlier work completed) says so; otherwise top of pipe. */
-    write_timestamp(c, q, c->after_barrier ? VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT : VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT);
+    write_timestamp(tc, q, tc->after_barrier ? VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT : VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT);
     return q;
 }
 
-void nu__trace_command_end(nu_commands *c, uint32_t query, const char *name)
+void nu__trace_command_end(nu__trace_cmd *tc, uint32_t query, const char *name, bool barrier)
 {
-    nu__trace_cmd *tc = c->trace;
-    if (!tc || query == UINT32_MAX)
+    if (!tc)
         return;
-    write_timestamp(c, query + 1, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT);
+    tc->after_barrier = barrier;
+    if (query == UINT32_MAX)
+        return;
+    write_timestamp(tc, query + 1, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT);
     if (tc->span_count == tc->span_capacity) {
         uint32_t cap = tc->span_capacity ? tc->span_capacity * 2 : 64;
         nu__trace_span *s = nu__realloc(tc->spans, cap * sizeof *s);
@@ -163,14 +163,13 @@ void nu__trace_command_end(nu_commands *c, uint32_t query, const char *name)
     s->query = query;
 }
 
-void nu__trace_command_done(nu_commands *c, bool completed)
+void nu__trace_command_done(nu__trace_cmd *tc, bool completed)
 {
-    nu__trace_cmd *tc = c->trace;
     if (!tc)
         return;
-    nu_device *d = c->device;
+    nu_device *d = tc->device;
     nu__trace *t = d->trace;
-    int q = (int)c->queue->index;
+    int q = (int)tc->queue;
     if (completed && nu__trace_active(d)) {
         pthread_mutex_lock(&t->lock);
         uint64_t mask = t->mask[q];
@@ -195,7 +194,6 @@ void nu__trace_command_done(nu_commands *c, bool completed)
         }
     }
     free_cmd(d, tc);
-    c->trace = NULL;
 }
 
 /* ---- starting and stopping ---------------------------------------------------------------- */
@@ -421,22 +419,25 @@ void nu__trace_fini(nu_device *d)
     d->trace = NULL;
 }
 
-/* Called by nu_commands_new: a traced command buffer gets its timestamp state. */
-nu_status nu__trace_command_new(nu_commands *c)
+nu_status nu__trace_command_new(nu_device *d, uint32_t queue, VkCommandBuffer cmd, nu__trace_cmd **out,
+                                uint64_t *record_start)
 {
-    nu_device *d = c->device;
-    c->trace = NULL;
-    c->record_start_ns = 0;
+    *out = NULL;
+    *record_start = 0;
     if (!nu__trace_active(d))
         return NU_OK;
-    c->record_start_ns = nu__trace_now();
+    *record_start = nu__trace_now();
     pthread_mutex_lock(&d->trace->lock);
-    bool timed = d->trace->timed[c->queue->index];
+    bool timed = d->trace->timed[queue];
     pthread_mutex_unlock(&d->trace->lock);
     if (!timed)
         return NU_OK;
-    c->trace = nu__calloc(1, sizeof *c->trace);
-    if (!c->trace)
+    nu__trace_cmd *tc = nu__calloc(1, sizeof *tc);
+    if (!tc)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory tracing a command buffer");
+    tc->device = d;
+    tc->cmd = cmd;
+    tc->queue = queue;
+    *out = tc;
     return NU_OK;
 }

@@ -8,8 +8,6 @@
 #include "vk/device.h"
 #include "nuvec/trace.h"
 
-struct nu_commands;
-
 /* A command buffer's timestamps: query pools of NU__TRACE_POOL queries, and what each pair of
  * queries measured. */
 typedef struct nu__trace_span {
@@ -18,6 +16,10 @@ typedef struct nu__trace_span {
 } nu__trace_span;
 
 typedef struct nu__trace_cmd {
+    nu_device *device;
+    VkCommandBuffer cmd;
+    uint32_t queue;    /* its queue's index: 0 compute, 1 transfer */
+    bool after_barrier; /* the last command recorded was a barrier */
     VkQueryPool *pools;
     uint32_t pool_count, pool_capacity;
     uint32_t queries;  /* used so far */
@@ -37,16 +39,19 @@ bool nu__trace_active(nu_device *d);
 /* A CPU span on the CPU track. */
 void nu__trace_cpu(nu_device *d, const char *name, uint64_t start_ns, uint64_t end_ns);
 
-/* nu_commands_new: gives a traced command buffer its timestamp state (none when no trace runs
- * or its queue has no timestamps) and notes when recording began. */
-nu_status nu__trace_command_new(struct nu_commands *c);
-/* Recording: begins a traced command (a timestamp before it); returns the query to hand to
- * nu__trace_command_end, or UINT32_MAX when the command buffer is not traced (or the query
- * could not be had: the command then goes untimed). */
-uint32_t nu__trace_command_begin(struct nu_commands *c);
-void nu__trace_command_end(struct nu_commands *c, uint32_t query, const char *name);
-/* Completion: reads the timestamps into the device's trace (when `completed`) and frees the
- * command buffer's trace resources. */
-void nu__trace_command_done(struct nu_commands *c, bool completed);
+/* Recording a command buffer of queue `queue` into `cmd` (nu_commands_new): *out is its timestamp
+ * state (NULL when no trace runs or the queue has no timestamps), *record_start when recording
+ * began while a trace runs (else 0). */
+nu_status nu__trace_command_new(nu_device *d, uint32_t queue, VkCommandBuffer cmd, nu__trace_cmd **out,
+                                uint64_t *record_start);
+/* Begins a traced command (a timestamp before it); returns the query to hand to
+ * nu__trace_command_end, or UINT32_MAX when tc is NULL (or the query could not be had: the
+ * command then goes untimed). */
+uint32_t nu__trace_command_begin(nu__trace_cmd *tc);
+/* Ends it (a timestamp after it) named `name`; `barrier` says it was a barrier. */
+void nu__trace_command_end(nu__trace_cmd *tc, uint32_t query, const char *name, bool barrier);
+/* Completion: reads the timestamps into the device's trace (when `completed`) and frees tc
+ * (NULL is ignored). */
+void nu__trace_command_done(nu__trace_cmd *tc, bool completed);
 
 #endif

@@ -60,7 +60,8 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
             st = nu__fail(d, nu__vk_status(r), "vkBeginCommandBuffer: %s", nu__vk_result_name(r));
         }
     }
-    if (st == NU_OK && (st = nu__trace_command_new(c)) != NU_OK) {
+    if (st == NU_OK &&
+        (st = nu__trace_command_new(d, c->queue->index, c->cmd, &c->trace, &c->record_start_ns)) != NU_OK) {
         nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
         c->pool = VK_NULL_HANDLE;
     }
@@ -175,10 +176,9 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
     if (barrier) {
         VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                 .pMemoryBarriers = &mb};
-        uint32_t q = nu__trace_command_begin(c);
+        uint32_t q = nu__trace_command_begin(c->trace);
         d->vkd.vkCmdPipelineBarrier2(c->cmd, &dep);
-        nu__trace_command_end(c, q, "barrier");
-        c->after_barrier = true;
+        nu__trace_command_end(c->trace, q, "barrier", true);
     }
     for (uint32_t i = 0; i < n; i++) {
         nu_buffer *b = t[i].buffer;
@@ -262,10 +262,9 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
         VkDebugUtilsLabelEXT label = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = text};
         d->vkd.vkCmdBeginDebugUtilsLabelEXT(c->cmd, &label);
     }
-    uint32_t q = nu__trace_command_begin(c);
+    uint32_t q = nu__trace_command_begin(c->trace);
     d->vkd.vkCmdDispatch(c->cmd, groups[0], groups[1], groups[2]);
-    nu__trace_command_end(c, q, k->name);
-    c->after_barrier = false;
+    nu__trace_command_end(c->trace, q, k->name, false);
     if (c->labels)
         d->vkd.vkCmdEndDebugUtilsLabelEXT(c->cmd);
     return NU_OK;
@@ -378,10 +377,9 @@ nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu
     if ((st = track(c, t, 2, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = t[1].offset, .dstOffset = t[0].offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c);
+    uint32_t q = nu__trace_command_begin(c->trace);
     d->vkd.vkCmdCopyBuffer(c->cmd, t[1].vk, t[0].vk, 1, &region);
-    nu__trace_command_end(c, q, "copy");
-    c->after_barrier = false;
+    nu__trace_command_end(c->trace, q, "copy", false);
     return NU_OK;
 }
 
@@ -412,10 +410,9 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
     }
     if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
-    uint32_t q = nu__trace_command_begin(c);
+    uint32_t q = nu__trace_command_begin(c->trace);
     d->vkd.vkCmdFillBuffer(c->cmd, t.vk, t.offset, size, value);
-    nu__trace_command_end(c, q, "fill");
-    c->after_barrier = false;
+    nu__trace_command_end(c->trace, q, "fill", false);
     return NU_OK;
 }
 
@@ -452,10 +449,9 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if ((st = track(c, t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = s->alloc.offset, .dstOffset = t[0].offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c);
+    uint32_t q = nu__trace_command_begin(c->trace);
     d->vkd.vkCmdCopyBuffer(c->cmd, ((nu__vk_block *)s->alloc.memory)->buffer, t[0].vk, 1, &region);
-    nu__trace_command_end(c, q, "upload");
-    c->after_barrier = false;
+    nu__trace_command_end(c->trace, q, "upload", false);
     return NU_OK;
 }
 
@@ -482,10 +478,9 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = t.offset, .dstOffset = s->alloc.offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c);
+    uint32_t q = nu__trace_command_begin(c->trace);
     d->vkd.vkCmdCopyBuffer(c->cmd, t.vk, ((nu__vk_block *)s->alloc.memory)->buffer, 1, &region);
-    nu__trace_command_end(c, q, "download");
-    c->after_barrier = false;
+    nu__trace_command_end(c->trace, q, "download", false);
     c->downloads[c->download_count++] = (nu__download){s, dst, size};
     return NU_OK;
 }

@@ -85,7 +85,8 @@ void nu__commands_release(nu_commands *c, bool completed)
     for (uint32_t i = 0; i < c->kernel_count; i++)
         nu__kernel_release(c->kernels[i]);
     c->kernel_count = 0;
-    nu__trace_command_done(c, completed);
+    nu__trace_command_done(c->trace, completed);
+    c->trace = NULL;
     if (c->pool) {
         nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
         c->pool = VK_NULL_HANDLE;
@@ -134,7 +135,6 @@ nu_commands *nu__commands_alloc(nu_device *d)
     c->next = NULL;
     c->trace = NULL;
     c->record_start_ns = 0;
-    c->after_barrier = false;
     c->labels = false;
     return c;
 }

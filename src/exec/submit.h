@@ -62,7 +62,6 @@ struct nu_commands {
     uint64_t value;           /* the queue's timeline value that marks its completion */
     struct nu__trace_cmd *trace; /* GPU timestamps, when a trace runs (trace.c) */
     uint64_t record_start_ns;    /* when recording began, when a trace runs (else 0) */
-    bool after_barrier;          /* the last thing recorded was a barrier (trace.c) */
     bool labels;                 /* a capture runs: label each dispatch (kernel and buffers) */
     nu_commands *next;        /* in the queue's in-flight list */
 };
