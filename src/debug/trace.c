@@ -224,20 +224,10 @@ static bool calibrate(nu_device *d, int q, uint64_t mask, double period_ns, int6
             d->vkd.vkBeginCommandBuffer(cmd, &bi) == VK_SUCCESS) {
             d->vkd.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 0);
             if (d->vkd.vkEndCommandBuffer(cmd) == VK_SUCCESS) {
-                pthread_mutex_lock(&queue->lock);
-                uint64_t value = queue->submitted + 1;
-                VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                                                    .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
-                VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .commandBufferCount = 1,
-                                   .pCommandBuffers = &cmd, .signalSemaphoreCount = 1,
-                                   .pSignalSemaphores = &queue->timeline};
-                uint64_t t0 = nu__trace_now();
-                VkResult r = d->vkd.vkQueueSubmit(queue->queue, 1, &si, VK_NULL_HANDLE);
-                if (r == VK_SUCCESS)
-                    queue->submitted = value;
-                pthread_mutex_unlock(&queue->lock);
+                uint64_t value, t0 = nu__trace_now();
+                VkResult r = nu__queue_submit(d, queue, &cmd, 1, NULL, 0, NULL, NULL, &value);
                 uint64_t stamp = 0;
-                if (r == VK_SUCCESS && nu__queue_wait(d, queue, value, 10ull * 1000000000u) == NU_OK &&
+                if (r == VK_SUCCESS && nu__queue_wait(d, queue, value, 10ull * 1000000000u, NULL) == NU_OK &&
                     d->vkd.vkGetQueryPoolResults(d->device, qp, 0, 1, sizeof stamp, &stamp, sizeof stamp,
                                                  VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
                     uint64_t t1 = nu__trace_now();

@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "debug/trace.h"
+#include "vk/queue.h"
 
 typedef struct pool_entry {
     VkCommandPool pool;
@@ -41,7 +42,8 @@ typedef struct nu__submitter {
     nu_commands *head[2], *tail[2];
     pthread_t thread;
     bool thread_started, stop;
-    bool sleeping;                 /* the thread waits on `work` (a commit must signal it) */
+    bool sleeping;                 /* the thread waits on `work` (a submission must signal it) */
+    bool kicked;                   /* a submission since the thread last looked (kick) */
     uint64_t linger_ns;            /* how long the idle thread keeps waiting on the queues */
     atomic_bool lost;
     pthread_mutex_t pool_lock;     /* the pools, and the spare command buffer objects */
@@ -213,16 +215,18 @@ static void *completion_thread(void *arg)
     pthread_mutex_lock(&s->lock);
     bool linger = false;
     while (!s->stop) {
-        if (!s->head[0] && !s->head[1] && !linger) {
+        if (!s->head[0] && !s->head[1] && !linger && !s->kicked) {
             s->sleeping = true;
             pthread_cond_wait(&s->work, &s->lock);
             s->sleeping = false;
             linger = s->linger_ns != 0;
             continue;
         }
+        s->kicked = false;
         VkSemaphore sems[2];
         uint64_t values[2];
         uint32_t n = 0;
+        bool untracked = false;
         for (int q = 0; q < 2; q++) {
             nu__queue *queue = &d->queues[q];
             if (!queue->timeline)
@@ -231,22 +235,27 @@ static void *completion_thread(void *arg)
             if (s->head[q]) {
                 values[n++] = s->head[q]->value;
             } else {
-                pthread_mutex_lock(&queue->lock);
-                values[n++] = queue->submitted + 1;
-                pthread_mutex_unlock(&queue->lock);
+                /* Work no command buffer tracks (staged copies, the trace's calibration) is
+                 * watched to its end, so that its waiters hear of it; an idle queue's next
+                 * value wakes the thread when new work there completes. */
+                uint64_t submitted = nu__queue_submitted(queue), reached = 0;
+                nu__queue_counter(d, queue, &reached);
+                untracked |= reached < submitted;
+                values[n++] = reached < submitted ? submitted : submitted + 1;
             }
         }
         /* Bounded, so that a lost device is noticed even if its semaphores never move. With
          * nothing in flight it lingers (linger_ns) on the queues' next values before sleeping
          * on the condition variable: work committed meanwhile needs no wake-up, which keeps a
          * futex wake off the commit path of a loop of short round trips. */
-        bool idle = !s->head[0] && !s->head[1];
+        bool idle = !s->head[0] && !s->head[1] && !untracked;
         uint64_t timeout = idle ? s->linger_ns : 1000000000ull;
         pthread_mutex_unlock(&s->lock);
         VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                                   .flags = VK_SEMAPHORE_WAIT_ANY_BIT, .semaphoreCount = n,
                                   .pSemaphores = sems, .pValues = values};
         VkResult r = d->vkd.vkWaitSemaphores(d->device, &wi, timeout);
+        nu__queue_progress(d); /* waiters sleep until the watcher wakes (vk/queue.h) */
         pthread_mutex_lock(&s->lock);
         linger = !(idle && r == VK_TIMEOUT) && s->linger_ns != 0;
         if (r == VK_ERROR_DEVICE_LOST)
@@ -262,19 +271,22 @@ static void *completion_thread(void *arg)
 static void wake_by_empty_submissions(nu_device *d)
 {
     for (int q = 0; q < 2; q++) {
-        nu__queue *queue = &d->queues[q];
-        if (!queue->timeline)
-            continue;
-        pthread_mutex_lock(&queue->lock);
-        uint64_t value = queue->submitted + 1;
-        VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                                            .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .signalSemaphoreCount = 1,
-                           .pSignalSemaphores = &queue->timeline};
-        if (d->vkd.vkQueueSubmit(queue->queue, 1, &si, VK_NULL_HANDLE) == VK_SUCCESS)
-            queue->submitted = value;
-        pthread_mutex_unlock(&queue->lock);
+        uint64_t value;
+        if (d->queues[q].timeline)
+            nu__queue_submit(d, &d->queues[q], NULL, 0, NULL, 0, NULL, NULL, &value);
     }
+}
+
+/* Every submission to the device's queues (vk/queue.c) tells the completion thread, which then
+ * watches it: a sleeping thread is woken. */
+static void kick(void *ctx)
+{
+    nu__submitter *s = S(ctx);
+    pthread_mutex_lock(&s->lock);
+    s->kicked = true;
+    if (s->sleeping)
+        pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- commit ----------------------------------------------------------------------------- */
@@ -299,6 +311,22 @@ static nu_status collect(nu__guard *g, bool write, uint64_t waits[2], nu__fence 
         nu__free(*heap);
         *heap = *buf = p;
         *cap = n * 2;
+    }
+}
+
+/* Under the queue's lock, before the submission (nu__queue_submit): the command buffer's uses
+ * take the queue position it will signal. */
+static void record_uses(void *ctx, uint64_t value)
+{
+    nu_commands *c = ctx;
+    nu__fence fence = {c->queue->index, value};
+    c->value = value; /* also where the submission fails: the uses are released at this position */
+    uint64_t seq = atomic_fetch_add(&c->device->commits, 1) + 1;
+    for (uint32_t i = 0; i < c->use_count; i++) {
+        nu__guard *g = &c->uses[i].buffer->guard;
+        nu__guard_record(g, fence, c->uses[i].write); /* room was reserved when the use began */
+        nu__guard_committed_as(g, seq);
+        nu__guard_committed(g);
     }
 }
 
@@ -327,41 +355,11 @@ nu_status nu__submit(nu_commands *c)
         return nu__fail(d, st, "out of host memory committing a command buffer");
     }
 
-    pthread_mutex_lock(&q->lock);
-    uint64_t value = q->submitted + 1;
-    nu__fence fence = {q->index, value};
-    uint64_t seq = atomic_fetch_add(&d->commits, 1) + 1;
-    for (uint32_t i = 0; i < c->use_count; i++) {
-        nu__guard *g = &c->uses[i].buffer->guard;
-        nu__guard_record(g, fence, c->uses[i].write); /* room was reserved when the use began */
-        nu__guard_committed_as(g, seq);
-        nu__guard_committed(g);
-    }
-    VkSemaphore wait_sems[2];
-    uint64_t wait_values[2];
-    VkPipelineStageFlags wait_stages[2];
-    uint32_t nw = 0;
-    for (int i = 0; i < 2; i++) {
-        if (waits[i]) {
-            wait_sems[nw] = d->queues[i].timeline;
-            wait_values[nw] = waits[i];
-            wait_stages[nw++] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-        }
-    }
-    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                                        .waitSemaphoreValueCount = nw, .pWaitSemaphoreValues = wait_values,
-                                        .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .waitSemaphoreCount = nw,
-                       .pWaitSemaphores = wait_sems, .pWaitDstStageMask = wait_stages,
-                       .commandBufferCount = 1, .pCommandBuffers = &c->cmd, .signalSemaphoreCount = 1,
-                       .pSignalSemaphores = &q->timeline};
-    VkResult r = d->vkd.vkQueueSubmit(q->queue, 1, &si, VK_NULL_HANDLE);
-    if (r == VK_SUCCESS)
-        q->submitted = value;
-    pthread_mutex_unlock(&q->lock);
+    uint64_t value;
+    VkResult r = nu__queue_submit(d, q, &c->cmd, 1, waits, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, record_uses, c, &value);
+    (void)value; /* record_uses kept it in c->value */
     for (uint32_t i = 0; i < c->use_count; i++)
         nu__guard_submitted(&c->uses[i].buffer->guard, c->uses[i].write);
-    c->value = value;
     c->state = NU__COMMITTED;
 
     pthread_mutex_lock(&s->lock);
@@ -371,6 +369,7 @@ nu_status nu__submit(nu_commands *c)
         else
             s->head[q->index] = c;
         s->tail[q->index] = c;
+        /* The submission's kick may have found the thread awake, about to sleep without c. */
         if (s->sleeping)
             pthread_cond_signal(&s->work);
     } else {
@@ -388,60 +387,6 @@ nu_status nu__submit(nu_commands *c)
 
 /* ---- waiting ---------------------------------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Waits until queue q reaches value: spins up to 100 us (a blocking wait costs tens to hundreds
- * of microseconds), then sleeps until the completion thread reports progress, checking the
- * value at least every millisecond. Only the completion thread blocks in vkWaitSemaphores:
- * with two threads blocked on one timeline, NVIDIA's driver was seen waking one ~10 ms late. */
-static nu_status wait_value(nu_device *d, nu__queue *q, uint64_t value, uint64_t timeout_ns)
-{
-    nu__submitter *s = S(d);
-    uint64_t start = now_ns();
-    bool locked = false;
-    nu_status st;
-    for (;;) {
-        uint64_t v = 0;
-        VkResult r = d->vkd.vkGetSemaphoreCounterValue(d->device, q->timeline, &v);
-        if (r == VK_ERROR_DEVICE_LOST || atomic_load(&s->lost)) {
-            atomic_store(&s->lost, true);
-            st = NU_ERROR_DEVICE_LOST;
-            break;
-        }
-        if (r != VK_SUCCESS) {
-            st = nu__vk_status(r);
-            break;
-        }
-        if (v >= value) {
-            st = NU_OK;
-            break;
-        }
-        uint64_t spent = now_ns() - start;
-        if (spent >= timeout_ns) {
-            st = NU_ERROR_TIMEOUT;
-            break;
-        }
-        if (spent < 100000)
-            continue;
-        if (!locked) {
-            pthread_mutex_lock(&s->lock);
-            locked = true;
-            continue; /* check again under the lock: no progress report is missed */
-        }
-        uint64_t slice = timeout_ns - spent < 1000000u ? timeout_ns - spent : 1000000u;
-        struct timespec ts = nu__deadline_after(CLOCK_MONOTONIC, slice);
-        pthread_cond_timedwait(&s->done, &s->lock, &ts);
-    }
-    if (locked)
-        pthread_mutex_unlock(&s->lock);
-    return st;
-}
-
 nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
 {
     if (!c)
@@ -455,7 +400,7 @@ nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: the command buffer was not committed");
     uint64_t traced = nu__trace_active(d) ? nu__trace_now() : 0;
     if (state != NU__DONE) {
-        nu_status st = wait_value(d, c->queue, c->value, timeout_ns);
+        nu_status st = nu__queue_wait(d, c->queue, c->value, timeout_ns, &s->lost);
         if (st == NU_ERROR_TIMEOUT)
             return nu__fail(d, st, "nu_commands_wait: the work did not complete within %llu ns",
                             (unsigned long long)timeout_ns);
@@ -495,10 +440,7 @@ nu_status nu_device_wait_idle(nu_device *d, uint64_t timeout_ns)
         nu__queue *queue = &d->queues[q];
         if (!queue->timeline)
             continue;
-        pthread_mutex_lock(&queue->lock);
-        uint64_t value = queue->submitted;
-        pthread_mutex_unlock(&queue->lock);
-        nu_status st = wait_value(d, queue, value, timeout_ns);
+        nu_status st = nu__queue_wait(d, queue, nu__queue_submitted(queue), timeout_ns, &S(d)->lost);
         if (st != NU_OK)
             return nu__fail(d, st, "nu_device_wait_idle: %s", nu_status_string(st));
     }
@@ -627,6 +569,7 @@ nu_status nu__submitter_init(nu_device *d)
     if (pthread_create(&s->thread, NULL, completion_thread, d) != 0)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "cannot start the completion thread");
     s->thread_started = true;
+    nu__queue_set_watcher(d, kick, d);
     return NU_OK;
 }
 
@@ -636,6 +579,7 @@ void nu__submitter_fini(nu_device *d)
     if (!s)
         return;
     if (s->thread_started) {
+        nu__queue_set_watcher(d, NULL, NULL);
         pthread_mutex_lock(&s->lock);
         s->stop = true;
         pthread_cond_signal(&s->work);

@@ -76,21 +76,13 @@ static nu_status copy_chunk(nu_device *d, VkBuffer buffer, VkDeviceSize offset, 
         return nu__fail(d, nu__vk_status(r), "vkEndCommandBuffer: %s", nu__vk_result_name(r));
 
     nu__queue *q = d->transfer;
-    pthread_mutex_lock(&q->lock);
-    uint64_t value = q->submitted + 1;
-    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                                        .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &value};
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ti, .commandBufferCount = 1,
-                       .pCommandBuffers = &cmd, .signalSemaphoreCount = 1, .pSignalSemaphores = &q->timeline};
-    r = d->vkd.vkQueueSubmit(q->queue, 1, &si, VK_NULL_HANDLE);
-    if (r == VK_SUCCESS)
-        q->submitted = value;
-    pthread_mutex_unlock(&q->lock);
+    uint64_t value;
+    r = nu__queue_submit(d, q, &cmd, 1, NULL, 0, NULL, NULL, &value);
     if (r != VK_SUCCESS)
         return nu__fail(d, nu__vk_status(r), "submitting a copy %s a private buffer: %s", upload ? "into" : "out of",
                         nu__vk_result_name(r));
     /* Bounded: a copy of 4 MiB that takes a minute means the device hangs. */
-    return nu__queue_wait(d, q, value, 60ull * 1000000000u);
+    return nu__queue_wait(d, q, value, 60ull * 1000000000u, NULL);
 }
 
 nu_status nu__transfer_immediate(nu_device *d, VkBuffer buffer, VkDeviceSize offset, void *host, size_t size,

@@ -49,6 +49,7 @@ static void destroy(nu_device *d)
     pthread_mutex_destroy(&d->placeholder_lock);
     pthread_mutex_destroy(&d->staging_lock);
     pthread_mutex_destroy(&d->handles_lock);
+    nu__progress_fini(d);
     pthread_mutex_destroy(&d->errors.lock);
     nu__free(d);
 }
@@ -86,6 +87,7 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     if (!d)
         return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
     pthread_mutex_init(&d->errors.lock, NULL);
+    nu__progress_init(d);
     pthread_mutex_init(&d->placeholder_lock, NULL);
     pthread_mutex_init(&d->staging_lock, NULL);
     pthread_mutex_init(&d->handles_lock, NULL);

@@ -25,6 +25,16 @@ typedef struct nu__queue {
     pthread_mutex_t lock;   /* vkQueueSubmit needs the queue externally synchronised */
 } nu__queue;
 
+/* Progress on the device's queues (vk/queue.c): who blocks in vkWaitSemaphores on the timelines
+ * (the watcher: the completion thread) says so here after each wake-up, and every other waiter
+ * sleeps on it rather than blocking in the driver itself. */
+typedef struct nu__progress {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;      /* broadcast after the watcher's every wake-up */
+    void (*kick)(void *ctx);  /* the watcher: told of every submission (NULL: none yet) */
+    void *ctx;
+} nu__progress;
+
 struct nu_device {
     nu__error_slot errors; /* first: core/error.c reaches it through the device pointer */
     nu__vk_instance vki;
@@ -44,6 +54,7 @@ struct nu_device {
     bool has_push_descriptor, has_external_host_memory, has_debug_utils;
 
     nu__queue queues[2];
+    nu__progress progress;
     nu__queue *compute;
     nu__queue *transfer; /* == compute without a separate transfer family */
 
