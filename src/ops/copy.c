@@ -98,7 +98,7 @@ nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
     else if (fast) {
         uint64_t per = src->dtype == dst->dtype ? 16 / es : 8;
         threads = (count / per + COPY_UNROLL - 1) / COPY_UNROLL;
-        if (threads < per)
+        if (threads < per) /* fewer elements than a step: the tail still needs threads */
             threads = per;
     } else
         threads = src->dtype == NU_DTYPE_U8 ? count / 4 + 2 : count;
