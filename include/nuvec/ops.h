@@ -38,7 +38,13 @@ NU_BEGIN_DECLS
 /* ---- copies and casts -------------------------------------------------------------------- */
 
 /* dst = src, converting the dtype: float to float; I32, U32 and U8 to themselves; Q8_0 and Q4_0
- * to float (dequantization, exact in F32). Same shape; src may be any view. */
+ * to float (dequantization, exact in F32). Same shape; src may be any view. Conversions are
+ * exact where the value fits and otherwise round to nearest even; F16 and BF16 subnormals are
+ * kept, infinities stay infinities and a NaN stays a NaN of the same sign; a dtype copied to
+ * itself keeps its bits (NaN payloads included). F16/BF16 dst of a block dtype: the F32 value,
+ * rounded. dst may be src itself (the same view: nothing changes). A U8 tensor must not end in
+ * a last, partial 32-bit word of its buffer (a buffer size not a multiple of 4): U8 is accessed
+ * as whole words (no 8-bit storage); NU_ERROR_UNSUPPORTED otherwise. */
 nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src);
 
 /* ---- elementwise ------------------------------------------------------------------------- */
@@ -63,10 +69,15 @@ typedef enum nu_unary_op {
     NU_UNARY_OP_COUNT
 } nu_unary_op;
 
-/* dst = op(src), floats, same shape (alpha is used by NU_UNARY_SCALE only). */
+/* dst = op(src), floats, same shape (alpha is used by NU_UNARY_SCALE only). In F32: EXP, SILU and
+ * GELU_TANH to the device's exp (Vulkan allows 3 + 2|x| ulps), GELU's erf by a rational
+ * approximation (within about 5e-7); large arguments give the limits (SILU(-100) is -0, not
+ * NaN). dst may be src's view (in place). */
 nu_status nu_op_unary(nu_commands *c, nu_unary_op op, const nu_tensor *dst, const nu_tensor *src, float alpha);
 nu_status nu_op_scale(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, float alpha);
-/* SwiGLU's gate: dst = silu(gate) * up, floats, all three of one shape. */
+/* SwiGLU's gate: dst = silu(gate) * up, floats, all three of one shape (gate and up may be any
+ * views, such as the two halves of a fused projection; no broadcasting); dst may be gate's or
+ * up's view (in place). */
 nu_status nu_op_swiglu(nu_commands *c, const nu_tensor *dst, const nu_tensor *gate, const nu_tensor *up);
 
 /* ---- reductions over the last dimension -------------------------------------------------- */

@@ -1,0 +1,321 @@
+#version 450
+// copy: dst = src, converting the dtype (nu_op_copy, nuvec/ops.h): float to float (F32, F16, BF16
+// in any combination), a dtype to itself (bits moved unchanged: I32, U32, U8, and floats), Q8_0
+// and Q4_0 to float (dequantization, exact in F32). src is any view (its strides, 0 for a broadcast
+// dimension); dst is contiguous.
+//
+// Conversions are done on the bits, in integer arithmetic (round to nearest even, subnormals kept,
+// NaN stays NaN), so no device's float conversions or denormal flushing can change a value.
+//
+// Specialisation constants:
+//   0 DT_DST, 1 DT_SRC: dtype codes (ops.glsl's F32 0, F16 1, BF16 2; 3 any 32-bit integer (I32,
+//     U32), 4 U8, 5 Q8_0, 6 Q4_0). DT_SRC == DT_DST moves bits.
+//   2 FAST: 1 when dst and src are contiguous and their first elements 16-byte aligned in their
+//     bindings: 16-byte loads and stores (8 elements a step for casts, one vector for moves), the
+//     tail an element a thread. For Q8_0/Q4_0 src, 1 when dst's first element is 16-byte aligned
+//     (8 elements stored as one or two vectors); blocks are always read by quarters (below).
+//     0: an element a thread (U8: a 32-bit word of dst a thread), src through its strides.
+//   3 LOCAL: threads per workgroup (tuning; default 256).
+//   4 UNROLL: steps a thread loads before it stores, in the vector and block paths (tuning;
+//     default 2): more loads in flight per thread.
+// Dequantization: a thread makes 8 consecutive elements of a row (a quarter of a block: the
+// scale and 8 quant bytes (Q8_0) or 8 bytes of nibbles (Q4_0), read as 16-bit halves since blocks
+// of 34 and 18 bytes are only 2-byte aligned). Consecutive threads read consecutive quarters, so
+// a workgroup reads whole blocks, coalesced.
+// Bindings 0 dst, 1 src. Push: the element count; dst's and src's first elements in their bindings
+// (in bytes for U8, halves for Q8_0/Q4_0, elements otherwise); dst's shape and src's strides (4
+// dimensions, outermost first; for Q8_0/Q4_0 the outer strides in blocks, the last one unused).
+#include "ops.glsl"
+
+#define CP_INT32 3u
+#define CP_U8 4u
+#define CP_Q8_0 5u
+#define CP_Q4_0 6u
+
+layout(local_size_x_id = 3) in;
+layout(constant_id = 0) const uint DT_DST = NU_F32;
+layout(constant_id = 1) const uint DT_SRC = NU_F32;
+layout(constant_id = 2) const uint FAST = 0u;
+layout(constant_id = 4) const uint UNROLL = 2u;
+// dst is read as well as written: a U8 dst's first and last 32-bit words may hold other bytes,
+// merged atomically.
+NU_TENSOR(, 0, dst)
+NU_TENSOR(readonly, 1, src)
+layout(push_constant) uniform Push {
+    uint count;
+    uint first_dst, first_src;
+    uint pad_;
+    uvec4 shape;
+    uvec4 stride;
+} pc;
+
+const bool RAW = DT_SRC == DT_DST;
+const bool BLOCK = DT_SRC == CP_Q8_0 || DT_SRC == CP_Q4_0;
+const bool HALF = DT_SRC == NU_F16 || DT_SRC == NU_BF16;
+
+// IEEE half bits to single bits, exact (subnormal halves are normal singles).
+uint cp_f16_to_f32(uint h)
+{
+    uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 31u)
+        return s | 0x7f800000u | (m << 13);
+    if (e != 0u)
+        return s | (((h & 0x7fffu) << 13) + 0x38000000u);
+    if (m == 0u)
+        return s;
+    int p = findMSB(m); // m = 1.f * 2^p, the value m * 2^-24
+    return s | (uint(p + 103) << 23) | ((m << uint(23 - p)) & 0x7fffffu);
+}
+
+// Single bits to IEEE half bits, round to nearest even; NaN stays a (quiet) NaN.
+uint cp_f32_to_f16(uint x)
+{
+    uint s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return s | 0x7e00u | ((a >> 13) & 0x3ffu);
+    if (a >= 0x477ff000u) // 65520 and up round to infinity
+        return s | 0x7c00u;
+    uint h, rest, mid;
+    if (a >= 0x38800000u) { // a normal half: rebias the exponent, round away 13 bits
+        h = (a - 0x38000000u) >> 13;
+        rest = a & 0x1fffu;
+        mid = 0x1000u;
+    } else if (a >= 0x33000000u) { // a subnormal half: the value in units of 2^-24
+        uint m = (a & 0x7fffffu) | 0x800000u, shift = 126u - (a >> 23);
+        h = m >> shift;
+        rest = m & ((1u << shift) - 1u);
+        mid = 1u << (shift - 1u);
+    } else { // below 2^-25 (and 2^-25 itself, a tie to even): zero
+        return s;
+    }
+    if (rest > mid || (rest == mid && (h & 1u) != 0u))
+        h++; // may carry into the exponent: still the right half
+    return s | h;
+}
+
+// Single bits to bfloat16 bits, round to nearest even; NaN stays a (quiet) NaN.
+uint cp_f32_to_bf16(uint u)
+{
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+// A float element's bits (of the source dtype) as single bits, and single bits as dst's dtype.
+uint cp_to_f32(uint dt, uint bits) { return dt == NU_F32 ? bits : (dt == NU_F16 ? cp_f16_to_f32(bits) : bits << 16); }
+uint cp_from_f32(uint dt, uint bits) { return dt == NU_F32 ? bits : (dt == NU_F16 ? cp_f32_to_f16(bits) : cp_f32_to_bf16(bits)); }
+
+// Where dst element i's source is: its 4-dimensional index through src's strides.
+uvec4 cp_index(uint i)
+{
+    uint i3 = i % pc.shape.w; i /= pc.shape.w;
+    uint i2 = i % pc.shape.z; i /= pc.shape.z;
+    uint i1 = i % pc.shape.y;
+    return uvec4(i / pc.shape.y, i1, i2, i3);
+}
+uint cp_offset(uint i)
+{
+    uvec4 x = cp_index(i);
+    return x.x * pc.stride.x + x.y * pc.stride.y + x.z * pc.stride.z + x.w * pc.stride.w;
+}
+
+void cp_store_bits(uint i, uint f32bits)
+{
+    if (DT_DST == NU_F32)
+        dst_w[i] = f32bits;
+    else
+        dst_h[i] = uint16_t(cp_from_f32(DT_DST, f32bits));
+}
+
+// Block dtypes: the half index of the block holding dst element i's source, and the element's
+// position in it.
+uint cp_block(uint i, out uint j)
+{
+    uvec4 x = cp_index(i);
+    j = x.w % 32u;
+    uint block = x.x * pc.stride.x + x.y * pc.stride.y + x.z * pc.stride.z + x.w / 32u;
+    return pc.first_src + block * (DT_SRC == CP_Q8_0 ? 17u : 9u);
+}
+
+// Element i (i < count) an element at a time.
+void cp_element(uint i)
+{
+    if (BLOCK) {
+        uint j, hb = cp_block(i, j);
+        float d = uintBitsToFloat(cp_f16_to_f32(uint(src_h[hb])));
+        int q;
+        if (DT_SRC == CP_Q8_0) {
+            q = bitfieldExtract(int(uint(src_h[hb + 1u + j / 2u])), int(j & 1u) * 8, 8);
+        } else {
+            uint k = j & 15u;
+            uint byte = (uint(src_h[hb + 1u + k / 2u]) >> ((k & 1u) * 8u)) & 0xffu;
+            q = int((byte >> ((j >> 4) * 4u)) & 15u) - 8;
+        }
+        cp_store_bits(pc.first_dst + i, floatBitsToUint(d * float(q)));
+        return;
+    }
+    uint o = pc.first_src + cp_offset(i);
+    if (RAW && HALF)
+        dst_h[pc.first_dst + i] = src_h[o];
+    else if (RAW)
+        dst_w[pc.first_dst + i] = src_w[o];
+    else
+        cp_store_bits(pc.first_dst + i, cp_to_f32(DT_SRC, DT_SRC == NU_F32 ? src_w[o] : uint(src_h[o])));
+}
+
+// U8: dst's 32-bit word w, of the bytes of elements [start, count). A word dst shares with other
+// bytes (its first and last) is merged atomically, so neighbouring bytes are never written.
+void cp_byte_word(uint w, uint start)
+{
+    uint value = 0u, mask = 0u;
+    for (uint k = 0u; k < 4u; k++) {
+        uint b = w * 4u + k;
+        if (b < pc.first_dst)
+            continue;
+        uint e = b - pc.first_dst;
+        if (e < start || e >= pc.count)
+            continue;
+        uint o = pc.first_src + cp_offset(e);
+        value |= ((src_w[o / 4u] >> ((o % 4u) * 8u)) & 0xffu) << (k * 8u);
+        mask |= 0xffu << (k * 8u);
+    }
+    if (mask == 0xffffffffu) {
+        dst_w[w] = value;
+    } else if (mask != 0u) {
+        atomicAnd(dst_w[w], ~mask);
+        atomicOr(dst_w[w], value);
+    }
+}
+
+// Elements [start, count), one (or, U8, a word) a thread.
+void cp_general(uint start, uint index, uint threads)
+{
+    if (start >= pc.count)
+        return;
+    if (DT_SRC == CP_U8) {
+        uint w0 = (pc.first_dst + start) / 4u, w1 = (pc.first_dst + pc.count - 1u) / 4u;
+        for (uint w = w0 + index; w <= w1; w += threads)
+            cp_byte_word(w, start);
+        return;
+    }
+    for (uint i = start + index; i < pc.count; i += threads)
+        cp_element(i);
+}
+
+// Q8_0/Q4_0: elements 8u .. 8u + 7 (in one row, in one block) as single bits.
+void cp_dequant8(uint u, out uint v[8])
+{
+    uint j, hb = cp_block(u * 8u, j);
+    float d = uintBitsToFloat(cp_f16_to_f32(uint(src_h[hb])));
+    uint quarter = j / 8u;
+    uint h0, h1, h2, h3, shift = 0u;
+    if (DT_SRC == CP_Q8_0) {
+        uint at = hb + 1u + 4u * quarter;
+        h0 = uint(src_h[at]); h1 = uint(src_h[at + 1u]); h2 = uint(src_h[at + 2u]); h3 = uint(src_h[at + 3u]);
+    } else {
+        uint at = hb + 1u + 4u * (quarter & 1u); // bytes 8 (quarter & 1) .. +7 of qs
+        h0 = uint(src_h[at]); h1 = uint(src_h[at + 1u]); h2 = uint(src_h[at + 2u]); h3 = uint(src_h[at + 3u]);
+        shift = (quarter >> 1) * 4u; // quarters 2 and 3: the high nibbles
+    }
+    uint lo = h0 | (h1 << 16), hi = h2 | (h3 << 16);
+    for (int k = 0; k < 8; k++) {
+        uint word = k < 4 ? lo : hi;
+        int q;
+        if (DT_SRC == CP_Q8_0)
+            q = bitfieldExtract(int(word), (k & 3) * 8, 8);
+        else
+            q = int((word >> (uint(k & 3) * 8u + shift)) & 15u) - 8;
+        v[k] = floatBitsToUint(d * float(q));
+    }
+}
+
+// Eight elements as dst's dtype at vector vd + u (16-byte aligned) or element first_dst + 8u.
+void cp_store8(uint vd, uint u, uint v[8])
+{
+    if (FAST == 1u) {
+        if (DT_DST == NU_F32) {
+            dst_v[vd + 2u * u] = uvec4(v[0], v[1], v[2], v[3]);
+            dst_v[vd + 2u * u + 1u] = uvec4(v[4], v[5], v[6], v[7]);
+        } else {
+            uint p[4];
+            for (int k = 0; k < 4; k++)
+                p[k] = cp_from_f32(DT_DST, v[2 * k]) | (cp_from_f32(DT_DST, v[2 * k + 1]) << 16);
+            dst_v[vd + u] = uvec4(p[0], p[1], p[2], p[3]);
+        }
+    } else {
+        for (uint k = 0u; k < 8u; k++)
+            cp_store_bits(pc.first_dst + 8u * u + k, v[k]);
+    }
+}
+
+void main()
+{
+    uint index = gl_GlobalInvocationID.x, threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint vd = nu_vbase(DT_DST == NU_F32 ? NU_F32 : NU_F16, pc.first_dst);
+    if (BLOCK) { // every row is a whole number of 8-element steps
+        uint units = pc.count / 8u;
+        for (uint base = index; base < units; base += threads * UNROLL) {
+            uint v[UNROLL][8];
+            for (uint r = 0u; r < UNROLL; r++)
+                if (base + r * threads < units)
+                    cp_dequant8(base + r * threads, v[r]);
+            for (uint r = 0u; r < UNROLL; r++)
+                if (base + r * threads < units)
+                    cp_store8(vd, base + r * threads, v[r]);
+        }
+        return;
+    }
+    if (FAST == 1u && RAW) { // bits moved a vector at a time
+        uint size = DT_SRC == CP_U8 ? 1u : (HALF ? 2u : 4u);
+        uint units = pc.count / (16u / size);
+        uint vs = pc.first_src * size / 16u, vdr = pc.first_dst * size / 16u;
+        for (uint base = index; base < units; base += threads * UNROLL) {
+            uvec4 x[UNROLL];
+            for (uint r = 0u; r < UNROLL; r++)
+                if (base + r * threads < units)
+                    x[r] = src_v[vs + base + r * threads];
+            for (uint r = 0u; r < UNROLL; r++)
+                if (base + r * threads < units)
+                    dst_v[vdr + base + r * threads] = x[r];
+        }
+        cp_general(units * (16u / size), index, threads);
+        return;
+    }
+    if (FAST == 1u) { // a cast, 8 elements a step
+        uint units = pc.count / 8u;
+        uint vs = nu_vbase(DT_SRC, pc.first_src);
+        for (uint base = index; base < units; base += threads * UNROLL) {
+            uvec4 p[UNROLL], q[UNROLL];
+            for (uint r = 0u; r < UNROLL; r++) {
+                uint u = base + r * threads;
+                if (u < units) {
+                    if (DT_SRC == NU_F32) {
+                        p[r] = src_v[vs + 2u * u];
+                        q[r] = src_v[vs + 2u * u + 1u];
+                    } else {
+                        p[r] = src_v[vs + u];
+                    }
+                }
+            }
+            for (uint r = 0u; r < UNROLL; r++) {
+                uint u = base + r * threads;
+                if (u < units) {
+                    uint v[8];
+                    if (DT_SRC == NU_F32) {
+                        v[0] = p[r].x; v[1] = p[r].y; v[2] = p[r].z; v[3] = p[r].w;
+                        v[4] = q[r].x; v[5] = q[r].y; v[6] = q[r].z; v[7] = q[r].w;
+                    } else {
+                        for (int k = 0; k < 4; k++) {
+                            v[2 * k] = cp_to_f32(DT_SRC, p[r][k] & 0xffffu);
+                            v[2 * k + 1] = cp_to_f32(DT_SRC, p[r][k] >> 16);
+                        }
+                    }
+                    cp_store8(vd, u, v);
+                }
+            }
+        }
+        cp_general(units * 8u, index, threads);
+        return;
+    }
+    cp_general(0u, index, threads);
+}

@@ -1,0 +1,108 @@
+/* copy.c: copies and casts between dtypes, dequantization (nu_op_copy; kernels/copy/copy.comp). */
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels_table.h"
+#include "ops/op.h"
+
+/* copy.comp's tuning knobs (specialisation constants 3 and 4): threads per workgroup, and steps
+ * a thread loads before it stores. */
+#define COPY_LOCAL 256u
+#define COPY_UNROLL 2u
+
+/* copy.comp's dtype codes: ops.glsl's floats, then 32-bit integers, U8, Q8_0, Q4_0. */
+static uint32_t copy_code(nu_dtype dtype)
+{
+    switch (dtype) {
+    case NU_DTYPE_F32: return 0;
+    case NU_DTYPE_F16: return 1;
+    case NU_DTYPE_BF16: return 2;
+    case NU_DTYPE_I32:
+    case NU_DTYPE_U32: return 3;
+    case NU_DTYPE_U8: return 4;
+    case NU_DTYPE_Q8_0: return 5;
+    default: return 6; /* Q4_0 */
+    }
+}
+
+#define COPY_INTEGER (NU__OP_DTYPE(NU_DTYPE_I32) | NU__OP_DTYPE(NU_DTYPE_U32) | NU__OP_DTYPE(NU_DTYPE_U8))
+
+/* U8 tensors are read and written as whole 32-bit words (the kernels use no 8-bit storage): the
+ * word holding the last byte must lie inside the buffer. */
+static nu_status whole_words(const char *name, const nu_tensor *t)
+{
+    uint64_t end = t->offset + nu_tensor_span_bytes(t);
+    if ((end + 3) / 4 * 4 <= nu_buffer_size(t->buffer))
+        return NU_OK;
+    return nu__fail(nu_buffer_device(t->buffer), NU_ERROR_UNSUPPORTED,
+                    "nu_op_copy: U8 %s ends %llu bytes into a buffer of %zu bytes, not a multiple of 4: U8 copies access "
+                    "whole 32-bit words (no 8-bit storage)",
+                    name, (unsigned long long)end, nu_buffer_size(t->buffer));
+}
+
+nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
+{
+    const char *fn = "nu_op_copy";
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
+    nu_status st;
+    if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT | COPY_INTEGER)) != NU_OK ||
+        (st = nu__op_check(fn, "src", src, NU__OP_FLOAT | COPY_INTEGER | NU__OP_BLOCK)) != NU_OK ||
+        (st = nu__op_contiguous(fn, "dst", dst)) != NU_OK || (st = nu__op_same_shape(fn, "dst", dst, "src", src)) != NU_OK)
+        return st;
+    nu_device *d = nu_buffer_device(dst->buffer);
+    bool src_float = (NU__OP_FLOAT | NU__OP_BLOCK) & NU__OP_DTYPE(src->dtype);
+    bool dst_float = NU__OP_FLOAT & NU__OP_DTYPE(dst->dtype);
+    if (src_float != dst_float || (!src_float && src->dtype != dst->dtype))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        "%s: no conversion from %s to %s (floats and Q8_0/Q4_0 go to floats; I32, U32 and U8 to themselves)",
+                        fn, nu_dtype_name(src->dtype), nu_dtype_name(dst->dtype));
+    if ((st = nu__op_no_alias(fn, dst, "src", src, true)) != NU_OK)
+        return st;
+    uint64_t count = nu_tensor_numel(dst);
+    if (!count)
+        return NU_OK;
+    if (src->dtype == NU_DTYPE_U8 && ((st = whole_words("dst", dst)) != NU_OK || (st = whole_words("src", src)) != NU_OK))
+        return st;
+    nu_binding bind[2];
+    uint32_t first[2];
+    if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(fn, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
+        return st;
+    bool block = nu_dtype_block_elements(src->dtype) > 1;
+    size_t es = nu_dtype_size(dst->dtype);
+    bool dst_aligned = (uint64_t)first[0] * es % 16 == 0;
+    bool fast = block ? dst_aligned
+                      : nu_tensor_is_contiguous(src) && dst_aligned &&
+                            (uint64_t)first[1] * nu_dtype_size(src->dtype) % 16 == 0;
+    struct {
+        uint32_t count, first_dst, first_src, pad;
+        uint32_t shape[4], stride[4];
+    } push = {(uint32_t)count, first[0], first[1], 0, {0}, {0}};
+    uint32_t unused[4];
+    nu__op_dims4(dst, push.shape, unused);
+    nu__op_dims4(src, unused, push.stride);
+    if (block) /* outer strides in blocks (multiples of 32 elements), so offsets stay in 32 bits */
+        for (int i = 0; i < 3; i++)
+            push.stride[i] /= 32;
+    uint32_t constants[5] = {copy_code(dst->dtype), src->dtype == dst->dtype ? copy_code(dst->dtype) : copy_code(src->dtype),
+                             fast, COPY_LOCAL, COPY_UNROLL};
+    nu_kernel *k;
+    if ((st = nu__op_kernel(d, NU__K_copy, sizeof push, constants, 5, &k)) != NU_OK)
+        return st;
+    /* Threads: a step (8 elements, or a vector of bits) per UNROLL steps, enough for the tail;
+     * elements, or U8's words, one a thread on the general path. */
+    uint64_t threads;
+    if (block)
+        threads = (count / 8 + COPY_UNROLL - 1) / COPY_UNROLL;
+    else if (fast) {
+        uint64_t per = src->dtype == dst->dtype ? 16 / es : 8;
+        threads = (count / per + COPY_UNROLL - 1) / COPY_UNROLL;
+        if (threads < per) /* fewer elements than a step: the tail still needs threads */
+            threads = per;
+    } else
+        threads = src->dtype == NU_DTYPE_U8 ? count / 4 + 2 : count;
+    uint32_t groups[3];
+    nu__op_groups(threads, COPY_LOCAL, groups);
+    return nu_commands_dispatch(c, k, groups, bind, 2, &push, sizeof push);
+}
