@@ -205,6 +205,12 @@ static void strided_transposed_and_broadcast_views(void **state)
         check_rows(d, kind, &r, &bv, kind == K_ARGMAX ? NU_DTYPE_I32 : NU_DTYPE_F16, 0, 2, false, "broadcast rows");
         check_rows(d, kind, &r, &r.t, kind == K_ARGMAX ? NU_DTYPE_I32 : NU_DTYPE_F32, 0, 2, false, "rank 1");
     }
+    /* One element broadcast along the rows too: [3, 50] of strides 0, 0. */
+    nu_tensor e, ev;
+    NT_OK(nu_tensor_slice(&r.t, 0, 5, 1, &e));
+    NT_OK(nu_tensor_broadcast(&e, 2, (int64_t[2]){3, 50}, &ev));
+    for (int kind = K_SUM; kind <= K_SOFTMAX; kind++)
+        check_rows(d, kind, &r, &ev, kind == K_ARGMAX ? NU_DTYPE_I32 : NU_DTYPE_F32, 0, 1, false, "broadcast along rows");
     /* Rank 4, with the middle dimensions transposed: [2, 3, 5, 40] from [2, 5, 3, 40]. */
     int64_t s4[4] = {2, 5, 3, 40};
     nt_tensor f = nt_tensor_random(d, NU_DTYPE_F32, 4, s4, 0, -1, 1, &seed);
@@ -233,13 +239,13 @@ static void ties_nan_and_constant_rows(void **state)
     uint64_t seed = 14;
     int64_t shape[2] = {6, 1000};
     nt_tensor s = nt_tensor_random(d, NU_DTYPE_F32, 2, shape, 0, -1, 1, &seed);
-    /* Row 0: 5 at 900 and at 17 (-> 17). Row 1: NaN at 700 and 300 (-> 300). Row 2: all -0, but
+    /* Row 0: 5 at 900 and at 17 (-> 17). Row 1: NaN at 700 and -NaN at 300 (-> 300). Row 2: all -0, but
      * +0 at 3 (-> 0). Row 3: all -inf (-> 0). Row 4: 2 at the last element only (-> 999). Row 5:
      * constant 0.75. */
     put_f32(&s, 900, 5);
     put_f32(&s, 17, 5);
     put_f32(&s, 1000 + 700, NAN);
-    put_f32(&s, 1000 + 300, NAN);
+    put_f32(&s, 1000 + 300, -NAN); /* a NaN whatever its sign bit */
     for (int i = 0; i < 1000; i++) {
         put_f32(&s, 2000 + (uint64_t)i, i == 3 ? 0.0f : -0.0f);
         put_f32(&s, 3000 + (uint64_t)i, -INFINITY);
