@@ -245,6 +245,32 @@ static void shared_memory_path_without_subgroup_arithmetic(void **state)
     nt_close(d);
 }
 
+/* The tuning knobs (NUVEC_OPS_ROWS, src/ops/rows.c) do not change the results (see
+ * test_ops_reduce.c). */
+static void tuning_knobs_keep_the_results(void **state)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 27;
+    const char *const configs[] = {"local=64,min_team=8,unroll=4", "local=1024,long_local=512,long=64,min_team=256,unroll=1"};
+    const int64_t ns[] = {7, 300, 4099};
+    for (int c = 0; c < 2; c++) {
+        setenv("NUVEC_OPS_ROWS", configs[c], 1);
+        for (int i = 0; i < 3; i++) {
+            int64_t shape[2] = {rows_for(ns[i]), ns[i]}, wn[1] = {ns[i]};
+            nt_tensor s = nt_tensor_random(d, floats[(i + c) % 3], 2, shape, (uint64_t)i % 2, -3, 3, &seed);
+            nt_tensor wt = nt_tensor_random(d, floats[i % 3], 1, wn, 0, -1, 1, &seed);
+            for (int mode = 0; mode < 3; mode++) {
+                norm_args a = {mode > 0, &s, &s.t, &wt, mode == 2 ? &wt : NULL, &wt.t, &wt.t, NU_DTYPE_F32, 0, false, 1e-5f, 0};
+                check_norm(d, &a, configs[c]);
+            }
+            nt_tensor_free(&s);
+            nt_tensor_free(&wt);
+        }
+    }
+    unsetenv("NUVEC_OPS_ROWS");
+    nt_close(d);
+}
+
 static void norms_refuse_bad_tensors(void **state)
 {
     nu_device *d = nt_open();
@@ -328,6 +354,7 @@ int main(void)
         cmocka_unit_test(strided_views_strided_weights_and_in_place),
         cmocka_unit_test(constant_rows_and_rows_far_from_zero),
         cmocka_unit_test(shared_memory_path_without_subgroup_arithmetic),
+        cmocka_unit_test(tuning_knobs_keep_the_results),
         cmocka_unit_test(norms_refuse_bad_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -327,6 +327,29 @@ static void shared_memory_path_without_subgroup_arithmetic(void **state)
     nt_close(d);
 }
 
+/* The tuning knobs (NUVEC_OPS_ROWS, src/ops/rows.c) change how rows are laid over threads, not
+ * the results: teams of 8 (one lavapipe subgroup, eight rows a workgroup of 64) with 4 loads in
+ * flight, and teams of 256 in workgroups of 1024 with one. */
+static void tuning_knobs_keep_the_results(void **state)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 19;
+    const char *const configs[] = {"local=64,min_team=8,unroll=4", "local=1024,long_local=512,long=64,min_team=256,unroll=1"};
+    const int64_t ns[] = {7, 300, 4099};
+    for (int c = 0; c < 2; c++) {
+        setenv("NUVEC_OPS_ROWS", configs[c], 1);
+        for (int i = 0; i < 3; i++) {
+            int64_t shape[2] = {rows_for(ns[i]), ns[i]};
+            nt_tensor s = nt_tensor_random(d, floats[(i + c) % 3], 2, shape, (uint64_t)i % 2, -3, 3, &seed);
+            for (int kind = K_SUM; kind <= K_SOFTMAX; kind++)
+                check_rows(d, kind, &s, &s.t, kind == K_ARGMAX ? NU_DTYPE_I32 : NU_DTYPE_F32, 0, 1, false, configs[c]);
+            nt_tensor_free(&s);
+        }
+    }
+    unsetenv("NUVEC_OPS_ROWS");
+    nt_close(d);
+}
+
 static void reductions_refuse_bad_tensors(void **state)
 {
     nu_device *d = nt_open();
@@ -414,6 +437,7 @@ int main(void)
         cmocka_unit_test(softmax_of_large_magnitudes),
         cmocka_unit_test(softmax_in_place),
         cmocka_unit_test(shared_memory_path_without_subgroup_arithmetic),
+        cmocka_unit_test(tuning_knobs_keep_the_results),
         cmocka_unit_test(reductions_refuse_bad_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
