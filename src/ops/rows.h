@@ -25,8 +25,8 @@ void nu__rows_plan(const nu_tensor *src, nu__rows *p);
 /* Whether t's rows can be read with 16-byte loads from a binding in which its first element is
  * `first`: the last dimension contiguous, and every row's first element 16-byte aligned. */
 bool nu__rows_vec(const nu_tensor *t, uint32_t first);
-/* NU_ERROR_INVALID_ARGUMENT unless dst has src's shape with the last dimension `last` (1 for
- * reductions; src's own for the others). */
+/* NU_ERROR_INVALID_ARGUMENT unless dst has src's shape (keep_last: softmax, norms) or src's
+ * shape with the last dimension 1 (reductions, argmax). */
 nu_status nu__rows_shape(const char *op, const nu_tensor *dst, const nu_tensor *src, bool keep_last);
 
 #endif
