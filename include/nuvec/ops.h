@@ -84,22 +84,30 @@ nu_status nu_op_swiglu(nu_commands *c, const nu_tensor *dst, const nu_tensor *ga
 
 typedef enum nu_reduce_op { NU_REDUCE_SUM, NU_REDUCE_MAX, NU_REDUCE_MEAN, NU_REDUCE_OP_COUNT } nu_reduce_op;
 
-/* dst[.., 0] = op over src[.., i], floats: dst has src's shape with the last dimension 1. */
+/* dst[.., 0] = op over src[.., i], floats: dst has src's shape with the last dimension 1 (never
+ * in place). MAX propagates NaN (as PyTorch's amax); -0 and +0 are equal. Rows of length 0 are
+ * refused (unless dst is empty too). */
 nu_status nu_op_reduce(nu_commands *c, nu_reduce_op op, const nu_tensor *dst, const nu_tensor *src);
-/* dst[.., 0] = the index of the largest src[.., i] (the first of equal ones; NaN is largest):
- * dst is I32 with src's shape and the last dimension 1. */
+/* dst[.., 0] = the index of the largest src[.., i] (the first of equal ones, -0 equal to +0;
+ * NaN is largest, so the first NaN): dst is I32 with src's shape and the last dimension 1. */
 nu_status nu_op_argmax(nu_commands *c, const nu_tensor *dst, const nu_tensor *src);
-/* dst = softmax(scale * src) along the last dimension, floats, same shape. */
+/* dst = softmax(scale * src) along the last dimension, floats, same shape; the row's maximum is
+ * subtracted first (no overflow at any magnitude). dst may be src's own view (in place). scale
+ * must be finite. */
 nu_status nu_op_softmax(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, float scale);
 
 /* ---- norms ------------------------------------------------------------------------------- */
 
 /* dst = src / sqrt(mean(src^2) + eps) * weight, along the last dimension (weight: 1-D, the last
- * dimension's length), floats. */
+ * dimension's length, any stride), floats. dst may be src's own view (in place). eps must be
+ * finite and >= 0 (a negative one would make some rows NaN and not others). */
 nu_status nu_op_rms_norm(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_tensor *weight,
                          float eps);
 /* dst = (src - mean) / sqrt(var + eps) * weight + bias (biased variance), along the last
- * dimension; weight and bias 1-D (bias may be NULL), floats. */
+ * dimension; weight and bias 1-D of the last dimension's length, any stride (bias may be NULL),
+ * floats. The variance is the mean of squared deviations from the mean (merged per thread, as
+ * Chan et al.), never E[x^2] - E[x]^2: rows far from 0 keep their precision. In place and eps
+ * as nu_op_rms_norm. */
 nu_status nu_op_layer_norm(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_tensor *weight,
                            const nu_tensor *bias, float eps);
 
