@@ -124,9 +124,11 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
 
 /* ---- embeddings -------------------------------------------------------------------------- */
 
-/* dst[t, :] = table[ids[t], :] (an embedding lookup): table [vocab, dim] of a float or block
- * dtype, ids an I32 1-D tensor of n tokens, dst [n, dim] float. An id outside [0, vocab) gives
- * a row of zeros. */
+/* dst[t, :] = table[ids[t], :] (an embedding lookup): table [vocab, dim] of a float dtype (any
+ * view: rows with a stride, say) or a block dtype (rows of whole blocks; any row stride in
+ * blocks), ids an I32 1-D tensor of n tokens (any stride), dst [n, dim] float, contiguous, not
+ * overlapping table or ids. An id outside [0, vocab) gives a row of zeros. Values are exact:
+ * the table's value (Q8_0 / Q4_0: d * q in F32) rounded to dst's dtype. */
 nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *table, const nu_tensor *ids);
 
 /* ---- matrix-vector products -------------------------------------------------------------- */
