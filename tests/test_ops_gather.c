@@ -204,6 +204,39 @@ static void gather_loops_over_large_grids_with_any_tuning(void **state)
     nt_close(d);
 }
 
+static void gather_handles_empty_tables_and_ids(void **state)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 5;
+    const int32_t id[3] = {0, -1, 5};
+    nt_tensor ids = make_ids(d, id, 3, 0, 1);
+    /* A table of no rows: every id is out of range, every row zeros. */
+    for (int tt = 0; tt < 5; tt += 3) {
+        nt_tensor table = make_table(d, tables[tt], 0, 32, 0, &seed);
+        int64_t ds[2] = {3, 32};
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+        check_gather(d, &dst, &table, &table.t, &ids, id, "an empty table");
+        nt_tensor_free(&table);
+        nt_tensor_free(&dst);
+    }
+    /* No ids: nothing recorded. */
+    nt_tensor table = make_table(d, NU_DTYPE_F16, 4, 8, 0, &seed);
+    int64_t d08[2] = {0, 8};
+    nt_tensor none = nt_tensor_output(d, NU_DTYPE_F32, 2, d08, 0);
+    nu_tensor no_ids;
+    NT_OK(nu_tensor_slice(&ids.t, 0, 0, 0, &no_ids));
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_OK(nu_op_gather(c, &none.t, &table.t, &no_ids));
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    nu_commands_free(c);
+    nt_tensor_free(&table);
+    nt_tensor_free(&none);
+    nt_tensor_free(&ids);
+    nt_close(d);
+}
+
 static void gather_refuses_bad_arguments(void **state)
 {
     nu_device *d = nt_open();
@@ -273,6 +306,7 @@ int main(void)
         cmocka_unit_test(gather_matches_the_reference_for_every_dtype),
         cmocka_unit_test(gather_takes_odd_dims_and_strided_views),
         cmocka_unit_test(gather_loops_over_large_grids_with_any_tuning),
+        cmocka_unit_test(gather_handles_empty_tables_and_ids),
         cmocka_unit_test(gather_refuses_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -381,6 +381,10 @@ static void rope_refuses_bad_arguments(void **state)
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
     nu_rope_desc ok = {0};
     NT_OK(nu_op_rope(c, &y.t, &x.t, &ok)); /* the baseline is fine */
+    nu_tensor none, none_out; /* no tokens: nothing recorded */
+    NT_OK(nu_tensor_slice(&x.t, 0, 0, 0, &none));
+    NT_OK(nu_tensor_slice(&y.t, 0, 0, 0, &none_out));
+    NT_OK(nu_op_rope(c, &none_out, &none, &ok));
     nu_rope_desc r6 = {.rotary_dims = 6};
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_rope(c, &oddo.t, &odd.t, &r6));
     assert_non_null(strstr(nu_error_message(NULL), "head_dim 7 is odd"));

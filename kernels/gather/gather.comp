@@ -5,7 +5,8 @@
 // [n, dim] of any float dtype. An id outside [0, vocab) gives a row of zeros. Dequantization is
 // d * q in F32, exactly the format's value (nuvec/tensor.h).
 //
-// Specialisation constants:
+// Specialisation constants (the tuning knobs LOCAL and UNITS: defaults in src/ops/gather.c, which
+// reads NUVEC_TUNE_GATHER="local=N,units=N" at each call, for a sweep without a rebuild):
 //   0 LOCAL  threads per workgroup (local_size_x_id; default 256)
 //   1 DT_TABLE  ops.glsl's float codes, or 4 Q8_0, 5 Q4_0
 //   2 DT_DST  ops.glsl codes

@@ -14,7 +14,8 @@
 // nothing. Pairs: (x[2i], x[2i+1]) (INTERLEAVED) or (x[i], x[i + rotary/2]) (HALF);
 // y0 = x0 cos a - x1 sin a, y1 = x0 sin a + x1 cos a. Dimensions rotary..head_dim are copied.
 //
-// Specialisation constants:
+// Specialisation constants (the tuning knobs LOCAL and HEADS: defaults in src/ops/rope.c, which
+// reads NUVEC_TUNE_ROPE="local=N,heads=N" at each call, for a sweep without a rebuild):
 //   0 LOCAL  threads per workgroup (local_size_x_id; default 256)
 //   1 DT_SRC, 2 DT_DST  dtypes (ops.glsl codes)
 //   3 LAYOUT  0 INTERLEAVED, 1 HALF
