@@ -68,28 +68,30 @@ static void float_weights_match_the_reference_for_every_dtype(void **state)
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 1;
-    const int64_t ks[] = {1, 7, 8, 129, 264, 1031};
+    /* Each (weight, x) pair once, dst's dtype in turn; odd K (tails of the vector path and the
+     * general path; the strided test takes the vector path with tails for every dtype). */
+    const int64_t ks[9] = {1, 7, 129, 264, 1031, 4096, 8, 40, 136};
     const int64_t ns[] = {1, 3, 37};
     int i = 0;
     for (int wd = 0; wd < 3; wd++)
-        for (int xd = 0; xd < 3; xd++)
-            for (int dd = 0; dd < 3; dd++, i++) {
-                int64_t m = 1 + i % 8, k = ks[i % 6], n = ns[i % 3];
-                uint64_t wpad = (uint64_t)(i % 4 == 3); /* 1: unaligned rows, the general path */
-                uint64_t xpad = (uint64_t)(i % 5 == 4);
-                int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
-                nt_tensor w = nt_tensor_random(d, floats[wd], 2, ws, wpad, -1, 1, &seed);
-                nt_tensor x = nt_tensor_random(d, floats[xd], 2, xs, xpad, -1, 1, &seed);
-                nt_tensor dst = nt_tensor_output(d, floats[dd], 2, ds, (uint64_t)(i % 2));
-                char what[160];
-                snprintf(what, sizeof what, "%s dst = %s x * %s w^T, pads %llu %llu", nu_dtype_name(floats[dd]),
-                         nu_dtype_name(floats[xd]), nu_dtype_name(floats[wd]), (unsigned long long)xpad,
-                         (unsigned long long)wpad);
-                check(d, &dst, &w.t, w.values, &x.t, x.values, what);
-                nt_tensor_free(&w);
-                nt_tensor_free(&x);
-                nt_tensor_free(&dst);
-            }
+        for (int xd = 0; xd < 3; xd++, i++) {
+            int dd = (wd + xd) % 3;
+            int64_t m = 1 + i % 8, k = ks[i], n = ns[i % 3];
+            uint64_t wpad = (uint64_t)(i % 4 == 3); /* 1: unaligned rows, the general path */
+            uint64_t xpad = (uint64_t)(i % 5 == 4);
+            int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
+            nt_tensor w = nt_tensor_random(d, floats[wd], 2, ws, wpad, -1, 1, &seed);
+            nt_tensor x = nt_tensor_random(d, floats[xd], 2, xs, xpad, -1, 1, &seed);
+            nt_tensor dst = nt_tensor_output(d, floats[dd], 2, ds, (uint64_t)(i % 2));
+            char what[160];
+            snprintf(what, sizeof what, "%s dst = %s x * %s w^T, pads %llu %llu", nu_dtype_name(floats[dd]),
+                     nu_dtype_name(floats[xd]), nu_dtype_name(floats[wd]), (unsigned long long)xpad,
+                     (unsigned long long)wpad);
+            check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+            nt_tensor_free(&w);
+            nt_tensor_free(&x);
+            nt_tensor_free(&dst);
+        }
     nt_close(d);
 }
 
@@ -99,15 +101,17 @@ static void block_weights_match_the_reference_for_every_dtype(void **state)
     nu_device *d = nt_open();
     uint64_t seed = 2;
     const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    /* Each (weight, x) pair with every K (one kernel: one M and path), dst's dtype in turn. */
     const int64_t ks[] = {32, 96, 160, 4096};
     const int64_t ns[] = {1, 3, 37};
     int i = 0;
     for (int wd = 0; wd < 2; wd++)
         for (int xd = 0; xd < 3; xd++)
-            for (int dd = 0; dd < 3; dd++, i++) {
-                int64_t m = 1 + (i * 3) % 8, k = ks[i % 4], n = ns[i % 3];
+            for (int kk = 0; kk < 4; kk++, i++) {
+                int dd = (wd * 2 + xd) % 3;
+                int64_t m = 1 + ((wd * 3 + xd) * 3) % 8, k = ks[kk], n = ns[i % 3];
                 uint64_t wpad = (uint64_t)(i % 3); /* whole blocks before it: rows at 2 mod 4 bytes */
-                uint64_t xpad = (uint64_t)(i % 4 == 1);
+                uint64_t xpad = (uint64_t)(xd == 1);
                 int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
                 nt_tensor w = nt_tensor_quantized(d, blocks[wd], 2, ws, wpad, -2, 2, &seed);
                 nt_tensor x = nt_tensor_random(d, floats[xd], 2, xs, xpad, -1, 1, &seed);
@@ -124,30 +128,28 @@ static void block_weights_match_the_reference_for_every_dtype(void **state)
     nt_close(d);
 }
 
-/* M = 1..8 for each weight dtype (the m loops' bounds are compile-time constants). */
+/* M = 1..8 (the m loops' bounds are compile-time constants), each with another weight dtype
+ * (the other tests take every dtype with several M). */
 static void every_row_count_from_1_to_8(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 3;
     const nu_dtype wds[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    for (int wd = 0; wd < 5; wd++) {
-        bool block = wds[wd] == NU_DTYPE_Q8_0 || wds[wd] == NU_DTYPE_Q4_0;
+    for (int64_t m = 1; m <= 8; m++) {
+        nu_dtype wd = wds[m % 5];
+        bool block = wd == NU_DTYPE_Q8_0 || wd == NU_DTYPE_Q4_0;
         int64_t n = 13, k = block ? 288 : 263;
-        int64_t ws[2] = {n, k};
-        nt_tensor w = block ? nt_tensor_quantized(d, wds[wd], 2, ws, 0, -1, 1, &seed)
-                            : nt_tensor_random(d, wds[wd], 2, ws, 0, -1, 1, &seed);
-        for (int64_t m = 1; m <= 8; m++) {
-            int64_t xs[2] = {m, k}, ds[2] = {m, n};
-            nt_tensor x = nt_tensor_random(d, m % 2 ? NU_DTYPE_F32 : NU_DTYPE_F16, 2, xs, 0, -1, 1, &seed);
-            nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
-            char what[96];
-            snprintf(what, sizeof what, "%s weights, m %lld", nu_dtype_name(wds[wd]), (long long)m);
-            check(d, &dst, &w.t, w.values, &x.t, x.values, what);
-            nt_tensor_free(&x);
-            nt_tensor_free(&dst);
-        }
+        int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
+        nt_tensor w = block ? nt_tensor_quantized(d, wd, 2, ws, 0, -1, 1, &seed) : nt_tensor_random(d, wd, 2, ws, 0, -1, 1, &seed);
+        nt_tensor x = nt_tensor_random(d, m % 2 ? NU_DTYPE_F32 : NU_DTYPE_F16, 2, xs, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+        char what[96];
+        snprintf(what, sizeof what, "%s weights, m %lld", nu_dtype_name(wd), (long long)m);
+        check(d, &dst, &w.t, w.values, &x.t, x.values, what);
         nt_tensor_free(&w);
+        nt_tensor_free(&x);
+        nt_tensor_free(&dst);
     }
     nt_close(d);
 }
@@ -160,24 +162,25 @@ static void strided_and_unaligned_views(void **state)
     nu_device *d = nt_open();
     uint64_t seed = 4;
     char what[128];
-    /* Float weights: w [40, 200] sliced to columns [8, 8 + 136) of rows [3, 3 + 37): stride 200. */
+    /* Float weights: w [40, 200] sliced to columns [8, 8 + 133) of rows [3, 3 + 37): stride 200,
+     * rows 16-byte aligned (the vector path) with a tail of 5. */
     for (int wd = 0; wd < 3; wd++) {
-        int64_t fs[2] = {40, 200}, m = 3, k = 136, n = 37;
+        int64_t fs[2] = {40, 200}, m = 3, k = 133, n = 37;
         nt_tensor fused = nt_tensor_random(d, floats[wd], 2, fs, 0, -1, 1, &seed);
         nu_tensor w;
         NT_OK(nu_tensor_slice(&fused.t, 0, 3, n, &w));
         NT_OK(nu_tensor_slice(&w, 1, 8, k, &w));
         float *wv = values_of(&fused, &w);
-        /* x [3, 150] sliced to columns [5, 5 + 136): rows unaligned (the general x path). */
+        /* x [3, 150] sliced to columns [5, 5 + 133): rows unaligned (the general x path). */
         int64_t xs[2] = {m, 150}, ds[2] = {m, n};
         nt_tensor xb = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
         nu_tensor x;
         NT_OK(nu_tensor_slice(&xb.t, 1, 5, k, &x));
         float *xv = values_of(&xb, &x);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
-        snprintf(what, sizeof what, "%s weight slice [3:40, 8:144] of [40, 200], x slice", nu_dtype_name(floats[wd]));
+        snprintf(what, sizeof what, "%s weight slice [3:40, 8:141] of [40, 200], x slice", nu_dtype_name(floats[wd]));
         check(d, &dst, &w, wv, &x, xv, what);
-        /* x aligned and strided: columns [8, 144) of a [3, 152] F16 x (16-byte rows). */
+        /* x aligned and strided: columns [8, 141) of a [3, 152] F16 x (16-byte rows). */
         int64_t xs2[2] = {m, 152};
         nt_tensor xb2 = nt_tensor_random(d, NU_DTYPE_F16, 2, xs2, 0, -1, 1, &seed);
         nu_tensor x2;
@@ -185,13 +188,13 @@ static void strided_and_unaligned_views(void **state)
         float *xv2 = values_of(&xb2, &x2);
         snprintf(what, sizeof what, "%s weight slice, aligned strided F16 x", nu_dtype_name(floats[wd]));
         check(d, &dst, &w, wv, &x2, xv2, what);
-        /* A transposed weight: t [136, 37] seen as [37, 136] (column stride 37). */
+        /* A transposed weight: t [133, 37] seen as [37, 133] (column stride 37: the general path). */
         int64_t ts[2] = {k, n};
         nt_tensor tb = nt_tensor_random(d, floats[wd], 2, ts, 0, -1, 1, &seed);
         nu_tensor wt;
         NT_OK(nu_tensor_transpose(&tb.t, 0, 1, &wt));
         float *wtv = values_of(&tb, &wt);
-        /* x transposed too: [136, 3] seen as [3, 136]. */
+        /* x transposed too: [133, 3] seen as [3, 133]. */
         int64_t xts[2] = {k, m};
         nt_tensor xtb = nt_tensor_random(d, NU_DTYPE_BF16, 2, xts, 1, -1, 1, &seed);
         nu_tensor xt;
@@ -258,9 +261,7 @@ static void large_n_and_every_knob(void **state)
     const nu_dtype wds[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
     for (int t = 0; t < 5; t++) {
         assert_int_equal(setenv("NUVEC_MATVEC", knobs[t], 1), 0);
-        for (int wd = 0; wd < 5; wd++) {
-            if ((wd + t) % 2 && t) /* a subset, to keep dispatches few */
-                continue;
+        for (int wd = t % 5; wd < 5; wd += 2) { /* a subset, to keep kernels few */
             bool block = wds[wd] == NU_DTYPE_Q8_0 || wds[wd] == NU_DTYPE_Q4_0;
             int64_t m = 1 + (t + wd) % 8, n = 11, k = block ? 4096 : 1000 + t;
             int64_t w2s[2] = {n, k}, x2s[2] = {m, k}, d2s[2] = {m, n};

@@ -6,7 +6,7 @@
 //
 // Layout of the work: each workgroup computes ROWS consecutive rows n of the weight (all M
 // outputs of each), looping over row groups with the grid's stride. Its LOCAL threads split K in
-// "units" of 8 consecutive elements (16 for Q4_0), consecutive threads taking consecutive units so
+// "units" of 8 consecutive elements, consecutive threads taking consecutive units so
 // that a subgroup's loads are contiguous; each thread issues the loads of UNROLL units of each of
 // the ROWS rows before using any (UNROLL * ROWS independent loads in flight), dequantizes in
 // registers and accumulates ROWS * M F32 sums, reading each unit of x once for all ROWS rows.
@@ -19,9 +19,11 @@
 //   Q8_0 (34-byte blocks: f16 d, int8 q[32]): a unit is 8 quants of a block (4 units a block):
 //     its 8 bytes are read as 32-bit words (two, or three and a funnel shift when the block's
 //     parity puts them at a 2-byte boundary) plus the block's d (one 16-bit load, shared by the 4
-//     threads of the block); x * d * q.
-//   Q4_0 (18-byte blocks: f16 d, uint8 qs[16]): a unit is half a block's qs (8 bytes, likewise),
-//     elements 8h..8h+7 (low nibbles) and 16+8h..16+8h+7 (high); x * d * (q - 8).
+//     threads of the block); d * sum(x * q) a unit.
+//   Q4_0 (18-byte blocks: f16 d, uint8 qs[16]): a unit is 8 elements too, 8j..8j+7 of a block
+//     (4 units a block): the low (j < 2) or high (j >= 2) nibbles of qs[8 (j & 1) ..] (8 bytes,
+//     read likewise; two units read the same bytes, from L1), so that a subgroup's x loads stay
+//     contiguous; d * sum(x * (q - 8)) a unit.
 //   x: FLAGS bit 2 set (rows stride 1, 16-byte aligned, row stride a multiple of 16 bytes): 16-byte
 //     loads of 8 elements (x is small and stays in L1/L2); clear: element loads through strides.
 //
@@ -33,11 +35,13 @@
 //   2 DDT     dst dtype (ops.glsl code)
 //   3 M       rows of x (1..8; the compile-time bound of the m loops)
 //   4 LOCAL   threads per workgroup (local_size_x), a power of two 32..1024; default 128
-//   5 ROWS    weight rows per workgroup (1..8); default 2 (float weights) and 2 (Q8_0, Q4_0);
-//             more rows reuse each x load more (what M > 1 and F32 x want) and put more loads in
-//             flight, fewer give more workgroups for short N
-//   6 UNROLL  units per thread per row in flight (1..8); default 4 (F16/BF16/Q8_0), 2 (F32,
-//             Q4_0: their units are twice the bytes)
+//   5 ROWS    weight rows per workgroup (1..8); default 2 for float weights with M <= 2, else 4:
+//             each x load serves ROWS rows (x's bytes from L1 are M * 32 per unit of F32 x,
+//             against 16 of F16 weights and 8.5 or 4.5 of Q8_0 / Q4_0: block weights and larger
+//             M need the reuse), and more rows put more loads in flight; fewer rows give more
+//             workgroups for short N
+//   6 UNROLL  units per thread per row in flight (1..8); default 8 / ROWS (4 or 2), half that
+//             for F32 weights (two uvec4 a unit)
 //   7 FLAGS   bit 0: subgroup arithmetic (host: NU_SUBGROUP_ARITHMETIC and a subgroup of at least
 //             8 threads); bit 1: float weights' vector path; bit 2: x's vector path
 // Bindings: 0 dst, 1 weight, 2 x. Push: see Push below (first elements in their bindings: elements
@@ -62,8 +66,6 @@ const bool SUBGROUP = (FLAGS & 1u) != 0u;
 const bool WVEC = (FLAGS & 2u) != 0u;
 const bool XVEC = (FLAGS & 4u) != 0u;
 const bool QUANT = WDT == Q8_0 || WDT == Q4_0;
-// Elements of one unit and the uvec4 of one unit of x (F32 x: two per 8 elements).
-const uint UNIT = WDT == Q4_0 ? 16u : 8u;
 const uint RM = ROWS * M;
 // The reduction's shared memory: one float per thread and sum (tree), or per subgroup and sum
 // (the host uses that path only with subgroups of at least 8 threads).
@@ -122,7 +124,7 @@ Raw load_unit(uint row, uint u)
         uvec2 b = w_bytes8(base + 1u + 4u * (u & 3u));
         r.p = uvec4(b, uint(w_h[base]), 0u);
     } else if (WDT == Q4_0) {
-        uint base = pc.first_w + row * pc.w_row + (u >> 1u) * 9u;
+        uint base = pc.first_w + row * pc.w_row + (u >> 2u) * 9u;
         uvec2 b = w_bytes8(base + 1u + 4u * (u & 1u));
         r.p = uvec4(b, uint(w_h[base]), 0u);
     } else if (WDT == NU_F32) {
@@ -135,43 +137,31 @@ Raw load_unit(uint row, uint u)
     return r;
 }
 
-// The unit's weights as floats (UNIT of them; Q8_0/Q4_0 dequantized: d * q, d * (q - 8)).
-void unpack_unit(Raw r, out float v[16])
+// Unit u's 8 weights as floats, and the scale they are multiplied by: block dtypes' q (Q8_0) or
+// q - 8 (Q4_0), exact, and d (the sum over the unit is scaled once); float dtypes' values, 1.
+// Integers become floats without a conversion instruction (slow on some GPUs): a byte or nibble
+// b or'ed into the mantissa of 2^23 is the float 2^23 + b, and subtracting 2^23 + bias is exact.
+float q8(uint w, int i) { return uintBitsToFloat(((w >> (8 * i)) & 0xffu ^ 0x80u) | 0x4b000000u) - 8388736.0; }
+float q4(uint w, int s) { return uintBitsToFloat(((w >> s) & 0xfu) | 0x4b000000u) - 8388616.0; }
+float unpack_unit(Raw r, uint u, out float v[8])
 {
     if (WDT == Q8_0) {
-        float d = nu_f16_to_f32(r.p.z);
         for (int i = 0; i < 4; i++) {
-            v[i] = d * float(bitfieldExtract(int(r.p.x), 8 * i, 8));
-            v[4 + i] = d * float(bitfieldExtract(int(r.p.y), 8 * i, 8));
+            v[i] = q8(r.p.x, i);
+            v[4 + i] = q8(r.p.y, i);
         }
-        for (int i = 8; i < 16; i++)
-            v[i] = 0.0;
-    } else if (WDT == Q4_0) {
-        float d = nu_f16_to_f32(r.p.z);
-        for (int i = 0; i < 4; i++) {
-            v[i] = d * float(int(bitfieldExtract(r.p.x, 8 * i, 4)) - 8);
-            v[4 + i] = d * float(int(bitfieldExtract(r.p.y, 8 * i, 4)) - 8);
-            v[8 + i] = d * float(int(bitfieldExtract(r.p.x, 8 * i + 4, 4)) - 8);
-            v[12 + i] = d * float(int(bitfieldExtract(r.p.y, 8 * i + 4, 4)) - 8);
-        }
-    } else {
-        float e[8];
-        nu_unpack8(WDT, r.p, r.q, e);
-        for (int i = 0; i < 8; i++)
-            v[i] = e[i];
-        for (int i = 8; i < 16; i++)
-            v[i] = 0.0;
+        return nu_f16_to_f32(r.p.z);
     }
-}
-
-// The first k of unit u (and, for Q4_0, the second run of 8 is 16 further).
-uint unit_k(uint u)
-{
-    if (WDT == Q8_0)
-        return u * 8u;
-    if (WDT == Q4_0)
-        return (u >> 1u) * 32u + (u & 1u) * 8u;
-    return u * 8u;
+    if (WDT == Q4_0) {
+        int nib = int(u & 2u) * 2; // units 2 and 3 of a block: the high nibbles
+        for (int i = 0; i < 4; i++) {
+            v[i] = q4(r.p.x, 8 * i + nib);
+            v[4 + i] = q4(r.p.y, 8 * i + nib);
+        }
+        return nu_f16_to_f32(r.p.z);
+    }
+    nu_unpack8(WDT, r.p, r.q, v);
+    return 1.0;
 }
 
 // Weight element (row, kk) of a float dtype through its strides (the general path).
@@ -183,7 +173,7 @@ void main()
     uint groups = (pc.n + ROWS - 1u) / ROWS;
     // Units on the fast path (every k for block dtypes; K / 8 for float vector rows; none on the
     // general path) and the first k the general loop covers.
-    uint units = WDT == Q8_0 ? pc.k / 8u : (WDT == Q4_0 ? pc.k / 16u : (WVEC ? pc.k / 8u : 0u));
+    uint units = QUANT || WVEC ? pc.k / 8u : 0u;
     uint tail = QUANT ? pc.k : units * 8u;
     for (uint g = gl_WorkGroupID.x; g < groups; g += gl_NumWorkGroups.x) {
         uint n0 = g * ROWS;
@@ -206,27 +196,18 @@ void main()
                 uint u = u0 + j * LOCAL;
                 if (u >= units)
                     break;
-                float wv[ROWS][16];
+                float wv[ROWS][8], scale[ROWS];
                 for (uint r = 0u; r < ROWS; r++)
-                    unpack_unit(raw[j * ROWS + r], wv[r]);
-                uint k0 = unit_k(u);
+                    scale[r] = unpack_unit(raw[j * ROWS + r], u, wv[r]);
+                uint k0 = u * 8u;
                 for (uint m = 0u; m < M; m++) {
                     float xv[8];
                     x_load8(m, k0, xv);
                     for (uint r = 0u; r < ROWS; r++) {
-                        float s = acc[r * M + m];
+                        float s = QUANT ? 0.0 : acc[r * M + m];
                         for (int i = 0; i < 8; i++)
                             s = fma(wv[r][i], xv[i], s);
-                        acc[r * M + m] = s;
-                    }
-                    if (WDT == Q4_0) {
-                        x_load8(m, k0 + 16u, xv);
-                        for (uint r = 0u; r < ROWS; r++) {
-                            float s = acc[r * M + m];
-                            for (int i = 0; i < 8; i++)
-                                s = fma(wv[r][8 + i], xv[i], s);
-                            acc[r * M + m] = s;
-                        }
+                        acc[r * M + m] = QUANT ? fma(scale[r], s, acc[r * M + m]) : s;
                     }
                 }
             }

@@ -16,11 +16,14 @@ typedef struct matvec_tune {
     int subgroup; /* -1: use subgroup arithmetic where the device has it; 0: never */
 } matvec_tune;
 
-static matvec_tune default_tune(nu_dtype w)
+/* The defaults (the .comp's header says why): 128 threads; 2 rows a workgroup for float weights
+ * and one or two rows of x, else 4 (x's loads reused over more rows); 8 units a thread in flight
+ * (4 for F32 weights, whose units are twice the bytes). */
+static matvec_tune default_tune(nu_dtype w, int64_t m)
 {
-    matvec_tune t = {128, 2, 4, -1};
-    if (w == NU_DTYPE_F32 || w == NU_DTYPE_Q4_0)
-        t.unroll = 2; /* units of 32 and 16 + 9 bytes: as many bytes in flight as the others' 4 */
+    bool block = nu_dtype_block_elements(w) > 1;
+    matvec_tune t = {128, block || m > 2 ? 4 : 2, 0, -1};
+    t.unroll = (w == NU_DTYPE_F32 ? 4 : 8) / t.rows;
     return t;
 }
 
@@ -109,7 +112,7 @@ nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *we
     if (!k)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k is 0 (x and weight are empty but dst is not)");
 
-    matvec_tune tune = default_tune(weight->dtype);
+    matvec_tune tune = default_tune(weight->dtype, m);
     if ((st = env_tune(d, &tune)) != NU_OK)
         return st;
     nu_binding bind[3];
