@@ -35,7 +35,7 @@
 //   2 DDT     dst dtype (ops.glsl code)
 //   3 M       rows of x (1..8; the compile-time bound of the m loops)
 //   4 LOCAL   threads per workgroup (local_size_x), a power of two 32..1024; default 128
-//   5 ROWS    weight rows per workgroup (1..8); default 2 for float weights with M <= 2, else 4:
+//   5 ROWS    weight rows per workgroup (1..8); default 2 (float weights, M <= 2), else 4:
 //             each x load serves ROWS rows (x's bytes from L1 are M * 32 per unit of F32 x,
 //             against 16 of F16 weights and 8.5 or 4.5 of Q8_0 / Q4_0: block weights and larger
 //             M need the reuse), and more rows put more loads in flight; fewer rows give more
