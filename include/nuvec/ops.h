@@ -154,8 +154,13 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
 
 /* dst = x * weight^T: weight [n, k] as stored by weight files (row-major [out, in]) of a float
  * or block dtype, x [m, k] float with 1 <= m <= 8 (decode: one to a few tokens), dst [m, n]
- * float. Accumulates in F32. For more rows, nuvec/ops.h's matrix products (the kernel
- * library's second part) are the fast path. */
+ * float; all three of rank 2. Accumulates in F32 (block weights: d * sum(x * q) a run of 8).
+ * weight and x may be any views (a slice of a fused weight's rows or columns, transposed);
+ * weight rows that are contiguous and start 16-byte aligned (and block weights) take the fast
+ * path. m = 0 or n = 0 records nothing; k = 0 with a non-empty dst is refused. The kernel's
+ * tuning knobs (kernels/matvec/matvec.comp) may be overridden for sweeps by the environment:
+ * NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1". For more rows, nuvec/ops.h's matrix
+ * products (the kernel library's second part) are the fast path. */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
 

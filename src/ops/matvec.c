@@ -1,0 +1,152 @@
+/* matvec.c: matrix-vector and skinny matrix products against float and block-quantized weights
+ * (nu_op_matvec; kernels/matvec/matvec.comp, whose header describes the kernel and its knobs). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels_table.h"
+#include "ops/op.h"
+
+#define FN "nu_op_matvec"
+
+/* The kernel's tuning knobs (its specialisation constants 4 to 6, and bit 0 of 7). */
+typedef struct matvec_tune {
+    uint32_t local, rows, unroll;
+    int subgroup; /* -1: use subgroup arithmetic where the device has it; 0: never */
+} matvec_tune;
+
+/* The defaults (the .comp's header says why): 128 threads; 2 rows a workgroup for float weights
+ * and one or two rows of x, else 4 (x's loads reused over more rows); 8 units a thread in flight
+ * (4 for F32 weights, whose units are twice the bytes). */
+static matvec_tune default_tune(nu_dtype w, int64_t m)
+{
+    bool block = nu_dtype_block_elements(w) > 1;
+    matvec_tune t = {128, block || m > 2 ? 4 : 2, 0, -1};
+    t.unroll = (w == NU_DTYPE_F32 ? 4 : 8) / t.rows;
+    return t;
+}
+
+static bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
+
+/* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1" overrides the defaults (for sweeping the
+ * knobs on a device without rebuilding); any key may be left out. */
+static nu_status env_tune(nu_device *d, matvec_tune *t)
+{
+    const char *s = getenv("NUVEC_MATVEC");
+    if (!s || !*s)
+        return NU_OK;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *eq = strchr(tok, '=');
+        char *end = NULL;
+        unsigned long v = eq ? strtoul(eq + 1, &end, 10) : 0;
+        bool ok = eq && end != eq + 1 && !*end;
+        if (ok && !strncmp(tok, "local=", 6))
+            ok = pow2((uint32_t)v) && v >= 32 && v <= 1024 && v <= d->info.max_workgroup_size[0], t->local = (uint32_t)v;
+        else if (ok && !strncmp(tok, "rows=", 5))
+            ok = v >= 1 && v <= 8, t->rows = (uint32_t)v;
+        else if (ok && !strncmp(tok, "unroll=", 7))
+            ok = v >= 1 && v <= 8, t->unroll = (uint32_t)v;
+        else if (ok && !strncmp(tok, "subgroup=", 9))
+            ok = v <= 1, t->subgroup = v ? -1 : 0;
+        else
+            ok = false;
+        if (!ok)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                            FN ": NUVEC_MATVEC has '%s'; it takes local=32..1024 (a power of two), rows=1..8, "
+                            "unroll=1..8, subgroup=0|1", tok);
+    }
+    return NU_OK;
+}
+
+/* Whether view t's rows (dimension 0) all start 16-byte aligned in its binding and its last
+ * dimension is contiguous: the 16-byte vector paths. */
+static bool rows_aligned(const nu_tensor *t, uint32_t first)
+{
+    uint64_t es = nu_dtype_size(t->dtype);
+    if (t->shape[1] > 1 && t->strides[1] != 1)
+        return false;
+    if (first * es % 16)
+        return false;
+    return t->shape[0] == 1 || (uint64_t)t->strides[0] * es % 16 == 0;
+}
+
+static nu_status shape_of(nu_device *d, const char *name, const nu_tensor *t)
+{
+    if (t->rank != 2)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s has rank %u; it must be 2 ([%s])", name, t->rank,
+                        !strcmp(name, "weight") ? "n, k" : (!strcmp(name, "x") ? "m, k" : "m, n"));
+    return NU_OK;
+}
+
+nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN ": NULL command buffer");
+    nu_status st;
+    if ((st = nu__op_check(FN, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
+        (st = nu__op_check(FN, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
+        (st = nu__op_check(FN, "x", x, NU__OP_FLOAT)) != NU_OK)
+        return st;
+    nu_device *d = nu_buffer_device(dst->buffer);
+    if ((st = shape_of(d, "weight", weight)) != NU_OK || (st = shape_of(d, "x", x)) != NU_OK ||
+        (st = shape_of(d, "dst", dst)) != NU_OK)
+        return st;
+    int64_t m = x->shape[0], k = x->shape[1], n = weight->shape[0];
+    if (m > NU_MATVEC_MAX_ROWS)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": x has %lld rows; at most %d (NU_MATVEC_MAX_ROWS)",
+                        (long long)m, NU_MATVEC_MAX_ROWS);
+    if (weight->shape[1] != k)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": x is %lldx%lld but weight is %lldx%lld (k differs)",
+                        (long long)m, (long long)k, (long long)n, (long long)weight->shape[1]);
+    if (dst->shape[0] != m || dst->shape[1] != n)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": dst is %lldx%lld; it must be %lldx%lld (x's rows, weight's)",
+                        (long long)dst->shape[0], (long long)dst->shape[1], (long long)m, (long long)n);
+    if ((st = nu__op_contiguous(FN, "dst", dst)) != NU_OK || (st = nu__op_no_alias(FN, dst, "weight", weight, false)) != NU_OK ||
+        (st = nu__op_no_alias(FN, dst, "x", x, false)) != NU_OK)
+        return st;
+    if (!m || !n)
+        return NU_OK; /* an empty dst */
+    if (!k)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k is 0 (x and weight are empty but dst is not)");
+
+    matvec_tune tune = default_tune(weight->dtype, m);
+    if ((st = env_tune(d, &tune)) != NU_OK)
+        return st;
+    nu_binding bind[3];
+    uint32_t first[3];
+    if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(FN, weight, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
+        (st = nu__op_bind(FN, x, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
+        return st;
+
+    bool block = nu_dtype_block_elements(weight->dtype) > 1;
+    bool subgroup = tune.subgroup && (d->info.subgroup_operations & NU_SUBGROUP_ARITHMETIC) && d->info.subgroup_size >= 8;
+    uint32_t flags = (subgroup ? 1u : 0u) | (!block && rows_aligned(weight, first[1]) ? 2u : 0u) |
+                     (rows_aligned(x, first[2]) ? 4u : 0u);
+    uint32_t wdt = weight->dtype == NU_DTYPE_Q8_0 ? 4u : weight->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(weight->dtype);
+    /* The reduction's shared memory (the shader's RED). */
+    uint64_t shared = 4ull * tune.rows * (uint64_t)m * (subgroup ? tune.local / 8 : tune.local);
+    if (shared > d->info.max_shared_memory || tune.local > d->info.max_workgroup_size[0] ||
+        tune.local > d->info.max_workgroup_invocations)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %u threads and %u rows a workgroup need more than %s offers",
+                        tune.local, tune.rows, d->info.name);
+    uint32_t constants[8] = {wdt, nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m,
+                             tune.local, tune.rows, tune.unroll, flags};
+    /* Strides of dimensions of size 1 are never used (0 keeps them within 32 bits). */
+    uint32_t w_row = n > 1 ? (uint32_t)weight->strides[0] : 0, w_col = k > 1 ? (uint32_t)weight->strides[1] : 0;
+    if (block)
+        w_row = w_row / 32 * (nu_dtype_block_bytes(weight->dtype) / 2);
+    struct {
+        uint32_t n, k, first_w, w_row, w_col, first_x, x_row, x_col, first_dst;
+    } push = {(uint32_t)n, (uint32_t)k, first[1], w_row, w_col, first[2],
+              m > 1 ? (uint32_t)x->strides[0] : 0, k > 1 ? (uint32_t)x->strides[1] : 0, first[0]};
+    nu_kernel *kern;
+    if ((st = nu__op_kernel(d, NU__K_matvec, sizeof push, constants, 8, &kern)) != NU_OK)
+        return st;
+    uint32_t groups[3];
+    nu__op_groups(((uint64_t)n + tune.rows - 1) / tune.rows, 1, groups);
+    return nu_commands_dispatch(c, kern, groups, bind, 3, &push, sizeof push);
+}

@@ -1,0 +1,367 @@
+/* test_ops_matvec.c: nu_op_matvec (src/ops/matvec.c, kernels/matvec/matvec.comp) against a
+ * float64 CPU reference: every weight dtype (F32, F16, BF16, Q8_0, Q4_0) with float x and dst
+ * of each dtype, 1 to 8 rows of x, odd N and K (tails), unaligned, sliced (strided rows) and
+ * transposed views, more row groups than one grid holds, the kernel's knobs; and what it
+ * refuses.
+ *
+ * Tolerance: the reference sums in double the products of the exact element values (block
+ * weights dequantized: the values the kernel must see), so the kernel's only error is F32
+ * summation in another order, at most about K * 2^-24 * sum |x w| (we allow 2^-16 * sum |x w|
+ * for K up to 4096, a margin of about 16) plus the one rounding of dst's store (its dtype's
+ * tolerance, relative). */
+#include "ops_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
+
+typedef struct mv_case {
+    const nu_tensor *dst, *w, *x;
+} mv_case;
+
+static nu_status record_matvec(nu_commands *c, void *arg)
+{
+    mv_case *k = arg;
+    return nu_op_matvec(c, k->dst, k->w, k->x);
+}
+
+/* Runs dst = x * w^T and checks it: wv [n, k] and xv [m, k] the exact values (row-major). */
+static void check(nu_device *d, nt_tensor *dst, const nu_tensor *w, const float *wv, const nu_tensor *x, const float *xv,
+                  const char *what)
+{
+    mv_case k = {&dst->t, w, x};
+    nt_run(d, record_matvec, &k);
+    nt_tensor_download(dst);
+    int64_t m = x->shape[0], kk = x->shape[1], n = w->shape[0];
+    float rel = nt_dtype_tolerance(dst->t.dtype);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0, sabs = 0;
+            for (int64_t e = 0; e < kk; e++) {
+                double p = (double)xv[i * kk + e] * (double)wv[j * kk + e];
+                s += p;
+                sabs += fabs(p);
+            }
+            float want = nt_round_to(dst->t.dtype, (float)s);
+            float got = dst->values[i * n + j];
+            double tol = sabs / 65536.0 + rel * fabs((double)want) + 1e-30;
+            if (!(fabs((double)got - (double)want) <= tol))
+                fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld)", what,
+                         (long long)i, (long long)j, (double)got, (double)want, tol, (long long)m, (long long)n,
+                         (long long)kk);
+        }
+}
+
+/* The values of a float view (row-major over its shape). */
+static float *values_of(const nt_tensor *h, const nu_tensor *view)
+{
+    float *v = malloc(nu_tensor_numel(view) * sizeof *v + 1);
+    nt_tensor_values(h, view, v);
+    return v;
+}
+
+static void float_weights_match_the_reference_for_every_dtype(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 1;
+    /* Each (weight, x) pair once, dst's dtype in turn; odd K (tails of the vector path and the
+     * general path; the strided test takes the vector path with tails for every dtype). */
+    const int64_t ks[9] = {1, 7, 129, 264, 1031, 4096, 8, 40, 136};
+    const int64_t ns[] = {1, 3, 37};
+    int i = 0;
+    for (int wd = 0; wd < 3; wd++)
+        for (int xd = 0; xd < 3; xd++, i++) {
+            int dd = (wd + xd) % 3;
+            int64_t m = 1 + i % 8, k = ks[i], n = ns[i % 3];
+            uint64_t wpad = (uint64_t)(i % 4 == 3); /* 1: unaligned rows, the general path */
+            uint64_t xpad = (uint64_t)(i % 5 == 4);
+            int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
+            nt_tensor w = nt_tensor_random(d, floats[wd], 2, ws, wpad, -1, 1, &seed);
+            nt_tensor x = nt_tensor_random(d, floats[xd], 2, xs, xpad, -1, 1, &seed);
+            nt_tensor dst = nt_tensor_output(d, floats[dd], 2, ds, (uint64_t)(i % 2));
+            char what[160];
+            snprintf(what, sizeof what, "%s dst = %s x * %s w^T, pads %llu %llu", nu_dtype_name(floats[dd]),
+                     nu_dtype_name(floats[xd]), nu_dtype_name(floats[wd]), (unsigned long long)xpad,
+                     (unsigned long long)wpad);
+            check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+            nt_tensor_free(&w);
+            nt_tensor_free(&x);
+            nt_tensor_free(&dst);
+        }
+    nt_close(d);
+}
+
+static void block_weights_match_the_reference_for_every_dtype(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 2;
+    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    /* Each (weight, x) pair with every K (one kernel: one M and path), dst's dtype in turn. */
+    const int64_t ks[] = {32, 96, 160, 4096};
+    const int64_t ns[] = {1, 3, 37};
+    int i = 0;
+    for (int wd = 0; wd < 2; wd++)
+        for (int xd = 0; xd < 3; xd++)
+            for (int kk = 0; kk < 4; kk++, i++) {
+                int dd = (wd * 2 + xd) % 3;
+                int64_t m = 1 + ((wd * 3 + xd) * 3) % 8, k = ks[kk], n = ns[i % 3];
+                uint64_t wpad = (uint64_t)(i % 3); /* whole blocks before it: rows at 2 mod 4 bytes */
+                uint64_t xpad = (uint64_t)(xd == 1);
+                int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
+                nt_tensor w = nt_tensor_quantized(d, blocks[wd], 2, ws, wpad, -2, 2, &seed);
+                nt_tensor x = nt_tensor_random(d, floats[xd], 2, xs, xpad, -1, 1, &seed);
+                nt_tensor dst = nt_tensor_output(d, floats[dd], 2, ds, 0);
+                char what[160];
+                snprintf(what, sizeof what, "%s dst = %s x * %s w^T, pad blocks %llu, x pad %llu",
+                         nu_dtype_name(floats[dd]), nu_dtype_name(floats[xd]), nu_dtype_name(blocks[wd]),
+                         (unsigned long long)wpad, (unsigned long long)xpad);
+                check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+                nt_tensor_free(&w);
+                nt_tensor_free(&x);
+                nt_tensor_free(&dst);
+            }
+    nt_close(d);
+}
+
+/* M = 1..8 (the m loops' bounds are compile-time constants), each with another weight dtype
+ * (the other tests take every dtype with several M). */
+static void every_row_count_from_1_to_8(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 3;
+    const nu_dtype wds[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    for (int64_t m = 1; m <= 8; m++) {
+        nu_dtype wd = wds[m % 5];
+        bool block = wd == NU_DTYPE_Q8_0 || wd == NU_DTYPE_Q4_0;
+        int64_t n = 13, k = block ? 288 : 263;
+        int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
+        nt_tensor w = block ? nt_tensor_quantized(d, wd, 2, ws, 0, -1, 1, &seed) : nt_tensor_random(d, wd, 2, ws, 0, -1, 1, &seed);
+        nt_tensor x = nt_tensor_random(d, m % 2 ? NU_DTYPE_F32 : NU_DTYPE_F16, 2, xs, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+        char what[96];
+        snprintf(what, sizeof what, "%s weights, m %lld", nu_dtype_name(wd), (long long)m);
+        check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+        nt_tensor_free(&w);
+        nt_tensor_free(&x);
+        nt_tensor_free(&dst);
+    }
+    nt_close(d);
+}
+
+/* Weights as a slice of a fused weight's columns (row stride larger than k) and of its rows,
+ * transposed float weights, x strided (a column slice) and transposed, and unaligned. */
+static void strided_and_unaligned_views(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 4;
+    char what[128];
+    /* Float weights: w [40, 200] sliced to columns [8, 8 + 133) of rows [3, 3 + 37): stride 200,
+     * rows 16-byte aligned (the vector path) with a tail of 5. */
+    for (int wd = 0; wd < 3; wd++) {
+        int64_t fs[2] = {40, 200}, m = 3, k = 133, n = 37;
+        nt_tensor fused = nt_tensor_random(d, floats[wd], 2, fs, 0, -1, 1, &seed);
+        nu_tensor w;
+        NT_OK(nu_tensor_slice(&fused.t, 0, 3, n, &w));
+        NT_OK(nu_tensor_slice(&w, 1, 8, k, &w));
+        float *wv = values_of(&fused, &w);
+        /* x [3, 150] sliced to columns [5, 5 + 133): rows unaligned (the general x path). */
+        int64_t xs[2] = {m, 150}, ds[2] = {m, n};
+        nt_tensor xb = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+        nu_tensor x;
+        NT_OK(nu_tensor_slice(&xb.t, 1, 5, k, &x));
+        float *xv = values_of(&xb, &x);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+        snprintf(what, sizeof what, "%s weight slice [3:40, 8:141] of [40, 200], x slice", nu_dtype_name(floats[wd]));
+        check(d, &dst, &w, wv, &x, xv, what);
+        /* x aligned and strided: columns [8, 141) of a [3, 152] F16 x (16-byte rows). */
+        int64_t xs2[2] = {m, 152};
+        nt_tensor xb2 = nt_tensor_random(d, NU_DTYPE_F16, 2, xs2, 0, -1, 1, &seed);
+        nu_tensor x2;
+        NT_OK(nu_tensor_slice(&xb2.t, 1, 8, k, &x2));
+        float *xv2 = values_of(&xb2, &x2);
+        snprintf(what, sizeof what, "%s weight slice, aligned strided F16 x", nu_dtype_name(floats[wd]));
+        check(d, &dst, &w, wv, &x2, xv2, what);
+        /* A transposed weight: t [133, 37] seen as [37, 133] (column stride 37: the general path). */
+        int64_t ts[2] = {k, n};
+        nt_tensor tb = nt_tensor_random(d, floats[wd], 2, ts, 0, -1, 1, &seed);
+        nu_tensor wt;
+        NT_OK(nu_tensor_transpose(&tb.t, 0, 1, &wt));
+        float *wtv = values_of(&tb, &wt);
+        /* x transposed too: [133, 3] seen as [3, 133]. */
+        int64_t xts[2] = {k, m};
+        nt_tensor xtb = nt_tensor_random(d, NU_DTYPE_BF16, 2, xts, 1, -1, 1, &seed);
+        nu_tensor xt;
+        NT_OK(nu_tensor_transpose(&xtb.t, 0, 1, &xt));
+        float *xtv = values_of(&xtb, &xt);
+        snprintf(what, sizeof what, "transposed %s weight, transposed BF16 x", nu_dtype_name(floats[wd]));
+        check(d, &dst, &wt, wtv, &xt, xtv, what);
+        free(wv);
+        free(xv);
+        free(xv2);
+        free(wtv);
+        free(xtv);
+        nt_tensor_free(&fused);
+        nt_tensor_free(&xb);
+        nt_tensor_free(&xb2);
+        nt_tensor_free(&tb);
+        nt_tensor_free(&xtb);
+        nt_tensor_free(&dst);
+    }
+    /* Block weights: a fused [9, 320] weight's rows [3, 6) and columns [64, 64 + 192) (row stride 320). */
+    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    for (int wd = 0; wd < 2; wd++) {
+        int64_t fs[2] = {9, 320}, m = 2, k = 192, n = 3;
+        nt_tensor fused = nt_tensor_quantized(d, blocks[wd], 2, fs, 1, -1, 1, &seed);
+        nu_tensor w;
+        NT_OK(nu_tensor_slice(&fused.t, 0, 3, n, &w));
+        NT_OK(nu_tensor_slice(&w, 1, 64, k, &w));
+        float *wv = malloc((size_t)(n * k) * sizeof *wv);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t e = 0; e < k; e++)
+                wv[r * k + e] = fused.values[(3 + r) * 320 + 64 + e];
+        int64_t xs[2] = {m, k}, ds[2] = {m, n};
+        nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 3, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_BF16, 2, ds, 0);
+        snprintf(what, sizeof what, "%s weight slice [3:6, 64:256] of [9, 320]", nu_dtype_name(blocks[wd]));
+        check(d, &dst, &w, wv, &x.t, x.values, what);
+        free(wv);
+        nt_tensor_free(&fused);
+        nt_tensor_free(&x);
+        nt_tensor_free(&dst);
+    }
+    nt_close(d);
+}
+
+/* More row groups than one grid's 65535 workgroups (the grid-stride loop), and the knobs: other
+ * workgroup sizes, rows per workgroup (not dividing N), unrolls, and the shared-memory
+ * reduction instead of subgroup arithmetic (NUVEC_MATVEC). */
+static void large_n_and_every_knob(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 5;
+    int64_t ws[2] = {140001, 8}, xs[2] = {1, 8}, ds[2] = {1, 140001};
+    nt_tensor w = nt_tensor_random(d, NU_DTYPE_F16, 2, ws, 0, -1, 1, &seed);
+    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    check(d, &dst, &w.t, w.values, &x.t, x.values, "n 140001 (more than 65535 row groups)");
+    nt_tensor_free(&w);
+    nt_tensor_free(&x);
+    nt_tensor_free(&dst);
+
+    const char *knobs[] = {"subgroup=0", "local=32 rows=1 unroll=1", "local=64 rows=3 unroll=3 subgroup=0",
+                           "local=256 rows=5 unroll=8", "rows=8 unroll=1"};
+    const nu_dtype wds[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    for (int t = 0; t < 5; t++) {
+        assert_int_equal(setenv("NUVEC_MATVEC", knobs[t], 1), 0);
+        for (int wd = t % 5; wd < 5; wd += 2) { /* a subset, to keep kernels few */
+            bool block = wds[wd] == NU_DTYPE_Q8_0 || wds[wd] == NU_DTYPE_Q4_0;
+            int64_t m = 1 + (t + wd) % 8, n = 11, k = block ? 4096 : 1000 + t;
+            int64_t w2s[2] = {n, k}, x2s[2] = {m, k}, d2s[2] = {m, n};
+            nt_tensor w2 = block ? nt_tensor_quantized(d, wds[wd], 2, w2s, 0, -1, 1, &seed)
+                                 : nt_tensor_random(d, wds[wd], 2, w2s, 0, -1, 1, &seed);
+            nt_tensor x2 = nt_tensor_random(d, NU_DTYPE_F16, 2, x2s, 0, -1, 1, &seed);
+            nt_tensor d2 = nt_tensor_output(d, NU_DTYPE_F32, 2, d2s, 0);
+            char what[128];
+            snprintf(what, sizeof what, "%s weights, m %lld, NUVEC_MATVEC=\"%s\"", nu_dtype_name(wds[wd]), (long long)m,
+                     knobs[t]);
+            check(d, &d2, &w2.t, w2.values, &x2.t, x2.values, what);
+            nt_tensor_free(&w2);
+            nt_tensor_free(&x2);
+            nt_tensor_free(&d2);
+        }
+    }
+    unsetenv("NUVEC_MATVEC");
+    nt_close(d);
+}
+
+static void refuses_bad_tensors(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 6;
+    int64_t ws[2] = {4, 64}, xs[2] = {2, 64}, x9s[2] = {9, 64}, ds[2] = {2, 4}, bad_ds[2] = {2, 5}, k7s[2] = {2, 63};
+    int64_t q48[2] = {4, 48};
+    nt_tensor w = nt_tensor_random(d, NU_DTYPE_F16, 2, ws, 0, -1, 1, &seed);
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q8_0, 2, ws, 0, -1, 1, &seed);
+    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+    nt_tensor x9 = nt_tensor_random(d, NU_DTYPE_F32, 2, x9s, 0, -1, 1, &seed);
+    nt_tensor xk = nt_tensor_random(d, NU_DTYPE_F32, 2, k7s, 0, -1, 1, &seed);
+    nt_tensor xi = nt_tensor_random(d, NU_DTYPE_I32, 2, xs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    nt_tensor bad = nt_tensor_output(d, NU_DTYPE_F32, 2, bad_ds, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &x9.t)); /* m 9 > 8 */
+    assert_non_null(strstr(nu_error_message(NULL), "at most 8"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &xk.t)); /* k 63 vs 64 */
+    assert_non_null(strstr(nu_error_message(NULL), "k differs"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &bad.t, &w.t, &x.t)); /* dst 2x5, not 2x4 */
+    assert_non_null(strstr(nu_error_message(NULL), "must be 2x4"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &xi.t)); /* an I32 x */
+    assert_non_null(strstr(nu_error_message(NULL), "I32"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &xi.t, &w.t, &x.t)); /* an I32 dst (2x64, also the wrong shape) */
+    assert_non_null(strstr(nu_error_message(NULL), "I32"));
+    /* A block weight whose k is not a multiple of 32: a view of q's bytes as [4, 48]. */
+    nu_tensor q48v = nu_tensor_make(q.t.buffer, 0, NU_DTYPE_Q8_0, 2, q48);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &q48v, &xk.t));
+    assert_non_null(strstr(nu_error_message(NULL), "32"));
+    /* dst overlapping x, and overlapping the weight. */
+    nu_tensor over_x = nu_tensor_make(x.t.buffer, 0, NU_DTYPE_F32, 2, ds);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &over_x, &w.t, &x.t));
+    assert_non_null(strstr(nu_error_message(NULL), "overlaps x"));
+    nu_tensor over_w = nu_tensor_make(w.t.buffer, 16, NU_DTYPE_F32, 2, ds);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &over_w, &w.t, &x.t));
+    assert_non_null(strstr(nu_error_message(NULL), "overlaps weight"));
+    /* A strided dst, a rank-1 x, a bad knob, NULLs. */
+    nu_tensor dts = nu_tensor_make(bad.t.buffer, 0, NU_DTYPE_F32, 2, ds);
+    dts.strides[0] = 5; /* rows of bad's 5 columns */
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dts, &w.t, &x.t));
+    assert_non_null(strstr(nu_error_message(NULL), "contiguous"));
+    nu_tensor x1 = nu_tensor_make(x.t.buffer, 0, NU_DTYPE_F32, 1, xs + 1);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &x1));
+    assert_non_null(strstr(nu_error_message(NULL), "rank"));
+    assert_int_equal(setenv("NUVEC_MATVEC", "rows=9", 1), 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &x.t));
+    assert_non_null(strstr(nu_error_message(NULL), "NUVEC_MATVEC"));
+    unsetenv("NUVEC_MATVEC");
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(NULL, &dst.t, &w.t, &x.t));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, NULL, &x.t));
+    /* Empty: m = 0 records nothing and succeeds; k = 0 with a dst to fill is refused. */
+    int64_t e0[2] = {0, 64}, d0[2] = {0, 4}, wk0[2] = {4, 0}, xk0[2] = {2, 0};
+    nu_tensor xe = nu_tensor_make(x.t.buffer, 0, NU_DTYPE_F32, 2, e0), de = nu_tensor_make(dst.t.buffer, 0, NU_DTYPE_F32, 2, d0);
+    NT_OK(nu_op_matvec(c, &de, &w.t, &xe));
+    nu_tensor wz = nu_tensor_make(w.t.buffer, 0, NU_DTYPE_F16, 2, wk0), xz = nu_tensor_make(x.t.buffer, 0, NU_DTYPE_F32, 2, xk0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &wz, &xz));
+    assert_non_null(strstr(nu_error_message(NULL), "k is 0"));
+    nu_commands_free(c);
+    nt_tensor_free(&w);
+    nt_tensor_free(&q);
+    nt_tensor_free(&x);
+    nt_tensor_free(&x9);
+    nt_tensor_free(&xk);
+    nt_tensor_free(&xi);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&bad);
+    nt_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(float_weights_match_the_reference_for_every_dtype),
+        cmocka_unit_test(block_weights_match_the_reference_for_every_dtype),
+        cmocka_unit_test(every_row_count_from_1_to_8),
+        cmocka_unit_test(strided_and_unaligned_views),
+        cmocka_unit_test(large_n_and_every_knob),
+        cmocka_unit_test(refuses_bad_tensors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
