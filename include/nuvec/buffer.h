@@ -20,6 +20,13 @@
  * order of commits, so a CPU access made before a commit is ordered before that commit's work
  * (it sees the bytes as they are before it, and that work sees what the access wrote).
  *
+ * Handles: every buffer's small host structure lives in a slot of its device's pool until
+ * nu_device_close, so a freed handle still points at a slot that knows it is dead: every call
+ * on it fails with NU_ERROR_INVALID_HANDLE, in every build, until the slot is reused.
+ * Slots are reused oldest-freed first: only after every slot that was free when it was freed
+ * has gone to a new buffer. From then on the old pointer names the new buffer, which nuvec
+ * cannot tell apart.
+ *
  * Thread safety: buffers may be created and freed from any thread at once. One buffer's
  * contents may be read from several threads at once; writing a buffer while another thread
  * reads or writes the same bytes is a data race, as with any memory. */
@@ -49,9 +56,10 @@ nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_b
 nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_storage storage,
                          nu_buffer **out);
 
-/* Returns the buffer's memory to the allocator's cache. NULL is ignored. Freeing a buffer a
- * second time fails with NU_ERROR_INVALID_HANDLE as long as its handle has not been reused
- * (debug builds keep freed handles aside so that it is always caught). */
+/* Returns the buffer's memory to the allocator's cache (when GPU work still uses it: once that
+ * work completes). NULL is ignored (NU_OK). Freeing a buffer a second time fails with
+ * NU_ERROR_INVALID_HANDLE, in every build, as long as its slot has not been reused (see
+ * Handles above), also while GPU work still uses it. */
 nu_status nu_buffer_free(nu_buffer *buffer);
 
 /* Names the buffer (up to 31 characters kept): RenderDoc captures label each dispatch with its

@@ -112,7 +112,7 @@ static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size
     nu_device *d = c->device;
     if (!b)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL buffer", fn);
-    if (atomic_load_explicit(&b->magic, memory_order_relaxed) != NU__BUFFER_LIVE)
+    if (!nu__buffer_live(b))
         return nu__fail(d, NU_ERROR_INVALID_HANDLE, "%s: the buffer was freed", fn);
     if (b->device != d)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the buffer belongs to another device", fn);
