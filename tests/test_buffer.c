@@ -312,7 +312,7 @@ static void double_free_is_caught_while_gpu_work_holds_the_buffer(void **state)
     NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_free(b));
 }
 
-/* Every call on a stale handle fails with INVALID_HANDLE and a message. */
+/* Every call on a stale handle fails with INVALID_HANDLE and a message; getters give 0s. */
 static void stale_handles_are_caught(void **state)
 {
     nu_buffer *b, *other;
@@ -331,12 +331,19 @@ static void stale_handles_are_caught(void **state)
     NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_contents_mut(b, &q));
     assert_null(q);
     NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_set_name(b, "again"));
+    assert_int_equal(nu_buffer_size(b), 0);
+    assert_string_equal(nu_buffer_name(b), "");
+    assert_null(nu_buffer_device(b));
+    assert_false(nu_buffer_in_use(b));
+    assert_false(nu_buffer_is_read_only(b));
+    assert_false(nu_buffer_is_mapped_file(b));
+    assert_false(nu_buffer_is_zero_copy(b));
     /* Recording with it is refused too (exec/commands.c). */
     nu_commands *c;
     NT_OK(nu_commands_new(dev, NU_QUEUE_COMPUTE, &c));
     NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_commands_copy(c, other, 0, b, 0, 8));
     NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_commands_fill(c, b, 0, 8, 0));
-    nu_commands_free(c);
+    NT_OK(nu_commands_free(c));
     NT_OK(nu_buffer_free(other));
 }
 
@@ -450,6 +457,45 @@ static void many_threads_create_and_free(void **state)
     NT_OK(nu_memory_get_stats(dev, &s));
     assert_int_equal(s.buffers, 0);
     assert_int_equal(s.active, 0);
+}
+
+/* The getters' NULL policy (nuvec/status.h): NULL gives 0, "", NULL or false. */
+static void getters_accept_null(void **state)
+{
+    assert_int_equal(nu_buffer_size(NULL), 0);
+    assert_int_equal(nu_buffer_storage(NULL), NU_STORAGE_SHARED);
+    assert_null(nu_buffer_device(NULL));
+    assert_false(nu_buffer_in_use(NULL));
+    assert_false(nu_buffer_is_read_only(NULL));
+    assert_string_equal(nu_buffer_name(NULL), "");
+    assert_false(nu_buffer_is_zero_copy(NULL));
+    assert_false(nu_buffer_is_mapped_file(NULL));
+    assert_null(nu_device_get_info(NULL));
+    assert_null(nu_device_memory_choice(NULL));
+    assert_int_equal(nu_device_validation_errors(NULL), 0);
+    assert_int_equal(nu_memory_active(NULL), 0);
+    assert_int_equal(nu_memory_peak(NULL), 0);
+    assert_int_equal(nu_memory_cache(NULL), 0);
+    nu_memory_reset_peak(NULL);
+    nu_memory_clear_cache(NULL);
+    assert_string_equal(nu_kernel_name(NULL), "");
+    assert_int_equal(nu_kernel_bindings(NULL), 0);
+    assert_int_equal(nu_kernel_push_constant_size(NULL), 0);
+    uint32_t wg[3] = {7, 7, 7};
+    nu_kernel_workgroup_size(NULL, wg);
+    assert_true(wg[0] == 0 && wg[1] == 0 && wg[2] == 0);
+    assert_int_equal(nu_safetensors_count(NULL), 0);
+    assert_null(nu_safetensors_tensor(NULL, 0));
+    assert_null(nu_safetensors_find(NULL, "x"));
+    assert_null(nu_safetensors_metadata(NULL, "x"));
+    assert_int_equal(nu_safetensors_data_size(NULL), 0);
+    assert_null(nu_safetensors_buffer(NULL));
+    /* Free and close calls alike: NU_OK for NULL. */
+    NT_OK(nu_buffer_free(NULL));
+    NT_OK(nu_commands_free(NULL));
+    NT_OK(nu_kernel_free(NULL));
+    NT_OK(nu_safetensors_close(NULL));
+    NT_OK(nu_device_close(NULL));
 }
 
 /* The CPU access rules, with the GPU side simulated through the guard (the commands issue
@@ -618,6 +664,7 @@ int main(void)
         cmocka_unit_test_setup(stale_handles_are_caught, reset),
         cmocka_unit_test_setup(slots_are_reused_oldest_freed_first, reset),
         cmocka_unit_test_setup(many_threads_create_and_free, reset),
+        cmocka_unit_test_setup(getters_accept_null, reset),
         cmocka_unit_test_setup(cpu_access_rules, reset),
         cmocka_unit_test_setup(memory_in_use_by_gpu_work_waits, reset),
         cmocka_unit_test_setup(freed_memory_joins_the_cache_when_its_gpu_use_completes, reset),

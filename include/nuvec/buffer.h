@@ -22,10 +22,14 @@
  *
  * Handles: every buffer's small host structure lives in a slot of its device's pool until
  * nu_device_close, so a freed handle still points at a slot that knows it is dead: every call
- * on it fails with NU_ERROR_INVALID_HANDLE, in every build, until the slot is reused.
- * Slots are reused oldest-freed first: only after every slot that was free when it was freed
- * has gone to a new buffer. From then on the old pointer names the new buffer, which nuvec
- * cannot tell apart.
+ * on it fails with NU_ERROR_INVALID_HANDLE (getters return 0s), in every build, until the
+ * slot is reused. Slots are reused oldest-freed first: only after every slot that was free
+ * when it was freed has gone to a new buffer. From then on the old pointer names the new
+ * buffer, which nuvec cannot tell apart.
+ *
+ * Getters (nu_buffer_size ... nu_buffer_is_read_only, and nu_buffer_is_zero_copy /
+ * nu_buffer_is_mapped_file in nuvec/mapped.h) accept NULL and freed buffers, and return 0,
+ * "", NULL or false (see nuvec/status.h).
  *
  * Thread safety: buffers may be created and freed from any thread at once. One buffer's
  * contents may be read from several threads at once; writing a buffer while another thread
@@ -51,6 +55,12 @@ typedef enum nu_storage {
 /* A buffer of `size` bytes from the caching allocator. Fails with NU_ERROR_OUT_OF_MEMORY
  * beyond the memory limit (after releasing the cache and retrying). */
 nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out);
+
+/* A buffer for GPU work to write: as nu_buffer_new, but it may be memory that committed GPU
+ * work still uses (MLX does not do this; IREE does): GPU work using it is ordered after those
+ * uses, and CPU access waits until they complete. Keeps peak memory low when pipelined steps
+ * free their intermediates while earlier steps still run (see nuvec/command.h). */
+nu_status nu_buffer_new_gpu(nu_device *device, size_t size, nu_storage storage, nu_buffer **out);
 
 /* A buffer holding a copy of `size` bytes at `bytes`. */
 nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_storage storage,

@@ -519,14 +519,15 @@ nu_status nu_commands_commit(nu_commands *c)
     return st2;
 }
 
-void nu_commands_free(nu_commands *c)
+nu_status nu_commands_free(nu_commands *c)
 {
     if (!c)
-        return;
+        return NU_OK;
     if (c->state == NU__RECORDING) {
         nu__commands_release(c, false);
         nu__commands_destroy(c);
-        return;
+        return NU_OK;
     }
     nu__commands_free_committed(c);
+    return NU_OK;
 }

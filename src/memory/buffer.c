@@ -290,13 +290,16 @@ nu_status nu_buffer_set_name(nu_buffer *b, const char *name)
     return st;
 }
 
-const char *nu_buffer_name(const nu_buffer *b) { return b->name; }
+/* Getters: NULL and freed buffers give 0s (nuvec/status.h). A freed buffer's fields stay
+ * readable (its slot is never returned to malloc before the device closes). */
+static bool live(const nu_buffer *b) { return b && nu__buffer_live(b); }
 
-size_t nu_buffer_size(const nu_buffer *b) { return b->size; }
-nu_storage nu_buffer_storage(const nu_buffer *b) { return b->storage; }
-nu_device *nu_buffer_device(const nu_buffer *b) { return b->device; }
-bool nu_buffer_in_use(const nu_buffer *b) { return !nu__guard_committed_idle(&b->guard, false); }
-bool nu_buffer_is_read_only(const nu_buffer *b) { return b->read_only; }
+const char *nu_buffer_name(const nu_buffer *b) { return live(b) ? b->name : ""; }
+size_t nu_buffer_size(const nu_buffer *b) { return live(b) ? b->size : 0; }
+nu_storage nu_buffer_storage(const nu_buffer *b) { return live(b) ? b->storage : NU_STORAGE_SHARED; }
+nu_device *nu_buffer_device(const nu_buffer *b) { return live(b) ? b->device : NULL; }
+bool nu_buffer_in_use(const nu_buffer *b) { return live(b) && !nu__guard_committed_idle(&b->guard, false); }
+bool nu_buffer_is_read_only(const nu_buffer *b) { return live(b) && b->read_only; }
 
 /* Blocks until the previous owner's GPU work on reused memory completed (it is committed,
  * so it does), then forgets it. */

@@ -177,14 +177,16 @@ fail:;
     return st;
 }
 
-void nu_device_close(nu_device *device)
+nu_status nu_device_close(nu_device *device)
 {
     if (device)
         destroy(device);
+    return NU_OK;
 }
 
-const nu_device_info *nu_device_get_info(const nu_device *device) { return &device->info; }
-const nu_memory_choice *nu_device_memory_choice(const nu_device *device) { return &device->memory; }
+/* Getters give NULL or 0 for NULL (nuvec/status.h). */
+const nu_device_info *nu_device_get_info(const nu_device *device) { return device ? &device->info : NULL; }
+const nu_memory_choice *nu_device_memory_choice(const nu_device *device) { return device ? &device->memory : NULL; }
 uint32_t nu_device_validation_errors(const nu_device *device)
 {
     return device ? atomic_load(&((nu_device *)device)->validation_errors) : 0;
