@@ -21,6 +21,7 @@ struct nu_buffer {
      * the free and again when the slot is handed out anew. */
     atomic_uint generation;
     bool taken;            /* the slot is out of the free list (under the pool's lock) */
+    bool guard_made;       /* the guard's lock and condition exist (kept across reuses) */
     struct nu_buffer *next_free; /* the pool's FIFO of free slots */
     nu_device *device;     /* the pool's device: the same for every use of the slot */
     size_t size;
