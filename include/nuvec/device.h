@@ -162,8 +162,9 @@ nu_status nu_device_enumerate(nu_device_info *infos, uint32_t capacity, uint32_t
 nu_status nu_device_open(const nu_device_desc *desc, nu_device **out);
 
 /* Closes a device: waits for its GPU work and releases all its device memory, that of buffers,
- * kernels and command buffers not yet freed included; their handles become invalid (free them
- * first to release their small host structures too). NU_OK (NULL is ignored). */
+ * kernels and command buffers not yet freed included; their handles become invalid. Free
+ * them first to release their host structures too (those of buffers go with the device, but
+ * the mapping of a mapped file not freed stays). NU_OK (NULL is ignored). */
 nu_status nu_device_close(nu_device *device);
 
 /* Blocks until every committed command buffer of the device completed: NU_OK, or
