@@ -59,7 +59,7 @@ build-tsan/CMakeCache.txt:
 
 tsan: deps build-tsan/CMakeCache.txt
 	cmake --build build-tsan -j$(JOBS)
-	$(SUITE) build-tsan tsan $(CTEST_ARGS) -R 'test_(threads|allocator|guard|commands|hazard|trace|mapped)'
+	$(SUITE) build-tsan tsan $(CTEST_ARGS) -R 'test_(threads|allocator|buffer|guard|commands|hazard|trace|mapped)'
 
 # Fuzzing: corpora and crash reproducers stay under build-fuzz/ (the seeds are copied there).
 FUZZ_RUNS ?= 10000000

@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -273,22 +274,229 @@ static void huge_sizes_fail_with_a_message(void **state)
     assert_int_equal(nu_memory_active(dev), 0);
 }
 
+/* In every build: the handle's slot outlives the buffer (memory/buffer.c), so a second free
+ * and any call on the freed handle are caught without reading freed memory (ASan would say). */
 static void double_free_is_caught(void **state)
 {
-#ifdef NDEBUG
-    print_message("skipped: release builds free handles at once, so a second free is undefined; "
-                  "the debug (ASan) build of make test runs this test\n");
-    skip();
-#else
     nu_buffer *b;
     NT_OK(nu_buffer_new(dev, 64, NU_STORAGE_SHARED, &b));
     NT_OK(nu_buffer_free(b));
     NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_free(b));
     assert_non_null(strstr(nu_error_message(NULL), "already freed"));
+    assert_non_null(strstr(nu_error_message(dev), "already freed"));
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_free(b)); /* and a third */
     NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_read(b, 0, (char[1]){0}, 1));
     assert_int_equal(nu_memory_active(dev), 0);
     NT_OK(nu_buffer_free(NULL));
-#endif
+}
+
+/* A buffer freed while GPU work still holds it is dead at once for the user: a second free is
+ * caught, and its slot goes back to the pool only when the GPU's last reference goes. */
+static void double_free_is_caught_while_gpu_work_holds_the_buffer(void **state)
+{
+    nu_buffer *b;
+    NT_OK(nu_buffer_new(dev, 256, NU_STORAGE_PRIVATE, &b));
+    size_t total, free_before, free_now;
+    nu__buffer_slots_count(dev, &total, &free_before);
+    nu__guard *g = &b->guard;
+    nu__guard_retain(g); /* a "command buffer"'s reference */
+    NT_OK(nu_buffer_free(b));
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_free(b));
+    assert_non_null(strstr(nu_error_message(NULL), "already freed"));
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_write(b, 0, (char[1]){0}, 1));
+    nu__buffer_slots_count(dev, &total, &free_now);
+    assert_int_equal(free_now, free_before); /* still taken: the GPU holds it */
+    nu__guard_release(g);
+    nu__buffer_slots_count(dev, &total, &free_now);
+    assert_int_equal(free_now, free_before + 1);
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_free(b));
+}
+
+/* Every call on a stale handle fails with INVALID_HANDLE and a message; getters give 0s. */
+static void stale_handles_are_caught(void **state)
+{
+    nu_buffer *b, *other;
+    NT_OK(nu_buffer_new(dev, 64, NU_STORAGE_SHARED, &b));
+    NT_OK(nu_buffer_new(dev, 64, NU_STORAGE_SHARED, &other));
+    NT_OK(nu_buffer_set_name(b, "stale"));
+    NT_OK(nu_buffer_free(b));
+    char x[8] = {0};
+    const void *p = (void *)1;
+    void *q = (void *)1;
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_read(b, 0, x, sizeof x));
+    assert_non_null(strstr(nu_error_message(NULL), "nu_buffer_read: the buffer was freed"));
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_write(b, 0, x, sizeof x));
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_contents(b, &p));
+    assert_null(p);
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_contents_mut(b, &q));
+    assert_null(q);
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_set_name(b, "again"));
+    assert_int_equal(nu_buffer_size(b), 0);
+    assert_string_equal(nu_buffer_name(b), "");
+    assert_null(nu_buffer_device(b));
+    assert_false(nu_buffer_in_use(b));
+    assert_false(nu_buffer_is_read_only(b));
+    assert_false(nu_buffer_is_mapped_file(b));
+    assert_false(nu_buffer_is_zero_copy(b));
+    /* Recording with it is refused too (exec/commands.c). */
+    nu_commands *c;
+    NT_OK(nu_commands_new(dev, NU_QUEUE_COMPUTE, &c));
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_commands_copy(c, other, 0, b, 0, 8));
+    NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_commands_fill(c, b, 0, 8, 0));
+    NT_OK(nu_commands_free(c));
+    NT_OK(nu_buffer_free(other));
+}
+
+/* Freed slots are reused oldest first: a freed handle stays dead until every slot that was
+ * free before it has been handed out again. */
+static void slots_are_reused_oldest_freed_first(void **state)
+{
+    enum { N = 3 };
+    NT_OK(nu_device_wait_idle(dev, NU_WAIT_FOREVER));
+    nu_buffer *b[N];
+    for (int i = 0; i < N; i++)
+        NT_OK(nu_buffer_new(dev, 16, NU_STORAGE_SHARED, &b[i]));
+    size_t total, free_slots;
+    nu__buffer_slots_count(dev, &total, &free_slots);
+    const size_t before = free_slots; /* free before the three are freed */
+    for (int i = 0; i < N; i++)
+        NT_OK(nu_buffer_free(b[i]));
+    /* The slots free before these three come first, and none of them is one of these. */
+    nu_buffer **earlier = calloc(before + 1, sizeof *earlier);
+    assert_non_null(earlier);
+    for (size_t k = 0; k < before; k++) {
+        NT_OK(nu_buffer_new(dev, 0, NU_STORAGE_SHARED, &earlier[k]));
+        for (int i = 0; i < N; i++)
+            assert_ptr_not_equal(earlier[k], b[i]);
+        NT_STATUS(NU_ERROR_INVALID_HANDLE, nu_buffer_free(b[k % N])); /* still dead */
+    }
+    /* Then the three, in the order they were freed. */
+    nu_buffer *again[N];
+    for (int i = 0; i < N; i++) {
+        NT_OK(nu_buffer_new(dev, 0, NU_STORAGE_SHARED, &again[i]));
+        assert_ptr_equal(again[i], b[i]);
+    }
+    size_t total_now;
+    nu__buffer_slots_count(dev, &total_now, &free_slots);
+    assert_int_equal(total_now, total); /* no new chunk was needed */
+    assert_int_equal(free_slots, 0);
+    for (int i = 0; i < N; i++)
+        NT_OK(nu_buffer_free(again[i]));
+    for (size_t k = 0; k < before; k++)
+        NT_OK(nu_buffer_free(earlier[k]));
+    nu__buffer_slots_count(dev, &total_now, &free_slots);
+    assert_int_equal(free_slots, total);
+    /* One more buffer than the pool has slots: a new chunk, and the old slots stay. */
+    nu_buffer **many = calloc(total + 1, sizeof *many);
+    assert_non_null(many);
+    for (size_t k = 0; k <= total; k++)
+        NT_OK(nu_buffer_new(dev, 0, NU_STORAGE_SHARED, &many[k]));
+    nu__buffer_slots_count(dev, &total_now, &free_slots);
+    assert_true(total_now > total);
+    assert_int_equal(free_slots, total_now - total - 1);
+    for (size_t k = 0; k <= total; k++)
+        NT_OK(nu_buffer_free(many[k]));
+    free(many);
+    free(earlier);
+}
+
+/* Many threads create, use and free buffers at once (also under make tsan): every slot comes
+ * back, no buffer is lost, and of two threads freeing one handle exactly one wins. */
+#define THREADS 4
+#define ROUNDS 300
+static pthread_barrier_t race_start;
+static nu_buffer *race_buffer;
+static atomic_int race_wins;
+
+static void *churn(void *arg)
+{
+    uintptr_t id = (uintptr_t)arg;
+    nu_buffer *keep[8] = {0};
+    for (int r = 0; r < ROUNDS; r++) {
+        nu_buffer *b;
+        if (nu_buffer_new(dev, (size_t)(r % 5) * 64, r % 3 ? NU_STORAGE_SHARED : NU_STORAGE_PRIVATE, &b) != NU_OK)
+            return (void *)1;
+        uint32_t word = (uint32_t)(id << 16 | (unsigned)r), back = 0;
+        if (nu_buffer_size(b) >= 4 && (nu_buffer_write(b, 0, &word, 4) != NU_OK || nu_buffer_read(b, 0, &back, 4) != NU_OK ||
+                                       back != word))
+            return (void *)2;
+        /* Keep a few alive for a while, so that frees and creates interleave across threads. */
+        nu_buffer *old = keep[r % 8];
+        keep[r % 8] = b;
+        if (old && nu_buffer_free(old) != NU_OK)
+            return (void *)3;
+    }
+    for (int i = 0; i < 8; i++)
+        if (keep[i] && nu_buffer_free(keep[i]) != NU_OK)
+            return (void *)5;
+    pthread_barrier_wait(&race_start);
+    if (nu_buffer_free(race_buffer) == NU_OK)
+        atomic_fetch_add(&race_wins, 1);
+    return NULL;
+}
+
+static void many_threads_create_and_free(void **state)
+{
+    size_t total, free_after;
+    NT_OK(nu_buffer_new(dev, 64, NU_STORAGE_SHARED, &race_buffer));
+    atomic_init(&race_wins, 0);
+    assert_int_equal(pthread_barrier_init(&race_start, NULL, THREADS), 0);
+    pthread_t t[THREADS];
+    for (uintptr_t i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, churn, (void *)i), 0);
+    for (int i = 0; i < THREADS; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        if (rc)
+            fail_msg("thread %d failed at step %d: %s", i, (int)(uintptr_t)rc, nu_error_message(NULL));
+    }
+    pthread_barrier_destroy(&race_start);
+    assert_int_equal(atomic_load(&race_wins), 1);
+    nu__buffer_slots_count(dev, &total, &free_after);
+    assert_int_equal(free_after, total); /* every slot came back */
+    nu_memory_stats s;
+    NT_OK(nu_memory_get_stats(dev, &s));
+    assert_int_equal(s.buffers, 0);
+    assert_int_equal(s.active, 0);
+}
+
+/* The getters' NULL policy (nuvec/status.h): NULL gives 0, "", NULL or false. */
+static void getters_accept_null(void **state)
+{
+    assert_int_equal(nu_buffer_size(NULL), 0);
+    assert_int_equal(nu_buffer_storage(NULL), NU_STORAGE_SHARED);
+    assert_null(nu_buffer_device(NULL));
+    assert_false(nu_buffer_in_use(NULL));
+    assert_false(nu_buffer_is_read_only(NULL));
+    assert_string_equal(nu_buffer_name(NULL), "");
+    assert_false(nu_buffer_is_zero_copy(NULL));
+    assert_false(nu_buffer_is_mapped_file(NULL));
+    assert_null(nu_device_get_info(NULL));
+    assert_null(nu_device_memory_choice(NULL));
+    assert_int_equal(nu_device_validation_errors(NULL), 0);
+    assert_int_equal(nu_memory_active(NULL), 0);
+    assert_int_equal(nu_memory_peak(NULL), 0);
+    assert_int_equal(nu_memory_cache(NULL), 0);
+    nu_memory_reset_peak(NULL);
+    nu_memory_clear_cache(NULL);
+    assert_string_equal(nu_kernel_name(NULL), "");
+    assert_int_equal(nu_kernel_bindings(NULL), 0);
+    assert_int_equal(nu_kernel_push_constant_size(NULL), 0);
+    uint32_t wg[3] = {7, 7, 7};
+    nu_kernel_workgroup_size(NULL, wg);
+    assert_true(wg[0] == 0 && wg[1] == 0 && wg[2] == 0);
+    assert_int_equal(nu_safetensors_count(NULL), 0);
+    assert_null(nu_safetensors_tensor(NULL, 0));
+    assert_null(nu_safetensors_find(NULL, "x"));
+    assert_null(nu_safetensors_metadata(NULL, "x"));
+    assert_int_equal(nu_safetensors_data_size(NULL), 0);
+    assert_null(nu_safetensors_buffer(NULL));
+    /* Free and close calls alike: NU_OK for NULL. */
+    NT_OK(nu_buffer_free(NULL));
+    NT_OK(nu_commands_free(NULL));
+    NT_OK(nu_kernel_free(NULL));
+    NT_OK(nu_safetensors_close(NULL));
+    NT_OK(nu_device_close(NULL));
 }
 
 /* The CPU access rules, with the GPU side simulated through the guard (the commands issue
@@ -453,6 +661,11 @@ int main(void)
         cmocka_unit_test_setup(memory_limit_fails_cleanly_and_loses_nothing, reset),
         cmocka_unit_test_setup(huge_sizes_fail_with_a_message, reset),
         cmocka_unit_test_setup(double_free_is_caught, reset),
+        cmocka_unit_test_setup(double_free_is_caught_while_gpu_work_holds_the_buffer, reset),
+        cmocka_unit_test_setup(stale_handles_are_caught, reset),
+        cmocka_unit_test_setup(slots_are_reused_oldest_freed_first, reset),
+        cmocka_unit_test_setup(many_threads_create_and_free, reset),
+        cmocka_unit_test_setup(getters_accept_null, reset),
         cmocka_unit_test_setup(cpu_access_rules, reset),
         cmocka_unit_test_setup(memory_in_use_by_gpu_work_waits, reset),
         cmocka_unit_test_setup(freed_memory_joins_the_cache_when_its_gpu_use_completes, reset),

@@ -12,6 +12,7 @@
 
 #include "core/host.h"
 #include "exec/submit.h"
+#include "memory/buffer.h"
 
 /* Work touching every allocating path of buffers and the allocator. Returns NU_OK or the
  * first failure's status; frees whatever it made either way. */
@@ -48,9 +49,9 @@ static void usable(nu_device *d)
 static void every_allocation_in_buffer_work_fails_cleanly(void **state)
 {
     nu_device *d = nt_open();
-    /* Warm up: lazily created parts (staging, placeholder, the allocator's tables, and in
-     * debug builds the handle quarantine) exist before the baseline is taken. */
-    for (int i = 0; i < 1100; i++) {
+    /* Warm up: lazily created parts (staging, placeholder, the allocator's tables, the first
+     * chunk of buffer slots) exist before the baseline is taken. */
+    for (int i = 0; i < 4; i++) {
         nu_buffer *e;
         NT_OK(nu_buffer_new(d, 0, NU_STORAGE_SHARED, &e));
         nu_buffer_free(e);
@@ -84,6 +85,43 @@ static void every_allocation_in_buffer_work_fails_cleanly(void **state)
     }
     print_message("buffer work: %d allocation sites failed in turn\n", failures);
     assert_true(failures >= 3);
+    nt_close(d);
+}
+
+/* The pool of buffer slots grows by chunks: a chunk that cannot be allocated fails the
+ * buffer's creation cleanly, and the next try makes it. */
+static void a_slot_chunk_that_cannot_be_allocated_fails_cleanly(void **state)
+{
+    nu_device *d = nt_open();
+    size_t total, free_slots;
+    nu_buffer *first;
+    NT_OK(nu_buffer_new(d, 0, NU_STORAGE_SHARED, &first));
+    nu__buffer_slots_count(d, &total, &free_slots);
+    nu_buffer **b = calloc(free_slots + 1, sizeof *b);
+    assert_non_null(b);
+    size_t n = free_slots;
+    for (size_t i = 0; i < n; i++)
+        NT_OK(nu_buffer_new(d, 0, NU_STORAGE_SHARED, &b[i]));
+    int64_t live = nu__host_live();
+    nu_buffer *extra = (nu_buffer *)1;
+    nu__host_fail_after(0, 0);
+    nu_status st = nu_buffer_new(d, 0, NU_STORAGE_SHARED, &extra);
+    nu__host_fail_after(-1, 0);
+    NT_STATUS(NU_ERROR_HOST_OUT_OF_MEMORY, st);
+    assert_null(extra);
+    assert_non_null(strstr(nu_error_message(NULL), "buffer handle"));
+    assert_int_equal(nu__host_live(), live);
+    size_t total_now;
+    nu__buffer_slots_count(d, &total_now, &free_slots);
+    assert_int_equal(total_now, total);
+    NT_OK(nu_buffer_new(d, 0, NU_STORAGE_SHARED, &extra)); /* now it is made */
+    nu__buffer_slots_count(d, &total_now, &free_slots);
+    assert_true(total_now > total);
+    NT_OK(nu_buffer_free(extra));
+    for (size_t i = 0; i < n; i++)
+        NT_OK(nu_buffer_free(b[i]));
+    NT_OK(nu_buffer_free(first));
+    free(b);
     nt_close(d);
 }
 
@@ -175,8 +213,8 @@ static void mapped_files(nu_device *d, const char *what)
     nu_tensor_write w[2] = {{.name = "a", .dtype = NU_DTYPE_U8, .rank = 1, .shape = {SIZE}, .data = bytes},
                             {.name = "b", .dtype = NU_DTYPE_F32, .rank = 2, .shape = {3, 5}, .data = bytes}};
     NT_OK(nu_safetensors_write(weights_path(), w, 2, NULL, NULL, 0));
-    /* Warm-up (debug builds keep freed handles aside: fill that ring first), then the baseline. */
-    for (int i = 0; i < 1100; i++) {
+    /* Warm-up (the first chunk of buffer slots is made), then the baseline. */
+    for (int i = 0; i < 4; i++) {
         nu_buffer *e;
         NT_OK(nu_buffer_new(d, 0, NU_STORAGE_SHARED, &e));
         nu_buffer_free(e);
@@ -238,6 +276,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_allocation_in_buffer_work_fails_cleanly),
+        cmocka_unit_test(a_slot_chunk_that_cannot_be_allocated_fails_cleanly),
         cmocka_unit_test(every_allocation_in_device_open_fails_cleanly),
         cmocka_unit_test(every_allocation_in_mapped_file_work_fails_cleanly),
     };

@@ -20,6 +20,17 @@
  * order of commits, so a CPU access made before a commit is ordered before that commit's work
  * (it sees the bytes as they are before it, and that work sees what the access wrote).
  *
+ * Handles: every buffer's small host structure lives in a slot of its device's pool until
+ * nu_device_close, so a freed handle still points at a slot that knows it is dead: every call
+ * on it fails with NU_ERROR_INVALID_HANDLE (getters return 0s), in every build, until the
+ * slot is reused. Slots are reused oldest-freed first: only after every slot that was free
+ * when it was freed has gone to a new buffer. From then on the old pointer names the new
+ * buffer, which nuvec cannot tell apart.
+ *
+ * Getters (nu_buffer_size ... nu_buffer_is_read_only, and nu_buffer_is_zero_copy /
+ * nu_buffer_is_mapped_file in nuvec/mapped.h) accept NULL and freed buffers, and return 0,
+ * "", NULL or false (see nuvec/status.h).
+ *
  * Thread safety: buffers may be created and freed from any thread at once. One buffer's
  * contents may be read from several threads at once; writing a buffer while another thread
  * reads or writes the same bytes is a data race, as with any memory. */
@@ -45,13 +56,20 @@ typedef enum nu_storage {
  * beyond the memory limit (after releasing the cache and retrying). */
 nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out);
 
+/* A buffer for GPU work to write: as nu_buffer_new, but it may be memory that committed GPU
+ * work still uses (MLX does not do this; IREE does): GPU work using it is ordered after those
+ * uses, and CPU access waits until they complete. Keeps peak memory low when pipelined steps
+ * free their intermediates while earlier steps still run (see nuvec/command.h). */
+nu_status nu_buffer_new_gpu(nu_device *device, size_t size, nu_storage storage, nu_buffer **out);
+
 /* A buffer holding a copy of `size` bytes at `bytes`. */
 nu_status nu_buffer_from(nu_device *device, const void *bytes, size_t size, nu_storage storage,
                          nu_buffer **out);
 
-/* Returns the buffer's memory to the allocator's cache. NULL is ignored. Freeing a buffer a
- * second time fails with NU_ERROR_INVALID_HANDLE as long as its handle has not been reused
- * (debug builds keep freed handles aside so that it is always caught). */
+/* Returns the buffer's memory to the allocator's cache (when GPU work still uses it: once that
+ * work completes). NULL is ignored (NU_OK). Freeing a buffer a second time fails with
+ * NU_ERROR_INVALID_HANDLE, in every build, as long as its slot has not been reused (see
+ * Handles above), also while GPU work still uses it. */
 nu_status nu_buffer_free(nu_buffer *buffer);
 
 /* Names the buffer (up to 31 characters kept): RenderDoc captures label each dispatch with its

@@ -15,6 +15,12 @@
  * Errors of GPU work (a lost device, out of memory at submit) are reported by the next call
  * on that command buffer (commit or wait); buffers and the allocator stay consistent.
  *
+ * nu_commands_free returns an nu_status like every free and close call (nuvec/status.h):
+ * NU_OK, also for NULL. A second free of a command buffer is not detected (their objects are
+ * recycled), so do not free one twice.
+ * nu_buffer_new_gpu is declared in nuvec/buffer.h, nu_device_wait_idle in nuvec/device.h
+ * (both included here).
+ *
  * Thread safety: one command buffer is recorded by one thread at a time; different command
  * buffers may be recorded and committed on different threads at once. Waiting on a command
  * buffer from several threads at once is allowed. */
@@ -26,6 +32,7 @@
 #include <stdint.h>
 
 #include "buffer.h"
+#include "device.h"
 #include "kernel.h"
 #include "status.h"
 
@@ -56,8 +63,6 @@ typedef struct nu_binding {
     size_t offset;
     size_t size;
 } nu_binding;
-
-#define NU_WAIT_FOREVER UINT64_MAX
 
 nu_status nu_commands_new(nu_device *device, nu_queue queue, nu_commands **out);
 /* Names the command buffer (VK_EXT_debug_utils): captures and validation messages show it. */
@@ -91,17 +96,8 @@ nu_status nu_commands_commit(nu_commands *c);
  * polls), NU_ERROR_DEVICE_LOST, or the error its submission met. */
 nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns);
 /* Frees the command buffer. Committed work goes on and releases what it uses when it
- * completes; uncommitted work is abandoned. NULL is ignored. */
-void nu_commands_free(nu_commands *c);
-
-/* A buffer for GPU work to write: as nu_buffer_new, but it may be memory that committed GPU
- * work still uses (MLX does not do this; IREE does): GPU work using it is ordered after those
- * uses, and CPU access waits until they complete. Keeps peak memory low when pipelined steps
- * free their intermediates while earlier steps still run. */
-nu_status nu_buffer_new_gpu(nu_device *device, size_t size, nu_storage storage, nu_buffer **out);
-
-/* Blocks until every committed command buffer of the device completed (or timeout_ns). */
-nu_status nu_device_wait_idle(nu_device *device, uint64_t timeout_ns);
+ * completes; uncommitted work is abandoned. NU_OK (NULL is ignored). */
+nu_status nu_commands_free(nu_commands *c);
 
 NU_END_DECLS
 #endif

@@ -4,6 +4,9 @@
  * (the same physical device too) may be open at once, and nuvec keeps no process-global state
  * except the read-only table of Vulkan loader entry points.
  *
+ * Getters (nu_device_get_info, nu_device_memory_choice, nu_device_validation_errors) accept
+ * NULL and return NULL or 0; nu_device_close returns NU_OK (NULL too): see nuvec/status.h.
+ *
  * Thread safety: nu_device_enumerate and nu_device_open may be called from any thread. An open
  * device may be used from any number of threads at once; nu_device_close must not race with
  * any other call on that device or on its buffers. */
@@ -159,11 +162,16 @@ nu_status nu_device_enumerate(nu_device_info *infos, uint32_t capacity, uint32_t
 nu_status nu_device_open(const nu_device_desc *desc, nu_device **out);
 
 /* Closes a device: waits for its GPU work and releases all its device memory, that of buffers,
- * kernels and command buffers not yet freed included; their handles become invalid (free them
- * first to release their small host structures too). NULL is ignored. */
-void nu_device_close(nu_device *device);
+ * kernels and command buffers not yet freed included; their handles become invalid. Free
+ * them first to release their host structures too (those of buffers go with the device, but
+ * the mapping of a mapped file not freed stays). NU_OK (NULL is ignored). */
+nu_status nu_device_close(nu_device *device);
 
-/* What the device is and offers. */
+/* Blocks until every committed command buffer of the device completed: NU_OK, or
+ * NU_ERROR_TIMEOUT after timeout_ns (NU_WAIT_FOREVER: no bound), NU_ERROR_DEVICE_LOST. */
+nu_status nu_device_wait_idle(nu_device *device, uint64_t timeout_ns);
+
+/* What the device is and offers (NULL for a NULL device). */
 const nu_device_info *nu_device_get_info(const nu_device *device);
 
 /* The memory types nuvec chose: for shared and for private buffers, and a sentence saying
@@ -176,9 +184,9 @@ typedef struct nu_memory_choice {
     double measured_write_gbps[2]; /* CPU write bandwidth measured, likewise */
     char reason[NU_NAME_SIZE];
 } nu_memory_choice;
-const nu_memory_choice *nu_device_memory_choice(const nu_device *device);
+const nu_memory_choice *nu_device_memory_choice(const nu_device *device); /* NULL for NULL */
 
-/* Errors the validation layer reported so far (always 0 without validation). */
+/* Errors the validation layer reported so far (always 0 without validation, and for NULL). */
 uint32_t nu_device_validation_errors(const nu_device *device);
 
 /* A short name: "discrete GPU", "CPU", ... */

@@ -17,6 +17,9 @@
  * nuvec's own kernels (GLSL under kernels/, compiled at build time and embedded) are opened
  * by name with nu_kernel_builtin: see the list in nu_kernel_builtin's comment.
  *
+ * Getters accept NULL and return "", 0 or 0s; nu_kernel_free returns NU_OK (NULL too): see
+ * nuvec/status.h.
+ *
  * Thread safety: kernels may be created, used and freed from any thread; a kernel may be
  * used by several command buffers on several threads at once. */
 #ifndef NUVEC_KERNEL_H
@@ -84,8 +87,9 @@ nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel
 nu_status nu_kernel_builtin(nu_device *device, const char *name, nu_kernel **out);
 
 /* Releases the caller's reference. The kernel stays cached (valid) until the device closes.
- * NULL is ignored. */
-void nu_kernel_free(nu_kernel *kernel);
+ * NU_OK (NULL is ignored). An extra free is harmless (the kernel stays cached until close)
+ * but not reported: it cannot be told apart from the release of another reference. */
+nu_status nu_kernel_free(nu_kernel *kernel);
 
 const char *nu_kernel_name(const nu_kernel *kernel);
 uint32_t nu_kernel_bindings(const nu_kernel *kernel);

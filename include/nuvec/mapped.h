@@ -30,6 +30,9 @@
  * changed, but cannot guard CPU reads made through the pointer afterwards. Map only files
  * nothing writes while they are in use, such as model weights.
  *
+ * Getters (nu_buffer_is_zero_copy, nu_buffer_is_mapped_file) accept NULL and freed buffers
+ * and return false (see nuvec/status.h).
+ *
  * Thread safety: as buffers (nuvec/buffer.h). */
 #ifndef NUVEC_MAPPED_H
 #define NUVEC_MAPPED_H

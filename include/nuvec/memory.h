@@ -23,6 +23,10 @@
  * (freed memory is released at once, or when its last GPU use completes). `reserved` can
  * exceed the limit by the unused parts of blocks.
  *
+ * Getters (nu_memory_active, nu_memory_peak, nu_memory_cache) return 0 for a NULL device;
+ * nu_memory_reset_peak and nu_memory_clear_cache ignore NULL; the calls that return a status
+ * refuse NULL with NU_ERROR_INVALID_ARGUMENT (see nuvec/status.h).
+ *
  * Thread safety: every function may be called from any thread. */
 #ifndef NUVEC_MEMORY_H
 #define NUVEC_MEMORY_H

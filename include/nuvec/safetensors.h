@@ -17,6 +17,9 @@
  * alignment to be bound directly). nu_safetensors_to_device moves chosen tensors into one
  * private buffer in one pass, each at an aligned offset.
  *
+ * Getters accept NULL (and out-of-range indexes, NULL names and keys) and return 0 or NULL;
+ * nu_safetensors_close returns NU_OK (NULL too): see nuvec/status.h.
+ *
  * Thread safety: a parsed file may be read from several threads at once; close it once. */
 #ifndef NUVEC_SAFETENSORS_H
 #define NUVEC_SAFETENSORS_H
@@ -50,8 +53,9 @@ nu_status nu_safetensors_open(nu_device *device, const char *path, nu_safetensor
 /* Parses a whole file's bytes held in memory (`bytes` must outlive the result). No device is
  * needed: nu_safetensors_buffer gives NULL and nu_safetensors_to_device is refused. */
 nu_status nu_safetensors_parse(const void *bytes, size_t size, nu_safetensors **out);
-/* Unmaps the file (buffers made by nu_safetensors_to_device stay valid). NULL is ignored. */
-void nu_safetensors_close(nu_safetensors *file);
+/* Unmaps the file (buffers made by nu_safetensors_to_device stay valid). NU_OK (NULL is
+ * ignored). A second close is not detected: the file's structure is freed. */
+nu_status nu_safetensors_close(nu_safetensors *file);
 
 /* Tensors in file order (by offset). */
 size_t nu_safetensors_count(const nu_safetensors *file);

@@ -4,9 +4,21 @@
  * out-parameters and records a message naming the problem. Messages are kept per thread
  * (the last failure on the calling thread) and per device (the last failure on that device).
  *
+ * Conventions of every header:
+ *   Getters of a handle (calls that return a property of a device, buffer, kernel, command
+ *     buffer or safetensors file rather than a status) accept NULL, and a freed buffer, and
+ *     then return 0, "", NULL or false; they never fail and record no message. (Functions
+ *     on value structs, such as nu_tensor's in nuvec/tensor.h, take valid pointers.)
+ *   Free and close calls (nu_buffer_free, nu_commands_free, nu_kernel_free, nu_device_close,
+ *     nu_safetensors_close) return an nu_status: NU_OK, NU_OK for NULL (ignored), and
+ *     NU_ERROR_INVALID_HANDLE for a handle freed before where nuvec can tell (buffers: always,
+ *     until the device closes). Ignoring the result is fine.
+ *
  * Thread safety: all functions here may be called from any thread. */
 #ifndef NUVEC_STATUS_H
 #define NUVEC_STATUS_H
+
+#include <stdint.h>
 
 /* Every public header wraps its declarations in these: C linkage for C++, and, while the
  * library itself is built, default visibility (the library exports what public headers
@@ -61,6 +73,9 @@ typedef enum nu_status {
 
 /* A fixed English name for a status, such as "out of device memory". Never NULL. */
 const char *nu_status_string(nu_status status);
+
+/* How long a wait may block (nu_commands_wait, nu_device_wait_idle): for ever. */
+#define NU_WAIT_FOREVER UINT64_MAX
 
 /* The message of the last failed nuvec call on this thread, or "" if none failed.
  * With a device, the message of the last failure on that device (any thread). The text

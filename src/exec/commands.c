@@ -112,7 +112,7 @@ static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size
     nu_device *d = c->device;
     if (!b)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL buffer", fn);
-    if (atomic_load_explicit(&b->magic, memory_order_relaxed) != NU__BUFFER_LIVE)
+    if (!nu__buffer_live(b))
         return nu__fail(d, NU_ERROR_INVALID_HANDLE, "%s: the buffer was freed", fn);
     if (b->device != d)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the buffer belongs to another device", fn);
@@ -519,14 +519,15 @@ nu_status nu_commands_commit(nu_commands *c)
     return st2;
 }
 
-void nu_commands_free(nu_commands *c)
+nu_status nu_commands_free(nu_commands *c)
 {
     if (!c)
-        return;
+        return NU_OK;
     if (c->state == NU__RECORDING) {
         nu__commands_release(c, false);
         nu__commands_destroy(c);
-        return;
+        return NU_OK;
     }
     nu__commands_free_committed(c);
+    return NU_OK;
 }

@@ -384,14 +384,14 @@ nu_status nu_safetensors_parse(const void *bytes, size_t size, nu_safetensors **
     return NU_OK;
 }
 
-void nu_safetensors_close(nu_safetensors *file)
+nu_status nu_safetensors_close(nu_safetensors *file)
 {
     if (!file)
-        return;
-    if (file->file)
-        nu_buffer_free(file->file);
+        return NU_OK;
+    nu_status st = file->file ? nu_buffer_free(file->file) : NU_OK;
     nu__free(file->block);
     nu__free(file);
+    return st;
 }
 
 size_t nu_safetensors_count(const nu_safetensors *file) { return file ? file->count : 0; }

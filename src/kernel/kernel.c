@@ -1068,10 +1068,11 @@ void nu__kernel_release(nu_kernel *k)
     }
 }
 
-void nu_kernel_free(nu_kernel *kernel)
+nu_status nu_kernel_free(nu_kernel *kernel)
 {
     if (kernel)
         nu__kernel_release(kernel);
+    return NU_OK;
 }
 
 const char *nu_kernel_name(const nu_kernel *kernel) { return kernel ? kernel->name : ""; }

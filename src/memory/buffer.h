@@ -7,15 +7,23 @@
 #include "memory/guard.h"
 #include "nuvec/buffer.h"
 
-#define NU__BUFFER_LIVE 0x6e756266u  /* "nubf" */
-#define NU__BUFFER_FREED 0x64656164u /* "dead" */
+#define NU__BUFFER_MAGIC 0x6e756266u /* "nubf": every slot of a device's buffer pool */
 
+/* Every struct nu_buffer lives in a slot of its device's pool (buffer.c), which returns no
+ * slot to malloc before nu_device_close: a freed or stale handle still points at a slot,
+ * whose generation says it is dead, so it is caught without reading freed memory. */
 struct nu_buffer {
     /* The guard comes first: its destroy callback gets the buffer back by a cast. Its
      * references are the user's (until nu_buffer_free) and those of GPU work using it. */
     nu__guard guard;
-    atomic_uint magic;
-    nu_device *device;
+    uint32_t magic;        /* NU__BUFFER_MAGIC, written once when the slot is made */
+    /* Odd while the user holds the buffer (from its creation to nu_buffer_free); bumped at
+     * the free and again when the slot is handed out anew. */
+    atomic_uint generation;
+    bool taken;            /* the slot is out of the free list (under the pool's lock) */
+    bool guard_made;       /* the guard's lock and condition exist (kept across reuses) */
+    struct nu_buffer *next_free; /* the pool's FIFO of free slots */
+    nu_device *device;     /* the pool's device: the same for every use of the slot */
     size_t size;
     nu_storage storage;
     bool read_only;
@@ -51,8 +59,24 @@ void nu__mapping_device_init(nu_device *d);
 /* mapped.c: unmaps the file and frees its import (the buffer's last reference went). */
 void nu__mapping_release(nu_buffer *b);
 
-/* Debug builds: where freed handles wait so that a second free is caught. */
-nu_status nu__buffer_quarantine_init(nu_device *d);
-void nu__buffer_quarantine_fini(nu_device *d);
+/* Whether the user still holds the buffer (not freed): one relaxed load, for hot paths that
+ * already know `b` is a buffer (nu__buffer_check says why one is not). */
+static inline bool nu__buffer_live(const nu_buffer *b)
+{
+    return atomic_load_explicit(&((nu_buffer *)b)->generation, memory_order_relaxed) & 1u;
+}
+/* The slot's generation (odd while live): a holder that keeps a buffer pointer across user
+ * calls can record it and compare later, to tell a freed-and-reused slot from its buffer. */
+static inline unsigned nu__buffer_generation(const nu_buffer *b)
+{
+    return atomic_load_explicit(&((nu_buffer *)b)->generation, memory_order_acquire);
+}
+
+/* The device's pool of buffer slots: made at open, and at close freed with every slot (the
+ * guards of buffers never freed included). Opening fails only for want of host memory. */
+nu_status nu__buffer_slots_init(nu_device *d);
+void nu__buffer_slots_fini(nu_device *d);
+/* For tests: slots made so far, and how many of them are in the free list. */
+void nu__buffer_slots_count(nu_device *d, size_t *total, size_t *free);
 
 #endif

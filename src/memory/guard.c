@@ -7,8 +7,7 @@
 
 #include "core/host.h"
 
-nu_status nu__guard_init(nu__guard *g, const atomic_uint_fast64_t *commits,
-                         void (*destroy)(nu__guard *))
+void nu__guard_reinit(nu__guard *g, const atomic_uint_fast64_t *commits, void (*destroy)(nu__guard *))
 {
     atomic_init(&g->refs, 1);
     g->destroy = destroy;
@@ -24,6 +23,12 @@ nu_status nu__guard_init(nu__guard *g, const atomic_uint_fast64_t *commits,
     g->has_writer = false;
     g->fences = NULL;
     g->fence_count = g->fence_capacity = 0;
+}
+
+nu_status nu__guard_init(nu__guard *g, const atomic_uint_fast64_t *commits,
+                         void (*destroy)(nu__guard *))
+{
+    nu__guard_reinit(g, commits, destroy);
     if (pthread_mutex_init(&g->lock, NULL) != 0)
         return NU_ERROR_HOST_OUT_OF_MEMORY;
     if (pthread_cond_init(&g->idle, NULL) != 0) {
@@ -33,10 +38,16 @@ nu_status nu__guard_init(nu__guard *g, const atomic_uint_fast64_t *commits,
     return NU_OK;
 }
 
-void nu__guard_fini(nu__guard *g)
+void nu__guard_retire(nu__guard *g)
 {
     nu__free(g->fences);
     g->fences = NULL;
+    g->fence_count = g->fence_capacity = 0;
+}
+
+void nu__guard_fini(nu__guard *g)
+{
+    nu__guard_retire(g);
     pthread_cond_destroy(&g->idle);
     pthread_mutex_destroy(&g->lock);
 }

@@ -58,6 +58,12 @@ nu_status nu__guard_init(nu__guard *g, const atomic_uint_fast64_t *commits,
                          void (*destroy)(nu__guard *));
 /* Releases what init took; only for a guard whose last reference went (called by destroy). */
 void nu__guard_fini(nu__guard *g);
+/* For guards embedded in recycled structures (buffer slots): nu__guard_retire frees what the
+ * uses allocated (the fence list) but keeps the lock and condition variable, and
+ * nu__guard_reinit makes such a guard new again (one reference) without making them anew;
+ * nu__guard_fini still releases everything at the end. */
+void nu__guard_retire(nu__guard *g);
+void nu__guard_reinit(nu__guard *g, const atomic_uint_fast64_t *commits, void (*destroy)(nu__guard *));
 void nu__guard_retain(nu__guard *g);
 void nu__guard_release(nu__guard *g);
 

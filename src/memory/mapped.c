@@ -435,8 +435,11 @@ fail:
     return st;
 }
 
-bool nu_buffer_is_zero_copy(const nu_buffer *b) { return b && b->mapping && b->mapping->zero_copy; }
-bool nu_buffer_is_mapped_file(const nu_buffer *b) { return b && b->mapped_file; }
+bool nu_buffer_is_zero_copy(const nu_buffer *b)
+{
+    return b && nu__buffer_live(b) && b->mapping && b->mapping->zero_copy;
+}
+bool nu_buffer_is_mapped_file(const nu_buffer *b) { return b && nu__buffer_live(b) && b->mapped_file; }
 
 nu_status nu__mapping_chunk(nu_buffer *file, uint64_t start, uint64_t len, size_t k, nu_buffer **out)
 {

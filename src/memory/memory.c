@@ -12,8 +12,11 @@ nu_status nu_memory_get_stats(nu_device *d, nu_memory_stats *out)
     return NU_OK;
 }
 
+/* Getters give 0 for NULL (nuvec/status.h). */
 uint64_t nu_memory_active(nu_device *d)
 {
+    if (!d)
+        return 0;
     nu_memory_stats s;
     nu__pool_stats(d->pool, &s);
     return s.active;
@@ -21,6 +24,8 @@ uint64_t nu_memory_active(nu_device *d)
 
 uint64_t nu_memory_peak(nu_device *d)
 {
+    if (!d)
+        return 0;
     nu_memory_stats s;
     nu__pool_stats(d->pool, &s);
     return s.peak;
@@ -28,13 +33,23 @@ uint64_t nu_memory_peak(nu_device *d)
 
 uint64_t nu_memory_cache(nu_device *d)
 {
+    if (!d)
+        return 0;
     nu_memory_stats s;
     nu__pool_stats(d->pool, &s);
     return s.cache;
 }
 
-void nu_memory_reset_peak(nu_device *d) { nu__pool_reset_peak(d->pool); }
-void nu_memory_clear_cache(nu_device *d) { nu__pool_clear_cache(d->pool); }
+void nu_memory_reset_peak(nu_device *d)
+{
+    if (d)
+        nu__pool_reset_peak(d->pool);
+}
+void nu_memory_clear_cache(nu_device *d)
+{
+    if (d)
+        nu__pool_clear_cache(d->pool);
+}
 
 nu_status nu_memory_set_limit(nu_device *d, uint64_t bytes, uint64_t *previous)
 {

@@ -30,11 +30,10 @@ static void destroy(nu_device *d)
         nu__ops_fini(d); /* its kernels, before the kernel cache goes */
         nu__kernels_fini(d);
         nu__transfer_fini(d);
-        /* The pool first: releasing cached pieces can free buffer handles (quarantined in debug
-         * builds). */
+        /* The pool first: releasing cached pieces drops guards, which returns buffer slots. */
         if (d->pool)
             nu__pool_destroy(d->pool);
-        nu__buffer_quarantine_fini(d);
+        nu__buffer_slots_fini(d);
         if (d->placeholder)
             nu__backend_release(d, NU__KIND_PRIVATE, d->placeholder,
                                 (uint64_t)NU__PLACEHOLDER_SLOT * NU__PLACEHOLDER_SLOTS);
@@ -48,7 +47,6 @@ static void destroy(nu_device *d)
         d->vki.vkDestroyInstance(d->instance, NULL);
     pthread_mutex_destroy(&d->placeholder_lock);
     pthread_mutex_destroy(&d->staging_lock);
-    pthread_mutex_destroy(&d->handles_lock);
     nu__progress_fini(d);
     pthread_mutex_destroy(&d->errors.lock);
     nu__free(d);
@@ -90,7 +88,6 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     nu__progress_init(d);
     pthread_mutex_init(&d->placeholder_lock, NULL);
     pthread_mutex_init(&d->staging_lock, NULL);
-    pthread_mutex_init(&d->handles_lock, NULL);
     atomic_init(&d->validation_errors, 0);
     atomic_init(&d->commits, 0);
     d->validation = desc->validation || nu__env_on("NUVEC_VALIDATION");
@@ -163,7 +160,7 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
         st = nu__fail(d, st, "out of host memory creating the allocator");
         goto fail;
     }
-    if ((st = nu__buffer_quarantine_init(d)) != NU_OK)
+    if ((st = nu__buffer_slots_init(d)) != NU_OK)
         goto fail;
     if ((st = nu__kernels_init(d)) != NU_OK)
         goto fail;
@@ -182,14 +179,16 @@ fail:;
     return st;
 }
 
-void nu_device_close(nu_device *device)
+nu_status nu_device_close(nu_device *device)
 {
     if (device)
         destroy(device);
+    return NU_OK;
 }
 
-const nu_device_info *nu_device_get_info(const nu_device *device) { return &device->info; }
-const nu_memory_choice *nu_device_memory_choice(const nu_device *device) { return &device->memory; }
+/* Getters give NULL or 0 for NULL (nuvec/status.h). */
+const nu_device_info *nu_device_get_info(const nu_device *device) { return device ? &device->info : NULL; }
+const nu_memory_choice *nu_device_memory_choice(const nu_device *device) { return device ? &device->memory : NULL; }
 uint32_t nu_device_validation_errors(const nu_device *device)
 {
     return device ? atomic_load(&((nu_device *)device)->validation_errors) : 0;

@@ -84,10 +84,8 @@ struct nu_device {
     struct nu__vk_block *staging;
     uint64_t staging_size;
 
-    /* Debug builds keep freed buffer handles aside so that a second free is caught. */
-    pthread_mutex_t handles_lock;
-    struct nu_buffer **quarantine;
-    unsigned quarantine_next, quarantine_count;
+    /* Every nu_buffer struct's slot, until close (memory/buffer.c). */
+    struct nu__buffer_slots *buffer_slots;
 
     /* Whether the device imports a file's pages (mapped.c): 0 not tried yet, 1 yes, -1 no (and
      * why: the message of the refused import). */
