@@ -90,7 +90,8 @@ nu_status nu_tensor_check(const nu_tensor *t, const char *what);
 uint64_t nu_tensor_numel(const nu_tensor *t);
 /* Bytes from the first to one past the last element's byte (0 for an empty tensor). */
 uint64_t nu_tensor_span_bytes(const nu_tensor *t);
-/* Whether the elements are row-major and dense (no gaps, no broadcast). */
+/* Whether the elements are row-major and dense (no gaps, no broadcast); an empty tensor is.
+ * These three accept NULL (0, false). */
 bool nu_tensor_is_contiguous(const nu_tensor *t);
 
 /* Views. Each returns NU_ERROR_INVALID_ARGUMENT (out left unchanged) for a dimension or range

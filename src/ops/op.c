@@ -200,7 +200,9 @@ nu_status nu__op_no_alias(const char *op, const nu_tensor *dst, const char *name
 nu_status nu__op_bind(const char *op, const nu_tensor *t, nu_access access, nu_binding *out, uint32_t *first)
 {
     nu_device *d = t->buffer->device;
-    uint64_t align = d->info.min_storage_buffer_offset_alignment ? d->info.min_storage_buffer_offset_alignment : 16;
+    /* At least 16 bytes: the shaders' vector paths load 16 bytes at a time from the binding's
+     * start (a device may allow bindings at 4-byte offsets). */
+    uint64_t align = d->info.min_storage_buffer_offset_alignment > 16 ? d->info.min_storage_buffer_offset_alignment : 16;
     uint64_t start = t->offset / align * align;
     uint64_t end = t->offset + nu_tensor_span_bytes(t);
     uint64_t size = t->buffer->size;

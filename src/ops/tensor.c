@@ -28,6 +28,8 @@ nu_tensor nu_tensor_make(nu_buffer *buffer, uint64_t offset, nu_dtype dtype, uin
 
 uint64_t nu_tensor_numel(const nu_tensor *t)
 {
+    if (!t)
+        return 0;
     uint64_t n = 1;
     for (uint32_t i = 0; i < t->rank && i < NU_TENSOR_DIMS; i++)
         n *= t->shape[i] > 0 ? (uint64_t)t->shape[i] : 0;
@@ -47,6 +49,8 @@ static uint64_t span_elements(const nu_tensor *t)
 
 uint64_t nu_tensor_span_bytes(const nu_tensor *t)
 {
+    if (!t)
+        return 0;
     uint64_t n = span_elements(t);
     uint32_t per = nu_dtype_block_elements(t->dtype);
     if (!n || !per)
@@ -57,6 +61,10 @@ uint64_t nu_tensor_span_bytes(const nu_tensor *t)
 
 bool nu_tensor_is_contiguous(const nu_tensor *t)
 {
+    if (!t)
+        return false;
+    if (nu_tensor_numel(t) == 0)
+        return true; /* no element: nothing is out of place */
     int64_t stride = 1;
     for (uint32_t i = t->rank; i-- > 0;) {
         if (t->shape[i] != 1 && t->strides[i] != stride)
