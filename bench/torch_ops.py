@@ -43,27 +43,111 @@ def main():
     def case(name, dtype, shape, nbytes, make, note=""):
         cases.append((name, dtype, shape, nbytes, make, note))
 
-    # Large elementwise, as nuvec's (each tensor `size` bytes).
-    case("copy", "U32", big, 2 * size, lambda: (lambda a, o: (lambda: o.copy_(a)))(
-        torch.empty(size // 4, device=dev, dtype=torch.int32).fill_(1), torch.empty(size // 4, device=dev, dtype=torch.int32)))
-    for name, d, n in (("add", "F32", size // 4), ("add", "F16", size // 2), ("add", "BF16", size // 2), ("mul", "F16", size // 2)):
-        op = torch.add if name == "add" else torch.mul
-        case(name, d, big, 3 * size, (lambda op, d, n: lambda: (lambda a, b, o: (lambda: op(a, b, out=o)))(
-            rand(n, dt[d]), rand(n, dt[d]), torch.empty(n, device=dev, dtype=dt[d])))(op, d, n))
-    # Decode shapes.
-    for name, d, n in (("add", "F32", 4096), ("add", "F16", 4096), ("mul", "F16", 11008)):
-        op = torch.add if name == "add" else torch.mul
-        es = 4 if d == "F32" else 2
-        case(name, d, str(n), 3 * n * es, (lambda op, d, n: lambda: (lambda a, b, o: (lambda: op(a, b, out=o)))(
-            rand(n, dt[d]), rand(n, dt[d]), torch.empty(n, device=dev, dtype=dt[d])))(op, d, n))
+    def empty(shape, dtype):
+        return torch.empty(shape, device=dev, dtype=dtype)
 
-    rows = []
+    n32, n16 = size // 4, size // 2
+    rows = max(1, n16 // 4096)
+    ew = ">= 0.95x torch"
+    f16, f32, bf16 = torch.float16, torch.float32, torch.bfloat16
+    # Each maker returns a function running the op once, on tensors made now (as nuvec's cases).
+    case("copy", "U32", big, 2 * size, lambda: (lambda a, o: lambda: o.copy_(a))(
+        torch.ones(n32, device=dev, dtype=torch.int32), empty(n32, torch.int32)))
+    for name, d, n in (("add", "F32", n32), ("add", "F16", n16), ("add", "BF16", n16), ("mul", "F16", n16)):
+        op = torch.add if name == "add" else torch.mul
+        case(name, d, big, 3 * size, (lambda op, t, n: lambda: (lambda a, b, o: lambda: op(a, b, out=o))(
+            rand(n, t), rand(n, t), empty(n, t)))(op, dt[d], n))
+    for name, src, dst, n, nbytes in (("cast", f32, f16, n32, 1.5 * size), ("cast", f16, f32, n16, 3 * size),
+                                      ("cast", bf16, f16, n16, 2 * size)):
+        case(name, {f32: "F32", f16: "F16", bf16: "BF16"}[src], "", nbytes, (lambda s_, d_, n: lambda: (
+            lambda a, o: lambda: o.copy_(a))(rand(n, s_), empty(n, d_)))(src, dst, n))
+    # Q4_0/Q8_0 dequantization: PyTorch has no such kernel; its nearest equivalent is an int8 -> f16
+    # conversion with a per-block scale multiply (the bytes a dequantization must move: int8 in,
+    # f16 out, plus scales).
+    def dequant():
+        q = torch.randint(-8, 8, (rows, 4096 // 32, 32), device=dev, dtype=torch.int8)
+        sc = rand((rows, 4096 // 32, 1), f16)
+        o = empty((rows, 4096 // 32, 32), f16)
+        return lambda: torch.mul(q, sc, out=o)
+    case("dequant", "Q8_0", "q8_0>f16", rows * 4096 * (34 / 32 + 2), dequant, "int8 * f16 scale (PyTorch has no Q8_0)")
+    unary = {"silu": F.silu, "gelu": F.gelu, "exp": torch.exp}
+    for name, d, n in (("silu", "F16", n16), ("gelu", "F16", n16), ("exp", "F32", n32)):
+        fn = unary[name]
+        case(name, d, big, 2 * size, (lambda fn, t, n: lambda: (lambda a, o: lambda: o.copy_(fn(a)) if fn is F.gelu
+                                                                 else fn(a, out=o) if fn is torch.exp
+                                                                 else o.copy_(fn(a)))(rand(n, t), empty(n, t)))(fn, dt[d], n),
+             "out-of-place op then copy_ where PyTorch has no out=" if name != "exp" else "")
+    case("scale", "BF16", big, 2 * size, lambda: (lambda a, o: lambda: torch.mul(a, 0.5, out=o))(rand(n16, bf16), empty(n16, bf16)))
+    case("swiglu", "F16", big, 3 * size, lambda: (lambda g, u, o: lambda: torch.mul(F.silu(g), u, out=o))(
+        rand(n16, f16), rand(n16, f16), empty(n16, f16)), "silu(g) * u: two kernels in eager PyTorch")
+    case("rms_norm", "F16", "rows x 4096", 2 * size, lambda: (lambda x, w: lambda: F.rms_norm(x, (4096,), w, 1e-5))(
+        rand((rows, 4096), f16), rand(4096, f16)))
+    case("layer_norm", "F16", "rows x 4096", 2 * size, lambda: (lambda x, w, b: lambda: F.layer_norm(x, (4096,), w, b, 1e-5))(
+        rand((rows, 4096), f16), rand(4096, f16), rand(4096, f16)))
+    case("softmax", "F16", "rows x 4096", 2 * size, lambda: (lambda x: lambda: torch.softmax(x * 0.125, -1))(
+        rand((rows, 4096), f16)), "softmax(scale * x): the scale is a second kernel in PyTorch")
+    case("sum", "F16", "rows x 4096", size, lambda: (lambda x, o: lambda: torch.sum(x, -1, dtype=f32, out=o))(
+        rand((rows, 4096), f16), empty(rows, f32)))
+
+    def rope(half):
+        x = rand((rows, 32, 128), f16)
+        pos = torch.arange(rows, device=dev, dtype=f32) + 1000
+        inv = 10000.0 ** (-torch.arange(0, 128, 2, device=dev, dtype=f32) / 128)
+        ang = pos[:, None] * inv[None, :]
+        cos, sin = torch.cos(ang).to(f16)[:, None, :], torch.sin(ang).to(f16)[:, None, :]
+        if half:
+            def run():
+                a, b = x[..., :64], x[..., 64:]
+                return torch.cat((a * cos - b * sin, a * sin + b * cos), -1)
+        else:
+            def run():
+                a, b = x[..., 0::2], x[..., 1::2]
+                return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)
+        return run
+    case("rope", "F16", "rows x 32 x 128", 2 * size, lambda: rope(False), "eager formula, cos/sin precomputed (as HF)")
+    case("rope_half", "F16", "rows x 32 x 128", 2 * size, lambda: rope(True), "eager formula, cos/sin precomputed (as HF)")
+    ntok = min(rows, 32000)
+    case("gather", "F16", "rows of 4096", 2 * 2 * 4096 * ntok, lambda: (lambda t, i: lambda: F.embedding(i, t))(
+        rand((32000, 4096), f16), torch.ones(ntok, device=dev, dtype=torch.long)))
+    # Decode shapes.
+    case("add", "F32", "4096", 3 * 4096 * 4, lambda: (lambda a, b, o: lambda: torch.add(a, b, out=o))(
+        rand(4096, f32), rand(4096, f32), empty(4096, f32)))
+    case("mul", "F16", "11008", 3 * 11008 * 2, lambda: (lambda a, b, o: lambda: torch.mul(a, b, out=o))(
+        rand(11008, f16), rand(11008, f16), empty(11008, f16)))
+    case("swiglu", "F16", "11008", 3 * 11008 * 2, lambda: (lambda g, u, o: lambda: torch.mul(F.silu(g), u, out=o))(
+        rand(11008, f16), rand(11008, f16), empty(11008, f16)))
+    case("rms_norm", "F32", "1 x 4096", 2 * 4096 * 4, lambda: (lambda x, w: lambda: F.rms_norm(x, (4096,), w, 1e-5))(
+        rand((1, 4096), f32), rand(4096, f32)))
+    case("softmax", "F32", "32 x 4096", 2 * 32 * 4096 * 4, lambda: (lambda x: lambda: torch.softmax(x, -1))(rand((32, 4096), f32)))
+    case("argmax", "F32", "32000", 32000 * 4, lambda: (lambda x: lambda: torch.argmax(x, -1))(rand((1, 32000), f32)))
+    case("gather", "F16", "1 of 32000", 4096 * (2 + 4), lambda: (lambda t, i: lambda: F.embedding(i, t).float())(
+        rand((32000, 4096), f16), torch.ones(1, device=dev, dtype=torch.long)))
+    # Matrix-vector products: one token against the 7B decode shapes (n x k); weights rotated over
+    # copies of 256 MiB in all, as nuvec's, so that they come from memory, not L2.
+    for d in ("F16", "BF16", "F32"):
+        for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (32000, 4096)):
+            es = 4 if d == "F32" else 2
+            def mk(n=n, k=k, t=dt[d], es=es):
+                copies = max(1, min(16, (256 << 20) // (n * k * es)))
+                ws = [rand((n, k), t) for _ in range(copies)]
+                x = rand((1, k), t)
+                it = [0]
+                def run():
+                    it[0] += 1
+                    return F.linear(x, ws[it[0] % copies])
+                return run
+            case("matvec", d, f"{n}x{k}", n * k * es, mk, "F.linear, 1 token (cuBLAS)")
+    out = []
     for name, d, shape, nbytes, make, note in cases:
         if args.filter and args.filter not in name and name != "copy":
             continue
-        fn = make()
-        fn()
-        torch.cuda.synchronize()
+        try:
+            fn = make()
+            fn()
+            torch.cuda.synchronize()
+        except Exception as e:  # a case PyTorch cannot run here is reported, not fatal
+            print(f"torch_ops: {name} {d} {shape}: {e}", file=sys.stderr)
+            continue
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -80,10 +164,11 @@ def main():
             end.synchronize()
             per.append(start.elapsed_time(end) / 1e3 / reps)
         s = statistics.median(per)
-        rows.append({"op": name, "dtype": d, "shape": shape, "us_per_op": s * 1e6, "gbps": nbytes / s / 1e9,
+        out.append({"op": name, "dtype": d, "shape": shape, "us_per_op": s * 1e6, "gbps": nbytes / s / 1e9,
                      "bytes": nbytes, "reps": reps, "note": note})
         del fn
         torch.cuda.empty_cache()
+    rows = out
     copy = next((r["gbps"] for r in rows if r["op"] == "copy"), 0)
     for r in rows:
         r["fraction_of_copy"] = r["gbps"] / copy if copy else 0
