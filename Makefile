@@ -10,7 +10,7 @@
 
 PACKAGES := cmake make gcc libc6-dev pkg-config libvulkan1 libvulkan-dev mesa-vulkan-drivers \
             vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd \
-            clang libclang-rt-14-dev
+            clang libclang-rt-14-dev g++ python3 patch xz-utils debian-archive-keyring
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
@@ -19,7 +19,7 @@ CTEST_ARGS := --output-on-failure --timeout 900 -j$(JOBS)
 # each failure (tests/run_suite.sh).
 SUITE = tests/run_suite.sh
 
-.PHONY: all deps build demo test test-normal test-asan tsan fuzz-build fuzz-smoke fuzz bench install clean
+.PHONY: all deps deps-fuzz build demo test test-normal test-asan tsan fuzz-build fuzz-smoke fuzz bench install clean
 
 all: build
 
@@ -31,6 +31,7 @@ deps:
 	    $(SUDO) apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@JOBS=$(JOBS) deps/deps.sh normal
 
 build/CMakeCache.txt:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNUVEC_WERROR=ON -DCMAKE_INSTALL_PREFIX=$(PREFIX)
@@ -66,11 +67,15 @@ FUZZ_RUNS ?= 10000000
 FUZZ := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./fuzz_safetensors \
         -dict=../fuzz/safetensors.dict -artifact_prefix=crash- -print_final_stats=1
 
-build-fuzz/CMakeCache.txt:
+# The fuzz targets' SPIRV-Tools (ASan, coverage) must be there before CMake looks for it.
+deps-fuzz: deps
+	@JOBS=$(JOBS) deps/deps.sh fuzz
+
+build-fuzz/CMakeCache.txt: | deps-fuzz
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNUVEC_FUZZ=ON \
 	      -DNUVEC_TESTS=OFF -DNUVEC_WERROR=ON
 
-fuzz-build: deps build-fuzz/CMakeCache.txt
+fuzz-build: deps-fuzz build-fuzz/CMakeCache.txt
 	cmake --build build-fuzz -j$(JOBS) --target fuzz_safetensors
 
 fuzz-smoke: fuzz-build
