@@ -157,7 +157,10 @@ static void tc_put(tcount *t, uint32_t mask, uint32_t id, uint32_t members)
     }
 }
 
-static uint32_t tc_add(uint64_t a, uint64_t b) { return a + b > TYPE_MEMBERS_MAX ? TYPE_MEMBERS_MAX + 1 : (uint32_t)(a + b); }
+static uint32_t tc_add(uint64_t a, uint64_t b)
+{
+    return a + b > TYPE_MEMBERS_MAX ? TYPE_MEMBERS_MAX + 1 : (uint32_t)(a + b);
+}
 
 static nu_status check_type_nesting(nu_device *d, const char *label, const uint32_t *w, size_t n)
 {
@@ -228,8 +231,9 @@ static nu_status validate(nu_device *d, uint32_t api, const char *label, const u
             st = nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "kernel '%s': out of host memory validating its SPIR-V",
                           label);
         else
-            st = nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': invalid SPIR-V for Vulkan %u.%u (SPIRV-Tools validator): %s",
-                          label, VK_API_VERSION_MAJOR(api), VK_API_VERSION_MINOR(api), why);
+            st = nu__fail(d, NU_ERROR_FORMAT,
+                          "kernel '%s': invalid SPIR-V for Vulkan %u.%u (SPIRV-Tools validator): %s", label,
+                          VK_API_VERSION_MAJOR(api), VK_API_VERSION_MINOR(api), why);
     }
     spvDiagnosticDestroy(diag);
     spvValidatorOptionsDestroy(opts);
@@ -257,8 +261,9 @@ nu_status nu__spirv_check(nu_device *d, uint32_t api_version, const char *label,
                         label, words[4]);
     uint32_t version = words[1], most = nu__spirv_max_version(api_version);
     if (version > most)
-        return nu__fail(d, NU_ERROR_UNSUPPORTED, "kernel '%s': SPIR-V %u.%u is newer than the %u.%u that Vulkan %u.%u accepts",
-                        label, (version >> 16) & 0xff, (version >> 8) & 0xff, (most >> 16) & 0xff, (most >> 8) & 0xff,
+        return nu__fail(d, NU_ERROR_UNSUPPORTED,
+                        "kernel '%s': SPIR-V %u.%u is newer than the %u.%u that Vulkan %u.%u accepts", label,
+                        (version >> 16) & 0xff, (version >> 8) & 0xff, (most >> 16) & 0xff, (most >> 8) & 0xff,
                         VK_API_VERSION_MAJOR(api_version), VK_API_VERSION_MINOR(api_version));
     nu_status st = validate(d, effective_api(api_version), label, words, size / 4);
     if (st != NU_OK)

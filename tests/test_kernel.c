@@ -1150,7 +1150,8 @@ static void the_validator_accepts_cooperative_matrices(void **state)
     assert_int_equal(layout.local_size[0], 32);
     assert_int_equal(layout.bindings, 0);
     /* ...and refuses the same module for Vulkan 1.2 (SPIR-V 1.6 is newer than it accepts). */
-    NT_STATUS(NU_ERROR_UNSUPPORTED, nu__spirv_check(NULL, VK_API_VERSION_1_2, "coopmat", s.w, s.n * 4, "main", &layout));
+    NT_STATUS(NU_ERROR_UNSUPPORTED,
+              nu__spirv_check(NULL, VK_API_VERSION_1_2, "coopmat", s.w, s.n * 4, "main", &layout));
 }
 
 static void entry_points_and_bindings_are_checked(void **state)
