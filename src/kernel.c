@@ -86,6 +86,7 @@ typedef struct kentry {
     struct kentry *next;
     const uint32_t *words;
     size_t word_count;
+    uint64_t words_hash; /* of the SPIR-V alone (validated_before) */
     const nu_specialization *constants; /* sorted by id */
     uint32_t constant_count;
     const char *entry;
@@ -189,6 +190,7 @@ typedef struct kkey {
     uint32_t constant_count;
     uint32_t bindings, push_size;
     uint64_t hash;
+    uint64_t words_hash;
 } kkey;
 
 static uint64_t key_hash(const kkey *k)
@@ -215,6 +217,19 @@ static kentry *cache_find(struct nu__kernel_cache *c, const kkey *k)
         if (key_equal(e, k))
             return e;
     return NULL;
+}
+
+/* Whether a cached kernel was made from exactly these words: they passed validation on this
+ * device then, so creating another kernel from them (other constants, another entry point, or
+ * the same kernel again) only reflects. Under the cache lock; kernels are few. */
+static bool validated_before(struct nu__kernel_cache *c, const uint32_t *words, size_t word_count, uint64_t hash)
+{
+    for (size_t i = 0; i < c->bucket_count; i++)
+        for (const kentry *e = c->buckets[i]; e; e = e->next)
+            if (e->words_hash == hash && e->word_count == word_count &&
+                memcmp(e->words, words, word_count * 4) == 0)
+                return true;
+    return false;
 }
 
 /* Under the cache lock. Grows the table when it fills; a failed growth only lengthens chains. */
@@ -267,6 +282,7 @@ static nu_status build(nu_device *d, const char *label, const char *name, const 
     memcpy(p, key->words, words_bytes);
     e->words = (const uint32_t *)p;
     e->word_count = key->word_count;
+    e->words_hash = key->words_hash;
     p += words_bytes;
     if (consts_bytes)
         memcpy(p, key->constants, consts_bytes);
@@ -408,9 +424,17 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
                         size_t size, nu_kernel **out)
 {
     const char *entry = desc->entry && *desc->entry ? desc->entry : "main";
-    /* Validated (SPIRV-Tools) and reflected before any driver sees it: see spirv.c. */
+    /* Validated (SPIRV-Tools) and reflected before any driver sees it: see spirv.c. Validation
+     * costs about 100 us for a small kernel, so SPIR-V a cached kernel was made from (on this
+     * device) is only reflected: nu_kernel_builtin in a loop stays cheap. */
+    struct nu__kernel_cache *c = d->kernels;
+    uint64_t words_hash = size % 4 == 0 ? hash_bytes(0x73707276ull, words, size) : 0;
+    pthread_mutex_lock(&c->lock);
+    bool seen = size % 4 == 0 && validated_before(c, words, size / 4, words_hash);
+    pthread_mutex_unlock(&c->lock);
     nu__spirv_layout layout;
-    nu_status st = nu__spirv_check(d, d->info.api_version, label, words, size, entry, &layout);
+    nu_status st = seen ? nu__spirv_reflect(d, label, words, size / 4, entry, &layout)
+                        : nu__spirv_check(d, d->info.api_version, label, words, size, entry, &layout);
     if (st != NU_OK)
         return st;
     uint32_t bindings = layout.bindings;
@@ -426,7 +450,6 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
                             label, bindings - 1, desc->bindings);
         bindings = desc->bindings;
     }
-    struct nu__kernel_cache *c = d->kernels;
     if (bindings > c->max_push_descriptors)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "kernel '%s': %u bindings, more than the %u push descriptors %s allows", label, bindings,
@@ -463,7 +486,8 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
         return st;
     }
     kkey key = {.words = words, .word_count = size / 4, .entry = entry, .constants = sorted,
-                .constant_count = desc->constant_count, .bindings = bindings, .push_size = push};
+                .constant_count = desc->constant_count, .bindings = bindings, .push_size = push,
+                .words_hash = words_hash};
     key.hash = key_hash(&key);
 
     pthread_mutex_lock(&c->lock);

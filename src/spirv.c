@@ -23,6 +23,7 @@
  * input: the fuzz target runs it on raw bytes as well. */
 #include "spirv.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,11 +209,16 @@ static nu_status check_type_nesting(nu_device *d, const char *label, const uint3
     return NU_OK;
 }
 
+static atomic_ullong validations;
+
+uint64_t nu__spirv_validations(void) { return atomic_load(&validations); }
+
 static nu_status validate(nu_device *d, uint32_t api, const char *label, const uint32_t *words, size_t n)
 {
     nu_status st = check_type_nesting(d, label, words, n);
     if (st != NU_OK)
         return st;
+    atomic_fetch_add(&validations, 1);
     spv_context ctx = spvContextCreate(target_env(api));
     spv_validator_options opts = spvValidatorOptionsCreate();
     if (!ctx || !opts) {

@@ -49,6 +49,9 @@ nu_status nu__spirv_check(nu_device *device, uint32_t api_version, const char *l
 nu_status nu__spirv_reflect(nu_device *device, const char *label, const uint32_t *words, size_t word_count,
                             const char *entry, nu__spirv_layout *out);
 
+/* How many modules SPIRV-Tools' validator has checked in this process (for tests). */
+uint64_t nu__spirv_validations(void);
+
 /* The highest SPIR-V version a Vulkan version accepts (without VK_KHR_spirv_1_4), as the
  * header's version word. */
 uint32_t nu__spirv_max_version(uint32_t api_version);

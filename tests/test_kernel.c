@@ -411,6 +411,59 @@ static void bindings_and_workgroup_size_are_read_from_the_spirv(void **state)
 
 /* ---- the in-memory cache -------------------------------------------------------------- */
 
+/* Validation costs about 100 us: SPIR-V a cached kernel was made from is not validated again
+ * on that device (other constants, bindings or push sizes only reflect it), so that
+ * nu_kernel_builtin in a loop stays cheap. */
+static void spirv_is_validated_once_per_device(void **state)
+{
+    nu_device *d = nt_open();
+    spv s;
+    module m = {.spec_workgroup = true, .buffers = 2, .push_words = 1};
+    assemble(&m, &s);
+    nu_kernel_desc desc = desc_of(&s);
+    desc.push_constant_size = 4;
+    uint64_t before = nu__spirv_validations();
+    nu_kernel *k1 = NULL, *k2 = NULL, *k3 = NULL, *k4 = NULL;
+    NT_OK(nu_kernel_new(d, &desc, &k1));
+    assert_int_equal(nu__spirv_validations(), before + 1);
+    NT_OK(nu_kernel_new(d, &desc, &k2));
+    assert_ptr_equal(k1, k2);
+    nu_specialization c = {.id = 0, .value = 64};
+    desc.constants = &c;
+    desc.constant_count = 1;
+    desc.bindings = 3;
+    NT_OK(nu_kernel_new(d, &desc, &k3));
+    assert_ptr_not_equal(k1, k3);
+    assert_int_equal(nu__spirv_validations(), before + 1);
+    /* Refusals after reflection still apply to known words. */
+    desc.push_constant_size = 0;
+    nu_kernel *k = (nu_kernel *)1;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_kernel_new(d, &desc, &k));
+    assert_null(k);
+    assert_int_equal(nu__spirv_validations(), before + 1);
+    /* Other words (here: another workgroup size) are another module, validated. */
+    module other = {.spec_workgroup = true, .buffers = 2, .push_words = 1, .local = {2, 1, 1}};
+    spv s2;
+    assemble(&other, &s2);
+    nu_kernel_desc d2 = desc_of(&s2);
+    d2.push_constant_size = 4;
+    NT_OK(nu_kernel_new(d, &d2, &k4));
+    assert_int_equal(nu__spirv_validations(), before + 2);
+    nu_kernel_free(k1);
+    nu_kernel_free(k2);
+    nu_kernel_free(k3);
+    nu_kernel_free(k4);
+    nt_close(d);
+    /* Another device validates for itself. */
+    d = nt_open();
+    desc = desc_of(&s);
+    desc.push_constant_size = 4;
+    NT_OK(nu_kernel_new(d, &desc, &k1));
+    assert_int_equal(nu__spirv_validations(), before + 3);
+    nu_kernel_free(k1);
+    nt_close(d);
+}
+
 static void the_same_description_gives_the_same_kernel(void **state)
 {
     nu_device *d = nt_open();
@@ -1396,6 +1449,7 @@ int main(void)
         cmocka_unit_test(a_kernel_is_made_from_a_file),
         cmocka_unit_test(bindings_and_workgroup_size_are_read_from_the_spirv),
         cmocka_unit_test(the_same_description_gives_the_same_kernel),
+        cmocka_unit_test(spirv_is_validated_once_per_device),
         cmocka_unit_test(threads_creating_the_same_kernels_get_the_same_pointers),
         cmocka_unit_test(the_pipeline_cache_is_saved_and_loaded),
         cmocka_unit_test(the_cache_directory_follows_the_environment),
