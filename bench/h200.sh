@@ -4,6 +4,7 @@
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
 # Steps: info tests demo alloc dispatch submit pipeline cuda torch summary upload trace capture
+# ops (nuvec bench ops beside bench/torch_ops.py) matvec (a sweep of the matrix-vector knobs)
 # random (default: all; random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0);
 # gputests runs only the tests that do GPU work. upload writes a weights file of UPLOAD_SIZE
 # (default 16G) and runs `nuvec bench upload`, `nuvec load --to-gpu` and bench/torch_upload.py on
@@ -128,6 +129,23 @@ PY
               echo "renderdoccmd opened the capture: $(grep -c 'vkCmdDispatch' "$J/demo.xml") vkCmdDispatch, labels: $(grep -o 'mul_f32[^<]*' "$J/demo.xml" | head -2 | tr '\n' ' ')"
           NUVEC_VALIDATION=1 CMOCKA_MESSAGE_OUTPUT=stdout ./build/tests/test_capture 2>&1 | tail -12; } | tee "$OUT/capture.txt"
         grep -q "PASSED" "$OUT/capture.txt" || status=1 ;;
+    ops)
+        ./build/nuvec bench ops --json >"$J/ops.json" || status=1
+        ./build/nuvec bench ops | tee "$OUT/ops.txt" || status=1
+        if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+            python3 bench/torch_ops.py --json >"$J/torch_ops.json" || status=1
+            python3 bench/torch_ops.py | tee -a "$OUT/ops.txt" || status=1
+        else
+            echo "SKIP torch ops: no python3 with torch and CUDA" | tee -a "$OUT/ops.txt"
+        fi ;;
+    matvec)
+        # The matrix-vector products' knobs (kernels/matvec/matvec.comp), a setting a run.
+        for k in ${MATVEC_SWEEP:-"local=128 rows=2 unroll=4" "local=256 rows=2 unroll=2" "local=128 rows=4 unroll=2" \
+                  "local=256 rows=4 unroll=2" "local=128 rows=1 unroll=8" "local=256 rows=1 unroll=4" \
+                  "local=512 rows=2 unroll=2" "local=64 rows=4 unroll=4" "local=128 rows=8 unroll=1"}; do
+            echo "NUVEC_MATVEC=$k" | tee -a "$OUT/matvec.txt"
+            NUVEC_MATVEC="$k" ./build/nuvec bench ops --filter matvec | grep -E '^matvec' | tee -a "$OUT/matvec.txt" || status=1
+        done ;;
     random)
         start=$(date +%s)
         NUVEC_VALIDATION=1 ./build/tests/test_random --programs "${RANDOM_PROGRAMS:-100000}" --seed "${RANDOM_SEED:-0}" >"$J/random.log" 2>&1

@@ -22,6 +22,7 @@
 #include "core/host.h"
 #include "kernel/kernel.h"
 #include "kernel/builtins.h"
+#include "kernel/spirv.h"
 
 /* ---- temporary directories and environment -------------------------------------------- */
 
@@ -214,8 +215,9 @@ static void assemble(const module *m, spv *s)
     if (m->push_words)
         s->w[s->n++] = v_push;
     s->w[at] = (uint32_t)(s->n - at) << 16 | OP_ENTRY;
-    emit(s, OP_EXEC_MODE, 5, f_main, 17u, m->local[0] ? m->local[0] : 1, m->local[1] ? m->local[1] : 1,
-         m->local[2] ? m->local[2] : 1);
+    if (!m->model || m->model == 5) /* LocalSize is for compute shaders only */
+        emit(s, OP_EXEC_MODE, 5, f_main, 17u, m->local[0] ? m->local[0] : 1, m->local[1] ? m->local[1] : 1,
+             m->local[2] ? m->local[2] : 1);
 
     if (m->buffers) {
         emit(s, OP_DECORATE_, 2, t_struct, 2u);                    /* Block */
@@ -247,7 +249,8 @@ static void assemble(const module *m, spv *s)
     }
     if (m->buffers) {
         emit(s, OP_TYPE_RUNTIME_ARRAY_, 2, t_rta, t_uint);
-        emit(s, OP_TYPE_STRUCT_, 2, t_struct, t_rta);
+        /* A uniform block holds one uint: Vulkan allows runtime arrays in storage buffers only. */
+        emit(s, OP_TYPE_STRUCT_, 2, t_struct, m->uniform ? t_uint : t_rta);
         uint32_t sc = m->uniform ? SC_UNIFORM_ : SC_STORAGE;
         emit(s, OP_TYPE_POINTER_, 3, t_ptr, sc, t_struct);
         for (int i = 0; i < m->buffers; i++)
@@ -407,6 +410,59 @@ static void bindings_and_workgroup_size_are_read_from_the_spirv(void **state)
 }
 
 /* ---- the in-memory cache -------------------------------------------------------------- */
+
+/* Validation costs about 100 us: SPIR-V a cached kernel was made from is not validated again
+ * on that device (other constants, bindings or push sizes only reflect it), so that
+ * nu_kernel_builtin in a loop stays cheap. */
+static void spirv_is_validated_once_per_device(void **state)
+{
+    nu_device *d = nt_open();
+    spv s;
+    module m = {.spec_workgroup = true, .buffers = 2, .push_words = 1};
+    assemble(&m, &s);
+    nu_kernel_desc desc = desc_of(&s);
+    desc.push_constant_size = 4;
+    uint64_t before = nu__spirv_validations();
+    nu_kernel *k1 = NULL, *k2 = NULL, *k3 = NULL, *k4 = NULL;
+    NT_OK(nu_kernel_new(d, &desc, &k1));
+    assert_int_equal(nu__spirv_validations(), before + 1);
+    NT_OK(nu_kernel_new(d, &desc, &k2));
+    assert_ptr_equal(k1, k2);
+    nu_specialization c = {.id = 0, .value = 64};
+    desc.constants = &c;
+    desc.constant_count = 1;
+    desc.bindings = 3;
+    NT_OK(nu_kernel_new(d, &desc, &k3));
+    assert_ptr_not_equal(k1, k3);
+    assert_int_equal(nu__spirv_validations(), before + 1);
+    /* Refusals after reflection still apply to known words. */
+    desc.push_constant_size = 0;
+    nu_kernel *k = (nu_kernel *)1;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_kernel_new(d, &desc, &k));
+    assert_null(k);
+    assert_int_equal(nu__spirv_validations(), before + 1);
+    /* Other words (here: another workgroup size) are another module, validated. */
+    module other = {.spec_workgroup = true, .buffers = 2, .push_words = 1, .local = {2, 1, 1}};
+    spv s2;
+    assemble(&other, &s2);
+    nu_kernel_desc d2 = desc_of(&s2);
+    d2.push_constant_size = 4;
+    NT_OK(nu_kernel_new(d, &d2, &k4));
+    assert_int_equal(nu__spirv_validations(), before + 2);
+    nu_kernel_free(k1);
+    nu_kernel_free(k2);
+    nu_kernel_free(k3);
+    nu_kernel_free(k4);
+    nt_close(d);
+    /* Another device validates for itself. */
+    d = nt_open();
+    desc = desc_of(&s);
+    desc.push_constant_size = 4;
+    NT_OK(nu_kernel_new(d, &desc, &k1));
+    assert_int_equal(nu__spirv_validations(), before + 3);
+    nu_kernel_free(k1);
+    nt_close(d);
+}
 
 static void the_same_description_gives_the_same_kernel(void **state)
 {
@@ -815,7 +871,8 @@ static void malformed_spirv_is_a_format_error(void **state)
     memcpy(w, fill->words, n * 4);
     desc.spirv_size = 6 * 4;
     NT_STATUS(NU_ERROR_FORMAT, nu_kernel_new(d, &desc, &k));
-    assert_non_null(strstr(nu_error_message(NULL), "past the end"));
+    assert_non_null(strstr(nu_error_message(NULL), "SPIRV-Tools validator"));
+    assert_non_null(strstr(nu_error_message(NULL), "End of input"));
     /* Every cut of the real module inside an instruction. */
     for (size_t at = 5; at < n;) {
         uint32_t wc = fill->words[at] >> 16;
@@ -829,7 +886,7 @@ static void malformed_spirv_is_a_format_error(void **state)
     w[5] = 17u; /* OpCapability with 0 words */
     desc.spirv_size = n * 4;
     NT_STATUS(NU_ERROR_FORMAT, nu_kernel_new(d, &desc, &k));
-    assert_non_null(strstr(nu_error_message(NULL), "word count of 0"));
+    assert_non_null(strstr(nu_error_message(NULL), "word count: 0"));
     /* Deterministic garbage after a valid header. */
     uint64_t seed = 42;
     for (int round = 0; round < 200; round++) {
@@ -842,6 +899,312 @@ static void malformed_spirv_is_a_format_error(void **state)
     assert_null(k);
     free(w);
     nt_close(d);
+}
+
+/* The device still runs kernels (after refusals): fill_u32 over 64 words, read back. */
+static void the_device_still_works(nu_device *d)
+{
+    nu_kernel *fill = NULL;
+    nu_buffer *b = NULL;
+    nu_commands *cmd = NULL;
+    uint32_t out[64] = {0}, push[2] = {0xC0FFEEu, 64}, groups[3];
+    nu_groups_for(64, 256, groups);
+    NT_OK(nu_kernel_builtin(d, "fill_u32", &fill));
+    NT_OK(nu_buffer_new_gpu(d, sizeof out, NU_STORAGE_PRIVATE, &b));
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &cmd));
+    nu_binding bind = {b, NU_ACCESS_WRITE, 0, 0};
+    NT_OK(nu_commands_dispatch(cmd, fill, groups, &bind, 1, push, sizeof push));
+    NT_OK(nu_commands_download(cmd, b, 0, out, sizeof out));
+    NT_OK(nu_commands_commit(cmd));
+    NT_OK(nu_commands_wait(cmd, NU_WAIT_FOREVER));
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(out[i], 0xC0FFEEu);
+    nu_commands_free(cmd);
+    nu_buffer_free(b);
+    nu_kernel_free(fill);
+}
+
+/* What nu_kernel_new may answer for damaged SPIR-V: a refusal with a message, or (for a
+ * change the module survives, e.g. a constant's value) a kernel. Never a crash. */
+static void expect_refused_or_made(nu_device *d, nu_status st, nu_kernel *k, const char *what, size_t at)
+{
+    if (st == NU_OK) {
+        assert_non_null(k);
+        nu_kernel_free(k);
+        return;
+    }
+    if (st != NU_ERROR_FORMAT && st != NU_ERROR_UNSUPPORTED && st != NU_ERROR_INVALID_ARGUMENT)
+        fail_msg("%s at word %zu: %s: %s", what, at, nu_status_string(st), nu_error_message(NULL));
+    assert_null(k);
+    assert_true(strlen(nu_error_message(d)) > 0);
+}
+
+/* A valid module cut short (the driver's compiler crashed on a cut at an instruction's end,
+ * and took one without OpFunctionEnd): every 4-byte prefix, unaligned lengths from bytes and
+ * from files, all refused with the validator's finding; the device stays usable. */
+static void truncated_spirv_is_a_format_error(void **state)
+{
+    nu_device *d = nt_open();
+    const nu__kernel_spirv *axpy = embedded("axpy_f32"); /* two storage buffers, an 8-byte push block */
+    size_t size = axpy->word_count * 4;
+    uint32_t *w = malloc(size);
+    memcpy(w, axpy->words, size);
+    nu_kernel *k = (nu_kernel *)1;
+    nu_kernel_desc desc = {.spirv = w, .push_constant_size = 8, .name = "cut"};
+    int boundaries = 0;
+    for (size_t cut = 0; cut < size; cut += 4) {
+        desc.spirv_size = cut;
+        nu_status st = nu_kernel_new(d, &desc, &k);
+        if (st != NU_ERROR_FORMAT)
+            fail_msg("cut to %zu of %zu bytes: %s: %s", cut, size, nu_status_string(st), nu_error_message(NULL));
+        assert_null(k);
+        const char *msg = nu_error_message(d);
+        assert_non_null(strstr(msg, "'cut'"));
+        if (cut >= 20)
+            assert_non_null(strstr(msg, "SPIRV-Tools validator"));
+        boundaries += strstr(msg, "Missing OpFunctionEnd") != NULL;
+    }
+    assert_true(boundaries > 20); /* cuts at instruction ends: what crashed the driver */
+    /* Without OpFunctionEnd (the last word): taken by the driver before. */
+    desc.spirv_size = size - 4;
+    NT_STATUS(NU_ERROR_FORMAT, nu_kernel_new(d, &desc, &k));
+    assert_non_null(strstr(nu_error_message(NULL), "OpFunctionEnd"));
+    /* Lengths that are not whole words, from bytes and from a file. */
+    char dir[700], path[800];
+    tmp_dir(dir, sizeof dir, "cut");
+    snprintf(path, sizeof path, "%s/cut.spv", dir);
+    size_t odd[] = {1, 2, 3, 19, 21, 1001, 1002, 1003, size - 9, size - 3, size - 2, size - 1};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+        desc.spirv_size = odd[i];
+        NT_STATUS(NU_ERROR_FORMAT, nu_kernel_new(d, &desc, &k));
+        assert_non_null(strstr(nu_error_message(NULL), "4-byte words"));
+        write_bytes(path, w, odd[i]);
+        nu_kernel_desc file = {.path = path, .push_constant_size = 8};
+        NT_STATUS(NU_ERROR_FORMAT, nu_kernel_new(d, &file, &k));
+        assert_null(k);
+    }
+    /* Every 4-byte prefix from a file, too. */
+    for (size_t cut = 0; cut < size; cut += 4) {
+        write_bytes(path, w, cut);
+        nu_kernel_desc file = {.path = path, .push_constant_size = 8};
+        NT_STATUS(NU_ERROR_FORMAT, nu_kernel_new(d, &file, &k));
+    }
+    /* The whole module is a kernel, and the device still runs kernels. */
+    desc.spirv_size = size;
+    NT_OK(nu_kernel_new(d, &desc, &k));
+    nu_kernel_free(k);
+    the_device_still_works(d);
+    free(w);
+    rm_rf(dir);
+    nt_close(d);
+}
+
+/* Every word of a builtin kernel replaced in turn (by 0, all ones, its word count changed, one
+ * bit flipped): refused with a message or, where the module stays valid, a working kernel. */
+static void corrupted_words_are_refused(void **state)
+{
+    nu_device *d = nt_open();
+    const nu__kernel_spirv *fill = embedded("fill_u32");
+    size_t n = fill->word_count;
+    uint32_t *w = malloc(n * 4);
+    nu_kernel_desc desc = {.spirv = w, .spirv_size = n * 4, .push_constant_size = 8, .name = "corrupt"};
+    int made = 0, refused = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v[4] = {0, 0xFFFFFFFFu, fill->words[i] + (1u << 16), fill->words[i] ^ (1u << (i * 7 % 32))};
+        for (int j = 0; j < 4; j++) {
+            memcpy(w, fill->words, n * 4);
+            if (v[j] == w[i])
+                continue;
+            w[i] = v[j];
+            nu_kernel *k = (nu_kernel *)1;
+            nu_status st = nu_kernel_new(d, &desc, &k);
+            expect_refused_or_made(d, st, k, "corrupted", i);
+            made += st == NU_OK;
+            refused += st != NU_OK;
+        }
+    }
+    print_message("single-word corruptions of fill_u32: %d refused, %d still valid\n", refused, made);
+    assert_true(refused > (int)n);
+    the_device_still_works(d);
+    free(w);
+    nt_close(d);
+}
+
+/* The validator does not know the device's limits: nuvec checks the workgroup size (with the
+ * specialisation constants given) before the driver sees it. */
+static void workgroup_sizes_beyond_the_device_are_refused(void **state)
+{
+    nu_device *d = nt_open();
+    const nu_device_info *info = &d->info;
+    spv s;
+    nu_kernel *k = (nu_kernel *)1;
+    module big = {.local = {info->max_workgroup_size[0] + 1, 1, 1}};
+    assemble(&big, &s);
+    nu_kernel_desc desc = desc_of(&s);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_kernel_new(d, &desc, &k));
+    assert_null(k);
+    assert_non_null(strstr(nu_error_message(NULL), "workgroup size"));
+    /* Each dimension within its limit, but too many invocations. */
+    uint32_t side = 1;
+    while ((uint64_t)side * side <= info->max_workgroup_invocations)
+        side *= 2;
+    if (side <= info->max_workgroup_size[0] && side <= info->max_workgroup_size[1]) {
+        module wide = {.local = {side, side, 1}};
+        assemble(&wide, &s);
+        desc = desc_of(&s);
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_kernel_new(d, &desc, &k));
+    }
+    /* By specialisation: the constant given, else the default (1 here). */
+    module spec = {.spec_workgroup = true};
+    assemble(&spec, &s);
+    desc = desc_of(&s);
+    nu_specialization c = {.id = 0, .value = info->max_workgroup_size[0] + 1};
+    desc.constants = &c;
+    desc.constant_count = 1;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_kernel_new(d, &desc, &k));
+    c.value = 0;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_kernel_new(d, &desc, &k));
+    c.value = info->max_workgroup_size[0];
+    NT_OK(nu_kernel_new(d, &desc, &k));
+    nu_kernel_free(k);
+    desc.constant_count = 0;
+    NT_OK(nu_kernel_new(d, &desc, &k));
+    nu_kernel_free(k);
+    nt_close(d);
+}
+
+/* A compute shader whose push constant block nests structs `depth` deep, each of `fan` structs
+ * (the innermost: a uint), with their offsets: (fan^depth * 4) bytes. */
+static void assemble_nested(spv *s, uint32_t fan, uint32_t depth)
+{
+    memset(s, 0, sizeof *s);
+    uint32_t id = 1;
+    uint32_t t_void = id++, t_fn = id++, t_uint = id++, f_main = id++, l_main = id++;
+    uint32_t t_struct0 = id;
+    id += depth + 1;
+    uint32_t t_ptr = id++, v_push = id++;
+    s->w[0] = 0x07230203u;
+    s->w[1] = 0x00010500u;
+    s->w[3] = id;
+    s->n = 5;
+    emit(s, OP_NAME_CAPABILITY, 1, CAP_SHADER);
+    emit(s, OP_MEMORY_MODEL, 2, 0u, 1u);
+    emit(s, OP_ENTRY, 4, 5u, f_main, 0x6e69616du /* "main" */, 0u);
+    s->w[s->n++] = v_push;
+    s->w[s->n - 6] += 1u << 16;
+    emit(s, OP_EXEC_MODE, 5, f_main, 17u, 1u, 1u, 1u);
+    emit(s, OP_DECORATE_, 2, t_struct0 + depth, 2u); /* Block */
+    emit(s, OP_MEMBER_DECORATE_, 4, t_struct0, 0u, 35u, 0u);
+    uint32_t size = 4;
+    for (uint32_t k = 1; k <= depth; k++) {
+        for (uint32_t m = 0; m < fan; m++)
+            emit(s, OP_MEMBER_DECORATE_, 4, t_struct0 + k, m, 35u, m * size);
+        size *= fan;
+    }
+    emit(s, OP_TYPE_VOID, 1, t_void);
+    emit(s, OP_TYPE_FUNCTION, 2, t_fn, t_void);
+    emit(s, OP_TYPE_INT_, 3, t_uint, 32u, 0u);
+    emit(s, OP_TYPE_STRUCT_, 2, t_struct0, t_uint);
+    for (uint32_t k = 1; k <= depth; k++) {
+        assert_true(s->n + 2 + fan <= 512);
+        s->w[s->n++] = (2 + fan) << 16 | OP_TYPE_STRUCT_;
+        s->w[s->n++] = t_struct0 + k;
+        for (uint32_t m = 0; m < fan; m++)
+            s->w[s->n++] = t_struct0 + k - 1;
+    }
+    emit(s, OP_TYPE_POINTER_, 3, t_ptr, (uint32_t)SC_PUSH, t_struct0 + depth);
+    emit(s, OP_VARIABLE_, 3, t_ptr, v_push, (uint32_t)SC_PUSH);
+    emit(s, OP_FUNCTION, 4, t_void, f_main, 0u, t_fn);
+    emit(s, OP_LABEL, 1, l_main);
+    emit(s, OP_RETURN, 0);
+    emit(s, OP_FUNCTION_END, 0);
+}
+
+/* The validator's layout checks are exponential in the nesting of structs (a 1.6 KB module of
+ * structs of 8 structs 7 deep took it seconds, 9 deep minutes): such modules are refused at
+ * once; moderately nested ones are validated and their push constant block measured. */
+static void deeply_nested_types_are_refused_at_once(void **state)
+{
+    nu_device *d = nt_open();
+    spv s;
+    nu_kernel *k = (nu_kernel *)1;
+    assemble_nested(&s, 8, 9);
+    nu_kernel_desc desc = desc_of(&s);
+    desc.push_constant_size = 128;
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_kernel_new(d, &desc, &k));
+    assert_null(k);
+    assert_non_null(strstr(nu_error_message(NULL), "nest"));
+    assemble_nested(&s, 2, 20);
+    desc = desc_of(&s);
+    desc.push_constant_size = 128;
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_kernel_new(d, &desc, &k));
+    /* 8 x 8 x 8 x 8: validated, measured (16 KiB: more than any device's push constants). */
+    nu__spirv_layout layout;
+    assemble_nested(&s, 8, 4);
+    NT_OK(nu__spirv_check(NULL, d->info.api_version, "nested", s.w, s.n * 4, "main", &layout));
+    assert_true(layout.has_push);
+    assert_int_equal(layout.push_extent, 8 * 8 * 8 * 8 * 4);
+    desc = desc_of(&s);
+    desc.push_constant_size = 128;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_kernel_new(d, &desc, &k));
+    assert_non_null(strstr(nu_error_message(NULL), "spans 16384 bytes"));
+    /* 2 x 2 x 2 (32 bytes): a kernel. */
+    assemble_nested(&s, 2, 3);
+    desc = desc_of(&s);
+    desc.push_constant_size = 32;
+    NT_OK(nu_kernel_new(d, &desc, &k));
+    assert_int_equal(nu_kernel_push_constant_size(k), 32);
+    nu_kernel_free(k);
+    nt_close(d);
+}
+
+/* The validator is Debian 13's SPIRV-Tools (deps/deps.sh): Debian 12's rejects the
+ * cooperative-matrix capability (CooperativeMatrixKHR, 6022) tensor-core kernels use. */
+static void the_validator_accepts_cooperative_matrices(void **state)
+{
+    spv s;
+    memset(&s, 0, sizeof s);
+    uint32_t id = 1;
+    uint32_t t_void = id++, t_fn = id++, t_f32 = id++, t_u32 = id++, c_sub = id++, c_16 = id++, c_use = id++;
+    uint32_t t_mat = id++, t_pmat = id++, f_main = id++, l_main = id++, v_mat = id++;
+    s.w[0] = 0x07230203u;
+    s.w[1] = 0x00010600u;
+    s.w[3] = id;
+    s.n = 5;
+    emit(&s, OP_NAME_CAPABILITY, 1, CAP_SHADER);
+    emit(&s, OP_NAME_CAPABILITY, 1, 5345u); /* VulkanMemoryModel */
+    emit(&s, OP_NAME_CAPABILITY, 1, 6022u); /* CooperativeMatrixKHR */
+    static const char ext[28] = "SPV_KHR_cooperative_matrix";
+    uint32_t ext_words[7];
+    memcpy(ext_words, ext, sizeof ext_words);
+    emit(&s, 10 /* OpExtension */, 7, ext_words[0], ext_words[1], ext_words[2], ext_words[3], ext_words[4],
+         ext_words[5], ext_words[6]);
+    emit(&s, OP_MEMORY_MODEL, 2, 0u, 3u); /* Logical Vulkan */
+    emit(&s, OP_ENTRY, 3, 5u, f_main, 0x6e69616du /* "main" */);
+    s.w[s.n++] = 0; /* ...its NUL: the entry point's name ends here */
+    s.w[s.n - 5] += 1u << 16;
+    emit(&s, OP_EXEC_MODE, 5, f_main, 17u, 32u, 1u, 1u);
+    emit(&s, OP_TYPE_VOID, 1, t_void);
+    emit(&s, OP_TYPE_FUNCTION, 2, t_fn, t_void);
+    emit(&s, 22 /* OpTypeFloat */, 2, t_f32, 32u);
+    emit(&s, OP_TYPE_INT_, 3, t_u32, 32u, 0u);
+    emit(&s, OP_CONSTANT_, 3, t_u32, c_sub, 3u); /* Scope Subgroup */
+    emit(&s, OP_CONSTANT_, 3, t_u32, c_16, 16u);
+    emit(&s, OP_CONSTANT_, 3, t_u32, c_use, 0u); /* MatrixAKHR */
+    emit(&s, 4456 /* OpTypeCooperativeMatrixKHR */, 6, t_mat, t_f32, c_sub, c_16, c_16, c_use);
+    emit(&s, OP_TYPE_POINTER_, 3, t_pmat, 7u /* Function */, t_mat);
+    emit(&s, OP_FUNCTION, 4, t_void, f_main, 0u, t_fn);
+    emit(&s, OP_LABEL, 1, l_main);
+    emit(&s, OP_VARIABLE_, 3, t_pmat, v_mat, 7u);
+    emit(&s, OP_RETURN, 0);
+    emit(&s, OP_FUNCTION_END, 0);
+    nu__spirv_layout layout;
+    NT_OK(nu__spirv_check(NULL, VK_API_VERSION_1_3, "coopmat", s.w, s.n * 4, "main", &layout));
+    assert_int_equal(layout.local_size[0], 32);
+    assert_int_equal(layout.bindings, 0);
+    /* ...and refuses the same module for Vulkan 1.2 (SPIR-V 1.6 is newer than it accepts). */
+    NT_STATUS(NU_ERROR_UNSUPPORTED,
+              nu__spirv_check(NULL, VK_API_VERSION_1_2, "coopmat", s.w, s.n * 4, "main", &layout));
 }
 
 static void entry_points_and_bindings_are_checked(void **state)
@@ -860,10 +1223,17 @@ static void entry_points_and_bindings_are_checked(void **state)
     module vert = {.model = 0 /* Vertex */, .entry = "vs"};
     spv sv;
     assemble(&vert, &sv);
-    /* model 0 means "default" to the assembler: patch the word after the OpEntryPoint's opcode. */
-    for (size_t at = 5; at < sv.n; at += sv.w[at] >> 16)
+    /* model 0 means "default" to the assembler: patch the word after the OpEntryPoint's opcode,
+     * and drop the compute shader's LocalSize (invalid for a vertex shader). */
+    for (size_t at = 5; at < sv.n; at += sv.w[at] >> 16) {
         if ((sv.w[at] & 0xffff) == OP_ENTRY)
             sv.w[at + 1] = 0;
+        if ((sv.w[at] & 0xffff) == OP_EXEC_MODE) {
+            size_t wc = sv.w[at] >> 16;
+            memmove(&sv.w[at], &sv.w[at + wc], (sv.n - at - wc) * 4);
+            sv.n -= wc;
+        }
+    }
     nu_kernel_desc dv = desc_of(&sv);
     dv.entry = "vs";
     NT_STATUS(NU_ERROR_FORMAT, nu_kernel_new(d, &dv, &k));
@@ -1095,6 +1465,7 @@ int main(void)
         cmocka_unit_test(a_kernel_is_made_from_a_file),
         cmocka_unit_test(bindings_and_workgroup_size_are_read_from_the_spirv),
         cmocka_unit_test(the_same_description_gives_the_same_kernel),
+        cmocka_unit_test(spirv_is_validated_once_per_device),
         cmocka_unit_test(threads_creating_the_same_kernels_get_the_same_pointers),
         cmocka_unit_test(the_pipeline_cache_is_saved_and_loaded),
         cmocka_unit_test(the_cache_directory_follows_the_environment),
@@ -1102,6 +1473,11 @@ int main(void)
         cmocka_unit_test(bad_arguments_are_refused),
         cmocka_unit_test(a_missing_file_is_an_io_error_naming_it),
         cmocka_unit_test(malformed_spirv_is_a_format_error),
+        cmocka_unit_test(truncated_spirv_is_a_format_error),
+        cmocka_unit_test(corrupted_words_are_refused),
+        cmocka_unit_test(workgroup_sizes_beyond_the_device_are_refused),
+        cmocka_unit_test(deeply_nested_types_are_refused_at_once),
+        cmocka_unit_test(the_validator_accepts_cooperative_matrices),
         cmocka_unit_test(entry_points_and_bindings_are_checked),
         cmocka_unit_test(kernels_need_push_descriptors),
         cmocka_unit_test(every_builtin_kernel_loads),

@@ -56,14 +56,19 @@ typedef struct nu_kernel_desc {
     uint32_t constant_count;
 } nu_kernel_desc;
 
-/* Creates (or finds in the device's cache) the kernel. Fails with NU_ERROR_IO for a file that
- * cannot be read, NU_ERROR_FORMAT for bytes that are not SPIR-V or lack the entry point (a
- * GLCompute OpEntryPoint) or declare bindings outside set 0 / beyond `bindings` / other than
- * storage buffers, NU_ERROR_INVALID_ARGUMENT for sizes the device does not allow (push
- * constants not a multiple of 4, beyond max_push_constants or smaller than the SPIR-V's push
- * constant block; more bindings than the device's push descriptors; a constant id given twice),
- * NU_ERROR_UNSUPPORTED without VK_KHR_push_descriptor or for a SPIR-V version newer than the
- * device's Vulkan version accepts. A kernel found in the cache keeps the name it was created
+/* Creates (or finds in the device's cache) the kernel. The SPIR-V is untrusted input: it is
+ * checked with SPIRV-Tools' validator for the device's Vulkan version before any driver sees
+ * it, so no bytes crash the process. Fails with NU_ERROR_IO for a file that cannot be read,
+ * NU_ERROR_FORMAT for bytes that are not valid SPIR-V (truncated, corrupted, or invalid for
+ * Vulkan: the message gives the validator's finding) or lack the entry point (a GLCompute
+ * OpEntryPoint) or declare bindings outside set 0 / beyond `bindings` / other than storage
+ * buffers, NU_ERROR_INVALID_ARGUMENT for sizes the device does not allow (push constants not a
+ * multiple of 4, beyond max_push_constants or smaller than the SPIR-V's push constant block;
+ * more bindings than the device's push descriptors; a workgroup size, with the constants
+ * given, outside max_workgroup_size / max_workgroup_invocations; a constant id given twice),
+ * NU_ERROR_UNSUPPORTED without VK_KHR_push_descriptor, for a SPIR-V version newer than the
+ * device's Vulkan version accepts, or for variables whose types nest structs beyond what can be
+ * validated in reasonable time (more than 2^18 members counting each nested use). A kernel found in the cache keeps the name it was created
  * with (the name is not part of what identifies it). */
 nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel **out);
 

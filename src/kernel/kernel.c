@@ -1,6 +1,9 @@
 /* kernel.c: compute kernels from SPIR-V (see nuvec/kernel.h and kernel.h).
  *
- * A kernel is a compute pipeline with its push-descriptor set layout and pipeline layout.
+ * A kernel is a compute pipeline with its push-descriptor set layout and pipeline layout. Its
+ * SPIR-V is validated and reflected by spirv.c before any Vulkan call sees it; the device's
+ * limits the validator does not know (workgroup size, push constants, push descriptors) are
+ * checked here.
  *
  * In-memory cache: a hash table per device, keyed by a 64-bit hash of what determines the
  * pipeline (SPIR-V words, entry point, specialisation constants sorted by id, binding count,
@@ -42,6 +45,7 @@
 #include "core/host.h"
 #include "kernel/builtins.h"
 #include "vk/block.h"
+#include "kernel/spirv.h"
 
 /* ---- hashing -------------------------------------------------------------------------- */
 
@@ -83,6 +87,7 @@ typedef struct kentry {
     struct kentry *next;
     const uint32_t *words;
     size_t word_count;
+    uint64_t words_hash; /* of the SPIR-V alone (validated_before) */
     const nu_specialization *constants; /* sorted by id */
     uint32_t constant_count;
     const char *entry;
@@ -108,482 +113,7 @@ static bool verbose(void)
     return v && *v && strcmp(v, "0") != 0;
 }
 
-/* ---- SPIR-V reflection ---------------------------------------------------------------- */
-
-enum {
-    SPV_MAGIC = 0x07230203u,
-    SPV_HEADER_WORDS = 5,
-    OP_ENTRY_POINT = 15,
-    OP_EXECUTION_MODE = 16,
-    OP_TYPE_BOOL = 20,
-    OP_TYPE_INT = 21,
-    OP_TYPE_FLOAT = 22,
-    OP_TYPE_VECTOR = 23,
-    OP_TYPE_MATRIX = 24,
-    OP_TYPE_ARRAY = 28,
-    OP_TYPE_RUNTIME_ARRAY = 29,
-    OP_TYPE_STRUCT = 30,
-    OP_TYPE_POINTER = 32,
-    OP_CONSTANT = 43,
-    OP_CONSTANT_COMPOSITE = 44,
-    OP_SPEC_CONSTANT_COMPOSITE = 51,
-    OP_VARIABLE = 59,
-    OP_DECORATE = 71,
-    OP_MEMBER_DECORATE = 72,
-    OP_EXECUTION_MODE_ID = 331,
-    MODEL_GLCOMPUTE = 5,
-    MODE_LOCAL_SIZE = 17,
-    MODE_LOCAL_SIZE_ID = 38,
-    DEC_BLOCK = 2,
-    DEC_BUFFER_BLOCK = 3,
-    DEC_ROW_MAJOR = 4,
-    DEC_ARRAY_STRIDE = 6,
-    DEC_MATRIX_STRIDE = 7,
-    DEC_BUILTIN = 11,
-    DEC_BINDING = 33,
-    DEC_DESCRIPTOR_SET = 34,
-    DEC_OFFSET = 35,
-    BUILTIN_WORKGROUP_SIZE = 25,
-    SC_UNIFORM_CONSTANT = 0,
-    SC_UNIFORM = 2,
-    SC_PUSH_CONSTANT = 9,
-    SC_STORAGE_BUFFER = 12,
-};
-
-#define NO_MEMBER UINT32_MAX
-
-typedef struct spv_def {
-    uint32_t id;
-    uint32_t at; /* word offset of the defining instruction */
-} spv_def;
-
-typedef struct spv_dec {
-    uint32_t target, member, kind, value;
-} spv_dec;
-
-typedef struct reflection {
-    const uint32_t *w;
-    size_t n;
-    spv_def *defs; /* types, constants and global variables, sorted by id after the walk */
-    size_t def_count, def_cap;
-    spv_dec *decs;
-    size_t dec_count, dec_cap;
-    bool found, other_model;
-    uint32_t entry_id;
-    size_t iface_at, iface_count; /* the entry point's interface ids */
-    bool local_size_set, local_size_spec;
-    uint32_t local_size[3];
-    uint32_t workgroup_builtin; /* id decorated BuiltIn WorkgroupSize, 0 if none */
-    uint32_t bindings;          /* max binding + 1 over the entry's buffers */
-    uint64_t push_extent;       /* bytes the push constant block spans (0: none or unknown) */
-    bool has_push;
-} reflection;
-
-static const char *op_name(uint32_t op)
-{
-    switch (op) {
-    case OP_ENTRY_POINT: return "OpEntryPoint";
-    case OP_EXECUTION_MODE: return "OpExecutionMode";
-    case OP_EXECUTION_MODE_ID: return "OpExecutionModeId";
-    case OP_DECORATE: return "OpDecorate";
-    case OP_MEMBER_DECORATE: return "OpMemberDecorate";
-    case OP_VARIABLE: return "OpVariable";
-    case OP_CONSTANT: return "OpConstant";
-    default: return "a type or constant instruction";
-    }
-}
-
-static bool push_def(reflection *r, uint32_t id, uint32_t at)
-{
-    if (r->def_count == r->def_cap) {
-        size_t cap = r->def_cap ? r->def_cap * 2 : 64;
-        spv_def *p = nu__realloc(r->defs, cap * sizeof *p);
-        if (!p)
-            return false;
-        r->defs = p;
-        r->def_cap = cap;
-    }
-    r->defs[r->def_count++] = (spv_def){id, at};
-    return true;
-}
-
-static bool push_dec(reflection *r, uint32_t target, uint32_t member, uint32_t kind, uint32_t value)
-{
-    if (r->dec_count == r->dec_cap) {
-        size_t cap = r->dec_cap ? r->dec_cap * 2 : 64;
-        spv_dec *p = nu__realloc(r->decs, cap * sizeof *p);
-        if (!p)
-            return false;
-        r->decs = p;
-        r->dec_cap = cap;
-    }
-    r->decs[r->dec_count++] = (spv_dec){target, member, kind, value};
-    return true;
-}
-
-static int def_cmp(const void *a, const void *b)
-{
-    uint32_t x = ((const spv_def *)a)->id, y = ((const spv_def *)b)->id;
-    return x < y ? -1 : x > y;
-}
-
-/* The word offset of the instruction defining `id` (a type, constant or global variable),
- * or 0 (never a valid offset: the header comes first). */
-static uint32_t def_at(const reflection *r, uint32_t id)
-{
-    size_t lo = 0, hi = r->def_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->defs[mid].id < id)
-            lo = mid + 1;
-        else if (r->defs[mid].id > id)
-            hi = mid;
-        else
-            return r->defs[mid].at;
-    }
-    return 0;
-}
-
-static bool find_dec(const reflection *r, uint32_t target, uint32_t member, uint32_t kind, uint32_t *value)
-{
-    for (size_t i = 0; i < r->dec_count; i++) {
-        const spv_dec *d = &r->decs[i];
-        if (d->target == target && d->member == member && d->kind == kind) {
-            if (value)
-                *value = d->value;
-            return true;
-        }
-    }
-    return false;
-}
-
-static uint32_t op_of(const reflection *r, uint32_t at) { return r->w[at] & 0xffffu; }
-static uint32_t wc_of(const reflection *r, uint32_t at) { return r->w[at] >> 16; }
-
-/* The value of a 32-bit OpConstant, false if `id` is not one. */
-static bool constant_value(const reflection *r, uint32_t id, uint32_t *value)
-{
-    uint32_t at = def_at(r, id);
-    if (!at || op_of(r, at) != OP_CONSTANT)
-        return false;
-    *value = r->w[at + 3];
-    return true;
-}
-
-#define EXTENT_UNKNOWN 0
-#define EXTENT_CAP (1ull << 40)
-
-/* Bytes from the start of a value of `type` to the end of its last byte, as laid out by its
- * Offset / ArrayStride / MatrixStride decorations: a lower bound of what the shader may read,
- * so that a push constant range is never refused wrongly. 0 when it cannot be worked out
- * (specialisation-sized arrays, missing decorations, a malformed module). */
-static uint64_t extent_of(const reflection *r, uint32_t type, uint32_t matrix_stride, bool row_major, int depth)
-{
-    if (depth > 16)
-        return EXTENT_UNKNOWN;
-    uint32_t at = def_at(r, type);
-    if (!at)
-        return EXTENT_UNKNOWN;
-    uint32_t wc = wc_of(r, at);
-    uint64_t e = EXTENT_UNKNOWN;
-    switch (op_of(r, at)) {
-    case OP_TYPE_INT:
-    case OP_TYPE_FLOAT:
-        e = r->w[at + 2] / 8;
-        break;
-    case OP_TYPE_VECTOR:
-        e = extent_of(r, r->w[at + 2], 0, false, depth + 1) * r->w[at + 3];
-        break;
-    case OP_TYPE_MATRIX: {
-        uint32_t columns = r->w[at + 3];
-        uint32_t col_at = def_at(r, r->w[at + 2]);
-        if (!col_at || op_of(r, col_at) != OP_TYPE_VECTOR || columns == 0)
-            break;
-        uint32_t rows = r->w[col_at + 3];
-        uint64_t scalar = extent_of(r, r->w[col_at + 2], 0, false, depth + 1);
-        if (!matrix_stride)
-            e = (uint64_t)columns * rows * scalar;
-        else if (row_major)
-            e = (uint64_t)matrix_stride * (rows - 1) + columns * scalar;
-        else
-            e = (uint64_t)matrix_stride * (columns - 1) + rows * scalar;
-        break;
-    }
-    case OP_TYPE_ARRAY: {
-        uint32_t length, stride;
-        uint64_t elem = extent_of(r, r->w[at + 2], matrix_stride, row_major, depth + 1);
-        if (!constant_value(r, r->w[at + 3], &length) || length == 0 || elem == EXTENT_UNKNOWN)
-            break;
-        if (!find_dec(r, type, NO_MEMBER, DEC_ARRAY_STRIDE, &stride))
-            stride = (uint32_t)(elem < UINT32_MAX ? elem : UINT32_MAX);
-        e = (uint64_t)stride * (length - 1) + elem;
-        break;
-    }
-    case OP_TYPE_STRUCT:
-        for (uint32_t m = 0; m + 2 < wc; m++) {
-            uint32_t offset, ms = 0;
-            if (!find_dec(r, type, m, DEC_OFFSET, &offset))
-                return EXTENT_UNKNOWN;
-            find_dec(r, type, m, DEC_MATRIX_STRIDE, &ms);
-            bool rm = find_dec(r, type, m, DEC_ROW_MAJOR, NULL);
-            uint64_t me = extent_of(r, r->w[at + 2 + m], ms, rm, depth + 1);
-            if (me == EXTENT_UNKNOWN)
-                return EXTENT_UNKNOWN;
-            if (offset + me > e)
-                e = offset + me;
-        }
-        break;
-    default:
-        break;
-    }
-    return e > EXTENT_CAP ? EXTENT_CAP : e;
-}
-
-static bool in_interface(const reflection *r, uint32_t id)
-{
-    for (size_t i = 0; i < r->iface_count; i++)
-        if (r->w[r->iface_at + i] == id)
-            return true;
-    return false;
-}
-
-/* Minimum word counts of the instructions the walk reads operands of. */
-static uint32_t min_words(uint32_t op)
-{
-    switch (op) {
-    case OP_ENTRY_POINT: return 4;
-    case OP_EXECUTION_MODE: return 3;
-    case OP_EXECUTION_MODE_ID: return 3;
-    case OP_TYPE_BOOL: return 2;
-    case OP_TYPE_INT: return 4;
-    case OP_TYPE_FLOAT: return 3;
-    case OP_TYPE_VECTOR: return 4;
-    case OP_TYPE_MATRIX: return 4;
-    case OP_TYPE_ARRAY: return 4;
-    case OP_TYPE_RUNTIME_ARRAY: return 3;
-    case OP_TYPE_STRUCT: return 2;
-    case OP_TYPE_POINTER: return 4;
-    case OP_CONSTANT: return 4;
-    case OP_CONSTANT_COMPOSITE: return 3;
-    case OP_SPEC_CONSTANT_COMPOSITE: return 3;
-    case OP_VARIABLE: return 4;
-    case OP_DECORATE: return 3;
-    case OP_MEMBER_DECORATE: return 4;
-    default: return 1;
-    }
-}
-
-/* Walks the instruction stream once, recording what the checks after it need. */
-static nu_status walk(nu_device *d, const char *label, reflection *r, const char *entry)
-{
-    const uint32_t *w = r->w;
-    size_t n = r->n;
-    for (size_t at = SPV_HEADER_WORDS; at < n;) {
-        uint32_t wc = w[at] >> 16, op = w[at] & 0xffffu;
-        if (wc == 0)
-            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': SPIR-V instruction at word %zu has a word count of 0",
-                            label, at);
-        if (wc > n - at)
-            return nu__fail(d, NU_ERROR_FORMAT,
-                            "kernel '%s': SPIR-V instruction at word %zu (%u words) runs past the end (%zu words)",
-                            label, at, wc, n);
-        if (wc < min_words(op))
-            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': malformed %s at word %zu (%u words)", label,
-                            op_name(op), at, wc);
-        bool ok = true;
-        switch (op) {
-        case OP_ENTRY_POINT: {
-            /* The name: a NUL-terminated string padded to whole words. */
-            const char *name = (const char *)&w[at + 3];
-            size_t max = (size_t)(wc - 3) * 4;
-            size_t len = strnlen(name, max);
-            if (len == max)
-                return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': OpEntryPoint at word %zu has an unterminated name",
-                                label, at);
-            if (strcmp(name, entry) != 0 || r->found)
-                break;
-            if (w[at + 1] != MODEL_GLCOMPUTE) {
-                r->other_model = true;
-                break;
-            }
-            size_t name_words = len / 4 + 1;
-            r->found = true;
-            r->entry_id = w[at + 2];
-            r->iface_at = at + 3 + name_words;
-            r->iface_count = wc - 3 - name_words;
-            break;
-        }
-        case OP_EXECUTION_MODE:
-        case OP_EXECUTION_MODE_ID:
-            if (!r->found || w[at + 1] != r->entry_id)
-                break;
-            if (op == OP_EXECUTION_MODE && w[at + 2] == MODE_LOCAL_SIZE) {
-                if (wc < 6)
-                    return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': malformed LocalSize at word %zu", label, at);
-                r->local_size_set = true;
-                memcpy(r->local_size, &w[at + 3], sizeof r->local_size);
-            } else if (w[at + 2] == MODE_LOCAL_SIZE_ID) {
-                r->local_size_spec = true;
-            }
-            break;
-        case OP_DECORATE: {
-            uint32_t kind = w[at + 2];
-            bool valued = kind == DEC_BINDING || kind == DEC_DESCRIPTOR_SET || kind == DEC_ARRAY_STRIDE ||
-                          kind == DEC_BUILTIN;
-            if (valued && wc < 4)
-                return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': malformed OpDecorate at word %zu", label, at);
-            if (kind == DEC_BUILTIN && w[at + 3] == BUILTIN_WORKGROUP_SIZE)
-                r->workgroup_builtin = w[at + 1];
-            else if (valued || kind == DEC_BLOCK || kind == DEC_BUFFER_BLOCK)
-                ok = push_dec(r, w[at + 1], NO_MEMBER, kind, valued ? w[at + 3] : 0);
-            break;
-        }
-        case OP_MEMBER_DECORATE: {
-            uint32_t kind = w[at + 3];
-            bool valued = kind == DEC_OFFSET || kind == DEC_MATRIX_STRIDE;
-            if (valued && wc < 5)
-                return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': malformed OpMemberDecorate at word %zu", label, at);
-            if (valued || kind == DEC_ROW_MAJOR)
-                ok = push_dec(r, w[at + 1], w[at + 2], kind, valued ? w[at + 4] : 0);
-            break;
-        }
-        case OP_TYPE_BOOL:
-        case OP_TYPE_INT:
-        case OP_TYPE_FLOAT:
-        case OP_TYPE_VECTOR:
-        case OP_TYPE_MATRIX:
-        case OP_TYPE_ARRAY:
-        case OP_TYPE_RUNTIME_ARRAY:
-        case OP_TYPE_STRUCT:
-        case OP_TYPE_POINTER:
-            ok = push_def(r, w[at + 1], (uint32_t)at);
-            break;
-        case OP_CONSTANT:
-        case OP_CONSTANT_COMPOSITE:
-        case OP_SPEC_CONSTANT_COMPOSITE:
-            ok = push_def(r, w[at + 2], (uint32_t)at);
-            break;
-        case OP_VARIABLE:
-            if (w[at + 3] == SC_UNIFORM_CONSTANT || w[at + 3] == SC_UNIFORM || w[at + 3] == SC_STORAGE_BUFFER ||
-                w[at + 3] == SC_PUSH_CONSTANT)
-                ok = push_def(r, w[at + 2], (uint32_t)at);
-            break;
-        default:
-            break;
-        }
-        if (!ok)
-            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "kernel '%s': out of host memory reading its SPIR-V",
-                            label);
-        at += wc;
-    }
-    return NU_OK;
-}
-
-/* The pointee of a pointer type, or 0. */
-static uint32_t pointee(const reflection *r, uint32_t pointer_type)
-{
-    uint32_t at = def_at(r, pointer_type);
-    return at && op_of(r, at) == OP_TYPE_POINTER ? r->w[at + 3] : 0;
-}
-
-/* Checks the module's buffers and push constants (after the walk, with defs sorted). */
-static nu_status check_resources(nu_device *d, const char *label, reflection *r)
-{
-    bool filter = r->w[1] >= 0x00010400u; /* SPIR-V 1.4+ entry points list every global they use */
-    for (size_t i = 0; i < r->def_count; i++) {
-        uint32_t at = r->defs[i].at;
-        if (op_of(r, at) != OP_VARIABLE)
-            continue;
-        uint32_t id = r->w[at + 2], sc = r->w[at + 3];
-        if (filter && !in_interface(r, id))
-            continue;
-        uint32_t type = pointee(r, r->w[at + 1]);
-        uint32_t type_at = type ? def_at(r, type) : 0;
-        if (!type_at)
-            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': variable %%%u has no pointer type", label, id);
-        if (sc == SC_PUSH_CONSTANT) {
-            r->has_push = true;
-            uint64_t e = extent_of(r, type, 0, false, 0);
-            if (e > r->push_extent)
-                r->push_extent = e;
-            continue;
-        }
-        uint32_t set, binding;
-        if (!find_dec(r, id, NO_MEMBER, DEC_DESCRIPTOR_SET, &set) || !find_dec(r, id, NO_MEMBER, DEC_BINDING, &binding))
-            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': resource variable %%%u lacks a DescriptorSet or Binding",
-                            label, id);
-        if (set != 0)
-            return nu__fail(d, NU_ERROR_FORMAT,
-                            "kernel '%s': binding %u is in descriptor set %u; nuvec kernels use set 0 only", label,
-                            binding, set);
-        uint32_t top = op_of(r, type_at);
-        if (sc == SC_UNIFORM_CONSTANT)
-            return nu__fail(d, NU_ERROR_FORMAT,
-                            "kernel '%s': binding %u is an image, sampler or other non-buffer resource; nuvec binds "
-                            "storage buffers only",
-                            label, binding);
-        if (top == OP_TYPE_ARRAY || top == OP_TYPE_RUNTIME_ARRAY)
-            return nu__fail(d, NU_ERROR_FORMAT,
-                            "kernel '%s': binding %u is an array of descriptors; nuvec binds one buffer per binding",
-                            label, binding);
-        if (sc == SC_UNIFORM && !find_dec(r, type, NO_MEMBER, DEC_BUFFER_BLOCK, NULL))
-            return nu__fail(d, NU_ERROR_FORMAT,
-                            "kernel '%s': binding %u is a uniform buffer; nuvec binds storage buffers only", label,
-                            binding);
-        if (binding >= 1024)
-            return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': binding %u is beyond any device's push descriptors",
-                            label, binding);
-        if (binding + 1 > r->bindings)
-            r->bindings = binding + 1;
-    }
-    return NU_OK;
-}
-
-static void reflection_free(reflection *r)
-{
-    nu__free(r->defs);
-    nu__free(r->decs);
-}
-
-/* Validates the SPIR-V and reads what nuvec needs from it (see nu_kernel_new's contract). */
-static nu_status reflect(nu_device *d, const char *label, const uint32_t *w, size_t n, const char *entry,
-                         reflection *r)
-{
-    memset(r, 0, sizeof *r);
-    r->w = w;
-    r->n = n;
-    nu_status st = walk(d, label, r, entry);
-    if (st != NU_OK)
-        return st;
-    if (!r->found)
-        return nu__fail(d, NU_ERROR_FORMAT,
-                        r->other_model ? "kernel '%s': the entry point '%s' is not a compute shader (GLCompute)"
-                                       : "kernel '%s': the SPIR-V has no compute entry point named '%s'",
-                        label, entry);
-    if (r->def_count)
-        qsort(r->defs, r->def_count, sizeof *r->defs, def_cmp);
-    /* A WorkgroupSize built-in overrides LocalSize: known if it is a constant, set at pipeline
-     * creation if it is a specialisation constant. */
-    uint32_t wg_at = r->workgroup_builtin ? def_at(r, r->workgroup_builtin) : 0;
-    if (wg_at && op_of(r, wg_at) == OP_SPEC_CONSTANT_COMPOSITE) {
-        r->local_size_spec = true;
-    } else if (wg_at && op_of(r, wg_at) == OP_CONSTANT_COMPOSITE && wc_of(r, wg_at) >= 6) {
-        uint32_t v[3];
-        if (constant_value(r, r->w[wg_at + 3], &v[0]) && constant_value(r, r->w[wg_at + 4], &v[1]) &&
-            constant_value(r, r->w[wg_at + 5], &v[2])) {
-            memcpy(r->local_size, v, sizeof v);
-            r->local_size_set = true;
-        }
-    }
-    if (r->local_size_spec || !r->local_size_set)
-        memset(r->local_size, 0, sizeof r->local_size);
-    return check_resources(d, label, r);
-}
-
 /* ---- creating kernels ----------------------------------------------------------------- */
-
-/* The largest SPIR-V accepted (real kernels are kilobytes; this bounds offsets to 32 bits). */
-#define SPIRV_MAX (256u << 20)
 
 /* Reads a whole file into a word buffer (freed by the caller). */
 static nu_status read_file(nu_device *d, const char *path, uint32_t **words, size_t *bytes)
@@ -606,7 +136,7 @@ static nu_status read_file(nu_device *d, const char *path, uint32_t **words, siz
         return nu__fail(d, NU_ERROR_IO, "cannot read kernel file '%s': %s", path,
                         strerror_r(EISDIR, why, sizeof why));
     }
-    if (s.st_size > (off_t)SPIRV_MAX) {
+    if (s.st_size > (off_t)NU__SPIRV_MAX) {
         close(fd);
         return nu__fail(d, NU_ERROR_FORMAT, "kernel file '%s' is %lld bytes: too large for SPIR-V", path,
                         (long long)s.st_size);
@@ -661,6 +191,7 @@ typedef struct kkey {
     uint32_t constant_count;
     uint32_t bindings, push_size;
     uint64_t hash;
+    uint64_t words_hash;
 } kkey;
 
 static uint64_t key_hash(const kkey *k)
@@ -687,6 +218,19 @@ static kentry *cache_find(struct nu__kernel_cache *c, const kkey *k)
         if (key_equal(e, k))
             return e;
     return NULL;
+}
+
+/* Whether a cached kernel was made from exactly these words: they passed validation on this
+ * device then, so creating another kernel from them (other constants, another entry point, or
+ * the same kernel again) only reflects. Under the cache lock; kernels are few. */
+static bool validated_before(struct nu__kernel_cache *c, const uint32_t *words, size_t word_count, uint64_t hash)
+{
+    for (size_t i = 0; i < c->bucket_count; i++)
+        for (const kentry *e = c->buckets[i]; e; e = e->next)
+            if (e->words_hash == hash && e->word_count == word_count &&
+                memcmp(e->words, words, word_count * 4) == 0)
+                return true;
+    return false;
 }
 
 /* Under the cache lock. Grows the table when it fills; a failed growth only lengthens chains. */
@@ -739,6 +283,7 @@ static nu_status build(nu_device *d, const char *label, const char *name, const 
     memcpy(p, key->words, words_bytes);
     e->words = (const uint32_t *)p;
     e->word_count = key->word_count;
+    e->words_hash = key->words_hash;
     p += words_bytes;
     if (consts_bytes)
         memcpy(p, key->constants, consts_bytes);
@@ -843,16 +388,36 @@ static nu_status build(nu_device *d, const char *label, const char *name, const 
     return NU_OK;
 }
 
-/* The highest SPIR-V version a Vulkan version accepts (without VK_KHR_spirv_1_4). */
-static uint32_t max_spirv(uint32_t api)
+/* The workgroup size against the device's limits (which the validator does not know), with
+ * the specialisation constants given (sorted by id) in place of the defaults. A size computed
+ * from other constants is left to the driver. */
+static nu_status check_workgroup_size(nu_device *d, const char *label, const nu__spirv_layout *l,
+                                      const nu_specialization *constants, uint32_t constant_count)
 {
-    if (api >= VK_API_VERSION_1_3)
-        return 0x00010600u;
-    if (api >= VK_API_VERSION_1_2)
-        return 0x00010500u;
-    if (api >= VK_API_VERSION_1_1)
-        return 0x00010300u;
-    return 0x00010000u;
+    uint32_t v[3];
+    for (int i = 0; i < 3; i++) {
+        if (l->size[i].spec_id == NU__SPIRV_UNKNOWN)
+            return NU_OK;
+        v[i] = l->size[i].value;
+        if (l->size[i].spec_id == NU__SPIRV_CONSTANT)
+            continue;
+        nu_specialization key = {.id = l->size[i].spec_id};
+        const nu_specialization *c =
+            constant_count ? bsearch(&key, constants, constant_count, sizeof *constants, constant_cmp) : NULL;
+        if (c)
+            v[i] = c->value;
+    }
+    const nu_device_info *info = &d->info;
+    uint64_t invocations = (uint64_t)v[0] * v[1] * v[2];
+    if (v[0] == 0 || v[1] == 0 || v[2] == 0 || v[0] > info->max_workgroup_size[0] ||
+        v[1] > info->max_workgroup_size[1] || v[2] > info->max_workgroup_size[2] ||
+        invocations > info->max_workgroup_invocations)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': workgroup size %u x %u x %u is outside what %s allows (each from 1 to %u x %u x "
+                        "%u, at most %u invocations)",
+                        label, v[0], v[1], v[2], info->name, info->max_workgroup_size[0], info->max_workgroup_size[1],
+                        info->max_workgroup_size[2], info->max_workgroup_invocations);
+    return NU_OK;
 }
 
 /* nu_kernel_new once the SPIR-V is in memory. */
@@ -860,34 +425,24 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
                         size_t size, nu_kernel **out)
 {
     const char *entry = desc->entry && *desc->entry ? desc->entry : "main";
-    if (size % 4 != 0 || size < SPV_HEADER_WORDS * 4)
-        return nu__fail(d, NU_ERROR_FORMAT,
-                        "kernel '%s': %zu bytes is not SPIR-V (a whole number of 4-byte words, at least 20 bytes)",
-                        label, size);
-    if (size > SPIRV_MAX)
-        return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': %zu bytes of SPIR-V is more than the %u MiB nuvec accepts",
-                        label, size, SPIRV_MAX >> 20);
-    if (words[0] != SPV_MAGIC)
-        return nu__fail(d, NU_ERROR_FORMAT, "kernel '%s': not SPIR-V (magic number 0x%08x, expected 0x%08x)", label,
-                        words[0], SPV_MAGIC);
-    uint32_t version = words[1], most = max_spirv(d->info.api_version);
-    if (version > most)
-        return nu__fail(d, NU_ERROR_UNSUPPORTED,
-                        "kernel '%s': SPIR-V %u.%u is newer than the %u.%u that Vulkan %u.%u on %s accepts", label,
-                        (version >> 16) & 0xff, (version >> 8) & 0xff, (most >> 16) & 0xff, (most >> 8) & 0xff,
-                        VK_API_VERSION_MAJOR(d->info.api_version), VK_API_VERSION_MINOR(d->info.api_version),
-                        d->info.name);
-
-    reflection r;
-    nu_status st = reflect(d, label, words, size / 4, entry, &r);
-    uint32_t bindings = r.bindings;
-    uint32_t local_size[3];
-    memcpy(local_size, r.local_size, sizeof local_size);
-    bool has_push = r.has_push;
-    uint64_t push_extent = r.push_extent;
-    reflection_free(&r);
+    /* Validated (SPIRV-Tools) and reflected before any driver sees it: see spirv.c. Validation
+     * costs about 100 us for a small kernel, so SPIR-V a cached kernel was made from (on this
+     * device) is only reflected: nu_kernel_builtin in a loop stays cheap. */
+    struct nu__kernel_cache *c = d->kernels;
+    uint64_t words_hash = size % 4 == 0 ? hash_bytes(0x73707276ull, words, size) : 0;
+    pthread_mutex_lock(&c->lock);
+    bool seen = size % 4 == 0 && validated_before(c, words, size / 4, words_hash);
+    pthread_mutex_unlock(&c->lock);
+    nu__spirv_layout layout;
+    nu_status st = seen ? nu__spirv_reflect(d, label, words, size / 4, entry, &layout)
+                        : nu__spirv_check(d, d->info.api_version, label, words, size, entry, &layout);
     if (st != NU_OK)
         return st;
+    uint32_t bindings = layout.bindings;
+    uint32_t local_size[3];
+    memcpy(local_size, layout.local_size, sizeof local_size);
+    bool has_push = layout.has_push;
+    uint64_t push_extent = layout.push_extent;
 
     if (desc->bindings) {
         if (bindings > desc->bindings)
@@ -896,7 +451,6 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
                             label, bindings - 1, desc->bindings);
         bindings = desc->bindings;
     }
-    struct nu__kernel_cache *c = d->kernels;
     if (bindings > c->max_push_descriptors)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "kernel '%s': %u bindings, more than the %u push descriptors %s allows", label, bindings,
@@ -927,8 +481,14 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
             }
         }
     }
+    st = check_workgroup_size(d, label, &layout, sorted, desc->constant_count);
+    if (st != NU_OK) {
+        nu__free(sorted);
+        return st;
+    }
     kkey key = {.words = words, .word_count = size / 4, .entry = entry, .constants = sorted,
-                .constant_count = desc->constant_count, .bindings = bindings, .push_size = push};
+                .constant_count = desc->constant_count, .bindings = bindings, .push_size = push,
+                .words_hash = words_hash};
     key.hash = key_hash(&key);
 
     pthread_mutex_lock(&c->lock);

@@ -1,0 +1,48 @@
+/* fuzz_kernel.c: libFuzzer target for kernel creation's SPIR-V checks (built with
+ * -DNUVEC_FUZZ=ON; `make fuzz-smoke`, `make fuzz`): everything nu_kernel_new does with the
+ * bytes before a driver sees them (src/kernel/spirv.c: header, SPIRV-Tools' validator, reflection),
+ * without a device. Reflection also runs alone on the raw words, as it must be safe on any
+ * input. The seeds are the builtin kernels' SPIR-V and the GLSL under fuzz/kernel_seeds/
+ * compile to (the build writes both to build-fuzz/seeds-kernel/).
+ *
+ * The Vulkan version checked for comes from the low 2 bits of the header's generator word
+ * (which neither validation nor reflection reads): 1.0 to 1.3. glslc's modules say 3: 1.3. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vulkan/vulkan_core.h>
+
+#include "kernel/spirv.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (!(cond))                                                                           \
+            abort();                                                                           \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const uint32_t apis[4] = {VK_API_VERSION_1_0, VK_API_VERSION_1_1, VK_API_VERSION_1_2, VK_API_VERSION_1_3};
+    uint32_t *w = malloc(size + 4); /* 4-byte aligned, as nu_kernel_new requires */
+    CHECK(w);
+    memcpy(w, data, size);
+    uint32_t api = apis[size >= 12 ? w[2] & 3 : 3];
+
+    nu__spirv_layout layout;
+    nu_status st = nu__spirv_check(NULL, api, "fuzz", w, size, "main", &layout);
+    CHECK(st == NU_OK || st == NU_ERROR_FORMAT || st == NU_ERROR_UNSUPPORTED);
+    if (st == NU_OK) {
+        CHECK(layout.bindings <= 1024);
+        CHECK(layout.has_push || layout.push_extent == 0);
+    }
+    nu__spirv_layout raw;
+    nu_status rst = nu__spirv_reflect(NULL, "fuzz", w, size / 4, "main", &raw);
+    CHECK(rst == NU_OK || rst == NU_ERROR_FORMAT);
+    /* On a module that passed, reflection alone reads the same. */
+    CHECK(st != NU_OK || (rst == NU_OK && memcmp(&raw, &layout, sizeof raw) == 0));
+    free(w);
+    return 0;
+}
