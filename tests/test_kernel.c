@@ -32,8 +32,9 @@ static char tmp_root[512];
 static void tmp_dir(char *out, size_t size, const char *name)
 {
     snprintf(out, size, "%s/%s", tmp_root, name);
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out);
+    char cmd[2 * 1024 + 64];
+    if ((size_t)snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out) >= sizeof cmd)
+        fail_msg("tmp_dir: the path %s is too long", out);
     assert_int_equal(system(cmd), 0);
 }
 
