@@ -17,11 +17,13 @@
 // Threads per workgroup of the ops' elementwise shaders.
 #define NU_OPS_LOCAL 256u
 
-// A binding of raw storage, named NAME: NAME_w (words), NAME_h (halves), NAME_v (16-byte vectors).
+// A binding of raw storage, named NAME: NAME_w (words), NAME_h (halves), NAME_v (16-byte vectors),
+// NAME_v2 (8-byte vectors).
 #define NU_TENSOR(QUALIFIER, BINDING, NAME)                                                     \
     layout(std430, binding = BINDING) QUALIFIER buffer NAME##_W { uint NAME##_w[]; };           \
     layout(std430, binding = BINDING) QUALIFIER buffer NAME##_H { uint16_t NAME##_h[]; };       \
-    layout(std430, binding = BINDING) QUALIFIER buffer NAME##_V { uvec4 NAME##_v[]; };
+    layout(std430, binding = BINDING) QUALIFIER buffer NAME##_V { uvec4 NAME##_v[]; };          \
+    layout(std430, binding = BINDING) QUALIFIER buffer NAME##_V2 { uvec2 NAME##_v2[]; };
 
 float nu_bf16_to_f32(uint h) { return uintBitsToFloat(h << 16); }
 // Round to nearest even (NaN stays NaN).
@@ -81,6 +83,34 @@ uint nu_pack2(uint dt, float a, float b)
     } else {                                                                                    \
         NAME##_v[(VBASE) + (u)] = uvec4(nu_pack2(DT, x[0], x[1]), nu_pack2(DT, x[2], x[3]), nu_pack2(DT, x[4], x[5]), nu_pack2(DT, x[6], x[7])); \
     }
+
+// Four consecutive elements, the u-th four from the tensor's first element (16-byte aligned for
+// F32, 8-byte for F16 and BF16): one 16-byte vector of F32, one 8-byte vector of F16 or BF16. Where
+// a shader mixes F32 with 16-bit dtypes, four-element steps keep every load coalesced (eight F32
+// elements a thread would be two 16-byte loads 32 bytes apart across the subgroup).
+uint nu_vbase4(uint first) { return first / 4u; }
+void nu_unpack4(uint dt, uvec4 p, out float x[4])
+{
+    if (dt == NU_F32) {
+        x[0] = uintBitsToFloat(p.x); x[1] = uintBitsToFloat(p.y); x[2] = uintBitsToFloat(p.z); x[3] = uintBitsToFloat(p.w);
+    } else if (dt == NU_F16) {
+        vec2 a = unpackHalf2x16(p.x), b = unpackHalf2x16(p.y);
+        x[0] = a.x; x[1] = a.y; x[2] = b.x; x[3] = b.y;
+    } else {
+        x[0] = uintBitsToFloat(p.x << 16); x[1] = uintBitsToFloat(p.x & 0xffff0000u);
+        x[2] = uintBitsToFloat(p.y << 16); x[3] = uintBitsToFloat(p.y & 0xffff0000u);
+    }
+}
+#define NU_LOAD4(NAME, DT, VBASE, u, x)                                                         \
+    if ((DT) == NU_F32)                                                                         \
+        nu_unpack4(DT, NAME##_v[(VBASE) + (u)], x);                                             \
+    else                                                                                        \
+        nu_unpack4(DT, uvec4(NAME##_v2[(VBASE) + (u)], 0u, 0u), x);
+#define NU_STORE4(NAME, DT, VBASE, u, x)                                                        \
+    if ((DT) == NU_F32)                                                                         \
+        NAME##_v[(VBASE) + (u)] = uvec4(floatBitsToUint(x[0]), floatBitsToUint(x[1]), floatBitsToUint(x[2]), floatBitsToUint(x[3])); \
+    else                                                                                        \
+        NAME##_v2[(VBASE) + (u)] = uvec2(nu_pack2(DT, x[0], x[1]), nu_pack2(DT, x[2], x[3]));
 
 // Elementwise shaders run one-dimensional grids of at most 65535 workgroups and loop with a
 // stride of the whole grid (src/ops/op.c: nu__op_groups).

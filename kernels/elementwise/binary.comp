@@ -1,9 +1,11 @@
 #version 450
 // binary: dst = a op b, elementwise with broadcasting (nu_op_binary, nuvec/ops.h), any float
 // dtypes. Specialisation constants: 0 the op (nu_binary_op), 1-3 the dtypes of dst, a, b
-// (ops.glsl codes), 4 the path: 1 when dst, a and b are contiguous with one shape and their first
-// elements 16-byte aligned (eight elements a step, 16-byte loads and stores), 0 otherwise (an
-// element a step; a and b indexed through their strides, 0 for a broadcast dimension).
+// (ops.glsl codes), 4 the path: 1 when dst, a and b are 16-bit, contiguous with one shape and their
+// first elements 16-byte aligned (eight elements a step, 16-byte loads and stores); 2 likewise
+// where one is F32 (four elements a step: 16-byte F32 and 8-byte 16-bit loads, all coalesced; two
+// steps in flight a thread); 0 otherwise (an element a step; a and b indexed through their
+// strides, 0 for a broadcast dimension).
 // Bindings 0 dst, 1 a, 2 b. Push: the element count, each tensor's first element in its binding,
 // dst's shape and a's and b's strides (4 dimensions, outermost first, padded with 1s and 0s).
 #include "ops.glsl"
@@ -34,6 +36,33 @@ float apply(float x, float y)
 void main()
 {
     uint threads = nu_ops_threads();
+    if (FAST == 2u) {
+        uint units = pc.count / 4u;
+        uint va = pc.first_a / 4u, vb = pc.first_b / 4u, vd = pc.first_dst / 4u;
+        for (uint base = nu_ops_index(); base < units; base += 2u * threads) {
+            float x[2][4], y[2][4];
+            for (uint r = 0u; r < 2u; r++) {
+                if (base + r * threads < units) {
+                    NU_LOAD4(a, DT_A, va, base + r * threads, x[r])
+                    NU_LOAD4(b, DT_B, vb, base + r * threads, y[r])
+                }
+            }
+            for (uint r = 0u; r < 2u; r++) {
+                if (base + r * threads < units) {
+                    float z[4];
+                    for (int k = 0; k < 4; k++)
+                        z[k] = apply(x[r][k], y[r][k]);
+                    NU_STORE4(dst, DT_DST, vd, base + r * threads, z)
+                }
+            }
+        }
+        uint i = units * 4u + nu_ops_index();
+        if (i < pc.count) {
+            float z = apply(NU_LOAD(a, DT_A, pc.first_a + i), NU_LOAD(b, DT_B, pc.first_b + i));
+            NU_STORE(dst, DT_DST, pc.first_dst + i, z)
+        }
+        return;
+    }
     if (FAST == 1u) {
         uint units = pc.count / 8u;
         uint va = nu_vbase(DT_A, pc.first_a), vb = nu_vbase(DT_B, pc.first_b), vd = nu_vbase(DT_DST, pc.first_dst);

@@ -3,7 +3,8 @@
 // arithmetic; gate, up and dst of one shape (no broadcasting).
 // Specialisation constants:
 //   0 DT_DST, 1 DT_GATE, 2 DT_UP: dtype codes (ops.glsl).
-//   3 FAST: 1 when dst, gate and up are contiguous and their first elements 16-byte aligned in
+//   3 FAST: 2 as 1 below, four elements a step, where one is F32 (src/ops/op.h:
+//     nu__op_vector_path); 1 when dst, gate and up are contiguous and their first elements 16-byte aligned in
 //     their bindings: 8 elements a step, 16-byte loads and stores, the tail an element a thread;
 //     0: an element a thread, gate and up through their strides.
 //   4 LOCAL: threads per workgroup (tuning; default 256).
@@ -33,6 +34,32 @@ layout(push_constant) uniform Push {
 void main()
 {
     uint index = gl_GlobalInvocationID.x, threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (FAST == 2u) {
+        uint units = pc.count / 4u;
+        uint vg = nu_vbase4(pc.first_gate), vu = nu_vbase4(pc.first_up), vd = nu_vbase4(pc.first_dst);
+        for (uint base = index; base < units; base += threads * UNROLL) {
+            float g[UNROLL][4], v[UNROLL][4];
+            for (uint r = 0u; r < UNROLL; r++) {
+                if (base + r * threads < units) {
+                    NU_LOAD4(gate, DT_GATE, vg, base + r * threads, g[r])
+                    NU_LOAD4(up, DT_UP, vu, base + r * threads, v[r])
+                }
+            }
+            for (uint r = 0u; r < UNROLL; r++) {
+                if (base + r * threads < units) {
+                    float z[4];
+                    for (int k = 0; k < 4; k++)
+                        z[k] = act_silu(g[r][k]) * v[r][k];
+                    NU_STORE4(dst, DT_DST, vd, base + r * threads, z)
+                }
+            }
+        }
+        for (uint i = units * 4u + index; i < pc.count; i += threads) {
+            float z = act_silu(NU_LOAD(gate, DT_GATE, pc.first_gate + i)) * NU_LOAD(up, DT_UP, pc.first_up + i);
+            NU_STORE(dst, DT_DST, pc.first_dst + i, z)
+        }
+        return;
+    }
     if (FAST == 1u) {
         uint units = pc.count / 8u;
         uint vg = nu_vbase(DT_GATE, pc.first_gate), vu = nu_vbase(DT_UP, pc.first_up), vd = nu_vbase(DT_DST, pc.first_dst);

@@ -3,8 +3,10 @@
 // Specialisation constants:
 //   0 OP: nu_unary_op (SCALE 0, EXP 1, SILU 2, GELU 3, GELU_TANH 4; activation.glsl).
 //   1 DT_DST, 2 DT_SRC: dtype codes (ops.glsl).
-//   3 FAST: 1 when dst and src are contiguous and their first elements 16-byte aligned in their
-//     bindings: 8 elements a step, 16-byte loads and stores, the tail an element a thread;
+//   3 FAST: 1 when dst and src are 16-bit, contiguous and their first elements 16-byte aligned in
+//     their bindings: 8 elements a step, 16-byte loads and stores, the tail an element a thread;
+//     2 likewise where one is F32 (4 elements a step: coalesced 16-byte F32, 8-byte 16-bit loads;
+//     src/ops/op.h: nu__op_vector_path);
 //     0: an element a thread, src through its strides (0 for a broadcast dimension).
 //   4 LOCAL: threads per workgroup (tuning; default 256).
 //   5 UNROLL: 8-element steps a thread loads before it computes and stores, on the fast path
@@ -44,6 +46,30 @@ void main()
 {
     uint index = gl_GlobalInvocationID.x, threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint start = 0u;
+    if (FAST == 2u) {
+        uint units = pc.count / 4u;
+        uint vs = nu_vbase4(pc.first_src), vd = nu_vbase4(pc.first_dst);
+        for (uint base = index; base < units; base += threads * UNROLL) {
+            float x[UNROLL][4];
+            for (uint r = 0u; r < UNROLL; r++)
+                if (base + r * threads < units)
+                    NU_LOAD4(src, DT_SRC, vs, base + r * threads, x[r])
+            for (uint r = 0u; r < UNROLL; r++) {
+                if (base + r * threads < units) {
+                    float z[4];
+                    for (int k = 0; k < 4; k++)
+                        z[k] = apply(x[r][k]);
+                    NU_STORE4(dst, DT_DST, vd, base + r * threads, z)
+                }
+            }
+        }
+        start = units * 4u; // the last count % 4 elements, one a thread
+        for (uint i = start + index; i < pc.count; i += threads) {
+            float z = apply(NU_LOAD(src, DT_SRC, pc.first_src + i));
+            NU_STORE(dst, DT_DST, pc.first_dst + i, z)
+        }
+        return;
+    }
     if (FAST == 1u) {
         uint units = pc.count / 8u;
         uint vs = nu_vbase(DT_SRC, pc.first_src), vd = nu_vbase(DT_DST, pc.first_dst);

@@ -7,19 +7,6 @@
 
 static const char *const binary_names[NU_BINARY_OP_COUNT] = {"nu_op_add", "nu_op_sub", "nu_op_mul", "nu_op_div"};
 
-/* Whether the fast path applies: one shape, all contiguous, first elements 16-byte aligned in
- * their bindings. */
-static bool vectorizable(const nu_tensor *const *t, const uint32_t *first, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (!nu_tensor_is_contiguous(t[i]))
-            return false;
-        if ((uint64_t)first[i] * nu_dtype_size(t[i]->dtype) % 16)
-            return false;
-    }
-    return true;
-}
-
 nu_status nu_op_binary(nu_commands *c, nu_binary_op op, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b)
 {
     if ((unsigned)op >= NU_BINARY_OP_COUNT)
@@ -47,7 +34,7 @@ nu_status nu_op_binary(nu_commands *c, nu_binary_op op, const nu_tensor *dst, co
         (st = nu__op_bind(fn, &bb, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
         return st;
     const nu_tensor *all[3] = {dst, &ab, &bb};
-    bool fast = vectorizable(all, first, 3);
+    uint32_t fast = nu__op_vector_path(all, first, 3);
     uint32_t constants[5] = {(uint32_t)op, nu__op_dtype_code(dst->dtype), nu__op_dtype_code(a->dtype),
                              nu__op_dtype_code(b->dtype), fast};
     struct {

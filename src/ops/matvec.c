@@ -16,15 +16,17 @@ typedef struct matvec_tune {
     int subgroup; /* -1: use subgroup arithmetic where the device has it; 0: never */
 } matvec_tune;
 
-/* The defaults (the .comp's header says why): 128 threads; 2 rows a workgroup for float weights
- * and one or two rows of x, else 4 (x's loads reused over more rows); 8 units a thread in flight
- * (4 for F32 weights, whose units are twice the bytes). */
+/* The defaults: see below (the .comp's header describes each knob). */
+/* Measured on the H200 (bench/RESULTS.md, 2026-12-01, `bash bench/h200.sh matvec`: nine settings,
+ * one token): 256 threads, 2 rows, unroll 2 was the best or within 3% of it for F16, BF16, Q8_0 and
+ * Q4_0 weights at the four 7B decode shapes (F16 4096x11008: 86% of the copy bandwidth against 79%
+ * for 128/2/4); F32 weights keep 128 threads, 2 rows, unroll 2 (82-107%). More rows of x share
+ * their weight loads over 4 rows (not measured yet). */
 static matvec_tune default_tune(nu_dtype w, int64_t m)
 {
-    bool block = nu_dtype_block_elements(w) > 1;
-    matvec_tune t = {128, block || m > 2 ? 4 : 2, 0, -1};
-    t.unroll = (w == NU_DTYPE_F32 ? 4 : 8) / t.rows;
-    return t;
+    if (w == NU_DTYPE_F32)
+        return (matvec_tune){128, 2, 2, -1};
+    return (matvec_tune){256, m > 2 ? 4 : 2, 2, -1};
 }
 
 static bool pow2(uint32_t v) { return v && !(v & (v - 1)); }

@@ -236,3 +236,19 @@ void nu__op_dims4(const nu_tensor *t, uint32_t shape[4], uint32_t strides[4])
         strides[i] = i < lead ? 0 : (uint32_t)t->strides[i - lead];
     }
 }
+
+uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, int n)
+{
+    bool f32 = false, aligned16 = true, aligned_step4 = true;
+    for (int i = 0; i < n; i++) {
+        if (!nu_tensor_is_contiguous(t[i]))
+            return 0;
+        uint64_t es = nu_dtype_size(t[i]->dtype), at = (uint64_t)first[i] * es;
+        f32 |= es == 4;
+        aligned16 &= at % 16 == 0;
+        aligned_step4 &= at % (4 * es) == 0;
+    }
+    if (f32)
+        return aligned_step4 ? 2 : 0;
+    return aligned16 ? 1 : 0;
+}

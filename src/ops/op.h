@@ -54,6 +54,12 @@ nu_status nu__op_no_alias(const char *op, const nu_tensor *dst, const char *name
  * block dtypes). NU_ERROR_UNSUPPORTED when the range exceeds the device's largest binding. */
 nu_status nu__op_bind(const char *op, const nu_tensor *t, nu_access access, nu_binding *out, uint32_t *first);
 
+/* The vector path elementwise shaders take for contiguous tensors t[0..n-1] of one shape whose
+ * first elements are first[0..n-1] in their bindings: 1 (eight elements a step, 16-byte loads)
+ * when all are 16-bit and 16-byte aligned; 2 (four elements a step) when one is F32, F32 ones are
+ * 16-byte and 16-bit ones 8-byte aligned; 0 (the strided path) otherwise. */
+uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, int n);
+
 /* A one-dimensional grid for `threads` threads of `local`-thread workgroups, at most 65535
  * workgroups (shaders loop with the grid's stride past that). */
 void nu__op_groups(uint64_t threads, uint32_t local, uint32_t groups[3]);

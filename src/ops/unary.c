@@ -14,25 +14,16 @@
 static const char *const unary_names[NU_UNARY_OP_COUNT] = {"nu_op_scale", "nu_op_unary (EXP)", "nu_op_unary (SILU)",
                                                            "nu_op_unary (GELU)", "nu_op_unary (GELU_TANH)"};
 
-/* Whether the fast path applies: all contiguous (one shape), first elements 16-byte aligned in
- * their bindings. */
-static bool vectorizable(const nu_tensor *const *t, const uint32_t *first, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!nu_tensor_is_contiguous(t[i]) || (uint64_t)first[i] * nu_dtype_size(t[i]->dtype) % 16)
-            return false;
-    return true;
-}
-
-/* Threads for `count` elements: a thread per UNROLL 8-element steps (at least the tail's), or
- * an element a thread. */
-static void grid(uint64_t count, bool fast, uint32_t groups[3])
+/* Threads for `count` elements: a thread per UNROLL steps of 8 or 4 elements (at least the
+ * tail's), or an element a thread. */
+static void grid(uint64_t count, uint32_t fast, uint32_t groups[3])
 {
     uint64_t threads = count;
     if (fast) {
-        threads = (count / 8 + UNARY_UNROLL - 1) / UNARY_UNROLL;
-        if (threads < 8)
-            threads = 8;
+        uint64_t step = fast == 1 ? 8 : 4; /* elements a step (nu__op_vector_path) */
+        threads = (count / step + UNARY_UNROLL - 1) / UNARY_UNROLL;
+        if (threads < step)
+            threads = step; /* the tail: an element a thread */
     }
     nu__op_groups(threads, UNARY_LOCAL, groups);
 }
@@ -58,7 +49,7 @@ nu_status nu_op_unary(nu_commands *c, nu_unary_op op, const nu_tensor *dst, cons
         (st = nu__op_bind(fn, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
         return st;
     const nu_tensor *all[2] = {dst, src};
-    bool fast = vectorizable(all, first, 2);
+    uint32_t fast = nu__op_vector_path(all, first, 2);
     uint32_t constants[6] = {(uint32_t)op, nu__op_dtype_code(dst->dtype), nu__op_dtype_code(src->dtype), fast,
                              UNARY_LOCAL, UNARY_UNROLL};
     struct {
@@ -104,7 +95,7 @@ nu_status nu_op_swiglu(nu_commands *c, const nu_tensor *dst, const nu_tensor *ga
         (st = nu__op_bind(fn, up, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
         return st;
     const nu_tensor *all[3] = {dst, gate, up};
-    bool fast = vectorizable(all, first, 3);
+    uint32_t fast = nu__op_vector_path(all, first, 3);
     uint32_t constants[6] = {nu__op_dtype_code(dst->dtype), nu__op_dtype_code(gate->dtype), nu__op_dtype_code(up->dtype),
                              fast, UNARY_LOCAL, UNARY_UNROLL};
     struct {
