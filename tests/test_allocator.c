@@ -480,7 +480,7 @@ static void test_limit_message_idle_cache(void **state)
     assert_null(strstr(why, "still used by GPU work")); /* it is idle, and would not help */
     /* With a busy cached piece, too: it is not why 2 MiB do not fit. */
     nu__guard g;
-    assert_int_equal(nu__guard_init(&g, NULL, NULL), NU_OK);
+    assert_int_equal(nu__guard_init(&g, NULL), NU_OK);
     nu__guard_acquire(&g, false);
     c = alloc_ok(p, MIB);
     nu__pool_free(p, &c, &g);
@@ -900,7 +900,7 @@ static void test_set_limit(void **state)
      * need its room then fail, saying so, until it is idle. */
     assert_int_equal(nu__pool_set_limit(p, 8 * MIB, NULL), NU_OK);
     nu__guard g;
-    assert_int_equal(nu__guard_init(&g, NULL, NULL), NU_OK);
+    assert_int_equal(nu__guard_init(&g, NULL), NU_OK);
     nu__guard_acquire(&g, true);
     nu__allocation busy = alloc_ok(p, MIB);
     nu__pool_free(p, &busy, &g);
@@ -965,7 +965,7 @@ static void test_limit_while_releasing_guards(void **state)
         pieces[i] = alloc_ok(p, 64 * KIB);
     for (int i = 0; i < N; i++) {
         nu__guard *g = malloc(sizeof *g);
-        assert_int_equal(nu__guard_init(g, NULL, racing_destroy), NU_OK);
+        assert_int_equal(nu__guard_init(g, racing_destroy), NU_OK);
         nu__guard_acquire(g, false);
         nu__pool_free(p, &pieces[i], g);
         nu__guard_release(g); /* the pool holds the last reference */
@@ -1164,7 +1164,7 @@ static void test_busy_guards(void **state)
     fake_init(&f, UINT64_MAX);
     nu__pool *p = new_pool(&f, MIB, 64 * MIB);
     nu__guard g;
-    assert_int_equal(nu__guard_init(&g, NULL, NULL), NU_OK);
+    assert_int_equal(nu__guard_init(&g, NULL), NU_OK);
     nu__guard_acquire(&g, true); /* GPU work uses the memory (recorded, not committed yet) */
 
     nu__allocation a = alloc_ok(p, 64 * KIB);
@@ -1288,7 +1288,7 @@ static void test_busy_guards(void **state)
     /* A busy piece is released once idle; the last reference may go inside the pool, whose
      * destroy callback calls back into it. */
     nu__guard *h = malloc(sizeof *h);
-    assert_int_equal(nu__guard_init(h, NULL, on_destroy), NU_OK);
+    assert_int_equal(nu__guard_init(h, on_destroy), NU_OK);
     destroyed_pool = p;
     destroyed = 0;
     nu__guard_acquire(h, false);
@@ -1412,7 +1412,7 @@ static void oom_scenario(void)
         return;
     }
     nu__guard g;
-    assert_int_equal(nu__guard_init(&g, NULL, NULL), NU_OK);
+    assert_int_equal(nu__guard_init(&g, NULL), NU_OK);
     held h;
     memset(&h, 0, sizeof h);
     static const uint64_t sizes[] = {1, 1000, 5000, 16 * KIB + 1, 70 * KIB, 200 * KIB, 300 * KIB, 2 * MIB,
@@ -1637,7 +1637,7 @@ static void run_threads(uint64_t limit, bool limited)
         w[i].seed = 0x1234 + (uint64_t)i + (limited ? 0x100 : 0);
         w[i].iterations = iterations;
         w[i].limited = limited;
-        assert_int_equal(nu__guard_init(&w[i].guard, NULL, NULL), NU_OK);
+        assert_int_equal(nu__guard_init(&w[i].guard, NULL), NU_OK);
         nu__pool_count_buffer(p, 1);
     }
     for (int i = 0; i < THREADS; i++)

@@ -16,7 +16,7 @@ static nu__fence fence(uint64_t v) { return (nu__fence){.queue = 0, .value = v};
 static void completed_fences_leave_buffers_that_stay_in_use(void **state)
 {
     nu__guard g;
-    NT_OK(nu__guard_init(&g, NULL, NULL));
+    NT_OK(nu__guard_init(&g, NULL));
     /* A long-running use keeps the buffer busy throughout. */
     nu__fence long_use = fence(1);
     nu__guard_acquire(&g, false);
@@ -42,7 +42,7 @@ static void completed_fences_leave_buffers_that_stay_in_use(void **state)
 static void pending_fences_follow_reads_and_writes(void **state)
 {
     nu__guard g;
-    NT_OK(nu__guard_init(&g, NULL, NULL));
+    NT_OK(nu__guard_init(&g, NULL));
     nu__fence out[4];
     assert_int_equal(nu__guard_pending_fences(&g, true, out, 4), 0);
     /* A reader: later writes wait for it, later reads do not. */
@@ -81,22 +81,6 @@ static void pending_fences_follow_reads_and_writes(void **state)
     nu__guard_fini(&g);
 }
 
-static void latest_commit_is_tracked(void **state)
-{
-    atomic_uint_fast64_t commits;
-    atomic_init(&commits, 0);
-    nu__guard g;
-    NT_OK(nu__guard_init(&g, &commits, NULL));
-    atomic_store(&commits, 5);
-    nu__guard_committed_as(&g, 5);
-    assert_true(nu__guard_in_latest_commit(&g));
-    nu__guard_committed_as(&g, 3); /* never goes back */
-    assert_true(nu__guard_in_latest_commit(&g));
-    atomic_store(&commits, 6);
-    assert_false(nu__guard_in_latest_commit(&g));
-    nu__guard_fini(&g);
-}
-
 struct later {
     nu__guard *g;
     nu__fence f;
@@ -113,7 +97,7 @@ static void *release_later(void *p)
 static void waits_are_bounded_and_wake_up(void **state)
 {
     nu__guard g;
-    NT_OK(nu__guard_init(&g, NULL, NULL));
+    NT_OK(nu__guard_init(&g, NULL));
     NT_OK(nu__guard_wait_idle(&g, 0)); /* idle: returns at once */
     nu__guard_acquire(&g, true);
     NT_OK(nu__guard_record(&g, fence(1), true));
@@ -139,7 +123,7 @@ static void on_destroy(nu__guard *g)
 static void references_destroy_once(void **state)
 {
     nu__guard g;
-    NT_OK(nu__guard_init(&g, NULL, on_destroy));
+    NT_OK(nu__guard_init(&g, on_destroy));
     nu__guard_retain(&g);
     nu__guard_release(&g);
     assert_int_equal(destroyed, 0);
@@ -152,7 +136,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(completed_fences_leave_buffers_that_stay_in_use),
         cmocka_unit_test(pending_fences_follow_reads_and_writes),
-        cmocka_unit_test(latest_commit_is_tracked),
         cmocka_unit_test(waits_are_bounded_and_wake_up),
         cmocka_unit_test(references_destroy_once),
     };

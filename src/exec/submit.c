@@ -321,11 +321,9 @@ static void record_uses(void *ctx, uint64_t value)
     nu_commands *c = ctx;
     nu__fence fence = {c->queue->index, value};
     c->value = value; /* also where the submission fails: the uses are released at this position */
-    uint64_t seq = atomic_fetch_add(&c->device->commits, 1) + 1;
     for (uint32_t i = 0; i < c->use_count; i++) {
         nu__guard *g = &c->uses[i].buffer->guard;
         nu__guard_record(g, fence, c->uses[i].write); /* room was reserved when the use began */
-        nu__guard_committed_as(g, seq);
         nu__guard_committed(g);
     }
 }

@@ -201,8 +201,8 @@ static nu_status create(nu_device *d, size_t size, nu_storage storage, unsigned 
     if (!b)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a buffer handle");
     if (b->guard_made) {
-        nu__guard_reinit(&b->guard, &d->commits, destroy);
-    } else if (nu__guard_init(&b->guard, &d->commits, destroy) == NU_OK) {
+        nu__guard_reinit(&b->guard, destroy);
+    } else if (nu__guard_init(&b->guard, destroy) == NU_OK) {
         b->guard_made = true;
     } else {
         return_slot(b);

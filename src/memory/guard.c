@@ -7,12 +7,10 @@
 
 #include "core/host.h"
 
-void nu__guard_reinit(nu__guard *g, const atomic_uint_fast64_t *commits, void (*destroy)(nu__guard *))
+void nu__guard_reinit(nu__guard *g, void (*destroy)(nu__guard *))
 {
     atomic_init(&g->refs, 1);
     g->destroy = destroy;
-    g->commits = commits;
-    atomic_init(&g->last_commit, 0);
     atomic_init(&g->users, 0);
     atomic_init(&g->writers, 0);
     atomic_init(&g->uncommitted, 0);
@@ -25,10 +23,10 @@ void nu__guard_reinit(nu__guard *g, const atomic_uint_fast64_t *commits, void (*
     g->fence_count = g->fence_capacity = 0;
 }
 
-nu_status nu__guard_init(nu__guard *g, const atomic_uint_fast64_t *commits,
+nu_status nu__guard_init(nu__guard *g,
                          void (*destroy)(nu__guard *))
 {
-    nu__guard_reinit(g, commits, destroy);
+    nu__guard_reinit(g, destroy);
     if (pthread_mutex_init(&g->lock, NULL) != 0)
         return NU_ERROR_HOST_OUT_OF_MEMORY;
     if (pthread_cond_init(&g->idle, NULL) != 0) {
@@ -126,13 +124,6 @@ nu_status nu__guard_record(nu__guard *g, nu__fence fence, bool write)
     return NU_OK;
 }
 
-void nu__guard_committed_as(nu__guard *g, uint64_t sequence)
-{
-    uint64_t cur = atomic_load(&g->last_commit);
-    while (cur < sequence && !atomic_compare_exchange_weak(&g->last_commit, &cur, sequence)) {
-    }
-}
-
 void nu__guard_committed(nu__guard *g) { atomic_fetch_sub(&g->uncommitted, 1); }
 
 void nu__guard_submitted(nu__guard *g, bool write)
@@ -191,11 +182,6 @@ bool nu__guard_has_writers(const nu__guard *g) { return atomic_load(&g->writers)
 bool nu__guard_committed_idle(const nu__guard *g, bool write)
 {
     return atomic_load(write ? &g->committed_writers : &g->committed_users) == 0;
-}
-
-bool nu__guard_in_latest_commit(const nu__guard *g)
-{
-    return g->commits && atomic_load(&g->last_commit) >= atomic_load(g->commits);
 }
 
 bool nu__guard_committed_uses(const nu__guard *g) { return atomic_load(&g->uncommitted) == 0; }

@@ -33,9 +33,6 @@ typedef struct nu__guard nu__guard;
 struct nu__guard {
     atomic_uint refs;
     void (*destroy)(nu__guard *guard);
-    /* The device's count of committed command buffers (nu__guard_in_latest_commit). */
-    const atomic_uint_fast64_t *commits;
-    atomic_uint_fast64_t last_commit;
     atomic_size_t users;
     atomic_size_t writers;
     atomic_size_t uncommitted;
@@ -53,8 +50,8 @@ struct nu__guard {
     size_t fence_count, fence_capacity;
 };
 
-/* Initialises a guard with one reference. `commits` may be NULL (no commit ordering). */
-nu_status nu__guard_init(nu__guard *g, const atomic_uint_fast64_t *commits,
+/* Initialises a guard with one reference. */
+nu_status nu__guard_init(nu__guard *g,
                          void (*destroy)(nu__guard *));
 /* Releases what init took; only for a guard whose last reference went (called by destroy). */
 void nu__guard_fini(nu__guard *g);
@@ -63,7 +60,7 @@ void nu__guard_fini(nu__guard *g);
  * nu__guard_reinit makes such a guard new again (one reference) without making them anew;
  * nu__guard_fini still releases everything at the end. */
 void nu__guard_retire(nu__guard *g);
-void nu__guard_reinit(nu__guard *g, const atomic_uint_fast64_t *commits, void (*destroy)(nu__guard *));
+void nu__guard_reinit(nu__guard *g, void (*destroy)(nu__guard *));
 void nu__guard_retain(nu__guard *g);
 void nu__guard_release(nu__guard *g);
 
@@ -77,8 +74,6 @@ nu_status nu__guard_reserve(nu__guard *g);
 /* Records the queue position of a command buffer that uses the buffer (at commit, before it
  * is submitted): the use now counts as committed (nu__guard_committed_idle). */
 nu_status nu__guard_record(nu__guard *g, nu__fence fence, bool write);
-/* A use's command buffer was committed as number `sequence` (the device's commit count). */
-void nu__guard_committed_as(nu__guard *g, uint64_t sequence);
 /* A use's command buffer was committed (or abandoned). */
 void nu__guard_committed(nu__guard *g);
 /* A use's command buffer was submitted to the GPU (or abandoned). */
@@ -96,8 +91,6 @@ bool nu__guard_has_writers(const nu__guard *g);
  * writes it (`write` true): the CPU access rules of nuvec/buffer.h. Uses only recorded do not
  * count: a CPU access before a commit is ordered before that commit's work. */
 bool nu__guard_committed_idle(const nu__guard *g, bool write);
-/* Whether a use is in the latest committed command buffer. */
-bool nu__guard_in_latest_commit(const nu__guard *g);
 /* Whether every pending use is committed. */
 bool nu__guard_committed_uses(const nu__guard *g);
 /* Uses in command buffers not submitted yet: all, and the writing ones. */

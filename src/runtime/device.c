@@ -89,7 +89,6 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     pthread_mutex_init(&d->placeholder_lock, NULL);
     pthread_mutex_init(&d->staging_lock, NULL);
     atomic_init(&d->validation_errors, 0);
-    atomic_init(&d->commits, 0);
     d->validation = desc->validation || nu__env_on("NUVEC_VALIDATION");
 
     nu__capture_prepare();

@@ -59,7 +59,6 @@ struct nu_device {
     nu__queue *transfer; /* == compute without a separate transfer family */
 
     struct nu__pool *pool;
-    atomic_uint_fast64_t commits; /* command buffers committed (guards compare against it) */
 
     /* Kernels (kernel.c): the in-memory cache of pipelines and the on-disk VkPipelineCache. */
     struct nu__kernel_cache *kernels;
