@@ -186,18 +186,13 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
             continue; /* an empty range touches no memory of the buffer (a placeholder slot is bound) */
         int32_t u = use[i] >= 0 ? use[i] : nu__hazards_get_use(&c->hazards, a[i].piece, a[i].base);
         if (u < 0) {
-            /* The first use of this buffer in the command buffer: CPU access now follows the
-             * reference's rules for it, and the buffer stays alive until completion. */
-            if (nu__guard_reserve(&b->guard) != NU_OK)
+            /* The first use of this buffer in the command buffer (exec/use.h). */
+            if (nu__use_begin(&c->uses[c->use_count], b, t[i].write) != NU_OK)
                 return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
             u = (int32_t)c->use_count++;
-            c->uses[u] = (nu__use){b, t[i].write};
-            nu__guard_retain(&b->guard);
-            nu__guard_acquire(&b->guard, t[i].write);
             nu__hazards_set_use(&c->hazards, a[i].piece, a[i].base, u);
-        } else if (t[i].write && !c->uses[u].write) {
-            c->uses[u].write = true;
-            nu__guard_upgrade(&c->uses[u].buffer->guard);
+        } else if (t[i].write) {
+            nu__use_upgrade(&c->uses[u]);
         }
     }
     return NU_OK;

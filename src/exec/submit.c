@@ -66,16 +66,7 @@ void nu__commands_release(nu_commands *c, bool completed)
 {
     nu_device *d = c->device;
     bool committed = c->state != NU__RECORDING;
-    nu__fence fence = {c->queue->index, c->value};
-    for (uint32_t i = 0; i < c->use_count; i++) {
-        nu__guard *g = &c->uses[i].buffer->guard;
-        if (!committed) {
-            nu__guard_committed(g);
-            nu__guard_submitted(g, c->uses[i].write);
-        }
-        nu__guard_release_use(g, c->uses[i].write, committed ? &fence : NULL);
-        nu__guard_release(g);
-    }
+    nu__uses_end(c->uses, c->use_count, committed, (nu__fence){c->queue->index, c->value});
     c->use_count = 0;
     for (uint32_t i = 0; i < c->download_count; i++)
         if (completed)
@@ -291,41 +282,13 @@ static void kick(void *ctx)
 
 /* ---- commit ----------------------------------------------------------------------------- */
 
-/* Adds the queue positions GPU work on `g` must wait for to waits[queue]. `*buf` is the
- * caller's array of `*cap` positions, replaced by a larger heap one (`*heap`) when needed. */
-static nu_status collect(nu__guard *g, bool write, uint64_t waits[2], nu__fence **buf, size_t *cap, nu__fence **heap)
-{
-    for (;;) {
-        size_t n = nu__guard_pending_fences(g, write, *buf, *cap);
-        if (n <= *cap) {
-            for (size_t i = 0; i < n; i++) {
-                nu__fence f = (*buf)[i];
-                if (f.queue < 2 && f.value > waits[f.queue])
-                    waits[f.queue] = f.value;
-            }
-            return NU_OK;
-        }
-        nu__fence *p = nu__malloc(n * 2 * sizeof *p);
-        if (!p)
-            return NU_ERROR_HOST_OUT_OF_MEMORY;
-        nu__free(*heap);
-        *heap = *buf = p;
-        *cap = n * 2;
-    }
-}
-
 /* Under the queue's lock, before the submission (nu__queue_submit): the command buffer's uses
  * take the queue position it will signal. */
 static void record_uses(void *ctx, uint64_t value)
 {
     nu_commands *c = ctx;
-    nu__fence fence = {c->queue->index, value};
     c->value = value; /* also where the submission fails: the uses are released at this position */
-    for (uint32_t i = 0; i < c->use_count; i++) {
-        nu__guard *g = &c->uses[i].buffer->guard;
-        nu__guard_record(g, fence, c->uses[i].write); /* room was reserved when the use began */
-        nu__guard_committed(g);
-    }
+    nu__uses_commit(c->uses, c->use_count, (nu__fence){c->queue->index, value});
 }
 
 nu_status nu__submit(nu_commands *c)
@@ -337,17 +300,7 @@ nu_status nu__submit(nu_commands *c)
         return nu__fail(d, NU_ERROR_DEVICE_LOST, "nu_commands_commit: the device was lost");
     pthread_mutex_lock(&s->commit_lock);
     uint64_t waits[2] = {0, 0};
-    nu__fence local[16], *heap = NULL, *buf = local;
-    size_t cap = 16;
-    nu_status st = NU_OK;
-    for (uint32_t i = 0; i < c->use_count && st == NU_OK; i++) {
-        nu_buffer *b = c->uses[i].buffer;
-        st = collect(&b->guard, c->uses[i].write, waits, &buf, &cap, &heap);
-        /* Memory handed out while its previous owner's work runs: wait for all of it. */
-        if (st == NU_OK && b->alloc.busy)
-            st = collect(b->alloc.busy, true, waits, &buf, &cap, &heap);
-    }
-    nu__free(heap);
+    nu_status st = nu__uses_waits(c->uses, c->use_count, waits);
     if (st != NU_OK) {
         pthread_mutex_unlock(&s->commit_lock);
         return nu__fail(d, st, "out of host memory committing a command buffer");
@@ -356,8 +309,7 @@ nu_status nu__submit(nu_commands *c)
     uint64_t value;
     VkResult r = nu__queue_submit(d, q, &c->cmd, 1, waits, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, record_uses, c, &value);
     (void)value; /* record_uses kept it in c->value */
-    for (uint32_t i = 0; i < c->use_count; i++)
-        nu__guard_submitted(&c->uses[i].buffer->guard, c->uses[i].write);
+    nu__uses_submitted(c->uses, c->use_count);
     c->state = NU__COMMITTED;
 
     pthread_mutex_lock(&s->lock);

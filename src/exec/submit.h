@@ -8,17 +8,13 @@
 #include "memory/buffer.h"
 #include "vk/device.h"
 #include "exec/hazard.h"
+#include "exec/use.h"
 #include "kernel/kernel.h"
 #include "nuvec/command.h"
 
 /* The most storage buffers one dispatch binds. */
 #define NU__MAX_BINDINGS 16
 
-/* One buffer a command buffer uses (each at most once, whatever the number of commands). */
-typedef struct nu__use {
-    nu_buffer *buffer; /* holds a guard reference until completion */
-    bool write;
-} nu__use;
 
 /* A download's bytes, copied out of its staging buffer at completion. */
 typedef struct nu__download {
