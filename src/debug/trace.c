@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "nuvec/command.h" /* nu_device_wait_idle, before writing a trace */
@@ -57,15 +58,9 @@ uint64_t nu__trace_now(void)
 static void add_event(nu__trace *t, const char *name, int track, uint64_t start, uint64_t end)
 {
     pthread_mutex_lock(&t->lock);
-    if (t->count == t->capacity) {
-        size_t cap = t->capacity ? t->capacity * 2 : 1024;
-        event *e = nu__realloc(t->events, cap * sizeof *e);
-        if (!e) {
-            pthread_mutex_unlock(&t->lock); /* out of host memory: the event is dropped */
-            return;
-        }
-        t->events = e;
-        t->capacity = cap;
+    if (NU__GROW(t->events, t->capacity, t->count + 1, 1024) != NU_OK) {
+        pthread_mutex_unlock(&t->lock); /* out of host memory: the event is dropped */
+        return;
     }
     event *e = &t->events[t->count++];
     snprintf(e->name, sizeof e->name, "%s", name);
@@ -102,14 +97,8 @@ static uint32_t next_query(nu__trace_cmd *tc)
 {
     nu_device *d = tc->device;
     if (tc->queries == tc->pool_count * POOL_QUERIES) {
-        if (tc->pool_count == tc->pool_capacity) {
-            uint32_t cap = tc->pool_capacity ? tc->pool_capacity * 2 : 4;
-            VkQueryPool *p = nu__realloc(tc->pools, cap * sizeof *p);
-            if (!p)
-                return UINT32_MAX;
-            tc->pools = p;
-            tc->pool_capacity = cap;
-        }
+        if (NU__GROW32(tc->pools, tc->pool_capacity, tc->pool_count + 1, 4) != NU_OK)
+            return UINT32_MAX;
         VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                     .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = POOL_QUERIES};
         VkQueryPool pool;
@@ -150,14 +139,8 @@ void nu__trace_command_end(nu__trace_cmd *tc, uint32_t query, const char *name, 
     if (query == UINT32_MAX)
         return;
     write_timestamp(tc, query + 1, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT);
-    if (tc->span_count == tc->span_capacity) {
-        uint32_t cap = tc->span_capacity ? tc->span_capacity * 2 : 64;
-        nu__trace_span *s = nu__realloc(tc->spans, cap * sizeof *s);
-        if (!s)
-            return; /* out of host memory: this command goes untimed */
-        tc->spans = s;
-        tc->span_capacity = cap;
-    }
+    if (NU__GROW32(tc->spans, tc->span_capacity, tc->span_count + 1, 64) != NU_OK)
+        return; /* out of host memory: this command goes untimed */
     nu__trace_span *s = &tc->spans[tc->span_count++];
     snprintf(s->name, sizeof s->name, "%s", name);
     s->query = query;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "exec/submit.h"
@@ -10,25 +11,7 @@
 #include "debug/trace.h"
 #include "vk/block.h"
 
-/* ---- small growable arrays -------------------------------------------------------------- */
-
-static nu_status reserve(void **items, uint32_t *capacity, uint32_t want, size_t size)
-{
-    if (want <= *capacity)
-        return NU_OK;
-    uint32_t cap = *capacity ? *capacity : 8;
-    while (cap < want)
-        cap *= 2;
-    void *p = nu__realloc(*items, (size_t)cap * size);
-    if (!p)
-        return NU_ERROR_HOST_OUT_OF_MEMORY;
-    *items = p;
-    *capacity = cap;
-    return NU_OK;
-}
-
-#define RESERVE(c, field, want)                                                                \
-    reserve((void **)&(c)->field##s, &(c)->field##_capacity, (want), sizeof *(c)->field##s)
+#define RESERVE(c, field, want) NU__GROW32((c)->field##s, (c)->field##_capacity, (want), 8)
 
 /* ---- creation ---------------------------------------------------------------------------- */
 
@@ -414,7 +397,7 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
 /* A shared buffer holding host bytes on their way in or out, freed at completion. */
 static nu_status staging(nu_commands *c, size_t size, nu_buffer **out)
 {
-    if (reserve((void **)&c->staging, &c->staging_capacity, c->staging_count + 1, sizeof *c->staging) != NU_OK)
+    if (NU__GROW32(c->staging, c->staging_capacity, c->staging_count + 1, 8) != NU_OK)
         return nu__fail(c->device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a transfer");
     nu_status st = nu__buffer_create_staging(c->device, size, out);
     if (st == NU_OK)

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "debug/trace.h"
@@ -466,16 +467,10 @@ void nu__submitter_give_pool(nu_device *d, nu__queue *q, VkCommandPool pool, VkC
     d->vkd.vkResetCommandPool(d->device, pool, 0);
     pthread_mutex_lock(&s->pool_lock);
     uint32_t i = q->index;
-    if (s->pool_count[i] == s->pool_capacity[i]) {
-        uint32_t cap = s->pool_capacity[i] ? s->pool_capacity[i] * 2 : 8;
-        pool_entry *p = nu__realloc(s->pools[i], cap * sizeof *p);
-        if (!p) {
-            pthread_mutex_unlock(&s->pool_lock);
-            d->vkd.vkDestroyCommandPool(d->device, pool, NULL); /* not kept: no room */
-            return;
-        }
-        s->pools[i] = p;
-        s->pool_capacity[i] = cap;
+    if (NU__GROW32(s->pools[i], s->pool_capacity[i], s->pool_count[i] + 1, 8) != NU_OK) {
+        pthread_mutex_unlock(&s->pool_lock);
+        d->vkd.vkDestroyCommandPool(d->device, pool, NULL); /* not kept: no room */
+        return;
     }
     s->pools[i][s->pool_count[i]++] = (pool_entry){pool, cmd};
     pthread_mutex_unlock(&s->pool_lock);

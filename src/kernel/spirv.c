@@ -30,6 +30,7 @@
 #include <spirv-tools/libspirv.h>
 #include <vulkan/vulkan_core.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
 
@@ -329,28 +330,16 @@ static const char *op_name(uint32_t op)
 
 static bool push_def(reflection *r, uint32_t id, uint32_t at)
 {
-    if (r->def_count == r->def_cap) {
-        size_t cap = r->def_cap ? r->def_cap * 2 : 64;
-        def *p = nu__realloc(r->defs, cap * sizeof *p);
-        if (!p)
-            return false;
-        r->defs = p;
-        r->def_cap = cap;
-    }
+    if (NU__GROW(r->defs, r->def_cap, r->def_count + 1, 64) != NU_OK)
+        return false;
     r->defs[r->def_count++] = (def){id, at};
     return true;
 }
 
 static bool push_dec(reflection *r, uint32_t target, uint32_t member, uint32_t kind, uint32_t value)
 {
-    if (r->dec_count == r->dec_cap) {
-        size_t cap = r->dec_cap ? r->dec_cap * 2 : 64;
-        dec *p = nu__realloc(r->decs, cap * sizeof *p);
-        if (!p)
-            return false;
-        r->decs = p;
-        r->dec_cap = cap;
-    }
+    if (NU__GROW(r->decs, r->dec_cap, r->dec_count + 1, 64) != NU_OK)
+        return false;
     r->decs[r->dec_count++] = (dec){target, member, kind, value};
     return true;
 }

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
 
@@ -220,14 +221,8 @@ static nu_status ensure_bin(kind_state *k, uint64_t size)
     size_t i = bin_lower(k, size);
     if (i < k->bin_count && k->bins[i].size == size)
         return NU_OK;
-    if (k->bin_count == k->bin_cap) {
-        size_t cap = k->bin_cap ? k->bin_cap * 2 : 16;
-        bin_slot *bins = nu__realloc(k->bins, cap * sizeof *bins);
-        if (!bins)
-            return NU_ERROR_HOST_OUT_OF_MEMORY;
-        k->bins = bins;
-        k->bin_cap = cap;
-    }
+    if (NU__GROW(k->bins, k->bin_cap, k->bin_count + 1, 16) != NU_OK)
+        return NU_ERROR_HOST_OUT_OF_MEMORY;
     bin *b = nu__malloc(sizeof *b);
     if (!b)
         return NU_ERROR_HOST_OUT_OF_MEMORY;
@@ -262,13 +257,7 @@ static nu_status reserve_ranges(nu__block *b, size_t n)
 {
     if (b->range_cap >= n)
         return NU_OK;
-    size_t cap = b->range_cap * 2 > n ? b->range_cap * 2 : n;
-    range *r = nu__realloc(b->ranges, cap * sizeof *r);
-    if (!r)
-        return NU_ERROR_HOST_OUT_OF_MEMORY;
-    b->ranges = r;
-    b->range_cap = cap;
-    return NU_OK;
+    return NU__GROW(b->ranges, b->range_cap, n, n);
 }
 
 static void recompute_largest(nu__block *b)

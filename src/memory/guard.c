@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/array.h"
 #include "core/host.h"
 
 void nu__guard_reinit(nu__guard *g, void (*destroy)(nu__guard *))
@@ -83,18 +84,8 @@ nu_status nu__guard_reserve(nu__guard *g)
     pthread_mutex_lock(&g->lock);
     size_t want = g->fence_count + atomic_load(&g->uncommitted) + 1;
     nu_status st = NU_OK;
-    if (want > g->fence_capacity) {
-        size_t cap = g->fence_capacity ? g->fence_capacity * 2 : 4;
-        while (cap < want)
-            cap *= 2;
-        nu__fence *f = nu__realloc(g->fences, cap * sizeof *f);
-        if (f) {
-            g->fences = f;
-            g->fence_capacity = cap;
-        } else {
-            st = NU_ERROR_HOST_OUT_OF_MEMORY;
-        }
-    }
+    if (want > g->fence_capacity)
+        st = NU__GROW(g->fences, g->fence_capacity, want, 4);
     pthread_mutex_unlock(&g->lock);
     return st;
 }
@@ -102,15 +93,9 @@ nu_status nu__guard_reserve(nu__guard *g)
 nu_status nu__guard_record(nu__guard *g, nu__fence fence, bool write)
 {
     pthread_mutex_lock(&g->lock);
-    if (g->fence_count == g->fence_capacity) {
-        size_t cap = g->fence_capacity ? g->fence_capacity * 2 : 4;
-        nu__fence *f = nu__realloc(g->fences, cap * sizeof *f);
-        if (!f) {
-            pthread_mutex_unlock(&g->lock);
-            return NU_ERROR_HOST_OUT_OF_MEMORY;
-        }
-        g->fences = f;
-        g->fence_capacity = cap;
+    if (NU__GROW(g->fences, g->fence_capacity, g->fence_count + 1, 4) != NU_OK) {
+        pthread_mutex_unlock(&g->lock);
+        return NU_ERROR_HOST_OUT_OF_MEMORY;
     }
     if (write) {
         g->writer = fence;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "kernel/builtins.h"
@@ -66,15 +67,9 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
         }
     }
     nu_status st = NU_OK;
-    if (o->count == o->capacity) {
-        size_t cap = o->capacity ? o->capacity * 2 : 16;
-        op_kernel *p = nu__realloc(o->kernels, cap * sizeof *p);
-        if (!p) {
-            pthread_mutex_unlock(&o->lock);
-            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory creating an op's kernel");
-        }
-        o->kernels = p;
-        o->capacity = cap;
+    if (NU__GROW(o->kernels, o->capacity, o->count + 1, 16) != NU_OK) {
+        pthread_mutex_unlock(&o->lock);
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory creating an op's kernel");
     }
     nu_specialization spec[NU__OP_MAX_CONSTANTS];
     for (uint32_t i = 0; i < n; i++)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/host.h"
 
 static nu__vk_global global_table;
@@ -50,15 +51,9 @@ static int note_loaded(struct dl_phdr_info *info, size_t size, void *arg)
     const char *name = info->dlpi_name;
     if (!name || !*name)
         return 0;
-    if (before_loader.count == before_loader.capacity) {
-        size_t cap = before_loader.capacity ? before_loader.capacity * 2 : 64;
-        char **n = nu__realloc(before_loader.names, cap * sizeof *n);
-        if (!n) {
-            before_loader.failed = true;
-            return 1;
-        }
-        before_loader.names = n;
-        before_loader.capacity = cap;
+    if (NU__GROW(before_loader.names, before_loader.capacity, before_loader.count + 1, 64) != NU_OK) {
+        before_loader.failed = true;
+        return 1;
     }
     char *copy = nu__strdup(name);
     if (!copy) {
