@@ -143,20 +143,15 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
     }
     if (RESERVE(c, use, c->use_count + n) != NU_OK)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
-    /* The destination half covers every stage and access nuvec records, not only this
-     * command's: the epoch starts empty after the barrier, so everything recorded later relies
-     * on it for ordering and visibility (hazard.c). A transfer-only queue has no compute stage:
-     * there, copies and clears only. */
+    /* The barrier, when one is needed, is hazard.c's (nu__hazard_barrier says what it covers,
+     * the strategy above it why). */
     bool compute = c->kind == NU_QUEUE_COMPUTE, barrier;
-    VkMemoryBarrier2 mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
-        .dstStageMask = VK_PIPELINE_STAGE_2_COPY_BIT | VK_PIPELINE_STAGE_2_CLEAR_BIT |
-                        (compute ? VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT : 0),
-        .dstAccessMask = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT |
-                         (compute ? VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : 0)};
-    if (nu__hazards_track(&c->hazards, a, n, use, &barrier, &mb.srcStageMask, &mb.srcAccessMask) != NU_OK)
+    VkPipelineStageFlags2 src_stage = 0;
+    VkAccessFlags2 src_access = 0;
+    if (nu__hazards_track(&c->hazards, a, n, use, &barrier, &src_stage, &src_access) != NU_OK)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
     if (barrier) {
+        VkMemoryBarrier2 mb = nu__hazard_barrier(compute, src_stage, src_access);
         VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                 .pMemoryBarriers = &mb};
         uint32_t q = nu__trace_command_begin(c->trace);
@@ -474,11 +469,7 @@ nu_status nu_commands_commit(nu_commands *c)
     if (!c->ended) {
         if (c->download_count) {
             /* Downloads are read by the host at completion. */
-            VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
-                                   .srcStageMask = VK_PIPELINE_STAGE_2_COPY_BIT,
-                                   .srcAccessMask = VK_ACCESS_2_TRANSFER_WRITE_BIT,
-                                   .dstStageMask = VK_PIPELINE_STAGE_2_HOST_BIT,
-                                   .dstAccessMask = VK_ACCESS_2_HOST_READ_BIT};
+            VkMemoryBarrier2 mb = nu__hazard_host_barrier();
             VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                     .pMemoryBarriers = &mb};
             d->vkd.vkCmdPipelineBarrier2(c->cmd, &dep);

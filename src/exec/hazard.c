@@ -27,7 +27,10 @@
  *   buffer and are no use of it. Vulkan still needs a buffer bound: each empty binding of a
  *   command buffer gets the next slot of the device's placeholder, tracked like any range
  *   only because the validation layer assumes a kernel touches all it binds; slots do not
- *   overlap, so unrelated empty bindings order nothing (commands.c). */
+ *   overlap, so unrelated empty bindings order nothing (commands.c).
+ * - Downloads copy into host-visible staging memory that the host reads once the command buffer
+ *   completed: a last barrier makes the copies' writes available to the host stage (the
+ *   timeline semaphore's signal then makes them visible to the waiting host). */
 #include "exec/hazard.h"
 
 #include <string.h>
@@ -281,4 +284,26 @@ nu_status nu__hazards_track(nu__hazards *h, const nu__access *a, uint32_t n, int
     for (uint32_t i = 0; i < n; i++)
         use[i] = append(h, slot[i], &a[i]);
     return NU_OK;
+}
+
+VkMemoryBarrier2 nu__hazard_barrier(bool compute_queue, VkPipelineStageFlags2 src_stage, VkAccessFlags2 src_access)
+{
+    return (VkMemoryBarrier2){
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+        .srcStageMask = src_stage,
+        .srcAccessMask = src_access,
+        .dstStageMask = VK_PIPELINE_STAGE_2_COPY_BIT | VK_PIPELINE_STAGE_2_CLEAR_BIT |
+                        (compute_queue ? VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT : 0),
+        .dstAccessMask = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT |
+                         (compute_queue ? VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : 0),
+    };
+}
+
+VkMemoryBarrier2 nu__hazard_host_barrier(void)
+{
+    return (VkMemoryBarrier2){.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+                              .srcStageMask = VK_PIPELINE_STAGE_2_COPY_BIT,
+                              .srcAccessMask = VK_ACCESS_2_TRANSFER_WRITE_BIT,
+                              .dstStageMask = VK_PIPELINE_STAGE_2_HOST_BIT,
+                              .dstAccessMask = VK_ACCESS_2_HOST_READ_BIT};
 }

@@ -76,4 +76,13 @@ int32_t nu__hazards_get_use(const nu__hazards *h, uint64_t piece, uint64_t base)
 /* Records the caller's index for a piece nu__hazards_add reported as new (use == -1). */
 void nu__hazards_set_use(nu__hazards *h, uint64_t piece, uint64_t base, int32_t use);
 
+/* The barriers nuvec records, built here beside the strategy that says why (hazard.c). */
+/* Between an epoch (its stages and writes: nu__hazards_track's src_stage, src_access) and
+ * everything recorded after it, on a compute queue (copies, clears and compute shaders) or a
+ * transfer-only one (copies and clears). */
+VkMemoryBarrier2 nu__hazard_barrier(bool compute_queue, VkPipelineStageFlags2 src_stage, VkAccessFlags2 src_access);
+/* At the end of a command buffer whose copies wrote host-visible memory the host reads at
+ * completion (downloads). */
+VkMemoryBarrier2 nu__hazard_host_barrier(void);
+
 #endif
