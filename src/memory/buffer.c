@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "nuvec/command.h"
-#include "memory/transfer.h"
+#include "memory/staged.h"
 #include "vk/block.h"
 
 /* ---- the slot pool -------------------------------------------------------------------------
@@ -395,7 +395,7 @@ static nu_status move(nu_buffer *b, size_t offset, void *host, size_t size, bool
     nu_status st = nu__buffer_binding(b, &vb, &base);
     if (st != NU_OK)
         return st;
-    return nu__transfer_immediate(b->device, vb, base + offset, host, size, upload);
+    return nu__staged_copy(b->device, vb, base + offset, host, size, upload);
 }
 
 nu_status nu_buffer_read(nu_buffer *b, size_t offset, void *dst, size_t size)

@@ -11,7 +11,7 @@
 #include "exec/submit.h"
 #include "kernel/kernel.h"
 #include "memory/buffer.h"
-#include "memory/transfer.h"
+#include "memory/staged.h"
 #include "nuvec.h"
 #include "ops/op.h"
 #include "vk/block.h"
@@ -29,7 +29,7 @@ static void destroy(nu_device *d)
         nu__submitter_fini(d);
         nu__ops_fini(d); /* its kernels, before the kernel cache goes */
         nu__kernels_fini(d);
-        nu__transfer_fini(d);
+        nu__staged_fini(d);
         /* The pool first: releasing cached pieces drops guards, which returns buffer slots. */
         if (d->pool)
             nu__pool_destroy(d->pool);
@@ -46,7 +46,6 @@ static void destroy(nu_device *d)
     if (d->instance)
         d->vki.vkDestroyInstance(d->instance, NULL);
     pthread_mutex_destroy(&d->placeholder_lock);
-    pthread_mutex_destroy(&d->staging_lock);
     nu__progress_fini(d);
     pthread_mutex_destroy(&d->errors.lock);
     nu__free(d);
@@ -87,7 +86,6 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     pthread_mutex_init(&d->errors.lock, NULL);
     nu__progress_init(d);
     pthread_mutex_init(&d->placeholder_lock, NULL);
-    pthread_mutex_init(&d->staging_lock, NULL);
     atomic_init(&d->validation_errors, 0);
     d->validation = desc->validation || nu__env_on("NUVEC_VALIDATION");
 
@@ -160,6 +158,8 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
         goto fail;
     }
     if ((st = nu__buffer_slots_init(d)) != NU_OK)
+        goto fail;
+    if ((st = nu__staged_init(d)) != NU_OK)
         goto fail;
     if ((st = nu__kernels_init(d)) != NU_OK)
         goto fail;

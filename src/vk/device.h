@@ -76,12 +76,7 @@ struct nu_device {
     pthread_mutex_t placeholder_lock;
     struct nu__vk_block *placeholder; /* bound for empty buffers; created on first use */
 
-    /* Immediate copies for reading and writing private buffers (transfer.c). */
-    pthread_mutex_t staging_lock;
-    VkCommandPool staging_pool;
-    VkCommandBuffer staging_cmd;
-    struct nu__vk_block *staging;
-    uint64_t staging_size;
+    struct nu__staged *staged; /* blocking staged copies of private buffers (memory/staged.c) */
 
     /* Every nu_buffer struct's slot, until close (memory/buffer.c). */
     struct nu__buffer_slots *buffer_slots;
