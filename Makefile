@@ -111,6 +111,7 @@ bench: build
 	./build/nuvec bench dispatch
 	./build/nuvec bench submit
 	./build/nuvec bench pipeline
+	./build/nuvec bench ops
 
 install: build
 	$(SUDO) cmake --install build
