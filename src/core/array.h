@@ -14,8 +14,10 @@
 nu_status nu__grow(void **items, size_t *capacity, size_t want, size_t item_size, size_t first);
 nu_status nu__grow32(void **items, uint32_t *capacity, uint32_t want, size_t item_size, uint32_t first);
 
-#define NU__GROW(items, capacity, want, first) nu__grow((void **)&(items), &(capacity), (want), sizeof *(items), (first))
+/* The forms to use: they test the capacity in line (the common case on hot paths: room already). */
+#define NU__GROW(items, capacity, want, first)                                                   \
+    ((want) <= (capacity) ? NU_OK : nu__grow((void **)&(items), &(capacity), (want), sizeof *(items), (first)))
 #define NU__GROW32(items, capacity, want, first)                                                 \
-    nu__grow32((void **)&(items), &(capacity), (want), sizeof *(items), (first))
+    ((want) <= (capacity) ? NU_OK : nu__grow32((void **)&(items), &(capacity), (want), sizeof *(items), (first)))
 
 #endif

@@ -13,14 +13,6 @@ nu_status nu__use_begin(nu__use *u, nu_buffer *b, bool write)
     return NU_OK;
 }
 
-void nu__use_upgrade(nu__use *u)
-{
-    if (u->write)
-        return;
-    u->write = true;
-    nu__guard_upgrade(&u->buffer->guard);
-}
-
 /* Adds the queue positions GPU work on `g` must wait for to waits[queue]. `*buf` is the caller's
  * array of `*cap` positions, replaced by a larger heap one (`*heap`) when needed. */
 static nu_status collect(nu__guard *g, bool write, uint64_t waits[2], nu__fence **buf, size_t *cap, nu__fence **heap)

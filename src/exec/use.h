@@ -31,8 +31,14 @@ typedef struct nu__use {
 
 /* Begins a use of b (NU_ERROR_HOST_OUT_OF_MEMORY when no room can be reserved: nothing begun). */
 nu_status nu__use_begin(nu__use *u, nu_buffer *b, bool write);
-/* A reading use that a later command writes. */
-void nu__use_upgrade(nu__use *u);
+/* A reading use that a later command writes (in line: recording calls it for every write). */
+static inline void nu__use_upgrade(nu__use *u)
+{
+    if (!u->write) {
+        u->write = true;
+        nu__guard_upgrade(&u->buffer->guard);
+    }
+}
 /* Raises waits[queue] to the positions the uses must wait for (NU_ERROR_HOST_OUT_OF_MEMORY). */
 nu_status nu__uses_waits(const nu__use *uses, uint32_t n, uint64_t waits[2]);
 /* Under the queue's lock, before the submission that will signal `fence`. */
