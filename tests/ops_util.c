@@ -142,6 +142,18 @@ nt_tensor nt_tensor_output(nu_device *d, nu_dtype dtype, uint32_t rank, const in
     return h;
 }
 
+nt_tensor nt_tensor_i32(nu_device *d, const int32_t *v, int64_t n, uint64_t pad, int64_t stride)
+{
+    int64_t total = n * stride;
+    nt_tensor h = nt_tensor_output(d, NU_DTYPE_I32, 1, &total, pad);
+    for (int64_t i = 0; i < n; i++)
+        memcpy(h.bytes + h.t.offset + (size_t)(i * stride) * 4, &v[i], 4);
+    NT_OK(nu_buffer_write(h.t.buffer, 0, h.bytes, h.size));
+    h.t.shape[0] = n;
+    h.t.strides[0] = stride;
+    return h;
+}
+
 void nt_tensor_values(const nt_tensor *h, const nu_tensor *view, float *out)
 {
     size_t es = nu_dtype_size(view->dtype);

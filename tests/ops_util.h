@@ -31,6 +31,9 @@ typedef struct nt_tensor {
  * dtype), starting `pad` elements into its buffer (pad > 0 makes its first element unaligned). */
 nt_tensor nt_tensor_random(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad,
                            float lo, float hi, uint64_t *seed);
+/* A 1-D I32 tensor holding v[0..n), from element `pad`, every `stride`-th element (a strided
+ * view when stride > 1). */
+nt_tensor nt_tensor_i32(nu_device *d, const int32_t *v, int64_t n, uint64_t pad, int64_t stride);
 /* An empty (poisoned: NaN bytes) contiguous output tensor. */
 nt_tensor nt_tensor_output(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad);
 /* Element values of any view of `h`'s buffer (with `h`'s bytes), row-major over view's shape. */

@@ -23,19 +23,6 @@ static nu_status record_gather(nu_commands *c, void *arg)
     return nu_op_gather(c, k->dst, k->table, k->ids);
 }
 
-/* An I32 tensor holding v[0..n) from element pad, every `stride`-th element. */
-static nt_tensor make_ids(nu_device *d, const int32_t *v, int64_t n, uint64_t pad, int64_t stride)
-{
-    int64_t total = n * stride;
-    nt_tensor h = nt_tensor_output(d, NU_DTYPE_I32, 1, &total, pad);
-    for (int64_t i = 0; i < n; i++)
-        memcpy(h.bytes + h.t.offset + (size_t)(i * stride) * 4, &v[i], 4);
-    NT_OK(nu_buffer_write(h.t.buffer, 0, h.bytes, h.size));
-    h.t.shape[0] = n;
-    h.t.strides[0] = stride;
-    return h;
-}
-
 /* A table's values, row-major over its view [vocab, dim]: float views through their strides,
  * block views dequantized row by row from their bytes. */
 static float *table_values(const nt_tensor *h, const nu_tensor *view)
@@ -87,7 +74,7 @@ static void gather_matches_the_reference_for_every_dtype(void **state)
     uint64_t seed = 1;
     /* Repeats, the first and last rows, out of range (vocab, far past, INT32_MAX), negative. */
     const int32_t id[12] = {3, 0, 36, 3, 37, 1000, -1, INT32_MIN, INT32_MAX, 17, 3, 36};
-    nt_tensor ids = make_ids(d, id, 12, 0, 1);
+    nt_tensor ids = nt_tensor_i32(d, id, 12, 0, 1);
     for (int tt = 0; tt < 5; tt++)
         for (int dd = 0; dd < 3; dd++)
             for (int pad = 0; pad < 2; pad++) { /* pad: rows unaligned (float), blocks off 16 bytes */
@@ -109,7 +96,7 @@ static void gather_takes_odd_dims_and_strided_views(void **state)
     nu_device *d = nt_open();
     uint64_t seed = 2;
     const int32_t id[7] = {4, 4, 0, 9, -3, 10, 2};
-    nt_tensor ids = make_ids(d, id, 7, 0, 1);
+    nt_tensor ids = nt_tensor_i32(d, id, 7, 0, 1);
     /* dim not a multiple of 8 (the general path), from each float dtype into each. */
     const int64_t dims[3] = {13, 7, 1};
     for (int tt = 0; tt < 3; tt++)
@@ -164,7 +151,7 @@ static void gather_takes_odd_dims_and_strided_views(void **state)
         }
     nt_tensor_free(&ids);
     /* Strided ids: every other element. */
-    nt_tensor sids = make_ids(d, id, 7, 1, 2);
+    nt_tensor sids = nt_tensor_i32(d, id, 7, 1, 2);
     nt_tensor table = make_table(d, NU_DTYPE_Q8_0, 10, 32, 0, &seed);
     int64_t ds[2] = {7, 32};
     nt_tensor out = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
@@ -183,7 +170,7 @@ static void gather_loops_over_large_grids_with_any_tuning(void **state)
     int32_t *id = malloc(N * sizeof *id);
     for (int i = 0; i < N; i++)
         id[i] = (int32_t)(nt_rand(&seed) % 60) - 5; /* some negative, some past the 50 rows */
-    nt_tensor ids = make_ids(d, id, N, 0, 1);
+    nt_tensor ids = nt_tensor_i32(d, id, N, 0, 1);
     /* One thread a workgroup and 3 units a thread: 200000 units need the grid's loop (65535
      * workgroups at most). */
     const char *tunings[3] = {"local=1,units=3", "local=64,units=4", "local=1024,units=1"};
@@ -209,7 +196,7 @@ static void gather_handles_empty_tables_and_ids(void **state)
     nu_device *d = nt_open();
     uint64_t seed = 5;
     const int32_t id[3] = {0, -1, 5};
-    nt_tensor ids = make_ids(d, id, 3, 0, 1);
+    nt_tensor ids = nt_tensor_i32(d, id, 3, 0, 1);
     /* A table of no rows: every id is out of range, every row zeros. */
     for (int tt = 0; tt < 5; tt += 3) {
         nt_tensor table = make_table(d, tables[tt], 0, 32, 0, &seed);
@@ -249,7 +236,7 @@ static void gather_refuses_bad_arguments(void **state)
     nt_tensor itab = nt_tensor_random(d, NU_DTYPE_I32, 2, ts, 0, 0, 9, &seed);
     nt_tensor idst = nt_tensor_output(d, NU_DTYPE_I32, 2, ds, 0);
     const int32_t id[3] = {0, 1, 2};
-    nt_tensor ids = make_ids(d, id, 3, 0, 1);
+    nt_tensor ids = nt_tensor_i32(d, id, 3, 0, 1);
     nt_tensor fids = nt_tensor_random(d, NU_DTYPE_F32, 1, n3, 0, 0, 4, &seed);
     nt_tensor ids2 = nt_tensor_random(d, NU_DTYPE_I32, 2, i2, 0, 0, 4, &seed);
     nu_commands *c;

@@ -104,19 +104,6 @@ static int32_t *iota_positions(int64_t B, int64_t T, int32_t offset)
     return p;
 }
 
-/* An I32 tensor holding v[0..n) at element pad, every `stride`-th element (a strided view). */
-static nt_tensor make_i32(nu_device *d, const int32_t *v, int64_t n, uint64_t pad, int64_t stride)
-{
-    int64_t total = n * stride;
-    nt_tensor h = nt_tensor_output(d, NU_DTYPE_I32, 1, &total, pad);
-    for (int64_t i = 0; i < n; i++)
-        memcpy(h.bytes + h.t.offset + (size_t)(i * stride) * 4, &v[i], 4);
-    NT_OK(nu_buffer_write(h.t.buffer, 0, h.bytes, h.size));
-    h.t.shape[0] = n;
-    h.t.strides[0] = stride;
-    return h;
-}
-
 static void rope_matches_the_reference_for_every_layout_and_dtype(void **state)
 {
     nu_device *d = nt_open();
@@ -191,21 +178,21 @@ static void rope_takes_positions_from_a_tensor(void **state)
         int32_t p6[6] = {5, 0, 1999, 17, 4, 3}, want6[6];
         for (int i = 0; i < 6; i++)
             want6[i] = p6[i] - 5;
-        nt_tensor pos = make_i32(d, p6, 6, 1, 1);
+        nt_tensor pos = nt_tensor_i32(d, p6, 6, 1, 1);
         nt_tensor src = nt_tensor_random(d, NU_DTYPE_F16, 3, s3, 0, -1, 1, &seed);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, s3, 0);
         nu_rope_desc desc = {.layout = (nu_rope_layout)layout, .position_offset = -5, .positions = &pos.t};
         check_rope(d, &dst, &src, &src.t, &desc, want6, "positions [tokens] plus an offset");
         nt_tensor_free(&pos);
         /* A strided positions view (every third element). */
-        pos = make_i32(d, p6, 6, 0, 3);
+        pos = nt_tensor_i32(d, p6, 6, 0, 3);
         desc.positions = &pos.t;
         check_rope(d, &dst, &src, &src.t, &desc, want6, "strided positions");
         nt_tensor_free(&pos);
 
         /* Positions 0..T-1 from a tensor give exactly what the offset alone gives. */
         int32_t seq[6] = {0, 1, 2, 3, 4, 5};
-        pos = make_i32(d, seq, 6, 0, 1);
+        pos = nt_tensor_i32(d, seq, 6, 0, 1);
         nu_rope_desc by_tensor = {.layout = (nu_rope_layout)layout, .position_offset = 1000, .positions = &pos.t};
         nu_rope_desc by_offset = {.layout = (nu_rope_layout)layout, .position_offset = 1000};
         nt_tensor other = nt_tensor_output(d, NU_DTYPE_F32, 3, s3, 0);
@@ -226,7 +213,7 @@ static void rope_takes_positions_from_a_tensor(void **state)
         src = nt_tensor_random(d, NU_DTYPE_BF16, 4, s4, 0, -1, 1, &seed);
         dst = nt_tensor_output(d, NU_DTYPE_BF16, 4, s4, 0);
         int64_t ps[2] = {2, 3};
-        pos = make_i32(d, p23, 6, 0, 1);
+        pos = nt_tensor_i32(d, p23, 6, 0, 1);
         nu_tensor pos2 = nu_tensor_make(pos.t.buffer, pos.t.offset, NU_DTYPE_I32, 2, ps);
         desc = (nu_rope_desc){.layout = (nu_rope_layout)layout, .positions = &pos2};
         check_rope(d, &dst, &src, &src.t, &desc, p23, "positions [batch, tokens]");
@@ -254,7 +241,7 @@ static void rope_is_accurate_at_large_positions(void **state)
     for (int layout = 0; layout < 2; layout++)
         for (int th = 0; th < 2; th++) {
             int64_t s[3] = {8, 3, 128};
-            nt_tensor pos = make_i32(d, p, 8, 0, 1);
+            nt_tensor pos = nt_tensor_i32(d, p, 8, 0, 1);
             nt_tensor src = nt_tensor_random(d, NU_DTYPE_F32, 3, s, (uint64_t)th, -1, 1, &seed);
             nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, s, 0);
             nu_rope_desc desc = {.layout = (nu_rope_layout)layout, .theta = thetas[th], .positions = &pos.t};
@@ -374,7 +361,7 @@ static void rope_refuses_bad_arguments(void **state)
     nt_tensor other = nt_tensor_output(d, NU_DTYPE_F32, 3, s5, 0);
     nt_tensor ints = nt_tensor_random(d, NU_DTYPE_I32, 3, s, 0, 0, 9, &seed);
     int32_t p3[3] = {0, 1, 2};
-    nt_tensor pos3 = make_i32(d, p3, 3, 0, 1), pos2 = make_i32(d, p3, 2, 0, 1);
+    nt_tensor pos3 = nt_tensor_i32(d, p3, 3, 0, 1), pos2 = nt_tensor_i32(d, p3, 2, 0, 1);
     int64_t two[1] = {2};
     nt_tensor posf = nt_tensor_random(d, NU_DTYPE_F32, 1, two, 0, 0, 3, &seed);
     nu_commands *c;

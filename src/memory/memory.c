@@ -13,32 +13,17 @@ nu_status nu_memory_get_stats(nu_device *d, nu_memory_stats *out)
 }
 
 /* Getters give 0 for NULL (nuvec/status.h). */
-uint64_t nu_memory_active(nu_device *d)
+static nu_memory_stats stats_of(nu_device *d)
 {
-    if (!d)
-        return 0;
-    nu_memory_stats s;
-    nu__pool_stats(d->pool, &s);
-    return s.active;
+    nu_memory_stats s = {0};
+    if (d)
+        nu__pool_stats(d->pool, &s);
+    return s;
 }
 
-uint64_t nu_memory_peak(nu_device *d)
-{
-    if (!d)
-        return 0;
-    nu_memory_stats s;
-    nu__pool_stats(d->pool, &s);
-    return s.peak;
-}
-
-uint64_t nu_memory_cache(nu_device *d)
-{
-    if (!d)
-        return 0;
-    nu_memory_stats s;
-    nu__pool_stats(d->pool, &s);
-    return s.cache;
-}
+uint64_t nu_memory_active(nu_device *d) { return stats_of(d).active; }
+uint64_t nu_memory_peak(nu_device *d) { return stats_of(d).peak; }
+uint64_t nu_memory_cache(nu_device *d) { return stats_of(d).cache; }
 
 void nu_memory_reset_peak(nu_device *d)
 {
