@@ -105,6 +105,7 @@ struct nu__kernel_cache {
     size_t loaded_bytes;
     uint64_t loaded_hash;
     atomic_bool compiled;
+    VkPipelineCache pipeline_cache; /* what the disk cache holds, loaded at open, saved at close */
 };
 
 static bool verbose(void)
@@ -369,7 +370,7 @@ static nu_status build(nu_device *d, const char *label, const char *name, const 
             .layout = k->layout,
             .basePipelineIndex = -1};
         what = "vkCreateComputePipelines";
-        r = d->vkd.vkCreateComputePipelines(d->device, d->pipeline_cache, 1, &cpi, NULL, &k->pipeline);
+        r = d->vkd.vkCreateComputePipelines(d->device, d->kernels->pipeline_cache, 1, &cpi, NULL, &k->pipeline);
         if (r != VK_SUCCESS)
             k->pipeline = VK_NULL_HANDLE;
         d->vkd.vkDestroyShaderModule(d->device, module, NULL);
@@ -823,7 +824,7 @@ static int make_parents(char *path)
 static const char *save(nu_device *d, struct nu__kernel_cache *c, char *err, size_t err_size)
 {
     size_t size = 0;
-    VkResult r = d->vkd.vkGetPipelineCacheData(d->device, d->pipeline_cache, &size, NULL);
+    VkResult r = d->vkd.vkGetPipelineCacheData(d->device, d->kernels->pipeline_cache, &size, NULL);
     if (r != VK_SUCCESS) {
         snprintf(err, err_size, "vkGetPipelineCacheData: %s", nu__vk_result_name(r));
         return err;
@@ -831,7 +832,7 @@ static const char *save(nu_device *d, struct nu__kernel_cache *c, char *err, siz
     unsigned char *buf = nu__malloc(FILE_HEADER + size);
     if (!buf)
         return "out of host memory";
-    r = d->vkd.vkGetPipelineCacheData(d->device, d->pipeline_cache, &size, buf + FILE_HEADER);
+    r = d->vkd.vkGetPipelineCacheData(d->device, d->kernels->pipeline_cache, &size, buf + FILE_HEADER);
     if (r != VK_SUCCESS) { /* VK_INCOMPLETE included: the size cannot grow without new pipelines */
         nu__free(buf);
         snprintf(err, err_size, "vkGetPipelineCacheData: %s", nu__vk_result_name(r));
@@ -888,6 +889,8 @@ static void teardown(nu_device *d)
 {
     struct nu__kernel_cache *c = d->kernels;
     if (c) {
+        if (c->pipeline_cache && d->device)
+            d->vkd.vkDestroyPipelineCache(d->device, c->pipeline_cache, NULL);
         for (size_t i = 0; i < c->bucket_count; i++) {
             for (kentry *e = c->buckets[i], *next; e; e = next) {
                 next = e->next;
@@ -900,10 +903,6 @@ static void teardown(nu_device *d)
         pthread_mutex_destroy(&c->lock);
         nu__free(c);
         d->kernels = NULL;
-    }
-    if (d->pipeline_cache && d->device) {
-        d->vkd.vkDestroyPipelineCache(d->device, d->pipeline_cache, NULL);
-        d->pipeline_cache = VK_NULL_HANDLE;
     }
 }
 
@@ -941,7 +940,7 @@ nu_status nu__kernels_init(nu_device *d)
     unsigned char *file = c->path ? load(d, c->path, &size) : NULL;
     VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                                     .initialDataSize = size, .pInitialData = file ? file + FILE_HEADER : NULL};
-    VkResult r = d->vkd.vkCreatePipelineCache(d->device, &ci, NULL, &d->pipeline_cache);
+    VkResult r = d->vkd.vkCreatePipelineCache(d->device, &ci, NULL, &d->kernels->pipeline_cache);
     if (r != VK_SUCCESS && file) {
         /* The driver refused the data: start empty. */
         if (verbose())
@@ -951,11 +950,11 @@ nu_status nu__kernels_init(nu_device *d)
         size = 0;
         ci.initialDataSize = 0;
         ci.pInitialData = NULL;
-        r = d->vkd.vkCreatePipelineCache(d->device, &ci, NULL, &d->pipeline_cache);
+        r = d->vkd.vkCreatePipelineCache(d->device, &ci, NULL, &d->kernels->pipeline_cache);
     }
     if (r != VK_SUCCESS) {
         nu__free(file);
-        d->pipeline_cache = VK_NULL_HANDLE;
+        d->kernels->pipeline_cache = VK_NULL_HANDLE;
         teardown(d);
         return nu__fail(d, nu__vk_status(r), "vkCreatePipelineCache failed: %s", nu__vk_result_name(r));
     }
@@ -964,14 +963,14 @@ nu_status nu__kernels_init(nu_device *d)
         c->loaded_hash = hash_bytes(0, file + FILE_HEADER, size);
         nu__free(file);
     }
-    nu__device_name_object(d, VK_OBJECT_TYPE_PIPELINE_CACHE, (uint64_t)d->pipeline_cache, "nuvec pipeline cache");
+    nu__device_name_object(d, VK_OBJECT_TYPE_PIPELINE_CACHE, (uint64_t)d->kernels->pipeline_cache, "nuvec pipeline cache");
     return NU_OK;
 }
 
 void nu__kernels_fini(nu_device *d)
 {
     struct nu__kernel_cache *c = d->kernels;
-    if (c && c->path && d->pipeline_cache && atomic_load(&c->compiled)) {
+    if (c && c->path && d->kernels->pipeline_cache && atomic_load(&c->compiled)) {
         char err[256];
         const char *why = save(d, c, err, sizeof err);
         if (why && verbose())

@@ -54,8 +54,9 @@ nu_status nu__buffer_binding(nu_buffer *b, VkBuffer *buffer, VkDeviceSize *offse
 nu_status nu__mapping_binding(nu_buffer *b, VkBuffer *buffer);
 /* mapped.c: checks that the file still has the size it had when mapped (NU_ERROR_IO if not). */
 nu_status nu__mapping_check(nu_buffer *b, const char *fn);
-/* mapped.c: at device open, whether the driver is known to refuse a file's pages. */
-void nu__mapping_device_init(nu_device *d);
+/* mapped.c: at device open, whether the driver is known to refuse a file's pages; at close. */
+nu_status nu__mapping_device_init(nu_device *d);
+void nu__mapping_device_fini(nu_device *d);
 /* mapped.c: unmaps the file and frees its import (the buffer's last reference went). */
 void nu__mapping_release(nu_buffer *b);
 

@@ -132,15 +132,33 @@ fail:
  * imports only writable anonymous memory, fails a file mapping's import with
  * VK_ERROR_OUT_OF_DEVICE_MEMORY, and after that refusal fails every device-local
  * vkAllocateMemory of the device (measured: bench/RESULTS.md, "Weights"). */
-void nu__mapping_device_init(nu_device *d)
+/* Whether the device imports a file's pages: `known` 0 not tried yet, 1 yes, -1 no (and why:
+ * `refusal`, the message of the refused import). */
+struct nu__file_imports {
+    atomic_int known;
+    char refusal[1024];
+};
+
+nu_status nu__mapping_device_init(nu_device *d)
 {
-    atomic_init(&d->file_import, 0);
+    struct nu__file_imports *f = nu__calloc(1, sizeof *f);
+    if (!f)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
+    atomic_init(&f->known, 0);
     if (d->info.vendor_id == 0x10de && strstr(d->info.driver_name, "NVIDIA")) {
-        snprintf(d->file_import_refusal, sizeof d->file_import_refusal,
+        snprintf(f->refusal, sizeof f->refusal,
                  "NVIDIA's driver imports only writable anonymous memory; asking it for a file's pages fails and "
                  "breaks later device allocations");
-        atomic_store(&d->file_import, -1);
+        atomic_store(&f->known, -1);
     }
+    d->file_imports = f;
+    return NU_OK;
+}
+
+void nu__mapping_device_fini(nu_device *d)
+{
+    nu__free(d->file_imports);
+    d->file_imports = NULL;
 }
 
 /* Whether the device imports the pages at `ptr`: memory alone is imported and freed. */
@@ -399,16 +417,17 @@ nu_status nu_buffer_map_file(nu_device *d, const char *path, nu_buffer **out)
      * device: NVIDIA's driver refuses file-backed pages, anonymous memory only), so that GPU
      * work on a refused file reads a copy instead of failing. */
     bool zero_copy = false;
-    int known = atomic_load(&d->file_import);
-    const char *why_not = known < 0 ? d->file_import_refusal
+    struct nu__file_imports *fi = d->file_imports;
+    int known = atomic_load(&fi->known);
+    const char *why_not = known < 0 ? fi->refusal
                                     : "VK_EXT_external_memory_host is missing or turned off (NUVEC_NO_HOST_IMPORT)";
     if (d->has_external_host_memory && known >= 0) {
         uint64_t probe_len = map_len < align ? map_len : align;
         zero_copy = probe_import(d, path, base, probe_len) == NU_OK;
-        atomic_store(&d->file_import, zero_copy ? 1 : -1);
+        atomic_store(&fi->known, zero_copy ? 1 : -1);
         if (!zero_copy) {
-            snprintf(d->file_import_refusal, sizeof d->file_import_refusal, "%s", nu_error_message(d));
-            why_not = d->file_import_refusal;
+            snprintf(fi->refusal, sizeof fi->refusal, "%s", nu_error_message(d));
+            why_not = fi->refusal;
         }
     }
     *m = (nu__mapping){.device = d, .fd = fd, .path = name, .base = base, .map_len = map_len,

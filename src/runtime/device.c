@@ -34,18 +34,16 @@ static void destroy(nu_device *d)
         if (d->pool)
             nu__pool_destroy(d->pool);
         nu__buffer_slots_fini(d);
-        if (d->placeholder)
-            nu__backend_release(d, NU__KIND_PRIVATE, d->placeholder,
-                                (uint64_t)NU__PLACEHOLDER_SLOT * NU__PLACEHOLDER_SLOTS);
+        nu__placeholder_fini(d);
         for (int i = 0; i < 2; i++)
             nu__queue_destroy(d, &d->queues[i]);
         d->vkd.vkDestroyDevice(d->device, NULL);
     }
+    nu__mapping_device_fini(d);
     if (d->messenger)
         d->vki.vkDestroyDebugUtilsMessengerEXT(d->instance, d->messenger, NULL);
     if (d->instance)
         d->vki.vkDestroyInstance(d->instance, NULL);
-    pthread_mutex_destroy(&d->placeholder_lock);
     nu__progress_fini(d);
     pthread_mutex_destroy(&d->errors.lock);
     nu__free(d);
@@ -85,7 +83,6 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
         return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
     pthread_mutex_init(&d->errors.lock, NULL);
     nu__progress_init(d);
-    pthread_mutex_init(&d->placeholder_lock, NULL);
     atomic_init(&d->validation_errors, 0);
     d->validation = desc->validation || nu__env_on("NUVEC_VALIDATION");
 
@@ -124,7 +121,8 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
 
     if ((st = nu__logical_create(d)) != NU_OK)
         goto fail;
-    nu__mapping_device_init(d);
+    if ((st = nu__mapping_device_init(d)) != NU_OK)
+        goto fail;
     if ((st = nu__queue_create(d, &d->queues[0], d->info.compute_queue_family, 0, "nuvec compute timeline")) != NU_OK)
         goto fail;
     d->compute = &d->queues[0];
@@ -159,7 +157,7 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     }
     if ((st = nu__buffer_slots_init(d)) != NU_OK)
         goto fail;
-    if ((st = nu__staged_init(d)) != NU_OK)
+    if ((st = nu__staged_init(d)) != NU_OK || (st = nu__placeholder_init(d)) != NU_OK)
         goto fail;
     if ((st = nu__kernels_init(d)) != NU_OK)
         goto fail;

@@ -2,6 +2,8 @@
  * empty buffers, and debug names on Vulkan objects. */
 #include "vk/block.h"
 
+#include <pthread.h>
+
 #include "core/error.h"
 #include "core/host.h"
 #include "vk/device.h"
@@ -64,23 +66,52 @@ void nu__device_name_object(nu_device *d, VkObjectType type, uint64_t handle, co
     d->vkd.vkSetDebugUtilsObjectNameEXT(d->device, &ni);
 }
 
+/* The placeholder (created at the first empty binding), under its lock. */
+struct nu__placeholder {
+    pthread_mutex_t lock;
+    nu__vk_block *block;
+};
+
+nu_status nu__placeholder_init(nu_device *d)
+{
+    struct nu__placeholder *p = nu__calloc(1, sizeof *p);
+    if (!p)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
+    pthread_mutex_init(&p->lock, NULL);
+    d->placeholder = p;
+    return NU_OK;
+}
+
+void nu__placeholder_fini(nu_device *d)
+{
+    struct nu__placeholder *p = d->placeholder;
+    if (!p)
+        return;
+    if (p->block)
+        nu__backend_release(d, NU__KIND_PRIVATE, p->block, (uint64_t)NU__PLACEHOLDER_SLOT * NU__PLACEHOLDER_SLOTS);
+    pthread_mutex_destroy(&p->lock);
+    nu__free(p);
+    d->placeholder = NULL;
+}
+
 nu_status nu__device_placeholder(nu_device *d, VkBuffer *out)
 {
-    pthread_mutex_lock(&d->placeholder_lock);
+    struct nu__placeholder *p = d->placeholder;
+    pthread_mutex_lock(&p->lock);
     nu_status st = NU_OK;
-    if (!d->placeholder) {
+    if (!p->block) {
         void *memory, *mapped;
         st = nu__backend_allocate(d, NU__KIND_PRIVATE, (uint64_t)NU__PLACEHOLDER_SLOT * NU__PLACEHOLDER_SLOTS, &memory,
                                   &mapped);
         if (st == NU_OK) {
-            d->placeholder = memory;
-            nu__device_name_object(d, VK_OBJECT_TYPE_BUFFER, (uint64_t)d->placeholder->buffer,
+            p->block = memory;
+            nu__device_name_object(d, VK_OBJECT_TYPE_BUFFER, (uint64_t)p->block->buffer,
                                    "nuvec placeholder (empty buffers)");
         } else {
             nu__fail(d, st, "allocating the placeholder for empty buffers failed");
         }
     }
-    *out = d->placeholder ? d->placeholder->buffer : VK_NULL_HANDLE;
-    pthread_mutex_unlock(&d->placeholder_lock);
+    *out = p->block ? p->block->buffer : VK_NULL_HANDLE;
+    pthread_mutex_unlock(&p->lock);
     return st;
 }

@@ -27,6 +27,9 @@ void nu__backend_release(void *ctx, int kind, void *memory, uint64_t size);
 #define NU__PLACEHOLDER_SLOT 256u
 #define NU__PLACEHOLDER_SLOTS 256u
 nu_status nu__device_placeholder(nu_device *d, VkBuffer *out);
+/* The placeholder's state (open), and its memory released (close, the device idle). */
+nu_status nu__placeholder_init(nu_device *d);
+void nu__placeholder_fini(nu_device *d);
 
 /* Gives a Vulkan object a debug name (no-op without VK_EXT_debug_utils). */
 void nu__device_name_object(nu_device *d, VkObjectType type, uint64_t handle, const char *name);

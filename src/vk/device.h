@@ -60,9 +60,8 @@ struct nu_device {
 
     struct nu__pool *pool;
 
-    /* Kernels (kernel.c): the in-memory cache of pipelines and the on-disk VkPipelineCache. */
+    /* Kernels (kernel/kernel.c): the in-memory cache of pipelines and the on-disk VkPipelineCache. */
     struct nu__kernel_cache *kernels;
-    VkPipelineCache pipeline_cache;
 
     /* Submission and completion (submit.c). */
     struct nu__submitter *submitter;
@@ -73,18 +72,14 @@ struct nu_device {
     struct nu__capture *capture; /* RenderDoc captures (debug/capture.c) */
     struct nu__ops *ops;         /* the kernel library's kernels (ops/op.c) */
 
-    pthread_mutex_t placeholder_lock;
-    struct nu__vk_block *placeholder; /* bound for empty buffers; created on first use */
+    struct nu__placeholder *placeholder; /* bound for empty ranges (vk/block.c) */
 
     struct nu__staged *staged; /* blocking staged copies of private buffers (memory/staged.c) */
 
     /* Every nu_buffer struct's slot, until close (memory/buffer.c). */
     struct nu__buffer_slots *buffer_slots;
 
-    /* Whether the device imports a file's pages (mapped.c): 0 not tried yet, 1 yes, -1 no (and
-     * why: the message of the refused import). */
-    atomic_int file_import;
-    char file_import_refusal[1024];
+    struct nu__file_imports *file_imports; /* whether the device imports a file's pages (memory/mapped.c) */
 };
 
 _Static_assert(offsetof(struct nu_device, errors) == 0, "core/error.c reaches the errors at the device's address");
