@@ -38,7 +38,7 @@
 #include "memory/buffer.h"
 #include "kernel/kernel.h"
 #include "kernel/builtins.h"
-#include "exec/submit.h"
+#include "exec/commands.h"
 
 #define DEFAULT_COUNT_GPU 10000
 #define DEFAULT_COUNT_CPU 1000 /* lavapipe takes ~100 us a dispatch */
@@ -313,7 +313,7 @@ static bool run_nuvec(bench *b, int pattern, sample *s)
         fail("nu_commands_new", st);
         return false;
     }
-    bench_vk_timestamp_begin(&b->vk, c->cmd);
+    bench_vk_timestamp_begin(&b->vk, c->s.cmd);
     uint64_t t0 = bench_now_ns();
     st = record_nuvec(b, pattern, c);
     uint64_t t1 = bench_now_ns();
@@ -322,7 +322,7 @@ static bool run_nuvec(bench *b, int pattern, sample *s)
         nu_commands_free(c);
         return false;
     }
-    bench_vk_timestamp_end(&b->vk, c->cmd);
+    bench_vk_timestamp_end(&b->vk, c->s.cmd);
     s->barriers = c->hazards.barriers;
     uint64_t t2 = bench_now_ns();
     st = nu_commands_commit(c);

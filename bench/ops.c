@@ -16,7 +16,7 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "exec/submit.h"
+#include "exec/commands.h"
 
 #define RUNS 5
 #define TARGET_SECONDS_PER_RUN 0.02 /* each run records enough repetitions for about this long */
@@ -243,10 +243,10 @@ static double time_case(bench_vk *vk, nu_device *d, const bench_case *k, const b
         nu_status st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c);
         if (st != NU_OK)
             return -1;
-        bench_vk_timestamp_begin(vk, c->cmd);
+        bench_vk_timestamp_begin(vk, c->s.cmd);
         for (int r = 0; r < reps && st == NU_OK; r++)
             st = record(c, k, bt, r);
-        bench_vk_timestamp_end(vk, c->cmd);
+        bench_vk_timestamp_end(vk, c->s.cmd);
         if (st == NU_OK)
             st = nu_commands_commit(c);
         if (st == NU_OK)

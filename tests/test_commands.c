@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/submit.h"
+#include "exec/commands.h"
 
 static nu_device *dev;
 
@@ -161,7 +161,7 @@ static void empty_bindings_need_no_barrier(void **state)
     nu_binding sum[3] = {{e[0], NU_ACCESS_WRITE, 0, 0}, {e[1], NU_ACCESS_READ, 0, 0}, {e[2], NU_ACCESS_READ, 0, 0}};
     NT_OK(nu_commands_dispatch(c, add, groups, sum, 3, &n, sizeof n));
     assert_int_equal(barriers(c), 0);
-    assert_int_equal(c->use_count, 0);
+    assert_int_equal(c->s.use_count, 0);
     NT_OK(nu_buffer_write(x, 0, zero, sizeof zero));
     run(c);
     nu_commands_free(c);
@@ -509,7 +509,7 @@ static void builtin_kernels_need_count_elements_in_each_binding(void **state)
     } ax = {2.0f, 257};
     nu_binding b3[2] = {{x, NU_ACCESS_READ_WRITE, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
     NT_STATUS(NU_ERROR_OUT_OF_RANGE, nu_commands_dispatch(c, axpy, groups, b3, 2, &ax, sizeof ax));
-    assert_int_equal(c->use_count, 0);
+    assert_int_equal(c->s.use_count, 0);
     /* Exactly enough, and none at all, are fine. */
     NT_OK(nu_commands_dispatch(c, fill, groups, &end, 1, (uint32_t[2]){5, 0}, 8));
     nu_binding last = {x, NU_ACCESS_WRITE, 768, 256};

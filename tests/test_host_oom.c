@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/host.h"
-#include "exec/submit.h"
+#include "exec/commands.h"
 #include "memory/buffer.h"
 
 /* Work touching every allocating path of buffers and the allocator. Returns NU_OK or the
@@ -221,7 +221,7 @@ static void mapped_files(nu_device *d, const char *what)
     }
     NT_OK(mapped_scenario(d, bytes, SIZE));
     nu_memory_clear_cache(d);
-    nu__submitter_trim(d); /* spare command objects: as many as were alive at once */
+    nu__commands_trim(d); /* spare command objects: as many as were alive at once */
     int64_t baseline = nu__host_live();
     int failures = 0;
     for (long k = 0;; k++) {
@@ -230,7 +230,7 @@ static void mapped_files(nu_device *d, const char *what)
         int failed = nu__host_failed();
         nu__host_fail_after(-1, 0);
         nu_memory_clear_cache(d);
-        nu__submitter_trim(d);
+        nu__commands_trim(d);
         if (!failed) {
             NT_OK(st);
             break;

@@ -1,17 +1,128 @@
 /* commands.c: recording command buffers with automatic hazard tracking (see
  * nuvec/command.h; the barrier strategy is written down in hazard.c). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
-#include "exec/submit.h"
+#include "exec/commands.h"
 #include "debug/capture.h"
 #include "debug/trace.h"
 #include "vk/block.h"
 
-#define RESERVE(c, field, want) NU__GROW32((c)->field##s, (c)->field##_capacity, (want), 8)
+#define RESERVE(c, field, want) NU__GROW32((c)->s.field##s, (c)->s.field##_capacity, (want), 8)
+
+/* ---- command buffer objects ---------------------------------------------------------------
+ * Freed command buffers are kept (up to SPARE_COMMANDS) with their arrays and the tracker's
+ * tables: no malloc churn, no page faults when recording the next one. */
+
+#define SPARE_COMMANDS 32
+
+struct nu__recorder {
+    pthread_mutex_t lock;
+    nu_commands *spare;
+    uint32_t spare_count;
+};
+
+nu_status nu__recorder_init(nu_device *d)
+{
+    struct nu__recorder *r = nu__calloc(1, sizeof *r);
+    if (!r)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory opening a device");
+    pthread_mutex_init(&r->lock, NULL);
+    d->recorder = r;
+    return NU_OK;
+}
+
+static void free_commands(nu_commands *c)
+{
+    nu__hazards_fini(&c->hazards);
+    nu__submission_fini(&c->s);
+    nu__free(c);
+}
+
+void nu__commands_trim(nu_device *d)
+{
+    struct nu__recorder *r = d->recorder;
+    pthread_mutex_lock(&r->lock);
+    nu_commands *c = r->spare;
+    r->spare = NULL;
+    r->spare_count = 0;
+    pthread_mutex_unlock(&r->lock);
+    while (c) {
+        nu_commands *next = c->spare_next;
+        free_commands(c);
+        c = next;
+    }
+}
+
+void nu__recorder_fini(nu_device *d)
+{
+    if (!d->recorder)
+        return;
+    nu__commands_trim(d);
+    pthread_mutex_destroy(&d->recorder->lock);
+    nu__free(d->recorder);
+    d->recorder = NULL;
+}
+
+/* The command buffer's own memory: kept as a spare, or freed (after nu__submission_release). */
+static void destroy(nu_commands *c)
+{
+    struct nu__recorder *r = c->s.device->recorder;
+    pthread_mutex_lock(&r->lock);
+    if (r->spare_count < SPARE_COMMANDS) {
+        c->spare_next = r->spare;
+        r->spare = c;
+        r->spare_count++;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (c)
+        free_commands(c);
+}
+
+/* Completion hands back a freed command buffer's submission (its first member). */
+static void submission_done(nu__submission *s) { destroy((nu_commands *)s); }
+
+/* A command buffer object in its initial state (recording, empty), recycled when one is spare,
+ * or NULL when host memory runs out. */
+static nu_commands *alloc_commands(nu_device *d)
+{
+    struct nu__recorder *r = d->recorder;
+    pthread_mutex_lock(&r->lock);
+    nu_commands *c = r->spare;
+    if (c) {
+        r->spare = c->spare_next;
+        r->spare_count--;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!c) {
+        c = nu__calloc(1, sizeof *c);
+        if (c)
+            nu__hazards_init(&c->hazards);
+        return c;
+    }
+    /* Keep the arrays and the tracker's tables; forget what they held. */
+    nu__hazards_reset(&c->hazards);
+    c->s.use_count = c->s.kernel_count = c->s.staging_count = c->s.download_count = 0;
+    c->s.state = NU__RECORDING;
+    c->s.error = NU_OK;
+    c->s.freed = c->ended = false;
+    c->s.pool = VK_NULL_HANDLE;
+    c->s.cmd = VK_NULL_HANDLE;
+    c->bound = VK_NULL_HANDLE;
+    c->empty_bindings = 0;
+    c->s.value = 0;
+    c->s.next = NULL;
+    c->s.trace = NULL;
+    c->record_start_ns = 0;
+    c->labels = false;
+    c->spare_next = NULL;
+    return c;
+}
 
 /* ---- creation ---------------------------------------------------------------------------- */
 
@@ -26,33 +137,34 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_new: unknown queue %d", (int)queue);
     if (nu__device_lost(d))
         return nu__fail(d, NU_ERROR_DEVICE_LOST, "nu_commands_new: the device was lost");
-    nu_commands *c = nu__commands_alloc(d);
+    nu_commands *c = alloc_commands(d);
     if (!c)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a command buffer");
-    c->device = d;
+    c->s.device = d;
+    c->s.done = submission_done;
     c->kind = queue;
-    c->queue = queue == NU_QUEUE_TRANSFER ? d->transfer : d->compute;
-    nu_status st = nu__submitter_take_pool(d, c->queue, &c->pool, &c->cmd);
+    c->s.queue = queue == NU_QUEUE_TRANSFER ? d->transfer : d->compute;
+    nu_status st = nu__submitter_take_pool(d, c->s.queue, &c->s.pool, &c->s.cmd);
     if (st == NU_OK) {
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-        VkResult r = d->vkd.vkBeginCommandBuffer(c->cmd, &bi);
+        VkResult r = d->vkd.vkBeginCommandBuffer(c->s.cmd, &bi);
         if (r != VK_SUCCESS) {
-            nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
-            c->pool = VK_NULL_HANDLE;
+            nu__submitter_give_pool(d, c->s.queue, c->s.pool, c->s.cmd);
+            c->s.pool = VK_NULL_HANDLE;
             st = nu__fail(d, nu__vk_status(r), "vkBeginCommandBuffer: %s", nu__vk_result_name(r));
         }
     }
     if (st == NU_OK &&
-        (st = nu__trace_command_new(d, c->queue->index, c->cmd, &c->trace, &c->record_start_ns)) != NU_OK) {
-        nu__submitter_give_pool(d, c->queue, c->pool, c->cmd);
-        c->pool = VK_NULL_HANDLE;
+        (st = nu__trace_command_new(d, c->s.queue->index, c->s.cmd, &c->s.trace, &c->record_start_ns)) != NU_OK) {
+        nu__submitter_give_pool(d, c->s.queue, c->s.pool, c->s.cmd);
+        c->s.pool = VK_NULL_HANDLE;
     }
     if (st != NU_OK) {
-        nu__commands_destroy(c);
+        destroy(c);
         return st;
     }
-    c->state = NU__RECORDING;
+    c->s.state = NU__RECORDING;
     /* Labels cost recording time: only while a capture records them. */
     c->labels = nu__capture_running(d) && d->vkd.vkCmdBeginDebugUtilsLabelEXT && d->vkd.vkCmdEndDebugUtilsLabelEXT;
     *out = c;
@@ -62,8 +174,8 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
 nu_status nu_commands_set_name(nu_commands *c, const char *name)
 {
     if (!c || !name)
-        return nu__fail(c ? c->device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_set_name: NULL argument");
-    nu__device_name_object(c->device, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)c->cmd, name);
+        return nu__fail(c ? c->s.device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_set_name: NULL argument");
+    nu__device_name_object(c->s.device, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)c->s.cmd, name);
     return NU_OK;
 }
 
@@ -71,10 +183,10 @@ static nu_status recording(nu_commands *c, const char *fn)
 {
     if (!c)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
-    if (c->state != NU__RECORDING)
-        return nu__fail(c->device, NU_ERROR_INVALID_ARGUMENT, "%s: the command buffer was already committed", fn);
-    if (nu__device_lost(c->device))
-        return nu__fail(c->device, NU_ERROR_DEVICE_LOST, "%s: the device was lost", fn);
+    if (c->s.state != NU__RECORDING)
+        return nu__fail(c->s.device, NU_ERROR_INVALID_ARGUMENT, "%s: the command buffer was already committed", fn);
+    if (nu__device_lost(c->s.device))
+        return nu__fail(c->s.device, NU_ERROR_DEVICE_LOST, "%s: the device was lost", fn);
     return NU_OK;
 }
 
@@ -92,7 +204,7 @@ typedef struct target {
 static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size_t offset, size_t *size,
                               bool write, target *t)
 {
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     if (!b)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL buffer", fn);
     if (!nu__buffer_live(b))
@@ -119,7 +231,7 @@ static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size
  * adds them; registers each buffer as a use of the command buffer. */
 static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineStageFlags2 stage, bool shader)
 {
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     nu__access a[NU__MAX_BINDINGS];
     int32_t use[NU__MAX_BINDINGS];
     for (uint32_t i = 0; i < n; i++) {
@@ -141,7 +253,7 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
             .access = acc,
         };
     }
-    if (RESERVE(c, use, c->use_count + n) != NU_OK)
+    if (RESERVE(c, use, c->s.use_count + n) != NU_OK)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
     /* The barrier, when one is needed, is hazard.c's (nu__hazard_barrier says what it covers,
      * the strategy above it why). */
@@ -154,9 +266,9 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
         VkMemoryBarrier2 mb = nu__hazard_barrier(compute, src_stage, src_access);
         VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                 .pMemoryBarriers = &mb};
-        uint32_t q = nu__trace_command_begin(c->trace);
-        d->vkd.vkCmdPipelineBarrier2(c->cmd, &dep);
-        nu__trace_command_end(c->trace, q, "barrier", true);
+        uint32_t q = nu__trace_command_begin(c->s.trace);
+        d->vkd.vkCmdPipelineBarrier2(c->s.cmd, &dep);
+        nu__trace_command_end(c->s.trace, q, "barrier", true);
     }
     for (uint32_t i = 0; i < n; i++) {
         nu_buffer *b = t[i].buffer;
@@ -165,12 +277,12 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
         int32_t u = use[i] >= 0 ? use[i] : nu__hazards_get_use(&c->hazards, a[i].piece, a[i].base);
         if (u < 0) {
             /* The first use of this buffer in the command buffer (exec/use.h). */
-            if (nu__use_begin(&c->uses[c->use_count], b, t[i].write) != NU_OK)
+            if (nu__use_begin(&c->s.uses[c->s.use_count], b, t[i].write) != NU_OK)
                 return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
-            u = (int32_t)c->use_count++;
+            u = (int32_t)c->s.use_count++;
             nu__hazards_set_use(&c->hazards, a[i].piece, a[i].base, u);
         } else if (t[i].write) {
-            nu__use_upgrade(&c->uses[u]);
+            nu__use_upgrade(&c->s.uses[u]);
         }
     }
     return NU_OK;
@@ -178,15 +290,15 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
 
 static nu_status keep_kernel(nu_commands *c, nu_kernel *k)
 {
-    if (c->kernel_count && c->kernels[c->kernel_count - 1] == k)
+    if (c->s.kernel_count && c->s.kernels[c->s.kernel_count - 1] == k)
         return NU_OK;
-    for (uint32_t i = 0; i < c->kernel_count; i++)
-        if (c->kernels[i] == k)
+    for (uint32_t i = 0; i < c->s.kernel_count; i++)
+        if (c->s.kernels[i] == k)
             return NU_OK;
-    if (RESERVE(c, kernel, c->kernel_count + 1) != NU_OK)
-        return nu__fail(c->device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a dispatch");
+    if (RESERVE(c, kernel, c->s.kernel_count + 1) != NU_OK)
+        return nu__fail(c->s.device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a dispatch");
     nu__kernel_retain(k);
-    c->kernels[c->kernel_count++] = k;
+    c->s.kernels[c->s.kernel_count++] = k;
     return NU_OK;
 }
 
@@ -196,7 +308,7 @@ static nu_status keep_kernel(nu_commands *c, nu_kernel *k)
 static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t groups[3], const target *t,
                                  uint32_t n, const void *push, uint32_t push_size)
 {
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     nu_status st = keep_kernel(c, k);
     if (st == NU_OK)
         st = track(c, t, n, VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, true);
@@ -211,7 +323,7 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
         }
     }
     if (c->bound != k->pipeline) {
-        d->vkd.vkCmdBindPipeline(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
+        d->vkd.vkCmdBindPipeline(c->s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
         c->bound = k->pipeline;
     }
     if (n) {
@@ -219,10 +331,10 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
         VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
                                   .descriptorCount = n, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                   .pBufferInfo = info};
-        d->vkd.vkCmdPushDescriptorSetKHR(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &w);
+        d->vkd.vkCmdPushDescriptorSetKHR(c->s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &w);
     }
     if (push_size)
-        d->vkd.vkCmdPushConstants(c->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+        d->vkd.vkCmdPushConstants(c->s.cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
     if (c->labels) {
         /* "add_f32(z, x, y)": the kernel and its buffers' names, for captures. */
         char text[256];
@@ -233,13 +345,13 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
         if (len < sizeof text)
             snprintf(text + len, sizeof text - len, ")");
         VkDebugUtilsLabelEXT label = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = text};
-        d->vkd.vkCmdBeginDebugUtilsLabelEXT(c->cmd, &label);
+        d->vkd.vkCmdBeginDebugUtilsLabelEXT(c->s.cmd, &label);
     }
-    uint32_t q = nu__trace_command_begin(c->trace);
-    d->vkd.vkCmdDispatch(c->cmd, groups[0], groups[1], groups[2]);
-    nu__trace_command_end(c->trace, q, k->name, false);
+    uint32_t q = nu__trace_command_begin(c->s.trace);
+    d->vkd.vkCmdDispatch(c->s.cmd, groups[0], groups[1], groups[2]);
+    nu__trace_command_end(c->s.trace, q, k->name, false);
     if (c->labels)
-        d->vkd.vkCmdEndDebugUtilsLabelEXT(c->cmd);
+        d->vkd.vkCmdEndDebugUtilsLabelEXT(c->s.cmd);
     return NU_OK;
 }
 
@@ -250,7 +362,7 @@ nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t grou
     nu_status st = recording(c, fn);
     if (st != NU_OK)
         return st;
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     if (c->kind != NU_QUEUE_COMPUTE)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: dispatches need a compute-queue command buffer", fn);
     if (!k || !groups || (binding_count && !bindings) || (push_size && !push))
@@ -328,7 +440,7 @@ nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu
     nu_status st = recording(c, fn);
     if (st != NU_OK)
         return st;
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     target t[2];
     size_t n = size;
     if ((st = check_buffer(c, fn, dst, dst_offset, &n, true, &t[0])) != NU_OK ||
@@ -350,9 +462,9 @@ nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu
     if ((st = track(c, t, 2, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = t[1].offset, .dstOffset = t[0].offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->trace);
-    d->vkd.vkCmdCopyBuffer(c->cmd, t[1].vk, t[0].vk, 1, &region);
-    nu__trace_command_end(c->trace, q, "copy", false);
+    uint32_t q = nu__trace_command_begin(c->s.trace);
+    d->vkd.vkCmdCopyBuffer(c->s.cmd, t[1].vk, t[0].vk, 1, &region);
+    nu__trace_command_end(c->s.trace, q, "copy", false);
     return NU_OK;
 }
 
@@ -362,7 +474,7 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
     nu_status st = recording(c, fn);
     if (st != NU_OK)
         return st;
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     if (offset % 4 || size % 4)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: offset %zu and size %zu must be multiples of 4", fn,
                         offset, size);
@@ -383,20 +495,20 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
     }
     if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
-    uint32_t q = nu__trace_command_begin(c->trace);
-    d->vkd.vkCmdFillBuffer(c->cmd, t.vk, t.offset, size, value);
-    nu__trace_command_end(c->trace, q, "fill", false);
+    uint32_t q = nu__trace_command_begin(c->s.trace);
+    d->vkd.vkCmdFillBuffer(c->s.cmd, t.vk, t.offset, size, value);
+    nu__trace_command_end(c->s.trace, q, "fill", false);
     return NU_OK;
 }
 
 /* A shared buffer holding host bytes on their way in or out, freed at completion. */
 static nu_status staging(nu_commands *c, size_t size, nu_buffer **out)
 {
-    if (NU__GROW32(c->staging, c->staging_capacity, c->staging_count + 1, 8) != NU_OK)
-        return nu__fail(c->device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a transfer");
-    nu_status st = nu__buffer_create_staging(c->device, size, out);
+    if (NU__GROW32(c->s.staging, c->s.staging_capacity, c->s.staging_count + 1, 8) != NU_OK)
+        return nu__fail(c->s.device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a transfer");
+    nu_status st = nu__buffer_create_staging(c->s.device, size, out);
     if (st == NU_OK)
-        c->staging[c->staging_count++] = *out;
+        c->s.staging[c->s.staging_count++] = *out;
     return st;
 }
 
@@ -406,7 +518,7 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     nu_status st = recording(c, fn);
     if (st != NU_OK)
         return st;
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     if (size && !data)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL data", fn);
     target t[2];
@@ -422,9 +534,9 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if ((st = track(c, t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = s->alloc.offset, .dstOffset = t[0].offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->trace);
-    d->vkd.vkCmdCopyBuffer(c->cmd, ((nu__vk_block *)s->alloc.memory)->buffer, t[0].vk, 1, &region);
-    nu__trace_command_end(c->trace, q, "upload", false);
+    uint32_t q = nu__trace_command_begin(c->s.trace);
+    d->vkd.vkCmdCopyBuffer(c->s.cmd, ((nu__vk_block *)s->alloc.memory)->buffer, t[0].vk, 1, &region);
+    nu__trace_command_end(c->s.trace, q, "upload", false);
     return NU_OK;
 }
 
@@ -434,7 +546,7 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     nu_status st = recording(c, fn);
     if (st != NU_OK)
         return st;
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     if (size && !dst)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL destination", fn);
     target t;
@@ -443,7 +555,7 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
         return st;
     if (size == 0)
         return NU_OK;
-    if (RESERVE(c, download, c->download_count + 1) != NU_OK)
+    if (RESERVE(c, download, c->s.download_count + 1) != NU_OK)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a download");
     nu_buffer *s;
     if ((st = staging(c, size, &s)) != NU_OK)
@@ -451,10 +563,10 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = t.offset, .dstOffset = s->alloc.offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->trace);
-    d->vkd.vkCmdCopyBuffer(c->cmd, t.vk, ((nu__vk_block *)s->alloc.memory)->buffer, 1, &region);
-    nu__trace_command_end(c->trace, q, "download", false);
-    c->downloads[c->download_count++] = (nu__download){s, dst, size};
+    uint32_t q = nu__trace_command_begin(c->s.trace);
+    d->vkd.vkCmdCopyBuffer(c->s.cmd, t.vk, ((nu__vk_block *)s->alloc.memory)->buffer, 1, &region);
+    nu__trace_command_end(c->s.trace, q, "download", false);
+    c->s.downloads[c->s.download_count++] = (nu__download){s, dst, size};
     return NU_OK;
 }
 
@@ -465,22 +577,22 @@ nu_status nu_commands_commit(nu_commands *c)
     nu_status st = recording(c, "nu_commands_commit");
     if (st != NU_OK)
         return st;
-    nu_device *d = c->device;
+    nu_device *d = c->s.device;
     if (!c->ended) {
-        if (c->download_count) {
+        if (c->s.download_count) {
             /* Downloads are read by the host at completion. */
             VkMemoryBarrier2 mb = nu__hazard_host_barrier();
             VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                     .pMemoryBarriers = &mb};
-            d->vkd.vkCmdPipelineBarrier2(c->cmd, &dep);
+            d->vkd.vkCmdPipelineBarrier2(c->s.cmd, &dep);
         }
-        VkResult r = d->vkd.vkEndCommandBuffer(c->cmd);
+        VkResult r = d->vkd.vkEndCommandBuffer(c->s.cmd);
         if (r != VK_SUCCESS)
             return nu__fail(d, nu__vk_status(r), "vkEndCommandBuffer: %s", nu__vk_result_name(r));
         c->ended = true;
     }
     uint64_t t0 = c->record_start_ns ? nu__trace_now() : 0;
-    nu_status st2 = nu__submit(c);
+    nu_status st2 = nu__submit(&c->s);
     if (t0) {
         nu__trace_cpu(d, "record", c->record_start_ns, t0);
         nu__trace_cpu(d, "commit", t0, nu__trace_now());
@@ -492,11 +604,18 @@ nu_status nu_commands_free(nu_commands *c)
 {
     if (!c)
         return NU_OK;
-    if (c->state == NU__RECORDING) {
-        nu__commands_release(c, false);
-        nu__commands_destroy(c);
+    if (c->s.state == NU__RECORDING) {
+        nu__submission_release(&c->s, false);
+        destroy(c);
         return NU_OK;
     }
-    nu__commands_free_committed(c);
+    nu__submission_free_committed(&c->s);
     return NU_OK;
+}
+
+nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: NULL command buffer");
+    return nu__submission_wait(&c->s, timeout_ns, "nu_commands_wait");
 }

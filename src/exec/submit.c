@@ -1,4 +1,4 @@
-/* submit.c: committing command buffers, and processing their completion (see submit.h).
+/* submit.c: committing submissions, and processing their completion (see submission.h).
  *
  * Commit (under the device's commit lock, so that the waits it computes and the queue
  * positions it records are atomic with respect to other commits):
@@ -18,7 +18,7 @@
  * thread that blocks in vkWaitSemaphores on a queue's timeline: a waiting user spins briefly,
  * then sleeps until the thread reports progress, and processes completions itself as soon as
  * it sees its value reached. */
-#include "exec/submit.h"
+#include "exec/submission.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,17 +40,14 @@ typedef struct nu__submitter {
     pthread_mutex_t lock;          /* in-flight lists, states; completion runs under it */
     pthread_cond_t done;           /* broadcast after completions */
     pthread_cond_t work;           /* signalled when the in-flight lists stop being empty */
-    nu_commands *head[2], *tail[2];
+    nu__submission *head[2], *tail[2];
     pthread_t thread;
     bool thread_started, stop;
     bool sleeping;                 /* the thread waits on `work` (a submission must signal it) */
     bool kicked;                   /* a submission since the thread last looked (kick) */
     uint64_t linger_ns;            /* how long the idle thread keeps waiting on the queues */
     atomic_bool lost;
-    pthread_mutex_t pool_lock;     /* the pools, and the spare command buffer objects */
-    nu_commands *spare;            /* freed command buffers kept with their arrays (no malloc
-                                      churn, no page faults when recording the next one) */
-    uint32_t spare_count;
+    pthread_mutex_t pool_lock;     /* the pools */
     pool_entry *pools[2];
     uint32_t pool_count[2], pool_capacity[2];
     pthread_mutex_t builtin_lock;
@@ -63,7 +60,7 @@ bool nu__device_lost(nu_device *d) { return d->submitter && atomic_load(&d->subm
 
 /* ---- completion ------------------------------------------------------------------------ */
 
-void nu__commands_release(nu_commands *c, bool completed)
+void nu__submission_release(nu__submission *c, bool completed)
 {
     nu_device *d = c->device;
     bool committed = c->state != NU__RECORDING;
@@ -87,90 +84,21 @@ void nu__commands_release(nu_commands *c, bool completed)
     }
 }
 
-#define SPARE_COMMANDS 32
-
-static void free_commands(nu_commands *c)
+void nu__submission_fini(nu__submission *c)
 {
-    nu__hazards_fini(&c->hazards);
     nu__free(c->uses);
     nu__free(c->kernels);
     nu__free(c->staging);
     nu__free(c->downloads);
-    nu__free(c);
 }
 
-nu_commands *nu__commands_alloc(nu_device *d)
+static void complete(nu__submission *c, nu_status status)
 {
-    nu__submitter *s = S(d);
-    pthread_mutex_lock(&s->pool_lock);
-    nu_commands *c = s->spare;
-    if (c) {
-        s->spare = c->next;
-        s->spare_count--;
-    }
-    pthread_mutex_unlock(&s->pool_lock);
-    if (!c) {
-        c = nu__calloc(1, sizeof *c);
-        if (c)
-            nu__hazards_init(&c->hazards);
-        return c;
-    }
-    /* Keep the arrays and the tracker's tables; forget what they held. */
-    nu__hazards_reset(&c->hazards);
-    c->use_count = c->kernel_count = c->staging_count = c->download_count = 0;
-    c->state = NU__RECORDING;
-    c->error = NU_OK;
-    c->freed = c->ended = false;
-    c->pool = VK_NULL_HANDLE;
-    c->cmd = VK_NULL_HANDLE;
-    c->bound = VK_NULL_HANDLE;
-    c->empty_bindings = 0;
-    c->value = 0;
-    c->next = NULL;
-    c->trace = NULL;
-    c->record_start_ns = 0;
-    c->labels = false;
-    return c;
-}
-
-void nu__submitter_trim(nu_device *d)
-{
-    nu__submitter *s = S(d);
-    pthread_mutex_lock(&s->pool_lock);
-    nu_commands *c = s->spare;
-    s->spare = NULL;
-    s->spare_count = 0;
-    pthread_mutex_unlock(&s->pool_lock);
-    while (c) {
-        nu_commands *next = c->next;
-        free_commands(c);
-        c = next;
-    }
-}
-
-void nu__commands_destroy(nu_commands *c)
-{
-    nu__submitter *s = S(c->device);
-    pthread_mutex_lock(&s->pool_lock);
-    if (s->spare_count < SPARE_COMMANDS) {
-        c->next = s->spare;
-        s->spare = c;
-        s->spare_count++;
-        c = NULL;
-    }
-    pthread_mutex_unlock(&s->pool_lock);
-    if (c)
-        free_commands(c);
-}
-
-
-static void complete(nu_commands *c, nu_status status)
-{
-    nu__commands_release(c, status == NU_OK);
+    nu__submission_release(c, status == NU_OK);
     c->error = status;
     c->state = NU__DONE;
-    if (c->freed)
-        nu__commands_destroy(c);
+    if (c->freed && c->done)
+        c->done(c);
 }
 
 /* Releases every command buffer whose queue position was reached (or all, once the device is
@@ -188,7 +116,7 @@ static void process_locked(nu_device *d)
             atomic_store(&s->lost, true);
         bool lost = atomic_load(&s->lost);
         while (s->head[q] && (lost || s->head[q]->value <= v)) {
-            nu_commands *c = s->head[q];
+            nu__submission *c = s->head[q];
             s->head[q] = c->next;
             if (!s->head[q])
                 s->tail[q] = NULL;
@@ -287,12 +215,12 @@ static void kick(void *ctx)
  * take the queue position it will signal. */
 static void record_uses(void *ctx, uint64_t value)
 {
-    nu_commands *c = ctx;
+    nu__submission *c = ctx;
     c->value = value; /* also where the submission fails: the uses are released at this position */
     nu__uses_commit(c->uses, c->use_count, (nu__fence){c->queue->index, value});
 }
 
-nu_status nu__submit(nu_commands *c)
+nu_status nu__submit(nu__submission *c)
 {
     nu_device *d = c->device;
     nu__submitter *s = S(d);
@@ -338,22 +266,20 @@ nu_status nu__submit(nu_commands *c)
 
 /* ---- waiting ---------------------------------------------------------------------------- */
 
-nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
+nu_status nu__submission_wait(nu__submission *c, uint64_t timeout_ns, const char *fn)
 {
-    if (!c)
-        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: NULL command buffer");
     nu_device *d = c->device;
     nu__submitter *s = S(d);
     pthread_mutex_lock(&s->lock);
     nu__state state = c->state;
     pthread_mutex_unlock(&s->lock);
     if (state == NU__RECORDING)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "nu_commands_wait: the command buffer was not committed");
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the command buffer was not committed", fn);
     uint64_t traced = nu__trace_active(d) ? nu__trace_now() : 0;
     if (state != NU__DONE) {
         nu_status st = nu__queue_wait(d, c->queue, c->value, timeout_ns, &s->lost);
         if (st == NU_ERROR_TIMEOUT)
-            return nu__fail(d, st, "nu_commands_wait: the work did not complete within %llu ns",
+            return nu__fail(d, st, "%s: the work did not complete within %llu ns", fn,
                             (unsigned long long)timeout_ns);
         pthread_mutex_lock(&s->lock);
         process_locked(d);
@@ -365,11 +291,11 @@ nu_status nu_commands_wait(nu_commands *c, uint64_t timeout_ns)
     if (traced)
         nu__trace_cpu(d, "wait", traced, nu__trace_now());
     if (c->error != NU_OK)
-        return nu__fail(d, c->error, "nu_commands_wait: the command buffer failed: %s", nu_status_string(c->error));
+        return nu__fail(d, c->error, "%s: the command buffer failed: %s", fn, nu_status_string(c->error));
     return NU_OK;
 }
 
-bool nu__commands_reached(nu_commands *c)
+bool nu__submission_reached(nu__submission *c)
 {
     nu_device *d = c->device;
     nu__submitter *s = S(d);
@@ -401,15 +327,15 @@ nu_status nu_device_wait_idle(nu_device *d, uint64_t timeout_ns)
     return NU_OK;
 }
 
-void nu__commands_free_committed(nu_commands *c)
+void nu__submission_free_committed(nu__submission *c)
 {
     nu__submitter *s = S(c->device);
     pthread_mutex_lock(&s->lock);
     bool done = c->state == NU__DONE;
     c->freed = true;
     pthread_mutex_unlock(&s->lock);
-    if (done)
-        nu__commands_destroy(c);
+    if (done && c->done)
+        c->done(c);
 }
 
 void nu__submitter_set_linger(nu_device *d, uint64_t ns)
@@ -541,11 +467,6 @@ void nu__submitter_fini(nu_device *d)
         nu_kernel_free(s->copy);
     if (s->fill)
         nu_kernel_free(s->fill);
-    while (s->spare) {
-        nu_commands *c = s->spare;
-        s->spare = c->next;
-        free_commands(c);
-    }
     for (int q = 0; q < 2; q++) {
         for (uint32_t i = 0; i < s->pool_count[q]; i++)
             d->vkd.vkDestroyCommandPool(d->device, s->pools[q][i].pool, NULL);

@@ -18,7 +18,7 @@
 
 #include "core/error.h"
 #include "core/host.h"
-#include "exec/submit.h"
+#include "exec/commands.h"
 #include "memory/buffer.h"
 #include "memory/mapped.h"
 #include "nuvec/command.h"
@@ -198,7 +198,7 @@ static nu_status retire(mover *mv, flights *f, uint64_t *done, uint64_t total, c
 static nu_status retire_completed(mover *mv, flights *f, uint64_t *done, uint64_t total, const nu_move_options *o)
 {
     nu_status st = NU_OK;
-    while (st == NU_OK && f->count && nu__commands_reached(f->c[0]))
+    while (st == NU_OK && f->count && nu__submission_reached(&f->c[0]->s))
         st = retire(mv, f, done, total, o);
     return st;
 }

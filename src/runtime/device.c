@@ -8,7 +8,8 @@
 #include "core/host.h"
 #include "debug/capture.h"
 #include "debug/trace.h"
-#include "exec/submit.h"
+#include "exec/commands.h"
+#include "exec/submission.h"
 #include "kernel/kernel.h"
 #include "memory/buffer.h"
 #include "memory/staged.h"
@@ -27,6 +28,7 @@ static void destroy(nu_device *d)
         nu__trace_fini(d);   /* writes a running trace: needs the submitter */
         d->vkd.vkDeviceWaitIdle(d->device);
         nu__submitter_fini(d);
+        nu__recorder_fini(d); /* after the submitter: completion hands freed command buffers back */
         nu__ops_fini(d); /* its kernels, before the kernel cache goes */
         nu__kernels_fini(d);
         nu__staged_fini(d);
@@ -163,7 +165,7 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
         goto fail;
     if ((st = nu__ops_init(d)) != NU_OK)
         goto fail;
-    if ((st = nu__submitter_init(d)) != NU_OK)
+    if ((st = nu__recorder_init(d)) != NU_OK || (st = nu__submitter_init(d)) != NU_OK)
         goto fail;
     if ((st = nu__trace_init(d)) != NU_OK)
         goto fail;

@@ -63,7 +63,8 @@ struct nu_device {
     /* Kernels (kernel/kernel.c): the in-memory cache of pipelines and the on-disk VkPipelineCache. */
     struct nu__kernel_cache *kernels;
 
-    /* Submission and completion (submit.c). */
+    /* Recording's spare command buffers (exec/commands.c); submission and completion (submit.c). */
+    struct nu__recorder *recorder;
     struct nu__submitter *submitter;
 
     /* Timelines (trace.c). */

@@ -1,0 +1,32 @@
+/* commands.h: command buffers' internals (commands.c): a recording, with the submission it builds
+ * (exec/submission.h) and the recording's own state. */
+#ifndef NU_EXEC_COMMANDS_H
+#define NU_EXEC_COMMANDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "exec/hazard.h"
+#include "exec/submission.h"
+#include "nuvec/command.h"
+
+struct nu_commands {
+    nu__submission s;         /* first: completion hands it back, and it is the command buffer */
+    nu_queue kind;
+    bool ended;               /* vkEndCommandBuffer done */
+    nu__hazards hazards;
+    VkPipeline bound;         /* the pipeline bound last (not bound again) */
+    uint32_t empty_bindings;  /* empty ranges bound so far (each takes the next placeholder slot) */
+    uint64_t record_start_ns; /* when recording began, when a trace runs (else 0) */
+    bool labels;              /* a capture runs: label each dispatch (kernel and buffers) */
+    nu_commands *spare_next;  /* in the device's list of spare command buffer objects */
+};
+
+/* Per device: the spare command buffer objects (runtime/device.c calls these). */
+nu_status nu__recorder_init(nu_device *d);
+void nu__recorder_fini(nu_device *d);
+/* Frees the spare command buffer objects (how many are kept depends on how many were alive at
+ * once: tests that count host allocations trim them first). */
+void nu__commands_trim(nu_device *d);
+
+#endif
