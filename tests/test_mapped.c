@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/host.h"
+#include "memory/buffer.h"
 
 static nu_device *dev;
 
@@ -508,6 +509,48 @@ static void copy_fallback(void **state)
     unlink(path);
 }
 
+/* Each buffer's backing (memory/backing.h): a pool buffer, an empty one, a mapped file's pages
+ * (imported) or a copy (NUVEC_NO_HOST_IMPORT); a mapped file binds only once its first GPU use
+ * was prepared, and preparing twice is harmless. */
+static void backings_are_explicit(void **state)
+{
+    char path[512];
+    path_for(path, sizeof path, "backing");
+    uint8_t *bytes = write_file(path, 8192, 9);
+    for (int copy = 0; copy < 2; copy++) {
+        if (copy)
+            setenv("NUVEC_NO_HOST_IMPORT", "1", 1);
+        nu_device *d = nt_open();
+        unsetenv("NUVEC_NO_HOST_IMPORT");
+        nu_buffer *pool, *empty, *file;
+        NT_OK(nu_buffer_new(d, 4096, NU_STORAGE_PRIVATE, &pool));
+        NT_OK(nu_buffer_new(d, 0, NU_STORAGE_PRIVATE, &empty));
+        NT_OK(nu_buffer_map_file(d, path, &file));
+        assert_int_equal(nu__buffer_backing(pool), NU__BACKING_POOL);
+        assert_int_equal(nu__buffer_backing(empty), NU__BACKING_EMPTY);
+        bool imports = nu_buffer_is_zero_copy(file);
+        assert_int_equal(nu__buffer_backing(file), imports ? NU__BACKING_PAGES : NU__BACKING_FILE_COPY);
+        if (copy)
+            assert_false(imports);
+        VkBuffer vb;
+        VkDeviceSize off;
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu__buffer_binding(file, &vb, &off)); /* not prepared */
+        NT_OK(nu__buffer_prepare(file));
+        NT_OK(nu__buffer_prepare(file));
+        NT_OK(nu__buffer_binding(file, &vb, &off));
+        assert_true(vb != VK_NULL_HANDLE);
+        assert_int_equal(off, 0);
+        NT_OK(nu__buffer_prepare(pool)); /* nothing to do */
+        NT_OK(nu__buffer_binding(pool, &vb, &off));
+        NT_OK(nu_buffer_free(file));
+        NT_OK(nu_buffer_free(empty));
+        NT_OK(nu_buffer_free(pool));
+        nt_close(d);
+    }
+    free(bytes);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +558,7 @@ int main(void)
         cmocka_unit_test(bad_input),         cmocka_unit_test(shrunk_file),  cmocka_unit_test(move_ranges),
         cmocka_unit_test(move_ranges_from_any_buffer),
         cmocka_unit_test(large_sparse),      cmocka_unit_test(copy_fallback),
+        cmocka_unit_test(backings_are_explicit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

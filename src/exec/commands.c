@@ -220,7 +220,9 @@ static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size
     t->write = write;
     t->size = *size;
     VkDeviceSize base;
-    nu_status st = nu__buffer_binding(b, &t->vk, &base);
+    nu_status st = nu__buffer_prepare(b); /* a mapped file's first GPU use (memory/backing.h) */
+    if (st == NU_OK)
+        st = nu__buffer_binding(b, &t->vk, &base);
     if (st != NU_OK)
         return st;
     t->offset = base + offset;

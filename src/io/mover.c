@@ -99,7 +99,7 @@ static nu_status prepare_chunk(mover *mv, size_t k, nu_buffer **out)
     nu_buffer *src = mv->src;
     nu__file_view fm = nu__mapping_view(src);
     uint64_t start = mv->chunks[k], len = fm.map_len - start < mv->chunk ? fm.map_len - start : mv->chunk;
-    nu_status st = nu__mapping_check(src, "nu_buffer_move_ranges");
+    nu_status st = nu__buffer_backing_check(src, "nu_buffer_move_ranges");
     if (st != NU_OK)
         return st;
     nu_buffer *b = NULL;
@@ -385,7 +385,7 @@ nu_status nu_buffer_move_ranges(nu_buffer *dst, nu_buffer *src, const nu_range_c
                             (unsigned long long)r->src_offset, (unsigned long long)r->dst_offset, src->size, dst->size);
         total += r->size;
     }
-    if (src->mapping && (st = nu__mapping_check(src, fn)) != NU_OK)
+    if ((st = nu__buffer_backing_check(src, fn)) != NU_OK)
         return st;
     mover mv = {.d = d, .src = src, .dst = dst};
     mv.ranges = nu__malloc((count ? count : 1) * sizeof *mv.ranges);

@@ -170,8 +170,8 @@ static void return_slot(nu_buffer *b)
 static void destroy(nu__guard *g)
 {
     nu_buffer *b = (nu_buffer *)g;
-    if (b->mapping)
-        nu__mapping_release(b);
+    if (b->backing)
+        b->backing->release(b);
     nu__guard_retire(g); /* its lock and condition stay for the slot's next buffer */
     return_slot(b);
 }
@@ -221,6 +221,7 @@ static nu_status create(nu_device *d, size_t size, nu_storage storage, unsigned 
     b->read_only = false;
     b->mapped_file = false;
     b->mapping = NULL;
+    b->backing = NULL;
     b->name[0] = 0;
     /* Live (odd) last, with release: a thread that sees it live sees the fields above. */
     atomic_store_explicit(&b->generation, atomic_load_explicit(&b->generation, memory_order_relaxed) + 1,
@@ -356,7 +357,7 @@ static nu_status range(nu_buffer *b, const char *fn, size_t offset, size_t size)
  * the work in the program's order. */
 static nu_status may_read(nu_buffer *b, const char *fn)
 {
-    nu_status st = b->mapping ? nu__mapping_check(b, fn) : NU_OK;
+    nu_status st = nu__buffer_backing_check(b, fn);
     if (st == NU_OK)
         st = wait_for_previous(b);
     if (st != NU_OK)
@@ -466,11 +467,29 @@ nu_status nu_buffer_contents_mut(nu_buffer *b, void **out)
     return st;
 }
 
+nu__backing_kind nu__buffer_backing(const nu_buffer *b)
+{
+    if (b->backing)
+        return b->backing->kind(b);
+    return b->alloc.block ? NU__BACKING_POOL : NU__BACKING_EMPTY;
+}
+
+nu_status nu__buffer_prepare(nu_buffer *b) { return b->backing ? b->backing->prepare(b) : NU_OK; }
+
+nu_status nu__buffer_backing_check(nu_buffer *b, const char *fn)
+{
+    return b->backing ? b->backing->check(b, fn) : NU_OK;
+}
+
 nu_status nu__buffer_binding(nu_buffer *b, VkBuffer *buffer, VkDeviceSize *offset)
 {
-    if (b->mapping) {
+    if (b->backing) {
         *offset = 0;
-        return nu__mapping_binding(b, buffer);
+        *buffer = b->backing->vk_buffer(b);
+        if (!*buffer)
+            return nu__fail(b->device, NU_ERROR_INVALID_ARGUMENT,
+                            "binding a mapped file before its first GPU use was prepared (nu__buffer_prepare)");
+        return NU_OK;
     }
     if (!b->alloc.block) {
         *offset = 0;

@@ -3,6 +3,7 @@
 #define NU_BUFFER_H
 
 #include "memory/allocator.h"
+#include "memory/backing.h"
 #include "vk/device.h"
 #include "memory/guard.h"
 #include "nuvec/buffer.h"
@@ -27,9 +28,10 @@ struct nu_buffer {
     size_t size;
     nu_storage storage;
     bool read_only;
-    bool mapped_file;  /* from nu_buffer_map_file (zero-copy when `mapping` is set) */
-    /* A file's pages wrapped without a copy (mapped.c), or NULL. Such a buffer has an empty
-     * `alloc` whose `mapped` is the file's mapping. */
+    bool mapped_file;  /* from nu_buffer_map_file */
+    /* A backing other than the pool or empty (memory/backing.h), or NULL; with it, `mapping`
+     * is the mapped file (mapped.c), and `alloc` is empty with `mapped` the file's mapping. */
+    const nu__backing_ops *backing;
     struct nu__mapping *mapping;
     char name[32];    /* nu_buffer_set_name: shown in captures' labels */
     /* The memory; alloc.busy is the previous owner's guard when the memory was handed out
@@ -47,18 +49,21 @@ nu_status nu__buffer_create_staging(nu_device *d, size_t size, nu_buffer **out);
  * message names `fn`). */
 nu_status nu__buffer_check(const nu_buffer *b, const char *fn);
 
-/* The Vulkan buffer and byte offset to bind (the placeholder for empty buffers). */
+/* What holds the buffer's bytes (memory/backing.h). */
+nu__backing_kind nu__buffer_backing(const nu_buffer *b);
+/* The first GPU use's step: makes the bytes readable by GPU work (a mapped file's pages
+ * imported, or the file copied); a no-op for the pool and empty buffers. Recording calls it for
+ * every buffer it binds, before nu__buffer_binding. */
+nu_status nu__buffer_prepare(nu_buffer *b);
+/* The Vulkan buffer and byte offset to bind (a placeholder slot for empty buffers): reads only;
+ * a mapped file not prepared yet is NU_ERROR_INVALID_ARGUMENT. */
 nu_status nu__buffer_binding(nu_buffer *b, VkBuffer *buffer, VkDeviceSize *offset);
+/* Before CPU access and moves: the backing's check (a mapped file's size unchanged). */
+nu_status nu__buffer_backing_check(nu_buffer *b, const char *fn);
 
-/* mapped.c: the Vulkan buffer over a mapped file's pages, imported on first use. */
-nu_status nu__mapping_binding(nu_buffer *b, VkBuffer *buffer);
-/* mapped.c: checks that the file still has the size it had when mapped (NU_ERROR_IO if not). */
-nu_status nu__mapping_check(nu_buffer *b, const char *fn);
 /* mapped.c: at device open, whether the driver is known to refuse a file's pages; at close. */
 nu_status nu__mapping_device_init(nu_device *d);
 void nu__mapping_device_fini(nu_device *d);
-/* mapped.c: unmaps the file and frees its import (the buffer's last reference went). */
-void nu__mapping_release(nu_buffer *b);
 
 /* Whether the user still holds the buffer (not freed): one relaxed load, for hot paths that
  * already know `b` is a buffer (nu__buffer_check says why one is not). */

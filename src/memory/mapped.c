@@ -194,7 +194,7 @@ static void free_import(nu_device *d, nu__vk_block *b)
     nu__free(b);
 }
 
-nu_status nu__mapping_check(nu_buffer *b, const char *fn)
+static nu_status mapping_check(nu_buffer *b, const char *fn)
 {
     nu__mapping *m = b->mapping->parent ? b->mapping->parent->mapping : b->mapping;
     struct stat s;
@@ -289,34 +289,42 @@ static nu_status copy_pages(nu_device *d, nu__mapping *m, nu__vk_block **out)
     return NU_OK;
 }
 
-nu_status nu__mapping_binding(nu_buffer *b, VkBuffer *buffer)
+/* The first GPU use (backing `prepare`): the pages imported, or the file copied. */
+static nu_status mapping_prepare(nu_buffer *b)
 {
     nu__mapping *m = b->mapping;
-    nu__vk_block *imp = atomic_load_explicit(&m->import, memory_order_acquire);
+    if (atomic_load_explicit(&m->import, memory_order_acquire))
+        return NU_OK;
+    pthread_mutex_lock(&m->lock);
+    nu__vk_block *imp = atomic_load_explicit(&m->import, memory_order_relaxed);
+    nu_status st = NU_OK;
     if (!imp) {
-        pthread_mutex_lock(&m->lock);
-        imp = atomic_load_explicit(&m->import, memory_order_relaxed);
-        nu_status st = NU_OK;
-        if (!imp) {
-            st = nu__mapping_check(b, "binding a mapped file");
-            if (st == NU_OK)
-                st = m->zero_copy ? import_pages(b->device, m->path, m->base, m->map_len, m->file_size, &imp)
-                                  : copy_pages(b->device, m, &imp);
-            if (st == NU_OK) {
-                nu__device_name_object(b->device, VK_OBJECT_TYPE_BUFFER, (uint64_t)imp->buffer,
-                                       b->name[0] ? b->name : m->path);
-                atomic_store_explicit(&m->import, imp, memory_order_release);
-            }
+        st = mapping_check(b, "binding a mapped file");
+        if (st == NU_OK)
+            st = m->zero_copy ? import_pages(b->device, m->path, m->base, m->map_len, m->file_size, &imp)
+                              : copy_pages(b->device, m, &imp);
+        if (st == NU_OK) {
+            nu__device_name_object(b->device, VK_OBJECT_TYPE_BUFFER, (uint64_t)imp->buffer,
+                                   b->name[0] ? b->name : m->path);
+            atomic_store_explicit(&m->import, imp, memory_order_release);
         }
-        pthread_mutex_unlock(&m->lock);
-        if (st != NU_OK)
-            return st;
     }
-    *buffer = imp->buffer;
-    return NU_OK;
+    pthread_mutex_unlock(&m->lock);
+    return st;
 }
 
-void nu__mapping_release(nu_buffer *b)
+static VkBuffer mapping_vk_buffer(const nu_buffer *b)
+{
+    nu__vk_block *imp = atomic_load_explicit(&b->mapping->import, memory_order_acquire);
+    return imp ? imp->buffer : VK_NULL_HANDLE;
+}
+
+static nu__backing_kind mapping_kind(const nu_buffer *b)
+{
+    return b->mapping->zero_copy ? NU__BACKING_PAGES : NU__BACKING_FILE_COPY;
+}
+
+static void mapping_release(nu_buffer *b)
 {
     nu__mapping *m = b->mapping;
     b->mapping = NULL;
@@ -333,6 +341,15 @@ void nu__mapping_release(nu_buffer *b)
     nu__free(m->path);
     nu__free(m);
 }
+
+/* A mapped file's backing (memory/backing.h): its pages, or a copy of them. */
+static const nu__backing_ops mapping_backing = {
+    .kind = mapping_kind,
+    .prepare = mapping_prepare,
+    .vk_buffer = mapping_vk_buffer,
+    .check = mapping_check,
+    .release = mapping_release,
+};
 
 /* ---- nu_buffer_map_file -------------------------------------------------------------- */
 
@@ -437,6 +454,7 @@ nu_status nu_buffer_map_file(nu_device *d, const char *path, nu_buffer **out)
     b->size = size;
     b->alloc.mapped = base;
     b->mapping = m;
+    b->backing = &mapping_backing;
     b->read_only = b->mapped_file = true;
     if (!zero_copy) /* not an error: recorded so that nu_error_message(device) says why */
         nu__fail(d, NU_OK,
@@ -485,6 +503,7 @@ nu_status nu__mapping_chunk(nu_buffer *file, uint64_t start, uint64_t len, size_
     b->size = len;
     b->alloc.mapped = m->base;
     b->mapping = m;
+    b->backing = &mapping_backing;
     b->read_only = true;
     snprintf(b->name, sizeof b->name, "file chunk %zu", k);
     *out = b;
