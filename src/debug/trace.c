@@ -48,12 +48,7 @@ typedef struct nu__trace {
     double period_ns;
 } nu__trace;
 
-uint64_t nu__trace_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+uint64_t nu__trace_now(void) { return nu__now_ns(); }
 
 static void add_event(nu__trace *t, const char *name, int track, uint64_t start, uint64_t end)
 {
@@ -189,22 +184,16 @@ static bool calibrate(nu_device *d, int q, uint64_t mask, double period_ns, int6
     VkCommandPool pool;
     VkCommandBuffer cmd;
     VkQueryPool qp;
-    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                  .queueFamilyIndex = queue->family};
-    if (d->vkd.vkCreateCommandPool(d->device, &pi, NULL, &pool) != VK_SUCCESS)
+    if (nu__queue_command_pool(d, queue, 0, "the trace's calibration", &pool, &cmd) != NU_OK)
         return false;
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                 .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 1};
     bool ok = false;
     if (d->vkd.vkCreateQueryPool(d->device, &qi, NULL, &qp) == VK_SUCCESS) {
-        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                          .commandPool = pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                          .commandBufferCount = 1};
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
         d->vkd.vkResetQueryPool(d->device, qp, 0, 1);
-        if (d->vkd.vkAllocateCommandBuffers(d->device, &ai, &cmd) == VK_SUCCESS &&
-            d->vkd.vkBeginCommandBuffer(cmd, &bi) == VK_SUCCESS) {
+        if (d->vkd.vkBeginCommandBuffer(cmd, &bi) == VK_SUCCESS) {
             d->vkd.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 0);
             if (d->vkd.vkEndCommandBuffer(cmd) == VK_SUCCESS) {
                 uint64_t value, t0 = nu__trace_now();

@@ -372,19 +372,8 @@ nu_status nu__submitter_take_pool(nu_device *d, nu__queue *q, VkCommandPool *poo
         return NU_OK;
     }
     pthread_mutex_unlock(&s->pool_lock);
-    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                  .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT, .queueFamilyIndex = q->family};
-    VkResult r = d->vkd.vkCreateCommandPool(d->device, &pi, NULL, pool);
-    if (r != VK_SUCCESS)
-        return nu__fail(d, nu__vk_status(r), "vkCreateCommandPool: %s", nu__vk_result_name(r));
-    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = *pool,
-                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
-    r = d->vkd.vkAllocateCommandBuffers(d->device, &ai, cmd);
-    if (r != VK_SUCCESS) {
-        d->vkd.vkDestroyCommandPool(d->device, *pool, NULL);
-        return nu__fail(d, nu__vk_status(r), "vkAllocateCommandBuffers: %s", nu__vk_result_name(r));
-    }
-    return NU_OK;
+    /* Transient: reset whole after each use (nu__submitter_give_pool). */
+    return nu__queue_command_pool(d, q, VK_COMMAND_POOL_CREATE_TRANSIENT_BIT, "a command buffer", pool, cmd);
 }
 
 void nu__submitter_give_pool(nu_device *d, nu__queue *q, VkCommandPool pool, VkCommandBuffer cmd)

@@ -40,21 +40,11 @@ static nu_status prepare(nu_device *d)
 {
     if (d->staged->cmd)
         return NU_OK;
-    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-                                  .queueFamilyIndex = d->transfer->family};
-    VkResult r = d->vkd.vkCreateCommandPool(d->device, &pi, NULL, &d->staged->pool);
-    if (r != VK_SUCCESS) {
-        d->staged->pool = VK_NULL_HANDLE;
-        return nu__fail(d, nu__vk_status(r), "creating the staging command pool: %s", nu__vk_result_name(r));
-    }
-    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                      .commandPool = d->staged->pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                      .commandBufferCount = 1};
     VkCommandBuffer cmd;
-    r = d->vkd.vkAllocateCommandBuffers(d->device, &ai, &cmd);
-    if (r != VK_SUCCESS)
-        return nu__fail(d, nu__vk_status(r), "allocating the staging command buffer: %s", nu__vk_result_name(r));
+    nu_status st0 = nu__queue_command_pool(d, d->transfer, VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                           "the staged copies", &d->staged->pool, &cmd);
+    if (st0 != NU_OK)
+        return st0;
     void *memory, *mapped;
     nu_status st = nu__backend_allocate(d, NU__KIND_SHARED, STAGING_BYTES, &memory, &mapped);
     if (st != NU_OK) {

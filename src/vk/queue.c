@@ -114,6 +114,29 @@ VkResult nu__queue_submit(nu_device *d, nu__queue *q, const VkCommandBuffer *cmd
     return r;
 }
 
+nu_status nu__queue_command_pool(nu_device *d, nu__queue *q, VkCommandPoolCreateFlags flags, const char *what,
+                                 VkCommandPool *pool, VkCommandBuffer *cmd)
+{
+    *pool = VK_NULL_HANDLE;
+    *cmd = VK_NULL_HANDLE;
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .flags = flags,
+                                  .queueFamilyIndex = q->family};
+    VkCommandPool p;
+    VkResult r = d->vkd.vkCreateCommandPool(d->device, &pi, NULL, &p);
+    if (r != VK_SUCCESS)
+        return nu__fail(d, nu__vk_status(r), "creating %s's command pool: %s", what, nu__vk_result_name(r));
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = p,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    r = d->vkd.vkAllocateCommandBuffers(d->device, &ai, cmd);
+    if (r != VK_SUCCESS) {
+        d->vkd.vkDestroyCommandPool(d->device, p, NULL);
+        *cmd = VK_NULL_HANDLE;
+        return nu__fail(d, nu__vk_status(r), "allocating %s's command buffer: %s", what, nu__vk_result_name(r));
+    }
+    *pool = p;
+    return NU_OK;
+}
+
 uint64_t nu__queue_submitted(nu__queue *q)
 {
     pthread_mutex_lock(&q->lock);

@@ -40,6 +40,10 @@ typedef void (*nu__queue_before_submit)(void *ctx, uint64_t value);
 VkResult nu__queue_submit(nu_device *d, nu__queue *q, const VkCommandBuffer *cmds, uint32_t count,
                           const uint64_t waits[2], VkPipelineStageFlags wait_stage, nu__queue_before_submit before,
                           void *ctx, uint64_t *value);
+/* A command pool for q's family (with `flags`) and one primary command buffer from it; on
+ * failure nothing is left and the message names `what`. */
+nu_status nu__queue_command_pool(nu_device *d, nu__queue *q, VkCommandPoolCreateFlags flags, const char *what,
+                                 VkCommandPool *pool, VkCommandBuffer *cmd);
 /* The last value submitted to q. */
 uint64_t nu__queue_submitted(nu__queue *q);
 /* The timeline's counter (VK_ERROR_DEVICE_LOST and other errors as vkGetSemaphoreCounterValue). */
