@@ -19,16 +19,8 @@
  * it. `refs` is therefore bookkeeping only (a release at 0 is ignored). nu_device_close
  * destroys every kernel: handles become invalid then, like buffers.
  *
- * Disk cache: one VkPipelineCache per device, created from the file of an earlier run and
- * written back at close, so that a second run skips the driver's compilation. The file is
- * named after the device (vendor, device id, driver version, pipelineCacheUUID), so another
- * device or driver never reads it. It starts with nuvec's own 24-byte header (magic, size of
- * the data, a 64-bit hash of it) followed by Vulkan's data exactly as vkGetPipelineCacheData
- * gave it: a file that is truncated, corrupted or written by something else is ignored before
- * the driver sees it (drivers are not all robust against damaged caches), as is one whose
- * VkPipelineCacheHeaderVersionOne does not match the device. It is written to a temporary file
- * in the same directory and renamed over the old one, so readers never see a partial file;
- * failing to save is silent (one line on stderr with NUVEC_VERBOSE). */
+ * Disk cache: kernel/disk_cache.c (one file per device and driver, loaded at open and saved
+ * at close). */
 #include "kernel/kernel.h"
 
 #include <errno.h>
@@ -42,42 +34,12 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/host.h"
 #include "kernel/builtins.h"
 #include "vk/block.h"
+#include "kernel/disk_cache.h"
 #include "kernel/spirv.h"
-
-/* ---- hashing -------------------------------------------------------------------------- */
-
-static uint64_t mix64(uint64_t h)
-{
-    h ^= h >> 32;
-    h *= 0xd6e8feb86659fd93ull;
-    h ^= h >> 32;
-    h *= 0xd6e8feb86659fd93ull;
-    h ^= h >> 32;
-    return h;
-}
-
-/* Folds `n` bytes into `h`, 8 at a time; the length takes part so that prefixes differ. */
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    h ^= mix64(n + 0x9e3779b97f4a7c15ull);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, b, 8);
-        h = (h ^ mix64(w)) * 0x9e3779b97f4a7c15ull;
-        h = (h << 27) | (h >> 37);
-        b += 8;
-        n -= 8;
-    }
-    uint64_t t = 0;
-    if (n)
-        memcpy(&t, b, n);
-    h = (h ^ mix64(t ^ ((uint64_t)n << 56))) * 0x9e3779b97f4a7c15ull;
-    return mix64(h);
-}
 
 /* ---- the cache's structures ----------------------------------------------------------- */
 
@@ -197,11 +159,11 @@ typedef struct kkey {
 
 static uint64_t key_hash(const kkey *k)
 {
-    uint64_t h = hash_bytes(0x6e75766563ull, k->words, k->word_count * 4);
-    h = hash_bytes(h, k->entry, strlen(k->entry));
-    h = hash_bytes(h, k->constants, k->constant_count * sizeof *k->constants);
+    uint64_t h = nu__hash_bytes(0x6e75766563ull, k->words, k->word_count * 4);
+    h = nu__hash_bytes(h, k->entry, strlen(k->entry));
+    h = nu__hash_bytes(h, k->constants, k->constant_count * sizeof *k->constants);
     uint32_t tail[2] = {k->bindings, k->push_size};
-    return hash_bytes(h, tail, sizeof tail);
+    return nu__hash_bytes(h, tail, sizeof tail);
 }
 
 static bool key_equal(const kentry *e, const kkey *k)
@@ -430,7 +392,7 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
      * costs about 100 us for a small kernel, so SPIR-V a cached kernel was made from (on this
      * device) is only reflected: nu_kernel_builtin in a loop stays cheap. */
     struct nu__kernel_cache *c = d->kernels;
-    uint64_t words_hash = size % 4 == 0 ? hash_bytes(0x73707276ull, words, size) : 0;
+    uint64_t words_hash = size % 4 == 0 ? nu__hash_bytes(0x73707276ull, words, size) : 0;
     pthread_mutex_lock(&c->lock);
     bool seen = size % 4 == 0 && validated_before(c, words, size / 4, words_hash);
     pthread_mutex_unlock(&c->lock);
@@ -671,219 +633,6 @@ nu_status nu_groups_for(uint64_t count, uint32_t per_group, uint32_t groups[3])
     return NU_OK;
 }
 
-/* ---- the disk cache ------------------------------------------------------------------- */
-
-/* nuvec's header before Vulkan's data. All fields little-endian. */
-#define FILE_MAGIC "nuvecpc1"
-#define FILE_HEADER 24
-#define FILE_MAX (1ull << 30)
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* printf into a new string. */
-__attribute__((format(printf, 1, 2))) static char *str_printf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return NULL;
-    char *s = nu__malloc((size_t)n + 1);
-    if (!s)
-        return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-/* The cache file's path into *out, NULL when the disk cache is off or has no place. */
-static nu_status cache_path(nu_device *d, char **out)
-{
-    *out = NULL;
-    const char *dir = getenv("NUVEC_CACHE_DIR");
-    const char *sub = "";
-    if (dir && strcmp(dir, "off") == 0)
-        return NU_OK;
-    if (!dir || !*dir) {
-        dir = getenv("XDG_CACHE_HOME");
-        sub = "/nuvec";
-        if (!dir || dir[0] != '/') { /* the XDG spec: relative paths are invalid, ignore them */
-            dir = getenv("HOME");
-            sub = "/.cache/nuvec";
-            if (!dir || !*dir)
-                return NU_OK;
-        }
-    }
-    VkPhysicalDeviceProperties p;
-    d->vki.vkGetPhysicalDeviceProperties(d->physical, &p);
-    char uuid[2 * VK_UUID_SIZE + 1];
-    for (unsigned i = 0; i < VK_UUID_SIZE; i++)
-        snprintf(uuid + 2 * i, 3, "%02x", p.pipelineCacheUUID[i]);
-    *out = str_printf("%s%s/pipelines-%08x-%08x-%08x-%s.bin", dir, sub, p.vendorID, p.deviceID, p.driverVersion,
-                      uuid);
-    if (!*out)
-        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory naming the pipeline cache file");
-    return NU_OK;
-}
-
-/* Whether `data` is Vulkan pipeline cache data made by this device. */
-static bool header_matches(nu_device *d, const unsigned char *data, size_t size)
-{
-    VkPhysicalDeviceProperties p;
-    d->vki.vkGetPhysicalDeviceProperties(d->physical, &p);
-    if (size < 16 + VK_UUID_SIZE)
-        return false;
-    uint32_t header_size = get32(data);
-    return header_size >= 16 + VK_UUID_SIZE && header_size <= size &&
-           get32(data + 4) == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && get32(data + 8) == p.vendorID &&
-           get32(data + 12) == p.deviceID && memcmp(data + 16, p.pipelineCacheUUID, VK_UUID_SIZE) == 0;
-}
-
-/* Reads the cache file; NULL when there is none or it does not fit this device. Nothing here
- * is an error: the disk cache only saves time. */
-static unsigned char *load(nu_device *d, const char *path, size_t *size)
-{
-    *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    struct stat s;
-    unsigned char *buf = NULL;
-    const char *why = NULL;
-    if (fstat(fd, &s) != 0 || !S_ISREG(s.st_mode) || s.st_size < FILE_HEADER || (uint64_t)s.st_size > FILE_MAX) {
-        why = "not a regular file of a plausible size";
-    } else if (!(buf = nu__malloc((size_t)s.st_size))) {
-        why = "out of host memory";
-    } else {
-        size_t got = 0, want = (size_t)s.st_size;
-        while (got < want) {
-            ssize_t k = read(fd, buf + got, want - got);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                break;
-            got += (size_t)k;
-        }
-        if (got != want)
-            why = "cannot be read whole";
-        else if (memcmp(buf, FILE_MAGIC, 8) != 0 || get64(buf + 8) != want - FILE_HEADER)
-            why = "not a nuvec pipeline cache, or truncated";
-        else if (get64(buf + 16) != hash_bytes(0, buf + FILE_HEADER, want - FILE_HEADER))
-            why = "corrupted (checksum mismatch)";
-        else if (!header_matches(d, buf + FILE_HEADER, want - FILE_HEADER))
-            why = "made by another device or driver";
-    }
-    close(fd);
-    if (why) {
-        if (verbose())
-            fprintf(stderr, "nuvec: ignoring the pipeline cache %s: %s\n", path, why);
-        nu__free(buf);
-        return NULL;
-    }
-    *size = (size_t)s.st_size - FILE_HEADER;
-    return buf;
-}
-
-/* mkdir -p for the directory part of `path`. */
-static int make_parents(char *path)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        int rc = mkdir(path, 0700);
-        int e = errno;
-        *p = '/';
-        if (rc != 0 && e != EEXIST)
-            return -1;
-    }
-    return 0;
-}
-
-/* Writes the pipeline cache to its file (temporary file, then rename). Returns why it failed,
- * or NULL. */
-static const char *save(nu_device *d, struct nu__kernel_cache *c, char *err, size_t err_size)
-{
-    size_t size = 0;
-    VkResult r = d->vkd.vkGetPipelineCacheData(d->device, d->kernels->pipeline_cache, &size, NULL);
-    if (r != VK_SUCCESS) {
-        snprintf(err, err_size, "vkGetPipelineCacheData: %s", nu__vk_result_name(r));
-        return err;
-    }
-    unsigned char *buf = nu__malloc(FILE_HEADER + size);
-    if (!buf)
-        return "out of host memory";
-    r = d->vkd.vkGetPipelineCacheData(d->device, d->kernels->pipeline_cache, &size, buf + FILE_HEADER);
-    if (r != VK_SUCCESS) { /* VK_INCOMPLETE included: the size cannot grow without new pipelines */
-        nu__free(buf);
-        snprintf(err, err_size, "vkGetPipelineCacheData: %s", nu__vk_result_name(r));
-        return err;
-    }
-    uint64_t h = hash_bytes(0, buf + FILE_HEADER, size);
-    if (c->loaded_bytes == size && c->loaded_hash == h) {
-        nu__free(buf); /* nothing new */
-        return NULL;
-    }
-    memcpy(buf, FILE_MAGIC, 8);
-    put64(buf + 8, size);
-    put64(buf + 16, h);
-
-    const char *why = NULL;
-    char *tmp = str_printf("%s.XXXXXX", c->path);
-    int fd = -1;
-    if (!tmp) {
-        why = "out of host memory";
-    } else if (make_parents(tmp) != 0) {
-        snprintf(err, err_size, "cannot create its directory: %s", strerror_r(errno, (char[128]){0}, 128));
-        why = err;
-    } else if ((fd = mkstemp(tmp)) < 0) {
-        snprintf(err, err_size, "cannot create a temporary file: %s", strerror_r(errno, (char[128]){0}, 128));
-        why = err;
-    } else {
-        size_t done = 0, total = FILE_HEADER + size;
-        while (done < total) {
-            ssize_t k = write(fd, buf + done, total - done);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0)
-                break;
-            done += (size_t)k;
-        }
-        int close_rc = close(fd);
-        if (done != total || close_rc != 0) {
-            snprintf(err, err_size, "writing failed: %s", strerror_r(errno, (char[128]){0}, 128));
-            why = err;
-        } else if (rename(tmp, c->path) != 0) {
-            snprintf(err, err_size, "rename failed: %s", strerror_r(errno, (char[128]){0}, 128));
-            why = err;
-        }
-        if (why)
-            unlink(tmp);
-    }
-    nu__free(tmp);
-    nu__free(buf);
-    return why;
-}
-
 /* Everything but saving: for fini and for a failed init. */
 static void teardown(nu_device *d)
 {
@@ -931,15 +680,15 @@ nu_status nu__kernels_init(nu_device *d)
             c->max_push_descriptors = pd.maxPushDescriptors;
     }
 
-    nu_status st = cache_path(d, &c->path);
+    nu_status st = nu__disk_cache_path(d, &c->path);
     if (st != NU_OK) {
         teardown(d);
         return st;
     }
     size_t size = 0;
-    unsigned char *file = c->path ? load(d, c->path, &size) : NULL;
+    unsigned char *file = c->path ? nu__disk_cache_load(d, c->path, &size) : NULL;
     VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                    .initialDataSize = size, .pInitialData = file ? file + FILE_HEADER : NULL};
+                                    .initialDataSize = size, .pInitialData = file ? file + NU__DISK_CACHE_HEADER : NULL};
     VkResult r = d->vkd.vkCreatePipelineCache(d->device, &ci, NULL, &d->kernels->pipeline_cache);
     if (r != VK_SUCCESS && file) {
         /* The driver refused the data: start empty. */
@@ -960,7 +709,7 @@ nu_status nu__kernels_init(nu_device *d)
     }
     if (file) {
         c->loaded_bytes = size;
-        c->loaded_hash = hash_bytes(0, file + FILE_HEADER, size);
+        c->loaded_hash = nu__hash_bytes(0, file + NU__DISK_CACHE_HEADER, size);
         nu__free(file);
     }
     nu__device_name_object(d, VK_OBJECT_TYPE_PIPELINE_CACHE, (uint64_t)d->kernels->pipeline_cache, "nuvec pipeline cache");
@@ -972,7 +721,8 @@ void nu__kernels_fini(nu_device *d)
     struct nu__kernel_cache *c = d->kernels;
     if (c && c->path && d->kernels->pipeline_cache && atomic_load(&c->compiled)) {
         char err[256];
-        const char *why = save(d, c, err, sizeof err);
+        const char *why = nu__disk_cache_save(d, c->pipeline_cache, c->path, c->loaded_bytes, c->loaded_hash, err,
+                                              sizeof err);
         if (why && verbose())
             fprintf(stderr, "nuvec: could not save the pipeline cache %s: %s\n", c->path, why);
     }
