@@ -8,7 +8,9 @@
  *
  * Each case records `reps` repetitions of the op into one command buffer (repetitions write the
  * same output, so hazard tracking puts a barrier between them, as between the steps of a model)
- * between two GPU timestamps; the time per op is the median over runs of that span / reps. */
+ * between two GPU timestamps; the time per op is the median over runs of that span / reps. The
+ * "matvec_indep" cases write a different output each repetition: no barrier between them, as
+ * between the independent projections of one token (q, k and v; gate and up). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,10 +59,11 @@ typedef struct bench_case {
 #define MAX_COPIES 16
 
 typedef struct bench_tensors {
-    nu_buffer *buf[MAX_TENSORS + MAX_COPIES];
+    nu_buffer *buf[MAX_TENSORS + 2 * MAX_COPIES]; /* the tensors, the weights and outputs of the products */
     int nbuf;
     nu_tensor t[MAX_TENSORS]; /* 0: dst */
     nu_tensor weights[MAX_COPIES];
+    nu_tensor outs[MAX_COPIES]; /* matvec_indep: an output per weight copy */
     int copies;
 } bench_tensors;
 
@@ -186,6 +189,8 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
             bt->copies = 1;
         for (int i = 0; i < bt->copies && st == NU_OK; i++)
             st = new_tensor(d, bt, k->dtype, 2, w, FILL, &bt->weights[i]);
+        for (int i = 0; k->sub && i < bt->copies && st == NU_OK; i++)
+            st = new_tensor(d, bt, k->out_dtype, 2, out, FILL, &bt->outs[i]);
         return st;
     }
     }
@@ -224,7 +229,7 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
     case K_GATHER:
         return nu_op_gather(c, &t[0], &t[1], &t[2]);
     case K_MATVEC:
-        return nu_op_matvec(c, &t[0], &bt->weights[rep % bt->copies], &t[1]);
+        return nu_op_matvec(c, k->sub ? &bt->outs[rep % bt->copies] : &t[0], &bt->weights[rep % bt->copies], &t[1]);
     }
     return NU_ERROR_INVALID_ARGUMENT;
 }
@@ -311,7 +316,7 @@ int bench_ops(int argc, char **argv)
     /* Matrix-vector products: the four decode shapes (n x k) of a 7B Llama, one token. */
     static const int64_t mvs[4][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}};
     static const char *const mvn[4] = {"4096x4096", "11008x4096", "4096x11008", "32000x4096"};
-    bench_case cases[64] = {
+    bench_case cases[96] = {
         {"copy", big, K_COPY, 0, U32, U32, 1, {n32}, 2 * sz, "the reference"},
         {"add", big, K_BINARY, NU_BINARY_ADD, F32, F32, 1, {n32}, 3 * sz, ew},
         {"add", big, K_BINARY, NU_BINARY_ADD, F16, F16, 1, {n16}, 3 * sz, ew},
@@ -353,6 +358,15 @@ int bench_ops(int argc, char **argv)
         for (int si = 0; si < 4; si++) {
             nu_tensor probe = nu_tensor_make(NULL, 0, mvd[di], 2, mvs[si]);
             cases[ncases++] = (bench_case){"matvec", mvn[si], K_MATVEC, 0, mvd[di], F32, 0,
+                                           {mvs[si][0], mvs[si][1], 1}, (double)nu_tensor_span_bytes(&probe),
+                                           nu_dtype_block_elements(mvd[di]) > 1 ? mq : mv};
+        }
+    for (int di = 0; di < 4; di++)
+        for (int si = 0; si < 4; si++) {
+            if (mvd[di] == NU_DTYPE_BF16)
+                continue; /* as F16 */
+            nu_tensor probe = nu_tensor_make(NULL, 0, mvd[di], 2, mvs[si]);
+            cases[ncases++] = (bench_case){"matvec_indep", mvn[si], K_MATVEC, 1, mvd[di], F32, 0,
                                            {mvs[si][0], mvs[si][1], 1}, (double)nu_tensor_span_bytes(&probe),
                                            nu_dtype_block_elements(mvd[di]) > 1 ? mq : mv};
         }
