@@ -146,7 +146,8 @@ nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *we
     } push = {(uint32_t)n, (uint32_t)k, first[1], w_row, w_col, first[2],
               m > 1 ? (uint32_t)x->strides[0] : 0, k > 1 ? (uint32_t)x->strides[1] : 0, first[0]};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, NU__K_matvec, sizeof push, constants, 8, &kern)) != NU_OK)
+    /* A device without subgroup arithmetic must not see a module that declares it. */
+    if ((st = nu__op_kernel(d, subgroup ? NU__K_matvec_sg : NU__K_matvec, sizeof push, constants, 8, &kern)) != NU_OK)
         return st;
     uint32_t groups[3];
     nu__op_groups(((uint64_t)n + tune.rows - 1) / tune.rows, 1, groups);

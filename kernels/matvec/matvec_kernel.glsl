@@ -1,0 +1,273 @@
+// matvec: dst[m, n] = sum_k x[m, k] * weight[n, k] (nu_op_matvec, nuvec/ops.h): weight [N, K]
+// row-major ([out, in], as weight files store it) of F32, F16, BF16, Q8_0 or Q4_0; x [M, K] float
+// with 1 <= M <= 8; dst [M, N] float; F32 accumulation. The op of LLM decode: it must read the
+// weights at the memory's speed, once for all M rows of x.
+//
+// Layout of the work: each workgroup computes ROWS consecutive rows n of the weight (all M
+// outputs of each), looping over row groups with the grid's stride. Its LOCAL threads split K in
+// "units" of 8 consecutive elements, consecutive threads taking consecutive units so
+// that a subgroup's loads are contiguous; each thread issues the loads of UNROLL units of each of
+// the ROWS rows before using any (UNROLL * ROWS independent loads in flight), dequantizes in
+// registers and accumulates ROWS * M F32 sums, reading each unit of x once for all ROWS rows.
+// The sums are reduced over the workgroup: subgroupAdd then shared memory across subgroups
+// (FLAGS bit 0), or a shared-memory tree where subgroup arithmetic is missing.
+//   F32 / F16 / BF16, FLAGS bit 1 set (rows 16-byte aligned, stride 1): a unit is 16-byte loads,
+//     two uvec4 of F32 or one of 8 halves; K % 8 elements of tail by the general loop.
+//   F32 / F16 / BF16, bit 1 clear (unaligned rows, any strides, e.g. a pad or a transposed view):
+//     the general loop, an element a thread, consecutive threads consecutive k.
+//   Q8_0 (34-byte blocks: f16 d, int8 q[32]): a unit is 8 quants of a block (4 units a block):
+//     its 8 bytes are read as 32-bit words (two, or three and a funnel shift when the block's
+//     parity puts them at a 2-byte boundary) plus the block's d (one 16-bit load, shared by the 4
+//     threads of the block); d * sum(x * q) a unit.
+//   Q4_0 (18-byte blocks: f16 d, uint8 qs[16]): a unit is 8 elements too, 8j..8j+7 of a block
+//     (4 units a block): the low (j < 2) or high (j >= 2) nibbles of qs[8 (j & 1) ..] (8 bytes,
+//     read likewise; two units read the same bytes, from L1), so that a subgroup's x loads stay
+//     contiguous; d * sum(x * (q - 8)) a unit.
+//   x: FLAGS bit 2 set (rows stride 1, 16-byte aligned, row stride a multiple of 16 bytes): 16-byte
+//     loads of 8 elements (x is small and stays in L1/L2); clear: element loads through strides.
+//
+// Specialisation constants (the tuning knobs; src/ops/matvec.c picks the defaults, and the
+// environment variable NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1" overrides them for
+// sweeps):
+//   0 WDT     weight dtype: 0 F32, 1 F16, 2 BF16 (ops.glsl codes), 4 Q8_0, 5 Q4_0
+//   1 XDT     x dtype (ops.glsl code)
+//   2 DDT     dst dtype (ops.glsl code)
+//   3 M       rows of x (1..8; the compile-time bound of the m loops)
+//   4 LOCAL   threads per workgroup (local_size_x), a power of two 32..1024; default 128
+//   5 ROWS    weight rows per workgroup (1..8); default 2 (float weights, M <= 2), else 4:
+//             each x load serves ROWS rows (x's bytes from L1 are M * 32 per unit of F32 x,
+//             against 16 of F16 weights and 8.5 or 4.5 of Q8_0 / Q4_0: block weights and larger
+//             M need the reuse), and more rows put more loads in flight; fewer rows give more
+//             workgroups for short N
+//   6 UNROLL  units per thread per row in flight (1..8); default 8 / ROWS (4 or 2), half that
+//             for F32 weights (two uvec4 a unit)
+//   7 FLAGS   bit 0: subgroup arithmetic (host: NU_SUBGROUP_ARITHMETIC and a subgroup of at least
+//             8 threads); bit 1: float weights' vector path; bit 2: x's vector path
+// Bindings: 0 dst, 1 weight, 2 x. Push: see Push below (first elements in their bindings: elements
+// of float tensors, 16-bit halves of block ones; the weight's row stride likewise).
+// Two modules are built from this body: matvec.comp without subgroup operations and matvec_sg.comp
+// with them (NU_MATVEC_SUBGROUPS), because a module declaring the subgroup-arithmetic capability
+// must not be created on a device without it; FLAGS bit 0 then chooses within matvec_sg.
+#ifdef NU_MATVEC_SUBGROUPS
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#endif
+#include "ops.glsl"
+
+layout(constant_id = 0) const uint WDT = NU_F16;
+layout(constant_id = 1) const uint XDT = NU_F32;
+layout(constant_id = 2) const uint DDT = NU_F32;
+layout(constant_id = 3) const uint M = 1u;
+layout(constant_id = 5) const uint ROWS = 2u;
+layout(constant_id = 6) const uint UNROLL = 4u;
+layout(constant_id = 7) const uint FLAGS = 0u;
+layout(local_size_x = 128, local_size_x_id = 4) in; // LOCAL, constant 4
+const uint LOCAL = gl_WorkGroupSize.x;
+
+#define Q8_0 4u
+#define Q4_0 5u
+#ifdef NU_MATVEC_SUBGROUPS
+const bool SUBGROUP = (FLAGS & 1u) != 0u;
+#else
+const bool SUBGROUP = false;
+#endif
+const bool WVEC = (FLAGS & 2u) != 0u;
+const bool XVEC = (FLAGS & 4u) != 0u;
+const bool QUANT = WDT == Q8_0 || WDT == Q4_0;
+const uint RM = ROWS * M;
+// The reduction's shared memory: one float per thread and sum (tree), or per subgroup and sum
+// (the host uses that path only with subgroups of at least 8 threads).
+const uint RED = SUBGROUP ? RM * (LOCAL / 8u) : RM * LOCAL;
+shared float red[RED];
+
+NU_TENSOR(writeonly, 0, dst)
+NU_TENSOR(readonly, 1, w)
+NU_TENSOR(readonly, 2, x)
+layout(push_constant) uniform Push {
+    uint n, k;              // N and K
+    uint first_w;           // weight's first element (halves for block dtypes)
+    uint w_row, w_col;      // weight's strides (elements; w_row in halves for block dtypes)
+    uint first_x;
+    uint x_row, x_col;      // x's strides (elements)
+    uint first_dst;         // dst is contiguous [M, N]
+} pc;
+
+float x_load(uint m, uint kk) { return NU_LOAD(x, XDT, pc.first_x + m * pc.x_row + kk * pc.x_col); }
+
+// Eight elements of x's row m from k0 (a multiple of 8).
+void x_load8(uint m, uint k0, out float v[8])
+{
+    if (XVEC) {
+        uint e = pc.first_x + m * pc.x_row + k0; // 16-byte aligned: see FLAGS bit 2
+        if (XDT == NU_F32)
+            nu_unpack8(XDT, x_v[e / 4u], x_v[e / 4u + 1u], v);
+        else
+            nu_unpack8(XDT, x_v[e / 8u], uvec4(0u), v);
+    } else {
+        for (uint i = 0u; i < 8u; i++)
+            v[i] = x_load(m, k0 + i);
+    }
+}
+
+// 8 bytes of a block dtype's binding from half h0: two words (h0 even) or three and a shift.
+uvec2 w_bytes8(uint h0)
+{
+    uint i = h0 >> 1u;
+    uint a = w_w[i], b = w_w[i + 1u];
+    if ((h0 & 1u) == 0u)
+        return uvec2(a, b);
+    uint c = w_w[i + 2u];
+    return uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u));
+}
+
+// A unit's raw weights: float: p (and q for F32); block: p.xy the 8 bytes, p.z d's bits.
+struct Raw { uvec4 p, q; };
+
+Raw load_unit(uint row, uint u)
+{
+    Raw r;
+    r.q = uvec4(0u);
+    if (WDT == Q8_0) {
+        uint base = pc.first_w + row * pc.w_row + (u >> 2u) * 17u;
+        uvec2 b = w_bytes8(base + 1u + 4u * (u & 3u));
+        r.p = uvec4(b, uint(w_h[base]), 0u);
+    } else if (WDT == Q4_0) {
+        uint base = pc.first_w + row * pc.w_row + (u >> 2u) * 9u;
+        uvec2 b = w_bytes8(base + 1u + 4u * (u & 1u));
+        r.p = uvec4(b, uint(w_h[base]), 0u);
+    } else if (WDT == NU_F32) {
+        uint v = (pc.first_w + row * pc.w_row) / 4u + 2u * u;
+        r.p = w_v[v];
+        r.q = w_v[v + 1u];
+    } else {
+        r.p = w_v[(pc.first_w + row * pc.w_row) / 8u + u];
+    }
+    return r;
+}
+
+// Unit u's 8 weights as floats, and the scale they are multiplied by: block dtypes' q (Q8_0) or
+// q - 8 (Q4_0), exact, and d (the sum over the unit is scaled once); float dtypes' values, 1.
+// Integers become floats without a conversion instruction (slow on some GPUs): a byte or nibble
+// b or'ed into the mantissa of 2^23 is the float 2^23 + b, and subtracting 2^23 + bias is exact.
+float q8(uint w, int i) { return uintBitsToFloat(((w >> (8 * i)) & 0xffu ^ 0x80u) | 0x4b000000u) - 8388736.0; }
+float q4(uint w, int s) { return uintBitsToFloat(((w >> s) & 0xfu) | 0x4b000000u) - 8388616.0; }
+float unpack_unit(Raw r, uint u, out float v[8])
+{
+    if (WDT == Q8_0) {
+        for (int i = 0; i < 4; i++) {
+            v[i] = q8(r.p.x, i);
+            v[4 + i] = q8(r.p.y, i);
+        }
+        return nu_f16_to_f32(r.p.z);
+    }
+    if (WDT == Q4_0) {
+        int nib = int(u & 2u) * 2; // units 2 and 3 of a block: the high nibbles
+        for (int i = 0; i < 4; i++) {
+            v[i] = q4(r.p.x, 8 * i + nib);
+            v[4 + i] = q4(r.p.y, 8 * i + nib);
+        }
+        return nu_f16_to_f32(r.p.z);
+    }
+    nu_unpack8(WDT, r.p, r.q, v);
+    return 1.0;
+}
+
+// Weight element (row, kk) of a float dtype through its strides (the general path).
+float w_load(uint row, uint kk) { return NU_LOAD(w, WDT, pc.first_w + row * pc.w_row + kk * pc.w_col); }
+
+void main()
+{
+    uint tid = gl_LocalInvocationID.x;
+    uint groups = (pc.n + ROWS - 1u) / ROWS;
+    // Units on the fast path (every k for block dtypes; K / 8 for float vector rows; none on the
+    // general path) and the first k the general loop covers.
+    uint units = QUANT || WVEC ? pc.k / 8u : 0u;
+    uint tail = QUANT ? pc.k : units * 8u;
+    for (uint g = gl_WorkGroupID.x; g < groups; g += gl_NumWorkGroups.x) {
+        uint n0 = g * ROWS;
+        uint rows[ROWS];
+        for (uint r = 0u; r < ROWS; r++)
+            rows[r] = min(n0 + r, pc.n - 1u); // rows past N repeat the last (not stored)
+        float acc[RM];
+        for (uint i = 0u; i < RM; i++)
+            acc[i] = 0.0;
+
+        for (uint u0 = tid; u0 < units; u0 += LOCAL * UNROLL) {
+            Raw raw[UNROLL * ROWS];
+            for (uint j = 0u; j < UNROLL; j++) {
+                uint u = u0 + j * LOCAL;
+                for (uint r = 0u; r < ROWS; r++)
+                    if (u < units)
+                        raw[j * ROWS + r] = load_unit(rows[r], u);
+            }
+            for (uint j = 0u; j < UNROLL; j++) {
+                uint u = u0 + j * LOCAL;
+                if (u >= units)
+                    break;
+                float wv[ROWS][8], scale[ROWS];
+                for (uint r = 0u; r < ROWS; r++)
+                    scale[r] = unpack_unit(raw[j * ROWS + r], u, wv[r]);
+                uint k0 = u * 8u;
+                for (uint m = 0u; m < M; m++) {
+                    float xv[8];
+                    x_load8(m, k0, xv);
+                    for (uint r = 0u; r < ROWS; r++) {
+                        float s = QUANT ? 0.0 : acc[r * M + m];
+                        for (int i = 0; i < 8; i++)
+                            s = fma(wv[r][i], xv[i], s);
+                        acc[r * M + m] = QUANT ? fma(scale[r], s, acc[r * M + m]) : s;
+                    }
+                }
+            }
+        }
+        // The general path and the float vector path's tail: an element a thread.
+        if (!QUANT) {
+            for (uint kk = tail + tid; kk < pc.k; kk += LOCAL) {
+                float wr[ROWS];
+                for (uint r = 0u; r < ROWS; r++)
+                    wr[r] = w_load(rows[r], kk);
+                for (uint m = 0u; m < M; m++) {
+                    float xe = x_load(m, kk);
+                    for (uint r = 0u; r < ROWS; r++)
+                        acc[r * M + m] = fma(wr[r], xe, acc[r * M + m]);
+                }
+            }
+        }
+
+        // Reduce the RM sums over the workgroup; thread i < RM stores sum i.
+        float total = 0.0;
+#ifdef NU_MATVEC_SUBGROUPS
+        if (SUBGROUP) {
+            uint nsg = gl_NumSubgroups;
+            for (uint i = 0u; i < RM; i++) {
+                float s = subgroupAdd(acc[i]);
+                if (subgroupElect())
+                    red[i * (LOCAL / 8u) + gl_SubgroupID] = s;
+            }
+            barrier();
+            if (tid < RM)
+                for (uint i = 0u; i < nsg; i++)
+                    total += red[tid * (LOCAL / 8u) + i];
+        } else
+#endif
+        {
+            for (uint i = 0u; i < RM; i++)
+                red[i * LOCAL + tid] = acc[i];
+            barrier();
+            for (uint half_ = LOCAL / 2u; half_ > 0u; half_ >>= 1u) {
+                if (tid < half_)
+                    for (uint i = 0u; i < RM; i++)
+                        red[i * LOCAL + tid] += red[i * LOCAL + tid + half_];
+                barrier();
+            }
+            if (tid < RM)
+                total = red[tid * LOCAL];
+        }
+        if (tid < RM) {
+            uint r = tid / M, m = tid % M;
+            if (n0 + r < pc.n)
+                NU_STORE(dst, DDT, pc.first_dst + m * pc.n + n0 + r, total)
+        }
+        barrier(); // red is reused by the next row group
+    }
+}
