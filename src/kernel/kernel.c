@@ -70,11 +70,7 @@ struct nu__kernel_cache {
     VkPipelineCache pipeline_cache; /* what the disk cache holds, loaded at open, saved at close */
 };
 
-static bool verbose(void)
-{
-    const char *v = getenv("NUVEC_VERBOSE");
-    return v && *v && strcmp(v, "0") != 0;
-}
+static bool verbose(void) { return nu__env_on("NUVEC_VERBOSE"); }
 
 /* ---- creating kernels ----------------------------------------------------------------- */
 

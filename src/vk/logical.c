@@ -37,9 +37,8 @@ nu_status nu__logical_create(nu_device *d)
     d->has_push_descriptor = info->features[NU_FEATURE_PUSH_DESCRIPTOR];
     /* NUVEC_NO_HOST_IMPORT=1 turns zero-copy file mapping off (copies instead), to rule a
      * driver's import out when looking for a problem. */
-    const char *no_import = getenv("NUVEC_NO_HOST_IMPORT");
     d->has_external_host_memory = info->features[NU_FEATURE_EXTERNAL_HOST_MEMORY] &&
-                                  !(no_import && *no_import && strcmp(no_import, "0") != 0);
+                                  !nu__env_on("NUVEC_NO_HOST_IMPORT");
 
     VkPhysicalDeviceSubgroupSizeControlFeatures sgc = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
