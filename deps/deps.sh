@@ -22,9 +22,14 @@
 # Each prefix has a stamp naming what it was built from; a prefix whose stamp matches this
 # script is left alone (no network), so running it again costs nothing.
 #
-# Adding a library (e.g. glslang 15, Debian 13's `glslang`, for cooperative-matrix shaders):
-# `fetch_source glslang` (optionally with an upstream-version prefix to insist on), a
-# build_glslang function like build_spirv_tools, and a line in the main part below. The stamp
+# glslang 15 (Debian 13's `glslang`, normal variant only: build-deps/prefix/bin/glslang): the
+# GLSL compiler for kernels that use GLSL extensions Debian 12's glslc (glslang 11.13) lacks:
+# GL_EXT_integer_dot_product (4x8-bit integer dot products, core SPIR-V 1.6 / Vulkan 1.3) and
+# GL_KHR_cooperative_matrix. The other kernels stay on glslc (CMakeLists.txt chooses per kernel).
+# It is built without its optimizer (ENABLE_OPT=OFF: drivers optimize the SPIR-V they get).
+#
+# Adding a library: `fetch_source PACKAGE` (optionally with an upstream-version prefix to insist
+# on), a build_ function like build_spirv_tools, and a line in the main part below. The stamp
 # covers this script, so the prefixes are rebuilt.
 set -eu
 
@@ -169,9 +174,30 @@ build_spirv_tools() {
     rm -rf "$b" # the build tree is not needed again (a rebuild starts clean)
 }
 
+# ---- glslang 15: the compiler of the kernels that need newer GLSL --------------------------
+
+build_glslang() {
+    fetch_source glslang 15. orig-only # Debian's patches link the system SPIRV-Tools (2022.4)
+    src=$source_dir
+    b=$top/glslang-build
+    rm -rf "$b"
+    say "building glslang $version (the glslang compiler only)"
+    cmake -S "$src" -B "$b" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+          -DENABLE_OPT=OFF -DGLSLANG_TESTS=OFF -DENABLE_HLSL=OFF -DBUILD_EXTERNAL=OFF \
+          -DENABLE_SPVREMAPPER=OFF -DGLSLANG_ENABLE_INSTALL=OFF -DBUILD_SHARED_LIBS=OFF \
+          >"$top/glslang.log" 2>&1 || { tail -n 30 "$top/glslang.log" >&2; exit 1; }
+    cmake --build "$b" -j"$jobs" --target glslang-standalone >>"$top/glslang.log" 2>&1 ||
+        { tail -n 30 "$top/glslang.log" >&2; exit 1; }
+    mkdir -p "$prefix/bin"
+    cp "$b/StandAlone/glslang" "$prefix/bin/glslang"
+    echo "glslang $version" >>"$prefix/stamp.new"
+    rm -rf "$b"
+}
+
 rm -rf "$prefix"
 mkdir -p "$prefix"
 echo "$want_stamp" >"$prefix/stamp.new"
 build_spirv_tools
+[ "$variant" = normal ] && build_glslang
 mv "$prefix/stamp.new" "$prefix/stamp"
 say "build-deps/$(basename "$prefix") ready in $(($(date +%s) - start)) s: $(tail -n +2 "$prefix/stamp" | tr '\n' ' ')"

@@ -8,7 +8,15 @@
  * weights dequantized: the values the kernel must see), so the kernel's only error is F32
  * summation in another order, at most about K * 2^-24 * sum |x w| (we allow 2^-16 * sum |x w|
  * for K up to 4096, a margin of about 16) plus the one rounding of dst's store (its dtype's
- * tolerance, relative). */
+ * tolerance, relative).
+ *
+ * Q8_0 and Q4_0 weights on a device with integer dot products (and subgroup arithmetic) take the dot
+ * path (kernels/matvec/matvec_dot.comp), which rounds x to 8 bits per 32-element block: there
+ * the reference rounds x as the kernel does (in float: dx = max|x| / 127, q = roundEven(x *
+ * (127 / max|x|))) and sums w * dx * q; where x * (127 / max|x|) is within 1e-3 of a tie (the
+ * GPU's float arithmetic may round it the other way) the tolerance adds |w| * dx. The float
+ * path (NUVEC_MATVEC="dot=0") keeps the strict tolerance, and a test checks that the dot
+ * path really ran where it applies (its results differ from the float path's). */
 #include "ops_util.h"
 
 #include <math.h>
@@ -28,6 +36,20 @@ static nu_status record_matvec(nu_commands *c, void *arg)
     return nu_op_matvec(c, k->dst, k->w, k->x);
 }
 
+/* Whether nu_op_matvec may take the dot path for these weights and m rows of x (see above; x's
+ * rows must fit in shared memory: 48 bytes a block and row, K / 32 rounded up to 64 blocks, and
+ * 4 bytes more). */
+static bool dot_path_possible(nu_device *d, const nu_tensor *w, int64_t m)
+{
+    const char *env = getenv("NUVEC_MATVEC");
+    const nu_device_info *info = nu_device_get_info(d);
+    uint64_t shared = 48ull * (uint64_t)m * (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64) + 4;
+    return (w->dtype == NU_DTYPE_Q8_0 || w->dtype == NU_DTYPE_Q4_0) && info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] &&
+           (info->subgroup_operations & NU_SUBGROUP_ARITHMETIC) && (info->subgroup_operations & NU_SUBGROUP_SHUFFLE) &&
+           info->subgroup_size % 8 == 0 && shared <= info->max_shared_memory &&
+           !(env && strstr(env, "dot=0"));
+}
+
 /* Runs dst = x * w^T and checks it: wv [n, k] and xv [m, k] the exact values (row-major). */
 static void check(nu_device *d, nt_tensor *dst, const nu_tensor *w, const float *wv, const nu_tensor *x, const float *xv,
                   const char *what)
@@ -37,22 +59,45 @@ static void check(nu_device *d, nt_tensor *dst, const nu_tensor *w, const float 
     nt_tensor_download(dst);
     int64_t m = x->shape[0], kk = x->shape[1], n = w->shape[0];
     float rel = nt_dtype_tolerance(dst->t.dtype);
+    bool dot = dot_path_possible(d, w, m);
+    /* x as the dot path rounds it, and each element's step where it is near a tie (else 0). */
+    double *xhat = NULL, *tie = NULL;
+    if (dot) {
+        xhat = malloc((size_t)(m * kk) * sizeof *xhat);
+        tie = malloc((size_t)(m * kk) * sizeof *tie);
+        for (int64_t b = 0; b < m * kk / 32; b++) {
+            float amax = 0;
+            for (int64_t e = 32 * b; e < 32 * b + 32; e++)
+                amax = fmaxf(amax, fabsf(xv[e]));
+            float inv = amax > 0 ? 127.0f / amax : 0.0f, dx = amax / 127.0f;
+            for (int64_t e = 32 * b; e < 32 * b + 32; e++) {
+                float t = xv[e] * inv;
+                xhat[e] = (double)dx * (double)nearbyintf(t); /* round half to even (the default mode) */
+                tie[e] = fabsf(fabsf(t - truncf(t)) - 0.5f) < 1e-3f ? dx : 0.0;
+            }
+        }
+    }
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
-            double s = 0, sabs = 0;
+            double s = 0, sabs = 0, xround = 0;
             for (int64_t e = 0; e < kk; e++) {
-                double p = (double)xv[i * kk + e] * (double)wv[j * kk + e];
+                double xe = dot ? xhat[i * kk + e] : (double)xv[i * kk + e];
+                if (dot)
+                    xround += fabs((double)wv[j * kk + e]) * tie[i * kk + e];
+                double p = xe * (double)wv[j * kk + e];
                 s += p;
                 sabs += fabs(p);
             }
             float want = nt_round_to(dst->t.dtype, (float)s);
             float got = dst->values[i * n + j];
-            double tol = sabs / 65536.0 + rel * fabs((double)want) + 1e-30;
+            double tol = sabs / 65536.0 + xround + rel * fabs((double)want) + 1e-30;
             if (!(fabs((double)got - (double)want) <= tol))
                 fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld)", what,
                          (long long)i, (long long)j, (double)got, (double)want, tol, (long long)m, (long long)n,
                          (long long)kk);
         }
+    free(xhat);
+    free(tie);
 }
 
 /* The values of a float view (row-major over its shape). */
@@ -241,7 +286,8 @@ static void strided_and_unaligned_views(void **state)
 
 /* More row groups than one grid's 65535 workgroups (the grid-stride loop), and the knobs: other
  * workgroup sizes, rows per workgroup (not dividing N), unrolls, and the shared-memory
- * reduction instead of subgroup arithmetic (NUVEC_MATVEC). */
+ * reduction instead of subgroup arithmetic (NUVEC_MATVEC); for the dot path also fewer
+ * workgroups than row groups and rows split over several subgroups. */
 static void large_n_and_every_knob(void **state)
 {
     (void)state;
@@ -257,9 +303,10 @@ static void large_n_and_every_knob(void **state)
     nt_tensor_free(&dst);
 
     const char *knobs[] = {"subgroup=0", "local=32 rows=1 unroll=1", "local=64 rows=3 unroll=3 subgroup=0",
-                           "local=256 rows=5 unroll=8", "rows=8 unroll=1"};
+                           "local=256 rows=5 unroll=8", "rows=8 unroll=1", "local=256 split=4 groups=3",
+                           "local=128 split=2 rows=2 unroll=1 groups=0"};
     const nu_dtype wds[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    for (int t = 0; t < 5; t++) {
+    for (int t = 0; t < 7; t++) {
         assert_int_equal(setenv("NUVEC_MATVEC", knobs[t], 1), 0);
         for (int wd = t % 5; wd < 5; wd += 2) { /* a subset, to keep kernels few */
             bool block = wds[wd] == NU_DTYPE_Q8_0 || wds[wd] == NU_DTYPE_Q4_0;
@@ -279,6 +326,50 @@ static void large_n_and_every_knob(void **state)
         }
     }
     unsetenv("NUVEC_MATVEC");
+    nt_close(d);
+}
+
+/* The dot path at decode-like shapes (K 4096 and 11008, every x dtype, M 1 to 3 and 8 with a
+ * smaller K), against the reference within x's rounding bound; where the dot path applies (on
+ * lavapipe's 32 KiB of shared memory not for K 11008 with 2 rows) its results must differ from the float path's (x really was rounded: the dot path ran)
+ * and the float path's must meet the strict tolerance (NUVEC_MATVEC="dot=0"). */
+static void dot_path_at_decode_shapes(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 7;
+    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    const int64_t ks[4] = {4096, 11008, 1024, 128}, ms[4] = {1, 2, 8, 3}, ns[4] = {67, 29, 33, 200};
+    for (int wd = 0; wd < 2; wd++)
+        for (int c = 0; c < 4; c++) {
+            int64_t m = ms[c], k = ks[c], n = ns[c];
+            int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
+            nt_tensor w = nt_tensor_quantized(d, blocks[wd], 2, ws, (uint64_t)(c % 2) * 2, -1, 1, &seed);
+            nt_tensor x = nt_tensor_random(d, floats[(wd + c) % 3], 2, xs, 0, -3, 3, &seed);
+            nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+            char what[128];
+            snprintf(what, sizeof what, "%s weights [%lld, %lld], %s x, m %lld (dot path)", nu_dtype_name(blocks[wd]),
+                     (long long)n, (long long)k, nu_dtype_name(x.t.dtype), (long long)m);
+            bool dot = dot_path_possible(d, &w.t, m);
+            check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+            float *dot_result = malloc((size_t)(m * n) * sizeof *dot_result);
+            memcpy(dot_result, dst.values, (size_t)(m * n) * sizeof *dot_result);
+            assert_int_equal(setenv("NUVEC_MATVEC", "dot=0", 1), 0);
+            snprintf(what, sizeof what, "%s weights [%lld, %lld], m %lld, float path", nu_dtype_name(blocks[wd]),
+                     (long long)n, (long long)k, (long long)m);
+            check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+            unsetenv("NUVEC_MATVEC");
+            int differ = 0;
+            for (int64_t i = 0; i < m * n; i++)
+                differ += dot_result[i] != dst.values[i];
+            if (dot && differ < m * n / 2)
+                fail_msg("%s: only %d of %lld results differ from the float path's: did the dot path run?", what,
+                         differ, (long long)(m * n));
+            free(dot_result);
+            nt_tensor_free(&w);
+            nt_tensor_free(&x);
+            nt_tensor_free(&dst);
+        }
     nt_close(d);
 }
 
@@ -361,6 +452,7 @@ int main(void)
         cmocka_unit_test(every_row_count_from_1_to_8),
         cmocka_unit_test(strided_and_unaligned_views),
         cmocka_unit_test(large_n_and_every_knob),
+        cmocka_unit_test(dot_path_at_decode_shapes),
         cmocka_unit_test(refuses_bad_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,6 +48,8 @@ typedef enum nu_feature {
     NU_FEATURE_BUFFER_DEVICE_ADDRESS,  /* GPU pointers to buffers */
     NU_FEATURE_MEMORY_BUDGET,          /* VK_EXT_memory_budget: what the driver lets us use */
     NU_FEATURE_DEBUG_UTILS,            /* VK_EXT_debug_utils: names in captures and messages */
+    NU_FEATURE_INTEGER_DOT_PRODUCT,    /* shaderIntegerDotProduct (Vulkan 1.3, VK_KHR_shader_integer_dot_product):
+                                          4x8-bit dot products (the quantized products' fast path) */
     NU_FEATURE_COUNT
 } nu_feature;
 

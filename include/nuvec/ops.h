@@ -157,10 +157,16 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
  * float; all three of rank 2. Accumulates in F32 (block weights: d * sum(x * q) a run of 8).
  * weight and x may be any views (a slice of a fused weight's rows or columns, transposed);
  * weight rows that are contiguous and start 16-byte aligned (and block weights) take the fast
- * path. m = 0 or n = 0 records nothing; k = 0 with a non-empty dst is refused. The kernel's
- * tuning knobs (kernels/matvec/matvec.comp) may be overridden for sweeps by the environment:
- * NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1". For more rows, nuvec/ops.h's matrix
- * products (the kernel library's second part) are the fast path. */
+ * path. m = 0 or n = 0 records nothing; k = 0 with a non-empty dst is refused.
+ * Q8_0 and Q4_0 weights on a device with integer dot products (NU_FEATURE_INTEGER_DOT_PRODUCT),
+ * subgroup arithmetic and shuffles, where x's rows fit in shared memory (48 bytes per 32
+ * elements and row), take the dot path (kernels/matvec/matvec_dot.comp): x is rounded to 8 bits
+ * per 32-element block, as llama.cpp's quantized products do (step max|x| / 127 of the block), so
+ * each x element moves by at most half a step; elsewhere x is used as it is. The kernels' tuning
+ * knobs may be overridden for sweeps by the environment: NUVEC_MATVEC="local=L rows=R unroll=U
+ * subgroup=0|1 dot=0|1 groups=G split=S" (dot=0: block weights on the float path, x unrounded).
+ * For more rows, nuvec/ops.h's matrix products (the kernel library's second part) are the fast
+ * path. */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
 

@@ -1,5 +1,8 @@
 /* matvec.c: matrix-vector and skinny matrix products against float and block-quantized weights
- * (nu_op_matvec; kernels/matvec/matvec.comp, whose header describes the kernel and its knobs). */
+ * (nu_op_matvec). Two kernels: the float path (kernels/matvec/matvec_kernel.glsl, built as
+ * matvec.comp and matvec_sg.comp), and for Q8_0 / Q4_0 weights on devices with integer dot
+ * products the dot path (kernels/matvec/matvec_dot.comp: x quantized to 8 bits per block). Each
+ * kernel's header describes its layout and knobs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,9 @@
 typedef struct matvec_tune {
     uint32_t local, rows, unroll;
     int subgroup; /* -1: use subgroup arithmetic where the device has it; 0: never */
+    int dot;      /* -1: the dot path for block weights where it applies; 0: never */
+    uint32_t groups; /* the dot path's most workgroups (each quantizes x once); 0: as many as the rows need */
+    uint32_t split;  /* the dot path's subgroups a row group */
 } matvec_tune;
 
 /* The defaults: see below (the .comp's header describes each knob). */
@@ -25,14 +31,38 @@ typedef struct matvec_tune {
 static matvec_tune default_tune(nu_dtype w, int64_t m)
 {
     if (w == NU_DTYPE_F32)
-        return (matvec_tune){128, 2, 2, -1};
-    return (matvec_tune){256, m > 2 ? 4 : 2, 2, -1};
+        return (matvec_tune){128, 2, 2, -1, -1, 0, 1};
+    return (matvec_tune){256, m > 2 ? 4 : 2, 2, -1, -1, 0, 1};
+}
+/* The dot path's defaults (kernels/matvec/matvec_dot.comp): measured on the H200 (bench/RESULTS.md,
+ * 2026-12-01, NUVEC_MATVEC sweeps of `nuvec bench ops --filter matvec`): 1024 threads, a row per
+ * subgroup (or two: below), 4 units in flight, at most 264 workgroups (2 per SM there) was the best
+ * of 30 settings for Q8_0 and Q4_0 at the four 7B decode shapes, or within 4% of it. */
+static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t rows, uint32_t split);
+static matvec_tune default_dot_tune(nu_device *d, int64_t m, int64_t n, int64_t k)
+{
+    matvec_tune t = {1024, 1, 4, -1, -1, 264, 1};
+    /* Two subgroups a row where the rows are fewer than the grid's subgroups (4096 rows: 45% of the
+     * copy bandwidth for Q8_0 against 41%, Q4_0 28% against 25%; 11008 rows and more: one). */
+    uint32_t sg = d->info.subgroup_size ? d->info.subgroup_size : 1;
+    if ((uint64_t)n < (uint64_t)t.groups * (t.local / sg) && t.local % (2 * sg) == 0 &&
+        dot_shared_bytes(m, k, t.local, t.rows, 2) <= d->info.max_shared_memory)
+        t.split = 2;
+    return t;
 }
 
 static bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
 
-/* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1" overrides the defaults (for sweeping the
- * knobs on a device without rebuilding); any key may be left out. */
+/* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1 dot=0|1 groups=G split=S" overrides the defaults
+ * (for sweeping the knobs on a device without rebuilding, and for testing the float path where the
+ * dot path applies); any key may be left out. dot=0 keeps block weights on the float path; the
+ * other knobs apply to the path taken. */
+static bool env_wants_dot(void)
+{
+    const char *s = getenv("NUVEC_MATVEC");
+    return !s || !strstr(s, "dot=0");
+}
+
 static nu_status env_tune(nu_device *d, matvec_tune *t)
 {
     const char *s = getenv("NUVEC_MATVEC");
@@ -53,12 +83,18 @@ static nu_status env_tune(nu_device *d, matvec_tune *t)
             ok = v >= 1 && v <= 8, t->unroll = (uint32_t)v;
         else if (ok && !strncmp(tok, "subgroup=", 9))
             ok = v <= 1, t->subgroup = v ? -1 : 0;
+        else if (ok && !strncmp(tok, "dot=", 4))
+            ok = v <= 1, t->dot = v ? -1 : 0;
+        else if (ok && !strncmp(tok, "groups=", 7))
+            ok = v <= 65535, t->groups = (uint32_t)v;
+        else if (ok && !strncmp(tok, "split=", 6))
+            ok = pow2((uint32_t)v) && v <= 32, t->split = (uint32_t)v;
         else
             ok = false;
         if (!ok)
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                             FN ": NUVEC_MATVEC has '%s'; it takes local=32..1024 (a power of two), rows=1..8, "
-                            "unroll=1..8, subgroup=0|1", tok);
+                            "unroll=1..8, subgroup=0|1, dot=0|1, groups=0..65535, split=1..32 (a power of two)", tok);
     }
     return NU_OK;
 }
@@ -73,6 +109,70 @@ static bool rows_aligned(const nu_tensor *t, uint32_t first)
     if (first * es % 16)
         return false;
     return t->shape[0] == 1 || (uint64_t)t->strides[0] * es % 16 == 0;
+}
+
+/* The dot path's shared memory: x's blocks per row rounded up to a multiple of 64 (few pipelines
+ * serve every K), 48 bytes a block and row (32 of 8-bit values, 16 of scales and sums). */
+static uint32_t dot_capacity_blocks(int64_t k) { return (uint32_t)((k / 32 + 63) / 64 * 64); }
+
+/* The dot path's shared memory: x's quantized rows, and the partial sums of split row groups (one
+ * float where split is 1: the array cannot be empty). */
+static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t rows, uint32_t split)
+{
+    return 48ull * (uint64_t)m * dot_capacity_blocks(k) + 4ull * (split > 1 ? (local / 8) * rows * (uint64_t)m : 1);
+}
+
+/* Whether the dot path (kernels/matvec/matvec_dot.comp) takes block weights: a device with integer
+ * dot products, subgroup arithmetic and shuffles, subgroups of a multiple of 8 threads, and x's
+ * quantized rows in shared memory. */
+static bool dot_path_applies(nu_device *d, int64_t m, int64_t k)
+{
+    const nu_device_info *in = &d->info;
+    uint32_t ops = NU_SUBGROUP_ARITHMETIC | NU_SUBGROUP_SHUFFLE;
+    if (!in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] || (in->subgroup_operations & ops) != ops ||
+        in->subgroup_size < 8 || in->subgroup_size % 8)
+        return false;
+    return dot_shared_bytes(m, k, 1, 1, 1) <= in->max_shared_memory;
+}
+
+static nu_status record_dot(nu_commands *c, nu_device *d, const nu_tensor *dst, const nu_tensor *weight,
+                            const nu_tensor *x, const nu_binding *bind, const uint32_t *first, int64_t m, int64_t n,
+                            int64_t k)
+{
+    matvec_tune tune = default_dot_tune(d, m, n, k);
+    nu_status st;
+    if ((st = env_tune(d, &tune)) != NU_OK)
+        return st;
+    uint32_t sg = d->info.subgroup_size;
+    uint64_t shared = dot_shared_bytes(m, k, tune.local, tune.rows, tune.split);
+    if (shared > d->info.max_shared_memory)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": split=%u with %u threads and %u rows needs %llu bytes of shared "
+                        "memory; %s has %u", tune.split, tune.local, tune.rows, (unsigned long long)shared,
+                        d->info.name, d->info.max_shared_memory);
+    if (tune.local > d->info.max_workgroup_size[0] || tune.local > d->info.max_workgroup_invocations ||
+        tune.local % (sg * tune.split))
+        return nu__fail(d, NU_ERROR_UNSUPPORTED,
+                        FN ": %u threads a workgroup in groups of %u subgroups do not suit %s (subgroups of %u)",
+                        tune.local, tune.split, d->info.name, sg);
+    uint32_t constants[10] = {weight->dtype == NU_DTYPE_Q8_0 ? 4u : 5u, nu__op_dtype_code(x->dtype),
+                             nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local, tune.rows, tune.unroll,
+                             rows_aligned(x, first[2]) ? 4u : 0u, dot_capacity_blocks(k), tune.split};
+    uint32_t w_row = n > 1 ? (uint32_t)(weight->strides[0] / 32 * (nu_dtype_block_bytes(weight->dtype) / 2)) : 0;
+    struct {
+        uint32_t n, k, first_w, w_row, w_col, first_x, x_row, x_col, first_dst;
+    } push = {(uint32_t)n, (uint32_t)k, first[1], w_row, 0, first[2],
+              m > 1 ? (uint32_t)x->strides[0] : 0, k > 1 ? (uint32_t)x->strides[1] : 0, first[0]};
+    nu_kernel *kern;
+    if ((st = nu__op_kernel(d, NU__K_matvec_dot, sizeof push, constants, 10, &kern)) != NU_OK)
+        return st;
+    /* Row groups are spread over all the grid's subgroups. */
+    uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
+    uint64_t slots = tune.local / sg / tune.split; /* row groups a workgroup takes at a time */
+    uint64_t wanted = (row_groups + slots - 1) / slots;
+    if (tune.groups && wanted > tune.groups)
+        wanted = tune.groups;
+    uint32_t groups[3] = {(uint32_t)(wanted > 65535 ? 65535 : wanted), 1, 1};
+    return nu_commands_dispatch(c, kern, groups, bind, 3, &push, sizeof push);
 }
 
 static nu_status shape_of(nu_device *d, const char *name, const nu_tensor *t)
@@ -114,17 +214,19 @@ nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *we
     if (!k)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k is 0 (x and weight are empty but dst is not)");
 
-    matvec_tune tune = default_tune(weight->dtype, m);
-    if ((st = env_tune(d, &tune)) != NU_OK)
-        return st;
     nu_binding bind[3];
     uint32_t first[3];
     if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
         (st = nu__op_bind(FN, weight, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
         (st = nu__op_bind(FN, x, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
         return st;
-
     bool block = nu_dtype_block_elements(weight->dtype) > 1;
+    if (block && env_wants_dot() && dot_path_applies(d, m, k))
+        return record_dot(c, d, dst, weight, x, bind, first, m, n, k);
+
+    matvec_tune tune = default_tune(weight->dtype, m);
+    if ((st = env_tune(d, &tune)) != NU_OK)
+        return st;
     bool subgroup = tune.subgroup && (d->info.subgroup_operations & NU_SUBGROUP_ARITHMETIC) && d->info.subgroup_size >= 8;
     uint32_t flags = (subgroup ? 1u : 0u) | (!block && rows_aligned(weight, first[1]) ? 2u : 0u) |
                      (rows_aligned(x, first[2]) ? 4u : 0u);

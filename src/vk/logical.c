@@ -30,6 +30,8 @@ nu_status nu__logical_create(nu_device *d)
         enable[count++] = NU__EXT_MEMORY_BUDGET;
     if (!v13) {
         enable[count++] = NU__EXT_SYNC2;
+        if (info->features[NU_FEATURE_INTEGER_DOT_PRODUCT])
+            enable[count++] = NU__EXT_INTEGER_DOT;
         if (info->features[NU_FEATURE_SUBGROUP_SIZE_CONTROL])
             enable[count++] = NU__EXT_SUBGROUP_SIZE;
     }
@@ -46,8 +48,12 @@ nu_status nu__logical_create(nu_device *d)
     VkPhysicalDeviceSynchronization2Features sync2 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SYNCHRONIZATION_2_FEATURES,
         .pNext = info->features[NU_FEATURE_SUBGROUP_SIZE_CONTROL] ? &sgc : NULL, .synchronization2 = VK_TRUE};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .pNext = &sync2,
+        .shaderIntegerDotProduct = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = &sync2,
+                                            .pNext = info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] ? (void *)&dot
+                                                                                                  : (void *)&sync2,
                                             .timelineSemaphore = VK_TRUE,
                                             /* required by Vulkan 1.2: timestamp queries are reset
                                              * on the host (a transfer-only queue cannot) */

@@ -40,6 +40,7 @@ const char *nu_feature_name(nu_feature f)
         [NU_FEATURE_BUFFER_DEVICE_ADDRESS] = "bufferDeviceAddress",
         [NU_FEATURE_MEMORY_BUDGET] = NU__EXT_MEMORY_BUDGET,
         [NU_FEATURE_DEBUG_UTILS] = "VK_EXT_debug_utils",
+        [NU_FEATURE_INTEGER_DOT_PRODUCT] = "shaderIntegerDotProduct",
     };
     return (unsigned)f < NU_FEATURE_COUNT ? names[f] : "unknown";
 }
@@ -98,8 +99,13 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
     VkPhysicalDeviceSynchronization2Features sync2 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SYNCHRONIZATION_2_FEATURES,
         .pNext = sgc_ext ? &sgc : NULL};
+    /* Integer dot products: core in Vulkan 1.3, else the KHR extension (same structure). */
+    bool dot_ext = v13 || nu__vk_has_extension(exts, n, NU__EXT_INTEGER_DOT);
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+        .pNext = sync2_ext ? (void *)&sync2 : (sgc_ext ? (void *)&sgc : NULL)};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = sync2_ext ? (void *)&sync2 : (sgc_ext ? (void *)&sgc : NULL)};
+                                            .pNext = dot_ext ? (void *)&dot : dot.pNext};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12};
     VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
@@ -148,6 +154,7 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
     ft[NU_FEATURE_SUBGROUP_SIZE_CONTROL] = sgc_ext && sgc.subgroupSizeControl;
     ft[NU_FEATURE_BUFFER_DEVICE_ADDRESS] = f12.bufferDeviceAddress;
     ft[NU_FEATURE_MEMORY_BUDGET] = nu__vk_has_extension(exts, n, NU__EXT_MEMORY_BUDGET);
+    ft[NU_FEATURE_INTEGER_DOT_PRODUCT] = dot_ext && dot.shaderIntegerDotProduct;
     /* Debug utils is an instance extension: the caller sets it. */
     nu__free(exts);
 

@@ -1,0 +1,260 @@
+#version 450
+// matvec_dot: nu_op_matvec (nuvec/ops.h) against Q8_0 and Q4_0 weights with 4x8-bit integer dot
+// products (SPIR-V 1.6's OpSDot, GL_EXT_integer_dot_product): the path of devices that have them
+// (shaderIntegerDotProduct), subgroup arithmetic and shuffles, subgroups of a multiple of 8 lanes; src/ops/matvec.c chooses it, the float path
+// (matvec.comp / matvec_sg.comp) elsewhere. Compiled by glslang 15 (deps/deps.sh: Debian 12's
+// glslc lacks the extension).
+//
+// Why: the float path dequantizes every weight to F32 and multiplies it (a shift, a mask, an or,
+// a subtraction and an FMA per element), which keeps the H200 at a third of its memory bandwidth.
+// Here x is quantized once per workgroup to 8 bits per 32-element block, as llama.cpp's quantized
+// kernels do, and one OpSDot multiplies and sums four weight bytes against four x bytes:
+//   x's block b of row m:  dx = max|x| / 127, xq[i] = roundEven(x[i] / dx) (in -127..127);
+//   Q8_0 block:  sum_i d q[i] x[i] ~ d * dx * sum_i q[i] xq[i]
+//   Q4_0 block:  sum_i d (n[i] - 8) x[i] ~ d * (dx * sum_i n[i] xq[i] - 8 * dx * sum_i xq[i])
+// so the result differs from the exact product by at most sum_i |w[i]| * dx / 2 per block (x's
+// rounding; the test states it), plus F32 summation.
+//
+// Layout of the work:
+// - Phase 1: the workgroup quantizes the M rows of x (K elements) into shared memory: xq as
+//   4 uvec2 a block (bytes of elements 8j..8j+7 in uvec2 j), and per half block h (elements
+//   8h..8h+7 and 16+8h..16+8h+7, what one Q4_0 unit covers) vec2(dx, dx * sum of those xq).
+//   Eight threads a block, four elements each (quantize_x); one barrier.
+// - Phase 2: SPLIT subgroups compute ROWS consecutive weight rows at a time, each a SPLIT-th of
+//   every row (the workgroup takes LOCAL / subgroup / SPLIT row groups at a time, with the grid's
+//   stride); with SPLIT 1 no further barrier. A unit is half a block
+//   (Q4_0: 8 bytes of qs, 16 elements; Q8_0: 16 bytes of q, 16 elements), consecutive lanes take
+//   consecutive units (a subgroup's loads cover 16 consecutive blocks), each lane issues the loads
+//   of UNROLL units of each of its ROWS rows before using any, and reads each unit of x from
+//   shared memory once for its ROWS rows. A unit's bytes start at a 2-byte boundary: they are read
+//   as 32-bit words and shifted into place (a third / fifth word only where the start is odd), so
+//   any row stride and first block work.
+// - The lanes' F32 sums are added with subgroupAdd; the first lane stores them, or with SPLIT > 1
+//   the SPLIT subgroups' sums are added through shared memory (two barriers a batch).
+//
+// Specialisation constants (src/ops/matvec.c picks them; NUVEC_MATVEC overrides the knobs):
+//   0 WDT     weight dtype: 4 Q8_0, 5 Q4_0
+//   1 XDT     x dtype (ops.glsl code: F32, F16, BF16)
+//   2 DDT     dst dtype (ops.glsl code)
+//   3 M       rows of x (1..8)
+//   4 LOCAL   threads per workgroup (local_size_x), a multiple of the subgroup size
+//   5 ROWS    weight rows a subgroup computes at a time (1..8)
+//   6 UNROLL  units per lane per row in flight (1..8)
+//   7 FLAGS   bit 2: x's vector path (rows 16-byte aligned, stride 1, row stride a multiple of 16 B)
+//   8 XB      blocks of x shared memory holds per row (>= K / 32): the host rounds K / 32 up to
+//             a multiple of 64, so that few pipelines serve all shapes
+//   9 SPLIT   subgroups sharing a row group (a power of two dividing LOCAL / subgroup size): more
+//             threads a row where N is small against the device
+// Bindings: 0 dst, 1 weight, 2 x. Push: as matvec.comp's (w_col unused: block rows are
+// contiguous).
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
+#extension GL_EXT_integer_dot_product : require
+#extension GL_GOOGLE_include_directive : require // glslc enables it itself; glslang needs it asked
+#include "ops.glsl"
+
+layout(constant_id = 0) const uint WDT = 5u;
+layout(constant_id = 1) const uint XDT = NU_F32;
+layout(constant_id = 2) const uint DDT = NU_F32;
+layout(constant_id = 3) const uint M = 1u;
+layout(constant_id = 5) const uint ROWS = 2u;
+layout(constant_id = 6) const uint UNROLL = 2u;
+layout(constant_id = 7) const uint FLAGS = 0u;
+layout(constant_id = 8) const uint XB = 128u;
+layout(constant_id = 9) const uint SPLIT = 1u;
+layout(local_size_x = 256, local_size_x_id = 4) in; // LOCAL, constant 4
+const uint LOCAL = gl_WorkGroupSize.x;
+
+#define Q8_0 4u
+const bool XVEC = (FLAGS & 4u) != 0u;
+const bool IS_Q8 = WDT == Q8_0;
+const uint RM = ROWS * M;
+
+shared uvec2 xq[M * XB * 4u];   // x's 8-bit values, uvec2 j of block b of row m at (m * XB + b) * 4 + j
+shared vec2 xds[M * XB * 2u];   // (dx, dx * sum of the half block's xq), half h of block b at (m * XB + b) * 2 + h
+shared float red[SPLIT > 1u ? (LOCAL / 8u) * RM : 1u]; // the SPLIT subgroups' partial sums of a row group
+
+NU_TENSOR(writeonly, 0, dst)
+NU_TENSOR(readonly, 1, w)
+NU_TENSOR(readonly, 2, x)
+layout(push_constant) uniform Push {
+    uint n, k;              // N and K
+    uint first_w;           // weight's first half (16-bit unit) in its binding
+    uint w_row, w_col;      // weight's row stride (halves); w_col unused
+    uint first_x;
+    uint x_row, x_col;      // x's strides (elements)
+    uint first_dst;         // dst is contiguous [M, N]
+} pc;
+
+// Four elements of x's row m from element e (a multiple of 4).
+void x_load4(uint m, uint e, out float v[4])
+{
+    uint i = pc.first_x + m * pc.x_row + e;
+    if (XVEC) { // 16-byte aligned rows: one 16-byte (F32) or 8-byte (F16, BF16) load
+        if (XDT == NU_F32)
+            nu_unpack4(XDT, x_v[i / 4u], v);
+        else
+            nu_unpack4(XDT, uvec4(x_v2[i / 4u], 0u, 0u), v);
+    } else {
+        for (uint j = 0u; j < 4u; j++)
+            v[j] = NU_LOAD(x, XDT, pc.first_x + m * pc.x_row + (e + j) * pc.x_col);
+    }
+}
+
+// Phase 1: x's M rows into shared memory. Eight consecutive threads (lanes of one subgroup) take a
+// block, four elements each (thread t elements 4t..4t+3: word t of the block's xq); its max and
+// the half blocks' sums are combined with subgroupShuffleXor over the eight.
+void quantize_x()
+{
+    uint blocks = pc.k / 32u, pieces = M * blocks * 8u;
+    for (uint p0 = 0u; p0 < pieces; p0 += LOCAL) { // uniform bounds: a block's 8 threads are all live or not
+        uint p = p0 + gl_LocalInvocationID.x;
+        bool live = p < pieces;
+        uint blk = p / 8u, t = p % 8u, m = blk / blocks, b = blk % blocks;
+        float v[4] = float[4](0.0, 0.0, 0.0, 0.0);
+        if (live)
+            x_load4(m, b * 32u + 4u * t, v);
+        float amax = max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3])));
+        amax = max(amax, subgroupShuffleXor(amax, 1u));
+        amax = max(amax, subgroupShuffleXor(amax, 2u));
+        amax = max(amax, subgroupShuffleXor(amax, 4u));
+        float dx = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
+        uint word = 0u;
+        int sum = 0;
+        for (uint j = 0u; j < 4u; j++) {
+            int q = clamp(int(roundEven(v[j] * inv)), -127, 127);
+            word |= (uint(q) & 0xffu) << (8u * j);
+            sum += q;
+        }
+        // Half h of a block: threads {0, 1, 4, 5} (h 0) or {2, 3, 6, 7} (h 1).
+        sum += subgroupShuffleXor(sum, 1u);
+        sum += subgroupShuffleXor(sum, 4u);
+        if (live) {
+            uint i = (m * XB + b) * 4u + t / 2u;
+            if ((t & 1u) == 0u)
+                xq[i].x = word;
+            else
+                xq[i].y = word;
+            if (t == 0u || t == 2u)
+                xds[(m * XB + b) * 2u + t / 2u] = vec2(dx, dx * float(sum));
+        }
+    }
+}
+
+uint w_word(uint i) { return w_w[i]; }
+// The last word a unit starting at an odd half needs: only its low half is the unit's, and where
+// the binding ends inside that word it is read as a half (no read past the binding).
+uint w_last_word(uint i) { return i < uint(w_w.length()) ? w_w[i] : uint(w_h[2u * i]); }
+// The word at byte 2 * (2 i + s / 16) from words a = w[i], b = w[i + 1]: s is 0 or 16, and
+// (b << 1) << (31 - s) is b << (32 - s) without the undefined shift by 32.
+uint funnel(uint a, uint b, uint s) { return (a >> s) | ((b << 1u) << (31u - s)); }
+
+// The raw data of one unit: q the bytes (two words for Q4_0, four for Q8_0), d the f16 scale bits.
+struct Unit { uvec4 q; uint d; };
+
+Unit load_unit(uint row, uint u)
+{
+    uint b = u >> 1u, j = u & 1u;
+    uint hb = pc.first_w + row * pc.w_row + b * (IS_Q8 ? 17u : 9u); // the block's first half
+    uint h0 = hb + 1u + j * (IS_Q8 ? 8u : 4u);                      // the unit's bytes
+    uint i = h0 >> 1u, s = (h0 & 1u) * 16u;
+    Unit r;
+    r.d = uint(w_h[hb]);
+    if (IS_Q8) {
+        uint a0 = w_word(i), a1 = w_word(i + 1u), a2 = w_word(i + 2u), a3 = w_word(i + 3u);
+        uint a4 = s != 0u ? w_last_word(i + 4u) : 0u;
+        r.q = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), funnel(a2, a3, s), funnel(a3, a4, s));
+    } else {
+        uint a0 = w_word(i), a1 = w_word(i + 1u);
+        uint a2 = s != 0u ? w_last_word(i + 2u) : 0u;
+        r.q = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), 0u, 0u);
+    }
+    return r;
+}
+
+// Unit u of weight row `row` against x's row m: its contribution to the sum (F32).
+float unit_dot(Unit r, uint u, uint m)
+{
+    uint b = u >> 1u, j = u & 1u;
+    uint xb = (m * XB + b) * 4u;
+    float dw = nu_f16_to_f32(r.d);
+    if (IS_Q8) {
+        // Elements 16j..16j+15: x's uvec2 2j and 2j+1.
+        uvec2 x0 = xq[xb + 2u * j], x1 = xq[xb + 2u * j + 1u];
+        int dot = dotPacked4x8EXT(int(r.q.x), int(x0.x)) + dotPacked4x8EXT(int(r.q.y), int(x0.y)) +
+                  dotPacked4x8EXT(int(r.q.z), int(x1.x)) + dotPacked4x8EXT(int(r.q.w), int(x1.y));
+        return dw * (xds[(m * XB + b) * 2u].x * float(dot));
+    }
+    // Q4_0 unit j: bytes 8j..8j+7 of qs; low nibbles are elements 8j..8j+7, high ones 16+8j..16+8j+7.
+    uvec2 xl = xq[xb + j], xh = xq[xb + 2u + j];
+    uint l0 = r.q.x & 0x0f0f0f0fu, l1 = r.q.y & 0x0f0f0f0fu;
+    uint h0 = (r.q.x >> 4u) & 0x0f0f0f0fu, h1 = (r.q.y >> 4u) & 0x0f0f0f0fu;
+    int dot = dotPacked4x8EXT(int(l0), int(xl.x)) + dotPacked4x8EXT(int(l1), int(xl.y)) +
+              dotPacked4x8EXT(int(h0), int(xh.x)) + dotPacked4x8EXT(int(h1), int(xh.y));
+    vec2 ds = xds[(m * XB + b) * 2u + j];
+    return dw * (ds.x * float(dot) - 8.0 * ds.y);
+}
+
+void main()
+{
+    quantize_x();
+    barrier();
+    uint blocks = pc.k / 32u;
+
+    uint units = blocks * 2u;
+    uint lane = gl_SubgroupInvocationID, sg_size = gl_SubgroupSize;
+    uint slots = gl_NumSubgroups / SPLIT, slot = gl_SubgroupID / SPLIT, part = gl_SubgroupID % SPLIT;
+    uint groups = (pc.n + ROWS - 1u) / ROWS;
+    uint batches = (groups + slots - 1u) / slots; // row groups a workgroup takes at a time: slots
+    uint step = SPLIT * sg_size;                   // units between a lane's consecutive ones
+    for (uint bt = gl_WorkGroupID.x; bt < batches; bt += gl_NumWorkGroups.x) { // uniform in the workgroup
+        uint g = bt * slots + slot;
+        uint n0 = min(g, groups - 1u) * ROWS;
+        uint rows[ROWS];
+        for (uint r = 0u; r < ROWS; r++)
+            rows[r] = min(n0 + r, pc.n - 1u); // rows past N repeat the last (not stored)
+        float acc[RM];
+        for (uint i = 0u; i < RM; i++)
+            acc[i] = 0.0;
+        for (uint u0 = part * sg_size + lane; u0 < units; u0 += step * UNROLL) {
+            Unit raw[UNROLL * ROWS];
+            for (uint t = 0u; t < UNROLL; t++) {
+                uint u = u0 + t * step;
+                for (uint r = 0u; r < ROWS; r++)
+                    if (u < units)
+                        raw[t * ROWS + r] = load_unit(rows[r], u);
+            }
+            for (uint t = 0u; t < UNROLL; t++) {
+                uint u = u0 + t * step;
+                if (u >= units)
+                    break;
+                for (uint m = 0u; m < M; m++)
+                    for (uint r = 0u; r < ROWS; r++)
+                        acc[r * M + m] += unit_dot(raw[t * ROWS + r], u, m);
+            }
+        }
+        bool store = g < groups;
+        if (SPLIT == 1u) {
+            for (uint i = 0u; i < RM; i++) {
+                float total = subgroupAdd(acc[i]);
+                if (lane == 0u && store && n0 + i / M < pc.n)
+                    NU_STORE(dst, DDT, pc.first_dst + (i % M) * pc.n + n0 + i / M, total)
+            }
+        } else {
+            for (uint i = 0u; i < RM; i++) {
+                float s = subgroupAdd(acc[i]);
+                if (lane == 0u)
+                    red[gl_SubgroupID * RM + i] = s;
+            }
+            barrier();
+            if (part == 0u && lane < RM && store && n0 + lane / M < pc.n) {
+                float total = 0.0;
+                for (uint p = 0u; p < SPLIT; p++)
+                    total += red[(slot * SPLIT + p) * RM + lane];
+                NU_STORE(dst, DDT, pc.first_dst + (lane % M) * pc.n + n0 + lane / M, total)
+            }
+            barrier(); // red is reused by the next batch
+        }
+    }
+}
