@@ -28,6 +28,10 @@
 # GL_KHR_cooperative_matrix. The other kernels stay on glslc (CMakeLists.txt chooses per kernel).
 # It is built without its optimizer (ENABLE_OPT=OFF: drivers optimize the SPIR-V they get).
 #
+# Vulkan headers 1.4.309 (Debian 13's, from the vulkan-loader source package, which carries them;
+# both variants: build-deps/prefix*/include/vulkan): Debian 12's 1.3.239 lack
+# VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16. Headers only; the loader stays Debian 12's.
+#
 # Adding a library: `fetch_source PACKAGE` (optionally with an upstream-version prefix to insist
 # on), a build_ function like build_spirv_tools, and a line in the main part below. The stamp
 # covers this script, so the prefixes are rebuilt.
@@ -194,9 +198,19 @@ build_glslang() {
     rm -rf "$b"
 }
 
+# ---- Vulkan headers ------------------------------------------------------------------------
+
+install_vulkan_headers() {
+    fetch_source vulkan-loader 1.4.309 orig-only
+    mkdir -p "$prefix/include"
+    cp -r "$source_dir/vulkan-headers/include/vulkan" "$source_dir/vulkan-headers/include/vk_video" "$prefix/include/"
+    echo "vulkan headers $version" >>"$prefix/stamp.new"
+}
+
 rm -rf "$prefix"
 mkdir -p "$prefix"
 echo "$want_stamp" >"$prefix/stamp.new"
+install_vulkan_headers
 build_spirv_tools
 [ "$variant" = normal ] && build_glslang
 mv "$prefix/stamp.new" "$prefix/stamp"

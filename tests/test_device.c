@@ -44,6 +44,15 @@ static void the_default_device_reports_what_it_offers(void **state)
     assert_string_not_equal(nu_device_type_name(info->type), "");
     for (int f = 0; f < NU_FEATURE_COUNT; f++)
         assert_string_not_equal(nu_feature_name((nu_feature)f), "unknown");
+    /* Matrix-unit shapes only with the feature (lavapipe has none); each a real product. */
+    if (!info->features[NU_FEATURE_COOPERATIVE_MATRIX])
+        assert_int_equal(info->cooperative_matrix_count, 0);
+    assert_true(info->cooperative_matrix_count <= NU_MAX_COOPERATIVE_MATRIX_SHAPES);
+    for (uint32_t i = 0; i < info->cooperative_matrix_count; i++) {
+        const nu_cooperative_matrix_shape *cm = &info->cooperative_matrix[i];
+        assert_true(cm->m >= 1 && cm->n >= 1 && cm->k >= 1);
+        assert_true(cm->a <= NU_DTYPE_COUNT && cm->result <= NU_DTYPE_COUNT);
+    }
     const nu_memory_choice *m = nu_device_memory_choice(d);
     assert_true(m->shared_type < info->memory_type_count);
     assert_true(m->private_type < info->memory_type_count);

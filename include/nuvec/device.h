@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "status.h"
 
 NU_BEGIN_DECLS
@@ -50,6 +51,8 @@ typedef enum nu_feature {
     NU_FEATURE_DEBUG_UTILS,            /* VK_EXT_debug_utils: names in captures and messages */
     NU_FEATURE_INTEGER_DOT_PRODUCT,    /* shaderIntegerDotProduct (Vulkan 1.3, VK_KHR_shader_integer_dot_product):
                                           4x8-bit dot products (the quantized products' fast path) */
+    NU_FEATURE_VULKAN_MEMORY_MODEL,    /* vulkanMemoryModel: needed by cooperative-matrix shaders */
+    NU_FEATURE_NV_COOPERATIVE_MATRIX2, /* VK_NV_cooperative_matrix2 (reported; nuvec does not use it) */
     NU_FEATURE_COUNT
 } nu_feature;
 
@@ -85,6 +88,16 @@ enum {
     NU_SUBGROUP_QUAD = 1u << 7,
 };
 
+/* A product the device's matrix units do per subgroup (VK_KHR_cooperative_matrix, subgroup scope):
+ * result[m x n] = a[m x k] * b[k x n] + c[m x n], elements of the given dtypes (NU_DTYPE_COUNT for
+ * a component type nuvec has no dtype for). */
+typedef struct nu_cooperative_matrix_shape {
+    uint32_t m, n, k;
+    nu_dtype a, b, c, result;
+    bool saturating; /* integer products clamp instead of wrapping */
+} nu_cooperative_matrix_shape;
+#define NU_MAX_COOPERATIVE_MATRIX_SHAPES 64
+
 typedef struct nu_device_info {
     uint32_t index;                /* position among the system's Vulkan devices */
     char name[NU_NAME_SIZE];
@@ -102,6 +115,9 @@ typedef struct nu_device_info {
     nu_memory_type_info memory_types[NU_MAX_MEMORY_TYPES];
 
     bool features[NU_FEATURE_COUNT];
+    /* What NU_FEATURE_COOPERATIVE_MATRIX offers (0 shapes without it). */
+    uint32_t cooperative_matrix_count;
+    nu_cooperative_matrix_shape cooperative_matrix[NU_MAX_COOPERATIVE_MATRIX_SHAPES];
 
     /* Limits. */
     uint32_t subgroup_size, min_subgroup_size, max_subgroup_size;

@@ -16,7 +16,7 @@ nu_status nu__logical_create(nu_device *d)
     if (!exts)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory creating the device");
     d->vki.vkEnumerateDeviceExtensionProperties(d->physical, NULL, &n, exts);
-    const char *enable[8];
+    const char *enable[10];
     uint32_t count = 0;
     bool v13 = info->api_version >= VK_API_VERSION_1_3;
     if (info->features[NU_FEATURE_PUSH_DESCRIPTOR])
@@ -28,6 +28,10 @@ nu_status nu__logical_create(nu_device *d)
     }
     if (info->features[NU_FEATURE_MEMORY_BUDGET])
         enable[count++] = NU__EXT_MEMORY_BUDGET;
+    /* Cooperative-matrix shaders also declare the Vulkan memory model. */
+    bool coop = info->features[NU_FEATURE_COOPERATIVE_MATRIX] && info->features[NU_FEATURE_VULKAN_MEMORY_MODEL];
+    if (coop)
+        enable[count++] = NU__EXT_COOPMAT;
     if (!v13) {
         enable[count++] = NU__EXT_SYNC2;
         if (info->features[NU_FEATURE_INTEGER_DOT_PRODUCT])
@@ -51,9 +55,14 @@ nu_status nu__logical_create(nu_device *d)
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .pNext = &sync2,
         .shaderIntegerDotProduct = VK_TRUE};
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        .pNext = info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] ? (void *)&dot : (void *)&sync2,
+        .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] ? (void *)&dot
-                                                                                                  : (void *)&sync2,
+                                            .pNext = coop ? (void *)&coopf : coopf.pNext,
+                                            .vulkanMemoryModel = info->features[NU_FEATURE_VULKAN_MEMORY_MODEL],
+                                            .vulkanMemoryModelDeviceScope = VK_FALSE,
                                             .timelineSemaphore = VK_TRUE,
                                             /* required by Vulkan 1.2: timestamp queries are reset
                                              * on the host (a transfer-only queue cannot) */

@@ -41,6 +41,8 @@ const char *nu_feature_name(nu_feature f)
         [NU_FEATURE_MEMORY_BUDGET] = NU__EXT_MEMORY_BUDGET,
         [NU_FEATURE_DEBUG_UTILS] = "VK_EXT_debug_utils",
         [NU_FEATURE_INTEGER_DOT_PRODUCT] = "shaderIntegerDotProduct",
+        [NU_FEATURE_VULKAN_MEMORY_MODEL] = "vulkanMemoryModel",
+        [NU_FEATURE_NV_COOPERATIVE_MATRIX2] = NU__EXT_COOPMAT2,
     };
     return (unsigned)f < NU_FEATURE_COUNT ? names[f] : "unknown";
 }
@@ -56,6 +58,54 @@ static nu_device_type device_type(VkPhysicalDeviceType t)
     case VK_PHYSICAL_DEVICE_TYPE_CPU: return NU_DEVICE_CPU;
     default: return NU_DEVICE_OTHER;
     }
+}
+
+#define NU__COMPONENT_TYPE_BFLOAT16 1000141000
+static nu_dtype component_dtype(VkComponentTypeKHR t)
+{
+    switch (t) {
+    case VK_COMPONENT_TYPE_FLOAT16_KHR: return NU_DTYPE_F16;
+    case VK_COMPONENT_TYPE_FLOAT32_KHR: return NU_DTYPE_F32;
+    case VK_COMPONENT_TYPE_FLOAT64_KHR: return NU_DTYPE_F64;
+    case VK_COMPONENT_TYPE_SINT8_KHR: return NU_DTYPE_I8;
+    case VK_COMPONENT_TYPE_UINT8_KHR: return NU_DTYPE_U8;
+    case VK_COMPONENT_TYPE_SINT16_KHR: return NU_DTYPE_I16;
+    case VK_COMPONENT_TYPE_UINT16_KHR: return NU_DTYPE_U16;
+    case VK_COMPONENT_TYPE_SINT32_KHR: return NU_DTYPE_I32;
+    case VK_COMPONENT_TYPE_UINT32_KHR: return NU_DTYPE_U32;
+    case VK_COMPONENT_TYPE_SINT64_KHR: return NU_DTYPE_I64;
+    case VK_COMPONENT_TYPE_UINT64_KHR: return NU_DTYPE_U64;
+    case VK_COMPONENT_TYPE_FLOAT_E4M3_NV: return NU_DTYPE_F8_E4M3;
+    case VK_COMPONENT_TYPE_FLOAT_E5M2_NV: return NU_DTYPE_F8_E5M2;
+    default:
+        /* VK_COMPONENT_TYPE_BFLOAT16_KHR (VK_KHR_shader_bfloat16), newer than the 1.4.309 headers. */
+        return (int)t == NU__COMPONENT_TYPE_BFLOAT16 ? NU_DTYPE_BF16 : NU_DTYPE_COUNT;
+    }
+}
+
+/* The subgroup-scope products of VK_KHR_cooperative_matrix into info (at most
+ * NU_MAX_COOPERATIVE_MATRIX_SHAPES). Returns false only when host memory runs out. */
+static bool cooperative_matrix_shapes(const nu__vk_instance *vki, VkPhysicalDevice pd, nu_device_info *info)
+{
+    uint32_t n = 0;
+    if (vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, NULL) != VK_SUCCESS || !n)
+        return true;
+    VkCooperativeMatrixPropertiesKHR *p = nu__calloc(n, sizeof *p);
+    if (!p)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+    VkResult r = vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, p);
+    for (uint32_t i = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < n; i++) {
+        if (p[i].scope != VK_SCOPE_SUBGROUP_KHR || info->cooperative_matrix_count == NU_MAX_COOPERATIVE_MATRIX_SHAPES)
+            continue;
+        info->cooperative_matrix[info->cooperative_matrix_count++] = (nu_cooperative_matrix_shape){
+            .m = p[i].MSize, .n = p[i].NSize, .k = p[i].KSize, .a = component_dtype(p[i].AType),
+            .b = component_dtype(p[i].BType), .c = component_dtype(p[i].CType),
+            .result = component_dtype(p[i].ResultType), .saturating = p[i].saturatingAccumulation};
+    }
+    nu__free(p);
+    return true;
 }
 
 /* Fills `info` for `pd`. Returns false only when host memory runs out. */
@@ -104,8 +154,12 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
         .pNext = sync2_ext ? (void *)&sync2 : (sgc_ext ? (void *)&sgc : NULL)};
+    bool coop_ext = nu__vk_has_extension(exts, n, NU__EXT_COOPMAT);
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        .pNext = dot_ext ? (void *)&dot : dot.pNext};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = dot_ext ? (void *)&dot : dot.pNext};
+                                            .pNext = coop_ext ? (void *)&coop : coop.pNext};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12};
     VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
@@ -150,13 +204,18 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
     ft[NU_FEATURE_FLOAT16] = f12.shaderFloat16;
     ft[NU_FEATURE_INT8] = f12.shaderInt8;
     ft[NU_FEATURE_BFLOAT16] = nu__vk_has_extension(exts, n, NU__EXT_BFLOAT16);
-    ft[NU_FEATURE_COOPERATIVE_MATRIX] = nu__vk_has_extension(exts, n, NU__EXT_COOPMAT);
+    ft[NU_FEATURE_COOPERATIVE_MATRIX] = coop_ext && coop.cooperativeMatrix &&
+                                        vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
     ft[NU_FEATURE_SUBGROUP_SIZE_CONTROL] = sgc_ext && sgc.subgroupSizeControl;
     ft[NU_FEATURE_BUFFER_DEVICE_ADDRESS] = f12.bufferDeviceAddress;
     ft[NU_FEATURE_MEMORY_BUDGET] = nu__vk_has_extension(exts, n, NU__EXT_MEMORY_BUDGET);
     ft[NU_FEATURE_INTEGER_DOT_PRODUCT] = dot_ext && dot.shaderIntegerDotProduct;
+    ft[NU_FEATURE_VULKAN_MEMORY_MODEL] = f12.vulkanMemoryModel;
+    ft[NU_FEATURE_NV_COOPERATIVE_MATRIX2] = nu__vk_has_extension(exts, n, NU__EXT_COOPMAT2);
     /* Debug utils is an instance extension: the caller sets it. */
     nu__free(exts);
+    if (ft[NU_FEATURE_COOPERATIVE_MATRIX] && !cooperative_matrix_shapes(vki, pd, info))
+        return false;
 
     const VkPhysicalDeviceLimits *l = &base.limits;
     info->subgroup_size = sg_props.subgroupSize;

@@ -48,6 +48,7 @@ nu_status nu__vk_load_device(const nu__vk_instance *vki, VkDevice device, nu__vk
 #define NU__EXT_BFLOAT16 "VK_KHR_shader_bfloat16"
 #define NU__EXT_COOPMAT "VK_KHR_cooperative_matrix"
 #define NU__EXT_INTEGER_DOT "VK_KHR_shader_integer_dot_product"
+#define NU__EXT_COOPMAT2 "VK_NV_cooperative_matrix2"
 #define NU__EXT_SUBGROUP_SIZE "VK_EXT_subgroup_size_control"
 #define NU__LAYER_VALIDATION "VK_LAYER_KHRONOS_validation"
 /* Whether `name` is among the n extensions. */

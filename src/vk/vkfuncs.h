@@ -38,6 +38,7 @@ NU_VK_INSTANCE(vkCreateDevice)
 NU_VK_INSTANCE(vkGetDeviceProcAddr)
 NU_VK_INSTANCE_EXT(vkCreateDebugUtilsMessengerEXT)
 NU_VK_INSTANCE_EXT(vkDestroyDebugUtilsMessengerEXT)
+NU_VK_INSTANCE_EXT(vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)
 
 NU_VK_DEVICE(vkDestroyDevice)
 NU_VK_DEVICE(vkDeviceWaitIdle)

@@ -1,0 +1,48 @@
+/* nuvec/dtype.h: element types (dtypes) of tensors (nuvec/tensor.h, whose header gives the byte
+ * layout of each, the block-quantized ones included) and of the device's matrix units
+ * (nuvec/device.h).
+ *
+ * Thread safety: plain functions on values. */
+#ifndef NUVEC_DTYPE_H
+#define NUVEC_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+NU_BEGIN_DECLS
+
+typedef enum nu_dtype {
+    NU_DTYPE_BOOL,
+    NU_DTYPE_U8,
+    NU_DTYPE_I8,
+    NU_DTYPE_F8_E5M2,
+    NU_DTYPE_F8_E4M3,
+    NU_DTYPE_I16,
+    NU_DTYPE_U16,
+    NU_DTYPE_F16,
+    NU_DTYPE_BF16,
+    NU_DTYPE_I32,
+    NU_DTYPE_U32,
+    NU_DTYPE_F32,
+    NU_DTYPE_I64,
+    NU_DTYPE_U64,
+    NU_DTYPE_F64,
+    NU_DTYPE_Q8_0, /* GGUF block quantization: see above (not a safetensors dtype) */
+    NU_DTYPE_Q4_0,
+    NU_DTYPE_COUNT
+} nu_dtype;
+
+/* Bytes per element (1 for BOOL and the F8 types); 0 for the block dtypes and values outside
+ * the enum. */
+size_t nu_dtype_size(nu_dtype dtype);
+/* Elements per block: 32 for Q8_0 and Q4_0, 1 for the others (0 outside the enum). */
+uint32_t nu_dtype_block_elements(nu_dtype dtype);
+/* Bytes per block: 34 for Q8_0, 18 for Q4_0, nu_dtype_size for the others. */
+uint32_t nu_dtype_block_bytes(nu_dtype dtype);
+/* "F32", "BF16", "Q4_0", ... (the safetensors spelling; "?" outside the enum). */
+const char *nu_dtype_name(nu_dtype dtype);
+
+NU_END_DECLS
+#endif

@@ -1,0 +1,140 @@
+/* matmul_tc.c: nu_op_matmul on the matrix units (kernels/matmul/matmul_coopmat.comp, whose header
+ * describes the kernel): F16 activations against F16, Q8_0 or Q4_0 weights, on devices whose
+ * VK_KHR_cooperative_matrix offers 16x16x16 F16 x F16 + F32 products at subgroup scope. */
+#include "ops/matmul_tc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels_table.h"
+#include "ops/op.h"
+
+#define FN "nu_op_matmul"
+
+/* The tile: WM x WN subgroups, each FM x FN fragments of 16 x 16 (kernel constants 5 to 8). */
+typedef struct tc_tile {
+    uint32_t wm, wn, fm, fn, bk, buffers;
+} tc_tile;
+
+static bool has_f16_shape(const nu_device_info *in)
+{
+    for (uint32_t i = 0; i < in->cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++) {
+        const nu_cooperative_matrix_shape *s = &in->cooperative_matrix[i];
+        if (s->m == 16 && s->n == 16 && s->k == 16 && s->a == NU_DTYPE_F16 && s->b == NU_DTYPE_F16 &&
+            s->c == NU_DTYPE_F32 && s->result == NU_DTYPE_F32)
+            return true;
+    }
+    return false;
+}
+
+/* The tile by shape: 128 x 128 (8 subgroups of 64 x 32), k 64 a step, one buffer (the best of 14 settings
+ * on the H200: 38 TFLOP/s at 4096^3, where every setting gave 34-38); fewer rows of a: 64 x 128. Overridden for
+ * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2" (wm..fn 1..8). */
+static tc_tile choose_tile(int64_t m)
+{
+    tc_tile t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1} : (tc_tile){2, 4, 4, 2, 64, 1};
+    const char *s = getenv("NUVEC_MATMUL_TC");
+    if (s && *s) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", s);
+        for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+            unsigned v = (unsigned)strtoul(strchr(tok, '=') ? strchr(tok, '=') + 1 : "0", NULL, 10);
+            if (!strncmp(tok, "bk=", 3) && (v == 32 || v == 64))
+                t.bk = v;
+            else if (!strncmp(tok, "buffers=", 8) && (v == 1 || v == 2))
+                t.buffers = v;
+            if (v < 1 || v > 8)
+                continue;
+            if (!strncmp(tok, "wm=", 3))
+                t.wm = v;
+            else if (!strncmp(tok, "wn=", 3))
+                t.wn = v;
+            else if (!strncmp(tok, "fm=", 3))
+                t.fm = v;
+            else if (!strncmp(tok, "fn=", 3))
+                t.fn = v;
+        }
+    }
+    return t;
+}
+
+/* A's or an F16 weight's rows: last dimension contiguous, rows and batches 16-byte aligned. */
+static bool rows16(const nu_tensor *t, uint32_t first)
+{
+    uint32_t r = t->rank;
+    if (t->shape[r - 1] > 1 && t->strides[r - 1] != 1)
+        return false;
+    if (first % 8)
+        return false;
+    for (uint32_t i = 0; i + 1 < r; i++)
+        if (t->shape[i] > 1 && t->strides[i] % 8)
+            return false;
+    return true;
+}
+
+nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
+                                  const nu_tensor *bias)
+{
+    nu_device *d = nu_buffer_device(dst->buffer);
+    const nu_device_info *in = &d->info;
+    if (!in->features[NU_FEATURE_COOPERATIVE_MATRIX] || !in->features[NU_FEATURE_VULKAN_MEMORY_MODEL] ||
+        !has_f16_shape(in) || in->subgroup_size < 16)
+        return NU_ERROR_UNSUPPORTED;
+    bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0;
+    if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
+        return NU_ERROR_UNSUPPORTED;
+    uint32_t ra = a->rank, rb = b->rank, rd = dst->rank;
+    int64_t m = a->shape[ra - 2], k = a->shape[ra - 1], n = b->shape[rb - 2];
+    int64_t batches = ra == 3 ? a->shape[0] : 1;
+    if (k % 8 || m > UINT32_MAX || n > UINT32_MAX || batches > 65535)
+        return NU_ERROR_UNSUPPORTED;
+    tc_tile t = choose_tile(m);
+    uint32_t local = t.wm * t.wn * in->subgroup_size;
+    /* Shared memory: the buffers of the a and w tiles, rows of bk + 8 halves. */
+    uint64_t shared = (uint64_t)t.buffers * (t.bk + 8) * 2 * (16ull * t.fm * t.wm + 16ull * t.fn * t.wn);
+    shared += 1024ull * t.wm * t.wn; /* the output's scratch: 1 KiB a subgroup */
+    if (local > in->max_workgroup_size[0] || local > in->max_workgroup_invocations || shared > in->max_shared_memory)
+        return NU_ERROR_UNSUPPORTED;
+
+    nu_binding bind[4];
+    uint32_t first[4];
+    nu_status st;
+    if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(FN, a, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
+        (st = nu__op_bind(FN, b, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK ||
+        (st = nu__op_bind(FN, bias ? bias : a, NU_ACCESS_READ, &bind[3], &first[3])) != NU_OK)
+        return st;
+    if (!rows16(a, first[1]) || (!block && !rows16(b, first[2])))
+        return NU_ERROR_UNSUPPORTED;
+    if (bias && bias->shape[bias->rank - 1] > 1 && bias->strides[bias->rank - 1] != 1)
+        return NU_ERROR_UNSUPPORTED;
+
+    uint32_t wdt = b->dtype == NU_DTYPE_Q8_0 ? 4u : b->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(b->dtype);
+    uint32_t constants[11] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
+                              bias ? nu__op_dtype_code(bias->dtype) : 0u, local, t.wm, t.wn, t.fm, t.fn, t.bk,
+                              t.buffers};
+    /* Strides: a's and w's rows and batches (w's in halves for block dtypes; 0 broadcasts one
+     * weight over the batches). */
+    uint64_t w_row = n > 1 ? (uint64_t)b->strides[rb - 2] : 0;
+    uint64_t w_batch = rb == 3 && b->shape[0] > 1 ? (uint64_t)b->strides[0] : 0;
+    if (block) {
+        w_row = w_row / 32 * (nu_dtype_block_bytes(b->dtype) / 2);
+        w_batch = w_batch / 32 * (nu_dtype_block_bytes(b->dtype) / 2);
+    }
+    struct {
+        uint32_t m, n, k, first_a, a_row, a_batch, first_w, w_row, w_batch, first_dst, dst_batch, first_bias;
+    } push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
+              batches > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row, (uint32_t)w_batch, first[0],
+              rd == 3 ? (uint32_t)(m * n) : 0, first[3]};
+    nu_kernel *kern;
+    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 11, &kern)) != NU_OK)
+        return st;
+    uint32_t bm = 16 * t.fm * t.wm, bn = 16 * t.fn * t.wn;
+    uint64_t gx = ((uint64_t)n + bn - 1) / bn, gy = ((uint64_t)m + bm - 1) / bm;
+    if (gx > in->max_workgroup_count[0] || gy > in->max_workgroup_count[1])
+        return NU_ERROR_UNSUPPORTED;
+    uint32_t groups[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)batches};
+    return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+}
