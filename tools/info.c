@@ -172,6 +172,15 @@ static void print_device(const nu_device_info *in)
     printf("  features\n");
     for (int f = 0; f < NU_FEATURE_COUNT; f++)
         printf("    %-36s %s\n", nu_feature_name((nu_feature)f), in->features[f] ? "yes" : "no");
+    if (in->cooperative_matrix_count) {
+        printf("  cooperative matrix products (subgroup scope: M x N x K, A x B + C = result)\n");
+        for (uint32_t i = 0; i < in->cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++) {
+            const nu_cooperative_matrix_shape *s = &in->cooperative_matrix[i];
+            printf("    %2u x %2u x %2u  %s x %s + %s = %s%s\n", s->m, s->n, s->k, nu_dtype_name(s->a),
+                   nu_dtype_name(s->b), nu_dtype_name(s->c), nu_dtype_name(s->result),
+                   s->saturating ? " (saturating)" : "");
+        }
+    }
 
     printf("  limits\n");
     printf("    %-36s %u (min %u, max %u)\n", "subgroup size", in->subgroup_size, in->min_subgroup_size,
@@ -320,6 +329,20 @@ static cJSON *device_json(const nu_device_info *in)
     cJSON *features = cJSON_AddObjectToObject(o, "features");
     for (int f = 0; f < NU_FEATURE_COUNT; f++)
         cJSON_AddBoolToObject(features, nu_feature_name((nu_feature)f), in->features[f]);
+    cJSON *coop = cJSON_AddArrayToObject(o, "cooperative_matrix");
+    for (uint32_t i = 0; i < in->cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++) {
+        const nu_cooperative_matrix_shape *s = &in->cooperative_matrix[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "m", s->m);
+        cJSON_AddNumberToObject(e, "n", s->n);
+        cJSON_AddNumberToObject(e, "k", s->k);
+        cJSON_AddStringToObject(e, "a", nu_dtype_name(s->a));
+        cJSON_AddStringToObject(e, "b", nu_dtype_name(s->b));
+        cJSON_AddStringToObject(e, "c", nu_dtype_name(s->c));
+        cJSON_AddStringToObject(e, "result", nu_dtype_name(s->result));
+        cJSON_AddBoolToObject(e, "saturating", s->saturating);
+        cJSON_AddItemToArray(coop, e);
+    }
 
     cJSON *l = cJSON_AddObjectToObject(o, "limits");
     cJSON_AddNumberToObject(l, "subgroup_size", in->subgroup_size);
