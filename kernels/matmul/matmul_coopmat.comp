@@ -29,7 +29,11 @@
 //   5 WM    subgroups along M (each 16 * FM rows)
 //   6 WN    subgroups along N (each 16 * FN columns)
 //   7 FM    16-row fragments a subgroup covers
-//   8 FN    16-column fragments a subgroup covers
+//   8 FN    16-column fragments a subgroup covers (FM * FN <= 16, FM and FN <= 8)
+//   9 BK    k a step: 32 or 64
+//   10 BUFFERS  shared-memory tile buffers: 2 (the next step's tiles stored during this one) or 1
+//   11 PROBE    diagnostics, 0 in use: bit 0 skips the global loads (tiles of constants), bit 1
+//               the products (NUVEC_MATMUL_TC="probe=N"; see bench/RESULTS.md for what they showed)
 // Bindings: 0 dst, 1 a, 2 w, 3 bias (the placeholder when BIAS is 0). Push: see Push.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -48,12 +52,15 @@ layout(constant_id = 6) const uint WN = 4u;
 layout(constant_id = 7) const uint FM = 4u;
 layout(constant_id = 8) const uint FN = 2u;
 layout(constant_id = 9) const uint BK = 32u;      // k a step: 32 or 64 (a multiple of 32)
-layout(constant_id = 10) const uint BUFFERS = 2u; // shared-memory tile buffers: 2 (no barrier before a store) or 1
+layout(constant_id = 10) const uint BUFFERS = 2u;
+layout(constant_id = 11) const uint PROBE = 0u; // shared-memory tile buffers: 2 (no barrier before a store) or 1
 layout(local_size_x = 256, local_size_x_id = 4) in;
 const uint LOCAL = gl_WorkGroupSize.x;
 
 #define Q8_0 4u
 #define Q4_0 5u
+#define MAX_FRAGS 16u // FM * FN at most (the host checks)
+#define MAX_SIDE 8u   // FM and FN at most
 const uint BM = WM * FM * 16u, BN = WN * FN * 16u;
 const uint ROW = (BK + 8u) / 8u;               // a tile row in shared memory: BK + 8 halves
 const uint TILE_A = BM * ROW, TILE_B = BN * ROW; // uvec4 a tile
@@ -126,6 +133,11 @@ uvec4 ra[A_PER], rw[W_PER];
 void load_tiles(uint batch, uint m0, uint n0, uint k0)
 {
     uint tid = gl_LocalInvocationID.x;
+    if ((PROBE & 1u) != 0u) {
+        [[unroll]] for (uint p = 0u; p < A_PER; p++) ra[p] = uvec4(k0);
+        [[unroll]] for (uint p = 0u; p < W_PER; p++) rw[p] = uvec4(k0);
+        return;
+    }
     [[unroll]] for (uint p = 0u; p < A_PER; p++) {
         uint e = tid + p * LOCAL, r = e / (BK / 8u), c = e % (BK / 8u);
         uint row = m0 + r, kk = k0 + 8u * c;
@@ -185,7 +197,10 @@ void main()
 {
     uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM, batch = gl_WorkGroupID.z;
     uint sg = gl_SubgroupID, wm = sg / WN, wn = sg % WN;
-    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[FM * FN];
+    // Arrays of matrices sized by compile-time constants, not by the specialisation constants: the
+    // H200's compiler put spec-constant-sized ones in memory (34 TFLOP/s, against 400+ without the
+    // products); the loops below touch the first FM * FN, FM and FN.
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[MAX_FRAGS];
     [[unroll]] for (uint i = 0u; i < FM * FN; i++)
         acc[i] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
 
@@ -198,8 +213,8 @@ void main()
         if (s + 1u < steps)
             load_tiles(batch, m0, n0, (s + 1u) * BK); // in flight while the matrix units work
         [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[FM];
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[FN];
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[MAX_SIDE];
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[MAX_SIDE];
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 coopMatLoad(fa[i], tiles, 8u * (base + (wm * FM * 16u + 16u * i) * ROW) + kk, 8u * ROW,
                             gl_CooperativeMatrixLayoutRowMajor);
@@ -208,7 +223,7 @@ void main()
                             gl_CooperativeMatrixLayoutColumnMajor);
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 [[unroll]] for (uint j = 0u; j < FN; j++)
-                    acc[i * FN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * FN + j]);
+                    if ((PROBE & 2u) == 0u) acc[i * FN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * FN + j]);
         }
         if (s + 1u < steps) {
             if (BUFFERS == 1u)

@@ -15,7 +15,7 @@
 
 /* The tile: WM x WN subgroups, each FM x FN fragments of 16 x 16 (kernel constants 5 to 8). */
 typedef struct tc_tile {
-    uint32_t wm, wn, fm, fn, bk, buffers;
+    uint32_t wm, wn, fm, fn, bk, buffers, probe;
 } tc_tile;
 
 static bool has_f16_shape(const nu_device_info *in)
@@ -31,10 +31,11 @@ static bool has_f16_shape(const nu_device_info *in)
 
 /* The tile by shape: 128 x 128 (8 subgroups of 64 x 32), k 64 a step, one buffer (the best of 14 settings
  * on the H200: 38 TFLOP/s at 4096^3, where every setting gave 34-38); fewer rows of a: 64 x 128. Overridden for
- * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2" (wm..fn 1..8). */
+ * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N" (wm..fn 1..8; probe: the
+ * kernel's diagnostic constant). */
 static tc_tile choose_tile(int64_t m)
 {
-    tc_tile t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1} : (tc_tile){2, 4, 4, 2, 64, 1};
+    tc_tile t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1, 0} : (tc_tile){2, 4, 4, 2, 64, 1, 0};
     const char *s = getenv("NUVEC_MATMUL_TC");
     if (s && *s) {
         char buf[128];
@@ -45,6 +46,8 @@ static tc_tile choose_tile(int64_t m)
                 t.bk = v;
             else if (!strncmp(tok, "buffers=", 8) && (v == 1 || v == 2))
                 t.buffers = v;
+            else if (!strncmp(tok, "probe=", 6))
+                t.probe = v;
             if (v < 1 || v > 8)
                 continue;
             if (!strncmp(tok, "wm=", 3))
@@ -95,6 +98,8 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     /* Shared memory: the buffers of the a and w tiles, rows of bk + 8 halves. */
     uint64_t shared = (uint64_t)t.buffers * (t.bk + 8) * 2 * (16ull * t.fm * t.wm + 16ull * t.fn * t.wn);
     shared += 1024ull * t.wm * t.wn; /* the output's scratch: 1 KiB a subgroup */
+    if (t.fm * t.fn > 16) /* the kernel's MAX_FRAGS */
+        return NU_ERROR_UNSUPPORTED;
     if (local > in->max_workgroup_size[0] || local > in->max_workgroup_invocations || shared > in->max_shared_memory)
         return NU_ERROR_UNSUPPORTED;
 
@@ -112,9 +117,9 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         return NU_ERROR_UNSUPPORTED;
 
     uint32_t wdt = b->dtype == NU_DTYPE_Q8_0 ? 4u : b->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(b->dtype);
-    uint32_t constants[11] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
+    uint32_t constants[12] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
                               bias ? nu__op_dtype_code(bias->dtype) : 0u, local, t.wm, t.wn, t.fm, t.fn, t.bk,
-                              t.buffers};
+                              t.buffers, t.probe};
     /* Strides: a's and w's rows and batches (w's in halves for block dtypes; 0 broadcasts one
      * weight over the batches). */
     uint64_t w_row = n > 1 ? (uint64_t)b->strides[rb - 2] : 0;
@@ -129,7 +134,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
               batches > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row, (uint32_t)w_batch, first[0],
               rd == 3 ? (uint32_t)(m * n) : 0, first[3]};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 11, &kern)) != NU_OK)
+    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 12, &kern)) != NU_OK)
         return st;
     uint32_t bm = 16 * t.fm * t.wm, bn = 16 * t.fn * t.wn;
     uint64_t gx = ((uint64_t)n + bn - 1) / bn, gy = ((uint64_t)m + bm - 1) / bm;
