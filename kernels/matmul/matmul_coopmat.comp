@@ -51,9 +51,9 @@ layout(constant_id = 5) const uint WM = 2u;
 layout(constant_id = 6) const uint WN = 4u;
 layout(constant_id = 7) const uint FM = 4u;
 layout(constant_id = 8) const uint FN = 2u;
-layout(constant_id = 9) const uint BK = 32u;      // k a step: 32 or 64 (a multiple of 32)
+layout(constant_id = 9) const uint BK = 32u;
 layout(constant_id = 10) const uint BUFFERS = 2u;
-layout(constant_id = 11) const uint PROBE = 0u; // shared-memory tile buffers: 2 (no barrier before a store) or 1
+layout(constant_id = 11) const uint PROBE = 0u;
 layout(local_size_x = 256, local_size_x_id = 4) in;
 const uint LOCAL = gl_WorkGroupSize.x;
 
