@@ -296,7 +296,8 @@ static void strided_transposed_and_sliced_views(void **state)
 }
 
 /* Each tile variant (NUVEC_MATMUL) at a shape that is a multiple of none of them, with and without
- * the vector loads, other tiles and thread blocks (a BK not a multiple of 8: no vector loads),
+ * the vector loads (block weights: 8 elements of a block a thread; vector=0: an element a load),
+ * other tiles and thread blocks (a BK not a multiple of 8: no vector loads),
  * and the default choice at shapes that take the large variant (m, n >= 512) and small_m. */
 static void every_variant_and_knob(void **state)
 {
@@ -305,11 +306,11 @@ static void every_variant_and_knob(void **state)
     uint64_t seed = 5;
     const char *knobs[] = {"variant=small_m", "variant=skinny_n", "variant=square", "variant=large",
                            "variant=square vector=0", "bm=32 bn=16 bk=8 tm=2 tn=1", "bm=8 bn=8 bk=5 tm=1 tn=1",
-                           "variant=large bk=24"};
-    for (int t = 0; t < 8; t++) {
+                           "variant=large bk=24", "vector=0"};
+    for (int t = 0; t < 9; t++) {
         assert_int_equal(setenv("NUVEC_MATMUL", knobs[t], 1), 0);
-        nu_dtype ad = floats[t % 3], bd = t % 4 == 3 ? NU_DTYPE_Q4_0 : floats[(t + 1) % 3];
-        bool block = bd == NU_DTYPE_Q4_0;
+        nu_dtype ad = floats[t % 3], bd = t % 4 == 3 ? NU_DTYPE_Q4_0 : t == 8 ? NU_DTYPE_Q8_0 : floats[(t + 1) % 3];
+        bool block = bd == NU_DTYPE_Q4_0 || bd == NU_DTYPE_Q8_0;
         int64_t m = 70 + t, n = 133, k = block ? 224 : 211;
         int64_t as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n}, bis[1] = {n};
         nt_tensor a = nt_tensor_random(d, ad, 2, as, 0, -1, 1, &seed);

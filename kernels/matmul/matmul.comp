@@ -31,7 +31,9 @@
 //   4 LOCAL  threads a workgroup (local_size_x): (BM / TM) * (BN / TN), checked by the host
 //   5 BM, 6 BN, 7 BK   the tile: rows of a, rows of w, and the K slice loaded at a time
 //   8 TM, 9 TN         each thread's register block (BM % TM == 0, BN % TN == 0)
-//   10 FLAGS  bit 0: a's vector path; bit 1: w's vector path (float w only); both need BK % 8 == 0
+//   10 FLAGS  bit 0: a's vector path; bit 1: w's (float w: 16-byte loads; block w: 8 elements of one
+//             block a thread, its d loaded once and its quants as four 16-bit loads); both need
+//             BK % 8 == 0
 // Bindings: 0 dst, 1 a, 2 w, 3 bias (any binding where there is none: never read).
 // Push: below (first elements in their bindings: elements of float tensors, 16-bit halves of block
 // ones; w's strides likewise in halves for block dtypes, per row and per batch).
@@ -55,7 +57,7 @@ const uint LOCAL = gl_WorkGroupSize.x;
 const bool QUANT = BDT == Q8_0 || BDT == Q4_0;
 const bool HAS_BIAS = BIASDT != 7u;
 const bool AVEC = (FLAGS & 1u) != 0u;
-const bool BVEC = (FLAGS & 2u) != 0u && !QUANT;
+const bool BVEC = (FLAGS & 2u) != 0u;
 const uint RS = BM / TM; // rows between a thread's rows
 const uint CS = BN / TN; // columns between a thread's columns
 // Slices in shared memory, k-major: element (k, row) at k * (rows + 1) + row (the padding spreads
@@ -95,6 +97,31 @@ float w_load(uint base, uint row, uint kk)
         return nu_f16_to_f32(uint(w_h[b])) * float(int(q) - 8);
     }
     return NU_LOAD(w, BDT, base + row * pc.w_row + kk * pc.w_col);
+}
+
+// Eight elements kk .. kk + 7 (kk a multiple of 8: within one block) of a block weight's row.
+float q8v(uint byte) { return float(int(byte) - int((byte & 0x80u) << 1u)); }
+void w_load8_block(uint base, uint row, uint kk, out float v[8])
+{
+    uint jb = kk & 31u;
+    if (BDT == Q8_0) {
+        uint b = base + row * pc.w_row + (kk >> 5u) * 17u, h0 = b + 1u + (jb >> 1u);
+        float d = nu_f16_to_f32(uint(w_h[b]));
+        for (uint i = 0u; i < 4u; i++) {
+            uint hv = uint(w_h[h0 + i]);
+            v[2u * i] = d * q8v(hv & 0xffu);
+            v[2u * i + 1u] = d * q8v(hv >> 8u);
+        }
+    } else {
+        uint b = base + row * pc.w_row + (kk >> 5u) * 9u, h0 = b + 1u + ((jb & 15u) >> 1u);
+        uint shift = jb >= 16u ? 4u : 0u; // elements 16..31: the high nibbles of bytes 0..15
+        float d = nu_f16_to_f32(uint(w_h[b]));
+        for (uint i = 0u; i < 4u; i++) {
+            uint hv = uint(w_h[h0 + i]);
+            v[2u * i] = d * float(int((hv >> shift) & 15u) - 8);
+            v[2u * i + 1u] = d * float(int((hv >> (8u + shift)) & 15u) - 8);
+        }
+    }
 }
 
 // Eight elements from element e (16-byte aligned: the vector paths' condition), one uvec4 of
@@ -154,7 +181,9 @@ void main()
                         for (uint i = tid; i < BN * (BK / 8u); i += LOCAL) {
                             uint r = i / (BK / 8u), kk = (i % (BK / 8u)) * 8u;
                             float v[8];
-                            if (n0 + r < pc.n)
+                            if (n0 + r < pc.n && QUANT)
+                                w_load8_block(wbase, n0 + r, k0 + kk, v);
+                            else if (n0 + r < pc.n)
                                 w_load8(wbase + (n0 + r) * pc.w_row + k0 + kk, v);
                             else
                                 for (uint e = 0u; e < 8u; e++)

@@ -19,21 +19,24 @@ typedef struct matmul_tile {
     uint32_t bm, bn, bk, tm, tn;
 } matmul_tile;
 
-/* The variant table, by shape class (every variant 256 threads; the slices' shared memory is
- * 4 * BK * (BM + 1 + BN + 1) bytes: 10.5 KiB small_m, 12.3 skinny_n, 8.1 square, 16.1 large; Vulkan
+/* The variant table, by shape class (threads (BM / TM) * (BN / TN); the slices' shared memory is
+ * 4 * BK * (BM + 1 + BN + 1) bytes: 9.1 KiB small_m, 12.3 skinny_n, 8.1 square, 16.1 large; Vulkan
  * guarantees 16 KiB, so large is taken only where the device has that much and 256 threads):
- *   small_m (m <= 16: decode batches, a few tokens): 16 x 64 tiles, 1 x 4 a thread: more
- *     workgroups along n, where 64-row tiles would compute 75%+ padding;
+ *   small_m (m <= 16: a few tokens, e.g. speculative decoding or short prompts): 16 x 128 tiles,
+ *     4 x 4 a thread, 128 threads: 64-row tiles would compute 75%+ padding. On lavapipe (16 x 4096
+ *     by 4096, F16, NUVEC_MATMUL sweeps, two shared cores: noisy) 4 x 4 blocks ran 2.1 GFLOP/s
+ *     against 1.0 for 1 x 4 (16 x 64) and 1.45 for 2 x 4 (16 x 128): the register block matters
+ *     most there. On a GPU 128-column tiles give few workgroups for n = 4096 (32 a 16-row block):
+ *     to be measured on the H200;
  *   skinny_n (n <= 64 with m > 16: a few outputs per token, e.g. a classifier head or the
- *     attention's per-head products): 64 x 32, 4 x 2;
- *   square (the rest): 64 x 64, 4 x 4;
- *   large (m, n >= 512: prefill and square products): 128 x 128, 8 x 8: each shared load feeds 8
- *     FMAs (against 4 for square), half the shared-memory traffic per FMA.
- * BK is 32 for small_m and skinny_n, 16 for square and large (the slices' shared memory).
- * Measured on lavapipe only (bench/ops.c's matmul cases); the H200 numbers are the lead's to take
- * (`NUVEC_MATMUL` sweeps). */
+ *     attention's per-head products): 64 x 32, 4 x 2, 256 threads;
+ *   square (the rest): 64 x 64, 4 x 4, 256 threads;
+ *   large (m, n >= 512: prefill and square products): 128 x 128, 8 x 8, 256 threads: each shared
+ *     load feeds 8 FMAs (against 4 for square), half the shared-memory traffic per FMA.
+ * BK is 32 for skinny_n, 16 for the others (the slices' shared memory).
+ * Not yet measured on the H200: the lead's NUVEC_MATMUL sweeps there set the defaults. */
 static const matmul_tile tiles[] = {
-    {"small_m", 16, 64, 32, 1, 4},
+    {"small_m", 16, 128, 16, 4, 4},
     {"skinny_n", 64, 32, 32, 4, 2},
     {"square", 64, 64, 16, 4, 4},
     {"large", 128, 128, 16, 8, 8},
@@ -221,7 +224,7 @@ nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a,
     uint32_t flags = 0;
     if (vector && tile.bk % 8 == 0) {
         flags |= vector_rows(a, &sa, first[1]) ? 1u : 0u;
-        flags |= !block && vector_rows(b, &sb, first[2]) ? 2u : 0u;
+        flags |= block || vector_rows(b, &sb, first[2]) ? 2u : 0u;
     }
     uint32_t threads = (tile.bm / tile.tm) * (tile.bn / tile.tn);
     uint32_t constants[11] = {nu__op_dtype_code(a->dtype), bdt, nu__op_dtype_code(dst->dtype),
