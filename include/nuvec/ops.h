@@ -214,7 +214,8 @@ typedef struct nu_attention_desc {
  * when recording (each split loops over its share of whatever kv_length a launch has). Where the
  * keys are split, the op makes a temporary device buffer for the partial results and frees it
  * right after recording (nuvec keeps it alive for the recorded work). NUVEC_ATTENTION="path=
- * decode|prefill split=S chunk=C" overrides the choices (sweeps, tests). desc is required. */
+ * decode|prefill split=S chunk=C br=BR bc=BC" overrides the choices (sweeps, tests: splits, keys
+ * a split, the prefill tile's rows and keys). desc is required. */
 #define NU_ATTENTION_DECODE_ROWS 4
 nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor *q, const nu_tensor *k,
                           const nu_tensor *v, const nu_attention_desc *desc);

@@ -2,11 +2,12 @@
 // attn_decode: scaled dot-product attention for a few query rows against a KV cache (nu_op_attention,
 // nuvec/ops.h, up to NU_ATTENTION_DECODE_ROWS tokens), the keys split over workgroups.
 //
-// Layout of the work: workgroup (s, h, t) takes query row t of head h (KV head h / (q_heads /
+// Layout of the work: workgroup (h, s, t) takes query row t of head h (KV head h / (q_heads /
 // kv_heads)) and split s of the keys that row sees: [s * per, min((s + 1) * per, limit)), where
 // limit = kv_length (clamped to the cache's positions), causal: min(limit, q_position + t + 1), and
-// per = ceil(limit / splits) (splits = the grid's x, chosen by the host from kv_length at
-// recording; a launch with another kv_length keeps it). It walks its keys in blocks of LOCAL, one
+// per = ceil(limit / splits) (splits = the grid's y, chosen by the host from kv_length at
+// recording; a launch with another kv_length keeps it). Heads are the grid's x, so the query
+// heads sharing a KV head read the same keys at about the same time (from L2 after the first). It walks its keys in blocks of LOCAL, one
 // key a thread: the score scale * q . k (q scaled once in shared memory; k's row read through its
 // strides, or with FLAGS bit 0 eight elements a 16-byte load), the block's maximum by a
 // shared-memory tree, then the online softmax: the running maximum m, sum l and output o (LOCAL /
@@ -82,8 +83,8 @@ float score(uint kbase)
 void main()
 {
     uint tid = gl_LocalInvocationID.x;
-    uint s = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
-    uint splits = gl_NumWorkGroups.x;
+    uint h = gl_WorkGroupID.x, s = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+    uint splits = gl_NumWorkGroups.y;
     uint kvh = h / pc.group;
     uint limit = min(pc.kv_length, pc.positions);
     if (pc.causal != 0u)

@@ -24,7 +24,7 @@ void main()
 {
     for (uint i = nu_ops_index(); i < pc.count; i += nu_ops_threads()) {
         uint dd = i % pc.dim, rest = i / pc.dim, h = rest % pc.heads, t = rest / pc.heads;
-        if (pc.position + t >= pc.positions)
+        if (pc.position >= pc.positions || t >= pc.positions - pc.position) // no wrap past 2^32
             continue;
         float x = NU_LOAD(src, SDT, pc.first_src + t * pc.s_tok + h * pc.s_head + dd * pc.s_dim);
         NU_STORE(cache, CDT, pc.first_cache + ((pc.position + t) * pc.heads + h) * pc.dim + dd, x)

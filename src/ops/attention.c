@@ -13,7 +13,9 @@
  * of freed buffers whose GPU work has not finished, ordered after it) made by the op and freed as
  * soon as both dispatches are recorded: nuvec keeps a freed buffer's memory until the GPU work
  * recorded on it completes (buffer.c's guard; tests/test_ops_attention.c checks it by freeing
- * before commit), so callers need no workspace argument. */
+ * before commit), so callers need no workspace argument. A graph (record once, launch many times)
+ * holding this op must keep the partials' memory for as long as it can be launched, as it must
+ * keep every buffer its recording uses: to be checked when graphs land. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,7 +211,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     uint32_t constants[8] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, splits == 1 ? 1u : 0u, flags};
     if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof push, constants, 8, &kern)) != NU_OK)
         return st;
-    uint32_t groups[3] = {(uint32_t)splits, (uint32_t)qh, (uint32_t)tokens};
+    uint32_t groups[3] = {(uint32_t)qh, (uint32_t)splits, (uint32_t)tokens};
     if (splits == 1)
         return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
 
