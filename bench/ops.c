@@ -1,5 +1,9 @@
 /* ops.c: `nuvec bench ops`: the kernel library's ops (nuvec/ops.h) at the shapes a 7B Llama
- * decode uses (hidden 4096, FFN 11008, vocab 32000, 32 heads of 128) and elementwise ops at large
+ * decode uses (hidden 4096, FFN 11008, vocab 32000, 32 heads of 128), its matrix products (square
+ * 1024^3 to 8192^3 and the 512-token prefill shapes, also with Q8_0 / Q4_0 weights against
+ * "dequantize to F16, then the F16 product") and attention (decode at 512 to 32k keys, prefill of
+ * 512 and 4096 tokens) as TFLOP/s (products, attention) and, for decode attention, GB/s of the KV
+ * bytes read, and elementwise ops at large
  * sizes (--size bytes a tensor: 2 GiB on a GPU, 32 MiB on a CPU device), as GB/s of the bytes
  * each op must move (every input read once, the output written once; for matrix-vector products
  * the weights' bytes) and as a fraction of the copy bandwidth measured in the same run (a
@@ -38,6 +42,10 @@ typedef enum op_kind {
     K_ROPE,    /* shape: tokens, heads, head_dim */
     K_GATHER,  /* shape: vocab, dim, tokens */
     K_MATVEC,  /* shape: n, k, m */
+    K_MATMUL,  /* shape: m, n, k; dtype: the weight's (a and dst F16, or BF16 for BF16 weights) */
+    K_MATMUL_DQ, /* shape: m, n, k: a block weight dequantized to F16 (nu_op_copy), then the F16 product */
+    K_ATTN_DECODE,  /* shape: context, kv_heads (32 query heads of 128, 1 token, F16) */
+    K_ATTN_PREFILL, /* shape: tokens (32 heads of 128, causal, F16) */
 } op_kind;
 
 typedef struct bench_case {
@@ -51,6 +59,7 @@ typedef struct bench_case {
     int64_t shape_v[4];
     double bytes;       /* moved per op */
     const char *target; /* the target for this case, for the table */
+    double flops;       /* per op, for TFLOP/s (products and attention; 0: none) */
 } bench_case;
 
 /* Weights are rotated over copies holding at least this many bytes in all, so that a matrix-vector
@@ -63,7 +72,7 @@ typedef struct bench_tensors {
     int nbuf;
     nu_tensor t[MAX_TENSORS]; /* 0: dst */
     nu_tensor weights[MAX_COPIES];
-    nu_tensor outs[MAX_COPIES]; /* matvec_indep: an output per weight copy */
+    nu_tensor outs[MAX_COPIES]; /* matvec_indep: an output per weight copy; attention decode: V caches */
     int copies;
 } bench_tensors;
 
@@ -72,7 +81,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: nuvec bench ops [--json] [--device NAME] [--size BYTES] [--filter TEXT]\n"
                "  Every op at a 7B Llama decode's shapes and elementwise ops at --size bytes a tensor\n"
                "  (default 2 GiB on a GPU, 32 MiB on a CPU device): GB/s and the fraction of the copy\n"
-               "  bandwidth measured in the same run. --filter runs the cases whose name contains TEXT.\n");
+               "  bandwidth measured in the same run; matrix products and attention also in TFLOP/s (on a CPU\n"
+               "  device the largest are shrunk or skipped). --filter runs the cases whose \"op dtype shape\" contains TEXT.\n");
 }
 
 /* A tensor in a new private buffer filled with `fill` (32-bit words: never zeros, which can run
@@ -193,6 +203,35 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
             st = new_tensor(d, bt, k->out_dtype, 2, out, FILL, &bt->outs[i]);
         return st;
     }
+    case K_MATMUL:
+    case K_MATMUL_DQ: {
+        int64_t a[2] = {s[0], s[2]}, w[2] = {s[1], s[2]}, out[2] = {s[0], s[1]};
+        nu_dtype act = k->dtype == NU_DTYPE_BF16 ? NU_DTYPE_BF16 : NU_DTYPE_F16;
+        if ((st = new_tensor(d, bt, act, 2, out, FILL, &bt->t[0])) == NU_OK &&
+            (st = new_tensor(d, bt, act, 2, a, FILL, &bt->t[1])) == NU_OK &&
+            (st = new_tensor(d, bt, k->dtype, 2, w, FILL, &bt->t[2])) == NU_OK && k->kind == K_MATMUL_DQ)
+            st = new_tensor(d, bt, NU_DTYPE_F16, 2, w, FILL, &bt->t[3]);
+        return st;
+    }
+    case K_ATTN_DECODE: {
+        /* K and V caches rotated over copies of at least ROTATE_BYTES in all (from memory, not L2). */
+        int64_t q[3] = {1, 32, 128}, kv[3] = {s[0], s[1], 128};
+        if ((st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[0])) == NU_OK)
+            st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[1]);
+        uint64_t per = 2ull * (uint64_t)s[0] * (uint64_t)s[1] * 128 * 2;
+        bt->copies = (int)((ROTATE_BYTES + per - 1) / per);
+        bt->copies = bt->copies > MAX_COPIES ? MAX_COPIES : bt->copies < 1 ? 1 : bt->copies;
+        for (int i = 0; i < bt->copies && st == NU_OK; i++)
+            if ((st = new_tensor(d, bt, NU_DTYPE_F16, 3, kv, FILL, &bt->weights[i])) == NU_OK)
+                st = new_tensor(d, bt, NU_DTYPE_F16, 3, kv, FILL, &bt->outs[i]);
+        return st;
+    }
+    case K_ATTN_PREFILL: {
+        int64_t q[3] = {s[0], 32, 128};
+        for (int i = 0; i < 4 && st == NU_OK; i++)
+            st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[i]);
+        return st;
+    }
     }
     return NU_ERROR_INVALID_ARGUMENT;
 }
@@ -230,6 +269,20 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
         return nu_op_gather(c, &t[0], &t[1], &t[2]);
     case K_MATVEC:
         return nu_op_matvec(c, k->sub ? &bt->outs[rep % bt->copies] : &t[0], &bt->weights[rep % bt->copies], &t[1]);
+    case K_MATMUL:
+        return nu_op_matmul(c, &t[0], &t[1], &t[2], NULL);
+    case K_MATMUL_DQ: {
+        nu_status st = nu_op_copy(c, &t[3], &t[2]);
+        return st == NU_OK ? nu_op_matmul(c, &t[0], &t[1], &t[3], NULL) : st;
+    }
+    case K_ATTN_DECODE: {
+        nu_attention_desc ad = {0, true, (uint32_t)k->shape_v[0] - 1, (uint32_t)k->shape_v[0]};
+        return nu_op_attention(c, &t[0], &t[1], &bt->weights[rep % bt->copies], &bt->outs[rep % bt->copies], &ad);
+    }
+    case K_ATTN_PREFILL: {
+        nu_attention_desc ad = {0, true, 0, (uint32_t)k->shape_v[0]};
+        return nu_op_attention(c, &t[0], &t[1], &t[2], &t[3], &ad);
+    }
     }
     return NU_ERROR_INVALID_ARGUMENT;
 }
@@ -241,9 +294,9 @@ static double time_case(bench_vk *vk, nu_device *d, const bench_case *k, const b
                         nu_status *why)
 {
     *why = NU_OK;
-    int reps = 1;
+    int reps = 1, runs = RUNS;
     double per[RUNS];
-    for (int run = -1; run < RUNS; run++) { /* run -1: warm-up, and sizes the repetitions */
+    for (int run = -1; run < runs; run++) { /* run -1: warm-up, and sizes the repetitions */
         nu_commands *c;
         nu_status st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c);
         if (st != NU_OK)
@@ -267,12 +320,14 @@ static double time_case(bench_vk *vk, nu_device *d, const bench_case *k, const b
         if (run < 0) {
             double want = TARGET_SECONDS_PER_RUN * 1e9 / ns;
             reps = want < 1 ? 1 : want > 2000 ? 2000 : (int)want;
+            if (ns > 5e7) /* one op over 50 ms (the largest products on a CPU device): 3 runs */
+                runs = 3;
             continue;
         }
         per[run] = ns / 1e9 / reps;
     }
     *reps_out = reps;
-    return bench_median(per, RUNS);
+    return bench_median(per, runs);
 }
 
 int bench_ops(int argc, char **argv)
@@ -316,39 +371,39 @@ int bench_ops(int argc, char **argv)
     /* Matrix-vector products: the four decode shapes (n x k) of a 7B Llama, one token. */
     static const int64_t mvs[4][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}};
     static const char *const mvn[4] = {"4096x4096", "11008x4096", "4096x11008", "32000x4096"};
-    bench_case cases[96] = {
-        {"copy", big, K_COPY, 0, U32, U32, 1, {n32}, 2 * sz, "the reference"},
-        {"add", big, K_BINARY, NU_BINARY_ADD, F32, F32, 1, {n32}, 3 * sz, ew},
-        {"add", big, K_BINARY, NU_BINARY_ADD, F16, F16, 1, {n16}, 3 * sz, ew},
-        {"add", big, K_BINARY, NU_BINARY_ADD, BF16, BF16, 1, {n16}, 3 * sz, ew},
-        {"mul", big, K_BINARY, NU_BINARY_MUL, F16, F16, 1, {n16}, 3 * sz, ew},
-        {"cast", "f32>f16", K_CAST, 0, F32, F16, 1, {n32}, 1.5 * sz, ew},
-        {"cast", "f16>f32", K_CAST, 0, F16, F32, 1, {n16 / 2}, 1.5 * sz, ew}, /* F32 dst: --size */
-        {"cast", "bf16>f16", K_CAST, 0, BF16, F16, 1, {n16}, 2 * sz, ew},
-        {"dequant", "q4_0>f16", K_CAST, 0, Q4, F16, 2, {rows, 4096}, (double)rows * 4096 * (18.0 / 32 + 2), ew},
-        {"dequant", "q8_0>f16", K_CAST, 0, Q8, F16, 2, {rows, 4096}, (double)rows * 4096 * (34.0 / 32 + 2), ew},
-        {"silu", big, K_UNARY, NU_UNARY_SILU, F16, F16, 1, {n16}, 2 * sz, ew},
-        {"gelu", big, K_UNARY, NU_UNARY_GELU, F16, F16, 1, {n16}, 2 * sz, ew},
-        {"exp", big, K_UNARY, NU_UNARY_EXP, F32, F32, 1, {n32}, 2 * sz, ew},
-        {"scale", big, K_UNARY, NU_UNARY_SCALE, BF16, BF16, 1, {n16}, 2 * sz, ew},
-        {"swiglu", big, K_SWIGLU, 0, F16, F16, 1, {n16}, 3 * sz, ew},
-        {"rms_norm", "rows x 4096", K_RMSNORM, 0, F16, F16, 2, {rows, 4096}, 2 * sz, ew},
-        {"layer_norm", "rows x 4096", K_LAYERNORM, 0, F16, F16, 2, {rows, 4096}, 2 * sz, ew},
-        {"softmax", "rows x 4096", K_SOFTMAX, 0, F16, F16, 2, {rows, 4096}, 2 * sz, ew},
-        {"sum", "rows x 4096", K_REDUCE, NU_REDUCE_SUM, F16, F32, 2, {rows, 4096}, sz, ew},
-        {"rope", "rows x 32 x 128", K_ROPE, 0, F16, F16, 3, {rows, 32, 128}, 2 * sz, ew},
-        {"rope_half", "rows x 32 x 128", K_ROPE, 1, F16, F16, 3, {rows, 32, 128}, 2 * sz, ew},
+    bench_case cases[160] = {
+        {"copy", big, K_COPY, 0, U32, U32, 1, {n32}, 2 * sz, "the reference", 0},
+        {"add", big, K_BINARY, NU_BINARY_ADD, F32, F32, 1, {n32}, 3 * sz, ew, 0},
+        {"add", big, K_BINARY, NU_BINARY_ADD, F16, F16, 1, {n16}, 3 * sz, ew, 0},
+        {"add", big, K_BINARY, NU_BINARY_ADD, BF16, BF16, 1, {n16}, 3 * sz, ew, 0},
+        {"mul", big, K_BINARY, NU_BINARY_MUL, F16, F16, 1, {n16}, 3 * sz, ew, 0},
+        {"cast", "f32>f16", K_CAST, 0, F32, F16, 1, {n32}, 1.5 * sz, ew, 0},
+        {"cast", "f16>f32", K_CAST, 0, F16, F32, 1, {n16 / 2}, 1.5 * sz, ew, 0}, /* F32 dst: --size */
+        {"cast", "bf16>f16", K_CAST, 0, BF16, F16, 1, {n16}, 2 * sz, ew, 0},
+        {"dequant", "q4_0>f16", K_CAST, 0, Q4, F16, 2, {rows, 4096}, (double)rows * 4096 * (18.0 / 32 + 2), ew, 0},
+        {"dequant", "q8_0>f16", K_CAST, 0, Q8, F16, 2, {rows, 4096}, (double)rows * 4096 * (34.0 / 32 + 2), ew, 0},
+        {"silu", big, K_UNARY, NU_UNARY_SILU, F16, F16, 1, {n16}, 2 * sz, ew, 0},
+        {"gelu", big, K_UNARY, NU_UNARY_GELU, F16, F16, 1, {n16}, 2 * sz, ew, 0},
+        {"exp", big, K_UNARY, NU_UNARY_EXP, F32, F32, 1, {n32}, 2 * sz, ew, 0},
+        {"scale", big, K_UNARY, NU_UNARY_SCALE, BF16, BF16, 1, {n16}, 2 * sz, ew, 0},
+        {"swiglu", big, K_SWIGLU, 0, F16, F16, 1, {n16}, 3 * sz, ew, 0},
+        {"rms_norm", "rows x 4096", K_RMSNORM, 0, F16, F16, 2, {rows, 4096}, 2 * sz, ew, 0},
+        {"layer_norm", "rows x 4096", K_LAYERNORM, 0, F16, F16, 2, {rows, 4096}, 2 * sz, ew, 0},
+        {"softmax", "rows x 4096", K_SOFTMAX, 0, F16, F16, 2, {rows, 4096}, 2 * sz, ew, 0},
+        {"sum", "rows x 4096", K_REDUCE, NU_REDUCE_SUM, F16, F32, 2, {rows, 4096}, sz, ew, 0},
+        {"rope", "rows x 32 x 128", K_ROPE, 0, F16, F16, 3, {rows, 32, 128}, 2 * sz, ew, 0},
+        {"rope_half", "rows x 32 x 128", K_ROPE, 1, F16, F16, 3, {rows, 32, 128}, 2 * sz, ew, 0},
         {"gather", "rows of 4096", K_GATHER, 0, F16, F16, 0, {32000, 4096, rows > 32000 ? 32000 : rows},
-         2.0 * 2 * 4096 * (double)(rows > 32000 ? 32000 : rows), ew},
+         2.0 * 2 * 4096 * (double)(rows > 32000 ? 32000 : rows), ew, 0},
         /* Decode shapes: one token. */
-        {"add", "4096", K_BINARY, NU_BINARY_ADD, F32, F32, 1, {4096}, 3.0 * 4096 * 4, ew},
-        {"mul", "11008", K_BINARY, NU_BINARY_MUL, F16, F16, 1, {11008}, 3.0 * 11008 * 2, ew},
-        {"swiglu", "11008", K_SWIGLU, 0, F16, F16, 1, {11008}, 3.0 * 11008 * 2, ew},
-        {"rms_norm", "1 x 4096", K_RMSNORM, 0, F32, F32, 2, {1, 4096}, 2.0 * 4096 * 4, ew},
-        {"softmax", "32 x 4096", K_SOFTMAX, 0, F32, F32, 2, {32, 4096}, 2.0 * 32 * 4096 * 4, ew},
-        {"argmax", "32000", K_ARGMAX, 0, F32, I32, 2, {1, 32000}, 32000.0 * 4, ew},
-        {"rope", "1 x 32 x 128", K_ROPE, 0, F32, F32, 3, {1, 32, 128}, 2.0 * 4096 * 4, ew},
-        {"gather", "1 of 32000", K_GATHER, 0, F16, F32, 0, {32000, 4096, 1}, 4096.0 * (2 + 4), ew},
+        {"add", "4096", K_BINARY, NU_BINARY_ADD, F32, F32, 1, {4096}, 3.0 * 4096 * 4, ew, 0},
+        {"mul", "11008", K_BINARY, NU_BINARY_MUL, F16, F16, 1, {11008}, 3.0 * 11008 * 2, ew, 0},
+        {"swiglu", "11008", K_SWIGLU, 0, F16, F16, 1, {11008}, 3.0 * 11008 * 2, ew, 0},
+        {"rms_norm", "1 x 4096", K_RMSNORM, 0, F32, F32, 2, {1, 4096}, 2.0 * 4096 * 4, ew, 0},
+        {"softmax", "32 x 4096", K_SOFTMAX, 0, F32, F32, 2, {32, 4096}, 2.0 * 32 * 4096 * 4, ew, 0},
+        {"argmax", "32000", K_ARGMAX, 0, F32, I32, 2, {1, 32000}, 32000.0 * 4, ew, 0},
+        {"rope", "1 x 32 x 128", K_ROPE, 0, F32, F32, 3, {1, 32, 128}, 2.0 * 4096 * 4, ew, 0},
+        {"gather", "1 of 32000", K_GATHER, 0, F16, F32, 0, {32000, 4096, 1}, 4096.0 * (2 + 4), ew, 0},
     };
     size_t ncases = 0;
     while (cases[ncases].name)
@@ -359,7 +414,7 @@ int bench_ops(int argc, char **argv)
             nu_tensor probe = nu_tensor_make(NULL, 0, mvd[di], 2, mvs[si]);
             cases[ncases++] = (bench_case){"matvec", mvn[si], K_MATVEC, 0, mvd[di], F32, 0,
                                            {mvs[si][0], mvs[si][1], 1}, (double)nu_tensor_span_bytes(&probe),
-                                           nu_dtype_block_elements(mvd[di]) > 1 ? mq : mv};
+                                           nu_dtype_block_elements(mvd[di]) > 1 ? mq : mv, 0};
         }
     for (int di = 0; di < 4; di++)
         for (int si = 0; si < 4; si++) {
@@ -368,8 +423,86 @@ int bench_ops(int argc, char **argv)
             nu_tensor probe = nu_tensor_make(NULL, 0, mvd[di], 2, mvs[si]);
             cases[ncases++] = (bench_case){"matvec_indep", mvn[si], K_MATVEC, 1, mvd[di], F32, 0,
                                            {mvs[si][0], mvs[si][1], 1}, (double)nu_tensor_span_bytes(&probe),
-                                           nu_dtype_block_elements(mvd[di]) > 1 ? mq : mv};
+                                           nu_dtype_block_elements(mvd[di]) > 1 ? mq : mv, 0};
         }
+    /* Matrix products (TFLOP/s of 2 m n k) and attention. A CPU device (lavapipe: 2 to 6 GFLOP/s
+     * on two shared cores) runs the square product at 512^3 instead of 1024^3 and skips the larger
+     * ones, runs the prefill shapes with 16 tokens instead of 512 and without n = 32000 (its F16
+     * weight is past lavapipe's 128 MiB binding), attention to 4096 keys and prefill of 128 tokens;
+     * what it skips is printed, so that the whole benchmark stays near a minute there. */
+    bool cpu = info->type == NU_DEVICE_CPU;
+    const char *skipped[64];
+    int nskipped = 0;
+    static char shapes[64][24];
+    int nshapes = 0;
+    static const nu_dtype mmd[4] = {NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    static const int64_t sq[3] = {1024, 4096, 8192}, pn[3] = {4096, 11008, 32000};
+    for (int di = 0; di < 2; di++)
+        for (int si = 0; si < 3; si++) {
+            int64_t n = cpu && si == 0 ? 512 : sq[si];
+            char *name = shapes[nshapes++];
+            snprintf(name, sizeof shapes[0], "%lld^3", (long long)n);
+            if (cpu && si > 0) {
+                if (di == 0)
+                    skipped[nskipped++] = name;
+                continue;
+            }
+            cases[ncases++] = (bench_case){"matmul", name, K_MATMUL, 0, mmd[di], mmd[di], 0, {n, n, n},
+                                           3.0 * n * n * 2, si ? ">= 0.6x torch" : "", 2.0 * n * n * n};
+        }
+    int64_t ptok = cpu ? 16 : 512;
+    for (int di = 0; di < 4; di++)
+        for (int si = 0; si < 3; si++) {
+            bool block = nu_dtype_block_elements(mmd[di]) > 1;
+            int64_t n = pn[si], k = 4096;
+            char *name = shapes[nshapes++];
+            snprintf(name, sizeof shapes[0], "%lldx%lld>%lld", (long long)ptok, (long long)k, (long long)n);
+            if (cpu && n > 11008) {
+                if (di == 0)
+                    skipped[nskipped++] = name;
+                continue;
+            }
+            nu_tensor probe = nu_tensor_make(NULL, 0, mmd[di], 2, (int64_t[2]){n, k});
+            double bytes = (double)nu_tensor_span_bytes(&probe) + 2.0 * ptok * (k + n);
+            cases[ncases++] = (bench_case){"matmul", name, K_MATMUL, 0, mmd[di], NU_DTYPE_F16, 0, {ptok, n, k}, bytes,
+                                           block ? "> matmul_dq" : "vs torch", 2.0 * ptok * n * k};
+            if (block)
+                cases[ncases++] = (bench_case){"matmul_dq", name, K_MATMUL_DQ, 0, mmd[di], NU_DTYPE_F16, 0, {ptok, n, k},
+                                               bytes + 4.0 * n * k, "dequant + F16", 2.0 * ptok * n * k};
+        }
+    static const int64_t ctx[3] = {512, 4096, 32768};
+    for (int hi = 0; hi < 2; hi++)
+        for (int ci = 0; ci < 3; ci++) {
+            int64_t kvh = hi ? 32 : 8;
+            char *name = shapes[nshapes++];
+            snprintf(name, sizeof shapes[0], "%lld kv%lld", (long long)ctx[ci], (long long)kvh);
+            if (cpu && ctx[ci] > 4096) {
+                skipped[nskipped++] = name;
+                continue;
+            }
+            cases[ncases++] = (bench_case){"attn_dec", name, K_ATTN_DECODE, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0,
+                                           {ctx[ci], kvh}, 2.0 * ctx[ci] * kvh * 128 * 2,
+                                           ctx[ci] == 4096 ? ">= 80% of copy" : "", 4.0 * ctx[ci] * 32 * 128};
+        }
+    static const int64_t ptoks[2] = {512, 4096};
+    for (int ti = 0; ti < 2; ti++) {
+        int64_t T = cpu && ti == 0 ? 128 : ptoks[ti];
+        char *name = shapes[nshapes++];
+        snprintf(name, sizeof shapes[0], "%lld causal", (long long)T);
+        if (cpu && ti > 0) {
+            skipped[nskipped++] = name;
+            continue;
+        }
+        /* Causal: half of the 4 T^2 D H multiply-adds of the two products. */
+        cases[ncases++] = (bench_case){"attn_pre", name, K_ATTN_PREFILL, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0, {T},
+                                       4.0 * T * 32 * 128 * 2, ">= 0.5x torch", 2.0 * T * T * 128 * 32};
+    }
+    if (nskipped && !json) {
+        printf("skipped on a CPU device (minutes each there):");
+        for (int i = 0; i < nskipped; i++)
+            printf(" %s%s", skipped[i], i + 1 < nskipped ? "," : "\n");
+        printf("\n");
+    }
     double copy_gbps = 0;
     cJSON *root = json ? cJSON_CreateObject() : NULL, *jrows = NULL;
     if (root) {
@@ -379,13 +512,15 @@ int bench_ops(int argc, char **argv)
     } else {
         printf("nuvec bench ops on %s: GB/s of the bytes each op must move; 'of copy': against the\n"
                "copy bandwidth measured first (nu_commands_copy, %s)\n\n", info->name, big);
-        printf("%-10s %-6s %-12s %10s %9s %8s %6s  %s\n", "op", "dtype", "shape", "us/op", "GB/s", "of copy", "reps",
-               "target");
+        printf("%-10s %-6s %-15s %10s %9s %8s %8s %6s  %s\n", "op", "dtype", "shape", "us/op", "GB/s", "of copy",
+               "TFLOP/s", "reps", "target");
     }
     int failed = 0;
     for (size_t i = 0; i < ncases; i++) {
         const bench_case *k = &cases[i];
-        if (filter && !strstr(k->name, filter) && i != 0)
+        char full[96];
+        snprintf(full, sizeof full, "%s %s %s", k->name, nu_dtype_name(k->dtype), k->shape);
+        if (filter && !strstr(full, filter) && i != 0)
             continue;
         bench_tensors bt = {0};
         nu_status st = setup(d, k, &bt);
@@ -398,6 +533,7 @@ int bench_ops(int argc, char **argv)
             /* What the device cannot run (a binding past its limit: lavapipe's is 128 MiB) is
              * skipped and said; anything else fails the benchmark. */
             bool skip = why == NU_ERROR_UNSUPPORTED || why == NU_ERROR_OUT_OF_MEMORY;
+            fflush(stdout);
             fprintf(stderr, "nuvec bench ops: %s %s %s %s: %s: %s\n", k->name, nu_dtype_name(k->dtype), k->shape,
                     skip ? "skipped" : "failed", nu_status_string(why), nu_error_message(d));
             failed += !skip;
@@ -416,12 +552,17 @@ int bench_ops(int argc, char **argv)
             cJSON_AddNumberToObject(r, "gbps", gbps);
             cJSON_AddNumberToObject(r, "fraction_of_copy", frac);
             cJSON_AddNumberToObject(r, "bytes", k->bytes);
+            if (k->flops > 0)
+                cJSON_AddNumberToObject(r, "tflops", k->flops / s / 1e12);
             cJSON_AddNumberToObject(r, "reps", reps);
             cJSON_AddStringToObject(r, "target", k->target);
             cJSON_AddItemToArray(jrows, r);
         } else {
-            printf("%-10s %-6s %-12s %10.2f %9.1f %7.0f%% %6d  %s\n", k->name, nu_dtype_name(k->dtype), k->shape,
-                   s * 1e6, gbps, frac * 100, reps, k->target);
+            char tf[16] = "-";
+            if (k->flops > 0)
+                snprintf(tf, sizeof tf, "%.3g", k->flops / s / 1e12);
+            printf("%-10s %-6s %-15s %10.2f %9.1f %7.0f%% %8s %6d  %s\n", k->name, nu_dtype_name(k->dtype), k->shape,
+                   s * 1e6, gbps, frac * 100, tf, reps, k->target);
         }
     }
     bench_vk_fini(&vk);

@@ -5,7 +5,8 @@ cases (run by bench/h200.sh; needs torch with CUDA).
 Each case runs its op `reps` times between CUDA events (repetitions write the same output, as
 nuvec's do), sized to about 20 ms a run; the time per op is the median of 5 runs. GB/s counts the
 bytes the op must move (inputs read once, the output written once; for matrix-vector products
-the weights). PyTorch has no Q8_0/Q4_0 kernels: their cases run the F16 product of the same
+the weights; for decode attention the KV bytes); matrix products and attention also report
+TFLOP/s (torch.nn.functional.linear and scaled_dot_product_attention). PyTorch has no Q8_0/Q4_0 kernels: their cases run the F16 product of the same
 shape (its weights' bytes), PyTorch's nearest equivalent, and say so. Prints a table, or JSON
 with --json.
 """
@@ -40,8 +41,8 @@ def main():
     big = f"{size / (1 << 30):.3g} GiB"
     cases = []
 
-    def case(name, dtype, shape, nbytes, make, note=""):
-        cases.append((name, dtype, shape, nbytes, make, note))
+    def case(name, dtype, shape, nbytes, make, note="", flops=0.0):
+        cases.append((name, dtype, shape, nbytes, make, note, flops))
 
     def empty(shape, dtype):
         return torch.empty(shape, device=dev, dtype=dtype)
@@ -137,8 +138,69 @@ def main():
                     return F.linear(x, ws[it[0] % copies])
                 return run
             case("matvec", d, f"{n}x{k}", n * k * es, mk, "F.linear, 1 token (cuBLAS)")
+    # Matrix products (TFLOP/s of 2 m n k): y = x w^T with w [n, k] as weight files store it
+    # (F.linear, cuBLAS), square and the 512-token prefill shapes of a 7B Llama.
+    def linear(m, n, k, t):
+        x, w = rand((m, k), t), rand((n, k), t)
+        return lambda: F.linear(x, w)
+    for d in ("F16", "BF16"):
+        for n in (1024, 4096, 8192):
+            case("matmul", d, f"{n}^3", 3 * n * n * 2, (lambda n=n, t=dt[d]: linear(n, n, n, t)),
+                 "F.linear (cuBLAS)", 2.0 * n ** 3)
+    for d in ("F16", "BF16"):
+        for n in (4096, 11008, 32000):
+            case("matmul", d, f"512x4096>{n}", n * 4096 * 2 + 2 * 512 * (4096 + n),
+                 (lambda n=n, t=dt[d]: linear(512, n, 4096, t)), "F.linear (cuBLAS)", 2.0 * 512 * n * 4096)
+    # Q8_0 / Q4_0 weights: PyTorch has no such product; its nearest equivalent dequantizes (int8
+    # quants times the per-block F16 scale) to F16, then runs the F16 product: nuvec's matmul_dq.
+    for d, qb in (("Q8_0", 34), ("Q4_0", 18)):
+        for n in (4096, 11008, 32000):
+            def mkdq(n=n):
+                q = torch.randint(-8, 8, (n, 4096 // 32, 32), device=dev, dtype=torch.int8)
+                sc = rand((n, 4096 // 32, 1), f16)
+                w = empty((n, 4096 // 32, 32), f16)
+                x = rand((512, 4096), f16)
+                def run():
+                    torch.mul(q, sc, out=w)
+                    return F.linear(x, w.view(n, 4096))
+                return run
+            case("matmul_dq", d, f"512x4096>{n}", n * 4096 * qb / 32 + 4 * n * 4096 + 2 * 512 * (4096 + n), mkdq,
+                 "int8 * f16 scale, then F.linear (PyTorch has no Q8_0/Q4_0 product)", 2.0 * 512 * n * 4096)
+    # Attention: decode (1 query row, 32 heads of 128, F16) against KV caches of 8 or 32 heads,
+    # rotated over copies of 256 MiB in all as nuvec's (GB/s of the KV bytes read); prefill of 512
+    # and 4096 tokens, causal, 32 heads (TFLOP/s of the causal half of 4 T^2 D H).
+    def sdpa(q, k, v, causal):
+        if q.shape[1] != k.shape[1]:
+            try:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            except TypeError:  # torch < 2.5: no enable_gqa
+                g = q.shape[1] // k.shape[1]
+                return F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1),
+                                                      is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    for kvh in (8, 32):
+        for n in (512, 4096, 32768):
+            def mkdec(n=n, kvh=kvh):
+                per = 2 * n * kvh * 128 * 2
+                copies = max(1, min(16, -(-(256 << 20) // per)))
+                kv = [(rand((1, kvh, n, 128), f16), rand((1, kvh, n, 128), f16)) for _ in range(copies)]
+                q = rand((1, 32, 1, 128), f16)
+                it = [0]
+                def run():
+                    it[0] += 1
+                    k, v = kv[it[0] % copies]
+                    return sdpa(q, k, v, False)
+                return run
+            case("attn_dec", "F16", f"{n} kv{kvh}", 2 * n * kvh * 128 * 2, mkdec,
+                 "F.scaled_dot_product_attention, enable_gqa (or repeat_interleave)", 4.0 * n * 32 * 128)
+    for n in (512, 4096):
+        def mkpre(n=n):
+            q, k, v = (rand((1, 32, n, 128), f16) for _ in range(3))
+            return lambda: sdpa(q, k, v, True)
+        case("attn_pre", "F16", f"{n} causal", 4 * n * 32 * 128 * 2, mkpre, "F.scaled_dot_product_attention, causal",
+             2.0 * n * n * 128 * 32)
     out = []
-    for name, d, shape, nbytes, make, note in cases:
+    for name, d, shape, nbytes, make, note, flops in cases:
         if args.filter and args.filter not in name and name != "copy":
             continue
         try:
@@ -164,8 +226,11 @@ def main():
             end.synchronize()
             per.append(start.elapsed_time(end) / 1e3 / reps)
         s = statistics.median(per)
-        out.append({"op": name, "dtype": d, "shape": shape, "us_per_op": s * 1e6, "gbps": nbytes / s / 1e9,
-                     "bytes": nbytes, "reps": reps, "note": note})
+        row = {"op": name, "dtype": d, "shape": shape, "us_per_op": s * 1e6, "gbps": nbytes / s / 1e9,
+               "bytes": nbytes, "reps": reps, "note": note}
+        if flops:
+            row["tflops"] = flops / s / 1e12
+        out.append(row)
         del fn
         torch.cuda.empty_cache()
     rows = out
@@ -177,10 +242,11 @@ def main():
                           "cases": rows}, indent=1))
     else:
         print(f"torch_ops on {torch.cuda.get_device_name(0)} (torch {torch.__version__})")
-        print(f"{'op':10} {'dtype':6} {'shape':12} {'us/op':>10} {'GB/s':>9} {'of copy':>8}  note")
+        print(f"{'op':10} {'dtype':6} {'shape':15} {'us/op':>10} {'GB/s':>9} {'of copy':>8} {'TFLOP/s':>8}  note")
         for r in rows:
-            print(f"{r['op']:10} {r['dtype']:6} {r['shape']:12} {r['us_per_op']:10.2f} {r['gbps']:9.1f} "
-                  f"{r['fraction_of_copy'] * 100:7.0f}%  {r['note']}")
+            tf = f"{r['tflops']:.3g}" if "tflops" in r else "-"
+            print(f"{r['op']:10} {r['dtype']:6} {r['shape']:15} {r['us_per_op']:10.2f} {r['gbps']:9.1f} "
+                  f"{r['fraction_of_copy'] * 100:7.0f}% {tf:>8}  {r['note']}")
     return 0
 
 

@@ -27,6 +27,7 @@
 #ifndef NUVEC_OPS_H
 #define NUVEC_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "command.h"
@@ -169,6 +170,62 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
  * path. */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
+
+/* ---- matrix products --------------------------------------------------------------------- */
+
+/* dst[.., m, n] = sum_k a[.., m, k] * b[.., n, k] (+ bias[n]): b is weight-shaped [n, k] (row-major
+ * [out, in], as weight files store it), so a linear layer is nu_op_matmul(c, y, x, weight, bias).
+ * a is [m, k] or [batch, m, k] float; b [n, k] or [batch, n, k], float or Q8_0 / Q4_0; dst [m, n]
+ * or [batch, m, n] float, contiguous, not overlapping the inputs; bias NULL or [n] float (any
+ * stride). A batch of 1 (or rank 2) broadcasts that operand to every batch of dst; dst's batch is
+ * the larger of a's and b's. Every dtype combination is accepted (F32 a with block b too).
+ * Accumulates in F32 (block weights dequantized exactly, d * q); dst is rounded once.
+ * Transposes are views (nu_tensor_transpose): a and b may have any strides; rows of k contiguous
+ * and 16-byte aligned take the vector loads. Devices with cooperative matrices try the tensor-core
+ * kernel first; everything else takes the tiled shared-memory kernel (kernels/matmul/matmul.comp)
+ * with a tile chosen by shape (src/ops/matmul.c documents the table), which the environment may
+ * override for sweeps: NUVEC_MATMUL="variant=small_m|skinny_n|square|large bm= bn= bk= tm= tn=
+ * vector=0|1". m, n or batch 0 records nothing; k = 0 with a non-empty dst is refused. */
+nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
+                       const nu_tensor *bias);
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* The KV cache: per layer one K tensor and one V tensor, each [max_positions, kv_heads, head_dim]
+ * (F32, F16 or BF16; contiguous for nu_op_kv_append, any view for nu_op_attention), position p's
+ * keys at row p, written by nu_op_kv_append before the attention that reads them. */
+typedef struct nu_attention_desc {
+    float scale;          /* multiplies q . k (0: 1 / sqrt(head_dim)); finite */
+    bool causal;          /* q row i sees keys 0 .. q_position + i only */
+    uint32_t q_position;  /* sequence position of q's first row (causal masks only) */
+    uint32_t kv_length;   /* cache positions valid: keys 0 .. kv_length - 1 (1 .. max_positions) */
+} nu_attention_desc;
+
+/* Scaled dot-product attention with grouped-query heads: dst[t, h, :] = sum_j p_j v[j, h / g, :]
+ * with p = softmax_j(scale * q[t, h, :] . k[j, h / g, :]) over the keys j row t sees (all j <
+ * kv_length; causal: also j <= q_position + t), g = q_heads / kv_heads. q [tokens, q_heads,
+ * head_dim] float, any view (a slice of a fused projection); k and v [positions, kv_heads,
+ * head_dim] float, any views (the KV cache); dst [tokens, q_heads, head_dim] float, contiguous;
+ * q_heads a multiple of kv_heads; head_dim 64 or 128. F32 arithmetic, the softmax online (the
+ * running maximum subtracted: no overflow). Up to NU_ATTENTION_DECODE_ROWS tokens take the decode
+ * kernel (keys split over workgroups, then combined: kernels/attention/attn_decode.comp), more the
+ * prefill kernel (flash-attention style tiles: kernels/attention/attn_prefill.comp).
+ * q_position and kv_length are push constants; the decode split count is chosen from kv_length
+ * when recording (each split loops over its share of whatever kv_length a launch has). Where the
+ * keys are split, the op makes a temporary device buffer for the partial results and frees it
+ * right after recording (nuvec keeps it alive for the recorded work). NUVEC_ATTENTION="path=
+ * decode|prefill split=S chunk=C br=BR bc=BC" overrides the choices (sweeps, tests: splits, keys
+ * a split, the prefill tile's rows and keys). desc is required. */
+#define NU_ATTENTION_DECODE_ROWS 4
+nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor *q, const nu_tensor *k,
+                          const nu_tensor *v, const nu_attention_desc *desc);
+
+/* Appends to a KV cache: cache[position + t, :, :] = src[t, :, :] for each of src's tokens,
+ * converting the dtype (rounded to nearest even). cache [max_positions, kv_heads, head_dim] float,
+ * contiguous; src [tokens, kv_heads, head_dim] float, any view, not overlapping cache. Refused
+ * when position + tokens > max_positions. position is a push constant (graphs may change it per
+ * launch; the kernel writes no row past max_positions whatever it is). */
+nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position);
 
 NU_END_DECLS
 #endif

@@ -32,7 +32,7 @@ static bool has_f16_shape(const nu_device_info *in)
 /* The tile by shape: 128 x 128 (8 subgroups of 64 x 32), k 64 a step, one buffer (the best of 14 settings
  * on the H200: 38 TFLOP/s at 4096^3, where every setting gave 34-38); fewer rows of a: 64 x 128. Overridden for
  * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N" (wm..fn 1..8; probe: the
- * kernel's diagnostic constant). */
+ * kernel's diagnostic constant); NUVEC_MATMUL_TC=off keeps every product on the tiled path. */
 static tc_tile choose_tile(int64_t m)
 {
     tc_tile t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1, 0} : (tc_tile){2, 4, 4, 2, 64, 1, 0};
@@ -82,6 +82,9 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
 {
     nu_device *d = nu_buffer_device(dst->buffer);
     const nu_device_info *in = &d->info;
+    const char *env = getenv("NUVEC_MATMUL_TC");
+    if (env && strstr(env, "off")) /* the tiled path everywhere (for tests and sweeps of it) */
+        return NU_ERROR_UNSUPPORTED;
     if (!in->features[NU_FEATURE_COOPERATIVE_MATRIX] || !in->features[NU_FEATURE_VULKAN_MEMORY_MODEL] ||
         !has_f16_shape(in) || in->subgroup_size < 16)
         return NU_ERROR_UNSUPPORTED;
@@ -90,7 +93,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         return NU_ERROR_UNSUPPORTED;
     uint32_t ra = a->rank, rb = b->rank, rd = dst->rank;
     int64_t m = a->shape[ra - 2], k = a->shape[ra - 1], n = b->shape[rb - 2];
-    int64_t batches = ra == 3 ? a->shape[0] : 1;
+    int64_t batches = rd == 3 ? dst->shape[0] : 1; /* a batch of 1 in a or b broadcasts */
     if (k % 8 || m > UINT32_MAX || n > UINT32_MAX || batches > 65535)
         return NU_ERROR_UNSUPPORTED;
     tc_tile t = choose_tile(m);
@@ -131,7 +134,8 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     struct {
         uint32_t m, n, k, first_a, a_row, a_batch, first_w, w_row, w_batch, first_dst, dst_batch, first_bias;
     } push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
-              batches > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row, (uint32_t)w_batch, first[0],
+              ra == 3 && a->shape[0] > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row, (uint32_t)w_batch,
+              first[0],
               rd == 3 ? (uint32_t)(m * n) : 0, first[3]};
     nu_kernel *kern;
     if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 12, &kern)) != NU_OK)

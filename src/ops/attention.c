@@ -1,0 +1,290 @@
+/* attention.c: scaled dot-product attention with grouped-query heads (nu_op_attention) and the KV
+ * cache's append (nu_op_kv_append). Kernels under kernels/attention/: attn_decode.comp (a few
+ * query rows, the keys split over workgroups) with attn_combine.comp (merges the splits),
+ * attn_prefill.comp (flash-attention style tiles), kv_append.comp. Each .comp's header describes
+ * its layout and constants.
+ *
+ * The KV cache: one K and one V tensor per layer, [max_positions, kv_heads, head_dim], position p
+ * at row p (F32, F16 or BF16). Decode appends the new token's k and v (nu_op_kv_append at
+ * position p), then runs attention with q_position = p and kv_length = p + 1; prefill appends
+ * its tokens at 0.. and runs with q_position 0, kv_length = tokens, causal.
+ *
+ * The decode path's partials: a temporary device buffer (nu_buffer_new_gpu: it may reuse memory
+ * of freed buffers whose GPU work has not finished, ordered after it) made by the op and freed as
+ * soon as both dispatches are recorded: nuvec keeps a freed buffer's memory until the GPU work
+ * recorded on it completes (buffer.c's guard; tests/test_ops_attention.c checks it by freeing
+ * before commit), so callers need no workspace argument. A graph (record once, launch many times)
+ * holding this op must keep the partials' memory for as long as it can be launched, as it must
+ * keep every buffer its recording uses: to be checked when graphs land. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels_table.h"
+#include "ops/op.h"
+
+#define FN "nu_op_attention"
+#define FN_APPEND "nu_op_kv_append"
+
+/* Threads of the decode and prefill workgroups. */
+#define ATTN_LOCAL 128u
+/* The decode path's keys a split by default: 256 (4096 keys: 16 splits, x 32 heads = 512
+ * workgroups; 512 keys: 2). A choice, not yet measured on the H200 (NUVEC_ATTENTION chunk=). */
+#define ATTN_CHUNK 256u
+
+typedef struct attn_tune {
+    int path;        /* -1: by tokens; 0 decode; 1 prefill */
+    uint32_t split;  /* decode: splits (0: by chunk) */
+    uint32_t chunk;  /* decode: keys a split */
+    uint32_t br, bc; /* prefill: rows and keys of a tile (0: by head_dim) */
+} attn_tune;
+
+/* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC" (read at each call). */
+static nu_status env_tune(nu_device *d, attn_tune *t)
+{
+    const char *s = getenv("NUVEC_ATTENTION");
+    if (!s || !*s)
+        return NU_OK;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *eq = strchr(tok, '=');
+        char *end = NULL;
+        bool ok = eq != NULL;
+        if (ok && !strcmp(tok, "path=decode"))
+            t->path = 0;
+        else if (ok && !strcmp(tok, "path=prefill"))
+            t->path = 1;
+        else if (ok) {
+            unsigned long v = strtoul(eq + 1, &end, 10);
+            ok = end != eq + 1 && !*end;
+            if (ok && !strncmp(tok, "split=", 6))
+                ok = v >= 1 && v <= 65535, t->split = (uint32_t)v;
+            else if (ok && !strncmp(tok, "chunk=", 6))
+                ok = v >= 1, t->chunk = (uint32_t)v;
+            else if (ok && !strncmp(tok, "br=", 3))
+                ok = v == 4 || v == 8 || v == 16 || v == 32 || v == 64, t->br = (uint32_t)v;
+            else if (ok && !strncmp(tok, "bc=", 3))
+                ok = v >= 1 && v <= 128, t->bc = (uint32_t)v;
+            else
+                ok = false;
+        }
+        if (!ok)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                            FN ": NUVEC_ATTENTION has '%s'; it takes path=decode|prefill, split=1..65535, chunk=1.., "
+                            "br=4|8|16|32|64, bc=1..128", tok);
+    }
+    return NU_OK;
+}
+
+/* Whether view t's [.., .., D] rows are contiguous and every row starts 16-byte aligned in its
+ * binding (first element `first`). */
+static bool rows_aligned(const nu_tensor *t, uint32_t first)
+{
+    uint64_t es = nu_dtype_size(t->dtype);
+    if (t->strides[2] != 1)
+        return false;
+    return (uint64_t)first * es % 16 == 0 && (t->shape[0] < 2 || (uint64_t)t->strides[0] * es % 16 == 0) &&
+           (t->shape[1] < 2 || (uint64_t)t->strides[1] * es % 16 == 0);
+}
+
+static uint64_t prefill_shared(uint32_t d, uint32_t br, uint32_t bc)
+{
+    return 4ull * ((uint64_t)br * d + (uint64_t)bc * (d + 1) + (uint64_t)bc * d + (uint64_t)br * (bc + 1));
+}
+
+typedef struct attn_push {
+    uint32_t tokens, q_heads, group;
+    uint32_t q_position, kv_length, positions, causal;
+    float scale;
+    uint32_t first_q, q_tok, q_head, q_dim;
+    uint32_t first_k, k_pos, k_head, k_dim;
+    uint32_t first_v, v_pos, v_head, v_dim;
+    uint32_t first_dst;
+} attn_push;
+
+/* Strides of dimensions of size 1 are never used: 0 keeps them within 32 bits. */
+static uint32_t stride_of(const nu_tensor *t, uint32_t i) { return t->shape[i] > 1 ? (uint32_t)t->strides[i] : 0; }
+
+static nu_status check_heads(nu_device *d, const char *name, const nu_tensor *t, const char *dims)
+{
+    if (t->rank != 3)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s has rank %u; it must be 3 ([%s, head_dim])", name, t->rank,
+                        dims);
+    return NU_OK;
+}
+
+nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor *q, const nu_tensor *k,
+                          const nu_tensor *v, const nu_attention_desc *desc)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN ": NULL command buffer");
+    if (!desc)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN ": NULL desc");
+    nu_status st;
+    if ((st = nu__op_check(FN, "dst", dst, NU__OP_FLOAT)) != NU_OK || (st = nu__op_check(FN, "q", q, NU__OP_FLOAT)) != NU_OK ||
+        (st = nu__op_check(FN, "k", k, NU__OP_FLOAT)) != NU_OK || (st = nu__op_check(FN, "v", v, NU__OP_FLOAT)) != NU_OK)
+        return st;
+    nu_device *d = nu_buffer_device(dst->buffer);
+    if ((st = check_heads(d, "q", q, "tokens, q_heads")) != NU_OK || (st = check_heads(d, "k", k, "positions, kv_heads")) != NU_OK ||
+        (st = check_heads(d, "v", v, "positions, kv_heads")) != NU_OK || (st = check_heads(d, "dst", dst, "tokens, q_heads")) != NU_OK)
+        return st;
+    if ((st = nu__op_same_shape(FN, "dst", dst, "q", q)) != NU_OK || (st = nu__op_same_shape(FN, "v", v, "k", k)) != NU_OK)
+        return st;
+    int64_t tokens = q->shape[0], qh = q->shape[1], hd = q->shape[2], positions = k->shape[0], kvh = k->shape[1];
+    if (k->shape[2] != hd)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k's head_dim is %lld but q's is %lld", (long long)k->shape[2],
+                        (long long)hd);
+    if (hd != 64 && hd != 128)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": head_dim %lld; the kernels take 64 or 128", (long long)hd);
+    if (kvh < 1 || qh % kvh)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": q_heads %lld is not a multiple of kv_heads %lld", (long long)qh,
+                        (long long)kvh);
+    if (desc->kv_length < 1 || desc->kv_length > positions)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": kv_length %u must be 1 to the cache's %lld positions",
+                        desc->kv_length, (long long)positions);
+    float scale = desc->scale == 0 ? 1.0f / sqrtf((float)hd) : desc->scale;
+    if (!isfinite(scale))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": scale %g is not finite", (double)desc->scale);
+    if ((st = nu__op_contiguous(FN, "dst", dst)) != NU_OK || (st = nu__op_no_alias(FN, dst, "q", q, false)) != NU_OK ||
+        (st = nu__op_no_alias(FN, dst, "k", k, false)) != NU_OK || (st = nu__op_no_alias(FN, dst, "v", v, false)) != NU_OK)
+        return st;
+    if (!tokens || !qh)
+        return NU_OK;
+    if (qh > 65535)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %lld query heads; at most 65535", (long long)qh);
+
+    attn_tune tune = {-1, 0, ATTN_CHUNK, 0, 0};
+    if ((st = env_tune(d, &tune)) != NU_OK)
+        return st;
+    bool decode = tune.path < 0 ? tokens <= NU_ATTENTION_DECODE_ROWS : tune.path == 0;
+    if (decode && tokens > 65535)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": the decode path takes at most 65535 tokens (%lld)", (long long)tokens);
+
+    nu_binding bind[4];
+    uint32_t first[4];
+    if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(FN, q, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
+        (st = nu__op_bind(FN, k, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK ||
+        (st = nu__op_bind(FN, v, NU_ACCESS_READ, &bind[3], &first[3])) != NU_OK)
+        return st;
+    attn_push push = {(uint32_t)tokens, (uint32_t)qh, (uint32_t)(qh / kvh), desc->q_position, desc->kv_length,
+                      (uint32_t)positions, desc->causal ? 1u : 0u, scale,
+                      first[1], stride_of(q, 0), stride_of(q, 1), stride_of(q, 2),
+                      first[2], stride_of(k, 0), stride_of(k, 1), stride_of(k, 2),
+                      first[3], stride_of(v, 0), stride_of(v, 1), stride_of(v, 2), first[0]};
+    uint32_t qdt = nu__op_dtype_code(q->dtype), kdt = nu__op_dtype_code(k->dtype), vdt = nu__op_dtype_code(v->dtype),
+             ddt = nu__op_dtype_code(dst->dtype);
+    nu_kernel *kern;
+
+    if (!decode) {
+        uint32_t br = tune.br ? tune.br : (hd == 128 ? 16u : 32u), bc = tune.bc ? tune.bc : br;
+        /* Devices with less shared memory than the default tile's: halve the tile. */
+        if (!tune.br && !tune.bc)
+            while (br > 4 && prefill_shared((uint32_t)hd, br, bc) > d->info.max_shared_memory)
+                br /= 2, bc /= 2;
+        if (ATTN_LOCAL % br || hd % (ATTN_LOCAL / br))
+            return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": br=%u does not suit %u threads and head_dim %lld", br, ATTN_LOCAL,
+                            (long long)hd);
+        if (prefill_shared((uint32_t)hd, br, bc) > d->info.max_shared_memory)
+            return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": a %ux%u prefill tile of head_dim %lld needs %llu bytes of shared "
+                            "memory; %s has %u", br, bc, (long long)hd,
+                            (unsigned long long)prefill_shared((uint32_t)hd, br, bc), d->info.name,
+                            d->info.max_shared_memory);
+        uint32_t constants[8] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, br, bc};
+        if ((st = nu__op_kernel(d, NU__K_attn_prefill, sizeof push, constants, 8, &kern)) != NU_OK)
+            return st;
+        uint64_t blocks = ((uint64_t)tokens + br - 1) / br;
+        uint32_t groups[3] = {(uint32_t)(blocks > 65535 ? 65535 : blocks), (uint32_t)qh, 1};
+        return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+    }
+
+    /* Decode: splits from the recorded kv_length (the keys a row sees at most). */
+    uint64_t splits = tune.split ? tune.split : ((uint64_t)desc->kv_length + tune.chunk - 1) / tune.chunk;
+    if (splits > 65535)
+        splits = 65535;
+    if (splits < 1)
+        splits = 1;
+    uint32_t flags = rows_aligned(k, first[2]) ? 1u : 0u;
+    uint32_t constants[8] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, splits == 1 ? 1u : 0u, flags};
+    if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof push, constants, 8, &kern)) != NU_OK)
+        return st;
+    uint32_t groups[3] = {(uint32_t)qh, (uint32_t)splits, (uint32_t)tokens};
+    if (splits == 1)
+        return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+
+    uint32_t cconst[2] = {ddt, (uint32_t)hd};
+    struct {
+        uint32_t q_heads, splits, first_dst;
+    } cpush = {(uint32_t)qh, (uint32_t)splits, first[0]};
+    nu_kernel *combine;
+    if ((st = nu__op_kernel(d, NU__K_attn_combine, sizeof cpush, cconst, 2, &combine)) != NU_OK)
+        return st;
+    uint64_t bytes = (uint64_t)tokens * (uint64_t)qh * splits * ((uint64_t)hd + 2) * 4;
+    if (bytes > d->info.max_storage_buffer_range)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": the split partials need %llu bytes, more than one binding covers",
+                        (unsigned long long)bytes);
+    nu_buffer *part = NULL;
+    if ((st = nu_buffer_new_gpu(d, (size_t)bytes, NU_STORAGE_PRIVATE, &part)) != NU_OK)
+        return st;
+    nu_buffer_set_name(part, "nu_op_attention partials");
+    nu_binding pbind[4] = {{.buffer = part, .access = NU_ACCESS_WRITE, .offset = 0, .size = (size_t)bytes},
+                           bind[1], bind[2], bind[3]};
+    st = nu_commands_dispatch(c, kern, groups, pbind, 4, &push, sizeof push);
+    if (st == NU_OK) {
+        nu_binding cbind[2] = {bind[0], {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)bytes}};
+        uint32_t cgroups[3] = {(uint32_t)qh, (uint32_t)tokens, 1};
+        st = nu_commands_dispatch(c, combine, cgroups, cbind, 2, &cpush, sizeof cpush);
+    }
+    /* Freed now: its memory stays with the recorded work until that completes. */
+    nu_buffer_free(part);
+    return st;
+}
+
+nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN_APPEND ": NULL command buffer");
+    nu_status st;
+    if ((st = nu__op_check(FN_APPEND, "cache", cache, NU__OP_FLOAT)) != NU_OK ||
+        (st = nu__op_check(FN_APPEND, "src", src, NU__OP_FLOAT)) != NU_OK)
+        return st;
+    nu_device *d = nu_buffer_device(cache->buffer);
+    if (cache->rank != 3 || src->rank != 3)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        FN_APPEND ": cache (rank %u) must be [positions, kv_heads, head_dim] and src (rank %u) "
+                        "[tokens, kv_heads, head_dim]", cache->rank, src->rank);
+    if (cache->shape[1] != src->shape[1] || cache->shape[2] != src->shape[2])
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        FN_APPEND ": src has %lld heads of %lld but the cache %lld heads of %lld",
+                        (long long)src->shape[1], (long long)src->shape[2], (long long)cache->shape[1],
+                        (long long)cache->shape[2]);
+    if ((uint64_t)position + (uint64_t)src->shape[0] > (uint64_t)cache->shape[0])
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        FN_APPEND ": %lld tokens at position %u overflow the cache's %lld positions",
+                        (long long)src->shape[0], position, (long long)cache->shape[0]);
+    if ((st = nu__op_contiguous(FN_APPEND, "cache", cache)) != NU_OK ||
+        (st = nu__op_no_alias(FN_APPEND, cache, "src", src, false)) != NU_OK)
+        return st;
+    uint64_t count = nu_tensor_numel(src);
+    if (!count)
+        return NU_OK;
+    nu_binding bind[2];
+    uint32_t first[2];
+    if ((st = nu__op_bind(FN_APPEND, cache, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(FN_APPEND, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
+        return st;
+    uint32_t constants[2] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype)};
+    struct {
+        uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim;
+    } push = {(uint32_t)count, (uint32_t)src->shape[1], (uint32_t)src->shape[2], position, (uint32_t)cache->shape[0],
+              first[0], first[1], stride_of(src, 0), stride_of(src, 1), stride_of(src, 2)};
+    nu_kernel *kern;
+    if ((st = nu__op_kernel(d, NU__K_kv_append, sizeof push, constants, 2, &kern)) != NU_OK)
+        return st;
+    uint32_t groups[3];
+    nu__op_groups(count, 256, groups);
+    return nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
+}

@@ -1,0 +1,253 @@
+/* matmul.c: matrix products, dst = a * b^T (+ bias) (nu_op_matmul). The cooperative-matrix path
+ * (matmul_tc.c) is tried first; everything it declines takes the tiled shared-memory kernel
+ * (kernels/matmul/matmul.comp: its header describes the layout and the constants), with a tile
+ * chosen per shape class from the table below. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels_table.h"
+#include "ops/matmul_tc.h"
+#include "ops/op.h"
+
+#define FN "nu_op_matmul"
+
+/* A tile: BM x BN of dst a workgroup, BK of K a slice, TM x TN a thread. */
+typedef struct matmul_tile {
+    const char *name;
+    uint32_t bm, bn, bk, tm, tn;
+} matmul_tile;
+
+/* The variant table, by shape class (threads (BM / TM) * (BN / TN); the slices' shared memory is
+ * 4 * BK * (BM + 1 + BN + 1) bytes: 9.1 KiB small_m, 12.3 skinny_n, 8.1 square, 16.1 large; Vulkan
+ * guarantees 16 KiB, so large is taken only where the device has that much and 256 threads):
+ *   small_m (m <= 16: a few tokens, e.g. speculative decoding or short prompts): 16 x 128 tiles,
+ *     4 x 4 a thread, 128 threads: 64-row tiles would compute 75%+ padding. On lavapipe (16 x 4096
+ *     by 4096, F16, NUVEC_MATMUL sweeps, two shared cores: noisy) 4 x 4 blocks ran 2.1 GFLOP/s
+ *     against 1.0 for 1 x 4 (16 x 64) and 1.45 for 2 x 4 (16 x 128): the register block matters
+ *     most there. On a GPU 128-column tiles give few workgroups for n = 4096 (32 a 16-row block):
+ *     to be measured on the H200;
+ *   skinny_n (n <= 64 with m > 16: a few outputs per token, e.g. a classifier head or the
+ *     attention's per-head products): 64 x 32, 4 x 2, 256 threads;
+ *   square (the rest): 64 x 64, 4 x 4, 256 threads;
+ *   large (m, n >= 512: prefill and square products): 128 x 128, 8 x 8, 256 threads: each shared
+ *     load feeds 8 FMAs (against 4 for square), half the shared-memory traffic per FMA.
+ * BK is 32 for skinny_n, 16 for the others (the slices' shared memory).
+ * Not yet measured on the H200: the lead's NUVEC_MATMUL sweeps there set the defaults. */
+static const matmul_tile tiles[] = {
+    {"small_m", 16, 128, 16, 4, 4},
+    {"skinny_n", 64, 32, 32, 4, 2},
+    {"square", 64, 64, 16, 4, 4},
+    {"large", 128, 128, 16, 8, 8},
+};
+
+static uint64_t tile_shared(const matmul_tile *t) { return 4ull * t->bk * (t->bm + 1 + t->bn + 1); }
+
+static matmul_tile choose_tile(nu_device *d, int64_t m, int64_t n)
+{
+    if (m <= 16)
+        return tiles[0];
+    if (n <= 64)
+        return tiles[1];
+    if (m >= 512 && n >= 512 && tile_shared(&tiles[3]) <= d->info.max_shared_memory &&
+        d->info.max_workgroup_invocations >= 256)
+        return tiles[3];
+    return tiles[2];
+}
+
+/* NUVEC_MATMUL="variant=small_m|skinny_n|square|large bm=BM bn=BN bk=BK tm=TM tn=TN vector=0|1"
+ * overrides the tile (for sweeps without a rebuild, and for tests of every variant at small
+ * shapes): variant= starts from a table entry, the others change one value; vector=0 keeps every
+ * load on the strided path. Read at each call. */
+static nu_status env_tile(nu_device *d, matmul_tile *t, bool *vector)
+{
+    const char *s = getenv("NUVEC_MATMUL");
+    if (!s || !*s)
+        return NU_OK;
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *eq = strchr(tok, '=');
+        bool ok = eq != NULL;
+        if (ok && !strncmp(tok, "variant=", 8)) {
+            ok = false;
+            for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++)
+                if (!strcmp(eq + 1, tiles[i].name))
+                    *t = tiles[i], ok = true;
+        } else if (ok) {
+            char *end = NULL;
+            unsigned long v = strtoul(eq + 1, &end, 10);
+            ok = end != eq + 1 && !*end && v >= 1 && v <= 256;
+            if (ok && !strncmp(tok, "bm=", 3))
+                t->bm = (uint32_t)v;
+            else if (ok && !strncmp(tok, "bn=", 3))
+                t->bn = (uint32_t)v;
+            else if (ok && !strncmp(tok, "bk=", 3))
+                t->bk = (uint32_t)v;
+            else if (ok && !strncmp(tok, "tm=", 3))
+                ok = v <= 16, t->tm = (uint32_t)v;
+            else if (ok && !strncmp(tok, "tn=", 3))
+                ok = v <= 16, t->tn = (uint32_t)v;
+            else if (!strncmp(tok, "vector=", 7) && (!strcmp(eq + 1, "0") || !strcmp(eq + 1, "1")))
+                ok = true, *vector = eq[1] == '1';
+            else
+                ok = false;
+        }
+        if (!ok)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                            FN ": NUVEC_MATMUL has '%s'; it takes variant=small_m|skinny_n|square|large, bm=, bn=, "
+                            "bk= (1..256), tm=, tn= (1..16), vector=0|1", tok);
+    }
+    return NU_OK;
+}
+
+/* Whether the tile suits the device: BM % TM == BN % TN == 0, (BM / TM) * (BN / TN) threads
+ * within its limits, the slices within its shared memory. */
+static nu_status tile_fits(nu_device *d, const matmul_tile *t)
+{
+    uint32_t threads = t->bm % t->tm || t->bn % t->tn ? 0 : (t->bm / t->tm) * (t->bn / t->tn);
+    if (!threads || threads > d->info.max_workgroup_invocations || threads > d->info.max_workgroup_size[0])
+        return nu__fail(d, NU_ERROR_UNSUPPORTED,
+                        FN ": a %ux%u tile with %ux%u a thread needs BM %% TM == BN %% TN == 0 and at most %u threads "
+                        "on %s", t->bm, t->bn, t->tm, t->tn, d->info.max_workgroup_invocations, d->info.name);
+    if (tile_shared(t) > d->info.max_shared_memory)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": a %ux%u tile with BK %u needs %llu bytes of shared memory; %s has %u",
+                        t->bm, t->bn, t->bk, (unsigned long long)tile_shared(t), d->info.name, d->info.max_shared_memory);
+    return NU_OK;
+}
+
+/* A tensor's batch, rows and columns (rank 2: batch 1) and their strides (0 for dimensions of
+ * size 1: never used, and kept within 32 bits). */
+typedef struct mat3 {
+    int64_t batch, rows, cols;
+    int64_t s_batch, s_row, s_col;
+} mat3;
+
+static mat3 mat3_of(const nu_tensor *t)
+{
+    uint32_t o = t->rank == 3 ? 1 : 0;
+    mat3 r = {o ? t->shape[0] : 1, t->shape[o], t->shape[o + 1], 0, 0, 0};
+    if (o && t->shape[0] > 1)
+        r.s_batch = t->strides[0];
+    if (r.rows > 1)
+        r.s_row = t->strides[o];
+    if (r.cols > 1)
+        r.s_col = t->strides[o + 1];
+    return r;
+}
+
+static nu_status rank_of(nu_device *d, const char *name, const nu_tensor *t, const char *dims)
+{
+    if (t->rank != 2 && t->rank != 3)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s has rank %u; it must be 2 ([%s]) or 3 ([batch, %s])", name,
+                        t->rank, dims, dims);
+    return NU_OK;
+}
+
+/* Whether a float operand's rows are contiguous and every row of every batch starts 16-byte
+ * aligned in its binding: the kernel's 8-element vector loads. */
+static bool vector_rows(const nu_tensor *t, const mat3 *s, uint32_t first)
+{
+    uint64_t es = nu_dtype_size(t->dtype);
+    if (s->cols > 1 && s->s_col != 1)
+        return false;
+    return (uint64_t)first * es % 16 == 0 && (uint64_t)s->s_row * es % 16 == 0 && (uint64_t)s->s_batch * es % 16 == 0;
+}
+
+nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
+                       const nu_tensor *bias)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN ": NULL command buffer");
+    nu_status st;
+    if ((st = nu__op_check(FN, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
+        (st = nu__op_check(FN, "a", a, NU__OP_FLOAT)) != NU_OK ||
+        (st = nu__op_check(FN, "b", b, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
+        (bias && (st = nu__op_check(FN, "bias", bias, NU__OP_FLOAT)) != NU_OK))
+        return st;
+    nu_device *d = nu_buffer_device(dst->buffer);
+    if ((st = rank_of(d, "a", a, "m, k")) != NU_OK || (st = rank_of(d, "b", b, "n, k")) != NU_OK ||
+        (st = rank_of(d, "dst", dst, "m, n")) != NU_OK)
+        return st;
+    mat3 sa = mat3_of(a), sb = mat3_of(b), sd = mat3_of(dst);
+    int64_t m = sa.rows, k = sa.cols, n = sb.rows, batch = sd.batch;
+    if (sb.cols != k)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": a is %lldx%lld but b is %lldx%lld (k differs)", (long long)m,
+                        (long long)k, (long long)n, (long long)sb.cols);
+    if (sd.rows != m || sd.cols != n)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": dst is %lldx%lld; it must be %lldx%lld (a's rows, b's)",
+                        (long long)sd.rows, (long long)sd.cols, (long long)m, (long long)n);
+    int64_t want = sa.batch > sb.batch ? sa.batch : sb.batch;
+    if ((sa.batch != 1 && sa.batch != batch) || (sb.batch != 1 && sb.batch != batch) || batch != want)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        FN ": batches a %lld, b %lld, dst %lld: a's and b's must be dst's or 1 (broadcast), and dst's "
+                        "the larger", (long long)sa.batch, (long long)sb.batch, (long long)batch);
+    if (bias && (bias->rank != 1 || bias->shape[0] != n))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": bias must be [n] = [%lld] (rank 1)", (long long)n);
+    if ((st = nu__op_contiguous(FN, "dst", dst)) != NU_OK || (st = nu__op_no_alias(FN, dst, "a", a, false)) != NU_OK ||
+        (st = nu__op_no_alias(FN, dst, "b", b, false)) != NU_OK ||
+        (bias && (st = nu__op_no_alias(FN, dst, "bias", bias, false)) != NU_OK))
+        return st;
+    if (!m || !n || !batch)
+        return NU_OK; /* an empty dst */
+    if (!k)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k is 0 (a and b are empty but dst is not)");
+    if (batch > 1 && (uint64_t)m * (uint64_t)n * (uint64_t)batch >= (1ull << 32))
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": dst has 2^32 elements or more");
+
+    matmul_tile tile = choose_tile(d, m, n);
+    bool vector = true;
+    if ((st = env_tile(d, &tile, &vector)) != NU_OK || (st = tile_fits(d, &tile)) != NU_OK)
+        return st;
+
+    /* The lead's cooperative-matrix kernel first: it declines (NU_ERROR_UNSUPPORTED, no error
+     * set) what it does not take. */
+    st = nu__matmul_tensor_cores(c, dst, a, b, bias);
+    if (st != NU_ERROR_UNSUPPORTED)
+        return st;
+
+    nu_binding bind[4];
+    uint32_t first[4] = {0, 0, 0, 0};
+    if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(FN, a, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
+        (st = nu__op_bind(FN, b, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
+        return st;
+    if (bias) {
+        if ((st = nu__op_bind(FN, bias, NU_ACCESS_READ, &bind[3], &first[3])) != NU_OK)
+            return st;
+    } else {
+        bind[3] = bind[1]; /* never read: a's range again (read after read costs nothing) */
+    }
+    bool block = nu_dtype_block_elements(b->dtype) > 1;
+    uint32_t bdt = b->dtype == NU_DTYPE_Q8_0 ? 4u : b->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(b->dtype);
+    uint32_t flags = 0;
+    if (vector && tile.bk % 8 == 0) {
+        flags |= vector_rows(a, &sa, first[1]) ? 1u : 0u;
+        flags |= block || vector_rows(b, &sb, first[2]) ? 2u : 0u;
+    }
+    uint32_t threads = (tile.bm / tile.tm) * (tile.bn / tile.tn);
+    uint32_t constants[11] = {nu__op_dtype_code(a->dtype), bdt, nu__op_dtype_code(dst->dtype),
+                              bias ? nu__op_dtype_code(bias->dtype) : 7u, threads, tile.bm, tile.bn, tile.bk, tile.tm,
+                              tile.tn, flags};
+    /* Block b's strides in halves: a row of k / 32 blocks, batches of whole rows. */
+    uint32_t halves = block ? nu_dtype_block_bytes(b->dtype) / 2 : 1;
+    uint32_t w_row = (uint32_t)(block ? sb.s_row / 32 * halves : sb.s_row);
+    uint32_t w_batch = (uint32_t)(block ? sb.s_batch / 32 * halves : sb.s_batch);
+    struct {
+        uint32_t m, n, k, batch;
+        uint32_t first_a, a_batch, a_row, a_col;
+        uint32_t first_w, w_batch, w_row, w_col;
+        uint32_t first_dst, first_bias, bias_stride;
+    } push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, (uint32_t)batch,
+              first[1], (uint32_t)sa.s_batch, (uint32_t)sa.s_row, (uint32_t)sa.s_col,
+              first[2], w_batch, w_row, (uint32_t)sb.s_col,
+              first[0], first[3], bias && n > 1 ? (uint32_t)bias->strides[0] : 0};
+    nu_kernel *kern;
+    if ((st = nu__op_kernel(d, NU__K_matmul, sizeof push, constants, 11, &kern)) != NU_OK)
+        return st;
+    uint64_t gx = ((uint64_t)n + tile.bn - 1) / tile.bn, gy = ((uint64_t)m + tile.bm - 1) / tile.bm;
+    uint32_t groups[3] = {(uint32_t)(gx > 65535 ? 65535 : gx), (uint32_t)(gy > 65535 ? 65535 : gy),
+                          (uint32_t)(batch > 65535 ? 65535 : batch)};
+    return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+}

@@ -1,0 +1,478 @@
+/* test_ops_attention.c: nu_op_attention (src/ops/attention.c, kernels/attention/) and
+ * nu_op_kv_append against a float64 CPU reference: the decode path (one split written straight
+ * to dst, and split keys merged by attn_combine, with kv_length not a multiple of the split and
+ * splits that see no key) and the prefill path, GQA ratios 1, 4 and 8, head dims 64 and 128,
+ * causal on and off with q_position offsets, every float dtype for q, k, v and dst, the default
+ * and explicit scales, strided, sliced, transposed and unaligned views, the NUVEC_ATTENTION knobs,
+ * a decode step reading what kv_append wrote, the partials' temporary buffer outliving its free,
+ * and what both ops refuse.
+ *
+ * Tolerance: the reference computes scores, softmax and the weighted sum in double from the exact
+ * element values. The kernels work in F32: each score scale * q . k is off by at most about
+ * head_dim * 2^-24 * scale * sum |q k| (< 1e-5 here: inputs in [-1, 1], scale <= 0.2), which moves
+ * each p by that relative amount; exp adds a few ulps (Vulkan: 3 + 2|x| ulps, |x| < 30 here:
+ * < 4e-6); the sums over at most a few thousand keys and the rescalings add at most keys * 2^-24
+ * relative. All are below 2^-13 (1.2e-4) of max_j |v_jd| (the output is a weighted mean of v), the
+ * absolute bound allowed, plus dst's one rounding (its dtype's tolerance, relative). */
+#include "ops_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
+
+typedef struct at_case {
+    const nu_tensor *dst, *q, *k, *v;
+    const nu_attention_desc *desc;
+} at_case;
+
+static nu_status record_attention(nu_commands *c, void *arg)
+{
+    at_case *a = arg;
+    return nu_op_attention(c, a->dst, a->q, a->k, a->v, a->desc);
+}
+
+/* Checks dst (downloaded) against the reference: qv [T, Hq, D], kv and vv [P, Hkv, D] row-major. */
+static void expect_attention(const nt_tensor *dst, const float *qv, const float *kv, const float *vv, int64_t T,
+                             int64_t hq, int64_t hkv, int64_t D, const nu_attention_desc *desc, const char *what)
+{
+    double scale = desc->scale == 0 ? 1.0 / sqrt((double)D) : (double)desc->scale;
+    float rel = nt_dtype_tolerance(dst->t.dtype);
+    int64_t g = hq / hkv;
+    double *s = malloc(sizeof *s * desc->kv_length);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < hq; h++) {
+            int64_t kh = h / g, limit = desc->kv_length;
+            if (desc->causal && (int64_t)desc->q_position + t + 1 < limit)
+                limit = (int64_t)desc->q_position + t + 1;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < limit; j++) {
+                double x = 0;
+                for (int64_t e = 0; e < D; e++)
+                    x += (double)qv[(t * hq + h) * D + e] * (double)kv[(j * hkv + kh) * D + e];
+                s[j] = x * scale;
+                mx = fmax(mx, s[j]);
+            }
+            for (int64_t j = 0; j < limit; j++) {
+                s[j] = exp(s[j] - mx);
+                sum += s[j];
+            }
+            for (int64_t e = 0; e < D; e++) {
+                double o = 0, vmax = 0;
+                for (int64_t j = 0; j < limit; j++) {
+                    double ve = (double)vv[(j * hkv + kh) * D + e];
+                    o += s[j] * ve;
+                    vmax = fmax(vmax, fabs(ve));
+                }
+                o /= sum;
+                float want = nt_round_to(dst->t.dtype, (float)o);
+                float got = dst->values[(t * hq + h) * D + e];
+                double tol = vmax / 8192.0 + rel * fabs((double)want) + 1e-30;
+                if (!(fabs((double)got - (double)want) <= tol))
+                    fail_msg("%s: dst[%lld, %lld, %lld] is %.9g, expected %.9g (tolerance %.3g; tokens %lld, heads %lld/%lld, "
+                             "D %lld, kv_length %u, q_position %u, causal %d)",
+                             what, (long long)t, (long long)h, (long long)e, (double)got, (double)want, tol, (long long)T,
+                             (long long)hq, (long long)hkv, (long long)D, desc->kv_length, desc->q_position,
+                             (int)desc->causal);
+            }
+        }
+    free(s);
+}
+
+static void run_check(nu_device *d, nt_tensor *dst, const nu_tensor *q, const float *qv, const nu_tensor *k,
+                      const float *kv, const nu_tensor *v, const float *vv, const nu_attention_desc *desc, const char *what)
+{
+    at_case a = {&dst->t, q, k, v, desc};
+    nt_run(d, record_attention, &a);
+    nt_tensor_download(dst);
+    expect_attention(dst, qv, kv, vv, q->shape[0], q->shape[1], k->shape[1], q->shape[2], desc, what);
+}
+
+typedef struct shape_case {
+    int64_t tokens, hq, hkv, D, positions;
+    uint32_t kv_length, q_position;
+    bool causal;
+    float scale;
+    const char *env; /* NUVEC_ATTENTION, or NULL */
+} shape_case;
+
+/* Contiguous q, k, v of dtypes qd, kd, vd (k and v [positions, hkv, D], the cache), dst of dd. */
+static void run_case(nu_device *d, const shape_case *sc, nu_dtype qd, nu_dtype kd, nu_dtype vd, nu_dtype dd,
+                     uint64_t *seed)
+{
+    int64_t qs[3] = {sc->tokens, sc->hq, sc->D}, ks[3] = {sc->positions, sc->hkv, sc->D};
+    nt_tensor q = nt_tensor_random(d, qd, 3, qs, 0, -1, 1, seed);
+    nt_tensor k = nt_tensor_random(d, kd, 3, ks, 1, -1, 1, seed);
+    nt_tensor v = nt_tensor_random(d, vd, 3, ks, 0, -1, 1, seed);
+    nt_tensor dst = nt_tensor_output(d, dd, 3, qs, 0);
+    nu_attention_desc desc = {sc->scale, sc->causal, sc->q_position, sc->kv_length};
+    if (sc->env)
+        assert_int_equal(setenv("NUVEC_ATTENTION", sc->env, 1), 0);
+    char what[200];
+    snprintf(what, sizeof what, "%s q, %s k, %s v, %s dst, NUVEC_ATTENTION=\"%s\"", nu_dtype_name(qd), nu_dtype_name(kd),
+             nu_dtype_name(vd), nu_dtype_name(dd), sc->env ? sc->env : "");
+    run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
+    unsetenv("NUVEC_ATTENTION");
+    nt_tensor_free(&q);
+    nt_tensor_free(&k);
+    nt_tensor_free(&v);
+    nt_tensor_free(&dst);
+}
+
+/* Decode: 1 to 4 query rows, GQA 1, 4, 8, head dims 64 and 128, one split (kv_length <= 256: dst
+ * written directly) and several (kv_length 1000: 4 splits, the last partial; split=7 and 300
+ * keys: 43 a split, the last 42; split=64 with 37 keys: empty splits), causal with q_position
+ * offsets (row t sees q_position + t + 1 keys) and not. */
+static void decode_path(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 1;
+    const shape_case cases[] = {
+        {1, 8, 8, 64, 300, 200, 199, true, 0, NULL},        /* GQA 1, one split */
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, NULL},    /* GQA 4, 4 splits, the last partial */
+        {2, 16, 2, 64, 1100, 1001, 999, true, 0, NULL},     /* GQA 8, 2 rows */
+        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7"},
+        {4, 4, 4, 128, 64, 37, 33, true, 0.2f, "split=64"}, /* more splits than keys */
+        {1, 8, 1, 64, 40, 1, 0, true, 0, NULL},             /* one key */
+        {2, 8, 1, 128, 700, 600, 100, true, 0, "chunk=100"}, /* causal limits below kv_length */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i / 3 + 2) % 3], floats[(i + 2) % 3], &seed);
+    nt_close(d);
+}
+
+/* Prefill: 5+ rows (row blocks of 16 or 32 with partial last blocks), causal from 0 and as a
+ * later chunk of a prompt (q_position 50: rows see 51 .. keys), non-causal, GQA 1, 4, 8, both
+ * head dims, other tiles (NUVEC_ATTENTION br=, bc=), and the paths forced against their defaults
+ * (decode for 9 rows, prefill for one). */
+static void prefill_path(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 2;
+    const shape_case cases[] = {
+        {37, 8, 8, 128, 37, 37, 0, true, 0, NULL},
+        {70, 8, 2, 64, 100, 70, 0, true, 0, NULL},
+        {21, 16, 2, 64, 128, 71, 50, true, 0, NULL},   /* a second chunk: q_position 50 */
+        {19, 4, 1, 128, 90, 83, 0, false, 0.1f, NULL}, /* not causal, GQA 4 */
+        {33, 8, 1, 128, 40, 40, 0, true, 0, "br=8 bc=5"},
+        {9, 8, 2, 64, 50, 30, 21, true, 0, "path=decode"},
+        {1, 8, 4, 128, 50, 45, 44, true, 0, "path=prefill"},
+        {6, 4, 4, 64, 20, 20, 14, true, 0, "path=prefill br=4 bc=3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(d, &cases[i], floats[(i + 1) % 3], floats[i % 3], floats[(i + 2) % 3], floats[(i / 2) % 3], &seed);
+    nt_close(d);
+}
+
+static float *values_of(const nt_tensor *h, const nu_tensor *view)
+{
+    float *v = malloc(nu_tensor_numel(view) * sizeof *v + 1);
+    nt_tensor_values(h, view, v);
+    return v;
+}
+
+/* q, k and v as slices of one fused qkv projection output [tokens, hq + 2 hkv, D] (strided token
+ * and head dimensions, k's rows still aligned: the vector loads with strides), k stored
+ * head-major [hkv, positions, D] and transposed (unaligned: pad 1, the strided loads), on both
+ * paths. */
+static void strided_and_transposed_views(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 3;
+    for (int path = 0; path < 2; path++) {
+        int64_t T = path ? 20 : 3, hq = 8, hkv = 2, D = path ? 64 : 128;
+        int64_t fs[3] = {T, hq + 2 * hkv, D};
+        nt_tensor fused = nt_tensor_random(d, floats[path + 1], 3, fs, 0, -1, 1, &seed);
+        nu_tensor q, k, v;
+        NT_OK(nu_tensor_slice(&fused.t, 1, 0, hq, &q));
+        NT_OK(nu_tensor_slice(&fused.t, 1, hq, hkv, &k));
+        NT_OK(nu_tensor_slice(&fused.t, 1, hq + hkv, hkv, &v));
+        float *qv = values_of(&fused, &q), *kv = values_of(&fused, &k), *vv = values_of(&fused, &v);
+        int64_t ds[3] = {T, hq, D};
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, ds, 1);
+        nu_attention_desc desc = {0, true, 0, (uint32_t)T};
+        if (!path)
+            assert_int_equal(setenv("NUVEC_ATTENTION", "split=2", 1), 0);
+        run_check(d, &dst, &q, qv, &k, kv, &v, vv, &desc, path ? "fused qkv slices, prefill" : "fused qkv slices, decode");
+        /* k transposed from [hkv, P, D], unaligned. */
+        int64_t P = 77, kts[3] = {hkv, P, D}, vs[3] = {P, hkv, D};
+        nt_tensor kt = nt_tensor_random(d, NU_DTYPE_F32, 3, kts, 1, -1, 1, &seed);
+        nt_tensor vb = nt_tensor_random(d, NU_DTYPE_BF16, 3, vs, 3, -1, 1, &seed);
+        nu_tensor k2;
+        NT_OK(nu_tensor_transpose(&kt.t, 0, 1, &k2));
+        float *k2v = values_of(&kt, &k2);
+        nu_attention_desc desc2 = {0, true, (uint32_t)(P - T), (uint32_t)P};
+        run_check(d, &dst, &q, qv, &k2, k2v, &vb.t, vb.values, &desc2,
+                  path ? "transposed unaligned k, prefill" : "transposed unaligned k, decode");
+        unsetenv("NUVEC_ATTENTION");
+        free(qv);
+        free(kv);
+        free(vv);
+        free(k2v);
+        nt_tensor_free(&fused);
+        nt_tensor_free(&kt);
+        nt_tensor_free(&vb);
+        nt_tensor_free(&dst);
+    }
+    nt_close(d);
+}
+
+typedef struct append_case {
+    const nu_tensor *cache, *src;
+    uint32_t position;
+} append_case;
+
+static nu_status record_append(nu_commands *c, void *arg)
+{
+    append_case *a = arg;
+    return nu_op_kv_append(c, a->cache, a->src, a->position);
+}
+
+/* kv_append into every cache dtype from every src dtype (a transposed view too): the rows written
+ * hold src's values rounded to the cache's dtype (exactly), the others keep their bytes; then a
+ * decode step: append the new token's k and v at position p, attention over p + 1 keys. */
+static void kv_append_and_a_decode_step(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 4;
+    const int64_t P = 40, H = 2, D = 64;
+    int i = 0;
+    for (int cd = 0; cd < 3; cd++)
+        for (int sd = 0; sd < 3; sd++, i++) {
+            int64_t T = 1 + i % 5;
+            uint32_t pos = (uint32_t)(i * 3 % (int)(P - T));
+            int64_t cs[3] = {P, H, D}, ss[3] = {T, H, D}, sts[3] = {H, T, D};
+            nt_tensor cache = nt_tensor_random(d, floats[cd], 3, cs, (uint64_t)(i % 2), -1, 1, &seed);
+            nt_tensor src;
+            nu_tensor sv;
+            float *want_src;
+            if (i % 4 == 3) { /* a transposed src: stored [H, T, D] */
+                src = nt_tensor_random(d, floats[sd], 3, sts, 1, -1, 1, &seed);
+                NT_OK(nu_tensor_transpose(&src.t, 0, 1, &sv));
+            } else {
+                src = nt_tensor_random(d, floats[sd], 3, ss, 0, -1, 1, &seed);
+                sv = src.t;
+            }
+            want_src = values_of(&src, &sv);
+            float *before = malloc((size_t)(P * H * D) * sizeof *before);
+            memcpy(before, cache.values, (size_t)(P * H * D) * sizeof *before);
+            append_case a = {&cache.t, &sv, pos};
+            nt_run(d, record_append, &a);
+            nt_tensor_download(&cache);
+            for (int64_t e = 0; e < P * H * D; e++) {
+                int64_t row = e / (H * D);
+                float want = row >= pos && row < pos + T ? nt_round_to(floats[cd], want_src[(row - pos) * H * D + e % (H * D)])
+                                                         : before[e];
+                if (memcmp(&want, &cache.values[e], sizeof want))
+                    fail_msg("kv_append %s <- %s at %u (%lld tokens): element %lld is %.9g, expected %.9g",
+                             nu_dtype_name(floats[cd]), nu_dtype_name(floats[sd]), pos, (long long)T, (long long)e,
+                             (double)cache.values[e], (double)want);
+            }
+            free(want_src);
+            free(before);
+            nt_tensor_free(&cache);
+            nt_tensor_free(&src);
+        }
+
+    /* A decode step: caches of 600 positions, 500 already there, token 500's k and v appended. */
+    const int64_t P2 = 600, hkv = 2, hq = 8, D2 = 128;
+    uint32_t p = 500;
+    int64_t cs[3] = {P2, hkv, D2}, ts[3] = {1, hkv, D2}, qs[3] = {1, hq, D2};
+    nt_tensor kc = nt_tensor_random(d, NU_DTYPE_F16, 3, cs, 0, -1, 1, &seed);
+    nt_tensor vc = nt_tensor_random(d, NU_DTYPE_F16, 3, cs, 0, -1, 1, &seed);
+    nt_tensor kn = nt_tensor_random(d, NU_DTYPE_F32, 3, ts, 0, -1, 1, &seed);
+    nt_tensor vn = nt_tensor_random(d, NU_DTYPE_F32, 3, ts, 0, -1, 1, &seed);
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_OK(nu_op_kv_append(c, &kc.t, &kn.t, p));
+    NT_OK(nu_op_kv_append(c, &vc.t, &vn.t, p));
+    nu_attention_desc desc = {0, true, p, p + 1};
+    NT_OK(nu_op_attention(c, &dst.t, &q.t, &kc.t, &vc.t, &desc));
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    nu_commands_free(c);
+    nt_tensor_download(&dst);
+    for (int64_t e = 0; e < hkv * D2; e++) {
+        kc.values[p * hkv * D2 + e] = nt_round_to(NU_DTYPE_F16, kn.values[e]);
+        vc.values[p * hkv * D2 + e] = nt_round_to(NU_DTYPE_F16, vn.values[e]);
+    }
+    expect_attention(&dst, q.values, kc.values, vc.values, 1, hq, hkv, D2, &desc, "decode step after kv_append");
+    nt_tensor_free(&kc);
+    nt_tensor_free(&vc);
+    nt_tensor_free(&kn);
+    nt_tensor_free(&vn);
+    nt_tensor_free(&q);
+    nt_tensor_free(&dst);
+    nt_close(d);
+}
+
+/* The split partials' buffer is freed inside nu_op_attention, before the commit: buffers made and
+ * filled after recording (and before the commit) must not get its memory, and the result must
+ * still be right; a command buffer freed without a commit must release it too (no leak at close:
+ * the harness's allocation count). */
+static void partials_outlive_their_free(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 5;
+    const int64_t P = 2048, hkv = 4, hq = 16, D = 128;
+    int64_t ks[3] = {P, hkv, D}, qs[3] = {1, hq, D};
+    nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F16, 3, qs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    nu_attention_desc desc = {0, false, 0, (uint32_t)P};
+    nu_commands *c, *c2;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_OK(nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc)); /* 8 splits: 8 * 16 * 130 floats */
+    /* Buffers of the partials' size, filled with NaN bytes before c runs. */
+    nu_buffer *other[4];
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c2));
+    for (int i = 0; i < 4; i++) {
+        NT_OK(nu_buffer_new(d, 8 * 16 * 130 * 4, NU_STORAGE_PRIVATE, &other[i]));
+        NT_OK(nu_commands_fill(c2, other[i], 0, 8 * 16 * 130 * 4, 0xffffffffu));
+    }
+    NT_OK(nu_commands_commit(c2));
+    NT_OK(nu_commands_wait(c2, NU_WAIT_FOREVER));
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    nt_tensor_download(&dst);
+    expect_attention(&dst, q.values, k.values, v.values, 1, hq, hkv, D, &desc, "partials freed before the commit");
+    nu_commands_free(c);
+    nu_commands_free(c2);
+    for (int i = 0; i < 4; i++)
+        NT_OK(nu_buffer_free(other[i]));
+    /* Recorded, never committed. */
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_OK(nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
+    nu_commands_free(c);
+    nt_tensor_free(&k);
+    nt_tensor_free(&v);
+    nt_tensor_free(&q);
+    nt_tensor_free(&dst);
+    nt_close(d);
+}
+
+static void refuses_bad_tensors(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 6;
+    int64_t qs[3] = {2, 8, 64}, ks[3] = {16, 2, 64}, k3s[3] = {16, 3, 64}, d96[3] = {2, 8, 96}, k96[3] = {16, 2, 96};
+    int64_t bad_ds[3] = {2, 8, 32}, k2d[2] = {16, 128}, vks[3] = {15, 2, 64};
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor k3 = nt_tensor_random(d, NU_DTYPE_F16, 3, k3s, 0, -1, 1, &seed);
+    nt_tensor vshort = nt_tensor_random(d, NU_DTYPE_F16, 3, vks, 0, -1, 1, &seed);
+    nt_tensor q96 = nt_tensor_random(d, NU_DTYPE_F32, 3, d96, 0, -1, 1, &seed);
+    nt_tensor k96t = nt_tensor_random(d, NU_DTYPE_F32, 3, k96, 0, -1, 1, &seed);
+    nt_tensor qi = nt_tensor_random(d, NU_DTYPE_I32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    nt_tensor d96t = nt_tensor_output(d, NU_DTYPE_F32, 3, d96, 0);
+    nt_tensor bad = nt_tensor_output(d, NU_DTYPE_F32, 3, bad_ds, 0);
+    nu_attention_desc desc = {0, true, 0, 16};
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "NULL desc"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(NULL, &dst.t, &q.t, &k.t, &v.t, &desc));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, NULL, &k.t, &v.t, &desc));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k3.t, &k3.t, &desc)); /* 8 % 3 */
+    assert_non_null(strstr(nu_error_message(NULL), "multiple of kv_heads"));
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &d96t.t, &q96.t, &k96t.t, &k96t.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "64 or 128"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &bad.t, &q.t, &k.t, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "dst is"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &vshort.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "v is"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &qi.t, &k.t, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "I32"));
+    nu_tensor k2 = nu_tensor_make(k.t.buffer, 0, NU_DTYPE_F16, 2, k2d);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k2, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "rank"));
+    nu_attention_desc bad_len = {0, true, 0, 17}, zero_len = {0, true, 0, 0}, bad_scale = {INFINITY, true, 0, 16};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &bad_len));
+    assert_non_null(strstr(nu_error_message(NULL), "kv_length"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &zero_len));
+    assert_non_null(strstr(nu_error_message(NULL), "kv_length"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &bad_scale));
+    assert_non_null(strstr(nu_error_message(NULL), "scale"));
+    nu_tensor over_q = nu_tensor_make(q.t.buffer, 0, NU_DTYPE_F32, 3, qs);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &over_q, &q.t, &k.t, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "overlaps q"));
+    assert_int_equal(setenv("NUVEC_ATTENTION", "path=sideways", 1), 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "NUVEC_ATTENTION"));
+    assert_int_equal(setenv("NUVEC_ATTENTION", "path=prefill br=64 bc=128", 1), 0); /* too much shared memory */
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "shared memory"));
+    unsetenv("NUVEC_ATTENTION");
+    /* Empty: no tokens records nothing. */
+    int64_t q0[3] = {0, 8, 64};
+    nu_tensor qe = nu_tensor_make(q.t.buffer, 0, NU_DTYPE_F32, 3, q0), de = nu_tensor_make(dst.t.buffer, 0, NU_DTYPE_F32, 3, q0);
+    NT_OK(nu_op_attention(c, &de, &qe, &k.t, &v.t, &desc));
+
+    /* kv_append: overflow, heads that differ, a strided cache, NULLs, overlap. */
+    int64_t s3[3] = {3, 2, 64}, s3h[3] = {3, 3, 64};
+    nt_tensor src = nt_tensor_random(d, NU_DTYPE_F32, 3, s3, 0, -1, 1, &seed);
+    nt_tensor srch = nt_tensor_random(d, NU_DTYPE_F32, 3, s3h, 0, -1, 1, &seed);
+    NT_OK(nu_op_kv_append(c, &k.t, &src.t, 13)); /* rows 13..15: fits */
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, &src.t, 14));
+    assert_non_null(strstr(nu_error_message(NULL), "overflow"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, &src.t, 0xffffffffu));
+    assert_non_null(strstr(nu_error_message(NULL), "overflow"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, &srch.t, 0));
+    assert_non_null(strstr(nu_error_message(NULL), "heads"));
+    nu_tensor kt;
+    NT_OK(nu_tensor_transpose(&k.t, 0, 1, &kt));
+    int64_t s2[3] = {1, 16, 64};
+    nt_tensor src2 = nt_tensor_random(d, NU_DTYPE_F32, 3, s2, 0, -1, 1, &seed);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &kt, &src2.t, 0));
+    assert_non_null(strstr(nu_error_message(NULL), "contiguous"));
+    nu_tensor over = nu_tensor_make(k.t.buffer, 0, NU_DTYPE_F16, 3, s3);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, &over, 5));
+    assert_non_null(strstr(nu_error_message(NULL), "overlaps"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, NULL, 0));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(NULL, &k.t, &src.t, 0));
+    nu_tensor k2s = nu_tensor_make(k.t.buffer, 0, NU_DTYPE_F16, 2, k2d);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k2s, &src.t, 0));
+    assert_non_null(strstr(nu_error_message(NULL), "rank"));
+    nu_commands_free(c);
+    nt_tensor_free(&q);
+    nt_tensor_free(&k);
+    nt_tensor_free(&v);
+    nt_tensor_free(&k3);
+    nt_tensor_free(&vshort);
+    nt_tensor_free(&q96);
+    nt_tensor_free(&k96t);
+    nt_tensor_free(&qi);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&d96t);
+    nt_tensor_free(&bad);
+    nt_tensor_free(&src);
+    nt_tensor_free(&srch);
+    nt_tensor_free(&src2);
+    nt_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(decode_path),
+        cmocka_unit_test(prefill_path),
+        cmocka_unit_test(strided_and_transposed_views),
+        cmocka_unit_test(kv_append_and_a_decode_step),
+        cmocka_unit_test(partials_outlive_their_free),
+        cmocka_unit_test(refuses_bad_tensors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,448 @@
+/* test_ops_matmul.c: nu_op_matmul (src/ops/matmul.c, kernels/matmul/matmul.comp) against a
+ * float64 CPU reference: every float dtype combination of a, b and dst, Q8_0 and Q4_0 weights with
+ * every a dtype, odd m, n and k (no multiple of any tile; k tails of the slices and of the vector
+ * loads), bias (strided too), batched and broadcast operands, strided, sliced, transposed and
+ * unaligned views, every tile variant and the NUVEC_MATMUL knobs, and what it refuses.
+ *
+ * Tolerance: the reference sums in double the products of the exact element values (block weights
+ * dequantized: the values the kernel must see, as in the matvec test), so the kernel's only error
+ * is F32 accumulation in its order (k FMAs, then + bias): at most about k * 2^-24 * (sum |a b| +
+ * |bias|); we allow 2^-16 * (sum |a b| + |bias|) for k up to ~1000 (a margin of 4 or more), plus
+ * the one rounding of dst's store (its dtype's tolerance, relative to the value). */
+#include "ops_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
+
+typedef struct mm_case {
+    const nu_tensor *dst, *a, *b, *bias;
+} mm_case;
+
+static nu_status record_matmul(nu_commands *c, void *arg)
+{
+    mm_case *k = arg;
+    return nu_op_matmul(c, k->dst, k->a, k->b, k->bias);
+}
+
+/* Batch, rows and columns of a rank-2 or rank-3 view. */
+static void dims3(const nu_tensor *t, int64_t *batch, int64_t *rows, int64_t *cols)
+{
+    uint32_t o = t->rank == 3;
+    *batch = o ? t->shape[0] : 1;
+    *rows = t->shape[o];
+    *cols = t->shape[o + 1];
+}
+
+/* Runs dst = a * b^T (+ bias) and checks it; av, bv, biasv the exact values (row-major over each
+ * view's shape). */
+static void check(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float *av, const nu_tensor *b, const float *bv,
+                  const nu_tensor *bias, const float *biasv, const char *what)
+{
+    mm_case k = {&dst->t, a, b, bias};
+    nt_run(d, record_matmul, &k);
+    nt_tensor_download(dst);
+    int64_t ab, m, kk, bb, n, k2, db, dm, dn;
+    dims3(a, &ab, &m, &kk);
+    dims3(b, &bb, &n, &k2);
+    dims3(&dst->t, &db, &dm, &dn);
+    float rel = nt_dtype_tolerance(dst->t.dtype);
+    for (int64_t z = 0; z < db; z++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                const float *ar = av + ((ab > 1 ? z : 0) * m + i) * kk;
+                const float *br = bv + ((bb > 1 ? z : 0) * n + j) * kk;
+                double s = 0, sabs = 0;
+                for (int64_t e = 0; e < kk; e++) {
+                    double p = (double)ar[e] * (double)br[e];
+                    s += p;
+                    sabs += fabs(p);
+                }
+                if (biasv) {
+                    s += biasv[j];
+                    sabs += fabs((double)biasv[j]);
+                }
+                float want = nt_round_to(dst->t.dtype, (float)s);
+                float got = dst->values[(z * m + i) * n + j];
+                double tol = sabs / 65536.0 + rel * fabs((double)want) + 1e-30;
+                if (!(fabs((double)got - (double)want) <= tol))
+                    fail_msg("%s: dst[%lld, %lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld)",
+                             what, (long long)z, (long long)i, (long long)j, (double)got, (double)want, tol,
+                             (long long)m, (long long)n, (long long)kk);
+            }
+}
+
+static float *values_of(const nt_tensor *h, const nu_tensor *view)
+{
+    float *v = malloc(nu_tensor_numel(view) * sizeof *v + 1);
+    nt_tensor_values(h, view, v);
+    return v;
+}
+
+/* All 27 (a, b, dst) float combinations, each at another odd shape; a third with a bias of
+ * another dtype, some operands unaligned (the strided loads) and others aligned (the vector
+ * loads, with k tails). */
+static void every_float_dtype_combination(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 1;
+    const int64_t ms[] = {1, 5, 17, 37, 70}, ns[] = {3, 45, 65, 130}, ks[] = {1, 7, 33, 67, 136, 250};
+    int i = 0;
+    for (int ad = 0; ad < 3; ad++)
+        for (int bd = 0; bd < 3; bd++)
+            for (int dd = 0; dd < 3; dd++, i++) {
+                int64_t m = ms[i % 5], n = ns[i % 4], k = ks[i % 6];
+                uint64_t apad = (uint64_t)(i % 4 == 1), bpad = (uint64_t)(i % 5 == 2);
+                int64_t as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n}, bis[1] = {n};
+                nt_tensor a = nt_tensor_random(d, floats[ad], 2, as, apad, -1, 1, &seed);
+                nt_tensor b = nt_tensor_random(d, floats[bd], 2, bs, bpad, -1, 1, &seed);
+                nt_tensor dst = nt_tensor_output(d, floats[dd], 2, ds, (uint64_t)(i % 2));
+                bool with_bias = i % 3 == 0;
+                nt_tensor bias = nt_tensor_random(d, floats[(ad + 1) % 3], 1, bis, 1, -1, 1, &seed);
+                char what[160];
+                snprintf(what, sizeof what, "%s dst = %s a * %s b^T%s, pads %llu %llu", nu_dtype_name(floats[dd]),
+                         nu_dtype_name(floats[ad]), nu_dtype_name(floats[bd]), with_bias ? " + bias" : "",
+                         (unsigned long long)apad, (unsigned long long)bpad);
+                check(d, &dst, &a.t, a.values, &b.t, b.values, with_bias ? &bias.t : NULL,
+                      with_bias ? bias.values : NULL, what);
+                nt_tensor_free(&a);
+                nt_tensor_free(&b);
+                nt_tensor_free(&dst);
+                nt_tensor_free(&bias);
+            }
+    nt_close(d);
+}
+
+/* Q8_0 and Q4_0 weights with each a dtype, at small m (the small_m tile) and larger m, k of 1 to
+ * 8 blocks (tails of the 16- and 32-wide slices), blocks not starting at a 4-byte boundary. */
+static void block_weights_with_every_a_dtype(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 2;
+    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    const int64_t ks[] = {32, 96, 160, 256}, ms[] = {3, 29}, ns[] = {37, 70};
+    int i = 0;
+    for (int bd = 0; bd < 2; bd++)
+        for (int ad = 0; ad < 3; ad++)
+            for (int s = 0; s < 2; s++, i++) {
+                int64_t m = ms[s], n = ns[(i / 2) % 2], k = ks[i % 4];
+                int64_t as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n}, bis[1] = {n};
+                nt_tensor a = nt_tensor_random(d, floats[ad], 2, as, (uint64_t)(i % 3 == 0), -1, 1, &seed);
+                nt_tensor b = nt_tensor_quantized(d, blocks[bd], 2, bs, (uint64_t)(i % 3), -2, 2, &seed);
+                nt_tensor dst = nt_tensor_output(d, floats[(ad + s) % 3], 2, ds, 0);
+                nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F32, 1, bis, 0, -1, 1, &seed);
+                char what[160];
+                snprintf(what, sizeof what, "%s dst = %s a * %s b^T, pad blocks %d", nu_dtype_name(dst.t.dtype),
+                         nu_dtype_name(floats[ad]), nu_dtype_name(blocks[bd]), i % 3);
+                check(d, &dst, &a.t, a.values, &b.t, b.values, s ? &bias.t : NULL, s ? bias.values : NULL, what);
+                nt_tensor_free(&a);
+                nt_tensor_free(&b);
+                nt_tensor_free(&dst);
+                nt_tensor_free(&bias);
+            }
+    nt_close(d);
+}
+
+/* Batched: a and b both batched; a batched with one weight (rank 2, and rank 3 of batch 1); one
+ * a with batched weights; block weights batched. */
+static void batched_and_broadcast(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 3;
+    const int64_t B = 3, m = 19, n = 21, k = 40;
+    struct { int64_t ab; uint32_t ar; int64_t bb; uint32_t br; nu_dtype bd; } cases[] = {
+        {B, 3, B, 3, NU_DTYPE_F16}, {B, 3, 1, 2, NU_DTYPE_BF16}, {B, 3, 1, 3, NU_DTYPE_F32},
+        {1, 2, B, 3, NU_DTYPE_F16}, {1, 3, B, 3, NU_DTYPE_F32}, {B, 3, B, 3, NU_DTYPE_Q8_0},
+        {B, 3, 1, 2, NU_DTYPE_Q4_0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        bool block = cases[c].bd == NU_DTYPE_Q8_0 || cases[c].bd == NU_DTYPE_Q4_0;
+        int64_t kk = block ? 64 : k;
+        int64_t as3[3] = {cases[c].ab, m, kk}, bs3[3] = {cases[c].bb, n, kk}, ds[3] = {B, m, n};
+        const int64_t *as = cases[c].ar == 3 ? as3 : as3 + 1, *bs = cases[c].br == 3 ? bs3 : bs3 + 1;
+        nt_tensor a = nt_tensor_random(d, c % 2 ? NU_DTYPE_F16 : NU_DTYPE_F32, cases[c].ar, as, 0, -1, 1, &seed);
+        nt_tensor b = block ? nt_tensor_quantized(d, cases[c].bd, cases[c].br, bs, 0, -1, 1, &seed)
+                            : nt_tensor_random(d, cases[c].bd, cases[c].br, bs, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, ds, 0);
+        char what[160];
+        snprintf(what, sizeof what, "batch: a [%lld, ...] rank %u, %s b [%lld, ...] rank %u", (long long)cases[c].ab,
+                 cases[c].ar, nu_dtype_name(cases[c].bd), (long long)cases[c].bb, cases[c].br);
+        check(d, &dst, &a.t, a.values, &b.t, b.values, NULL, NULL, what);
+        nt_tensor_free(&a);
+        nt_tensor_free(&b);
+        nt_tensor_free(&dst);
+    }
+    /* A rank-2 product into a rank-2 dst with rank-3 operands of batch 1. */
+    int64_t as[3] = {1, 6, 24}, bs[3] = {1, 10, 24}, ds[2] = {6, 10};
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_F32, 3, as, 0, -1, 1, &seed);
+    nt_tensor b = nt_tensor_random(d, NU_DTYPE_F32, 3, bs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    check(d, &dst, &a.t, a.values, &b.t, b.values, NULL, NULL, "rank-3 operands of batch 1, rank-2 dst");
+    nt_tensor_free(&a);
+    nt_tensor_free(&b);
+    nt_tensor_free(&dst);
+    nt_close(d);
+}
+
+/* Transposed a and b (stored [k, m] and [k, n]: the "transposes as stored" of weight files are
+ * views), column slices of fused tensors (row stride > k, aligned: the vector loads with a row
+ * stride; unaligned: the strided loads), a broadcast batch by stride 0, a strided bias, and block
+ * weights sliced from a fused weight. */
+static void strided_transposed_and_sliced_views(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 4;
+    char what[160];
+    const int64_t m = 23, n = 41, k = 57;
+    for (int fd = 0; fd < 3; fd++) {
+        /* a^T stored [k, m], b^T stored [k, n]. */
+        int64_t ats[2] = {k, m}, bts[2] = {k, n}, ds[2] = {m, n};
+        nt_tensor at = nt_tensor_random(d, floats[fd], 2, ats, 1, -1, 1, &seed);
+        nt_tensor bt = nt_tensor_random(d, floats[(fd + 1) % 3], 2, bts, 0, -1, 1, &seed);
+        nu_tensor a, b;
+        NT_OK(nu_tensor_transpose(&at.t, 0, 1, &a));
+        NT_OK(nu_tensor_transpose(&bt.t, 0, 1, &b));
+        float *av = values_of(&at, &a), *bv = values_of(&bt, &b);
+        /* bias: every other element of a [2n] tensor. */
+        int64_t bis[1] = {2 * n};
+        nt_tensor biasb = nt_tensor_random(d, floats[(fd + 2) % 3], 1, bis, 0, -1, 1, &seed);
+        nu_tensor bias = biasb.t;
+        bias.shape[0] = n;
+        bias.strides[0] = 2;
+        float *biasv = values_of(&biasb, &bias);
+        nt_tensor dst = nt_tensor_output(d, floats[fd], 2, ds, 0);
+        snprintf(what, sizeof what, "transposed %s a, transposed %s b, strided bias", nu_dtype_name(floats[fd]),
+                 nu_dtype_name(floats[(fd + 1) % 3]));
+        check(d, &dst, &a, av, &b, bv, &bias, biasv, what);
+        /* Column slices: a = fused [m, 200][:, 16:16+k] (16-byte aligned rows for every dtype:
+         * the vector loads), b = fused [n, 150][:, 3:3+k] (unaligned: strided). */
+        int64_t fas[2] = {m, 200}, fbs[2] = {n, 150};
+        nt_tensor fa = nt_tensor_random(d, floats[fd], 2, fas, 0, -1, 1, &seed);
+        nt_tensor fb = nt_tensor_random(d, floats[fd], 2, fbs, 0, -1, 1, &seed);
+        nu_tensor sa, sb;
+        NT_OK(nu_tensor_slice(&fa.t, 1, 16, k, &sa));
+        NT_OK(nu_tensor_slice(&fb.t, 1, 3, k, &sb));
+        float *sav = values_of(&fa, &sa), *sbv = values_of(&fb, &sb);
+        snprintf(what, sizeof what, "%s column slices of fused a and b", nu_dtype_name(floats[fd]));
+        check(d, &dst, &sa, sav, &sb, sbv, NULL, NULL, what);
+        /* b sliced aligned too (columns 8.. of a [n, 152] F16/BF16 or 16.. of F32: 16-byte rows). */
+        NT_OK(nu_tensor_slice(&fa.t, 1, 32, k, &sb));
+        sb.shape[0] = m; /* b = a's other columns: [m, k] of a [m, 200] */
+        float *sbv2 = values_of(&fa, &sb);
+        int64_t ds2[2] = {m, m};
+        nt_tensor dst2 = nt_tensor_output(d, NU_DTYPE_F32, 2, ds2, 0);
+        snprintf(what, sizeof what, "%s aligned column slices of one fused tensor", nu_dtype_name(floats[fd]));
+        check(d, &dst2, &sa, sav, &sb, sbv2, NULL, NULL, what);
+        free(av);
+        free(bv);
+        free(biasv);
+        free(sav);
+        free(sbv);
+        free(sbv2);
+        nt_tensor_free(&at);
+        nt_tensor_free(&bt);
+        nt_tensor_free(&biasb);
+        nt_tensor_free(&fa);
+        nt_tensor_free(&fb);
+        nt_tensor_free(&dst);
+        nt_tensor_free(&dst2);
+    }
+    /* A batch broadcast by stride 0 in a rank-3 view: a [1, m, k] seen as [3, m, k]. */
+    {
+        int64_t as[2] = {m, k}, bs[3] = {3, n, k}, ds[3] = {3, m, n};
+        nt_tensor a1 = nt_tensor_random(d, NU_DTYPE_F16, 2, as, 0, -1, 1, &seed);
+        nt_tensor b = nt_tensor_random(d, NU_DTYPE_F16, 3, bs, 0, -1, 1, &seed);
+        nu_tensor a3;
+        int64_t shape3[3] = {3, m, k};
+        NT_OK(nu_tensor_broadcast(&a1.t, 3, shape3, &a3));
+        float *av = values_of(&a1, &a3);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_BF16, 3, ds, 0);
+        check(d, &dst, &a3, av, &b.t, b.values, NULL, NULL, "a broadcast over the batch by stride 0");
+        free(av);
+        nt_tensor_free(&a1);
+        nt_tensor_free(&b);
+        nt_tensor_free(&dst);
+    }
+    /* Block weights: rows [2, 2 + 9) and columns [64, 64 + 128) of a fused [12, 256] weight. */
+    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    for (int bd = 0; bd < 2; bd++) {
+        int64_t fs[2] = {12, 256}, nb = 9, kb = 128, mb = 18;
+        nt_tensor fused = nt_tensor_quantized(d, blocks[bd], 2, fs, 1, -1, 1, &seed);
+        nu_tensor w;
+        NT_OK(nu_tensor_slice(&fused.t, 0, 2, nb, &w));
+        NT_OK(nu_tensor_slice(&w, 1, 64, kb, &w));
+        float *wv = malloc((size_t)(nb * kb) * sizeof *wv);
+        for (int64_t r = 0; r < nb; r++)
+            for (int64_t e = 0; e < kb; e++)
+                wv[r * kb + e] = fused.values[(2 + r) * 256 + 64 + e];
+        int64_t as[2] = {mb, kb}, ds[2] = {mb, nb};
+        nt_tensor a = nt_tensor_random(d, NU_DTYPE_BF16, 2, as, 3, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F16, 2, ds, 0);
+        snprintf(what, sizeof what, "%s weight slice [2:11, 64:192] of [12, 256]", nu_dtype_name(blocks[bd]));
+        check(d, &dst, &a.t, a.values, &w, wv, NULL, NULL, what);
+        free(wv);
+        nt_tensor_free(&fused);
+        nt_tensor_free(&a);
+        nt_tensor_free(&dst);
+    }
+    nt_close(d);
+}
+
+/* Each tile variant (NUVEC_MATMUL) at a shape that is a multiple of none of them, with and without
+ * the vector loads (block weights: 8 elements of a block a thread; vector=0: an element a load),
+ * other tiles and thread blocks (a BK not a multiple of 8: no vector loads),
+ * and the default choice at shapes that take the large variant (m, n >= 512) and small_m. */
+static void every_variant_and_knob(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 5;
+    const char *knobs[] = {"variant=small_m", "variant=skinny_n", "variant=square", "variant=large",
+                           "variant=square vector=0", "bm=32 bn=16 bk=8 tm=2 tn=1", "bm=8 bn=8 bk=5 tm=1 tn=1",
+                           "variant=large bk=24", "vector=0"};
+    for (int t = 0; t < 9; t++) {
+        assert_int_equal(setenv("NUVEC_MATMUL", knobs[t], 1), 0);
+        nu_dtype ad = floats[t % 3], bd = t % 4 == 3 ? NU_DTYPE_Q4_0 : t == 8 ? NU_DTYPE_Q8_0 : floats[(t + 1) % 3];
+        bool block = bd == NU_DTYPE_Q4_0 || bd == NU_DTYPE_Q8_0;
+        int64_t m = 70 + t, n = 133, k = block ? 224 : 211;
+        int64_t as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n}, bis[1] = {n};
+        nt_tensor a = nt_tensor_random(d, ad, 2, as, 0, -1, 1, &seed);
+        nt_tensor b = block ? nt_tensor_quantized(d, bd, 2, bs, 0, -1, 1, &seed) : nt_tensor_random(d, bd, 2, bs, 0, -1, 1, &seed);
+        nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F16, 1, bis, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+        char what[160];
+        snprintf(what, sizeof what, "%s a, %s b, NUVEC_MATMUL=\"%s\"", nu_dtype_name(ad), nu_dtype_name(bd), knobs[t]);
+        check(d, &dst, &a.t, a.values, &b.t, b.values, &bias.t, bias.values, what);
+        nt_tensor_free(&a);
+        nt_tensor_free(&b);
+        nt_tensor_free(&bias);
+        nt_tensor_free(&dst);
+    }
+    unsetenv("NUVEC_MATMUL");
+    /* The default choice: large tiles at 520 x 600 (k 40), small_m at m 1 with a wide n. */
+    int64_t shapes[2][3] = {{520, 600, 40}, {1, 3000, 96}};
+    for (int s = 0; s < 2; s++) {
+        int64_t as[2] = {shapes[s][0], shapes[s][2]}, bs[2] = {shapes[s][1], shapes[s][2]}, ds[2] = {shapes[s][0], shapes[s][1]};
+        nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 2, as, 0, -1, 1, &seed);
+        nt_tensor b = s ? nt_tensor_quantized(d, NU_DTYPE_Q8_0, 2, bs, 0, -1, 1, &seed)
+                        : nt_tensor_random(d, NU_DTYPE_BF16, 2, bs, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F16, 2, ds, 0);
+        char what[96];
+        snprintf(what, sizeof what, "default tile at %lldx%lldx%lld", (long long)shapes[s][0], (long long)shapes[s][1],
+                 (long long)shapes[s][2]);
+        check(d, &dst, &a.t, a.values, &b.t, b.values, NULL, NULL, what);
+        nt_tensor_free(&a);
+        nt_tensor_free(&b);
+        nt_tensor_free(&dst);
+    }
+    nt_close(d);
+}
+
+static void refuses_bad_tensors(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 6;
+    int64_t as[2] = {4, 64}, bs[2] = {5, 64}, ds[2] = {4, 5}, bad_ds[2] = {4, 6}, k63[2] = {5, 63};
+    int64_t a3s[3] = {2, 4, 64}, b3s[3] = {3, 5, 64}, d3s[3] = {2, 4, 5}, r4[4] = {1, 1, 4, 64}, bi6[1] = {6};
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 2, as, 0, -1, 1, &seed);
+    nt_tensor b = nt_tensor_random(d, NU_DTYPE_F16, 2, bs, 0, -1, 1, &seed);
+    nt_tensor bk = nt_tensor_random(d, NU_DTYPE_F16, 2, k63, 0, -1, 1, &seed);
+    nt_tensor a3 = nt_tensor_random(d, NU_DTYPE_F32, 3, a3s, 0, -1, 1, &seed);
+    nt_tensor b3 = nt_tensor_random(d, NU_DTYPE_F32, 3, b3s, 0, -1, 1, &seed);
+    nt_tensor ai = nt_tensor_random(d, NU_DTYPE_I32, 2, as, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    nt_tensor d3 = nt_tensor_output(d, NU_DTYPE_F32, 3, d3s, 0);
+    nt_tensor bad = nt_tensor_output(d, NU_DTYPE_F32, 2, bad_ds, 0);
+    nt_tensor bias6 = nt_tensor_random(d, NU_DTYPE_F32, 1, bi6, 0, -1, 1, &seed);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &a.t, &bk.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "k differs"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &bad.t, &a.t, &b.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "must be 4x5"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &ai.t, &b.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "I32"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &a.t, &b.t, &bias6.t)); /* bias [6], n 5 */
+    assert_non_null(strstr(nu_error_message(NULL), "bias"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &d3.t, &a3.t, &b3.t, NULL)); /* batches 2 and 3 */
+    assert_non_null(strstr(nu_error_message(NULL), "batches"));
+    nu_tensor a4 = nu_tensor_make(a.t.buffer, 0, NU_DTYPE_F16, 4, r4);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &a4, &b.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "rank"));
+    /* A block weight's k not a multiple of 32: a view of 48 columns. */
+    int64_t q48[2] = {5, 48};
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q8_0, 2, bs, 0, -1, 1, &seed);
+    nu_tensor q48v = nu_tensor_make(q.t.buffer, 0, NU_DTYPE_Q8_0, 2, q48);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &a.t, &q48v, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "32"));
+    /* A block a is refused (a is float). */
+    int64_t qa[2] = {4, 64};
+    nu_tensor qav = nu_tensor_make(q.t.buffer, 0, NU_DTYPE_Q8_0, 2, qa);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &qav, &b.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "Q8_0"));
+    /* dst overlapping a, b; a strided dst. */
+    nu_tensor over_a = nu_tensor_make(a.t.buffer, 0, NU_DTYPE_F32, 2, ds);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &over_a, &a.t, &b.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "overlaps a"));
+    nu_tensor over_b = nu_tensor_make(b.t.buffer, 8, NU_DTYPE_F32, 2, ds);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &over_b, &a.t, &b.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "overlaps b"));
+    nu_tensor dts = nu_tensor_make(bad.t.buffer, 0, NU_DTYPE_F32, 2, ds);
+    dts.strides[0] = 6;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dts, &a.t, &b.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "contiguous"));
+    /* Bad knobs: an unknown key, a tile whose threads do not divide it, too much shared memory. */
+    const char *bad_knobs[] = {"variant=huge", "bm=30 tm=4", "bm=256 bn=256 bk=256 tm=16 tn=16", "tm=0", "speed=11"};
+    for (int t = 0; t < 5; t++) {
+        assert_int_equal(setenv("NUVEC_MATMUL", bad_knobs[t], 1), 0);
+        nu_status st = nu_op_matmul(c, &dst.t, &a.t, &b.t, NULL);
+        if (st != NU_ERROR_INVALID_ARGUMENT && st != NU_ERROR_UNSUPPORTED)
+            fail_msg("NUVEC_MATMUL=\"%s\": status %s", bad_knobs[t], nu_status_string(st));
+        assert_non_null(strstr(nu_error_message(NULL), "nu_op_matmul"));
+    }
+    unsetenv("NUVEC_MATMUL");
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(NULL, &dst.t, &a.t, &b.t, NULL));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, NULL, &b.t, NULL));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, NULL, &a.t, &b.t, NULL));
+    /* Empty: m = 0 records nothing; k = 0 with a dst to fill is refused. */
+    int64_t a0[2] = {0, 64}, d0[2] = {0, 5}, ak0[2] = {4, 0}, bk0[2] = {5, 0};
+    nu_tensor ae = nu_tensor_make(a.t.buffer, 0, NU_DTYPE_F16, 2, a0), de = nu_tensor_make(dst.t.buffer, 0, NU_DTYPE_F32, 2, d0);
+    NT_OK(nu_op_matmul(c, &de, &ae, &b.t, NULL));
+    nu_tensor az = nu_tensor_make(a.t.buffer, 0, NU_DTYPE_F16, 2, ak0), bz = nu_tensor_make(b.t.buffer, 0, NU_DTYPE_F16, 2, bk0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &az, &bz, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "k is 0"));
+    nu_commands_free(c);
+    nt_tensor_free(&a);
+    nt_tensor_free(&b);
+    nt_tensor_free(&bk);
+    nt_tensor_free(&a3);
+    nt_tensor_free(&b3);
+    nt_tensor_free(&ai);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&d3);
+    nt_tensor_free(&bad);
+    nt_tensor_free(&bias6);
+    nt_tensor_free(&q);
+    nt_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_float_dtype_combination),
+        cmocka_unit_test(block_weights_with_every_a_dtype),
+        cmocka_unit_test(batched_and_broadcast),
+        cmocka_unit_test(strided_transposed_and_sliced_views),
+        cmocka_unit_test(every_variant_and_knob),
+        cmocka_unit_test(refuses_bad_tensors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
