@@ -434,6 +434,72 @@ static void refuses_bad_tensors(void **state)
     nt_close(d);
 }
 
+/* The cooperative-matrix path (src/ops/matmul_tc.c, kernels/matmul/matmul_coopmat.comp) where the
+ * device has matrix units: F16 a against F16, Q8_0 and Q4_0 weights, odd shapes (edges of the
+ * 128 x 128 and 64 x 128 tiles), k tails of the 64-element steps, batches with a broadcast weight,
+ * bias, every dst dtype. It runs without the validation layer: Debian 12's (1.3.239) predates
+ * VK_KHR_cooperative_matrix, and nuvec leaves the extension off under it. That path rounds each
+ * dequantized weight to F16 (d * q in F32, then to nearest even), so the reference uses the weights
+ * rounded so; its results must then differ from the tiled path's (NUVEC_MATMUL_TC=off), which
+ * multiplies the exact values: the matrix units really ran. Skipped, saying so, where the device
+ * has no VK_KHR_cooperative_matrix (lavapipe). */
+static void tensor_cores_match_the_reference(void **state)
+{
+    (void)state;
+    nu_device_desc desc = {.validation = false};
+    nu_device *d = NULL;
+    NT_OK(nu_device_open(&desc, &d));
+    const nu_device_info *info = nu_device_get_info(d);
+    if (!info->features[NU_FEATURE_COOPERATIVE_MATRIX]) {
+        printf("tensor_cores_match_the_reference: skipped: %s has no VK_KHR_cooperative_matrix\n", info->name);
+        nu_device_close(d);
+        skip();
+    }
+    uint64_t seed = 11;
+    const nu_dtype wds[3] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    const int64_t shapes[4][4] = {{37, 45, 160, 1}, {130, 200, 448, 1}, {64, 129, 96, 3}, {1, 77, 64, 1}};
+    for (int w = 0; w < 3; w++)
+        for (int c = 0; c < 4; c++) {
+            int64_t m = shapes[c][0], n = shapes[c][1], k = shapes[c][2], batch = shapes[c][3];
+            int64_t as[3] = {batch, m, k}, bs[2] = {n, k}, ds[3] = {batch, m, n}, bis[1] = {n};
+            nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 3, as, 0, -1, 1, &seed);
+            nt_tensor b = wds[w] == NU_DTYPE_F16 ? nt_tensor_random(d, wds[w], 2, bs, 0, -1, 1, &seed)
+                                                 : nt_tensor_quantized(d, wds[w], 2, bs, 0, -1, 1, &seed);
+            nt_tensor dst = nt_tensor_output(d, floats[(w + c) % 3], 3, ds, 0);
+            nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F32, 1, bis, 0, -1, 1, &seed);
+            float *bv = malloc((size_t)(n * k) * sizeof *bv);
+            for (int64_t i = 0; i < n * k; i++)
+                bv[i] = nt_round_to(NU_DTYPE_F16, b.values[i]);
+            bool with_bias = c % 2 == 1;
+            char what[160];
+            snprintf(what, sizeof what, "tensor cores: %s dst = F16 a [%lld, %lld, %lld] * %s b^T%s",
+                     nu_dtype_name(dst.t.dtype), (long long)batch, (long long)m, (long long)k, nu_dtype_name(wds[w]),
+                     with_bias ? " + bias" : "");
+            check(d, &dst, &a.t, a.values, &b.t, bv, with_bias ? &bias.t : NULL, with_bias ? bias.values : NULL, what);
+            if (wds[w] != NU_DTYPE_F16) {
+                float *tc = malloc((size_t)(batch * m * n) * sizeof *tc);
+                memcpy(tc, dst.values, (size_t)(batch * m * n) * sizeof *tc);
+                assert_int_equal(setenv("NUVEC_MATMUL_TC", "off", 1), 0);
+                check(d, &dst, &a.t, a.values, &b.t, b.values, with_bias ? &bias.t : NULL, with_bias ? bias.values : NULL,
+                      "the tiled path beside it");
+                unsetenv("NUVEC_MATMUL_TC");
+                int64_t differ = 0;
+                for (int64_t i = 0; i < batch * m * n; i++)
+                    differ += tc[i] != dst.values[i];
+                if (dst.t.dtype == NU_DTYPE_F32 && differ < batch * m * n / 2)
+                    fail_msg("%s: only %lld of %lld results differ from the tiled path's: did the matrix units run?",
+                             what, (long long)differ, (long long)(batch * m * n));
+                free(tc);
+            }
+            free(bv);
+            nt_tensor_free(&a);
+            nt_tensor_free(&b);
+            nt_tensor_free(&dst);
+            nt_tensor_free(&bias);
+        }
+    NT_OK(nu_device_close(d));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -442,6 +508,7 @@ int main(void)
         cmocka_unit_test(batched_and_broadcast),
         cmocka_unit_test(strided_transposed_and_sliced_views),
         cmocka_unit_test(every_variant_and_knob),
+        cmocka_unit_test(tensor_cores_match_the_reference),
         cmocka_unit_test(refuses_bad_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -115,7 +115,9 @@ typedef struct nu_device_info {
     nu_memory_type_info memory_types[NU_MAX_MEMORY_TYPES];
 
     bool features[NU_FEATURE_COUNT];
-    /* What NU_FEATURE_COOPERATIVE_MATRIX offers (0 shapes without it). */
+    /* What NU_FEATURE_COOPERATIVE_MATRIX offers (0 shapes without it). An open device under a
+     * validation layer older than the extension (1.3.255; Debian 12 ships 1.3.239) leaves it off
+     * and reports neither the feature nor shapes: that layer would report every use as an error. */
     uint32_t cooperative_matrix_count;
     nu_cooperative_matrix_shape cooperative_matrix[NU_MAX_COOPERATIVE_MATRIX_SHAPES];
 

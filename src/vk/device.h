@@ -44,6 +44,7 @@ struct nu_device {
     VkDevice device;
     VkDebugUtilsMessengerEXT messenger;
     bool validation;
+    uint32_t validation_layer_version; /* the Khronos layer's specVersion (0 without validation) */
     atomic_uint validation_errors;
 
     nu_device_info info;

@@ -68,7 +68,11 @@ nu_status nu__instance_create(nu_device *d, bool validation, VkInstance *out, nu
         g->vkEnumerateInstanceLayerProperties(&ln, lp);
         bool found = false;
         for (uint32_t i = 0; i < ln; i++)
-            found |= strcmp(lp[i].layerName, NU__LAYER_VALIDATION) == 0;
+            if (strcmp(lp[i].layerName, NU__LAYER_VALIDATION) == 0) {
+                found = true;
+                if (d)
+                    d->validation_layer_version = lp[i].specVersion;
+            }
         nu__free(lp);
         if (!found)
             return nu__fail(d, NU_ERROR_UNSUPPORTED,

@@ -28,10 +28,17 @@ nu_status nu__logical_create(nu_device *d)
     }
     if (info->features[NU_FEATURE_MEMORY_BUDGET])
         enable[count++] = NU__EXT_MEMORY_BUDGET;
-    /* Cooperative-matrix shaders also declare the Vulkan memory model. */
-    bool coop = info->features[NU_FEATURE_COOPERATIVE_MATRIX] && info->features[NU_FEATURE_VULKAN_MEMORY_MODEL];
+    /* Cooperative-matrix shaders also declare the Vulkan memory model. Under a validation layer
+     * older than the extension (1.3.255; Debian 12 ships 1.3.239) every call would be reported
+     * as an error, so the extension stays off there and the device reports no matrix units. */
+    bool coop = info->features[NU_FEATURE_COOPERATIVE_MATRIX] && info->features[NU_FEATURE_VULKAN_MEMORY_MODEL] &&
+                (!d->validation || d->validation_layer_version >= VK_MAKE_API_VERSION(0, 1, 3, 255));
     if (coop)
         enable[count++] = NU__EXT_COOPMAT;
+    else {
+        d->info.features[NU_FEATURE_COOPERATIVE_MATRIX] = false;
+        d->info.cooperative_matrix_count = 0;
+    }
     if (!v13) {
         enable[count++] = NU__EXT_SYNC2;
         if (info->features[NU_FEATURE_INTEGER_DOT_PRODUCT])
