@@ -51,7 +51,8 @@ typedef enum nu_feature {
     NU_FEATURE_DEBUG_UTILS,            /* VK_EXT_debug_utils: names in captures and messages */
     NU_FEATURE_INTEGER_DOT_PRODUCT,    /* shaderIntegerDotProduct (Vulkan 1.3, VK_KHR_shader_integer_dot_product):
                                           4x8-bit dot products (the quantized products' fast path) */
-    NU_FEATURE_VULKAN_MEMORY_MODEL,    /* vulkanMemoryModel: needed by cooperative-matrix shaders */
+    NU_FEATURE_VULKAN_MEMORY_MODEL,    /* vulkanMemoryModel with device scope: needed by cooperative-matrix
+                                          shaders (enabled only with them) */
     NU_FEATURE_NV_COOPERATIVE_MATRIX2, /* VK_NV_cooperative_matrix2 (reported; nuvec does not use it) */
     NU_FEATURE_COUNT
 } nu_feature;

@@ -68,8 +68,11 @@ nu_status nu__logical_create(nu_device *d)
         .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .pNext = coop ? (void *)&coopf : coopf.pNext,
-                                            .vulkanMemoryModel = info->features[NU_FEATURE_VULKAN_MEMORY_MODEL],
-                                            .vulkanMemoryModelDeviceScope = VK_FALSE,
+                                            /* only for cooperative matrices: a layer flags the
+                                             * other kernels' device-scope barriers under it
+                                             * without device scope */
+                                            .vulkanMemoryModel = coop,
+                                            .vulkanMemoryModelDeviceScope = coop,
                                             .timelineSemaphore = VK_TRUE,
                                             /* required by Vulkan 1.2: timestamp queries are reset
                                              * on the host (a transfer-only queue cannot) */

@@ -210,7 +210,7 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
     ft[NU_FEATURE_BUFFER_DEVICE_ADDRESS] = f12.bufferDeviceAddress;
     ft[NU_FEATURE_MEMORY_BUDGET] = nu__vk_has_extension(exts, n, NU__EXT_MEMORY_BUDGET);
     ft[NU_FEATURE_INTEGER_DOT_PRODUCT] = dot_ext && dot.shaderIntegerDotProduct;
-    ft[NU_FEATURE_VULKAN_MEMORY_MODEL] = f12.vulkanMemoryModel;
+    ft[NU_FEATURE_VULKAN_MEMORY_MODEL] = f12.vulkanMemoryModel && f12.vulkanMemoryModelDeviceScope;
     ft[NU_FEATURE_NV_COOPERATIVE_MATRIX2] = nu__vk_has_extension(exts, n, NU__EXT_COOPMAT2);
     /* Debug utils is an instance extension: the caller sets it. */
     nu__free(exts);
