@@ -442,9 +442,8 @@ static void refuses_bad_tensors(void **state)
  * dequantized weight to F16 (d * q in F32, then to nearest even), so the reference uses the weights
  * rounded so; its results must then differ from the tiled path's (NUVEC_MATMUL_TC=off), which
  * multiplies the exact values: the matrix units really ran. Skipped, saying so, where the device
- * has no VK_KHR_cooperative_matrix (lavapipe). The path is opt-in (NUVEC_MATMUL_TC=on, set here):
- * on the H200 this test failed for Q8_0 weights with an F16 dst (off by about Σ|a| times an F16
- * step of the weights, as if the exact weights had been used), which is why. */
+ * has no VK_KHR_cooperative_matrix (lavapipe). It sets NUVEC_MATMUL_TC itself, so that a run of
+ * the suite with NUVEC_MATMUL_TC=off (the tiled path everywhere) still checks this path. */
 static void tensor_cores_match_the_reference(void **state)
 {
     (void)state;
@@ -458,7 +457,7 @@ static void tensor_cores_match_the_reference(void **state)
         skip();
     }
     uint64_t seed = 11;
-    assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0); /* the path is opt-in (src/ops/matmul_tc.c) */
+    assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0); /* whatever the caller's environment says */
     const nu_dtype wds[3] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
     const int64_t shapes[4][4] = {{37, 45, 160, 1}, {130, 200, 448, 1}, {64, 129, 96, 3}, {1, 77, 64, 1}};
     for (int w = 0; w < 3; w++)

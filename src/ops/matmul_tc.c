@@ -32,8 +32,7 @@ static bool has_f16_shape(const nu_device_info *in)
 /* The tile by shape: 128 x 128 (8 subgroups of 64 x 32), k 64 a step, one buffer (the best of 14 settings
  * on the H200: 38 TFLOP/s at 4096^3, where every setting gave 34-38); fewer rows of a: 64 x 128. Overridden for
  * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N" (wm..fn 1..8; probe: the
- * kernel's diagnostic constant). The path is taken only when NUVEC_MATMUL_TC is set (e.g. "on") and
- * does not say "off". */
+ * kernel's diagnostic constant); NUVEC_MATMUL_TC=off keeps every product on the tiled path. */
 static tc_tile choose_tile(int64_t m)
 {
     tc_tile t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1, 0} : (tc_tile){2, 4, 4, 2, 64, 1, 0};
@@ -83,11 +82,11 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
 {
     nu_device *d = nu_buffer_device(dst->buffer);
     const nu_device_info *in = &d->info;
-    /* Opt-in for now (NUVEC_MATMUL_TC set, and not "off"): on the H200 it runs no faster than the
-     * tiled kernel (34-38 TFLOP/s against 33-36, bench/RESULTS.md), and test_ops_matmul's
-     * tensor-core test failed there for Q8_0 weights with an F16 dst, not yet explained. */
+    /* NUVEC_MATMUL_TC=off: the tiled path everywhere (for tests and sweeps of it). On the H200 this
+     * path beat the tiled kernel by 7% at 4096^3 and by 24-38% at the 512-token prefill shapes
+     * (bench/RESULTS.md), far below what the matrix units can do. */
     const char *env = getenv("NUVEC_MATMUL_TC");
-    if (!env || !*env || strstr(env, "off"))
+    if (env && strstr(env, "off"))
         return NU_ERROR_UNSUPPORTED;
     if (!in->features[NU_FEATURE_COOPERATIVE_MATRIX] || !in->features[NU_FEATURE_VULKAN_MEMORY_MODEL] ||
         !has_f16_shape(in) || in->subgroup_size < 16)
