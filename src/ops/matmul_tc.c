@@ -83,8 +83,9 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     nu_device *d = nu_buffer_device(dst->buffer);
     const nu_device_info *in = &d->info;
     /* NUVEC_MATMUL_TC=off: the tiled path everywhere (for tests and sweeps of it). On the H200 this
-     * path beat the tiled kernel by 7% at 4096^3 and by 24-38% at the 512-token prefill shapes
-     * (bench/RESULTS.md), far below what the matrix units can do. */
+     * path's F16 products ran 7% faster at 4096^3 and 10-38% faster at the 512-token prefill shapes
+     * than the tiled kernel's BF16 ones in the same run (bench/RESULTS.md), far below what the
+     * matrix units can do. */
     const char *env = getenv("NUVEC_MATMUL_TC");
     if (env && strstr(env, "off"))
         return NU_ERROR_UNSUPPORTED;
