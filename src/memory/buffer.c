@@ -332,15 +332,14 @@ bool nu_buffer_in_use(const nu_buffer *b) { return live(b) && !nu__guard_committ
 bool nu_buffer_is_read_only(const nu_buffer *b) { return live(b) && b->read_only; }
 
 /* Blocks until the previous owner's GPU work on reused memory completed (it is committed,
- * so it does), then forgets it. */
+ * so it does). The reference to that work's guard is kept until the buffer is freed: a commit on
+ * another thread may be reading it (nu__uses_waits), so a CPU access must not drop it; an idle
+ * guard adds no wait there. */
 static nu_status wait_for_previous(nu_buffer *b)
 {
     if (!b->alloc.busy)
         return NU_OK;
-    nu_status st = nu__guard_wait_idle(b->alloc.busy, UINT64_MAX);
-    if (st == NU_OK)
-        forget_previous_if_idle(b);
-    return st;
+    return nu__guard_wait_idle(b->alloc.busy, UINT64_MAX);
 }
 
 static nu_status range(nu_buffer *b, const char *fn, size_t offset, size_t size)
