@@ -16,8 +16,10 @@
  * bound when it changes, push descriptors and push constants, and resubmits it.
  * Measured (medians over --reps repetitions, after a checked warm-up):
  *   launch CPU   nu_graph_launch of the chain (one submission) against vkQueueSubmit of the
- *                recorded chain; also a launch after a slot was rebound (the copy is recorded
- *                again: the slow path of slots and parameters)
+ *                recorded chain; also launches of the chain plus one axpy_f32 whose alpha is a
+ *                parameter changed before each launch (read from memory; and with
+ *                NUVEC_GRAPH_RERECORD, the copy recorded anew), and launches after a slot was
+ *                rebound (the copy recorded anew: the slow path of slots)
  *   GPU time     timestamps at both ends of the command buffer, per dispatch (chain, independent)
  *                and per layer
  *   round trip   nu_graph_launch + nu_graph_wait of `one` against resubmit + spin on a timeline
@@ -83,6 +85,8 @@ typedef struct bench {
     uint32_t slot_one; /* the chain's constant 1s, a slot */
     /* results (us) */
     double launch_cpu, launch_rebind_cpu, submit_cpu;
+    double launch_param_cpu[2]; /* a parameter changed before each launch: [from memory, re-recorded] */
+    nu_kernel *axpy;
     double gpu[PROGRAMS][2]; /* [program][nuvec, hand], whole command buffer */
     double trip[2];
     double *samples;
@@ -198,6 +202,8 @@ static bool setup(bench *b)
     nu_status st = nu_kernel_builtin(b->d, "add_f32", &b->k[0]);
     if (st == NU_OK)
         st = nu_kernel_builtin(b->d, "fma_f32", &b->k[1]);
+    if (st == NU_OK)
+        st = nu_kernel_builtin(b->d, "axpy_f32", &b->axpy);
     for (int i = 0; i < BUFFERS && st == NU_OK; i++) {
         size_t size = i == B_OUT ? (size_t)(stride(b) * b->count) : RANGE;
         st = nu_buffer_new(b->d, size, NU_STORAGE_PRIVATE, &b->b[i]);
@@ -249,6 +255,43 @@ static nu_status build_graph(bench *b, int q)
                 nu_graph_level_count(p->graph), p->levels);
         return NU_ERROR_INVALID_ARGUMENT;
     }
+    return st;
+}
+
+/* The chain and one more node, y += alpha x, with alpha a parameter: read from memory, or
+ * (`rerecord`, NUVEC_GRAPH_RERECORD) recorded, so that a change records the copy anew. */
+static nu_status build_param_graph(bench *b, bool rerecord, nu_graph **out)
+{
+    *out = NULL;
+    if (rerecord)
+        setenv("NUVEC_GRAPH_RERECORD", "1", 1);
+    nu_commands *c;
+    nu_status st = nu_graph_record(b->d, &c);
+    const program *p = &b->p[P_CHAIN];
+    static const uint32_t groups[3] = {1, 1, 1};
+    uint32_t count = ELEMS, param;
+    for (uint32_t i = 0; i < p->count && st == NU_OK; i++) {
+        const op *o = &p->ops[i];
+        nu_binding bind[3] = {{b->b[o->buf[0]], NU_ACCESS_WRITE, 0, RANGE}, {b->b[o->buf[1]], NU_ACCESS_READ, 0, RANGE},
+                              {b->b[o->buf[2]], NU_ACCESS_READ, 0, RANGE}};
+        st = nu_commands_dispatch(c, b->k[0], groups, bind, 3, &count, sizeof count);
+    }
+    struct {
+        float alpha;
+        uint32_t count;
+    } push = {1.0f, ELEMS};
+    nu_binding bind[2] = {{b->b[L_X3], NU_ACCESS_READ_WRITE, 0, RANGE},
+                          {b->b[b->count & 1 ? B_X1 : B_X0], NU_ACCESS_READ, 0, RANGE}};
+    if (st == NU_OK)
+        st = nu_commands_dispatch(c, b->axpy, groups, bind, 2, &push, sizeof push);
+    if (st == NU_OK)
+        st = nu_graph_param(c, 0, 4, &param);
+    if (st == NU_OK)
+        st = nu_graph_new(c, out);
+    if (st != NU_OK)
+        nu_commands_free(c);
+    if (rerecord)
+        unsetenv("NUVEC_GRAPH_RERECORD");
     return st;
 }
 
@@ -440,6 +483,29 @@ static bool measure(bench *b)
         if (!run_hand(b, P_CHAIN, &b->samples[r], NULL))
             return false;
     b->submit_cpu = bench_median(b->samples, b->reps);
+    /* A parameter changed before every launch: from memory, and recorded anew. */
+    for (int way = 0; way < 2; way++) {
+        nu_graph *g;
+        nu_status st = build_param_graph(b, way == 1, &g);
+        for (int r = -4; r < b->reps && st == NU_OK; r++) {
+            float alpha = (float)(r & 3);
+            st = nu_graph_set_param(g, 0, &alpha, sizeof alpha);
+            uint64_t t0 = bench_now_ns();
+            if (st == NU_OK)
+                st = nu_graph_launch(g);
+            uint64_t t1 = bench_now_ns();
+            if (st == NU_OK)
+                st = nu_graph_wait(g, WAIT_NS);
+            if (r >= 0)
+                b->samples[r] = (double)(t1 - t0) / 1e3;
+        }
+        nu_graph_free(g);
+        if (st != NU_OK) {
+            fail("launching the graph with a parameter", st);
+            return false;
+        }
+        b->launch_param_cpu[way] = bench_median(b->samples, b->reps);
+    }
     /* Round trips of the one-dispatch graph, taking turns in blocks. */
     nu__graph_set_timestamps(b->p[P_ONE].graph, VK_NULL_HANDLE);
     double *s[2] = {calloc((size_t)b->iterations, sizeof(double)), calloc((size_t)b->iterations, sizeof(double))};
@@ -488,8 +554,9 @@ static void print_table(const bench *b)
     char what[96];
     snprintf(what, sizeof what, "launch CPU: %u-dispatch chain, one submission", b->count);
     row(what, b->launch_cpu, b->submit_cpu, 1);
-    snprintf(what, sizeof what, "launch CPU after a slot rebind (copy re-recorded)");
-    row(what, b->launch_rebind_cpu, b->submit_cpu, 1);
+    row("launch CPU, a parameter changed (read from memory)", b->launch_param_cpu[0], b->submit_cpu, 1);
+    row("launch CPU, a parameter changed (copy re-recorded)", b->launch_param_cpu[1], b->submit_cpu, 1);
+    row("launch CPU, a slot rebound (copy re-recorded)", b->launch_rebind_cpu, b->submit_cpu, 1);
     snprintf(what, sizeof what, "GPU per dependent dispatch (%u chained)", b->count);
     row(what, b->gpu[P_CHAIN][0], b->gpu[P_CHAIN][1], b->count);
     snprintf(what, sizeof what, "GPU per independent dispatch (%u)", b->count);
@@ -529,6 +596,8 @@ static int print_json(const bench *b)
     cJSON_AddBoolToObject(m, "gpu_timestamps", b->vk.queries != VK_NULL_HANDLE);
     cJSON *r = cJSON_AddObjectToObject(root, "results");
     add_pair(r, "launch_cpu", b->launch_cpu, b->submit_cpu);
+    add_pair(r, "launch_cpu_param_from_memory", b->launch_param_cpu[0], b->submit_cpu);
+    add_pair(r, "launch_cpu_param_rerecorded", b->launch_param_cpu[1], b->submit_cpu);
     add_pair(r, "launch_cpu_rebound", b->launch_rebind_cpu, b->submit_cpu);
     add_pair(r, "gpu_per_dependent_dispatch", b->gpu[P_CHAIN][0] / b->count, b->gpu[P_CHAIN][1] / b->count);
     add_pair(r, "gpu_per_independent_dispatch", b->gpu[P_INDEP][0] / b->count, b->gpu[P_INDEP][1] / b->count);
@@ -549,6 +618,7 @@ static void teardown(bench *b)
         nu_buffer_free(b->b[i]);
     nu_kernel_free(b->k[0]);
     nu_kernel_free(b->k[1]);
+    nu_kernel_free(b->axpy);
     free(b->samples);
     bench_vk_fini(&b->vk);
 }

@@ -172,6 +172,9 @@ static void parameters_change_per_launch(void **state)
         NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
         expect_floats(y, alpha, alpha);
     }
+    /* Read from memory: each copy was recorded once (recorded push constants: at every change). */
+    if (!getenv("NUVEC_GRAPH_RERECORD"))
+        assert_int_equal(nu__graph_recordings(g), 3);
     /* The same value again records nothing anew. */
     uint64_t before = nu__graph_recordings(g);
     NT_OK(nu_graph_set_param(g, p, &alpha, sizeof alpha));
@@ -180,6 +183,35 @@ static void parameters_change_per_launch(void **state)
     NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
     assert_true(nu__graph_recordings(g) <= before + 2); /* at most the copies not recorded at 5 */
     expect_floats(y, 5, 5);
+    NT_OK(nu_graph_free(g));
+    nu_buffer_free(x);
+    nu_buffer_free(y);
+}
+
+/* A kernel-library op's push constant (nu_op_unary's alpha, bytes 12..15) as a parameter: its
+ * kernel (with specialisation constants) reads it from memory. */
+static void op_parameter(void **state)
+{
+    nu_buffer *x = floats(1, 1), *y = floats(0, 0);
+    int64_t shape[1] = {N};
+    nu_tensor tx = nu_tensor_make(x, 0, NU_DTYPE_F32, 1, shape), ty = nu_tensor_make(y, 0, NU_DTYPE_F32, 1, shape);
+    nu_commands *c;
+    NT_OK(nu_graph_record(dev, &c));
+    NT_OK(nu_op_unary(c, NU_UNARY_SCALE, &ty, &tx, 1.0f));
+    uint32_t p;
+    NT_OK(nu_graph_param(c, 12, 4, &p));
+    nu_graph *g = build(c);
+    for (int i = 0; i < 6; i++) {
+        float alpha = (float)(i % 3 + 2);
+        NT_OK(nu_graph_set_param(g, p, &alpha, 4));
+        NT_OK(nu_graph_launch(g));
+        if (i % 2) {
+            NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+            expect_floats(y, alpha, alpha);
+        }
+    }
+    if (!getenv("NUVEC_GRAPH_RERECORD"))
+        assert_true(nu__graph_recordings(g) <= 3);
     NT_OK(nu_graph_free(g));
     nu_buffer_free(x);
     nu_buffer_free(y);
@@ -628,6 +660,7 @@ int main(void)
         cmocka_unit_test(launch_many_times),
         cmocka_unit_test(independent_nodes_share_a_level),
         cmocka_unit_test(parameters_change_per_launch),
+        cmocka_unit_test(op_parameter),
         cmocka_unit_test(slots_rebind),
         cmocka_unit_test(launches_ordered_with_commits),
         cmocka_unit_test(ops_in_a_graph),

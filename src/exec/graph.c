@@ -76,6 +76,11 @@ typedef struct node {
     uint32_t push_first, push_size; /* in g->push */
     uint32_t value;                 /* a fill's */
     uint32_t level;
+    /* A dispatch with parameters: its kernel reading its push constants from the graph's
+     * parameter buffer (nu__kernel_from_memory), at `param_at` in each copy's area; NULL when
+     * its push constants are recorded (a change of a parameter then records the copies anew). */
+    nu_kernel *memory_kernel;
+    uint32_t param_at;
 } node;
 
 typedef struct param {
@@ -137,6 +142,12 @@ struct nu_graph {
     uint32_t next_copy;
     graph_copy *last;        /* the last launch's copy */
     uint64_t last_value;     /* its queue position */
+    /* Parameters read from memory: the nodes, and a host-visible buffer with an area per copy. */
+    uint32_t *memory_nodes;
+    uint32_t memory_node_count, memory_node_capacity;
+    nu_buffer *param_buffer;
+    VkBuffer params_vk;
+    VkDeviceSize params_offset, params_area;
     VkQueryPool timestamps;
     uint64_t recordings;
     atomic_uint pending;     /* at free: copies in flight + 1 */
@@ -181,6 +192,9 @@ static void destroy(nu_graph *g)
     nu__free(g->level_writes);
     nu__free(g->level_access);
     nu__free(g->uses);
+    nu__free(g->memory_nodes);
+    if (g->param_buffer)
+        nu_buffer_free(g->param_buffer);
     pthread_mutex_destroy(&g->lock);
     nu__free(g);
 }
@@ -378,8 +392,19 @@ nu_status nu_graph_param(nu_commands *c, uint32_t offset, uint32_t size, uint32_
                             "against the bindings when recording: it cannot be a parameter", fn, at, at + 4,
                             n->kernel->name);
     }
-    if (NU__GROW32(g->params, g->param_capacity, g->param_count + 1, 8) != NU_OK)
+    if (NU__GROW32(g->params, g->param_capacity, g->param_count + 1, 8) != NU_OK ||
+        NU__GROW32(g->memory_nodes, g->memory_node_capacity, g->memory_node_count + 1, 8) != NU_OK)
         return oom(g);
+    node *m = &g->nodes[g->last_user];
+    if (!m->memory_kernel && m->ref_count < NU__MAX_BINDINGS && !nu__env_on("NUVEC_GRAPH_RERECORD")) {
+        /* Its push constants from memory, so that a change records nothing: where the kernel
+         * cannot be rewritten, the copies are recorded anew instead (nuvec/graph.h). */
+        nu_kernel *v;
+        if (nu__kernel_from_memory(m->kernel, &v) == NU_OK && keep_kernel(g, v) == NU_OK) {
+            m->memory_kernel = v;
+            g->memory_nodes[g->memory_node_count++] = (uint32_t)g->last_user;
+        }
+    }
     g->params[g->param_count] = (param){(uint32_t)g->last_user, offset, size};
     *out = g->param_count++;
     return NU_OK;
@@ -621,21 +646,26 @@ static nu_status record_copy(nu_graph *g, graph_copy *cp)
                 vk->vkCmdFillBuffer(cp->cmd, (VkBuffer)s[0].piece, s[0].start, s[0].end - s[0].start, n->value);
                 continue;
             }
-            nu_kernel *k = n->kernel;
+            nu_kernel *k = n->memory_kernel ? n->memory_kernel : n->kernel;
             if (bound != k->pipeline) {
                 vk->vkCmdBindPipeline(cp->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
                 bound = k->pipeline;
             }
-            if (n->ref_count) {
+            uint32_t bindings = n->ref_count + (n->memory_kernel ? 1 : 0);
+            if (bindings) {
                 VkDescriptorBufferInfo info[NU__MAX_BINDINGS];
                 for (uint32_t j = 0; j < n->ref_count; j++)
                     info[j] = (VkDescriptorBufferInfo){(VkBuffer)s[j].piece, s[j].start, s[j].end - s[j].start};
+                if (n->memory_kernel) /* the copy's own parameter area (written at its launches) */
+                    info[n->ref_count] = (VkDescriptorBufferInfo){
+                        g->params_vk, g->params_offset + (VkDeviceSize)(cp - g->copies) * g->params_area + n->param_at,
+                        n->push_size};
                 VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
-                                          .descriptorCount = n->ref_count,
+                                          .descriptorCount = bindings,
                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = info};
                 vk->vkCmdPushDescriptorSetKHR(cp->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &w);
             }
-            if (n->push_size)
+            if (n->push_size && !n->memory_kernel)
                 vk->vkCmdPushConstants(cp->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n->push_size,
                                        g->push + n->push_first);
             vk->vkCmdDispatch(cp->cmd, n->groups[0], n->groups[1], n->groups[2]);
@@ -686,6 +716,19 @@ nu_status nu_graph_new(nu_commands *c, nu_graph **out)
     nu_status st = schedule(g);
     if (st != NU_OK)
         return st;
+    if (g->memory_node_count && !g->param_buffer) {
+        VkDeviceSize align = d->info.min_storage_buffer_offset_alignment, area = 0;
+        for (uint32_t i = 0; i < g->memory_node_count; i++) {
+            node *n = &g->nodes[g->memory_nodes[i]];
+            n->param_at = (uint32_t)area;
+            area = (area + n->push_size + align - 1) / align * align;
+        }
+        g->params_area = area;
+        if ((st = nu__buffer_create_staging(d, (size_t)(area * COPIES), &g->param_buffer)) != NU_OK)
+            return st;
+        g->params_vk = ((nu__vk_block *)g->param_buffer->alloc.memory)->buffer;
+        g->params_offset = g->param_buffer->alloc.offset;
+    }
     for (int i = 0; i < COPIES; i++) {
         graph_copy *cp = &g->copies[i];
         cp->graph = g;
@@ -773,7 +816,8 @@ nu_status nu_graph_set_param(nu_graph *g, uint32_t index, const void *value, siz
         uint8_t *at = g->push + g->nodes[p->node].push_first + p->offset;
         if (memcmp(at, value, size) != 0) {
             memcpy(at, value, size);
-            g->version++;
+            if (!g->nodes[p->node].memory_kernel)
+                g->version++; /* recorded push constants: the copies are recorded anew */
         }
     }
     pthread_mutex_unlock(&g->lock);
@@ -820,6 +864,14 @@ nu_status nu_graph_launch(nu_graph *g)
     if (cp->version != g->version && (st = record_copy(g, cp)) != NU_OK) {
         pthread_mutex_unlock(&g->lock);
         return st;
+    }
+    /* Parameters read from memory: the current values into this copy's area (not in flight). */
+    if (g->param_buffer) {
+        uint8_t *area = (uint8_t *)g->param_buffer->alloc.mapped + (size_t)(cp - g->copies) * g->params_area;
+        for (uint32_t i = 0; i < g->memory_node_count; i++) {
+            const node *n = &g->nodes[g->memory_nodes[i]];
+            memcpy(area + n->param_at, g->push + n->push_first, n->push_size);
+        }
     }
     /* The launch's submission: the graph's buffer uses, its copy's command buffer; the kernels
      * are the graph's (held until it is destroyed), and there is no pool to hand back. */

@@ -487,6 +487,40 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
     return NU_OK;
 }
 
+nu_status nu__kernel_from_memory(nu_kernel *k, nu_kernel **out)
+{
+    *out = atomic_load(&k->from_memory);
+    if (*out)
+        return NU_OK;
+    if (atomic_load(&k->from_memory_refused) || !k->push_size)
+        return NU_ERROR_UNSUPPORTED;
+    const kentry *e = (const kentry *)k;
+    uint32_t *words;
+    size_t n;
+    nu_status st = nu__spirv_push_to_storage(e->words, e->word_count, k->bindings, &words, &n);
+    nu_kernel *v = NULL;
+    if (st == NU_OK) {
+        char name[96];
+        snprintf(name, sizeof name, "%s (push constants from memory)", k->name);
+        nu_kernel_desc desc = {.spirv = words, .spirv_size = n * 4, .entry = e->entry, .name = name,
+                               .bindings = k->bindings + 1, .constants = e->constants,
+                               .constant_count = e->constant_count};
+        st = create(k->device, &desc, name, words, n * 4, &v);
+        nu__free(words);
+    }
+    if (st != NU_OK) {
+        atomic_store(&k->from_memory_refused, true);
+        return st;
+    }
+    nu_kernel *expected = NULL;
+    if (!atomic_compare_exchange_strong(&k->from_memory, &expected, v)) {
+        nu__kernel_release(v); /* another thread made it first: the same cached kernel */
+        v = expected;
+    }
+    *out = v;
+    return NU_OK;
+}
+
 nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel **out)
 {
     if (out)

@@ -25,11 +25,21 @@ struct nu_kernel {
      * count_offset << 8; 0 for other kernels, whose accesses nuvec cannot know. Atomic: the
      * kernel is shared, and may be opened as a builtin while another thread dispatches it. */
     atomic_uint count_layout;
+    /* For graphs (nu__kernel_from_memory): the same kernel reading its push constants from a
+     * storage buffer one binding past its own, made on first use; or refused for good. */
+    _Atomic(struct nu_kernel *) from_memory;
+    atomic_bool from_memory_refused;
 };
 
 /* A command buffer keeps the kernels it dispatches alive until it completes. */
 void nu__kernel_retain(nu_kernel *k);
 void nu__kernel_release(nu_kernel *k);
+
+/* For graphs: the kernel with its push constant block read from a storage buffer at binding
+ * k->bindings instead (kernel/spirv.c rewrites the SPIR-V; the result is validated and cached
+ * like any kernel, and kept with k). NU_ERROR_UNSUPPORTED (or the validator's status) when the
+ * kernel cannot be rewritten, from then on without trying again. Thread-safe. */
+nu_status nu__kernel_from_memory(nu_kernel *k, nu_kernel **out);
 
 /* Per device: the in-memory kernel cache and the VkPipelineCache (loaded from disk at open,
  * saved at close). Called by nu_device_open / nu_device_close. */
