@@ -400,7 +400,12 @@ nu_status nu_graph_param(nu_commands *c, uint32_t offset, uint32_t size, uint32_
         /* Its push constants from memory, so that a change records nothing: where the kernel
          * cannot be rewritten, the copies are recorded anew instead (nuvec/graph.h). */
         nu_kernel *v;
-        if (nu__kernel_from_memory(m->kernel, &v) == NU_OK && keep_kernel(g, v) == NU_OK) {
+        nu_status st = nu__kernel_from_memory(m->kernel, &v);
+        if (st == NU_OK)
+            st = keep_kernel(g, v);
+        if (st == NU_ERROR_HOST_OUT_OF_MEMORY)
+            return oom(g);
+        if (st == NU_OK) {
             m->memory_kernel = v;
             g->memory_nodes[g->memory_node_count++] = (uint32_t)g->last_user;
         }

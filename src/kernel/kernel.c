@@ -509,7 +509,8 @@ nu_status nu__kernel_from_memory(nu_kernel *k, nu_kernel **out)
         nu__free(words);
     }
     if (st != NU_OK) {
-        atomic_store(&k->from_memory_refused, true);
+        if (st != NU_ERROR_HOST_OUT_OF_MEMORY) /* try again after a transient failure */
+            atomic_store(&k->from_memory_refused, true);
         return st;
     }
     nu_kernel *expected = NULL;
