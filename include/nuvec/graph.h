@@ -26,15 +26,25 @@
  * NU_ERROR_INVALID_HANDLE naming it (bind a slot anew, or build the graph again).
  *
  * Slots and parameters: a launch uses the slots' current bindings and the parameters' current
- * values. On Vulkan they are realised by re-recording: a graph keeps up to 3 recorded copies of
- * its command buffer (so that a launch prepares a copy while earlier launches run), and a copy
- * recorded before a binding or a value changed is recorded again before its next launch (its
- * CPU cost is the recording's: see `nuvec bench graph`). Launches that change nothing reuse
- * the recorded copies. Binding a slot to the buffer and offset it has, or setting a parameter
- * to the value it has, changes nothing.
+ * values. A graph keeps up to 3 recorded copies of its Vulkan command buffer, so that a launch
+ * prepares a copy while earlier launches run (it waits only when all 3 are in flight).
+ *   Parameters are read from memory: a dispatch with a parameter runs a variant of its kernel
+ *   whose push constant block is a storage buffer (the SPIR-V rewritten once per kernel,
+ *   validated and cached like any kernel) bound to the dispatch's region of a host-visible
+ *   buffer with one area per copy; a launch writes the current values into its copy's area, and
+ *   nothing is recorded again. Where a kernel cannot be rewritten (or with the environment
+ *   variable NUVEC_GRAPH_RERECORD=1), its push constants stay recorded and a change records the
+ *   copies again before their next launches (the slow path: the cost of recording the graph).
+ *   Slots are realised by recording again: a copy recorded before a slot's binding changed is
+ *   recorded anew (and the graph rescheduled, since a new binding may alias another) before its
+ *   next launch. `nuvec bench graph` measures both.
+ * Binding a slot to the buffer and offset it has, or setting a parameter to the value it has,
+ * changes nothing.
  *
  * Graph recordings take dispatches, copies and fills on the compute queue; uploads, downloads,
  * commit and the transfer queue are refused (NU_ERROR_INVALID_ARGUMENT).
+ *
+ * Graphs must be freed before their device is closed.
  *
  * Thread safety: a recording is used by one thread at a time (as any nu_commands). A graph may
  * be launched, waited for, bound and have its parameters set from several threads at once

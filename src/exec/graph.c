@@ -23,11 +23,19 @@
  * dependencies chain. Ordering against work outside the graph is the submission's (timeline
  * waits, exec/submit.c), as for a commit.
  *
- * Slots and parameters are realised by re-recording: a change bumps the graph's version, and a
- * copy recorded at an older version is recorded again (schedule included when a slot changed,
- * since two slots may now alias) before it is launched. Rewriting kernels to read their push
- * constants from a buffer, and per-dispatch descriptor sets for slots, would avoid it; they are
- * not done. */
+ * Parameters: a dispatch with a parameter uses nu__kernel_from_memory's variant of its kernel,
+ * whose push constants are a storage buffer one binding past the kernel's; each copy binds its
+ * own area of one host-visible buffer (the dispatch's region in it, at the device's storage
+ * buffer alignment), and a launch copies the current push bytes of those dispatches into the
+ * area of the copy it submits, which is not in flight (vkQueueSubmit makes host writes made
+ * before it visible). Where there is no such variant, a change bumps the graph's version and
+ * the copies are recorded again.
+ *
+ * Slots: a change bumps the version; a copy recorded at an older version is recorded again
+ * before it is launched, with the schedule made again first (two slots, or a slot and a fixed
+ * buffer, may now be the same memory). Per-dispatch descriptor sets updated in place would avoid
+ * the recording, but updating a set bound in a recorded command buffer invalidates it unless
+ * its bindings are UPDATE_AFTER_BIND (descriptor indexing), which nuvec does not enable yet. */
 #include "exec/graph.h"
 
 #include <pthread.h>
