@@ -78,6 +78,7 @@ typedef struct bench {
     nu_kernel *k[2];
     uint32_t count;
     int reps, iterations;
+    bool block; /* a CPU device: GPU-time runs wait blocking (a spin takes a core from the device) */
     nu_buffer *b[BUFFERS];
     VkBuffer vb[BUFFERS];
     VkDeviceSize ob[BUFFERS];
@@ -363,13 +364,14 @@ static bool record_hand(bench *b, int q)
     return vk->vkEndCommandBuffer(p->cmd) == VK_SUCCESS;
 }
 
-static bool run_hand(bench *b, int q, double *cpu_us, double *gpu_us)
+/* `spin`: wait by spinning on the timeline (else blocking in vkWaitSemaphores). */
+static bool run_hand(bench *b, int q, bool spin, double *cpu_us, double *gpu_us)
 {
     uint64_t t0 = bench_now_ns();
     VkResult r = bench_vk_submit(&b->vk, b->p[q].cmd, VK_NULL_HANDLE);
     uint64_t t1 = bench_now_ns();
     if (r == VK_SUCCESS)
-        r = bench_vk_wait(&b->vk, true);
+        r = bench_vk_wait(&b->vk, spin);
     if (r != VK_SUCCESS) {
         fprintf(stderr, "nuvec bench graph: hand-written Vulkan: %s\n", nu__vk_result_name(r));
         return false;
@@ -448,11 +450,11 @@ static bool measure(bench *b)
         nu__graph_set_timestamps(b->p[q].graph, b->vk.queries);
         /* Checked warm-ups, each side on cleared outputs. */
         if (!clear(b) || !run_graph(b, q, NULL, NULL) || !check(b, q, "nuvec") || !clear(b) ||
-            !run_hand(b, q, NULL, NULL) || !check(b, q, "hand-written"))
+            !run_hand(b, q, !b->block, NULL, NULL) || !check(b, q, "hand-written"))
             return false;
         for (int side = 0; side < 2; side++) {
             for (int r = 0; r < b->reps; r++)
-                if (!(side ? run_hand(b, q, NULL, &b->samples[r]) : run_graph(b, q, NULL, &b->samples[r])))
+                if (!(side ? run_hand(b, q, !b->block, NULL, &b->samples[r]) : run_graph(b, q, NULL, &b->samples[r])))
                     return false;
             b->gpu[q][side] = b->samples[0] < 0 ? -1 : bench_median(b->samples, b->reps);
         }
@@ -480,7 +482,7 @@ static bool measure(bench *b)
     if (!check(b, P_CHAIN, "nuvec (rebound)"))
         return false;
     for (int r = 0; r < b->reps; r++)
-        if (!run_hand(b, P_CHAIN, &b->samples[r], NULL))
+        if (!run_hand(b, P_CHAIN, !b->block, &b->samples[r], NULL))
             return false;
     b->submit_cpu = bench_median(b->samples, b->reps);
     /* A parameter changed before every launch: from memory, and recorded anew. */
@@ -519,7 +521,7 @@ static bool measure(bench *b)
         for (int side = 0; side < 2 && ok; side++)
             for (int j = i; j < i + 50 && j < b->iterations && ok; j++) {
                 uint64_t t0 = bench_now_ns();
-                ok = side ? run_hand(b, P_ONE, NULL, NULL) : run_graph(b, P_ONE, NULL, NULL);
+                ok = side ? run_hand(b, P_ONE, true, NULL, NULL) : run_graph(b, P_ONE, NULL, NULL);
                 s[side][j] = (double)(bench_now_ns() - t0) / 1e3;
             }
     for (int side = 0; side < 2 && ok; side++)
@@ -548,8 +550,10 @@ static void print_table(const bench *b)
 {
     printf("nuvec bench graph on %s: add_f32 / fma_f32 over %u floats (1 workgroup) per dispatch, private\n"
            "buffers; hand-written Vulkan recorded once with the same schedule and resubmitted; medians of\n"
-           "%d repetitions (round trips: %d). GPU time: timestamps at both ends of the command buffer.\n\n",
-           b->d->info.name, ELEMS, b->reps, b->iterations);
+           "%d repetitions (round trips: %d). GPU time: timestamps at both ends of the command buffer%s.\n\n",
+           b->d->info.name, ELEMS, b->reps, b->iterations,
+           b->block ? " (hand-written work waited for in vkWaitSemaphores there: a spin takes a core from a CPU device)"
+                    : "");
     printf("%-56s | %10s | %10s | %7s\n", "us", "nuvec", "Vulkan", "ratio");
     char what[96];
     snprintf(what, sizeof what, "launch CPU: %u-dispatch chain, one submission", b->count);
@@ -649,6 +653,7 @@ int bench_graph(int argc, char **argv)
     if (!bench_open("graph", select, &b.d))
         return 1;
     bool cpu = b.d->info.type == NU_DEVICE_CPU;
+    b.block = cpu;
     b.count = (uint32_t)(count ? count : DEFAULT_COUNT);
     b.reps = (int)(reps ? reps : cpu ? DEFAULT_REPS_CPU : DEFAULT_REPS_GPU);
     b.iterations = (int)(iterations ? iterations : cpu ? DEFAULT_ITERATIONS_CPU : DEFAULT_ITERATIONS_GPU);

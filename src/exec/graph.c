@@ -136,8 +136,10 @@ struct nu_graph {
     /* The schedule: node indices by level, the first of each level, stages per level. */
     uint32_t *order;
     uint32_t *level_first; /* level_count + 1 entries */
-    VkPipelineStageFlags2 *level_stages;
-    VkAccessFlags2 *level_writes, *level_access;
+    VkPipelineStageFlags2 *level_stages;    /* what each level's nodes do: a barrier's source half */
+    VkAccessFlags2 *level_writes;
+    VkPipelineStageFlags2 *later_stages;    /* what the levels from each one on do: its destination half */
+    VkAccessFlags2 *later_access;
     uint32_t level_count, level_capacity;
     /* The distinct buffers a launch uses (with whether it writes them). */
     nu__use *uses;
@@ -198,7 +200,8 @@ static void destroy(nu_graph *g)
     nu__free(g->level_first);
     nu__free(g->level_stages);
     nu__free(g->level_writes);
-    nu__free(g->level_access);
+    nu__free(g->later_stages);
+    nu__free(g->later_access);
     nu__free(g->uses);
     nu__free(g->memory_nodes);
     if (g->param_buffer)
@@ -547,9 +550,12 @@ static nu_status schedule(nu_graph *g)
         VkAccessFlags2 *writes = stages ? nu__realloc(g->level_writes, want * sizeof *writes) : NULL;
         if (writes)
             g->level_writes = writes;
-        VkAccessFlags2 *access = writes ? nu__realloc(g->level_access, want * sizeof *access) : NULL;
+        VkPipelineStageFlags2 *later = writes ? nu__realloc(g->later_stages, want * sizeof *later) : NULL;
+        if (later)
+            g->later_stages = later;
+        VkAccessFlags2 *access = later ? nu__realloc(g->later_access, want * sizeof *access) : NULL;
         if (access)
-            g->level_access = access;
+            g->later_access = access;
         if (!access)
             return oom(g);
         g->level_capacity = want;
@@ -559,20 +565,25 @@ static nu_status schedule(nu_graph *g)
     memset(g->level_first, 0, (levels + 1) * sizeof *g->level_first);
     memset(g->level_stages, 0, levels * sizeof *g->level_stages);
     memset(g->level_writes, 0, levels * sizeof *g->level_writes);
-    memset(g->level_access, 0, levels * sizeof *g->level_access);
+    memset(g->later_stages, 0, (levels + 1) * sizeof *g->later_stages);
+    memset(g->later_access, 0, (levels + 1) * sizeof *g->later_access);
     for (uint32_t i = 0; i < g->node_count; i++) {
         const node *n = &g->nodes[i];
         g->level_first[n->level + 1]++;
         g->level_stages[n->level] |= node_stage(n);
         for (uint32_t j = 0; j < n->ref_count; j++) {
             bool w = g->refs[n->ref_first + j].write;
-            g->level_access[n->level] |= ref_access(n, w);
+            g->later_access[n->level] |= ref_access(n, w);
             if (w)
                 g->level_writes[n->level] |= ref_access(n, true);
         }
         /* A read-write binding is read too. */
         if (n->kind == NODE_DISPATCH)
-            g->level_access[n->level] |= VK_ACCESS_2_SHADER_STORAGE_READ_BIT;
+            g->later_access[n->level] |= VK_ACCESS_2_SHADER_STORAGE_READ_BIT;
+    }
+    for (uint32_t l = levels; l-- > 0;) {
+        g->later_stages[l] = g->level_stages[l] | g->later_stages[l + 1];
+        g->later_access[l] |= g->later_access[l + 1];
     }
     for (uint32_t l = 0; l < levels; l++)
         g->level_first[l + 1] += g->level_first[l];
@@ -632,15 +643,9 @@ static nu_status record_copy(nu_graph *g, graph_copy *cp)
     VkPipeline bound = VK_NULL_HANDLE;
     for (uint32_t l = 0; l < g->level_count; l++) {
         if (l) {
-            VkPipelineStageFlags2 dst_stages = 0;
-            VkAccessFlags2 dst_access = 0;
-            for (uint32_t m = l; m < g->level_count; m++) {
-                dst_stages |= g->level_stages[m];
-                dst_access |= g->level_access[m];
-            }
             VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
                                    .srcStageMask = g->level_stages[l - 1], .srcAccessMask = g->level_writes[l - 1],
-                                   .dstStageMask = dst_stages, .dstAccessMask = dst_access};
+                                   .dstStageMask = g->later_stages[l], .dstAccessMask = g->later_access[l]};
             VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                     .pMemoryBarriers = &mb};
             vk->vkCmdPipelineBarrier2(cp->cmd, &dep);
