@@ -85,7 +85,7 @@ typedef struct bench {
     program p[PROGRAMS];
     uint32_t slot_one; /* the chain's constant 1s, a slot */
     /* results (us) */
-    double launch_cpu, launch_rebind_cpu, submit_cpu;
+    double launch_cpu, launch_rebind_cpu, launch_rebind_sets_cpu, submit_cpu;
     double launch_param_cpu[2]; /* a parameter changed before each launch: [from memory, re-recorded] */
     nu_kernel *axpy;
     double gpu[PROGRAMS][2]; /* [program][nuvec, hand], whole command buffer */
@@ -481,6 +481,34 @@ static bool measure(bench *b)
     b->launch_rebind_cpu = bench_median(b->samples, b->reps);
     if (!check(b, P_CHAIN, "nuvec (rebound)"))
         return false;
+    /* Rebinding through descriptor sets (NUVEC_GRAPH_SETS=1), where the device has them. */
+    b->launch_rebind_sets_cpu = -1;
+    if (b->d->has_update_after_bind) {
+        nu_graph *keep = chain->graph;
+        setenv("NUVEC_GRAPH_SETS", "1", 1);
+        nu_status st = build_graph(b, P_CHAIN);
+        unsetenv("NUVEC_GRAPH_SETS");
+        for (int r = -4; r < b->reps && st == NU_OK; r++) {
+            st = nu_graph_bind(chain->graph, b->slot_one, b->b[r & 1 ? B_ONE : B_ONE2], 0);
+            uint64_t t0 = bench_now_ns();
+            if (st == NU_OK)
+                st = nu_graph_launch(chain->graph);
+            uint64_t t1 = bench_now_ns();
+            if (st == NU_OK)
+                st = nu_graph_wait(chain->graph, WAIT_NS);
+            if (r >= 0)
+                b->samples[r] = (double)(t1 - t0) / 1e3;
+        }
+        if (st == NU_OK && !check(b, P_CHAIN, "nuvec (rebound through sets)"))
+            st = NU_ERROR_VULKAN;
+        nu_graph_free(chain->graph);
+        chain->graph = keep;
+        if (st != NU_OK) {
+            fail("rebinding through descriptor sets", st);
+            return false;
+        }
+        b->launch_rebind_sets_cpu = bench_median(b->samples, b->reps);
+    }
     for (int r = 0; r < b->reps; r++)
         if (!run_hand(b, P_CHAIN, !b->block, &b->samples[r], NULL))
             return false;
@@ -561,6 +589,7 @@ static void print_table(const bench *b)
     row("launch CPU, a parameter changed (read from memory)", b->launch_param_cpu[0], b->submit_cpu, 1);
     row("launch CPU, a parameter changed (copy re-recorded)", b->launch_param_cpu[1], b->submit_cpu, 1);
     row("launch CPU, a slot rebound (copy re-recorded)", b->launch_rebind_cpu, b->submit_cpu, 1);
+    row("launch CPU, a slot rebound (descriptor sets, opt-in)", b->launch_rebind_sets_cpu, b->submit_cpu, 1);
     snprintf(what, sizeof what, "GPU per dependent dispatch (%u chained)", b->count);
     row(what, b->gpu[P_CHAIN][0], b->gpu[P_CHAIN][1], b->count);
     snprintf(what, sizeof what, "GPU per independent dispatch (%u)", b->count);
@@ -603,6 +632,7 @@ static int print_json(const bench *b)
     add_pair(r, "launch_cpu_param_from_memory", b->launch_param_cpu[0], b->submit_cpu);
     add_pair(r, "launch_cpu_param_rerecorded", b->launch_param_cpu[1], b->submit_cpu);
     add_pair(r, "launch_cpu_rebound", b->launch_rebind_cpu, b->submit_cpu);
+    add_pair(r, "launch_cpu_rebound_sets", b->launch_rebind_sets_cpu, b->submit_cpu);
     add_pair(r, "gpu_per_dependent_dispatch", b->gpu[P_CHAIN][0] / b->count, b->gpu[P_CHAIN][1] / b->count);
     add_pair(r, "gpu_per_independent_dispatch", b->gpu[P_INDEP][0] / b->count, b->gpu[P_INDEP][1] / b->count);
     add_pair(r, "gpu_per_layer", b->gpu[P_LAYER][0], b->gpu[P_LAYER][1]);

@@ -64,6 +64,7 @@ typedef struct resource {
     size_t offset;        /* where the graph's view of the buffer starts (a slot's binding offset) */
     size_t size;          /* a slot's size: what a binding must hold */
     int32_t slot;         /* -1: fixed */
+    uint64_t bound_at;    /* a slot: the graph's bind_version when it was last bound */
     bool used;            /* some node touches it (a slot may be declared and never used) */
     bool written;         /* some node writes it */
     VkBuffer vk;          /* resolved at scheduling */
@@ -89,6 +90,10 @@ typedef struct node {
      * its push constants are recorded (a change of a parameter then records the copies anew). */
     nu_kernel *memory_kernel;
     uint32_t param_at;
+    /* A dispatch touching a slot, when the graph rebinds slots by descriptor sets: its kernel
+     * (memory_kernel or kernel) bound with sets (nu__kernel_with_sets), and its set's index. */
+    nu_kernel *set_kernel;
+    uint32_t set_index;
 } node;
 
 typedef struct param {
@@ -103,6 +108,9 @@ typedef struct graph_copy {
     VkCommandBuffer cmd;
     uint64_t version; /* the graph's version it was recorded at; 0: never */
     bool launched;    /* s was submitted at least once */
+    VkDescriptorPool set_pool; /* the slotted dispatches' sets (UPDATE_AFTER_BIND) */
+    VkDescriptorSet *sets;
+    uint64_t sets_version;     /* the bind_version they were written at; 0: never */
 } graph_copy;
 
 /* An access, resolved to memory, for scheduling. */
@@ -145,7 +153,17 @@ struct nu_graph {
     nu__use *uses;
     uint32_t use_count, use_capacity;
 
-    uint64_t version;        /* bumped by every change of a binding or a value */
+    uint64_t version;        /* bumped by every change that needs the copies recorded again */
+    uint64_t bind_version;   /* bumped by every change of a slot's binding */
+    uint64_t uses_version;   /* the bind_version g->uses were collected at */
+    /* Slots rebound by updating descriptor sets (graph.c's comment): the dispatches touching a
+     * slot, and room for one update of all their sets. */
+    bool sets;
+    uint32_t *slotted;
+    uint32_t slotted_count, slotted_capacity;
+    VkDescriptorBufferInfo *set_infos;
+    VkWriteDescriptorSet *set_writes;
+    uint32_t set_info_count;
     uint64_t schedule_version; /* the version the schedule was made at */
     bool rebound;            /* a slot changed since the schedule was made */
     graph_copy copies[COPIES];
@@ -185,6 +203,9 @@ static void destroy(nu_graph *g)
         graph_copy *cp = &g->copies[i];
         if (cp->pool)
             d->vkd.vkDestroyCommandPool(d->device, cp->pool, NULL);
+        if (cp->set_pool)
+            d->vkd.vkDestroyDescriptorPool(d->device, cp->set_pool, NULL);
+        nu__free(cp->sets);
         nu__submission_fini(&cp->s);
     }
     for (uint32_t i = 0; i < g->kernel_count; i++)
@@ -204,6 +225,9 @@ static void destroy(nu_graph *g)
     nu__free(g->later_access);
     nu__free(g->uses);
     nu__free(g->memory_nodes);
+    nu__free(g->slotted);
+    nu__free(g->set_infos);
+    nu__free(g->set_writes);
     if (g->param_buffer)
         nu_buffer_free(g->param_buffer);
     pthread_mutex_destroy(&g->lock);
@@ -470,6 +494,8 @@ static VkAccessFlags2 ref_access(const node *n, bool write)
     return write ? VK_ACCESS_2_TRANSFER_WRITE_BIT : VK_ACCESS_2_TRANSFER_READ_BIT;
 }
 
+static nu_status collect_uses(nu_graph *g);
+
 /* Resolves the resources' memory, levels the nodes, orders them by level and lists the buffers a
  * launch uses. On failure the previous schedule is kept only if nothing was changed yet: the
  * caller treats failure as fatal for the launch (the message is set). */
@@ -596,7 +622,14 @@ static nu_status schedule(nu_graph *g)
     nu__free(fill);
     g->level_count = levels;
 
-    /* The distinct buffers (two slots may be bound to one). */
+    g->schedule_version = g->version;
+    g->rebound = false;
+    return collect_uses(g);
+}
+
+/* The distinct buffers a launch uses (two slots may be bound to one). */
+static nu_status collect_uses(nu_graph *g)
+{
     if (NU__GROW32(g->uses, g->use_capacity, g->resource_count, 8) != NU_OK)
         return oom(g);
     g->use_count = 0;
@@ -612,12 +645,90 @@ static nu_status schedule(nu_graph *g)
         else
             g->uses[u].write |= res->written;
     }
-    g->schedule_version = g->version;
-    g->rebound = false;
+    g->uses_version = g->bind_version;
     return NU_OK;
 }
 
 /* ---- recording a copy ------------------------------------------------------------------- */
+
+/* A dispatch's buffers as descriptors (its ranges, then its parameter area in copy `cp`);
+ * returns how many. */
+static uint32_t node_infos(const nu_graph *g, const graph_copy *cp, const node *n, VkBuffer placeholder,
+                           VkDescriptorBufferInfo *info)
+{
+    for (uint32_t j = 0; j < n->ref_count; j++) {
+        span a = resolve((nu_graph *)g, &g->refs[n->ref_first + j], placeholder);
+        info[j] = (VkDescriptorBufferInfo){(VkBuffer)a.piece, a.start, a.end - a.start};
+    }
+    if (!n->memory_kernel)
+        return n->ref_count;
+    info[n->ref_count] = (VkDescriptorBufferInfo){
+        g->params_vk, g->params_offset + (VkDeviceSize)(cp - g->copies) * g->params_area + n->param_at, n->push_size};
+    return n->ref_count + 1;
+}
+
+/* The copy's descriptor sets, made on its first recording (they live as long as the graph). */
+static nu_status make_sets(nu_graph *g, graph_copy *cp)
+{
+    nu_device *d = g->device;
+    VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, g->set_info_count};
+    VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                     .flags = VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT,
+                                     .maxSets = g->slotted_count, .poolSizeCount = 1, .pPoolSizes = &size};
+    if (!(cp->sets = nu__calloc(g->slotted_count, sizeof *cp->sets)))
+        return oom(g);
+    VkResult r = d->vkd.vkCreateDescriptorPool(d->device, &pi, NULL, &cp->set_pool);
+    for (uint32_t i = 0; i < g->slotted_count && r == VK_SUCCESS; i++) {
+        VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                          .descriptorPool = cp->set_pool, .descriptorSetCount = 1,
+                                          .pSetLayouts = &g->nodes[g->slotted[i]].set_kernel->set_layout};
+        r = d->vkd.vkAllocateDescriptorSets(d->device, &ai, &cp->sets[i]);
+    }
+    if (r != VK_SUCCESS) {
+        if (cp->set_pool)
+            d->vkd.vkDestroyDescriptorPool(d->device, cp->set_pool, NULL);
+        cp->set_pool = VK_NULL_HANDLE;
+        nu__free(cp->sets);
+        cp->sets = NULL;
+        return nu__fail(d, nu__vk_status(r), "a graph's descriptor sets: %s", nu__vk_result_name(r));
+    }
+    cp->sets_version = 0;
+    return NU_OK;
+}
+
+/* Writes the slotted dispatches' sets of a copy that is not in flight with the current bindings:
+ * UPDATE_AFTER_BIND lets the recorded command buffer see them at its next submission. */
+static nu_status write_sets(nu_graph *g, graph_copy *cp)
+{
+    nu_device *d = g->device;
+    VkBuffer placeholder = VK_NULL_HANDLE;
+    nu_status st;
+    if (g->empty_refs && (st = nu__device_placeholder(d, &placeholder)) != NU_OK)
+        return st;
+    uint32_t at = 0, writes = 0;
+    for (uint32_t i = 0; i < g->slotted_count; i++) {
+        const node *n = &g->nodes[g->slotted[i]];
+        /* Only the sets of dispatches using a slot bound since this copy's sets were written. */
+        bool stale = cp->sets_version == 0;
+        for (uint32_t j = 0; j < n->ref_count && !stale; j++) {
+            uint32_t r = g->refs[n->ref_first + j].resource;
+            stale = r != NO_RESOURCE && g->resources[r].slot >= 0 && g->resources[r].bound_at > cp->sets_version;
+        }
+        if (!stale)
+            continue;
+        uint32_t count = node_infos(g, cp, n, placeholder, g->set_infos + at);
+        g->set_writes[writes++] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                                         .dstSet = cp->sets[i], .dstBinding = 0,
+                                                         .descriptorCount = count,
+                                                         .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                         .pBufferInfo = g->set_infos + at};
+        at += count;
+    }
+    if (writes)
+        d->vkd.vkUpdateDescriptorSets(d->device, writes, g->set_writes, 0, NULL);
+    cp->sets_version = g->bind_version;
+    return NU_OK;
+}
 
 static nu_status record_copy(nu_graph *g, graph_copy *cp)
 {
@@ -626,6 +737,8 @@ static nu_status record_copy(nu_graph *g, graph_copy *cp)
     nu_status st;
     if (!cp->pool &&
         (st = nu__queue_command_pool(d, d->compute, 0, "a graph", &cp->pool, &cp->cmd)) != NU_OK)
+        return st;
+    if (g->sets && !cp->set_pool && (st = make_sets(g, cp)) != NU_OK)
         return st;
     VkBuffer placeholder = VK_NULL_HANDLE;
     if (g->empty_refs && (st = nu__device_placeholder(d, &placeholder)) != NU_OK)
@@ -664,20 +777,20 @@ static nu_status record_copy(nu_graph *g, graph_copy *cp)
                 vk->vkCmdFillBuffer(cp->cmd, (VkBuffer)s[0].piece, s[0].start, s[0].end - s[0].start, n->value);
                 continue;
             }
-            nu_kernel *k = n->memory_kernel ? n->memory_kernel : n->kernel;
+            bool by_set = g->sets && n->set_kernel;
+            nu_kernel *k = by_set ? n->set_kernel : n->memory_kernel ? n->memory_kernel : n->kernel;
             if (bound != k->pipeline) {
                 vk->vkCmdBindPipeline(cp->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
                 bound = k->pipeline;
             }
-            uint32_t bindings = n->ref_count + (n->memory_kernel ? 1 : 0);
-            if (bindings) {
-                VkDescriptorBufferInfo info[NU__MAX_BINDINGS];
-                for (uint32_t j = 0; j < n->ref_count; j++)
-                    info[j] = (VkDescriptorBufferInfo){(VkBuffer)s[j].piece, s[j].start, s[j].end - s[j].start};
-                if (n->memory_kernel) /* the copy's own parameter area (written at its launches) */
-                    info[n->ref_count] = (VkDescriptorBufferInfo){
-                        g->params_vk, g->params_offset + (VkDeviceSize)(cp - g->copies) * g->params_area + n->param_at,
-                        n->push_size};
+            if (by_set) {
+                /* Written before each launch that needs it (write_sets). */
+                vk->vkCmdBindDescriptorSets(cp->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1,
+                                            &cp->sets[n->set_index], 0, NULL);
+            } else if (n->ref_count || n->memory_kernel) {
+                /* The memory kernel's last binding: the copy's own parameter area. */
+                VkDescriptorBufferInfo info[NU__MAX_BINDINGS + 1];
+                uint32_t bindings = node_infos(g, cp, n, placeholder, info);
                 VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
                                           .descriptorCount = bindings,
                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = info};
@@ -702,6 +815,63 @@ static nu_status record_copy(nu_graph *g, graph_copy *cp)
 /* ---- building ---------------------------------------------------------------------------- */
 
 static void copy_done(nu__submission *s);
+
+/* Whether the node touches a slot. */
+static bool slotted(const nu_graph *g, const node *n)
+{
+    for (uint32_t j = 0; j < n->ref_count; j++) {
+        uint32_t r = g->refs[n->ref_first + j].resource;
+        if (r != NO_RESOURCE && g->resources[r].slot >= 0)
+            return true;
+    }
+    return false;
+}
+
+/* Slots rebound through descriptor sets where every node touching a slot is a dispatch whose
+ * kernel has a variant bound with sets (else a rebinding records the copies again). */
+static nu_status plan_sets(nu_graph *g)
+{
+    nu_device *d = g->device;
+    g->sets = false;
+    g->slotted_count = 0;
+    g->set_info_count = 0;
+    /* Opt-in (NUVEC_GRAPH_SETS=1) until it has run on a device that has UPDATE_AFTER_BIND for
+     * storage buffers: lavapipe, where the tests run, does not. */
+    if (!g->slot_count || !d->has_update_after_bind || !nu__env_on("NUVEC_GRAPH_SETS") ||
+        nu__env_on("NUVEC_GRAPH_RERECORD"))
+        return NU_OK;
+    for (uint32_t i = 0; i < g->node_count; i++) {
+        node *n = &g->nodes[i];
+        if (!slotted(g, n))
+            continue;
+        if (n->kind != NODE_DISPATCH)
+            return NU_OK; /* copies and fills name their buffers in the command buffer */
+        nu_kernel *v;
+        nu_status st = nu__kernel_with_sets(n->memory_kernel ? n->memory_kernel : n->kernel, &v);
+        if (st == NU_OK)
+            st = keep_kernel(g, v);
+        if (st == NU_ERROR_HOST_OUT_OF_MEMORY)
+            return oom(g);
+        if (st != NU_OK)
+            return NU_OK;
+        if (NU__GROW32(g->slotted, g->slotted_capacity, g->slotted_count + 1, 8) != NU_OK)
+            return oom(g);
+        n->set_kernel = v;
+        n->set_index = g->slotted_count;
+        g->slotted[g->slotted_count++] = i;
+        g->set_info_count += n->ref_count + (n->memory_kernel ? 1 : 0);
+    }
+    if (!g->slotted_count)
+        return NU_OK;
+    nu__free(g->set_infos);
+    nu__free(g->set_writes);
+    g->set_infos = nu__malloc(g->set_info_count * sizeof *g->set_infos);
+    g->set_writes = nu__malloc(g->slotted_count * sizeof *g->set_writes);
+    if (!g->set_infos || !g->set_writes)
+        return oom(g);
+    g->sets = true;
+    return NU_OK;
+}
 
 /* The first buffer of the graph that was freed (its resource), or NULL. */
 static const resource *freed_resource(const nu_graph *g)
@@ -730,7 +900,7 @@ nu_status nu_graph_new(nu_commands *c, nu_graph **out)
     if (gone)
         return nu__fail(d, NU_ERROR_INVALID_HANDLE, "%s: a buffer the recording uses (\"%s\") was freed", fn,
                         gone->buffer->name);
-    g->version = 1;
+    g->version = g->bind_version = 1;
     nu_status st = schedule(g);
     if (st != NU_OK)
         return st;
@@ -747,6 +917,8 @@ nu_status nu_graph_new(nu_commands *c, nu_graph **out)
         g->params_vk = ((nu__vk_block *)g->param_buffer->alloc.memory)->buffer;
         g->params_offset = g->param_buffer->alloc.offset;
     }
+    if ((st = plan_sets(g)) != NU_OK)
+        return st;
     for (int i = 0; i < COPIES; i++) {
         graph_copy *cp = &g->copies[i];
         cp->graph = g;
@@ -772,6 +944,21 @@ static nu_status built(const nu_graph *g, const char *fn)
     if (!g)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL graph", fn);
     return NU_OK;
+}
+
+/* Whether memory [start, start + size) of `piece`, bound to resource r, overlaps another resource
+ * the graph uses where one of the two is written: a conflict the schedule may not have. */
+static bool aliases(const nu_graph *g, uint32_t r, uint64_t piece, uint64_t start, uint64_t size, bool written)
+{
+    for (uint32_t i = 0; i < g->resource_count; i++) {
+        const resource *o = &g->resources[i];
+        if (i == r || !o->used || (uint64_t)o->vk != piece || !(written || o->written))
+            continue;
+        uint64_t o_size = o->slot >= 0 ? o->size : o->buffer->size;
+        if (start < o->vk_offset + o_size && o->vk_offset < start + size)
+            return true;
+    }
+    return false;
 }
 
 nu_status nu_graph_bind(nu_graph *g, uint32_t slot, nu_buffer *b, size_t offset)
@@ -804,11 +991,22 @@ nu_status nu_graph_bind(nu_graph *g, uint32_t slot, nu_buffer *b, size_t offset)
     else if (res->size && (st = nu__buffer_prepare(b)) != NU_OK)
         ; /* a mapped file's first GPU use failed (message set) */
     else if (res->buffer != b || res->offset != offset || res->generation != nu__buffer_generation(b)) {
+        VkBuffer vk = VK_NULL_HANDLE;
+        VkDeviceSize base = 0;
+        bool fast = g->sets && nu__buffer_binding(b, &vk, &base) == NU_OK &&
+                    !aliases(g, g->slots[slot], (uint64_t)vk, base + offset, res->size, res->written);
         res->buffer = b;
         res->offset = offset;
         res->generation = nu__buffer_generation(b);
-        g->version++;
-        g->rebound = true;
+        res->bound_at = ++g->bind_version;
+        if (fast) {
+            /* The schedule holds (no new overlap): only the slot's descriptors change. */
+            res->vk = vk;
+            res->vk_offset = base + offset;
+        } else {
+            g->version++; /* scheduled and recorded again */
+            g->rebound = true;
+        }
     }
     pthread_mutex_unlock(&g->lock);
     return st;
@@ -875,11 +1073,15 @@ nu_status nu_graph_launch(nu_graph *g)
             return st;
         }
     }
-    if (g->rebound && (st = schedule(g)) != NU_OK) {
-        pthread_mutex_unlock(&g->lock);
-        return st;
-    }
-    if (cp->version != g->version && (st = record_copy(g, cp)) != NU_OK) {
+    if (g->rebound)
+        st = schedule(g);
+    else if (g->uses_version != g->bind_version)
+        st = collect_uses(g); /* slots rebound through their sets */
+    if (st == NU_OK && cp->version != g->version)
+        st = record_copy(g, cp);
+    if (st == NU_OK && g->sets && cp->sets_version != g->bind_version)
+        st = write_sets(g, cp);
+    if (st != NU_OK) {
         pthread_mutex_unlock(&g->lock);
         return st;
     }
