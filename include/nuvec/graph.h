@@ -37,7 +37,11 @@
  *   copies again before their next launches (the slow path: the cost of recording the graph).
  *   Slots are realised by recording again: a copy recorded before a slot's binding changed is
  *   recorded anew (and the graph rescheduled, since a new binding may alias another) before its
- *   next launch. `nuvec bench graph` measures both.
+ *   next launch. With NUVEC_GRAPH_SETS=1, on devices whose storage buffer descriptors may be
+ *   updated after bind (UPDATE_AFTER_BIND; lavapipe has not), the dispatches using a slot are
+ *   bound with descriptor sets instead, one per dispatch per copy: a rebinding that creates no
+ *   new overlap with the graph's other buffers only rewrites those sets before the copy's next
+ *   launch (one that does is scheduled and recorded again). `nuvec bench graph` measures them.
  * Binding a slot to the buffer and offset it has, or setting a parameter to the value it has,
  * changes nothing.
  *

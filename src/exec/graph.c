@@ -31,11 +31,18 @@
  * before it visible). Where there is no such variant, a change bumps the graph's version and
  * the copies are recorded again.
  *
- * Slots: a change bumps the version; a copy recorded at an older version is recorded again
- * before it is launched, with the schedule made again first (two slots, or a slot and a fixed
- * buffer, may now be the same memory). Per-dispatch descriptor sets updated in place would avoid
- * the recording, but updating a set bound in a recorded command buffer invalidates it unless
- * its bindings are UPDATE_AFTER_BIND (descriptor indexing), which nuvec does not enable yet. */
+ * Slots, by default: a change bumps the version; a copy recorded at an older version is recorded
+ * again before it is launched, with the schedule made again first (two slots, or a slot and a
+ * fixed buffer, may now be the same memory).
+ * Slots through descriptor sets (NUVEC_GRAPH_SETS=1, where the device has UPDATE_AFTER_BIND for
+ * storage buffers; plan_sets): every dispatch touching a slot is bound with a descriptor set of
+ * its own per copy (nu__kernel_with_sets: the same pipeline with a set layout), so a rebinding
+ * records nothing: before a copy's launch, write_sets rewrites the sets of the dispatches using
+ * a slot bound since that copy's sets were written (the copy is not in flight; UPDATE_AFTER_BIND
+ * is what keeps a recorded command buffer valid when a set it bound is updated). A rebinding
+ * whose memory overlaps another buffer of the graph, one of them written (aliases), may need
+ * an order the schedule lacks: it takes the default path. Copies and fills name their buffers
+ * in the command buffer: a graph with one touching a slot takes the default path. */
 #include "exec/graph.h"
 
 #include <pthread.h>

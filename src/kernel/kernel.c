@@ -541,8 +541,10 @@ nu_status nu__kernel_with_sets(nu_kernel *k, nu_kernel **out)
     *out = atomic_load(&k->with_sets);
     if (*out)
         return NU_OK;
-    if (k->sets)
-        return *out = k, NU_OK;
+    if (k->sets) {
+        *out = k;
+        return NU_OK;
+    }
     if (atomic_load(&k->with_sets_refused) || !k->device->has_update_after_bind)
         return NU_ERROR_UNSUPPORTED;
     const kentry *e = (const kentry *)k;
