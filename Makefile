@@ -60,7 +60,7 @@ build-tsan/CMakeCache.txt:
 
 tsan: deps build-tsan/CMakeCache.txt
 	cmake --build build-tsan -j$(JOBS)
-	$(SUITE) build-tsan tsan $(CTEST_ARGS) -R 'test_(threads|allocator|buffer|guard|commands|hazard|trace|mapped)'
+	$(SUITE) build-tsan tsan $(CTEST_ARGS) -R 'test_(threads|allocator|buffer|guard|commands|hazard|trace|mapped|graph)'
 
 # Fuzzing: one libFuzzer target per parser of untrusted input (fuzz/fuzz_<target>.c, seeds in
 # fuzz/corpus/<target>/, an optional fuzz/<target>.dict). Corpora and crash reproducers stay

@@ -27,6 +27,10 @@ static const struct {
      "GB/s moving a safetensors file in the page cache into device memory: nuvec's move\n"
      "      (zero-copy DMA, or staged where the driver cannot import the file's pages) vs a\n"
      "      hand-written copy from pinned memory (the bus limit) vs read() + write"},
+    {"graph", bench_graph, "[--json] [--device NAME] [--count N] [--reps R] [--iterations N]",
+     "graphs: CPU cost of a launch, GPU time per dependent / independent tiny dispatch and per\n"
+     "      decode layer (15 ops), launch + wait of one dispatch: nuvec vs hand-written Vulkan\n"
+     "      recorded once and resubmitted"},
     {"ops", bench_ops, "[--json] [--device NAME] [--size BYTES] [--filter TEXT]",
      "the kernel library's ops at a 7B Llama decode's shapes and elementwise ops at --size\n"
      "      bytes: GB/s and the fraction of the copy bandwidth measured in the same run"},

@@ -9,7 +9,8 @@ int bench_alloc(int argc, char **argv); /* bench/alloc.c: allocate+free, cached 
 int bench_dispatch(int argc, char **argv); /* bench/dispatch.c: recording and GPU time of dispatches vs Vulkan */
 int bench_submit(int argc, char **argv);   /* bench/submit.c: commit + wait of one dispatch vs Vulkan */
 int bench_pipeline(int argc, char **argv); /* bench/pipeline.c: the demo loop with and without in-flight reuse */
-int bench_upload(int argc, char **argv);   /* bench/upload.c: a weights file into device memory vs pinned copy */
+int bench_upload(int argc, char **argv);
+int bench_graph(int argc, char **argv);    /* bench/graph.c: graph launches vs hand-written resubmission */   /* bench/upload.c: a weights file into device memory vs pinned copy */
 
 int bench_ops(int argc, char **argv);      /* bench/ops.c: the kernel library's ops, GB/s vs the copy bandwidth */
 

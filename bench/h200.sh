@@ -3,14 +3,14 @@
 # benchmarks, with a table at the end. The build comes along (carry: build .gl); .gl holds
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
-# Steps: info tests demo alloc dispatch submit pipeline cuda torch summary upload trace capture
+# Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture
 # ops (nuvec bench ops beside bench/torch_ops.py) matvec (a sweep of the matrix-vector knobs)
 # random (default: all; random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0);
 # gputests runs only the tests that do GPU work. upload writes a weights file of UPLOAD_SIZE
 # (default 16G) and runs `nuvec bench upload`, `nuvec load --to-gpu` and bench/torch_upload.py on
 # it; trace measures NUVEC_TRACE's overhead on `nuvec bench dispatch` and checks a demo trace;
 # capture unpacks RenderDoc from .gl/rd (into /tmp/rd, not /) and takes a capture of the demo. Text results go to $OUT (or ./h200-out), at most 8
-# files (what the device tool brings back); JSON goes to $OUT_JSON (default /tmp/h200-json). cuda builds bench/cuda_dispatch.cu with nvcc into a temporary folder;
+# files (what the device tool brings back); JSON goes to $OUT_JSON (default /tmp/h200-json). cuda builds bench/cuda_dispatch.cu with nvcc into a temporary folder; graph runs `nuvec bench graph` and bench/cuda_graph.cu (CUDA graphs of the same programs);
 # torch runs bench/torch_dispatch.py; summary prints dispatch/submit/cuda/torch side by side.
 set -u
 OUT=${OUT:-$PWD/h200-out}
@@ -21,7 +21,7 @@ ldconfig
 if ! ./build/nuvec info >/dev/null 2>&1; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
-steps=${*:-info tests demo alloc dispatch submit pipeline cuda torch summary upload trace capture random}
+steps=${*:-info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture random}
 status=0
 for step in $steps; do
     echo "=== $step"
@@ -54,6 +54,21 @@ for step in $steps; do
     dispatch|submit|pipeline)
         ./build/nuvec bench "$step" --json >"$J/$step.json" || status=1
         ./build/nuvec bench "$step" | tee -a "$OUT/bench.txt" || status=1 ;;
+    graph)
+        # nuvec's graphs beside the hand-written resubmission, then the same programs as CUDA graphs
+        ./build/nuvec bench graph --json >"$J/graph.json" || status=1
+        ./build/nuvec bench graph | tee -a "$OUT/bench.txt" || status=1
+        nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+        tmp=$(mktemp -d)
+        if [ ! -x "$nvcc" ]; then
+            echo "SKIP cuda graph: no nvcc"
+        elif "$nvcc" -O2 -arch=sm_90 -o "$tmp/cuda_graph" bench/cuda_graph.cu; then
+            "$tmp/cuda_graph" --json >"$J/cuda_graph.json" || status=1
+            "$tmp/cuda_graph" | tee -a "$OUT/bench.txt" || status=1
+        else
+            echo "FAIL cuda graph: nvcc"; status=1
+        fi
+        rm -rf "$tmp" ;;
     cuda)
         nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
         tmp=$(mktemp -d)

@@ -1,7 +1,7 @@
 /* fuzz_kernel.c: libFuzzer target for kernel creation's SPIR-V checks (built with
  * -DNUVEC_FUZZ=ON; `make fuzz-smoke`, `make fuzz`): everything nu_kernel_new does with the
  * bytes before a driver sees them (src/kernel/spirv.c: header, SPIRV-Tools' validator, reflection),
- * without a device. Reflection also runs alone on the raw words, as it must be safe on any
+ * without a device, and graphs' rewrite of a valid module's push constants into a storage buffer. Reflection also runs alone on the raw words, as it must be safe on any
  * input. The seeds are the builtin kernels' SPIR-V and the GLSL under fuzz/kernel_seeds/
  * compile to (the build writes both to build-fuzz/seeds-kernel/).
  *
@@ -13,6 +13,7 @@
 
 #include <vulkan/vulkan_core.h>
 
+#include "core/host.h"
 #include "kernel/spirv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,6 +38,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st == NU_OK) {
         CHECK(layout.bindings <= 1024);
         CHECK(layout.has_push || layout.push_extent == 0);
+    }
+    /* Graphs' rewrite of a valid module's push constants into a storage buffer: never crashes;
+     * where its result validates, the block is binding `bindings` and no push constants remain. */
+    if (st == NU_OK && layout.has_push) {
+        uint32_t *out = NULL;
+        size_t n = 0;
+        nu_status wst = nu__spirv_push_to_storage(w, size / 4, layout.bindings, &out, &n);
+        CHECK(wst == NU_OK || wst == NU_ERROR_UNSUPPORTED || wst == NU_ERROR_HOST_OUT_OF_MEMORY);
+        nu__spirv_layout moved;
+        if (wst == NU_OK && nu__spirv_check(NULL, api, "fuzz", out, n * 4, "main", &moved) == NU_OK)
+            CHECK(!moved.has_push && moved.bindings == layout.bindings + 1);
+        nu__free(out);
     }
     nu__spirv_layout raw;
     nu_status rst = nu__spirv_reflect(NULL, "fuzz", w, size / 4, "main", &raw);

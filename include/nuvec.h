@@ -14,6 +14,7 @@
 #include "nuvec/safetensors.h"
 #include "nuvec/tensor.h"
 #include "nuvec/ops.h"
+#include "nuvec/graph.h"
 
 #define NUVEC_VERSION_MAJOR 0
 #define NUVEC_VERSION_MINOR 1

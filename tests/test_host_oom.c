@@ -41,6 +41,107 @@ static nu_status scenario(nu_device *d)
     return st;
 }
 
+/* A graph: recorded (a fill, a dispatch with a parameter, one through a slot), built, bound,
+ * launched several times and freed. The buffers are the caller's. */
+static nu_status graph_scenario(nu_device *d, nu_buffer *x, nu_buffer *y, nu_buffer *z)
+{
+    nu_kernel *axpy = NULL, *add = NULL;
+    nu_commands *c = NULL;
+    nu_graph *g = NULL;
+    uint32_t slot = 0, param = 0, count = 64;
+    static const uint32_t groups[3] = {1, 1, 1};
+    struct {
+        float alpha;
+        uint32_t count;
+    } push = {1.0f, 64};
+    nu_status st = nu_kernel_builtin(d, "axpy_f32", &axpy);
+    if (st == NU_OK)
+        st = nu_kernel_builtin(d, "add_f32", &add);
+    if (st == NU_OK)
+        st = nu_graph_record(d, &c);
+    if (st == NU_OK)
+        st = nu_commands_fill(c, y, 0, 256, 0);
+    if (st == NU_OK) {
+        nu_binding b[2] = {{y, NU_ACCESS_READ_WRITE, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
+        st = nu_commands_dispatch(c, axpy, groups, b, 2, &push, sizeof push);
+    }
+    if (st == NU_OK)
+        st = nu_graph_param(c, 0, 4, &param);
+    if (st == NU_OK)
+        st = nu_graph_slot(c, z, &slot);
+    if (st == NU_OK) {
+        nu_binding b[3] = {{z, NU_ACCESS_WRITE, 0, 0}, {y, NU_ACCESS_READ, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
+        st = nu_commands_dispatch(c, add, groups, b, 3, &count, sizeof count);
+    }
+    if (st == NU_OK && (st = nu_graph_new(c, &g)) == NU_OK)
+        c = NULL;
+    for (int i = 0; i < 4 && st == NU_OK; i++) {
+        float alpha = (float)(i + 1);
+        st = nu_graph_set_param(g, param, &alpha, sizeof alpha);
+        if (st == NU_OK)
+            st = nu_graph_bind(g, slot, i % 2 ? y : z, 0);
+        if (st == NU_OK)
+            st = nu_graph_launch(g);
+    }
+    if (st == NU_OK)
+        st = nu_graph_wait(g, NU_WAIT_FOREVER);
+    float out[64];
+    if (st == NU_OK)
+        st = nu_buffer_read(z, 0, out, sizeof out);
+    if (st == NU_OK && out[5] != 3 * 1.0f + 1.0f) /* launch 3 (alpha 3) wrote z = 3x + x, x = 1 */
+        st = NU_ERROR_VULKAN;
+    nu_graph_free(g);
+    nu_commands_free(c);
+    nu_kernel_free(axpy);
+    nu_kernel_free(add);
+    return st;
+}
+
+static void every_allocation_in_graph_work_fails_cleanly(void **state)
+{
+    nu_device *d = nt_open();
+    nu_buffer *x, *y, *z;
+    float ones[64];
+    for (int i = 0; i < 64; i++)
+        ones[i] = 1;
+    NT_OK(nu_buffer_from(d, ones, sizeof ones, NU_STORAGE_SHARED, &x));
+    NT_OK(nu_buffer_new(d, sizeof ones, NU_STORAGE_PRIVATE, &y));
+    NT_OK(nu_buffer_new(d, sizeof ones, NU_STORAGE_SHARED, &z));
+    /* Warm up: the kernels (and the one reading its push constants from memory) are cached. */
+    NT_OK(graph_scenario(d, x, y, z));
+    NT_OK(nu_device_wait_idle(d, NU_WAIT_FOREVER));
+    nu__commands_trim(d);
+    nu_memory_clear_cache(d);
+    int64_t baseline = nu__host_live();
+    int failures = 0;
+    for (long k = 0;; k++) {
+        nu__host_fail_after(k, 0);
+        nu_status st = graph_scenario(d, x, y, z);
+        int failed = nu__host_failed();
+        nu__host_fail_after(-1, 0);
+        NT_OK(nu_device_wait_idle(d, NU_WAIT_FOREVER));
+        nu__commands_trim(d);
+        nu_memory_clear_cache(d);
+        if (!failed) {
+            NT_OK(st);
+            break;
+        }
+        failures++;
+        if (st != NU_ERROR_HOST_OUT_OF_MEMORY)
+            fail_msg("allocation %ld failed but the graph scenario returned %s: %s", k, nu_status_string(st),
+                     nu_error_message(NULL));
+        assert_int_equal(nu__host_live(), baseline);
+        assert_false(nu_buffer_in_use(z));
+    }
+    print_message("graph work: %d allocation sites failed in turn\n", failures);
+    assert_true(failures >= 5);
+    NT_OK(graph_scenario(d, x, y, z));
+    nu_buffer_free(x);
+    nu_buffer_free(y);
+    nu_buffer_free(z);
+    nt_close(d);
+}
+
 static void usable(nu_device *d)
 {
     NT_OK(scenario(d));
@@ -279,6 +380,7 @@ int main(void)
         cmocka_unit_test(a_slot_chunk_that_cannot_be_allocated_fails_cleanly),
         cmocka_unit_test(every_allocation_in_device_open_fails_cleanly),
         cmocka_unit_test(every_allocation_in_mapped_file_work_fails_cleanly),
+        cmocka_unit_test(every_allocation_in_graph_work_fails_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

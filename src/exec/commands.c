@@ -121,6 +121,7 @@ static nu_commands *alloc_commands(nu_device *d)
     c->record_start_ns = 0;
     c->labels = false;
     c->spare_next = NULL;
+    c->draft = NULL;
     return c;
 }
 
@@ -171,10 +172,28 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
     return NU_OK;
 }
 
+nu_status nu__commands_new_draft(nu_device *d, nu__draft *draft, nu_commands **out)
+{
+    *out = NULL;
+    nu_commands *c = alloc_commands(d);
+    if (!c)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a command buffer");
+    c->s.device = d;
+    c->s.done = submission_done;
+    c->kind = NU_QUEUE_COMPUTE;
+    c->s.queue = d->compute;
+    c->s.state = NU__RECORDING;
+    c->draft = draft;
+    *out = c;
+    return NU_OK;
+}
+
 nu_status nu_commands_set_name(nu_commands *c, const char *name)
 {
     if (!c || !name)
         return nu__fail(c ? c->s.device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_set_name: NULL argument");
+    if (c->draft)
+        return NU_OK; /* no Vulkan command buffer to name */
     nu__device_name_object(c->s.device, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)c->s.cmd, name);
     return NU_OK;
 }
@@ -198,8 +217,15 @@ typedef struct target {
     VkBuffer vk;          /* the block's VkBuffer, or the placeholder */
     VkDeviceSize offset;  /* absolute offset of the range in vk */
     VkDeviceSize size;    /* 0 for an empty range (bound as the placeholder) */
+    size_t rel;           /* offset of the range in the buffer */
     bool write;
 } target;
+
+/* A graph recording's view of a target (exec/graph.h). */
+static nu__draft_ref draft_ref(const target *t)
+{
+    return (nu__draft_ref){t->buffer, t->rel, (size_t)t->size, t->write};
+}
 
 static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size_t offset, size_t *size,
                               bool write, target *t)
@@ -219,6 +245,7 @@ static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size
     t->buffer = b;
     t->write = write;
     t->size = *size;
+    t->rel = offset;
     VkDeviceSize base;
     nu_status st = nu__buffer_prepare(b); /* a mapped file's first GPU use (memory/backing.h) */
     if (st == NU_OK)
@@ -311,6 +338,12 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
                                  uint32_t n, const void *push, uint32_t push_size)
 {
     nu_device *d = c->s.device;
+    if (c->draft) {
+        nu__draft_ref refs[NU__MAX_BINDINGS];
+        for (uint32_t i = 0; i < n; i++)
+            refs[i] = draft_ref(&t[i]);
+        return nu__draft_dispatch(c->draft, k, groups, refs, n, push, push_size);
+    }
     nu_status st = keep_kernel(c, k);
     if (st == NU_OK)
         st = track(c, t, n, VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, true);
@@ -425,7 +458,10 @@ nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t grou
                                 "range holds %llu bytes", fn, k->name, count, (unsigned long long)need, i,
                                 (unsigned long long)t[i].size);
     }
-    return record_dispatch(c, k, groups, t, binding_count, push, push_size);
+    st = record_dispatch(c, k, groups, t, binding_count, push, push_size);
+    if (st == NU_OK && c->draft)
+        nu__draft_mark_user(c->draft);
+    return st;
 }
 
 /* ---- copies and fills --------------------------------------------------------------------- */
@@ -461,6 +497,10 @@ nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu
         nu_groups_for((words + 3) / 4, 256, groups);
         return record_dispatch(c, k, groups, t, 2, &words, sizeof words);
     }
+    if (c->draft) {
+        nu__draft_ref dst_ref = draft_ref(&t[0]), src_ref = draft_ref(&t[1]);
+        return nu__draft_copy(c->draft, &dst_ref, &src_ref);
+    }
     if ((st = track(c, t, 2, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     VkBufferCopy region = {.srcOffset = t[1].offset, .dstOffset = t[0].offset, .size = size};
@@ -495,6 +535,10 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
         nu_groups_for(push[1], 256, groups);
         return record_dispatch(c, k, groups, &t, 1, push, sizeof push);
     }
+    if (c->draft) {
+        nu__draft_ref ref = draft_ref(&t);
+        return nu__draft_fill(c->draft, &ref, value);
+    }
     if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
         return st;
     uint32_t q = nu__trace_command_begin(c->s.trace);
@@ -521,6 +565,8 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
+    if (c->draft)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a graph recording takes dispatches, copies and fills only", fn);
     if (size && !data)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL data", fn);
     target t[2];
@@ -549,6 +595,8 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
+    if (c->draft)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a graph recording takes dispatches, copies and fills only", fn);
     if (size && !dst)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL destination", fn);
     target t;
@@ -580,6 +628,9 @@ nu_status nu_commands_commit(nu_commands *c)
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
+    if (c->draft)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        "nu_commands_commit: a graph recording is not committed: build it with nu_graph_new");
     if (!c->ended) {
         if (c->s.download_count) {
             /* Downloads are read by the host at completion. */
@@ -606,6 +657,10 @@ nu_status nu_commands_free(nu_commands *c)
 {
     if (!c)
         return NU_OK;
+    if (c->draft) {
+        nu__draft_free(c->draft);
+        c->draft = NULL;
+    }
     if (c->s.state == NU__RECORDING) {
         nu__submission_release(&c->s, false);
         destroy(c);

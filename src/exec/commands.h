@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "exec/draft.h"
 #include "exec/hazard.h"
 #include "exec/submission.h"
 #include "nuvec/command.h"
@@ -20,7 +21,14 @@ struct nu_commands {
     uint64_t record_start_ns; /* when recording began, when a trace runs (else 0) */
     bool labels;              /* a capture runs: label each dispatch (kernel and buffers) */
     nu_commands *spare_next;  /* in the device's list of spare command buffer objects */
+    /* A recording for a graph (nu_graph_record): commands go to the graph under construction
+     * (exec/graph.h), not into a Vulkan command buffer (there is none); NULL otherwise. */
+    nu__draft *draft;
 };
+
+/* A command buffer recording for `cap` (nu_graph_record), which it owns from now on (freed
+ * with it, or taken by nu_graph_new). */
+nu_status nu__commands_new_draft(nu_device *d, nu__draft *draft, nu_commands **out);
 
 /* Per device: the spare command buffer objects (runtime/device.c calls these). */
 nu_status nu__recorder_init(nu_device *d);

@@ -85,6 +85,9 @@ void nu__submission_fini(nu__submission *s);
 /* Waits until committed work completed: NU_OK, NU_ERROR_TIMEOUT, NU_ERROR_DEVICE_LOST, or the
  * error its submission met (`fn` names the caller in messages). */
 nu_status nu__submission_wait(nu__submission *s, uint64_t timeout_ns, const char *fn);
+/* Waits until queue q reached `value` (a submission's) and processes completions, so that every
+ * submission up to it is done when it returns NU_OK: NU_ERROR_TIMEOUT, NU_ERROR_DEVICE_LOST. */
+nu_status nu__submit_wait_value(nu_device *d, nu__queue *q, uint64_t value, uint64_t timeout_ns, const char *fn);
 /* Its owner lets go of committed work: handed back (done) now if it completed, else at
  * completion. */
 void nu__submission_free_committed(nu__submission *s);

@@ -295,6 +295,22 @@ nu_status nu__submission_wait(nu__submission *c, uint64_t timeout_ns, const char
     return NU_OK;
 }
 
+nu_status nu__submit_wait_value(nu_device *d, nu__queue *q, uint64_t value, uint64_t timeout_ns, const char *fn)
+{
+    nu__submitter *s = S(d);
+    nu_status st = nu__queue_wait(d, q, value, timeout_ns, &s->lost);
+    if (st == NU_ERROR_TIMEOUT)
+        return nu__fail(d, st, "%s: the work did not complete within %llu ns", fn, (unsigned long long)timeout_ns);
+    pthread_mutex_lock(&s->lock);
+    process_locked(d); /* reached (or lost): every submission up to `value` completes here */
+    pthread_mutex_unlock(&s->lock);
+    if (st == NU_OK && atomic_load(&s->lost))
+        st = NU_ERROR_DEVICE_LOST;
+    if (st != NU_OK)
+        return nu__fail(d, st, "%s: %s", fn, nu_status_string(st));
+    return NU_OK;
+}
+
 bool nu__submission_reached(nu__submission *c)
 {
     nu_device *d = c->device;

@@ -149,6 +149,7 @@ typedef struct kkey {
     const nu_specialization *constants; /* sorted by id */
     uint32_t constant_count;
     uint32_t bindings, push_size;
+    bool sets; /* descriptor sets (UPDATE_AFTER_BIND), not push descriptors */
     uint64_t hash;
     uint64_t words_hash;
 } kkey;
@@ -158,13 +159,14 @@ static uint64_t key_hash(const kkey *k)
     uint64_t h = nu__hash_bytes(0x6e75766563ull, k->words, k->word_count * 4);
     h = nu__hash_bytes(h, k->entry, strlen(k->entry));
     h = nu__hash_bytes(h, k->constants, k->constant_count * sizeof *k->constants);
-    uint32_t tail[2] = {k->bindings, k->push_size};
+    uint32_t tail[3] = {k->bindings, k->push_size, k->sets};
     return nu__hash_bytes(h, tail, sizeof tail);
 }
 
 static bool key_equal(const kentry *e, const kkey *k)
 {
     return e->k.key == k->hash && e->k.bindings == k->bindings && e->k.push_size == k->push_size &&
+           e->k.sets == k->sets &&
            e->word_count == k->word_count && e->constant_count == k->constant_count &&
            strcmp(e->entry, k->entry) == 0 && memcmp(e->words, k->words, k->word_count * 4) == 0 &&
            (k->constant_count == 0 || memcmp(e->constants, k->constants, k->constant_count * sizeof *k->constants) == 0);
@@ -257,6 +259,7 @@ static nu_status build(nu_device *d, const char *label, const char *name, const 
     atomic_init(&k->refs, 1);
     k->bindings = key->bindings;
     k->push_size = key->push_size;
+    k->sets = key->sets;
     memcpy(k->local_size, local_size, sizeof k->local_size);
     k->key = key->hash;
     size_t nl = strlen(name);
@@ -277,8 +280,17 @@ static nu_status build(nu_device *d, const char *label, const char *name, const 
             lb[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                    .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     }
+    /* Or, for graphs' slots, descriptor sets updated after they were bound. */
+    VkDescriptorBindingFlags after_bind[NU__KERNEL_MAX_SET_BINDINGS];
+    for (uint32_t i = 0; i < NU__KERNEL_MAX_SET_BINDINGS; i++)
+        after_bind[i] = VK_DESCRIPTOR_BINDING_UPDATE_AFTER_BIND_BIT;
+    VkDescriptorSetLayoutBindingFlagsCreateInfo bfi = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_BINDING_FLAGS_CREATE_INFO, .bindingCount = key->bindings,
+        .pBindingFlags = after_bind};
     VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                           .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+                                           .pNext = key->sets ? &bfi : NULL,
+                                           .flags = key->sets ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT
+                                                              : VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
                                            .bindingCount = key->bindings, .pBindings = lb};
     const char *what = "vkCreateDescriptorSetLayout";
     VkResult r = d->vkd.vkCreateDescriptorSetLayout(d->device, &dli, NULL, &k->set_layout);
@@ -381,7 +393,7 @@ static nu_status check_workgroup_size(nu_device *d, const char *label, const nu_
 
 /* nu_kernel_new once the SPIR-V is in memory. */
 static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *label, const uint32_t *words,
-                        size_t size, nu_kernel **out)
+                        size_t size, bool sets, nu_kernel **out)
 {
     const char *entry = desc->entry && *desc->entry ? desc->entry : "main";
     /* Validated (SPIRV-Tools) and reflected before any driver sees it: see spirv.c. Validation
@@ -410,7 +422,9 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
                             label, bindings - 1, desc->bindings);
         bindings = desc->bindings;
     }
-    if (bindings > c->max_push_descriptors)
+    if (sets ? bindings > NU__KERNEL_MAX_SET_BINDINGS || bindings > d->max_update_after_bind_buffers ||
+                   !d->has_update_after_bind
+             : bindings > c->max_push_descriptors)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "kernel '%s': %u bindings, more than the %u push descriptors %s allows", label, bindings,
                         c->max_push_descriptors, d->info.name);
@@ -446,7 +460,7 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
         return st;
     }
     kkey key = {.words = words, .word_count = size / 4, .entry = entry, .constants = sorted,
-                .constant_count = desc->constant_count, .bindings = bindings, .push_size = push,
+                .constant_count = desc->constant_count, .bindings = bindings, .push_size = push, .sets = sets,
                 .words_hash = words_hash};
     key.hash = key_hash(&key);
 
@@ -487,6 +501,74 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
     return NU_OK;
 }
 
+nu_status nu__kernel_from_memory(nu_kernel *k, nu_kernel **out)
+{
+    *out = atomic_load(&k->from_memory);
+    if (*out)
+        return NU_OK;
+    if (atomic_load(&k->from_memory_refused) || !k->push_size)
+        return NU_ERROR_UNSUPPORTED;
+    const kentry *e = (const kentry *)k;
+    uint32_t *words;
+    size_t n;
+    nu_status st = nu__spirv_push_to_storage(e->words, e->word_count, k->bindings, &words, &n);
+    nu_kernel *v = NULL;
+    if (st == NU_OK) {
+        char name[96];
+        snprintf(name, sizeof name, "%s (push constants from memory)", k->name);
+        nu_kernel_desc desc = {.spirv = words, .spirv_size = n * 4, .entry = e->entry, .name = name,
+                               .bindings = k->bindings + 1, .constants = e->constants,
+                               .constant_count = e->constant_count};
+        st = create(k->device, &desc, name, words, n * 4, false, &v);
+        nu__free(words);
+    }
+    if (st != NU_OK) {
+        if (st != NU_ERROR_HOST_OUT_OF_MEMORY) /* try again after a transient failure */
+            atomic_store(&k->from_memory_refused, true);
+        return st;
+    }
+    nu_kernel *expected = NULL;
+    if (!atomic_compare_exchange_strong(&k->from_memory, &expected, v)) {
+        nu__kernel_release(v); /* another thread made it first: the same cached kernel */
+        v = expected;
+    }
+    *out = v;
+    return NU_OK;
+}
+
+nu_status nu__kernel_with_sets(nu_kernel *k, nu_kernel **out)
+{
+    *out = atomic_load(&k->with_sets);
+    if (*out)
+        return NU_OK;
+    if (k->sets) {
+        *out = k;
+        return NU_OK;
+    }
+    if (atomic_load(&k->with_sets_refused) || !k->device->has_update_after_bind)
+        return NU_ERROR_UNSUPPORTED;
+    const kentry *e = (const kentry *)k;
+    char name[96];
+    snprintf(name, sizeof name, "%s (descriptor sets)", k->name);
+    nu_kernel_desc desc = {.spirv = e->words, .spirv_size = e->word_count * 4, .entry = e->entry, .name = name,
+                           .bindings = k->bindings, .push_constant_size = k->push_size, .constants = e->constants,
+                           .constant_count = e->constant_count};
+    nu_kernel *v = NULL;
+    nu_status st = create(k->device, &desc, name, e->words, e->word_count * 4, true, &v);
+    if (st != NU_OK) {
+        if (st != NU_ERROR_HOST_OUT_OF_MEMORY)
+            atomic_store(&k->with_sets_refused, true);
+        return st;
+    }
+    nu_kernel *expected = NULL;
+    if (!atomic_compare_exchange_strong(&k->with_sets, &expected, v)) {
+        nu__kernel_release(v);
+        v = expected;
+    }
+    *out = v;
+    return NU_OK;
+}
+
 nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel **out)
 {
     if (out)
@@ -519,13 +601,13 @@ nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel
         nu_status st = read_file(device, desc->path, &words, &size);
         if (st != NU_OK)
             return st;
-        st = create(device, desc, label, words, size, out);
+        st = create(device, desc, label, words, size, false, out);
         nu__free(words);
         return st;
     }
     if (((uintptr_t)desc->spirv & 3u) != 0)
         return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "kernel '%s': spirv is not 4-byte aligned", label);
-    return create(device, desc, label, desc->spirv, desc->spirv_size, out);
+    return create(device, desc, label, desc->spirv, desc->spirv_size, false, out);
 }
 
 /* nuvec's own kernels: their push constant sizes (the SPIR-V gives the rest), and where the

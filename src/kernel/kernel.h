@@ -14,7 +14,9 @@ struct nu_kernel {
     atomic_uint refs;          /* the users' and the command buffers' (bookkeeping only) */
     VkPipeline pipeline;
     VkPipelineLayout layout;
-    VkDescriptorSetLayout set_layout; /* a push-descriptor layout of `bindings` storage buffers */
+    VkDescriptorSetLayout set_layout; /* a push-descriptor layout of `bindings` storage buffers
+                                         (with `sets`: an UPDATE_AFTER_BIND layout for sets) */
+    bool sets;                 /* bound with descriptor sets (nu__kernel_with_sets), not pushed */
     uint32_t bindings;
     uint32_t push_size;
     uint32_t local_size[3];    /* 0s when set by specialisation */
@@ -25,11 +27,32 @@ struct nu_kernel {
      * count_offset << 8; 0 for other kernels, whose accesses nuvec cannot know. Atomic: the
      * kernel is shared, and may be opened as a builtin while another thread dispatches it. */
     atomic_uint count_layout;
+    /* For graphs (nu__kernel_from_memory): the same kernel reading its push constants from a
+     * storage buffer one binding past its own, made on first use; or refused for good. */
+    _Atomic(struct nu_kernel *) from_memory;
+    atomic_bool from_memory_refused;
+    _Atomic(struct nu_kernel *) with_sets; /* nu__kernel_with_sets's, likewise */
+    atomic_bool with_sets_refused;
 };
+
+/* The most bindings of a kernel bound with descriptor sets (graphs' slots). */
+#define NU__KERNEL_MAX_SET_BINDINGS 32
 
 /* A command buffer keeps the kernels it dispatches alive until it completes. */
 void nu__kernel_retain(nu_kernel *k);
 void nu__kernel_release(nu_kernel *k);
+
+/* For graphs: the kernel with its push constant block read from a storage buffer at binding
+ * k->bindings instead (kernel/spirv.c rewrites the SPIR-V; the result is validated and cached
+ * like any kernel, and kept with k). NU_ERROR_UNSUPPORTED (or the validator's status) when the
+ * kernel cannot be rewritten, from then on without trying again. Thread-safe. */
+nu_status nu__kernel_from_memory(nu_kernel *k, nu_kernel **out);
+
+/* For graphs' slots: the same kernel (pipeline, push constants) bound with descriptor sets of
+ * k->bindings storage buffers whose descriptors may be updated after they were bound
+ * (UPDATE_AFTER_BIND: the device must have it, nu_device's has_update_after_bind), made on first
+ * use, cached and kept with k. NU_ERROR_UNSUPPORTED (for good) when it cannot be made. */
+nu_status nu__kernel_with_sets(nu_kernel *k, nu_kernel **out);
 
 /* Per device: the in-memory kernel cache and the VkPipelineCache (loaded from disk at open,
  * saved at close). Called by nu_device_open / nu_device_close. */

@@ -49,6 +49,14 @@ nu_status nu__spirv_check(nu_device *device, uint32_t api_version, const char *l
 nu_status nu__spirv_reflect(nu_device *device, const char *label, const uint32_t *words, size_t word_count,
                             const char *entry, nu__spirv_layout *out);
 
+/* For graphs: the module with its push constant block turned into a storage buffer at set 0,
+ * binding `binding` (same struct and offsets; see spirv.c), in *out (nu__free it), *out_words
+ * words. NU_ERROR_UNSUPPORTED when it cannot be done (no single push constant block, SPIR-V
+ * before 1.3, a renaming that would use an id before its declaration); the result still needs
+ * validation. */
+nu_status nu__spirv_push_to_storage(const uint32_t *words, size_t word_count, uint32_t binding, uint32_t **out,
+                                    size_t *out_words);
+
 /* How many modules SPIRV-Tools' validator has checked in this process (for tests). */
 uint64_t nu__spirv_validations(void);
 

@@ -53,6 +53,10 @@ struct nu_device {
     bool kind_mapped[NU__KIND_COUNT];     /* blocks of this kind have a CPU pointer */
     VkBufferUsageFlags buffer_usage;
     bool has_push_descriptor, has_external_host_memory, has_debug_utils;
+    /* Storage buffer descriptors updated after they were bound (descriptor indexing's
+     * UPDATE_AFTER_BIND): graphs rebind slots in recorded command buffers with them. */
+    bool has_update_after_bind;
+    uint32_t max_update_after_bind_buffers; /* per stage */
 
     nu__queue queues[2];
     nu__progress progress;

@@ -53,6 +53,19 @@ nu_status nu__logical_create(nu_device *d)
     d->has_external_host_memory = info->features[NU_FEATURE_EXTERNAL_HOST_MEMORY] &&
                                   !nu__env_on("NUVEC_NO_HOST_IMPORT");
 
+    /* Graphs' slots (exec/graph.c): storage buffers updated after bind, where the device has it. */
+    VkPhysicalDeviceVulkan12Features has12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan12Properties props12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
+    if (info->api_version >= VK_API_VERSION_1_2) {
+        VkPhysicalDeviceFeatures2 qf = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &has12};
+        d->vki.vkGetPhysicalDeviceFeatures2(d->physical, &qf);
+        VkPhysicalDeviceProperties2 qp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &props12};
+        d->vki.vkGetPhysicalDeviceProperties2(d->physical, &qp);
+    }
+    d->has_update_after_bind = has12.descriptorBindingStorageBufferUpdateAfterBind &&
+                               props12.maxPerStageDescriptorUpdateAfterBindStorageBuffers >= 8;
+    d->max_update_after_bind_buffers = props12.maxPerStageDescriptorUpdateAfterBindStorageBuffers;
+
     VkPhysicalDeviceSubgroupSizeControlFeatures sgc = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
         .subgroupSizeControl = info->features[NU_FEATURE_SUBGROUP_SIZE_CONTROL]};
@@ -79,7 +92,9 @@ nu_status nu__logical_create(nu_device *d)
                                             .hostQueryReset = VK_TRUE,
                                             .shaderFloat16 = info->features[NU_FEATURE_FLOAT16],
                                             .shaderInt8 = info->features[NU_FEATURE_INT8],
-                                            .storageBuffer8BitAccess = VK_FALSE};
+                                            .storageBuffer8BitAccess = VK_FALSE,
+                                            .descriptorBindingStorageBufferUpdateAfterBind =
+                                                d->has_update_after_bind};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12,
                                             .storageBuffer16BitAccess = info->features[NU_FEATURE_STORAGE_16BIT]};
