@@ -361,6 +361,69 @@ static void partials_outlive_their_free(void **state)
     nt_close(d);
 }
 
+/* The decode path inside a graph (nuvec/graph.h): the partials buffer the op makes is kept by the
+ * graph (a command buffer frees it at once), so every launch finds it; each launch's result equals
+ * the ordinary command buffer's, bit for bit (the same kernels), also after the inputs change. */
+static void decode_inside_a_graph(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 8;
+    const int64_t P = 1024, hkv = 2, hq = 8, D = 64;
+    int64_t ks[3] = {P, hkv, D}, qs[3] = {1, hq, D};
+    nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    nu_attention_desc desc = {0, true, (uint32_t)P - 1, (uint32_t)P};
+    assert_int_equal(setenv("NUVEC_ATTENTION", "split=4", 1), 0);
+    nu_commands *rec;
+    nu_graph *g;
+    NT_OK(nu_graph_record(d, &rec));
+    NT_OK(nu_op_attention(rec, &dst.t, &q.t, &k.t, &v.t, &desc));
+    NT_OK(nu_graph_new(rec, &g));
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) { /* new keys: the next launch reads them */
+            nt_tensor_free(&k);
+            k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+            NT_OK(nu_graph_free(g));
+            NT_OK(nu_graph_record(d, &rec));
+            NT_OK(nu_op_attention(rec, &dst.t, &q.t, &k.t, &v.t, &desc));
+            NT_OK(nu_graph_new(rec, &g));
+        }
+        at_case a = {&dst.t, &q.t, &k.t, &v.t, &desc};
+        nt_run(d, record_attention, &a);
+        nt_tensor_download(&dst);
+        size_t n = (size_t)(hq * D);
+        float *plain = malloc(n * sizeof *plain);
+        memcpy(plain, dst.values, n * sizeof *plain);
+        expect_attention(&dst, q.values, k.values, v.values, 1, hq, hkv, D, &desc, "the command buffer, in a graph test");
+        for (int launch = 0; launch < 3; launch++) {
+            nu_commands *poison; /* NaN bytes first: the launch must write every output */
+            NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &poison));
+            NT_OK(nu_commands_fill(poison, dst.t.buffer, 0, nu_buffer_size(dst.t.buffer) / 4 * 4, 0xffffffffu));
+            NT_OK(nu_commands_commit(poison));
+            NT_OK(nu_commands_wait(poison, NU_WAIT_FOREVER));
+            NT_OK(nu_commands_free(poison));
+            NT_OK(nu_graph_launch(g));
+            NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+            nt_tensor_download(&dst);
+            for (size_t i = 0; i < n; i++)
+                if (memcmp(&dst.values[i], &plain[i], sizeof *plain))
+                    fail_msg("graph launch %d (round %d): dst[%zu] is %.9g, the command buffer's %.9g", launch, round, i,
+                             (double)dst.values[i], (double)plain[i]);
+        }
+        free(plain);
+    }
+    unsetenv("NUVEC_ATTENTION");
+    NT_OK(nu_graph_free(g));
+    nt_tensor_free(&k);
+    nt_tensor_free(&v);
+    nt_tensor_free(&q);
+    nt_tensor_free(&dst);
+    nt_close(d);
+}
+
 static void refuses_bad_tensors(void **state)
 {
     (void)state;
@@ -472,6 +535,7 @@ int main(void)
         cmocka_unit_test(strided_and_transposed_views),
         cmocka_unit_test(kv_append_and_a_decode_step),
         cmocka_unit_test(partials_outlive_their_free),
+        cmocka_unit_test(decode_inside_a_graph),
         cmocka_unit_test(refuses_bad_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -653,6 +653,13 @@ nu_status nu_commands_commit(nu_commands *c)
     return st2;
 }
 
+nu_status nu__commands_adopt(nu_commands *c, nu_buffer *b)
+{
+    if (c->draft)
+        return nu__draft_adopt(c->draft, b);
+    return nu_buffer_free(b);
+}
+
 nu_status nu_commands_free(nu_commands *c)
 {
     if (!c)

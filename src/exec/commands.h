@@ -30,6 +30,12 @@ struct nu_commands {
  * with it, or taken by nu_graph_new). */
 nu_status nu__commands_new_draft(nu_device *d, nu__draft *draft, nu_commands **out);
 
+/* The recording owns `b` from now on, a temporary its recorded work uses (an op's scratch): a
+ * command buffer frees it at once (its memory stays with the recorded work until that completes),
+ * a graph recording keeps it until the graph is freed (launches reuse it). b is freed on failure
+ * too. */
+nu_status nu__commands_adopt(nu_commands *c, nu_buffer *b);
+
 /* Per device: the spare command buffer objects (runtime/device.c calls these). */
 nu_status nu__recorder_init(nu_device *d);
 void nu__recorder_fini(nu_device *d);

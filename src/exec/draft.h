@@ -34,6 +34,9 @@ nu_status nu__draft_dispatch(nu__draft *draft, nu_kernel *k, const uint32_t grou
 /* vkCmdCopyBuffer (refs[0] dst, refs[1] src, of the same size) and vkCmdFillBuffer. */
 nu_status nu__draft_copy(nu__draft *draft, const nu__draft_ref *dst, const nu__draft_ref *src);
 nu_status nu__draft_fill(nu__draft *draft, const nu__draft_ref *dst, uint32_t value);
+/* The graph owns `b` from now on (a temporary an op recorded into it): freed when the graph is
+ * destroyed, after its last launch completed. On failure b is freed at once. */
+nu_status nu__draft_adopt(nu__draft *draft, nu_buffer *b);
 /* The last drafted command was a user dispatch: commands.c marks it after
  * nu_commands_dispatch drafted it (nu_graph_param may name it). */
 void nu__draft_mark_user(nu__draft *draft);

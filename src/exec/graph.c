@@ -145,6 +145,8 @@ struct nu_graph {
     uint32_t param_count, param_capacity;
     nu_kernel **kernels; /* held until the graph is destroyed */
     uint32_t kernel_count, kernel_capacity;
+    nu_buffer **owned;   /* temporaries the recorded ops handed over (nu__draft_adopt): freed with the graph */
+    uint32_t owned_count, owned_capacity;
     int32_t last_user;   /* the last node if it is a user dispatch, else -1 */
     uint32_t empty_refs; /* empty ranges so far (each takes the next placeholder slot) */
 
@@ -217,6 +219,9 @@ static void destroy(nu_graph *g)
     }
     for (uint32_t i = 0; i < g->kernel_count; i++)
         nu__kernel_release(g->kernels[i]);
+    for (uint32_t i = 0; i < g->owned_count; i++)
+        nu_buffer_free(g->owned[i]); /* no launch is pending: destroy runs after the last completes */
+    nu__free(g->owned);
     nu__free(g->resources);
     nu__free(g->slots);
     nu__free(g->nodes);
@@ -250,6 +255,16 @@ void nu__draft_free(nu__draft *g)
 static nu_status oom(nu_graph *g)
 {
     return nu__fail(g->device, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a graph");
+}
+
+nu_status nu__draft_adopt(nu__draft *g, nu_buffer *b)
+{
+    if (NU__GROW32(g->owned, g->owned_capacity, g->owned_count + 1, 4) != NU_OK) {
+        nu_buffer_free(b);
+        return oom(g);
+    }
+    g->owned[g->owned_count++] = b;
+    return NU_OK;
 }
 
 /* The resource of buffer b (made when new): its index, or NO_RESOURCE for want of memory. */

@@ -10,12 +10,12 @@
  * its tokens at 0.. and runs with q_position 0, kv_length = tokens, causal.
  *
  * The decode path's partials: a temporary device buffer (nu_buffer_new_gpu: it may reuse memory
- * of freed buffers whose GPU work has not finished, ordered after it) made by the op and freed as
- * soon as both dispatches are recorded: nuvec keeps a freed buffer's memory until the GPU work
- * recorded on it completes (buffer.c's guard; tests/test_ops_attention.c checks it by freeing
- * before commit), so callers need no workspace argument. A graph (record once, launch many times)
- * holding this op must keep the partials' memory for as long as it can be launched, as it must
- * keep every buffer its recording uses: to be checked when graphs land. */
+ * of freed buffers whose GPU work has not finished, ordered after it) made by the op and handed
+ * to the recording (nu__commands_adopt): a command buffer frees it as soon as both dispatches are
+ * recorded, since nuvec keeps a freed buffer's memory until the GPU work recorded on it completes
+ * (buffer.c's guard; tests/test_ops_attention.c checks it by freeing before commit); a graph
+ * recording keeps it until the graph is freed, since every launch reuses it (tested too). So
+ * callers need no workspace argument. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "kernels_table.h"
+#include "exec/commands.h"
 #include "ops/op.h"
 
 #define FN "nu_op_attention"
@@ -238,9 +239,10 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         uint32_t cgroups[3] = {(uint32_t)qh, (uint32_t)tokens, 1};
         st = nu_commands_dispatch(c, combine, cgroups, cbind, 2, &cpush, sizeof cpush);
     }
-    /* Freed now: its memory stays with the recorded work until that completes. */
-    nu_buffer_free(part);
-    return st;
+    /* Handed to the recording: a command buffer frees it now (its memory stays with the recorded
+     * work until that completes), a graph when the graph is freed (its launches reuse it). */
+    nu_status st2 = nu__commands_adopt(c, part);
+    return st != NU_OK ? st : st2;
 }
 
 nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position)
