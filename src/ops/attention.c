@@ -43,41 +43,26 @@ typedef struct attn_tune {
 } attn_tune;
 
 /* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC" (read at each call). */
+static bool apply_knob(void *ctx, const char *key, const char *value)
+{
+    attn_tune *t = ctx;
+    if (!strcmp(key, "path") && (!strcmp(value, "decode") || !strcmp(value, "prefill")))
+        return t->path = !strcmp(value, "prefill"), true;
+    if (!strcmp(key, "split"))
+        return nu__op_knob_u32(value, 1, 65535, false, &t->split);
+    if (!strcmp(key, "chunk"))
+        return nu__op_knob_u32(value, 1, UINT32_MAX, false, &t->chunk);
+    if (!strcmp(key, "br"))
+        return nu__op_knob_u32(value, 4, 64, true, &t->br);
+    if (!strcmp(key, "bc"))
+        return nu__op_knob_u32(value, 1, 128, false, &t->bc);
+    return false;
+}
+
 static nu_status env_tune(nu_device *d, attn_tune *t)
 {
-    const char *s = getenv("NUVEC_ATTENTION");
-    if (!s || !*s)
-        return NU_OK;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *eq = strchr(tok, '=');
-        char *end = NULL;
-        bool ok = eq != NULL;
-        if (ok && !strcmp(tok, "path=decode"))
-            t->path = 0;
-        else if (ok && !strcmp(tok, "path=prefill"))
-            t->path = 1;
-        else if (ok) {
-            unsigned long v = strtoul(eq + 1, &end, 10);
-            ok = end != eq + 1 && !*end;
-            if (ok && !strncmp(tok, "split=", 6))
-                ok = v >= 1 && v <= 65535, t->split = (uint32_t)v;
-            else if (ok && !strncmp(tok, "chunk=", 6))
-                ok = v >= 1, t->chunk = (uint32_t)v;
-            else if (ok && !strncmp(tok, "br=", 3))
-                ok = v == 4 || v == 8 || v == 16 || v == 32 || v == 64, t->br = (uint32_t)v;
-            else if (ok && !strncmp(tok, "bc=", 3))
-                ok = v >= 1 && v <= 128, t->bc = (uint32_t)v;
-            else
-                ok = false;
-        }
-        if (!ok)
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                            FN ": NUVEC_ATTENTION has '%s'; it takes path=decode|prefill, split=1..65535, chunk=1.., "
-                            "br=4|8|16|32|64, bc=1..128", tok);
-    }
-    return NU_OK;
+    return nu__op_env_knobs(d, FN, "NUVEC_ATTENTION", "path=decode|prefill, split=1..65535, chunk=1.., br=4|8|16|32|64, "
+                            "bc=1..128", apply_knob, t);
 }
 
 /* Whether view t's [.., .., D] rows are contiguous and every row starts 16-byte aligned in its

@@ -60,46 +60,42 @@ static matmul_tile choose_tile(nu_device *d, int64_t m, int64_t n)
  * overrides the tile (for sweeps without a rebuild, and for tests of every variant at small
  * shapes): variant= starts from a table entry, the others change one value; vector=0 keeps every
  * load on the strided path. Read at each call. */
+typedef struct tile_knobs {
+    matmul_tile *tile;
+    bool *vector;
+} tile_knobs;
+
+static bool apply_knob(void *ctx, const char *key, const char *value)
+{
+    tile_knobs *k = ctx;
+    matmul_tile *t = k->tile;
+    uint32_t v;
+    if (!strcmp(key, "variant")) {
+        for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++)
+            if (!strcmp(value, tiles[i].name))
+                return *t = tiles[i], true;
+        return false;
+    }
+    if (!strcmp(key, "vector") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return *k->vector = v == 1, true;
+    if (!strcmp(key, "bm"))
+        return nu__op_knob_u32(value, 1, 256, false, &t->bm);
+    if (!strcmp(key, "bn"))
+        return nu__op_knob_u32(value, 1, 256, false, &t->bn);
+    if (!strcmp(key, "bk"))
+        return nu__op_knob_u32(value, 1, 256, false, &t->bk);
+    if (!strcmp(key, "tm"))
+        return nu__op_knob_u32(value, 1, 16, false, &t->tm);
+    if (!strcmp(key, "tn"))
+        return nu__op_knob_u32(value, 1, 16, false, &t->tn);
+    return false;
+}
+
 static nu_status env_tile(nu_device *d, matmul_tile *t, bool *vector)
 {
-    const char *s = getenv("NUVEC_MATMUL");
-    if (!s || !*s)
-        return NU_OK;
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *eq = strchr(tok, '=');
-        bool ok = eq != NULL;
-        if (ok && !strncmp(tok, "variant=", 8)) {
-            ok = false;
-            for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++)
-                if (!strcmp(eq + 1, tiles[i].name))
-                    *t = tiles[i], ok = true;
-        } else if (ok) {
-            char *end = NULL;
-            unsigned long v = strtoul(eq + 1, &end, 10);
-            ok = end != eq + 1 && !*end && v >= 1 && v <= 256;
-            if (ok && !strncmp(tok, "bm=", 3))
-                t->bm = (uint32_t)v;
-            else if (ok && !strncmp(tok, "bn=", 3))
-                t->bn = (uint32_t)v;
-            else if (ok && !strncmp(tok, "bk=", 3))
-                t->bk = (uint32_t)v;
-            else if (ok && !strncmp(tok, "tm=", 3))
-                ok = v <= 16, t->tm = (uint32_t)v;
-            else if (ok && !strncmp(tok, "tn=", 3))
-                ok = v <= 16, t->tn = (uint32_t)v;
-            else if (!strncmp(tok, "vector=", 7) && (!strcmp(eq + 1, "0") || !strcmp(eq + 1, "1")))
-                ok = true, *vector = eq[1] == '1';
-            else
-                ok = false;
-        }
-        if (!ok)
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                            FN ": NUVEC_MATMUL has '%s'; it takes variant=small_m|skinny_n|square|large, bm=, bn=, "
-                            "bk= (1..256), tm=, tn= (1..16), vector=0|1", tok);
-    }
-    return NU_OK;
+    tile_knobs k = {t, vector};
+    return nu__op_env_knobs(d, FN, "NUVEC_MATMUL", "variant=small_m|skinny_n|square|large, bm=, bn=, bk= (1..256), "
+                            "tm=, tn= (1..16), vector=0|1", apply_knob, &k);
 }
 
 /* Whether the tile suits the device: BM % TM == BN % TN == 0, (BM / TM) * (BN / TN) threads

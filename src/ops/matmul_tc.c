@@ -32,35 +32,36 @@ static bool has_f16_shape(const nu_device_info *in)
 /* The tile by shape: 128 x 128 (8 subgroups of 64 x 32), k 64 a step, one buffer (the best of 14 settings
  * on the H200: 38 TFLOP/s at 4096^3, where every setting gave 34-38); fewer rows of a: 64 x 128. Overridden for
  * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N" (wm..fn 1..8; probe: the
- * kernel's diagnostic constant); NUVEC_MATMUL_TC=off keeps every product on the tiled path. */
-static tc_tile choose_tile(int64_t m)
+ * kernel's diagnostic constant; a bad knob fails the op where this path applies); NUVEC_MATMUL_TC=off keeps every product on
+ * the tiled path, "on" changes nothing. */
+static bool apply_knob(void *ctx, const char *key, const char *value)
 {
-    tc_tile t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1, 0} : (tc_tile){2, 4, 4, 2, 64, 1, 0};
-    const char *s = getenv("NUVEC_MATMUL_TC");
-    if (s && *s) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", s);
-        for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-            unsigned v = (unsigned)strtoul(strchr(tok, '=') ? strchr(tok, '=') + 1 : "0", NULL, 10);
-            if (!strncmp(tok, "bk=", 3) && (v == 32 || v == 64))
-                t.bk = v;
-            else if (!strncmp(tok, "buffers=", 8) && (v == 1 || v == 2))
-                t.buffers = v;
-            else if (!strncmp(tok, "probe=", 6))
-                t.probe = v;
-            if (v < 1 || v > 8)
-                continue;
-            if (!strncmp(tok, "wm=", 3))
-                t.wm = v;
-            else if (!strncmp(tok, "wn=", 3))
-                t.wn = v;
-            else if (!strncmp(tok, "fm=", 3))
-                t.fm = v;
-            else if (!strncmp(tok, "fn=", 3))
-                t.fn = v;
-        }
-    }
-    return t;
+    tc_tile *t = ctx;
+    uint32_t v;
+    if (!strcmp(key, "on") && !*value) /* the path on (the default; off is handled before) */
+        return true;
+    if (!strcmp(key, "bk") && nu__op_knob_u32(value, 32, 64, false, &v) && v % 32 == 0)
+        return t->bk = v, true;
+    if (!strcmp(key, "buffers"))
+        return nu__op_knob_u32(value, 1, 2, false, &t->buffers);
+    if (!strcmp(key, "probe"))
+        return nu__op_knob_u32(value, 0, 3, false, &t->probe);
+    if (!strcmp(key, "wm"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->wm);
+    if (!strcmp(key, "wn"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->wn);
+    if (!strcmp(key, "fm"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->fm);
+    if (!strcmp(key, "fn"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->fn);
+    return false;
+}
+
+static nu_status choose_tile(nu_device *d, int64_t m, tc_tile *t)
+{
+    *t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1, 0} : (tc_tile){2, 4, 4, 2, 64, 1, 0};
+    return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64, buffers=1|2, "
+                            "probe=0..3", apply_knob, t);
 }
 
 /* A's or an F16 weight's rows: last dimension contiguous, rows and batches 16-byte aligned. */
@@ -100,7 +101,10 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     int64_t batches = rd == 3 ? dst->shape[0] : 1; /* a batch of 1 in a or b broadcasts */
     if (k % 8 || m > UINT32_MAX || n > UINT32_MAX || batches > 65535)
         return NU_ERROR_UNSUPPORTED;
-    tc_tile t = choose_tile(m);
+    tc_tile t;
+    nu_status st = choose_tile(d, m, &t);
+    if (st != NU_OK)
+        return st;
     uint32_t local = t.wm * t.wn * in->subgroup_size;
     /* Shared memory: the buffers of the a and w tiles, rows of bk + 8 halves. */
     uint64_t shared = (uint64_t)t.buffers * (t.bk + 8) * 2 * (16ull * t.fm * t.wm + 16ull * t.fn * t.wn);
@@ -112,7 +116,6 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
 
     nu_binding bind[4];
     uint32_t first[4];
-    nu_status st;
     if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
         (st = nu__op_bind(FN, a, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
         (st = nu__op_bind(FN, b, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK ||

@@ -51,8 +51,6 @@ static matvec_tune default_dot_tune(nu_device *d, int64_t m, int64_t n, int64_t 
     return t;
 }
 
-static bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
-
 /* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1 dot=0|1 groups=G split=S" overrides the defaults
  * (for sweeping the knobs on a device without rebuilding, and for testing the float path where the
  * dot path applies); any key may be left out. dot=0 keeps block weights on the float path; the
@@ -63,40 +61,37 @@ static bool env_wants_dot(void)
     return !s || !strstr(s, "dot=0");
 }
 
+static bool apply_knob(void *ctx, const char *key, const char *value)
+{
+    matvec_tune *t = ctx;
+    uint32_t v;
+    if (!strcmp(key, "local"))
+        return nu__op_knob_u32(value, 32, 1024, true, &t->local);
+    if (!strcmp(key, "rows"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->rows);
+    if (!strcmp(key, "unroll"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->unroll);
+    if (!strcmp(key, "groups"))
+        return nu__op_knob_u32(value, 0, 65535, false, &t->groups);
+    if (!strcmp(key, "split"))
+        return nu__op_knob_u32(value, 1, 32, true, &t->split);
+    if (!strcmp(key, "subgroup") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return t->subgroup = v ? -1 : 0, true;
+    if (!strcmp(key, "dot") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return t->dot = v ? -1 : 0, true;
+    return false;
+}
+
 static nu_status env_tune(nu_device *d, matvec_tune *t)
 {
-    const char *s = getenv("NUVEC_MATVEC");
-    if (!s || !*s)
-        return NU_OK;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *eq = strchr(tok, '=');
-        char *end = NULL;
-        unsigned long v = eq ? strtoul(eq + 1, &end, 10) : 0;
-        bool ok = eq && end != eq + 1 && !*end;
-        if (ok && !strncmp(tok, "local=", 6))
-            ok = pow2((uint32_t)v) && v >= 32 && v <= 1024 && v <= d->info.max_workgroup_size[0], t->local = (uint32_t)v;
-        else if (ok && !strncmp(tok, "rows=", 5))
-            ok = v >= 1 && v <= 8, t->rows = (uint32_t)v;
-        else if (ok && !strncmp(tok, "unroll=", 7))
-            ok = v >= 1 && v <= 8, t->unroll = (uint32_t)v;
-        else if (ok && !strncmp(tok, "subgroup=", 9))
-            ok = v <= 1, t->subgroup = v ? -1 : 0;
-        else if (ok && !strncmp(tok, "dot=", 4))
-            ok = v <= 1, t->dot = v ? -1 : 0;
-        else if (ok && !strncmp(tok, "groups=", 7))
-            ok = v <= 65535, t->groups = (uint32_t)v;
-        else if (ok && !strncmp(tok, "split=", 6))
-            ok = pow2((uint32_t)v) && v <= 32, t->split = (uint32_t)v;
-        else
-            ok = false;
-        if (!ok)
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                            FN ": NUVEC_MATVEC has '%s'; it takes local=32..1024 (a power of two), rows=1..8, "
-                            "unroll=1..8, subgroup=0|1, dot=0|1, groups=0..65535, split=1..32 (a power of two)", tok);
-    }
-    return NU_OK;
+    nu_status st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC",
+                                    "local=32..1024 (a power of two), rows=1..8, unroll=1..8, subgroup=0|1, dot=0|1, "
+                                    "groups=0..65535, split=1..32 (a power of two)",
+                                    apply_knob, t);
+    if (st == NU_OK && t->local > d->info.max_workgroup_size[0])
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": NUVEC_MATVEC has local=%u; %s takes at most %u", t->local,
+                        d->info.name, d->info.max_workgroup_size[0]);
+    return st;
 }
 
 /* Whether view t's rows (dimension 0) all start 16-byte aligned in its binding and its last

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/array.h"
@@ -246,4 +247,38 @@ uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, in
     if (f32)
         return aligned_step4 ? 2 : 0;
     return aligned16 ? 1 : 0;
+}
+
+nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const char *help,
+                           bool (*apply)(void *ctx, const char *key, const char *value), void *ctx)
+{
+    const char *s = getenv(var);
+    if (!s || !*s)
+        return NU_OK;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *eq = strchr(tok, '=');
+        bool ok;
+        if (eq) {
+            *eq = 0;
+            ok = apply(ctx, tok, eq + 1);
+            *eq = '=';
+        } else {
+            ok = apply(ctx, tok, ""); /* a bare word */
+        }
+        if (!ok)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %s has '%s'; it takes %s", fn, var, tok, help);
+    }
+    return NU_OK;
+}
+
+bool nu__op_knob_u32(const char *value, uint32_t min, uint32_t max, bool pow2, uint32_t *out)
+{
+    char *end = NULL;
+    unsigned long v = strtoul(value, &end, 10);
+    if (end == value || *end || v < min || v > max || (pow2 && (v & (v - 1))))
+        return false;
+    *out = (uint32_t)v;
+    return true;
 }

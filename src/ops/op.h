@@ -64,6 +64,17 @@ uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, in
  * workgroups (shaders loop with the grid's stride past that). */
 void nu__op_groups(uint64_t threads, uint32_t local, uint32_t groups[3]);
 
+/* Tuning knobs from the environment, for sweeps without a rebuild: `var` holds "key=value" pairs
+ * (or bare words: value "") separated by spaces or commas. Each is handed to apply(ctx, key,
+ * value), which sets the knob and returns true, or returns false for an unknown key or a bad
+ * value: then this fails with NU_ERROR_INVALID_ARGUMENT, "fn: var has 'key=value'; it takes
+ * <help>". NU_OK where var is unset or empty. Read at each call (the ops' knobs are for sweeps,
+ * not for production). */
+nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const char *help,
+                           bool (*apply)(void *ctx, const char *key, const char *value), void *ctx);
+/* A knob's value: a decimal number in min..max (a power of two too when pow2). */
+bool nu__op_knob_u32(const char *value, uint32_t min, uint32_t max, bool pow2, uint32_t *out);
+
 /* The strides of `t` seen as 4 dimensions aligned at the last (padded in front with 0s); shape
  * likewise (padded with 1s). Values fit 32 bits (checked by nu__op_check). */
 void nu__op_dims4(const nu_tensor *t, uint32_t shape[4], uint32_t strides[4]);
