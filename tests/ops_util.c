@@ -169,6 +169,15 @@ void nt_tensor_values(const nt_tensor *h, const nu_tensor *view, float *out)
     }
 }
 
+float *nt_tensor_values_new(const nt_tensor *h, const nu_tensor *view)
+{
+    float *v = malloc(nu_tensor_numel(view) * sizeof *v + 1);
+    if (!v)
+        fail_msg("out of host memory");
+    nt_tensor_values(h, view, v);
+    return v;
+}
+
 void nt_tensor_download(nt_tensor *h)
 {
     NT_OK(nu_buffer_read(h->t.buffer, 0, h->bytes, h->size));

@@ -38,6 +38,8 @@ nt_tensor nt_tensor_i32(nu_device *d, const int32_t *v, int64_t n, uint64_t pad,
 nt_tensor nt_tensor_output(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad);
 /* Element values of any view of `h`'s buffer (with `h`'s bytes), row-major over view's shape. */
 void nt_tensor_values(const nt_tensor *h, const nu_tensor *view, float *out);
+/* The same into a new array (malloc; the caller frees it). */
+float *nt_tensor_values_new(const nt_tensor *h, const nu_tensor *view);
 /* Reads the GPU buffer of `out` back into out->bytes and refreshes out->values. */
 void nt_tensor_download(nt_tensor *out);
 void nt_tensor_free(nt_tensor *h);

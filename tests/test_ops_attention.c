@@ -168,13 +168,6 @@ static void prefill_path(void **state)
     nt_close(d);
 }
 
-static float *values_of(const nt_tensor *h, const nu_tensor *view)
-{
-    float *v = malloc(nu_tensor_numel(view) * sizeof *v + 1);
-    nt_tensor_values(h, view, v);
-    return v;
-}
-
 /* q, k and v as slices of one fused qkv projection output [tokens, hq + 2 hkv, D] (strided token
  * and head dimensions, k's rows still aligned: the vector loads with strides), k stored
  * head-major [hkv, positions, D] and transposed (unaligned: pad 1, the strided loads), on both
@@ -192,7 +185,7 @@ static void strided_and_transposed_views(void **state)
         NT_OK(nu_tensor_slice(&fused.t, 1, 0, hq, &q));
         NT_OK(nu_tensor_slice(&fused.t, 1, hq, hkv, &k));
         NT_OK(nu_tensor_slice(&fused.t, 1, hq + hkv, hkv, &v));
-        float *qv = values_of(&fused, &q), *kv = values_of(&fused, &k), *vv = values_of(&fused, &v);
+        float *qv = nt_tensor_values_new(&fused, &q), *kv = nt_tensor_values_new(&fused, &k), *vv = nt_tensor_values_new(&fused, &v);
         int64_t ds[3] = {T, hq, D};
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, ds, 1);
         nu_attention_desc desc = {0, true, 0, (uint32_t)T};
@@ -205,7 +198,7 @@ static void strided_and_transposed_views(void **state)
         nt_tensor vb = nt_tensor_random(d, NU_DTYPE_BF16, 3, vs, 3, -1, 1, &seed);
         nu_tensor k2;
         NT_OK(nu_tensor_transpose(&kt.t, 0, 1, &k2));
-        float *k2v = values_of(&kt, &k2);
+        float *k2v = nt_tensor_values_new(&kt, &k2);
         nu_attention_desc desc2 = {0, true, (uint32_t)(P - T), (uint32_t)P};
         run_check(d, &dst, &q, qv, &k2, k2v, &vb.t, vb.values, &desc2,
                   path ? "transposed unaligned k, prefill" : "transposed unaligned k, decode");
@@ -259,7 +252,7 @@ static void kv_append_and_a_decode_step(void **state)
                 src = nt_tensor_random(d, floats[sd], 3, ss, 0, -1, 1, &seed);
                 sv = src.t;
             }
-            want_src = values_of(&src, &sv);
+            want_src = nt_tensor_values_new(&src, &sv);
             float *before = malloc((size_t)(P * H * D) * sizeof *before);
             memcpy(before, cache.values, (size_t)(P * H * D) * sizeof *before);
             append_case a = {&cache.t, &sv, pos};

@@ -75,13 +75,6 @@ static void check(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float 
             }
 }
 
-static float *values_of(const nt_tensor *h, const nu_tensor *view)
-{
-    float *v = malloc(nu_tensor_numel(view) * sizeof *v + 1);
-    nt_tensor_values(h, view, v);
-    return v;
-}
-
 /* All 27 (a, b, dst) float combinations, each at another odd shape; a third with a bias of
  * another dtype, some operands unaligned (the strided loads) and others aligned (the vector
  * loads, with k tails). */
@@ -209,14 +202,14 @@ static void strided_transposed_and_sliced_views(void **state)
         nu_tensor a, b;
         NT_OK(nu_tensor_transpose(&at.t, 0, 1, &a));
         NT_OK(nu_tensor_transpose(&bt.t, 0, 1, &b));
-        float *av = values_of(&at, &a), *bv = values_of(&bt, &b);
+        float *av = nt_tensor_values_new(&at, &a), *bv = nt_tensor_values_new(&bt, &b);
         /* bias: every other element of a [2n] tensor. */
         int64_t bis[1] = {2 * n};
         nt_tensor biasb = nt_tensor_random(d, floats[(fd + 2) % 3], 1, bis, 0, -1, 1, &seed);
         nu_tensor bias = biasb.t;
         bias.shape[0] = n;
         bias.strides[0] = 2;
-        float *biasv = values_of(&biasb, &bias);
+        float *biasv = nt_tensor_values_new(&biasb, &bias);
         nt_tensor dst = nt_tensor_output(d, floats[fd], 2, ds, 0);
         snprintf(what, sizeof what, "transposed %s a, transposed %s b, strided bias", nu_dtype_name(floats[fd]),
                  nu_dtype_name(floats[(fd + 1) % 3]));
@@ -229,13 +222,13 @@ static void strided_transposed_and_sliced_views(void **state)
         nu_tensor sa, sb;
         NT_OK(nu_tensor_slice(&fa.t, 1, 16, k, &sa));
         NT_OK(nu_tensor_slice(&fb.t, 1, 3, k, &sb));
-        float *sav = values_of(&fa, &sa), *sbv = values_of(&fb, &sb);
+        float *sav = nt_tensor_values_new(&fa, &sa), *sbv = nt_tensor_values_new(&fb, &sb);
         snprintf(what, sizeof what, "%s column slices of fused a and b", nu_dtype_name(floats[fd]));
         check(d, &dst, &sa, sav, &sb, sbv, NULL, NULL, what);
         /* b sliced aligned too (columns 8.. of a [n, 152] F16/BF16 or 16.. of F32: 16-byte rows). */
         NT_OK(nu_tensor_slice(&fa.t, 1, 32, k, &sb));
         sb.shape[0] = m; /* b = a's other columns: [m, k] of a [m, 200] */
-        float *sbv2 = values_of(&fa, &sb);
+        float *sbv2 = nt_tensor_values_new(&fa, &sb);
         int64_t ds2[2] = {m, m};
         nt_tensor dst2 = nt_tensor_output(d, NU_DTYPE_F32, 2, ds2, 0);
         snprintf(what, sizeof what, "%s aligned column slices of one fused tensor", nu_dtype_name(floats[fd]));
@@ -262,7 +255,7 @@ static void strided_transposed_and_sliced_views(void **state)
         nu_tensor a3;
         int64_t shape3[3] = {3, m, k};
         NT_OK(nu_tensor_broadcast(&a1.t, 3, shape3, &a3));
-        float *av = values_of(&a1, &a3);
+        float *av = nt_tensor_values_new(&a1, &a3);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_BF16, 3, ds, 0);
         check(d, &dst, &a3, av, &b.t, b.values, NULL, NULL, "a broadcast over the batch by stride 0");
         free(av);

@@ -100,14 +100,6 @@ static void check(nu_device *d, nt_tensor *dst, const nu_tensor *w, const float 
     free(tie);
 }
 
-/* The values of a float view (row-major over its shape). */
-static float *values_of(const nt_tensor *h, const nu_tensor *view)
-{
-    float *v = malloc(nu_tensor_numel(view) * sizeof *v + 1);
-    nt_tensor_values(h, view, v);
-    return v;
-}
-
 static void float_weights_match_the_reference_for_every_dtype(void **state)
 {
     (void)state;
@@ -215,13 +207,13 @@ static void strided_and_unaligned_views(void **state)
         nu_tensor w;
         NT_OK(nu_tensor_slice(&fused.t, 0, 3, n, &w));
         NT_OK(nu_tensor_slice(&w, 1, 8, k, &w));
-        float *wv = values_of(&fused, &w);
+        float *wv = nt_tensor_values_new(&fused, &w);
         /* x [3, 150] sliced to columns [5, 5 + 133): rows unaligned (the general x path). */
         int64_t xs[2] = {m, 150}, ds[2] = {m, n};
         nt_tensor xb = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
         nu_tensor x;
         NT_OK(nu_tensor_slice(&xb.t, 1, 5, k, &x));
-        float *xv = values_of(&xb, &x);
+        float *xv = nt_tensor_values_new(&xb, &x);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
         snprintf(what, sizeof what, "%s weight slice [3:40, 8:141] of [40, 200], x slice", nu_dtype_name(floats[wd]));
         check(d, &dst, &w, wv, &x, xv, what);
@@ -230,7 +222,7 @@ static void strided_and_unaligned_views(void **state)
         nt_tensor xb2 = nt_tensor_random(d, NU_DTYPE_F16, 2, xs2, 0, -1, 1, &seed);
         nu_tensor x2;
         NT_OK(nu_tensor_slice(&xb2.t, 1, 8, k, &x2));
-        float *xv2 = values_of(&xb2, &x2);
+        float *xv2 = nt_tensor_values_new(&xb2, &x2);
         snprintf(what, sizeof what, "%s weight slice, aligned strided F16 x", nu_dtype_name(floats[wd]));
         check(d, &dst, &w, wv, &x2, xv2, what);
         /* A transposed weight: t [133, 37] seen as [37, 133] (column stride 37: the general path). */
@@ -238,13 +230,13 @@ static void strided_and_unaligned_views(void **state)
         nt_tensor tb = nt_tensor_random(d, floats[wd], 2, ts, 0, -1, 1, &seed);
         nu_tensor wt;
         NT_OK(nu_tensor_transpose(&tb.t, 0, 1, &wt));
-        float *wtv = values_of(&tb, &wt);
+        float *wtv = nt_tensor_values_new(&tb, &wt);
         /* x transposed too: [133, 3] seen as [3, 133]. */
         int64_t xts[2] = {k, m};
         nt_tensor xtb = nt_tensor_random(d, NU_DTYPE_BF16, 2, xts, 1, -1, 1, &seed);
         nu_tensor xt;
         NT_OK(nu_tensor_transpose(&xtb.t, 0, 1, &xt));
-        float *xtv = values_of(&xtb, &xt);
+        float *xtv = nt_tensor_values_new(&xtb, &xt);
         snprintf(what, sizeof what, "transposed %s weight, transposed BF16 x", nu_dtype_name(floats[wd]));
         check(d, &dst, &wt, wtv, &xt, xtv, what);
         free(wv);
