@@ -16,7 +16,8 @@ static void usage(FILE *f)
             "                           pipelined computation with and without reuse of in-flight memory\n"
             "  load FILE.safetensors [--to-gpu] [--device NAME]\n"
             "                           lists the tensors; --to-gpu moves them into device memory (GB/s)\n"
-            "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, graph, pipeline, upload, ops (nuvec bench --help)\n"
+            "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, graph, pipeline, upload, ops\n"
+            "                           (nuvec bench --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
