@@ -323,7 +323,7 @@ static nu_status add_node(nu_graph *g, node n, const nu__draft_ref *refs, uint32
     n.ref_first = g->ref_count;
     n.ref_count = count;
     n.push_first = g->push_count;
-    if (n.push_size)
+    if (push && n.push_size) /* copies and fills carry no push constants */
         memcpy(g->push + g->push_count, push, n.push_size);
     g->ref_count += count;
     g->push_count += n.push_size;
