@@ -317,6 +317,20 @@ static void large_n_and_every_knob(void **state)
             nt_tensor_free(&d2);
         }
     }
+    /* Split row groups with more sums (rows x M = 64) than a subgroup has lanes (8 on lavapipe, 32
+     * on the H200, where lanes past 32 once left their outputs unwritten). */
+    assert_int_equal(setenv("NUVEC_MATVEC", "local=64 split=2 rows=8 unroll=2", 1), 0);
+    for (int wd = 3; wd < 5; wd++) {
+        int64_t w2s[2] = {11, 512}, x2s[2] = {8, 512}, d2s[2] = {8, 11};
+        nt_tensor w2 = nt_tensor_quantized(d, wds[wd], 2, w2s, 0, -1, 1, &seed);
+        nt_tensor x2 = nt_tensor_random(d, NU_DTYPE_F16, 2, x2s, 0, -1, 1, &seed);
+        nt_tensor d2 = nt_tensor_output(d, NU_DTYPE_F32, 2, d2s, 0);
+        check(d, &d2, &w2.t, w2.values, &x2.t, x2.values,
+              wds[wd] == NU_DTYPE_Q8_0 ? "Q8_0, m 8, split=2 rows=8" : "Q4_0, m 8, split=2 rows=8");
+        nt_tensor_free(&w2);
+        nt_tensor_free(&x2);
+        nt_tensor_free(&d2);
+    }
     unsetenv("NUVEC_MATVEC");
     nt_close(d);
 }

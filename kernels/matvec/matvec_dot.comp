@@ -248,12 +248,14 @@ void main()
                     red[gl_SubgroupID * RM + i] = s;
             }
             barrier();
-            if (part == 0u && lane < RM && store && n0 + lane / M < pc.n) {
-                float total = 0.0;
-                for (uint p = 0u; p < SPLIT; p++)
-                    total += red[(slot * SPLIT + p) * RM + lane];
-                NU_STORE(dst, DDT, pc.first_dst + (lane % M) * pc.n + n0 + lane / M, total)
-            }
+            // Lane i of the first subgroup adds sums i, i + subgroup size, .. (ROWS * M may pass 32).
+            for (uint i = lane; part == 0u && store && i < RM; i += sg_size)
+                if (n0 + i / M < pc.n) {
+                    float total = 0.0;
+                    for (uint p = 0u; p < SPLIT; p++)
+                        total += red[(slot * SPLIT + p) * RM + i];
+                    NU_STORE(dst, DDT, pc.first_dst + (i % M) * pc.n + n0 + i / M, total)
+                }
             barrier(); // red is reused by the next batch
         }
     }

@@ -39,16 +39,21 @@ static matvec_tune default_tune(nu_dtype w, int64_t m)
  * subgroup (or two: below), 4 units in flight, at most 264 workgroups (2 per SM there) was the best
  * of 30 settings for Q8_0 and Q4_0 at the four 7B decode shapes, or within 4% of it. */
 static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t rows, uint32_t split);
-static matvec_tune default_dot_tune(nu_device *d, int64_t m, int64_t n, int64_t k)
+static matvec_tune default_dot_tune(void)
 {
-    matvec_tune t = {1024, 1, 4, -1, -1, 264, 1};
-    /* Two subgroups a row where the rows are fewer than the grid's subgroups (4096 rows: 45% of the
-     * copy bandwidth for Q8_0 against 41%, Q4_0 28% against 25%; 11008 rows and more: one). */
+    return (matvec_tune){1024, 1, 4, -1, -1, 264, 0}; /* split 0: chosen by auto_split once the knobs are read */
+}
+/* Two subgroups a row where the rows are fewer than the grid's subgroups (4096 rows: 45% of the
+ * copy bandwidth for Q8_0 against 41%, Q4_0 28% against 25%; 11008 rows and more: one), where the
+ * workgroup (the default's or NUVEC_MATVEC's) holds whole pairs of subgroups. */
+static uint32_t auto_split(nu_device *d, const matvec_tune *t, int64_t m, int64_t n, int64_t k)
+{
     uint32_t sg = d->info.subgroup_size ? d->info.subgroup_size : 1;
-    if ((uint64_t)n < (uint64_t)t.groups * (t.local / sg) && t.local % (2 * sg) == 0 &&
-        dot_shared_bytes(m, k, t.local, t.rows, 2) <= d->info.max_shared_memory)
-        t.split = 2;
-    return t;
+    uint64_t grid = (uint64_t)t->groups * (t->local / sg); /* groups 0: a workgroup per row group, never short */
+    if ((uint64_t)n < grid && t->local % (2 * sg) == 0 &&
+        dot_shared_bytes(m, k, t->local, t->rows, 2) <= d->info.max_shared_memory)
+        return 2;
+    return 1;
 }
 
 /* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1 dot=0|1 groups=G split=S" overrides the defaults
@@ -134,10 +139,12 @@ static nu_status record_dot(nu_commands *c, nu_device *d, const nu_tensor *dst, 
                             const nu_tensor *x, const nu_binding *bind, const uint32_t *first, int64_t m, int64_t n,
                             int64_t k)
 {
-    matvec_tune tune = default_dot_tune(d, m, n, k);
+    matvec_tune tune = default_dot_tune();
     nu_status st;
     if ((st = env_tune(d, &tune)) != NU_OK)
         return st;
+    if (!tune.split)
+        tune.split = auto_split(d, &tune, m, n, k);
     uint32_t sg = d->info.subgroup_size;
     uint64_t shared = dot_shared_bytes(m, k, tune.local, tune.rows, tune.split);
     if (shared > d->info.max_shared_memory)
