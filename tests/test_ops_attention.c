@@ -124,7 +124,9 @@ static void run_case(nu_device *d, const shape_case *sc, nu_dtype qd, nu_dtype k
 /* Decode: 1 to 4 query rows, GQA 1, 4, 8, head dims 64 and 128, one split (kv_length <= 256: dst
  * written directly) and several (kv_length 1000: 4 splits, the last partial; split=7 and 300
  * keys: 43 a split, the last 42; split=64 with 37 keys: empty splits), causal with q_position
- * offsets (row t sees q_position + t + 1 keys) and not. */
+ * offsets (row t sees q_position + t + 1 keys) and not, the subgroup kernel (the default where the
+ * device has subgroup arithmetic) with other keys in flight and query heads a workgroup, and
+ * attn_decode.comp (subgroup=0). */
 static void decode_path(void **state)
 {
     (void)state;
@@ -138,6 +140,15 @@ static void decode_path(void **state)
         {4, 4, 4, 128, 64, 37, 33, true, 0.2f, "split=64"}, /* more splits than keys */
         {1, 8, 1, 64, 40, 1, 0, true, 0, NULL},             /* one key */
         {2, 8, 1, 128, 700, 600, 100, true, 0, "chunk=100"}, /* causal limits below kv_length */
+        /* the subgroup kernel's keys in flight, and attn_decode.comp where the subgroup one is the default */
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "subgroup=0"},
+        {2, 16, 2, 64, 1100, 1001, 999, true, 0, "keys=3"},
+        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7 keys=1 subgroup=0"},
+        {1, 8, 4, 64, 513, 513, 512, true, 0, "keys=16"},
+        /* query heads a workgroup: 3 does not divide the group of 4 (2 are taken), 8 of 8, 1 */
+        {2, 32, 8, 128, 1024, 1000, 990, true, 0, "heads=3"},
+        {1, 16, 2, 64, 300, 299, 298, true, 0, "heads=8 keys=5"},
+        {1, 16, 2, 128, 300, 299, 298, true, 0, "heads=1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i / 3 + 2) % 3], floats[(i + 2) % 3], &seed);

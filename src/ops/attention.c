@@ -31,18 +31,27 @@
 
 /* Threads of the decode and prefill workgroups. */
 #define ATTN_LOCAL 128u
-/* The decode path's keys a split by default: 256 (4096 keys: 16 splits, x 32 heads = 512
- * workgroups; 512 keys: 2). A choice, not yet measured on the H200 (NUVEC_ATTENTION chunk=). */
-#define ATTN_CHUNK 256u
+/* The decode path's keys a split by default: 64 up to 1024 keys, 128 up to 8192, 256 beyond; and
+ * (attn_decode_sg.comp) 4 keys in flight a subgroup, 2 query heads a workgroup. Measured on the
+ * H200 (bench/RESULTS.md, 2026-12-01, `nuvec bench ops --filter attn_dec` with NUVEC_ATTENTION
+ * settings; 32 query heads, head_dim 128, F16, 8 or 32 KV heads): chunk 128 at 4096 keys gave 54%
+ * of the copy bandwidth with 32 KV heads (256: 36%, 512: 19%), 64 at 512 keys 15% (128: 9%), 256
+ * at 32768 keys 79% (128: 77%); 2 heads and 4 keys lifted 8 KV heads at 4096 keys from 14% to 18%
+ * and at 32768 from 25% to 30% (4 heads or 16 keys were slower). */
+static uint32_t default_chunk(uint32_t kv_length) { return kv_length <= 1024 ? 64u : kv_length <= 8192 ? 128u : 256u; }
 
 typedef struct attn_tune {
     int path;        /* -1: by tokens; 0 decode; 1 prefill */
     uint32_t split;  /* decode: splits (0: by chunk) */
     uint32_t chunk;  /* decode: keys a split */
     uint32_t br, bc; /* prefill: rows and keys of a tile (0: by head_dim) */
+    uint32_t subgroup; /* decode: 1 attn_decode_sg.comp where the device allows it, 0 attn_decode.comp */
+    uint32_t keys;     /* decode, subgroup kernel: keys a subgroup has in flight */
+    uint32_t heads;    /* decode, subgroup kernel: query heads a workgroup (at most; dividing the group) */
 } attn_tune;
 
-/* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC" (read at each call). */
+/* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H" (read at
+ * each call). */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     attn_tune *t = ctx;
@@ -56,13 +65,19 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 4, 64, true, &t->br);
     if (!strcmp(key, "bc"))
         return nu__op_knob_u32(value, 1, 128, false, &t->bc);
+    if (!strcmp(key, "subgroup"))
+        return nu__op_knob_u32(value, 0, 1, false, &t->subgroup);
+    if (!strcmp(key, "keys"))
+        return nu__op_knob_u32(value, 1, 16, false, &t->keys);
+    if (!strcmp(key, "heads"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->heads);
     return false;
 }
 
 static nu_status env_tune(nu_device *d, attn_tune *t)
 {
     return nu__op_env_knobs(d, FN, "NUVEC_ATTENTION", "path=decode|prefill, split=1..65535, chunk=1.., br=4|8|16|32|64, "
-                            "bc=1..128", apply_knob, t);
+                            "bc=1..128, subgroup=0|1, keys=1..16, heads=1..8", apply_knob, t);
 }
 
 /* Whether view t's [.., .., D] rows are contiguous and every row starts 16-byte aligned in its
@@ -74,6 +89,20 @@ static bool rows_aligned(const nu_tensor *t, uint32_t first)
         return false;
     return (uint64_t)first * es % 16 == 0 && (t->shape[0] < 2 || (uint64_t)t->strides[0] * es % 16 == 0) &&
            (t->shape[1] < 2 || (uint64_t)t->strides[1] * es % 16 == 0);
+}
+
+/* The elements (1, 2 or 4) attn_decode_sg.comp's lanes may read from view t's rows at once:
+ * contiguous rows starting at multiples of them (in the binding), and head_dim a multiple of
+ * subgroup size times them. */
+static uint32_t row_pack(const nu_tensor *t, uint32_t first, uint32_t sg)
+{
+    if (t->strides[2] != 1)
+        return 1;
+    for (uint32_t p = 4; p > 1; p /= 2)
+        if (t->shape[2] % ((int64_t)sg * p) == 0 && first % p == 0 && (t->shape[0] < 2 || t->strides[0] % p == 0) &&
+            (t->shape[1] < 2 || t->strides[1] % p == 0))
+            return p;
+    return 1;
 }
 
 static uint64_t prefill_shared(uint32_t d, uint32_t br, uint32_t bc)
@@ -142,7 +171,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (qh > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %lld query heads; at most 65535", (long long)qh);
 
-    attn_tune tune = {-1, 0, ATTN_CHUNK, 0, 0};
+    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2};
     if ((st = env_tune(d, &tune)) != NU_OK)
         return st;
     bool decode = tune.path < 0 ? tokens <= NU_ATTENTION_DECODE_ROWS : tune.path == 0;
@@ -188,16 +217,37 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     }
 
     /* Decode: splits from the recorded kv_length (the keys a row sees at most). */
-    uint64_t splits = tune.split ? tune.split : ((uint64_t)desc->kv_length + tune.chunk - 1) / tune.chunk;
+    uint32_t chunk = tune.chunk ? tune.chunk : default_chunk(desc->kv_length);
+    uint64_t splits = tune.split ? tune.split : ((uint64_t)desc->kv_length + chunk - 1) / chunk;
     if (splits > 65535)
         splits = 65535;
     if (splits < 1)
         splits = 1;
-    uint32_t flags = rows_aligned(k, first[2]) ? 1u : 0u;
-    uint32_t constants[8] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, splits == 1 ? 1u : 0u, flags};
-    if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof push, constants, 8, &kern)) != NU_OK)
-        return st;
     uint32_t groups[3] = {(uint32_t)qh, (uint32_t)splits, (uint32_t)tokens};
+    /* The subgroup kernel where the device has subgroup arithmetic and head_dim is a multiple of its
+     * subgroups (a device without it must not see a module that declares it). */
+    uint32_t sg = d->info.subgroup_size;
+    bool subgroup = tune.subgroup && (d->info.subgroup_operations & NU_SUBGROUP_ARITHMETIC) && sg >= 4 &&
+                    sg <= ATTN_LOCAL && ATTN_LOCAL % sg == 0 && hd % sg == 0;
+    /* Query heads a workgroup: those sharing a KV head read its keys once (tune.heads, dividing the
+     * group) ... */
+    uint32_t group = (uint32_t)(qh / kvh), hg = tune.heads, nsg = sg ? ATTN_LOCAL / sg : 1;
+    /* ... and whose subgroups' (m, l, o) fit the shared memory (sm, sl, so). */
+    while (hg > 1 && (group % hg || 4ull * nsg * hg * (2 + (uint64_t)hd) > d->info.max_shared_memory))
+        hg--;
+    if (subgroup) {
+        uint32_t pk = row_pack(k, first[2], sg), pv = row_pack(v, first[3], sg);
+        uint32_t constants[11] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, splits == 1 ? 1u : 0u,
+                                  pk < pv ? pk : pv, sg, tune.keys, hg};
+        if ((st = nu__op_kernel(d, NU__K_attn_decode_sg, sizeof push, constants, 11, &kern)) != NU_OK)
+            return st;
+        groups[0] = (uint32_t)qh / hg;
+    } else {
+        uint32_t flags = rows_aligned(k, first[2]) ? 1u : 0u;
+        uint32_t constants[8] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, splits == 1 ? 1u : 0u, flags};
+        if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof push, constants, 8, &kern)) != NU_OK)
+            return st;
+    }
     if (splits == 1)
         return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
 

@@ -1,0 +1,185 @@
+#version 450
+// attn_decode_sg: attn_decode.comp's work (nu_op_attention's decode path: a few query rows against
+// a KV cache, the keys split over workgroups, the same push constants, bindings and partials) on
+// devices with subgroup arithmetic, built for memory bandwidth: a subgroup reads a key's row
+// whole (lane i the PACK-element units i, i + SG, .. of it), so every load of a subgroup is one
+// contiguous run; the dot product
+// is a subgroupAdd; each subgroup keeps its own online softmax (running maximum m, sum l, output
+// o, the output elements where its lanes read v) over KEYS keys at a time whose k and v rows are
+// all loaded before any is used, so there is no workgroup barrier until the subgroups' (m, l, o)
+// are merged at the end. attn_decode.comp's layout walked keys a thread each, with ten workgroup
+// barriers per 128 keys (H200: 8% of the copy bandwidth at 4k keys; see bench/RESULTS.md).
+//
+// Workgroup (x, s, t): query row t of HG query heads that share a KV head (x / (group / HG) is
+// the KV head; the heads are (x / (group / HG)) * group + (x % (group / HG)) * HG + 0 .. HG - 1),
+// so each key's k and v rows are read once for all HG heads; split s of the keys that row sees
+// (as attn_decode.comp); subgroup g of the workgroup takes the runs of KEYS keys g, g + NSG, .. of
+// the split. Lane i holds the head elements PACK * (i + SG c) + 0 .. PACK - 1 (c = 0, 1, ..) of
+// q, k, v and o: PACK contiguous elements per load (up to 16 bytes) where the rows allow it.
+// The host chooses this kernel where D is a multiple of SG * PACK (SG the device's subgroup size,
+// assumed to be what compute dispatches get, as matvec_sg.comp does).
+//
+// Specialisation constants:
+//   0 QDT, 1 KDT, 2 VDT, 3 DDT   dtypes (ops.glsl codes; DDT unused unless FINAL)
+//   4 LOCAL  threads a workgroup, a multiple of SG; default 128
+//   5 D      head_dim (64 or 128)
+//   6 FINAL  1: one split, write dst; 0: write the partials ((m, l, o[D]) for attn_combine.comp)
+//   7 PACK   1, 2 or 4 elements a lane reads at once from k's and v's rows (2 and 4: both
+//            contiguous, every row starting at a multiple of PACK elements)
+//   8 SG     subgroup size
+//   9 KEYS   keys a subgroup has in flight (default 8)
+//   10 HG    query heads a workgroup (dividing group)
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
+#include "ops.glsl"
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+layout(constant_id = 0) const uint QDT = NU_F32;
+layout(constant_id = 1) const uint KDT = NU_F32;
+layout(constant_id = 2) const uint VDT = NU_F32;
+layout(constant_id = 3) const uint DDT = NU_F32;
+layout(constant_id = 5) const uint D = 128u;
+layout(constant_id = 6) const uint FINAL = 1u;
+layout(constant_id = 7) const uint PACK = 1u;
+layout(constant_id = 8) const uint SG = 32u;
+layout(constant_id = 9) const uint KEYS = 8u;
+layout(constant_id = 10) const uint HG = 1u;
+layout(local_size_x = 128, local_size_x_id = 4) in;
+const uint LOCAL = gl_WorkGroupSize.x;
+const uint NSG = LOCAL / SG;
+const uint E = D / SG; // elements a lane
+
+shared float sm[NSG * HG], sl[NSG * HG];
+shared float so[NSG * HG * D];
+
+NU_TENSOR(writeonly, 0, dst)
+NU_TENSOR(readonly, 1, q)
+NU_TENSOR(readonly, 2, k)
+NU_TENSOR(readonly, 3, v)
+layout(push_constant) uniform Push {
+    uint tokens, q_heads, group;    // group = q_heads / kv_heads
+    uint q_position, kv_length, positions, causal;
+    float scale;
+    uint first_q, q_tok, q_head, q_dim;
+    uint first_k, k_pos, k_head, k_dim;
+    uint first_v, v_pos, v_head, v_dim;
+    uint first_dst;
+} pc;
+
+// The head element in a lane's slot u.
+uint elem(uint u, uint lane) { return PACK * ((u / PACK) * SG + lane) + u % PACK; }
+
+// A lane's E elements of the k (is_k) or v row starting at element `base`.
+void load_row(uint dt, bool is_k, uint base, uint lane, out float x[E])
+{
+    if (PACK == 1u) {
+        uint stride = is_k ? pc.k_dim : pc.v_dim;
+        [[unroll]] for (uint u = 0u; u < E; u++)
+            x[u] = is_k ? NU_LOAD(k, dt, base + elem(u, lane) * stride) : NU_LOAD(v, dt, base + elem(u, lane) * stride);
+        return;
+    }
+    [[unroll]] for (uint c = 0u; c < E / PACK; c++) {
+        uint i = c * SG + lane; // the lane's PACK-element unit
+        uvec4 w = uvec4(0u);
+        if (dt == NU_F32 && PACK == 4u)
+            w = is_k ? k_v[base / 4u + i] : v_v[base / 4u + i];
+        else if (dt == NU_F32 || PACK == 4u)
+            w.xy = is_k ? k_v2[base / PACK + i] : v_v2[base / PACK + i];
+        else
+            w.x = is_k ? k_w[base / 2u + i] : v_w[base / 2u + i];
+        [[unroll]] for (uint e = 0u; e < PACK; e++) {
+            uint word = dt == NU_F32 ? w[e] : w[e / 2u] >> (16u * (e & 1u));
+            x[c * PACK + e] = dt == NU_F32 ? uintBitsToFloat(word)
+                                           : (dt == NU_F16 ? nu_f16_to_f32(word & 0xffffu) : nu_bf16_to_f32(word & 0xffffu));
+        }
+    }
+}
+
+void main()
+{
+    uint tid = gl_LocalInvocationID.x, lane = gl_SubgroupInvocationID, g = gl_SubgroupID;
+    uint x = gl_WorkGroupID.x, s = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+    uint splits = gl_NumWorkGroups.y;
+    uint per_kv = pc.group / HG, kvh = x / per_kv, h0 = kvh * pc.group + (x % per_kv) * HG;
+    uint limit = min(pc.kv_length, pc.positions);
+    if (pc.causal != 0u)
+        limit = min(limit, pc.q_position + t + 1u);
+    uint per = (limit + splits - 1u) / splits;
+    uint start = min(s * per, limit), end = min(start + per, limit);
+
+    float qv[HG][E], o[HG][E], m[HG], l[HG];
+    [[unroll]] for (uint hh = 0u; hh < HG; hh++) {
+        [[unroll]] for (uint u = 0u; u < E; u++) {
+            qv[hh][u] = pc.scale * NU_LOAD(q, QDT, pc.first_q + t * pc.q_tok + (h0 + hh) * pc.q_head + elem(u, lane) * pc.q_dim);
+            o[hh][u] = 0.0;
+        }
+        m[hh] = NEG_INF;
+        l[hh] = 0.0;
+    }
+    uint kh = pc.first_k + kvh * pc.k_head, vh = pc.first_v + kvh * pc.v_head;
+    for (uint j0 = start + g * KEYS; j0 < end; j0 += NSG * KEYS) {
+        float kx[KEYS][E], vx[KEYS][E];
+        [[unroll]] for (uint c = 0u; c < KEYS; c++) { // every load first, then the arithmetic
+            uint j = min(j0 + c, end - 1u);           // past the end: the last key again, masked below
+            load_row(KDT, true, kh + j * pc.k_pos, lane, kx[c]);
+            load_row(VDT, false, vh + j * pc.v_pos, lane, vx[c]);
+        }
+        [[unroll]] for (uint hh = 0u; hh < HG; hh++) {
+            float sc[KEYS];
+            float mx = NEG_INF;
+            [[unroll]] for (uint c = 0u; c < KEYS; c++) {
+                float part = 0.0;
+                [[unroll]] for (uint u = 0u; u < E; u++)
+                    part = fma(qv[hh][u], kx[c][u], part);
+                sc[c] = j0 + c < end ? subgroupAdd(part) : NEG_INF;
+                mx = max(mx, sc[c]);
+            }
+            float mnew = max(m[hh], mx); // finite: key j0 is in the split
+            float alpha = exp(m[hh] - mnew);
+            l[hh] *= alpha;
+            [[unroll]] for (uint u = 0u; u < E; u++)
+                o[hh][u] *= alpha;
+            [[unroll]] for (uint c = 0u; c < KEYS; c++) {
+                float p = sc[c] == NEG_INF ? 0.0 : exp(sc[c] - mnew);
+                l[hh] += p;
+                [[unroll]] for (uint u = 0u; u < E; u++)
+                    o[hh][u] = fma(p, vx[c][u], o[hh][u]);
+            }
+            m[hh] = mnew;
+        }
+    }
+    // Merge the subgroups per head: weights exp(m_g - max m), 0 for a subgroup that saw no key.
+    [[unroll]] for (uint hh = 0u; hh < HG; hh++) {
+        if (lane == 0u) {
+            sm[g * HG + hh] = m[hh];
+            sl[g * HG + hh] = l[hh];
+        }
+        [[unroll]] for (uint u = 0u; u < E; u++)
+            so[(g * HG + hh) * D + elem(u, lane)] = o[hh][u];
+    }
+    barrier();
+    for (uint i = tid; i < HG * D; i += LOCAL) {
+        uint hh = i / D, dd = i % D, h = h0 + hh;
+        float mt = NEG_INF;
+        for (uint j = 0u; j < NSG; j++)
+            mt = max(mt, sm[j * HG + hh]);
+        float ot = 0.0, lt = 0.0;
+        if (mt != NEG_INF)
+            for (uint j = 0u; j < NSG; j++) {
+                float w = sm[j * HG + hh] == NEG_INF ? 0.0 : exp(sm[j * HG + hh] - mt);
+                ot += w * so[(j * HG + hh) * D + dd];
+                lt += w * sl[j * HG + hh];
+            }
+        if (FINAL != 0u) {
+            NU_STORE(dst, DDT, pc.first_dst + (t * pc.q_heads + h) * D + dd, lt > 0.0 ? ot / lt : 0.0)
+        } else {
+            uint base = ((t * pc.q_heads + h) * splits + s) * (D + 2u);
+            if (dd == 0u) {
+                dst_w[base] = floatBitsToUint(mt);
+                dst_w[base + 1u] = floatBitsToUint(lt);
+            }
+            dst_w[base + 2u + dd] = floatBitsToUint(ot);
+        }
+    }
+}
