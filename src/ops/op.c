@@ -51,6 +51,21 @@ void nu__ops_fini(nu_device *d)
     d->ops = NULL;
 }
 
+bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup)
+{
+    const nu_device_info *in = &d->info;
+    if (!in->features[NU_FEATURE_COOPERATIVE_MATRIX] || !in->features[NU_FEATURE_VULKAN_MEMORY_MODEL] ||
+        in->subgroup_size < min_subgroup)
+        return false;
+    for (uint32_t i = 0; i < in->cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++) {
+        const nu_cooperative_matrix_shape *s = &in->cooperative_matrix[i];
+        if (s->m == 16 && s->n == 16 && s->k == 16 && s->a == NU_DTYPE_F16 && s->b == NU_DTYPE_F16 &&
+            s->c == NU_DTYPE_F32 && s->result == NU_DTYPE_F32)
+            return true;
+    }
+    return false;
+}
+
 nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
                         nu_kernel **out)
 {
