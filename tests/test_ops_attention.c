@@ -34,6 +34,10 @@ static nu_status record_attention(nu_commands *c, void *arg)
     return nu_op_attention(c, a->dst, a->q, a->k, a->v, a->desc);
 }
 
+/* The part of v's largest magnitude the result may be off besides dst's rounding: 1/8192, or
+ * 1/1024 for the matrix units' kernel (its p and scaled q are rounded to F16). */
+static double v_tolerance = 1.0 / 8192.0;
+
 /* Checks dst (downloaded) against the reference: qv [T, Hq, D], kv and vv [P, Hkv, D] row-major. */
 static void expect_attention(const nt_tensor *dst, const float *qv, const float *kv, const float *vv, int64_t T,
                              int64_t hq, int64_t hkv, int64_t D, const nu_attention_desc *desc, const char *what)
@@ -69,7 +73,7 @@ static void expect_attention(const nt_tensor *dst, const float *qv, const float 
                 o /= sum;
                 float want = nt_round_to(dst->t.dtype, (float)o);
                 float got = dst->values[(t * hq + h) * D + e];
-                double tol = vmax / 8192.0 + rel * fabs((double)want) + 1e-30;
+                double tol = vmax * v_tolerance + rel * fabs((double)want) + 1e-30;
                 if (!(fabs((double)got - (double)want) <= tol))
                     fail_msg("%s: dst[%lld, %lld, %lld] is %.9g, expected %.9g (tolerance %.3g; tokens %lld, heads %lld/%lld, "
                              "D %lld, kv_length %u, q_position %u, causal %d)",
@@ -531,6 +535,64 @@ static void refuses_bad_tensors(void **state)
     nt_close(d);
 }
 
+/* The prefill kernel on the matrix units (attn_prefill_coopmat.comp, where the device has
+ * VK_KHR_cooperative_matrix: the H200, not lavapipe): F16 q, k, v with aligned rows, 64-row blocks
+ * with partial last blocks, causal from 0 and as a later chunk, not causal, GQA 1 and 4, both head
+ * dims, F32/F16/BF16 dst; within its tolerance of the reference, and not equal to attn_prefill.comp's
+ * results (tc=0), which shows the matrix units ran. Opened without validation: Debian 12's layer
+ * predates the extension (nuvec leaves it off under that layer). */
+static void prefill_on_the_matrix_units(void **state)
+{
+    (void)state;
+    nu_device_desc desc0 = {.validation = false};
+    nu_device *d = NULL;
+    NT_OK(nu_device_open(&desc0, &d));
+    if (!nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX]) {
+        printf("prefill_on_the_matrix_units: skipped: %s has no VK_KHR_cooperative_matrix\n", nu_device_get_info(d)->name);
+        nu_device_close(d);
+        skip();
+    }
+    uint64_t seed = 9;
+    const shape_case cases[] = {
+        {37, 8, 8, 128, 37, 37, 0, true, 0, NULL},     {130, 8, 2, 64, 200, 130, 0, true, 0, NULL},
+        {64, 16, 4, 128, 128, 128, 64, true, 0, NULL}, {100, 4, 1, 128, 90, 83, 0, false, 0.1f, NULL},
+        {200, 8, 8, 64, 260, 250, 50, true, 0, NULL},
+    };
+    v_tolerance = 1.0 / 1024.0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const shape_case *sc = &cases[i];
+        int64_t qs[3] = {sc->tokens, sc->hq, sc->D}, ks[3] = {sc->positions, sc->hkv, sc->D};
+        nt_tensor q = nt_tensor_random(d, NU_DTYPE_F16, 3, qs, 0, -1, 1, &seed);
+        nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+        nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, floats[i % 3], 3, qs, 0);
+        nu_attention_desc desc = {sc->scale, sc->causal, sc->q_position, sc->kv_length};
+        char what[160];
+        snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld", nu_dtype_name(dst.t.dtype),
+                 (long long)sc->tokens);
+        run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
+        size_t count = (size_t)(sc->tokens * sc->hq * sc->D);
+        float *tc = malloc(count * sizeof *tc);
+        memcpy(tc, dst.values, count * sizeof *tc);
+        assert_int_equal(setenv("NUVEC_ATTENTION", "tc=0", 1), 0);
+        run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, "attn_prefill.comp beside it");
+        unsetenv("NUVEC_ATTENTION");
+        size_t differ = 0;
+        for (size_t e = 0; e < count; e++)
+            differ += tc[e] != dst.values[e];
+        if (dst.t.dtype == NU_DTYPE_F32 && differ < count / 4)
+            fail_msg("%s: only %zu of %zu results differ from attn_prefill.comp's: did the matrix units run?", what, differ,
+                     count);
+        free(tc);
+        nt_tensor_free(&q);
+        nt_tensor_free(&k);
+        nt_tensor_free(&v);
+        nt_tensor_free(&dst);
+    }
+    v_tolerance = 1.0 / 8192.0;
+    NT_OK(nu_device_close(d));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -540,6 +602,7 @@ int main(void)
         cmocka_unit_test(kv_append_and_a_decode_step),
         cmocka_unit_test(partials_outlive_their_free),
         cmocka_unit_test(decode_inside_a_graph),
+        cmocka_unit_test(prefill_on_the_matrix_units),
         cmocka_unit_test(refuses_bad_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
