@@ -536,9 +536,9 @@ static void refuses_bad_tensors(void **state)
 }
 
 /* The prefill kernel on the matrix units (attn_prefill_coopmat.comp, where the device has
- * VK_KHR_cooperative_matrix: the H200, not lavapipe): F16 q, k, v with aligned rows, 64-row blocks
- * with partial last blocks, causal from 0 and as a later chunk, not causal, GQA 1 and 4, both head
- * dims, F32/F16/BF16 dst; within its tolerance of the reference, and not equal to attn_prefill.comp's
+ * VK_KHR_cooperative_matrix: the H200, not lavapipe): F16 q, k, v with aligned rows, 64-row
+ * and 128-row blocks (tc_rows) with partial last blocks, causal from 0 and as a later chunk, not
+ * causal, GQA 1 and 4, both head dims, F32/F16/BF16 dst; within its tolerance of the reference, and not equal to attn_prefill.comp's
  * results (tc=0), which shows the matrix units ran. Opened without validation: Debian 12's layer
  * predates the extension (nuvec leaves it off under that layer). */
 static void prefill_on_the_matrix_units(void **state)
@@ -554,9 +554,9 @@ static void prefill_on_the_matrix_units(void **state)
     }
     uint64_t seed = 9;
     const shape_case cases[] = {
-        {37, 8, 8, 128, 37, 37, 0, true, 0, NULL},     {130, 8, 2, 64, 200, 130, 0, true, 0, NULL},
-        {64, 16, 4, 128, 128, 128, 64, true, 0, NULL}, {100, 4, 1, 128, 90, 83, 0, false, 0.1f, NULL},
-        {200, 8, 8, 64, 260, 250, 50, true, 0, NULL},
+        {37, 8, 8, 128, 37, 37, 0, true, 0, NULL},     {130, 8, 2, 64, 200, 130, 0, true, 0, "tc_rows=64"},
+        {64, 16, 4, 128, 128, 128, 64, true, 0, NULL}, {100, 4, 1, 128, 90, 83, 0, false, 0.1f, "tc_rows=64"},
+        {200, 8, 8, 64, 260, 250, 50, true, 0, NULL},  {300, 8, 2, 128, 300, 300, 0, true, 0, NULL},
     };
     v_tolerance = 1.0 / 1024.0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -568,8 +568,10 @@ static void prefill_on_the_matrix_units(void **state)
         nt_tensor dst = nt_tensor_output(d, floats[i % 3], 3, qs, 0);
         nu_attention_desc desc = {sc->scale, sc->causal, sc->q_position, sc->kv_length};
         char what[160];
-        snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld", nu_dtype_name(dst.t.dtype),
-                 (long long)sc->tokens);
+        snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld, NUVEC_ATTENTION=\"%s\"",
+                 nu_dtype_name(dst.t.dtype), (long long)sc->tokens, sc->env ? sc->env : "");
+        if (sc->env)
+            assert_int_equal(setenv("NUVEC_ATTENTION", sc->env, 1), 0);
         run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
         size_t count = (size_t)(sc->tokens * sc->hq * sc->D);
         float *tc = malloc(count * sizeof *tc);

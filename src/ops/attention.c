@@ -49,10 +49,11 @@ typedef struct attn_tune {
     uint32_t keys;     /* decode, subgroup kernel: keys a subgroup has in flight */
     uint32_t heads;    /* decode, subgroup kernel: query heads a workgroup (at most; dividing the group) */
     uint32_t tc;       /* prefill: 1 attn_prefill_coopmat.comp where the device allows it, 0 attn_prefill.comp */
+    uint32_t tc_rows;  /* prefill, matrix units: query rows a workgroup (64 or 128) */
 } attn_tune;
 
 /* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H
- * tc=0|1" (read at each call). */
+ * tc=0|1 tc_rows=64|128" (read at each call). */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     attn_tune *t = ctx;
@@ -74,13 +75,15 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 1, 8, false, &t->heads);
     if (!strcmp(key, "tc"))
         return nu__op_knob_u32(value, 0, 1, false, &t->tc);
+    if (!strcmp(key, "tc_rows") && nu__op_knob_u32(value, 64, 128, true, &t->tc_rows))
+        return true;
     return false;
 }
 
 static nu_status env_tune(nu_device *d, attn_tune *t)
 {
     return nu__op_env_knobs(d, FN, "NUVEC_ATTENTION", "path=decode|prefill, split=1..65535, chunk=1.., br=4|8|16|32|64, "
-                            "bc=1..128, subgroup=0|1, keys=1..16, heads=1..8, tc=0|1", apply_knob, t);
+                            "bc=1..128, subgroup=0|1, keys=1..16, heads=1..8, tc=0|1, tc_rows=64|128", apply_knob, t);
 }
 
 /* Whether view t's [.., .., D] rows are contiguous and every row starts 16-byte aligned in its
@@ -174,7 +177,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (qh > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %lld query heads; at most 65535", (long long)qh);
 
-    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1};
+    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1, 128};
     if ((st = env_tune(d, &tune)) != NU_OK)
         return st;
     bool decode = tune.path < 0 ? tokens <= NU_ATTENTION_DECODE_ROWS : tune.path == 0;
@@ -197,15 +200,20 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
              ddt = nu__op_dtype_code(dst->dtype);
     nu_kernel *kern;
 
+    /* The matrix units: tc_rows query rows a workgroup, 16 a subgroup (attn_prefill_coopmat.comp),
+     * where its shared memory fits: k's and v's 32 rows of D + 8 halves, and per subgroup 16 x 32
+     * scores (F32), p (F16, rows of 40) and 16 row factors. */
+    uint32_t tc_sg = tune.tc_rows / 16;
+    uint64_t tc_shared = 16ull * 64 * ((uint64_t)hd + 8) / 8 + tc_sg * (16ull * 32 * 4 + 16ull * 40 * 2 + 64);
     if (!decode && tune.tc && !tune.br && !tune.bc && q->dtype == NU_DTYPE_F16 && k->dtype == NU_DTYPE_F16 &&
         v->dtype == NU_DTYPE_F16 && nu__op_tensor_cores_f16(d, 32) && d->info.subgroup_size == 32 &&
         rows_aligned(q, first[1]) && rows_aligned(k, first[2]) && rows_aligned(v, first[3]) &&
-        ((uint64_t)tokens + 63) / 64 <= d->info.max_workgroup_count[0]) {
-        /* The matrix units: 64 query rows a workgroup (attn_prefill_coopmat.comp). */
-        uint32_t constants[6] = {qdt, kdt, vdt, ddt, 0, (uint32_t)hd};
+        tc_shared <= d->info.max_shared_memory && 32 * tc_sg <= d->info.max_workgroup_size[0] &&
+        ((uint64_t)tokens + tune.tc_rows - 1) / tune.tc_rows <= d->info.max_workgroup_count[0]) {
+        uint32_t constants[6] = {qdt, kdt, vdt, ddt, 32 * tc_sg, (uint32_t)hd};
         if ((st = nu__op_kernel(d, NU__K_attn_prefill_coopmat, sizeof push, constants, 6, &kern)) != NU_OK)
             return st;
-        uint32_t groups[3] = {(uint32_t)(((uint64_t)tokens + 63) / 64), (uint32_t)qh, 1};
+        uint32_t groups[3] = {(uint32_t)(((uint64_t)tokens + tune.tc_rows - 1) / tune.tc_rows), (uint32_t)qh, 1};
         return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
     }
     if (!decode) {
