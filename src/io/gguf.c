@@ -930,12 +930,14 @@ static nu_status check_element(const nu_gguf_value *array, uint64_t index, const
     return NU_OK;
 }
 
-nu_status nu_gguf_array_get(const nu_gguf_value *array, uint64_t index, nu_gguf_value *out)
+nu_status nu_gguf_array_get(const nu_gguf_value *array_in, uint64_t index, nu_gguf_value *out)
 {
-    if (out)
-        memset(out, 0, sizeof *out);
     if (!out)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_gguf_array_get: NULL out");
+    /* `out` may be `array_in` (walking into nested arrays): read it before clearing. */
+    nu_gguf_value copy = array_in ? *array_in : (nu_gguf_value){0};
+    const nu_gguf_value *array = array_in ? &copy : NULL;
+    memset(out, 0, sizeof *out);
     nu_status st = check_element(array, index, "nu_gguf_array_get");
     if (st != NU_OK)
         return st;
