@@ -315,10 +315,10 @@ static nu_status flush(gguf_writer *w)
     return NU_OK;
 }
 
-/* Appends to the output buffer; large pieces go straight to the file. */
+/* Appends to the output buffer; pieces of a MiB or more go straight to the file (no copy). */
 static nu_status emit(gguf_writer *w, const void *p, size_t n)
 {
-    if (n >= OUT_BUFFER) {
+    if (n >= (1u << 20)) {
         nu_status st = flush(w);
         if (st == NU_OK && !write_all(w->fd, p, n))
             st = io_fail(w, "write it");
@@ -440,9 +440,9 @@ uint16_t gguf_f32_to_f16(float x)
             h++;
         return (uint16_t)(sign | h);
     }
-    uint32_t h = ((uint32_t)exp << 10) | (m >> 13), rest = m & 0x1FFFu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
-        h++; /* may carry into the exponent, up to inf: right */
+    /* Round to nearest even without a branch (random weights make one mispredict half the
+     * time); a carry out of the mantissa goes into the exponent, up to inf: right. */
+    uint32_t h = ((uint32_t)exp << 10) + ((m + 0xFFFu + ((m >> 13) & 1u)) >> 13);
     return (uint16_t)(sign | h);
 }
 

@@ -338,7 +338,8 @@ static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_
     if (st == NU_OK)
         st = gguf_writer_begin(w, o->path);
     /* Workers and their ring: slots of about CHUNK_ROWS_BYTES each. */
-    uint32_t threads = o->threads ? o->threads : 4;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t threads = o->threads ? o->threads : cpus > 0 ? (uint32_t)cpus : 4;
     if (threads > MAX_THREADS)
         threads = MAX_THREADS;
     uint64_t max_cols = 0, max_row_bytes = 0;
@@ -435,7 +436,7 @@ static void usage(FILE *f)
                "  llama-8b (dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, vocab 128256, rope theta\n"
                "  500000), tiny (dim 64, 2 layers, 4 heads, 2 KV heads, FFN 128, vocab 512). Norms are F32,\n"
                "  the matrices in the dtype. --layers N writes only N blocks; --threads N generates on N threads\n"
-               "  (default 4); the output is the same for every thread count.\n");
+               "  (default: one a CPU, at most 16); the output is the same for every thread count.\n");
 }
 
 static void draw(void *user, uint64_t done, uint64_t total)

@@ -19,7 +19,7 @@ typedef struct make_gguf_options {
     const char *path;
     uint64_t seed;
     uint32_t layers;        /* 0: the shape's */
-    uint32_t threads;       /* generating; 0: 4. The file does not depend on it. */
+    uint32_t threads;       /* generating; 0: one a CPU (at most 16). The file does not depend on it. */
     nu_progress_fn progress; /* after each tensor; may be NULL */
     void *user;
 } make_gguf_options;
