@@ -284,6 +284,8 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
         st = gguf_writer_bool(w, "tokenizer.ggml.add_bos_token", true);
     if (st == NU_OK)
         st = gguf_writer_bool(w, "tokenizer.ggml.add_eos_token", false);
+    if (st == NU_OK)
+        st = gguf_writer_bool(w, "tokenizer.ggml.add_space_prefix", true);
     return st;
 }
 
