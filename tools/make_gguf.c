@@ -324,7 +324,7 @@ static tensor_def *tensor_list(const make_gguf_options *o, uint32_t layers, size
     return t;
 }
 
-static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_t *bytes_out)
+static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_t *bytes_out, bool *begun)
 {
     uint32_t layers = o->layers ? o->layers : o->shape->layers;
     nu_status st = add_metadata(w, o, layers);
@@ -339,6 +339,7 @@ static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_
     }
     if (st == NU_OK)
         st = gguf_writer_begin(w, o->path);
+    *begun = st == NU_OK;
     /* Workers and their ring: slots of about CHUNK_ROWS_BYTES each. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t threads = o->threads ? o->threads : cpus > 0 ? (uint32_t)cpus : 4;
@@ -420,9 +421,12 @@ nu_status make_gguf(const make_gguf_options *o, uint64_t *data_bytes)
                         nu_dtype_name(o->dtype));
     gguf_writer *w;
     nu_status st = gguf_writer_new(0, &w);
+    bool begun = false;
     if (st == NU_OK)
-        st = write_model(o, w, data_bytes);
+        st = write_model(o, w, data_bytes, &begun);
     gguf_writer_free(w);
+    if (st != NU_OK && begun) /* no half-written model left behind (a full disk) */
+        unlink(o->path);
     return st;
 }
 
