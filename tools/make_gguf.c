@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -425,7 +426,9 @@ nu_status make_gguf(const make_gguf_options *o, uint64_t *data_bytes)
     if (st == NU_OK)
         st = write_model(o, w, data_bytes, &begun);
     gguf_writer_free(w);
-    if (st != NU_OK && begun) /* no half-written model left behind (a full disk) */
+    struct stat info;
+    /* No half-written model left behind (a full disk); only a regular file (not /dev/null). */
+    if (st != NU_OK && begun && stat(o->path, &info) == 0 && S_ISREG(info.st_mode))
         unlink(o->path);
     return st;
 }
