@@ -137,8 +137,8 @@ uint64_t nu_gguf_data_offset(const nu_gguf *file);
 /* ---- metadata ---- */
 
 uint64_t nu_gguf_kv_count(const nu_gguf *file);
-/* Entry `index` in file order: its key (NUL-terminated) and value. NU_ERROR_OUT_OF_RANGE past
- * the end. */
+/* Entry `index` in file order: its key (NUL-terminated; `key` may be NULL) and value.
+ * NU_ERROR_OUT_OF_RANGE past the end. */
 nu_status nu_gguf_kv(const nu_gguf *file, uint64_t index, const char **key, nu_gguf_value *out);
 /* Whether the file has `key`. */
 bool nu_gguf_has(const nu_gguf *file, const char *key);
