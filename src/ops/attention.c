@@ -17,6 +17,7 @@
  * recording keeps it until the graph is freed, since every launch reuses it (tested too). So
  * callers need no workspace argument. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "core/error.h"
 #include "kernels_table.h"
 #include "exec/commands.h"
+#include "exec/graph.h"
 #include "ops/op.h"
 
 #define FN "nu_op_attention"
@@ -137,6 +139,18 @@ static nu_status check_heads(nu_device *d, const char *name, const nu_tensor *t,
     return NU_OK;
 }
 
+/* A prefill dispatch, its q_position and kv_length noted for nu_op_graph_param. */
+static nu_status prefill_dispatch(nu_commands *c, nu_kernel *kern, const uint32_t groups[3], const nu_binding bind[4],
+                                  const attn_push *push)
+{
+    nu_status st = nu_commands_dispatch(c, kern, groups, bind, 4, push, sizeof *push);
+    nu__op_value_at values[2] = {{NU_OP_VALUE_Q_POSITION, 0, offsetof(attn_push, q_position)},
+                                 {NU_OP_VALUE_KV_LENGTH, 0, offsetof(attn_push, kv_length)}};
+    if (st == NU_OK)
+        nu__graph_note_values(c, FN, values, 2);
+    return st;
+}
+
 nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor *q, const nu_tensor *k,
                           const nu_tensor *v, const nu_attention_desc *desc)
 {
@@ -214,7 +228,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         if ((st = nu__op_kernel(d, NU__K_attn_prefill_coopmat, sizeof push, constants, 6, &kern)) != NU_OK)
             return st;
         uint32_t groups[3] = {(uint32_t)(((uint64_t)tokens + tune.tc_rows - 1) / tune.tc_rows), (uint32_t)qh, 1};
-        return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+        return prefill_dispatch(c, kern, groups, bind, &push);
     }
     if (!decode) {
         uint32_t br = tune.br ? tune.br : (hd == 128 ? 16u : 32u), bc = tune.bc ? tune.bc : br;
@@ -235,7 +249,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
             return st;
         uint64_t blocks = ((uint64_t)tokens + br - 1) / br;
         uint32_t groups[3] = {(uint32_t)(blocks > 65535 ? 65535 : blocks), (uint32_t)qh, 1};
-        return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+        return prefill_dispatch(c, kern, groups, bind, &push);
     }
 
     /* Decode: splits from the recorded kv_length (the keys a row sees at most). */
@@ -270,8 +284,16 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof push, constants, 8, &kern)) != NU_OK)
             return st;
     }
-    if (splits == 1)
-        return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+    /* q_position and kv_length are in the dispatch that reads the keys (the op's only dispatch,
+     * or the one before the combine). */
+    nu__op_value_at values[2] = {{NU_OP_VALUE_Q_POSITION, splits == 1 ? 0u : 1u, offsetof(attn_push, q_position)},
+                                 {NU_OP_VALUE_KV_LENGTH, splits == 1 ? 0u : 1u, offsetof(attn_push, kv_length)}};
+    if (splits == 1) {
+        st = nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+        if (st == NU_OK)
+            nu__graph_note_values(c, FN, values, 2);
+        return st;
+    }
 
     uint32_t cconst[2] = {ddt, (uint32_t)hd};
     struct {
@@ -299,6 +321,8 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     /* Handed to the recording: a command buffer frees it now (its memory stays with the recorded
      * work until that completes), a graph when the graph is freed (its launches reuse it). */
     nu_status st2 = nu__commands_adopt(c, part);
+    if (st == NU_OK && st2 == NU_OK)
+        nu__graph_note_values(c, FN, values, 2);
     return st != NU_OK ? st : st2;
 }
 
@@ -336,7 +360,7 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
         (st = nu__op_bind(FN_APPEND, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
         return st;
     uint32_t constants[2] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype)};
-    struct {
+    struct append_push {
         uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim;
     } push = {(uint32_t)count, (uint32_t)src->shape[1], (uint32_t)src->shape[2], position, (uint32_t)cache->shape[0],
               first[0], first[1], stride_of(src, 0), stride_of(src, 1), stride_of(src, 2)};
@@ -345,5 +369,9 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
         return st;
     uint32_t groups[3];
     nu__op_groups(count, 256, groups);
-    return nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
+    st = nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
+    nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, offsetof(struct append_push, position)};
+    if (st == NU_OK)
+        nu__graph_note_values(c, FN_APPEND, &value, 1);
+    return st;
 }

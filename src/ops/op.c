@@ -9,6 +9,8 @@
 #include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "exec/commands.h"
+#include "exec/graph.h"
 #include "kernel/builtins.h"
 #include "kernels_table.h"
 #include "memory/buffer.h"
@@ -49,6 +51,18 @@ void nu__ops_fini(nu_device *d)
     pthread_mutex_destroy(&o->lock);
     nu__free(o);
     d->ops = NULL;
+}
+
+nu_status nu_op_graph_param(nu_commands *c, nu_op_value value, uint32_t *param)
+{
+    static const char *const names[] = {"position", "q_position", "kv_length"};
+    if ((unsigned)value >= sizeof names / sizeof names[0]) {
+        if (param)
+            *param = 0;
+        return nu__fail(c ? c->s.device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_op_graph_param: value %d is not "
+                        "a nu_op_value", (int)value);
+    }
+    return nu__graph_value_param(c, "nu_op_graph_param", (uint32_t)value, names[value], param);
 }
 
 bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup)
