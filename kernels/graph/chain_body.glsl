@@ -10,8 +10,10 @@
 // separated by nu_grid_sync over `groups` workgroups (gl_NumWorkGroups.x, or more to test the
 // timeout). After a timeout the workgroups stop: the host's error check says so.
 // Bindings 0 in, 1 b (count floats each, read), 2 x (2 * count floats, read-write), 3 the sync
-// words (src/ops/grid.h). Push: count, steps, shift, groups, spin_limit.
+// words (src/ops/grid.h). Push: count, steps, shift, groups, spin_limit. Specialisation constant 0:
+// grid_sync.glsl's CPU polling (GLSL450 variant).
 #define NU_GRID_BINDING 3
+#define NU_GRID_CPU_ID 0
 #include "graph/grid_sync.glsl"
 
 #define CHAIN_LOCAL 256u

@@ -3,8 +3,9 @@
 // so that a chain of dependent tiny ops costs one dispatch instead of one dispatch and one
 // pipeline barrier per op.
 //
-// Use: define NU_GRID_BINDING (the sync buffer's binding) and, for the Vulkan memory model
-// path, NU_GRID_VMM, then include this. Declare every buffer that one step writes and a later
+// Use: define NU_GRID_BINDING (the sync buffer's binding), NU_GRID_CPU_ID (a specialisation
+// constant id for the CPU-device polling, see below) and, for the Vulkan memory model path,
+// NU_GRID_VMM, then include this. Declare every buffer that one step writes and a later
 // step reads in another workgroup with NU_GRID_SHARED. Between steps call
 //     if (!nu_grid_sync(groups, spin_limit)) return;
 // from uniform control flow (every invocation of every workgroup, the same number of times).
@@ -62,7 +63,7 @@
 #define NU_GRID_SYNC_QUALIFIERS nonprivate
 #else
 #define NU_GRID_SHARED coherent
-#define NU_GRID_SYNC_QUALIFIERS coherent
+#define NU_GRID_SYNC_QUALIFIERS volatile // glslang adds Coherent: volatile implies it
 #endif
 
 layout(std430, binding = NU_GRID_BINDING) NU_GRID_SYNC_QUALIFIERS buffer NuGridSync {
@@ -86,21 +87,30 @@ uint nu_grid_load_(uint which)
 #define NU_GRID_POLLS_ 1u
 #define NU_GRID_POLL_BURST_ now = nu_grid_load_(0u);
 #else
-// Reads are atomics: llvmpipe hoists even volatile plain loads out of the wait loop.
+// CPU_POLLS (specialisation constant NU_GRID_CPU_ID, which the kernel defines; the host sets it
+// on CPU devices): llvmpipe (lavapipe) hoists plain loads, even volatile ones, out of the wait
+// loop, and ends a loop nest after 65535 iterations in all, silently (its guard against endless
+// shader loops; the nest here is the kernel's loop over steps). So there the polls are atomic
+// read-modify-writes, 256 of them an iteration in straight code, which gives a workgroup's
+// waits in one dispatch about half a second in all. GPUs poll with a volatile (coherent) load.
+layout(constant_id = NU_GRID_CPU_ID) const bool NU_GRID_CPU_POLLS = false;
 uint nu_grid_load_(uint which)
 {
-    return which == 0u ? atomicAdd(nu_grid.generation, 0u) : atomicAdd(nu_grid.error, 0u);
+    if (NU_GRID_CPU_POLLS)
+        return which == 0u ? atomicAdd(nu_grid.generation, 0u) : atomicAdd(nu_grid.error, 0u);
+    return which == 0u ? nu_grid.generation : nu_grid.error;
 }
-// Polls in bursts of 256 (straight code): llvmpipe (lavapipe) ends a loop nest after 65535
-// iterations in all, silently (its guard against endless shader loops; the nest here is the
-// kernel's loop over steps), so a workgroup's waits in one dispatch get 65535 iterations in all;
-// 256 polls an iteration make that about half a second. Other devices without the Vulkan memory
-// model pay a burst's latency (about a microsecond) a barrier.
-#define NU_GRID_POLLS_ 256u
+#define NU_GRID_POLLS_ (NU_GRID_CPU_POLLS ? 256u : 1u)
 #define NU_GRID_POLL4_ now = nu_grid_load_(0u); now = nu_grid_load_(0u); now = nu_grid_load_(0u); now = nu_grid_load_(0u);
 #define NU_GRID_POLL16_ NU_GRID_POLL4_ NU_GRID_POLL4_ NU_GRID_POLL4_ NU_GRID_POLL4_
 #define NU_GRID_POLL64_ NU_GRID_POLL16_ NU_GRID_POLL16_ NU_GRID_POLL16_ NU_GRID_POLL16_
-#define NU_GRID_POLL_BURST_ NU_GRID_POLL64_ NU_GRID_POLL64_ NU_GRID_POLL64_ NU_GRID_POLL64_
+#define NU_GRID_POLL_BURST_                                                                        \
+    now = nu_grid_load_(0u);                                                                     \
+    if (NU_GRID_CPU_POLLS) {                                                                     \
+        NU_GRID_POLL64_ NU_GRID_POLL64_ NU_GRID_POLL64_ NU_GRID_POLL16_ NU_GRID_POLL16_ NU_GRID_POLL16_ \
+        NU_GRID_POLL4_ NU_GRID_POLL4_ NU_GRID_POLL4_ now = nu_grid_load_(0u); now = nu_grid_load_(0u); \
+        now = nu_grid_load_(0u);                                                                 \
+    }
 #endif
 
 // The device-wide barrier: returns once `groups` workgroups (those of this dispatch) all called

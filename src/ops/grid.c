@@ -44,11 +44,10 @@ uint32_t nu__grid_spin_default(const nu_device *d)
 bool nu__grid_vmm(const nu_device *d)
 {
     const char *v = getenv("NUVEC_GRID_SYNC");
-    if (v && !strcmp(v, "glsl450"))
-        return false;
     /* vk/logical.c enables vulkanMemoryModel only with cooperative matrices (the feature flag
      * alone says what the device supports). */
-    return d->info.features[NU_FEATURE_VULKAN_MEMORY_MODEL] && d->info.features[NU_FEATURE_COOPERATIVE_MATRIX];
+    return v && !strcmp(v, "vmm") && d->info.features[NU_FEATURE_VULKAN_MEMORY_MODEL] &&
+           d->info.features[NU_FEATURE_COOPERATIVE_MATRIX];
 }
 
 nu_status nu__grid_check(nu_buffer *sync)
@@ -70,7 +69,10 @@ nu_status nu__grid_check(nu_buffer *sync)
 
 nu_status nu__op_chain_kernel(nu_device *d, nu_kernel **out)
 {
-    return nu__op_kernel(d, nu__grid_vmm(d) ? NU__K_chain_vmm : NU__K_chain, sizeof(chain_push), NULL, 0, out);
+    if (nu__grid_vmm(d))
+        return nu__op_kernel(d, NU__K_chain_vmm, sizeof(chain_push), NULL, 0, out);
+    uint32_t cpu_polls = d->info.type == NU_DEVICE_CPU; /* grid_sync.glsl's NU_GRID_CPU_POLLS */
+    return nu__op_kernel(d, NU__K_chain, sizeof(chain_push), &cpu_polls, 1, out);
 }
 
 nu_status nu__op_chain(nu_commands *c, const nu__chain *ch)

@@ -30,9 +30,11 @@ nu_status nu__grid_sync_new(nu_device *d, nu_buffer **out);
  * tens of ms on a loaded machine while the others poll). NUVEC_GRID_SPIN=N overrides it. */
 uint32_t nu__grid_spin_default(const nu_device *d);
 
-/* Whether persistent kernels use the Vulkan memory model variant on this device: where nuvec
- * enabled vulkanMemoryModel (with cooperative matrices, vk/logical.c), unless the environment
- * variable NUVEC_GRID_SYNC=glsl450 asks for the GLSL450 variant (coherent buffers and fences). */
+/* Whether persistent kernels use the Vulkan memory model variant on this device: only when asked
+ * (NUVEC_GRID_SYNC=vmm) and where nuvec enabled vulkanMemoryModel (with cooperative matrices,
+ * vk/logical.c). The default is the GLSL450 variant (coherent buffers and fences), valid on
+ * every device and the one verified on lavapipe; the other is unverified: lavapipe (with the
+ * feature forced on) gave wrong results with it, which may be lavapipe's or the variant's. */
 bool nu__grid_vmm(const nu_device *d);
 
 /* After the GPU work that used `sync` completed: NU_OK, or NU_ERROR_TIMEOUT ("grid barrier timed
