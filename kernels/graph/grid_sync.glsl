@@ -24,7 +24,8 @@
 //   wrong guess costs one spin bound of GPU time, never a hang. A single workgroup needs no
 //   device barrier: nu_grid_sync with groups 1 is a workgroup barrier.
 // - Memory ordering, Vulkan memory model (NU_GRID_VMM; the device has vulkanMemoryModel, which
-//   nuvec enables with cooperative matrices): a workgroup's step writes are ordered before its
+//   nuvec enables with cooperative matrices; opt-in, NUVEC_GRID_SYNC=vmm, and not yet verified on
+//   a device: lavapipe with the feature forced on gave wrong results, its fault or this one's): a workgroup's step writes are ordered before its
 //   first invocation's arrival by a control barrier with queue-family memory scope and
 //   acquire-release semantics that also make the buffer writes available; the arrival is an
 //   acquire-release atomic add at queue-family scope (all invocations of a dispatch are in one
