@@ -3,7 +3,8 @@
 # benchmarks, with a table at the end. The build comes along (carry: build .gl); .gl holds
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
-# Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture
+# Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture llm
+# (llm is not in the default list: it writes 17 GB of model files; see its comment below)
 # ops (nuvec bench ops beside bench/torch_ops.py) matvec (a sweep of the matrix-vector knobs)
 # random (default: all; random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0);
 # gputests runs only the tests that do GPU work. upload writes a weights file of UPLOAD_SIZE
@@ -90,6 +91,29 @@ for step in $steps; do
         fi ;;
     summary)
         python3 bench/h200_summary.py "$J" | tee "$OUT/summary.txt" || status=1 ;;
+    llm)
+        # Issue 16's side by side: random-weight 7B files written by nuvec make-gguf (LLM_DIR,
+        # default /tmp), `nuvec bench llm` on each beside llama.cpp's Vulkan backend
+        # (bench/llamacpp.sh: carry .device/llamacpp-peer.tar.xz, made by `bench/llamacpp.sh all`
+        # on the development machine) and bench/torch_llm.py (the fair PyTorch loop, HF generate);
+        # then the tiny real model's per-token overhead (.device/aidreams260K.gguf).
+        d=${LLM_DIR:-/tmp}
+        for dt in ${LLM_DTYPES:-q4_0 f16}; do
+            f=$d/llama-7b-$dt.gguf
+            [ -f "$f" ] || ./build/nuvec make-gguf --shape llama-7b --dtype "$dt" --out "$f" || status=1
+            ./build/nuvec bench llm --model "$f" --json >"$J/llm-$dt.json" || status=1
+            ./build/nuvec bench llm --model "$f" | tee -a "$OUT/llm.txt" || status=1
+            bash bench/llamacpp.sh run "$f" -r 3 | tee "$J/llamacpp-$dt.json" | tee -a "$OUT/llm.txt" || status=1
+        done
+        if [ -f .device/aidreams260K.gguf ]; then
+            ./build/nuvec bench llm --model .device/aidreams260K.gguf -p 16 -n 128 | tee -a "$OUT/llm.txt" || status=1
+            bash bench/llamacpp.sh run .device/aidreams260K.gguf -p 16 -n 128 -r 3 | tee -a "$OUT/llm.txt" || status=1
+        fi
+        if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+            python3 bench/torch_llm.py --shape llama-7b --hf | tee -a "$OUT/llm.txt" || status=1
+        else
+            echo "SKIP torch llm: no python3 with torch and CUDA" | tee -a "$OUT/llm.txt"
+        fi ;;
     upload)
         f=${UPLOAD_FILE:-/tmp/nuvec-upload.safetensors}
         rm -f "$f"
