@@ -171,6 +171,35 @@ static nu_status reserve(nu_llm_sampler *r, size_t n)
     return NU_OK;
 }
 
+/* The `k` best candidates (by `better`) among the finite logits into r->scratch[0 .. *n), sorted
+ * best first if `sorted`, else in id order (only when k takes them all). */
+static nu_status select_best(nu_llm_sampler *r, const float *logits, uint32_t vocab, size_t k, bool sorted, size_t *n)
+{
+    nu_status st = reserve(r, k);
+    if (st != NU_OK)
+        return st;
+    candidate *c = r->scratch;
+    size_t m = 0;
+    for (uint32_t i = 0; i < vocab; i++) {
+        if (isinf(logits[i]))
+            continue;
+        candidate x = {logits[i], (int32_t)i};
+        if (!sorted) {
+            c[m++] = x; /* all of them, in id order */
+        } else if (m < k) {
+            c[m] = x;
+            sift_up(c, m++);
+        } else if (better(x, c[0])) {
+            c[0] = x;
+            sift_down(c, m, 0);
+        }
+    }
+    if (sorted)
+        qsort(c, m, sizeof *c, compare_candidates);
+    *n = m;
+    return NU_OK;
+}
+
 nu_status nu_llm_sample(nu_llm_sampler *r, const float *logits, uint32_t vocab, int32_t *token)
 {
     if (token)
@@ -204,40 +233,46 @@ nu_status nu_llm_sample(nu_llm_sampler *r, const float *logits, uint32_t vocab, 
         return NU_OK;
     }
     bool top_p = p->top_p > 0 && p->top_p < 1;
-    size_t k = p->top_k && p->top_k < finite ? p->top_k : finite;
-    nu_status st = reserve(r, k);
-    if (st != NU_OK)
-        return st;
-
-    candidate *c = r->scratch;
-    size_t n = 0;
-    for (uint32_t i = 0; i < vocab; i++) {
-        if (isinf(logits[i]))
-            continue;
-        candidate x = {logits[i], (int32_t)i};
-        if (n < k) {
-            c[n] = x;
-            if (k < finite)
-                sift_up(c, n);
-            n++;
-        } else if (better(x, c[0])) {
-            c[0] = x;
-            sift_down(c, n, 0);
-        }
-    }
-    if (top_p || k < finite)
-        qsort(c, n, sizeof *c, compare_candidates);
-
-    /* Softmax over the survivors at the temperature, in double, the largest subtracted. */
+    /* The survivors of top-k (all finite logits without it). */
+    size_t limit = p->top_k && p->top_k < finite ? p->top_k : finite;
     double inv_t = 1.0 / (double)p->temperature, max = (double)logits[best], sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += r->prob[i] = exp(((double)c[i].logit - max) * inv_t);
+    candidate *c = NULL;
+    size_t n = 0;
+    if (!top_p || limit < finite) {
+        nu_status st = select_best(r, logits, vocab, limit, limit < finite, &n);
+        if (st != NU_OK)
+            return st;
+        c = r->scratch;
+        for (size_t i = 0; i < n; i++)
+            sum += r->prob[i] = exp(((double)c[i].logit - max) * inv_t);
+    }
     if (top_p) {
-        /* The smallest prefix (they are sorted) whose mass reaches top_p. */
+        /* The nucleus: the smallest prefix, best first, whose mass reaches top_p of the survivors'.
+         * Without top-k the survivors are the whole vocabulary: rather than sort it, take the best
+         * k for a growing k until their mass reaches top_p (usually at once). */
+        if (limit == finite)
+            for (uint32_t i = 0; i < vocab; i++)
+                if (!isinf(logits[i]))
+                    sum += exp(((double)logits[i] - max) * inv_t);
         double want = (double)p->top_p * sum, mass = 0;
-        size_t keep = 0;
-        while (keep < n && mass < want)
-            mass += r->prob[keep++];
+        size_t k = limit < finite ? limit : (finite < 1024 ? finite : 1024), keep = 0;
+        for (;;) {
+            if (limit == finite) {
+                nu_status st = select_best(r, logits, vocab, k, true, &n);
+                if (st != NU_OK)
+                    return st;
+                c = r->scratch;
+                for (size_t i = 0; i < n; i++)
+                    r->prob[i] = exp(((double)c[i].logit - max) * inv_t);
+            }
+            mass = 0;
+            keep = 0;
+            while (keep < n && mass < want)
+                mass += r->prob[keep++];
+            if (mass >= want || k == limit)
+                break;
+            k = k > limit / 8 ? limit : k * 8;
+        }
         n = keep ? keep : 1;
         sum = 0;
         for (size_t i = 0; i < n; i++)

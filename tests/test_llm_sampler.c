@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 #include "nuvec_llm.h"
@@ -197,6 +198,49 @@ static void temperature_top_k_top_p_distributions(void **state)
     free(bk);
 }
 
+/* top-p over a large vocabulary, where the nucleus is larger than the first selection the
+ * sampler tries (it grows it): 50,000 equal logits and top-p 0.5 keep ids 0 .. 24,999 (ties go
+ * to the lower id), uniformly. Also the time a draw takes at Llama 3's vocabulary size. */
+static void top_p_over_a_large_vocabulary(void **state)
+{
+    (void)state;
+    enum { V = 50000, DRAWS = 20000 };
+    float *flat = calloc(V, sizeof *flat);
+    assert_non_null(flat);
+    nu_llm_sampler *s = make(1.0f, 0, 0.5f, 77);
+    int low = 0, high = 0;
+    for (int i = 0; i < DRAWS; i++) {
+        int32_t t = sample(s, flat, V);
+        assert_true(t < V / 2);
+        low += t < V / 4;
+        high += t >= V / 4;
+    }
+    assert_true(abs(low - high) < 5 * 142 + 2); /* sd of the difference: sqrt(20000) */
+    nu_llm_sampler_free(s);
+    free(flat);
+
+    enum { LLAMA3 = 128256 };
+    float *logits = malloc(LLAMA3 * sizeof *logits);
+    assert_non_null(logits);
+    uint64_t rng = 3;
+    for (int i = 0; i < LLAMA3; i++)
+        logits[i] = (float)(nt_rand(&rng) % 100000) / 5000.0f; /* 0 .. 20 */
+    const nu_llm_sampler_params kinds[] = {
+        {.temperature = 0.8f}, {.temperature = 0.8f, .top_k = 40}, {.temperature = 0.8f, .top_p = 0.95f},
+        {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f}};
+    const char *names[] = {"temperature", "top-k 40", "top-p 0.95", "top-k 40 + top-p 0.95"};
+    for (int k = 0; k < 4; k++) {
+        LLM_OK(nu_llm_sampler_new(&kinds[k], &s));
+        clock_t c0 = clock();
+        for (int i = 0; i < 20; i++)
+            sample(s, logits, LLAMA3);
+        print_message("%s over %d logits: %.2f ms a draw\n", names[k], LLAMA3,
+                      (double)(clock() - c0) * 1000 / CLOCKS_PER_SEC / 20);
+        nu_llm_sampler_free(s);
+    }
+    free(logits);
+}
+
 static void seeds(void **state)
 {
     (void)state;
@@ -329,6 +373,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(greedy),
         cmocka_unit_test(temperature_top_k_top_p_distributions),
+        cmocka_unit_test(top_p_over_a_large_vocabulary),
         cmocka_unit_test(seeds),
         cmocka_unit_test(checks),
         cmocka_unit_test(every_allocation_fails_cleanly),

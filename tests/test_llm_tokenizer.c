@@ -980,7 +980,94 @@ static void aidreams_vocabulary(void **state)
     free_gguf_vocab(&g);
 }
 
-/* tokenizer.json (Hugging Face) holds the same vocabulary: the same piece for every id. */
+/* Hugging Face's BPE over tokenizer.json, written plainly: the text normalised as its normalizer
+ * says (U+2581 in front, spaces as U+2581), split into characters (ids from its vocab, else byte
+ * fallback), then the adjacent pair of the lowest merge rank merged, leftmost first, until none
+ * is left. Its merges were derived from the scores, so it must agree with the tokenizer. */
+typedef struct hf_bpe {
+    cJSON *root, *vocab;
+    char **merge_left, **merge_right;
+    int merges;
+} hf_bpe;
+
+static int hf_id(const hf_bpe *h, const char *s, size_t n)
+{
+    char key[64];
+    if (n >= sizeof key)
+        return -1;
+    memcpy(key, s, n);
+    key[n] = 0;
+    cJSON *e = cJSON_GetObjectItemCaseSensitive(h->vocab, key);
+    return cJSON_IsNumber(e) ? e->valueint : -1;
+}
+
+static int hf_rank(const hf_bpe *h, const char *a, size_t an, const char *b, size_t bn)
+{
+    for (int r = 0; r < h->merges; r++)
+        if (strlen(h->merge_left[r]) == an && strlen(h->merge_right[r]) == bn && memcmp(h->merge_left[r], a, an) == 0 &&
+            memcmp(h->merge_right[r], b, bn) == 0)
+            return r;
+    return -1;
+}
+
+static size_t hf_tokenize(const hf_bpe *h, const char *text, size_t len, int32_t *ids)
+{
+    char *norm = malloc(3 * len + 4);
+    size_t (*sym)[2] = malloc((3 * len + 4) * sizeof *sym);
+    assert_true(norm && sym);
+    size_t w = 3, n = 0, out = 0;
+    memcpy(norm, SP, 3);
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(norm + w, SP, 3);
+            w += 3;
+        } else {
+            norm[w++] = text[i];
+        }
+    }
+    for (size_t i = 0; i < w; n++) {
+        size_t c = ref_char((const unsigned char *)norm + i, w - i);
+        sym[n][0] = i;
+        sym[n][1] = c ? c : 1;
+        i += sym[n][1];
+    }
+    for (;;) {
+        int best_rank = -1;
+        size_t best = 0;
+        for (size_t i = 0; i + 1 < n; i++) {
+            int r = hf_rank(h, norm + sym[i][0], sym[i][1], norm + sym[i + 1][0], sym[i + 1][1]);
+            if (r >= 0 && (best_rank < 0 || r < best_rank)) {
+                best_rank = r;
+                best = i;
+            }
+        }
+        if (best_rank < 0)
+            break;
+        sym[best][1] += sym[best + 1][1];
+        memmove(sym + best + 1, sym + best + 2, (n - best - 2) * sizeof *sym);
+        n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int id = hf_id(h, norm + sym[i][0], sym[i][1]);
+        if (id >= 0) {
+            ids[out++] = id;
+            continue;
+        }
+        for (size_t k = 0; k < sym[i][1]; k++) {
+            char piece[8];
+            snprintf(piece, sizeof piece, "<0x%02X>", (unsigned char)norm[sym[i][0] + k]);
+            id = hf_id(h, piece, 6);
+            assert_true(id >= 0);
+            ids[out++] = id;
+        }
+    }
+    free(norm);
+    free(sym);
+    return out;
+}
+
+/* tokenizer.json (Hugging Face) holds the same vocabulary: the same piece for every id, and its
+ * BPE merges give the same ids. */
 static void aidreams_tokenizer_json_agrees(void **state)
 {
     (void)state;
@@ -989,14 +1076,15 @@ static void aidreams_tokenizer_json_agrees(void **state)
     char path[4096];
     snprintf(path, sizeof path, "%s/aidreams260K/hf/tokenizer.json", models_dir());
     char *json = nt_read_file(path);
-    cJSON *root = cJSON_Parse(json);
-    assert_non_null(root);
-    cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    assert_true(cJSON_IsObject(vocab));
+    hf_bpe h = {0};
+    h.root = cJSON_Parse(json);
+    assert_non_null(h.root);
+    cJSON *model = cJSON_GetObjectItemCaseSensitive(h.root, "model");
+    h.vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    assert_true(cJSON_IsObject(h.vocab));
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback")));
     int seen = 0;
-    for (cJSON *e = vocab->child; e; e = e->next) {
+    for (cJSON *e = h.vocab->child; e; e = e->next) {
         assert_true(cJSON_IsNumber(e));
         int id = e->valueint;
         assert_true(id >= 0 && id < (int)g.tv->v.count);
@@ -1006,7 +1094,68 @@ static void aidreams_tokenizer_json_agrees(void **state)
         seen++;
     }
     assert_int_equal(seen, (int)g.tv->v.count);
-    cJSON_Delete(root);
+
+    /* Merges: ["a", "b"] pairs (or "a b" strings, the older form). */
+    cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    h.merges = cJSON_GetArraySize(merges);
+    assert_true(h.merges > 0);
+    h.merge_left = calloc((size_t)h.merges, sizeof *h.merge_left);
+    h.merge_right = calloc((size_t)h.merges, sizeof *h.merge_right);
+    assert_true(h.merge_left && h.merge_right);
+    int r = 0;
+    for (cJSON *m = merges->child; m; m = m->next, r++) {
+        if (cJSON_IsArray(m)) {
+            h.merge_left[r] = strdup(cJSON_GetArrayItem(m, 0)->valuestring);
+            h.merge_right[r] = strdup(cJSON_GetArrayItem(m, 1)->valuestring);
+        } else {
+            assert_true(cJSON_IsString(m));
+            const char *sp = strchr(m->valuestring, ' ');
+            assert_non_null(sp);
+            h.merge_left[r] = strndup(m->valuestring, (size_t)(sp - m->valuestring));
+            h.merge_right[r] = strdup(sp + 1);
+        }
+    }
+    nu_llm_tokenizer *t = NULL;
+    LLM_OK(nu_llm_tokenizer_new(&g.tv->v, &t));
+    uint64_t rng = 7;
+    static const char *parts[] = {"the ", "dream", " of", "\xC3\xA9", " ", "ing", "x", "\n", "\xE2\x98\x83", "Q",
+                                  "0.", "whisper", "s", ",", "  ", "I ", "softly", "refine", "vector", "es"};
+    for (int k = 0; k < 300 + (int)(sizeof ROUND_TRIPS / sizeof ROUND_TRIPS[0]); k++) {
+        char text[400];
+        size_t len = 0;
+        if (k < (int)(sizeof ROUND_TRIPS / sizeof ROUND_TRIPS[0])) {
+            if (strstr(ROUND_TRIPS[k], "<s>"))
+                continue; /* Hugging Face reads <s> in text as the special token */
+            len = strlen(ROUND_TRIPS[k]);
+            memcpy(text, ROUND_TRIPS[k], len);
+        } else {
+            int n_parts = (int)(nt_rand(&rng) % 30);
+            for (int p = 0; p < n_parts; p++) {
+                const char *part = parts[nt_rand(&rng) % (sizeof parts / sizeof parts[0])];
+                memcpy(text + len, part, strlen(part));
+                len += strlen(part);
+            }
+        }
+        if (len == 0)
+            continue; /* Hugging Face prepends U+2581 to empty text too; SentencePiece does not */
+        int32_t got[1300], want[1300];
+        size_t n;
+        LLM_OK(nu_llm_tokenize(t, text, len, 0, got, 1300, &n));
+        size_t m = hf_tokenize(&h, text, len, want);
+        size_t i = 0;
+        while (i < n && i < m && got[i] == want[i])
+            i++;
+        if (n != m || i != n)
+            fail_msg("\"%.*s\": %zu ids, Hugging Face's BPE %zu; first difference at %zu", (int)len, text, n, m, i);
+    }
+    nu_llm_tokenizer_free(t);
+    for (int i = 0; i < h.merges; i++) {
+        free(h.merge_left[i]);
+        free(h.merge_right[i]);
+    }
+    free(h.merge_left);
+    free(h.merge_right);
+    cJSON_Delete(h.root);
     free(json);
     free_gguf_vocab(&g);
 }
