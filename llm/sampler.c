@@ -1,11 +1,12 @@
 /* sampler.c: the next token from a step's logits: greedy, temperature, top-k, top-p, seeded
  * (nuvec_llm.h gives the order of the steps).
  *
- * Candidates are ordered by (logit descending, id ascending), a total order, so the survivors of
- * top-k and the order top-p accumulates in do not depend on the sort's implementation. Top-k
- * keeps a min-heap of the k best while scanning the logits once (O(V log k)); only the
- * survivors are sorted. Without top-k and top-p nothing is sorted: the draw walks the ids in
- * order. */
+ * Candidates are ordered by (logit descending, id ascending), a total order, so which tokens
+ * survive top-k and top-p does not depend on how they are sorted or selected. Top-k keeps a
+ * min-heap of the k best while scanning the logits once (O(V log k)) and sorts only those; top-p
+ * without top-k selects its nucleus by mass without sorting (O(V) expected); without either,
+ * nothing is sorted. The draw walks the candidates in the order they are left in, which is
+ * deterministic: the same logits and seed give the same token. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #define MAX_TEMPERATURE 1e6f
 
 typedef struct candidate {
+    double w; /* exp((logit - max) / temperature): the unnormalised probability */
     float logit;
     int32_t id;
 } candidate;
@@ -25,7 +27,6 @@ struct nu_llm_sampler {
     nu_llm_sampler_params params;
     uint64_t s[4]; /* xoshiro256** */
     candidate *scratch;
-    double *prob;
     size_t capacity;
 };
 
@@ -103,7 +104,6 @@ void nu_llm_sampler_free(nu_llm_sampler *r)
     if (!r)
         return;
     nu_llm__free(r->scratch);
-    nu_llm__free(r->prob);
     nu_llm__free(r);
 }
 
@@ -157,35 +157,25 @@ static nu_status reserve(nu_llm_sampler *r, size_t n)
     if (n <= r->capacity)
         return NU_OK;
     candidate *c = nu_llm__malloc_array(n, sizeof *c);
-    double *p = nu_llm__malloc_array(n, sizeof *p);
-    if (!c || !p) {
-        nu_llm__free(c);
-        nu_llm__free(p);
+    if (!c)
         return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_sample: out of host memory for %zu candidates", n);
-    }
     nu_llm__free(r->scratch);
-    nu_llm__free(r->prob);
     r->scratch = c;
-    r->prob = p;
     r->capacity = n;
     return NU_OK;
 }
 
-/* The `k` best candidates (by `better`) among the finite logits into r->scratch[0 .. *n), sorted
- * best first if `sorted`, else in id order (only when k takes them all). */
-static nu_status select_best(nu_llm_sampler *r, const float *logits, uint32_t vocab, size_t k, bool sorted, size_t *n)
+/* The `k` best candidates among the finite logits into c[0 .. return), sorted best first; or,
+ * with `all`, every finite logit in id order. */
+static size_t gather(candidate *c, const float *logits, uint32_t vocab, size_t k, bool all)
 {
-    nu_status st = reserve(r, k);
-    if (st != NU_OK)
-        return st;
-    candidate *c = r->scratch;
     size_t m = 0;
     for (uint32_t i = 0; i < vocab; i++) {
         if (isinf(logits[i]))
             continue;
-        candidate x = {logits[i], (int32_t)i};
-        if (!sorted) {
-            c[m++] = x; /* all of them, in id order */
+        candidate x = {0, logits[i], (int32_t)i};
+        if (all) {
+            c[m++] = x;
         } else if (m < k) {
             c[m] = x;
             sift_up(c, m++);
@@ -194,10 +184,56 @@ static nu_status select_best(nu_llm_sampler *r, const float *logits, uint32_t vo
             sift_down(c, m, 0);
         }
     }
-    if (sorted)
+    if (!all)
         qsort(c, m, sizeof *c, compare_candidates);
-    *n = m;
-    return NU_OK;
+    return m;
+}
+
+static void swap(candidate *a, candidate *b)
+{
+    candidate t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Top-p over unsorted candidates c[0 .. n) whose weights sum to more than `want`: moves the
+ * nucleus (the fewest best candidates whose weight reaches `want`) to the front and returns its
+ * size. A quickselect by mass: each round partitions the undecided range around a pivot and
+ * keeps the side where the nucleus ends, so it costs O(n) expected, where sorting would cost
+ * O(n log n) (a draw over Llama 3's 128,256 logits: milliseconds). */
+static size_t nucleus(candidate *c, size_t n, double want)
+{
+    size_t lo = 0, hi = n; /* c[0 .. lo) is in the nucleus, c[hi .. n) is not */
+    double mass = 0;       /* of c[0 .. lo) */
+    while (lo < hi) {
+        /* Median of three as the pivot, moved to the end of the range. */
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (better(c[mid], c[lo]))
+            swap(&c[mid], &c[lo]);
+        if (better(c[last], c[lo]))
+            swap(&c[last], &c[lo]);
+        if (better(c[mid], c[last]))
+            swap(&c[mid], &c[last]); /* now c[lo] ranks first, c[last] is the median */
+        candidate pivot = c[last];
+        size_t store = lo;
+        double above = 0; /* the mass of those better than the pivot */
+        for (size_t i = lo; i < last; i++) {
+            if (better(c[i], pivot)) {
+                above += c[i].w;
+                swap(&c[i], &c[store++]);
+            }
+        }
+        swap(&c[store], &c[last]);
+        if (mass + above >= want && store > lo) {
+            hi = store; /* the nucleus ends among those above the pivot */
+        } else if (mass + above + pivot.w >= want) {
+            return store + 1; /* ... at the pivot */
+        } else {
+            mass += above + pivot.w;
+            lo = store + 1;
+        }
+    }
+    return lo ? lo : 1; /* rounding: all of them */
 }
 
 nu_status nu_llm_sample(nu_llm_sampler *r, const float *logits, uint32_t vocab, int32_t *token)
@@ -232,55 +268,34 @@ nu_status nu_llm_sample(nu_llm_sampler *r, const float *logits, uint32_t vocab, 
         *token = best;
         return NU_OK;
     }
-    bool top_p = p->top_p > 0 && p->top_p < 1;
-    /* The survivors of top-k (all finite logits without it). */
-    size_t limit = p->top_k && p->top_k < finite ? p->top_k : finite;
+    /* The survivors of top-k, best first; without top-k every finite logit, in id order. */
+    bool top_k = p->top_k && p->top_k < finite;
+    nu_status st = reserve(r, top_k ? p->top_k : finite);
+    if (st != NU_OK)
+        return st;
+    candidate *c = r->scratch;
+    size_t n = gather(c, logits, vocab, p->top_k, !top_k);
+    /* Softmax at the temperature, in double, the largest logit subtracted. */
     double inv_t = 1.0 / (double)p->temperature, max = (double)logits[best], sum = 0;
-    candidate *c = NULL;
-    size_t n = 0;
-    if (!top_p || limit < finite) {
-        nu_status st = select_best(r, logits, vocab, limit, limit < finite, &n);
-        if (st != NU_OK)
-            return st;
-        c = r->scratch;
-        for (size_t i = 0; i < n; i++)
-            sum += r->prob[i] = exp(((double)c[i].logit - max) * inv_t);
-    }
-    if (top_p) {
-        /* The nucleus: the smallest prefix, best first, whose mass reaches top_p of the survivors'.
-         * Without top-k the survivors are the whole vocabulary: rather than sort it, take the best
-         * k for a growing k until their mass reaches top_p (usually at once). */
-        if (limit == finite)
-            for (uint32_t i = 0; i < vocab; i++)
-                if (!isinf(logits[i]))
-                    sum += exp(((double)logits[i] - max) * inv_t);
+    for (size_t i = 0; i < n; i++)
+        sum += c[i].w = exp(((double)c[i].logit - max) * inv_t);
+    if (p->top_p > 0 && p->top_p < 1) {
         double want = (double)p->top_p * sum, mass = 0;
-        size_t k = limit < finite ? limit : (finite < 1024 ? finite : 1024), keep = 0;
-        for (;;) {
-            if (limit == finite) {
-                nu_status st = select_best(r, logits, vocab, k, true, &n);
-                if (st != NU_OK)
-                    return st;
-                c = r->scratch;
-                for (size_t i = 0; i < n; i++)
-                    r->prob[i] = exp(((double)c[i].logit - max) * inv_t);
-            }
-            mass = 0;
-            keep = 0;
+        if (top_k) {
+            size_t keep = 0;
             while (keep < n && mass < want)
-                mass += r->prob[keep++];
-            if (mass >= want || k == limit)
-                break;
-            k = k > limit / 8 ? limit : k * 8;
+                mass += c[keep++].w;
+            n = keep ? keep : 1;
+        } else {
+            n = nucleus(c, n, want);
         }
-        n = keep ? keep : 1;
         sum = 0;
         for (size_t i = 0; i < n; i++)
-            sum += r->prob[i];
+            sum += c[i].w;
     }
     double u = next_unit(r) * sum, acc = 0;
     for (size_t i = 0; i < n; i++) {
-        acc += r->prob[i];
+        acc += c[i].w;
         if (u < acc) {
             *token = c[i].id;
             return NU_OK;
@@ -288,7 +303,7 @@ nu_status nu_llm_sample(nu_llm_sampler *r, const float *logits, uint32_t vocab, 
     }
     /* Rounding left u at the very top: the last candidate with any mass. */
     size_t last = n - 1;
-    while (last > 0 && r->prob[last] == 0)
+    while (last > 0 && c[last].w == 0)
         last--;
     *token = c[last].id;
     return NU_OK;

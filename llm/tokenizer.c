@@ -487,7 +487,7 @@ nu_status nu_llm_tokenize(const nu_llm_tokenizer *t, const char *text, size_t le
     char *norm = nu_llm__malloc(norm_len);
     e.sym = nu_llm__malloc_array(norm_len, sizeof *e.sym);
     /* Each merge adds at most two pairs to the initial ones: fewer than 3 per symbol. */
-    e.heap = nu_llm__malloc_array(3 * norm_len, sizeof *e.heap);
+    e.heap = norm_len <= SIZE_MAX / 3 ? nu_llm__malloc_array(3 * norm_len, sizeof *e.heap) : NULL;
     if (!norm || !e.sym || !e.heap) {
         nu_llm__free(norm);
         nu_llm__free(e.sym);

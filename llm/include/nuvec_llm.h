@@ -97,8 +97,9 @@ bool nu_llm_tokenizer_add_bos(const nu_llm_tokenizer *tok);
  * When cap is too small: NU_ERROR_OUT_OF_RANGE with *count set to the number needed (the one
  * failure that leaves *count set; ids is then unspecified), so a caller may retry with that; a
  * text of len bytes never needs more than 3 * len + 4 ids (a ' ' may become U+2581's 3 bytes).
- * Other failures: NU_ERROR_INVALID_ARGUMENT (NULL pointers, add_bos without a bos),
- * NU_ERROR_HOST_OUT_OF_MEMORY; *count is then 0. ids may be NULL when cap is 0 (to ask the count). */
+ * Other failures: NU_ERROR_INVALID_ARGUMENT (NULL pointers, add_bos without a bos, a text over
+ * 715,827,881 bytes), NU_ERROR_HOST_OUT_OF_MEMORY; *count is then 0. ids may be NULL when cap
+ * is 0 (to ask for the count). */
 nu_status nu_llm_tokenize(const nu_llm_tokenizer *tok, const char *text, size_t len, int add_bos,
                           int32_t *ids, size_t cap, size_t *count);
 
@@ -136,9 +137,10 @@ size_t nu_llm_utf8_complete(const char *s, size_t len);
  * the lowest id on ties); otherwise logits are divided by the temperature, top-k keeps the k
  * largest (ties at the k-th kept by lower id), softmax (in double, max subtracted), top-p keeps
  * the smallest prefix of those sorted by probability whose mass reaches top_p (at least one
- * token), and a token is drawn from what is left, renormalised, with the sampler's own PRNG
- * (xoshiro256**, seeded through splitmix64: the same seed gives the same tokens on every
- * platform for the same logits).
+ * token; the mass is that of the top-k survivors), and a token is drawn from what is left,
+ * renormalised, with the sampler's own PRNG (xoshiro256**, seeded through splitmix64). The same
+ * seed and logits give the same tokens; across platforms the PRNG's stream is the same, and the
+ * tokens too wherever the C library's exp() rounds alike.
  * Thread safety: a sampler holds the PRNG state: one thread at a time. */
 
 /* Zero means default except where noted. */
