@@ -977,7 +977,7 @@ static void make_gguf_tiny_reads_back(void **state)
 
 static const char *models_dir(void)
 {
-    const char *env = getenv("NUVEC_MODELS");
+    const char *env = getenv("NUVEC_MODELS_DIR");
     return env && *env ? env : NUVEC_MODELS_DIR;
 }
 
@@ -996,7 +996,7 @@ static bool have_models(void)
     struct stat st;
     if (stat(model_path("aidreams260K/model.gguf"), &st) == 0)
         return true;
-    print_message("no models at %s (set NUVEC_MODELS): skipped\n", models_dir());
+    print_message("no models at %s (set NUVEC_MODELS_DIR): skipped\n", models_dir());
     return false;
 }
 
