@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/host.h"
+#include "io/file_tensors.h"
 #include "nuvec/device.h"
 #include "nuvec/gguf.h"
 
@@ -1019,6 +1020,18 @@ nu_status nu_gguf_tensor_view_in(const nu_gguf *file, const char *name, nu_buffe
     return view(file, name, buffer, offset, false, "nu_gguf_tensor_view_in", out);
 }
 
+/* nu__file_tensor_fn for nu__file_tensors_to_device. */
+static bool file_tensor(const void *f, const char *const *names, size_t i, uint64_t *offset, uint64_t *size)
+{
+    const nu_gguf *file = f;
+    const nu_gguf_tensor_info *t = names ? (names[i] ? nu_gguf_find_tensor(file, names[i]) : NULL) : &file->tensors[i];
+    if (!t)
+        return false;
+    *offset = t->offset;
+    *size = t->size;
+    return true;
+}
+
 nu_status nu_gguf_to_device(nu_gguf *file, const char *const *names, size_t count, const nu_move_options *options,
                             nu_buffer **out, uint64_t *offsets)
 {
@@ -1033,42 +1046,5 @@ nu_status nu_gguf_to_device(nu_gguf *file, const char *const *names, size_t coun
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: the file was parsed from memory, not opened on a device",
                         fn);
     size_t n = names ? count : (size_t)file->tensor_count;
-    /* Each tensor where a storage buffer may be bound (and at least 16-byte aligned). */
-    uint64_t align = nu_device_get_info(d)->min_storage_buffer_offset_alignment;
-    if (align < 16)
-        align = 16;
-    if (n > SIZE_MAX / sizeof(nu_range_copy))
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %zu tensors is too many", fn, n);
-    nu_range_copy *r = nu__malloc((n ? n : 1) * sizeof *r);
-    if (!r)
-        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    uint64_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        const nu_gguf_tensor_info *t = names ? (names[i] ? nu_gguf_find_tensor(file, names[i]) : NULL) : &file->tensors[i];
-        if (!t) {
-            nu__free(r);
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: no tensor named " NAME, fn,
-                            names[i] ? names[i] : "(NULL)");
-        }
-        at = (at + align - 1) / align * align;
-        if (t->size > SIZE_MAX - align - at) { /* the same tensor named very many times */
-            nu__free(r);
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the tensors add up to more than a buffer can hold", fn);
-        }
-        r[i] = (nu_range_copy){.src_offset = t->offset, .dst_offset = at, .size = t->size};
-        at += t->size;
-    }
-    nu_buffer *b;
-    nu_status st = nu_buffer_new(d, (size_t)at, NU_STORAGE_PRIVATE, &b);
-    if (st == NU_OK && (st = nu_buffer_move_ranges(b, file->file, r, n, options)) != NU_OK) {
-        nu_buffer_free(b);
-        b = NULL;
-    }
-    if (st == NU_OK) {
-        for (size_t i = 0; offsets && i < n; i++)
-            offsets[i] = r[i].dst_offset;
-        *out = b;
-    }
-    nu__free(r);
-    return st;
+    return nu__file_tensors_to_device(d, fn, file->file, file, file_tensor, names, n, options, out, offsets);
 }
