@@ -428,17 +428,26 @@ nu_status nu_graph_slot(nu_commands *c, nu_buffer *b, uint32_t *slot)
 
 static nu_status param_at(nu_graph *g, uint32_t index, uint32_t offset, uint32_t size, uint32_t *out, const char *fn);
 
-nu_status nu_graph_param(nu_commands *c, uint32_t offset, uint32_t size, uint32_t *out)
+/* The graph a parameter is declared in (*out cleared), or NULL with the error recorded. */
+static nu_graph *param_draft(nu_commands *c, const char *fn, uint32_t *out)
 {
-    static const char fn[] = "nu_graph_param";
     if (out)
         *out = 0;
     nu_graph *g = draft_of(c, fn);
+    if (g && !out) {
+        nu__fail(g->device, NU_ERROR_INVALID_ARGUMENT, "%s: NULL param", fn);
+        return NULL;
+    }
+    return g;
+}
+
+nu_status nu_graph_param(nu_commands *c, uint32_t offset, uint32_t size, uint32_t *out)
+{
+    static const char fn[] = "nu_graph_param";
+    nu_graph *g = param_draft(c, fn, out);
     if (!g)
         return NU_ERROR_INVALID_ARGUMENT;
     nu_device *d = g->device;
-    if (!out)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL param", fn);
     if (g->last_user < 0)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "%s: the last command recorded is not a dispatch (nu_commands_dispatch or an op)", fn);
@@ -458,14 +467,10 @@ void nu__graph_note_values(nu_commands *c, const char *op, const nu__op_value_at
 
 nu_status nu__graph_value_param(nu_commands *c, const char *fn, uint32_t value, const char *name, uint32_t *out)
 {
-    if (out)
-        *out = 0;
-    nu_graph *g = draft_of(c, fn);
+    nu_graph *g = param_draft(c, fn, out);
     if (!g)
         return NU_ERROR_INVALID_ARGUMENT;
     nu_device *d = g->device;
-    if (!out)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL param", fn);
     if (!g->noted_count || g->noted_nodes != g->node_count)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "%s: the last command recorded is not an op with values a launch may change (nu_op_rope, "
