@@ -152,8 +152,10 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (k->shape[2] != hd)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k's head_dim is %lld but q's is %lld", (long long)k->shape[2],
                         (long long)hd);
-    if (hd != 64 && hd != 128)
-        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": head_dim %lld; the kernels take 64 or 128", (long long)hd);
+    /* Powers of two: the decode kernels' thread groups and tree reductions divide 128 threads by it. */
+    if (hd < 8 || hd > 128 || (hd & (hd - 1)))
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": head_dim %lld; the kernels take 8, 16, 32, 64 or 128",
+                        (long long)hd);
     if (kvh < 1 || qh % kvh)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": q_heads %lld is not a multiple of kv_heads %lld", (long long)qh,
                         (long long)kvh);
