@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""check_layers.py [SRC_DIR] [--graph]: fails when an include in src/ points up a layer or closes a cycle.
+"""check_layers.py [SRC_DIR] [--graph]: fails when an include in src/ points up a layer or closes a cycle,
+or when the llm/ component beside src/ includes anything but public headers and its own.
 
 src/ is layered; a file may include headers of its own layer and of the layers below it, and the
 public headers (nuvec.h, nuvec/*.h). Layers of one rank (kernel, debug) may not include each other.
@@ -26,11 +27,42 @@ LAYERS = {
     "runtime": 6,  # opening and closing a device: starts and stops every module
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]')
 SYSTEM_VULKAN = re.compile(r'^\s*#\s*include\s+<vulkan/')
 
 
 def module(path):
     return os.path.splitext(path)[0]
+
+
+def check_component(src, comp):
+    """The llm/ component is written against nuvec's public API: its files may include nuvec.h,
+    nuvec/*.h, system headers and its own headers (beside them or under its include/), never a
+    header of src/. Returns (files, errors)."""
+    errors = []
+    files = []
+    for root, _, names in os.walk(comp):
+        for name in sorted(names):
+            if name.endswith((".c", ".h")):
+                files.append(os.path.join(root, name))
+    for path in sorted(files):
+        rel = os.path.relpath(path, os.path.dirname(comp))
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                m = ANY_INCLUDE.match(line)
+                if not m:
+                    continue
+                quoted, target = m.group(1) == '"', m.group(2)
+                if target == "nuvec.h" or target.startswith("nuvec/"):
+                    continue  # the public API
+                if ".." in target.split("/") or os.path.exists(os.path.join(src, target)):
+                    errors.append(f"{rel}:{n}: includes \"{target}\" from src/: llm/ sees public headers only")
+                    continue
+                own = [os.path.join(os.path.dirname(path), target), os.path.join(comp, target),
+                       os.path.join(comp, "include", target)]
+                if quoted and not any(os.path.exists(o) for o in own):
+                    errors.append(f"{rel}:{n}: \"{target}\" is neither a public header nor one of llm/'s")
+    return files, errors
 
 
 def main(argv):
@@ -107,6 +139,12 @@ def main(argv):
     for comp in comps:
         errors.append("cycle between modules: " + " -> ".join(comp))
 
+    comp = os.path.join(src, "..", "llm")
+    comp_files = []
+    if os.path.isdir(comp):
+        comp_files, comp_errors = check_component(src, comp)
+        errors += comp_errors
+
     up = sum(1 for a, b in arrows
              if a.split(os.sep)[0] in LAYERS and LAYERS[b.split("/")[0]] > LAYERS[a.split(os.sep)[0]])
     largest = max((len(c) for c in comps), default=0)
@@ -114,7 +152,7 @@ def main(argv):
         for a, b in arrows:
             print(f"{a} -> {b}")
     print(f"src/: {len(files)} files, {len(arrows)} include arrows, {up} up a layer, "
-          f"{len(comps)} cycles (largest {largest} modules)")
+          f"{len(comps)} cycles (largest {largest} modules); llm/: {len(comp_files)} files")
     for e in errors:
         print("layering: " + e, file=sys.stderr)
     return 1 if errors else 0

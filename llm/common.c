@@ -1,0 +1,81 @@
+/* common.c: llm failure messages and host allocation (see common.h). */
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nuvec_llm.h"
+
+static _Thread_local char message[1024];
+
+/* Allocations left before injected failures start; negative: never. */
+static atomic_long fail_countdown = -1;
+static atomic_long failed;
+
+nu_status nu_llm__fail(nu_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *nu_llm_error_message(void)
+{
+    return message;
+}
+
+long nu_llm__fail_after(long n)
+{
+    long was = atomic_exchange(&failed, 0);
+    atomic_store(&fail_countdown, n);
+    return was;
+}
+
+/* Whether this allocation is to fail (failure injection for tests). */
+static int injected_failure(void)
+{
+    long left = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
+    for (;;) {
+        if (left < 0)
+            return 0;
+        if (left == 0)
+            break;
+        if (atomic_compare_exchange_weak(&fail_countdown, &left, left - 1))
+            return 0;
+    }
+    atomic_fetch_add(&failed, 1);
+    return 1;
+}
+
+void *nu_llm__malloc(size_t size)
+{
+    if (injected_failure())
+        return NULL;
+    return malloc(size ? size : 1);
+}
+
+void *nu_llm__calloc(size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size)
+        return NULL;
+    if (injected_failure())
+        return NULL;
+    return calloc(count ? count : 1, size ? size : 1);
+}
+
+void *nu_llm__malloc_array(size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size)
+        return NULL;
+    return nu_llm__malloc(count * size);
+}
+
+void nu_llm__free(void *ptr)
+{
+    free(ptr);
+}

@@ -1,0 +1,27 @@
+/* common.h: what every module of the llm component shares: failure messages (nu_llm_error_message)
+ * and host allocation. The component sees only nuvec's public headers, so it cannot use nuvec's
+ * own nu__fail and nu__malloc (src/core); these play their part here, including the failure
+ * injection that tests use to fail allocations one by one. */
+#ifndef NU_LLM_COMMON_H
+#define NU_LLM_COMMON_H
+
+#include <stddef.h>
+
+#include "nuvec/status.h"
+
+/* Records `fmt` as this thread's last llm failure message; returns `status`. */
+nu_status nu_llm__fail(nu_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void *nu_llm__malloc(size_t size);
+/* count * size bytes, zeroed; NULL when the product overflows. */
+void *nu_llm__calloc(size_t count, size_t size);
+/* count * size bytes (uninitialised); NULL when the product overflows. */
+void *nu_llm__malloc_array(size_t count, size_t size);
+void nu_llm__free(void *ptr);
+
+/* Tests: after nu_llm__fail_after(n) the next n allocations succeed and every later one fails,
+ * until nu_llm__fail_after(-1) (the default). Applies to all threads. Returns how many allocations
+ * were failed since the previous call. */
+long nu_llm__fail_after(long n);
+
+#endif

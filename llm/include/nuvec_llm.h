@@ -1,0 +1,172 @@
+/* nuvec_llm.h: the Llama model runtime, a component on top of nuvec's public API (libnuvec_llm).
+ *
+ * Conventions are nuvec's (nuvec/status.h): calls that can fail return an nu_status and clear
+ * their out-parameters on failure; the message of the last failure of an nu_llm_ call on the
+ * calling thread is nu_llm_error_message(). Free calls accept NULL.
+ *
+ * Sections: errors; tokenizer; sampler. */
+#ifndef NUVEC_LLM_H
+#define NUVEC_LLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nuvec/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Errors ------------------------------------------------------------------------------ */
+
+/* The message of the last failed nu_llm_ call on this thread, or "" if none failed. Valid
+ * until the next nu_llm_ call on this thread. */
+const char *nu_llm_error_message(void);
+
+/* ---- Tokenizer ----------------------------------------------------------------------------
+ * The SentencePiece-style (BPE with scores and byte fallback) tokenizer of Llama 1 and 2, from a
+ * GGUF vocabulary (tokenizer.ggml.model = "llama"). Encoding: a space is put in front of the text
+ * (add_space_prefix; not for empty text), every ' ' becomes U+2581, the text is split into UTF-8
+ * characters, and the adjacent pair whose concatenation is a normal or user-defined piece of the
+ * highest score is merged, leftmost first on ties, until no pair merges. A character left that is
+ * not a piece becomes its UTF-8 bytes' byte tokens <0xXX> (or the unknown token when the vocabulary
+ * has no byte token for a byte). Bytes that are not part of a well-formed UTF-8 character
+ * (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF) become byte tokens one by one and
+ * are never merged. O(n log n) in the text's length.
+ * Not supported: reading special tokens such as "<s>" written in the text (they are plain text,
+ * as llama.cpp's parse_special=false), splitting out user-defined tokens before the merges (they
+ * merge like normal pieces), appending EOS (the caller appends eos), and other tokenizer models
+ * (GPT-2 style BPE, WordPiece, Unigram). A literal U+2581 in the text reads as a space (as in
+ * llama.cpp and Hugging Face), so it does not survive a round trip.
+ * Thread safety: a tokenizer is immutable after nu_llm_tokenizer_new; any number of threads may
+ * use one at once. */
+
+/* GGUF's tokenizer.ggml.token_type values (llama.cpp's llama_token_type). */
+typedef enum nu_llm_token_type {
+    NU_LLM_TOKEN_UNDEFINED = 0,    /* treated as normal */
+    NU_LLM_TOKEN_NORMAL = 1,       /* a piece of text that merges take part in */
+    NU_LLM_TOKEN_UNKNOWN = 2,      /* <unk>: never produced by merges; decodes as U+2047 "⁇" */
+    NU_LLM_TOKEN_CONTROL = 3,      /* <s>, </s>: never produced from text; decodes as "" */
+    NU_LLM_TOKEN_USER_DEFINED = 4, /* merges like a normal piece; decodes as its text */
+    NU_LLM_TOKEN_UNUSED = 5,       /* never produced from text; decodes as its text */
+    NU_LLM_TOKEN_BYTE = 6,         /* "<0xXX>": byte fallback; decodes as the byte 0xXX */
+} nu_llm_token_type;
+
+/* "No such token" for the bos, eos and unk ids. */
+#define NU_LLM_NO_TOKEN (-1)
+
+/* One piece's text: UTF-8, ' ' written as U+2581, not NUL-terminated (GGUF strings point into the
+ * file). */
+typedef struct nu_llm_piece {
+    const char *text;
+    size_t length;
+} nu_llm_piece;
+
+/* A vocabulary as plain arrays (GGUF: tokenizer.ggml.tokens, .scores, .token_type, .bos_token_id,
+ * .eos_token_id, .unknown_token_id, .add_bos_token, .add_space_prefix). nu_llm_tokenizer_new
+ * copies what it needs; the arrays may be freed after it returns. */
+typedef struct nu_llm_vocab {
+    uint32_t count;              /* tokens, 1 .. INT32_MAX */
+    const nu_llm_piece *pieces;  /* count pieces */
+    const float *scores;         /* count scores (higher merges first); NULL: all 0 */
+    const int32_t *types;        /* count nu_llm_token_type values; NULL: all normal */
+    int32_t bos, eos, unk;       /* ids, or NU_LLM_NO_TOKEN */
+    bool add_bos;                /* what nu_llm_tokenize does with add_bos < 0 */
+    bool add_space_prefix;       /* put a space in front of the text (Llama: true) */
+} nu_llm_vocab;
+
+typedef struct nu_llm_tokenizer nu_llm_tokenizer;
+
+/* Checks the vocabulary and builds a tokenizer. NU_ERROR_INVALID_ARGUMENT for NULL pointers, a
+ * count of 0 or above INT32_MAX, ids out of range, add_bos without a bos; NU_ERROR_FORMAT for a
+ * type outside 0..6, a NaN score, a byte token whose piece is not <0xXX> (hex digits, either case),
+ * a byte that has no byte token while unk is NU_LLM_NO_TOKEN; NU_ERROR_HOST_OUT_OF_MEMORY. Pieces
+ * that repeat another's text are kept for decoding; encoding produces the lowest such id. */
+nu_status nu_llm_tokenizer_new(const nu_llm_vocab *vocab, nu_llm_tokenizer **out);
+void nu_llm_tokenizer_free(nu_llm_tokenizer *tok);
+
+/* Getters (0 / NU_LLM_NO_TOKEN / false for NULL). */
+uint32_t nu_llm_tokenizer_count(const nu_llm_tokenizer *tok);
+int32_t nu_llm_tokenizer_bos(const nu_llm_tokenizer *tok);
+int32_t nu_llm_tokenizer_eos(const nu_llm_tokenizer *tok);
+bool nu_llm_tokenizer_add_bos(const nu_llm_tokenizer *tok);
+
+/* Encodes `len` bytes of `text` (any bytes; NULL is fine when len is 0) into ids[0 .. *count).
+ * add_bos: 1 puts bos first, 0 does not, negative follows the vocabulary's add_bos.
+ * When cap is too small: NU_ERROR_OUT_OF_RANGE with *count set to the number needed (the one
+ * failure that leaves *count set; ids is then unspecified), so a caller may retry with that; a
+ * text of len bytes never needs more than 3 * len + 4 ids (a ' ' may become U+2581's 3 bytes).
+ * Other failures: NU_ERROR_INVALID_ARGUMENT (NULL pointers, add_bos without a bos),
+ * NU_ERROR_HOST_OUT_OF_MEMORY; *count is then 0. ids may be NULL when cap is 0 (to ask the count). */
+nu_status nu_llm_tokenize(const nu_llm_tokenizer *tok, const char *text, size_t len, int add_bos,
+                          int32_t *ids, size_t cap, size_t *count);
+
+/* The bytes one token decodes to, after the token prev_id (NU_LLM_NO_TOKEN at the start), into
+ * buf[0 .. *len) (not NUL-terminated). Normal pieces give their text with U+2581 as ' ', and the
+ * first piece of the text (prev_id is NU_LLM_NO_TOKEN or bos) loses one leading space when the
+ * vocabulary has add_space_prefix, as SentencePiece decodes; byte tokens give their one byte;
+ * control tokens give nothing; see nu_llm_token_type for the others.
+ * Streaming: a byte token gives one byte of what may be a multi-byte UTF-8 character, so a caller
+ * that prints as it goes appends the bytes to a pending buffer, prints its first
+ * nu_llm_utf8_complete(pending, n) bytes and keeps the rest for the next token (at the end of the
+ * text it prints what is left). Errors: NU_ERROR_INVALID_ARGUMENT (NULL pointers, id or prev_id
+ * out of range), NU_ERROR_OUT_OF_RANGE when cap is short, with *len set to the bytes needed (at
+ * most nu_llm_tokenizer_max_piece()). */
+nu_status nu_llm_token_to_text(const nu_llm_tokenizer *tok, int32_t id, int32_t prev_id, char *buf,
+                               size_t cap, size_t *len);
+
+/* The most bytes nu_llm_token_to_text gives for any token (a buffer this long never fails). */
+size_t nu_llm_tokenizer_max_piece(const nu_llm_tokenizer *tok);
+
+/* The text of ids[0 .. n), token by token as nu_llm_token_to_text gives it, into buf[0 .. *len)
+ * followed by a NUL (cap counts it). Byte tokens are put together into the bytes they stand for;
+ * bytes that do not form valid UTF-8 are given as they are. Errors as nu_llm_token_to_text's:
+ * NU_ERROR_OUT_OF_RANGE when cap is short, with *len set to the length needed (without the NUL). */
+nu_status nu_llm_detokenize(const nu_llm_tokenizer *tok, const int32_t *ids, size_t n, char *buf,
+                            size_t cap, size_t *len);
+
+/* The length of the longest prefix of s[0 .. len) that does not end inside a UTF-8 character
+ * that more bytes could still complete: what a streaming caller can print now. Bytes that can
+ * never become valid UTF-8 count as complete (printed as they are). */
+size_t nu_llm_utf8_complete(const char *s, size_t len);
+
+/* ---- Sampler ------------------------------------------------------------------------------
+ * Picks the next token from a step's logits. Order: temperature 0 is greedy (the largest logit,
+ * the lowest id on ties); otherwise logits are divided by the temperature, top-k keeps the k
+ * largest (ties at the k-th kept by lower id), softmax (in double, max subtracted), top-p keeps
+ * the smallest prefix of those sorted by probability whose mass reaches top_p (at least one
+ * token), and a token is drawn from what is left, renormalised, with the sampler's own PRNG
+ * (xoshiro256**, seeded through splitmix64: the same seed gives the same tokens on every
+ * platform for the same logits).
+ * Thread safety: a sampler holds the PRNG state: one thread at a time. */
+
+/* Zero means default except where noted. */
+typedef struct nu_llm_sampler_params {
+    float temperature; /* 0: greedy (default); > 0: sample; finite, at most 1e6 */
+    uint32_t top_k;    /* 0: off (default), else keep the k most likely */
+    float top_p;       /* 0 or 1: off (default); else in (0, 1): nucleus sampling */
+    uint64_t seed;     /* the PRNG's seed (0 is a seed like any other) */
+} nu_llm_sampler_params;
+
+typedef struct nu_llm_sampler nu_llm_sampler;
+
+/* A sampler; params NULL means all defaults (greedy). NU_ERROR_INVALID_ARGUMENT for a NULL out,
+ * a negative, NaN, infinite or too large temperature, a top_p outside [0, 1] or NaN;
+ * NU_ERROR_HOST_OUT_OF_MEMORY. */
+nu_status nu_llm_sampler_new(const nu_llm_sampler_params *params, nu_llm_sampler **out);
+void nu_llm_sampler_free(nu_llm_sampler *sampler);
+/* Restarts the PRNG from `seed`. */
+void nu_llm_sampler_reseed(nu_llm_sampler *sampler, uint64_t seed);
+
+/* Picks a token id in [0, vocab) from logits[0 .. vocab). NU_ERROR_INVALID_ARGUMENT for NULL
+ * pointers, vocab 0 or above INT32_MAX, a NaN logit (named by index), or no finite logit (all
+ * -inf, or +inf: +inf logits are refused); NU_ERROR_HOST_OUT_OF_MEMORY. -inf logits (masked
+ * tokens) are fine and never picked while a finite one exists. *token is -1 on failure. */
+nu_status nu_llm_sample(nu_llm_sampler *sampler, const float *logits, uint32_t vocab,
+                        int32_t *token);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
