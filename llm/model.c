@@ -76,6 +76,11 @@ static nu_status nv(nu_llm_model *m, nu_status st, const char *what)
 }
 
 const nu_llm_config *nu_llm_model_config(const nu_llm_model *m) { return m ? &m->cfg : NULL; }
+const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *m) { return m ? m->src->tokenizer : NULL; }
+const char *nu_llm_model_tokenizer_note(const nu_llm_model *m)
+{
+    return !m ? "" : m->src->tokenizer ? "" : m->src->tokenizer_note;
+}
 uint32_t nu_llm_model_position(const nu_llm_model *m) { return m ? m->pos : 0; }
 void nu_llm_model_reset(nu_llm_model *m)
 {

@@ -30,6 +30,9 @@ typedef struct nu_llm_source nu_llm_source;
 struct nu_llm_source {
     nu_llm_config config;
     nu_rope_layout rope_layout; /* how the file's q and k rows pair the rotated elements */
+    /* The file's tokenizer (owned by the source), or NULL with the reason in tokenizer_note. */
+    nu_llm_tokenizer *tokenizer;
+    char tokenizer_note[256];
     /* The weight `w` of layer `layer` (ignored for the global ones) as a view of device memory
      * that stays valid until close; NU_ERROR_FORMAT (with nu_llm__fail's message) when the file
      * lacks it. Shapes are checked by the caller. */

@@ -18,6 +18,8 @@ static void usage(FILE *f)
             "                           lists the tensors; --to-gpu moves them into device memory (GB/s)\n"
             "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, graph, pipeline, upload, ops\n"
             "                           (nuvec bench --help)\n"
+            "  generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+            "           [--seed S] [--json]  a Llama model's continuation, streamed (nuvec generate --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
@@ -36,6 +38,8 @@ int main(int argc, char **argv)
         return cli_demo(argc - 1, argv + 1);
     if (!strcmp(argv[1], "load"))
         return cli_load(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "generate"))
+        return cli_generate(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return cli_bench(argc - 1, argv + 1);
     fprintf(stderr, "nuvec: unknown command '%s'\n", argv[1]);

@@ -222,6 +222,11 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
 /* Waits for the model's GPU work and frees it (NULL is ignored). */
 void nu_llm_model_free(nu_llm_model *model);
 const nu_llm_config *nu_llm_model_config(const nu_llm_model *model); /* NULL for NULL */
+/* The model's tokenizer (a Hugging Face folder's tokenizer.json when it is a SentencePiece-style
+ * BPE with byte fallback, as Llama 1 and 2 have: its merges' ranks stand for the piece scores),
+ * owned by the model; NULL when there is none, and then nu_llm_model_tokenizer_note says why. */
+const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *model);
+const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a tokenizer */
 /* Tokens in the cache: the position the next token goes to. */
 uint32_t nu_llm_model_position(const nu_llm_model *model);
 /* Forgets the cached tokens (position 0); the cache's bytes are overwritten as tokens come. */
