@@ -183,6 +183,46 @@ static void stories_decode_graph_against_prefill(void **state)
     nt_close(d);
 }
 
+/* aidreams260K's tokenizer.json as the model's tokenizer: the README's prompt ids and text;
+ * stories260K has none, and says so. */
+static void tokenizer_json(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    const nu_llm_tokenizer *tok = nu_llm_model_tokenizer(m);
+    assert_non_null(tok);
+    assert_string_equal(nu_llm_model_tokenizer_note(m), "");
+    static const struct {
+        const char *text;
+        int32_t ids[13];
+        size_t n;
+    } prompts[] = {{"I dream of", {1, 303, 281, 269, 435, 447, 275}, 7},
+                   {"My thoughts drift", {1, 429, 478, 451, 277, 437, 444, 305, 293, 281, 322, 443, 434}, 13},
+                   {"I remember", {1, 303, 306, 447, 430, 371, 261}, 7}};
+    for (size_t i = 0; i < 3; i++) {
+        int32_t ids[64];
+        size_t n = 0;
+        LLM_OK(nu_llm_tokenize(tok, prompts[i].text, strlen(prompts[i].text), 1, ids, 64, &n));
+        assert_int_equal(n, prompts[i].n);
+        assert_memory_equal(ids, prompts[i].ids, n * sizeof *ids);
+    }
+    int32_t all[47];
+    memcpy(all, DREAM_PROMPT, sizeof DREAM_PROMPT);
+    memcpy(all + 7, DREAM_IDS, sizeof DREAM_IDS);
+    char text[512];
+    size_t len = 0;
+    LLM_OK(nu_llm_detokenize(tok, all, 47, text, sizeof text, &len));
+    assert_string_equal(text, "I dream of 0.000000. Dimensions unfold, as I softly refine, as I softly ref");
+    nu_llm_model_free(m);
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    assert_null(nu_llm_model_tokenizer(m));
+    assert_non_null(strstr(nu_llm_model_tokenizer_note(m), "tokenizer.json"));
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
 /* A folder in the tests' tmp dir with `config` as config.json and (when `weights`) a link to
  * aidreams260K's safetensors. */
 static const char *make_folder(const char *name, const char *config, bool weights)
@@ -315,6 +355,7 @@ int main(void)
         cmocka_unit_test(aidreams_greedy_matches_the_readme),
         cmocka_unit_test(aidreams_bf16_and_f16_weights),
         cmocka_unit_test(stories_decode_graph_against_prefill),
+        cmocka_unit_test(tokenizer_json),
         cmocka_unit_test(refuses_bad_models),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
