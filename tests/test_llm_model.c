@@ -303,6 +303,7 @@ static void refuses_bad_models(void **state)
     char missing[1100];
     snprintf(missing, sizeof missing, "%s/llm_no_such_folder", nt_tmp_dir());
     expect_refused(d, missing, NU_ERROR_IO, "config.json");
+    expect_refused(d, model_path("aidreams260K/model.gguf"), NU_ERROR_UNSUPPORTED, "GGUF");
     expect_refused(d, make_folder("no_weights", config_with(NULL, NULL), false), NU_ERROR_IO,
                    "no .safetensors");
     expect_refused(d, make_folder("not_json", "{\"architectures\": [", true), NU_ERROR_FORMAT, "not valid JSON");
