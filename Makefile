@@ -65,7 +65,7 @@ tsan: deps build-tsan/CMakeCache.txt
 # Fuzzing: one libFuzzer target per parser of untrusted input (fuzz/fuzz_<target>.c, seeds in
 # fuzz/corpus/<target>/, an optional fuzz/<target>.dict). Corpora and crash reproducers stay
 # under build-fuzz/ (the seeds are copied there). `make fuzz FUZZ_TARGETS=kernel` runs one.
-FUZZ_TARGETS ?= safetensors kernel llm_tokenizer
+FUZZ_TARGETS ?= safetensors gguf kernel llm_tokenizer
 FUZZ_RUNS ?= 10000000
 FUZZ_SMOKE_SECONDS ?= 30
 FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

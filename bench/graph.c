@@ -11,6 +11,11 @@
  *                the o projection, the residual add, rmsnorm, gate and up (independent), swiglu,
  *                down, the residual add: 11 levels (bench/cuda_graph.cu has its CUDA twin)
  *   one          a single dispatch
+ *   persistent   the chain's `count` dependent steps in ONE dispatch (src/ops/grid.h's chain kernel:
+ *                x = prev + 1 over the same 64 floats, each step reading the previous step's
+ *                output one element over, so across workgroups), in a graph: with one workgroup
+ *                (barrier() between steps), and with nu_kernel_resident_groups workgroups, each a
+ *                slice, meeting at the device-wide barrier of kernels/graph/grid_sync.glsl
  * The hand-written side records each program once with the schedule nuvec makes (nodes by
  * dependency level, one global compute-to-compute memory barrier between levels), the pipeline
  * bound when it changes, push descriptors and push constants, and resubmits it.
@@ -21,7 +26,8 @@
  *                NUVEC_GRAPH_RERECORD, the copy recorded anew), and launches after a slot was
  *                rebound (the copy recorded anew: the slow path of slots)
  *   GPU time     timestamps at both ends of the command buffer, per dispatch (chain, independent)
- *                and per layer
+ *                and per layer; per step for the persistent chains (nuvec only: it has no
+ *                hand-written twin; compare with the dependent dispatch's row)
  *   round trip   nu_graph_launch + nu_graph_wait of `one` against resubmit + spin on a timeline
  *                (--iterations of them)
  * Targets (the issue's, judged on the H200 beside CUDA graphs): launch CPU <= 5 us for a
@@ -35,6 +41,7 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "exec/graph.h"
+#include "ops/grid.h"
 #include "memory/buffer.h"
 #include "kernel/kernel.h"
 
@@ -91,6 +98,12 @@ typedef struct bench {
     double gpu[PROGRAMS][2]; /* [program][nuvec, hand], whole command buffer */
     double trip[2];
     double *samples;
+    /* The persistent chains: [0] one workgroup, [1] `grid_groups` workgroups. */
+    nu_buffer *sync, *px;
+    uint32_t grid_groups;
+    bool grid_vmm;
+    double gpu_persistent[2];  /* us per step; -1: not run (one workgroup resident) */
+    bool persistent_timeout[2]; /* a barrier timed out (workgroups not co-resident) */
 } bench;
 
 static void usage(FILE *f)
@@ -211,6 +224,10 @@ static bool setup(bench *b)
         if (st == NU_OK)
             st = nu__buffer_binding(b->b[i], &b->vb[i], &b->ob[i]);
     }
+    if (st == NU_OK)
+        st = nu__grid_sync_new(b->d, &b->sync);
+    if (st == NU_OK)
+        st = nu_buffer_new(b->d, 2 * RANGE, NU_STORAGE_PRIVATE, &b->px);
     float v[ELEMS];
     for (int i = 0; i < BUFFERS && st == NU_OK; i++) {
         float x = i == B_ONE || i == B_ONE2 || i == L_X ? 1.0f : 0.0f;
@@ -435,8 +452,81 @@ static bool clear(bench *b)
     return st == NU_OK;
 }
 
+/* The persistent chains: one graph with one dispatch of `groups` workgroups running the chain's
+ * `count` steps; GPU time per step (timestamps as for the other programs), results checked
+ * after the warm-up and the sync words after every launch (a timeout marks the row). */
+static bool measure_persistent(bench *b, int v, uint32_t groups)
+{
+    nu_commands *c;
+    nu_graph *g = NULL;
+    nu__chain ch = {.in = b->b[B_ZERO], .b = b->b[B_ONE], .x = b->px, .sync = b->sync, .count = ELEMS,
+                    .steps = b->count, .shift = 1, .groups = groups};
+    nu_status st = nu_graph_record(b->d, &c);
+    if (st == NU_OK) {
+        st = nu__op_chain(c, &ch);
+        if (st == NU_OK)
+            st = nu_graph_new(c, &g); /* consumes c */
+        if (st != NU_OK)
+            nu_commands_free(c);
+    }
+    if (st != NU_OK) {
+        fail("building the persistent chain", st);
+        return false;
+    }
+    nu__graph_set_timestamps(g, b->vk.queries);
+    bool ok = true;
+    for (int r = -1; r < b->reps && ok; r++) {
+        st = nu_graph_launch(g);
+        if (st == NU_OK)
+            st = nu_graph_wait(g, WAIT_NS);
+        if (st == NU_OK)
+            st = nu__grid_check(b->sync);
+        if (st == NU_ERROR_TIMEOUT) {
+            fprintf(stderr, "nuvec bench graph: persistent chain, %u workgroups: %s\n", groups, nu_error_message(b->d));
+            b->persistent_timeout[v] = true;
+            break;
+        }
+        if (st != NU_OK) {
+            fail("launching the persistent chain", st);
+            ok = false;
+        } else if (r < 0) {
+            static const char *const who[2] = {"nuvec (persistent, 1 workgroup)", "nuvec (persistent, device barrier)"};
+            ok = expect(b, B_ZERO, 0, 0, who[v], P_CHAIN); /* the input is untouched */
+            float x[ELEMS];
+            if (ok && nu_buffer_read(b->px, (size_t)((b->count - 1) % 2) * RANGE, x, sizeof x) == NU_OK) {
+                for (unsigned e = 0; e < ELEMS && ok; e++)
+                    if (x[e] != (float)b->count) {
+                        fprintf(stderr, "nuvec bench graph: %s: element %u is %g, expected %u\n", who[v], e, x[e],
+                                b->count);
+                        ok = false;
+                    }
+            } else
+                ok = false;
+        } else {
+            double ns = bench_vk_timestamp_ns(&b->vk);
+            b->samples[r] = ns < 0 ? -1 : ns / 1e3;
+        }
+    }
+    if (ok && !b->persistent_timeout[v])
+        b->gpu_persistent[v] = b->samples[0] < 0 ? -1 : bench_median(b->samples, b->reps) / b->count;
+    nu_graph_free(g);
+    return ok;
+}
+
 static bool measure(bench *b)
 {
+    /* Persistent chains first (their rows stay n/a where the device holds one workgroup). */
+    nu_kernel *chain_kernel;
+    nu_status pst = nu__op_chain_kernel(b->d, &chain_kernel);
+    if (pst != NU_OK) {
+        fail("opening the chain kernel", pst);
+        return false;
+    }
+    b->grid_groups = nu_kernel_resident_groups(chain_kernel);
+    b->grid_vmm = nu__grid_vmm(b->d);
+    b->gpu_persistent[0] = b->gpu_persistent[1] = -1;
+    if (!measure_persistent(b, 0, 1) || (b->grid_groups > 1 && !measure_persistent(b, 1, b->grid_groups)))
+        return false;
     for (int q = 0; q < PROGRAMS; q++) {
         nu_status st = build_graph(b, q);
         if (st != NU_OK) {
@@ -567,11 +657,19 @@ static void row(const char *what, double nuvec, double hand, double per)
 {
     char r[32], x[32], y[32];
     if (nuvec < 0 || hand < 0) {
-        printf("%-56s | %10s | %10s | %7s\n", what, "n/a", "n/a", "");
+        printf("%-62s | %10s | %10s | %7s\n", what, "n/a", "n/a", "");
         return;
     }
-    printf("%-56s | %10s | %10s | %7s\n", what, bench_us_text(x, sizeof x, nuvec / per),
+    printf("%-62s | %10s | %10s | %7s\n", what, bench_us_text(x, sizeof x, nuvec / per),
            bench_us_text(y, sizeof y, hand / per), bench_ratio_text(r, sizeof r, ratio(nuvec, hand)));
+}
+
+/* A row with nuvec's value only (the persistent chains have no hand-written twin). */
+static void persistent_row(const char *what, double us, bool timed_out)
+{
+    char x[32];
+    printf("%-62s | %10s | %10s | %7s\n", what, timed_out ? "timed out" : us < 0 ? "n/a" : bench_us_text(x, sizeof x, us),
+           "n/a", "");
 }
 
 static void print_table(const bench *b)
@@ -582,7 +680,7 @@ static void print_table(const bench *b)
            b->d->info.name, ELEMS, b->reps, b->iterations,
            b->block ? " (hand-written work waited for in vkWaitSemaphores there: a spin takes a core from a CPU device)"
                     : "");
-    printf("%-56s | %10s | %10s | %7s\n", "us", "nuvec", "Vulkan", "ratio");
+    printf("%-62s | %10s | %10s | %7s\n", "us", "nuvec", "Vulkan", "ratio");
     char what[96];
     snprintf(what, sizeof what, "launch CPU: %u-dispatch chain, one submission", b->count);
     row(what, b->launch_cpu, b->submit_cpu, 1);
@@ -592,6 +690,10 @@ static void print_table(const bench *b)
     row("launch CPU, a slot rebound (descriptor sets, opt-in)", b->launch_rebind_sets_cpu, b->submit_cpu, 1);
     snprintf(what, sizeof what, "GPU per dependent dispatch (%u chained)", b->count);
     row(what, b->gpu[P_CHAIN][0], b->gpu[P_CHAIN][1], b->count);
+    snprintf(what, sizeof what, "GPU per dependent step, one persistent dispatch (1 workgroup)");
+    persistent_row(what, b->gpu_persistent[0], b->persistent_timeout[0]);
+    snprintf(what, sizeof what, "  (%u workgroups, device barrier)", b->grid_groups);
+    persistent_row(what, b->gpu_persistent[1], b->persistent_timeout[1]);
     snprintf(what, sizeof what, "GPU per independent dispatch (%u)", b->count);
     row(what, b->gpu[P_INDEP][0], b->gpu[P_INDEP][1], b->count);
     snprintf(what, sizeof what, "GPU per decode layer (%d ops, %u levels)", LAYER_OPS, b->p[P_LAYER].levels);
@@ -602,6 +704,11 @@ static void print_table(const bench *b)
            "faster than its 1.18 us; the layer <= 1.2x its CUDA graph; round trip <= 1.05x resubmit + spin\n"
            "(here %.2fx). Results checked against the expected values (warm-ups, and the rebound chain).\n",
            b->launch_cpu, b->count, ratio(b->trip[0], b->trip[1]));
+    printf("Persistent chains: %u steps in one dispatch (%s memory model variant); per step against nuvec's\n"
+           "dependent dispatch: %.2fx (1 workgroup), %.2fx (%u workgroups; 'n/a' where one is resident,\n"
+           "'timed out' where a barrier gave up: workgroups not co-resident).\n",
+           b->count, b->grid_vmm ? "Vulkan" : "GLSL450", ratio(b->gpu_persistent[0], b->gpu[P_CHAIN][0] / b->count),
+           ratio(b->gpu_persistent[1], b->gpu[P_CHAIN][0] / b->count), b->grid_groups);
 }
 
 static void add_pair(cJSON *o, const char *key, double nuvec, double hand)
@@ -627,6 +734,9 @@ static int print_json(const bench *b)
     cJSON_AddNumberToObject(m, "layer_ops", LAYER_OPS);
     cJSON_AddNumberToObject(m, "layer_levels", b->p[P_LAYER].levels);
     cJSON_AddBoolToObject(m, "gpu_timestamps", b->vk.queries != VK_NULL_HANDLE);
+    cJSON_AddNumberToObject(m, "persistent_steps", b->count);
+    cJSON_AddNumberToObject(m, "persistent_groups", b->grid_groups);
+    cJSON_AddBoolToObject(m, "persistent_vulkan_memory_model", b->grid_vmm);
     cJSON *r = cJSON_AddObjectToObject(root, "results");
     add_pair(r, "launch_cpu", b->launch_cpu, b->submit_cpu);
     add_pair(r, "launch_cpu_param_from_memory", b->launch_param_cpu[0], b->submit_cpu);
@@ -634,6 +744,15 @@ static int print_json(const bench *b)
     add_pair(r, "launch_cpu_rebound", b->launch_rebind_cpu, b->submit_cpu);
     add_pair(r, "launch_cpu_rebound_sets", b->launch_rebind_sets_cpu, b->submit_cpu);
     add_pair(r, "gpu_per_dependent_dispatch", b->gpu[P_CHAIN][0] / b->count, b->gpu[P_CHAIN][1] / b->count);
+    for (int v = 0; v < 2; v++) {
+        cJSON *p = cJSON_AddObjectToObject(r, v ? "gpu_per_dependent_step_persistent_grid"
+                                                : "gpu_per_dependent_step_persistent_one_group");
+        cJSON_AddNumberToObject(p, "nuvec_us", b->gpu_persistent[v]);
+        cJSON_AddNumberToObject(p, "groups", v ? b->grid_groups : 1);
+        cJSON_AddBoolToObject(p, "timed_out", b->persistent_timeout[v]);
+        cJSON_AddNumberToObject(p, "ratio_to_dependent_dispatch",
+                                ratio(b->gpu_persistent[v], b->gpu[P_CHAIN][0] / b->count));
+    }
     add_pair(r, "gpu_per_independent_dispatch", b->gpu[P_INDEP][0] / b->count, b->gpu[P_INDEP][1] / b->count);
     add_pair(r, "gpu_per_layer", b->gpu[P_LAYER][0], b->gpu[P_LAYER][1]);
     add_pair(r, "round_trip", b->trip[0], b->trip[1]);
@@ -653,6 +772,8 @@ static void teardown(bench *b)
     nu_kernel_free(b->k[0]);
     nu_kernel_free(b->k[1]);
     nu_kernel_free(b->axpy);
+    nu_buffer_free(b->sync);
+    nu_buffer_free(b->px);
     free(b->samples);
     bench_vk_fini(&b->vk);
 }

@@ -12,6 +12,7 @@
 #include "nuvec/capture.h"
 #include "nuvec/mapped.h"
 #include "nuvec/safetensors.h"
+#include "nuvec/gguf.h"
 #include "nuvec/tensor.h"
 #include "nuvec/ops.h"
 #include "nuvec/graph.h"

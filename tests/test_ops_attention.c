@@ -34,6 +34,10 @@ static nu_status record_attention(nu_commands *c, void *arg)
     return nu_op_attention(c, a->dst, a->q, a->k, a->v, a->desc);
 }
 
+/* The part of v's largest magnitude the result may be off besides dst's rounding: 1/8192, or
+ * 1/1024 for the matrix units' kernel (its p and scaled q are rounded to F16). */
+static double v_tolerance = 1.0 / 8192.0;
+
 /* Checks dst (downloaded) against the reference: qv [T, Hq, D], kv and vv [P, Hkv, D] row-major. */
 static void expect_attention(const nt_tensor *dst, const float *qv, const float *kv, const float *vv, int64_t T,
                              int64_t hq, int64_t hkv, int64_t D, const nu_attention_desc *desc, const char *what)
@@ -69,7 +73,7 @@ static void expect_attention(const nt_tensor *dst, const float *qv, const float 
                 o /= sum;
                 float want = nt_round_to(dst->t.dtype, (float)o);
                 float got = dst->values[(t * hq + h) * D + e];
-                double tol = vmax / 8192.0 + rel * fabs((double)want) + 1e-30;
+                double tol = vmax * v_tolerance + rel * fabs((double)want) + 1e-30;
                 if (!(fabs((double)got - (double)want) <= tol))
                     fail_msg("%s: dst[%lld, %lld, %lld] is %.9g, expected %.9g (tolerance %.3g; tokens %lld, heads %lld/%lld, "
                              "D %lld, kv_length %u, q_position %u, causal %d)",
@@ -556,6 +560,178 @@ static void refuses_bad_tensors(void **state)
     nt_close(d);
 }
 
+/* One decode step recorded once as a graph whose launches change the position: rope's
+ * position_offset, both kv_appends' position, attention's q_position and kv_length (not causal,
+ * so that kv_length alone limits the keys) (nu_op_graph_param), launched for 40 steps with new q, k, v uploaded before each; every step's
+ * output is bit-equal to the same ops recorded with the step's values in a command buffer (the
+ * same split count in both: NUVEC_ATTENTION split=3). Also the refusals. */
+static void decode_step_with_graph_params(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 12;
+    const int64_t P = 64, hkv = 2, hq = 4, D = 64, steps = 40;
+    int64_t cs[3] = {P, hkv, D}, qs[3] = {1, hq, D}, ns[3] = {1, hkv, D};
+    nt_tensor kc[2], vc[2]; /* the graph's caches and the command buffers' */
+    for (int i = 0; i < 2; i++) {
+        kc[i] = nt_tensor_output(d, NU_DTYPE_F16, 3, cs, 0);
+        vc[i] = nt_tensor_output(d, NU_DTYPE_F16, 3, cs, 0);
+    }
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor kn = nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed);
+    nt_tensor vn = nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed);
+    nt_tensor qr = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    nt_tensor out[2] = {nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0), nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0)};
+    assert_int_equal(setenv("NUVEC_ATTENTION", "split=3", 1), 0);
+
+    nu_commands *rec;
+    uint32_t p_rope, p_k, p_v, p_q, p_len, bad;
+    NT_OK(nu_graph_record(d, &rec));
+    /* Before any op: nothing to declare. */
+    assert_int_equal(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &bad), NU_ERROR_INVALID_ARGUMENT);
+    nu_rope_desc rd = {NU_ROPE_INTERLEAVED, 0, 0, (int32_t)(P - 1), NULL};
+    NT_OK(nu_op_rope(rec, &qr.t, &q.t, &rd));
+    NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_rope));
+    assert_int_equal(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &bad), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_error_message(d), "kv_length"));
+    NT_OK(nu_op_kv_append(rec, &kc[0].t, &kn.t, (uint32_t)P - 1));
+    NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_k));
+    NT_OK(nu_op_kv_append(rec, &vc[0].t, &vn.t, (uint32_t)P - 1));
+    NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_v));
+    nu_attention_desc ad = {0, false, (uint32_t)P - 1, (uint32_t)P}; /* not causal: kv_length alone limits the keys */
+    NT_OK(nu_op_attention(rec, &out[0].t, &qr.t, &kc[0].t, &vc[0].t, &ad));
+    NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_Q_POSITION, &p_q));
+    NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &p_len));
+    assert_int_equal(nu_op_graph_param(rec, (nu_op_value)7, &bad), NU_ERROR_INVALID_ARGUMENT);
+    NT_OK(nu_commands_fill(rec, qr.t.buffer, 0, 4, 0)); /* a later command: the note is stale */
+    assert_int_equal(nu_op_graph_param(rec, NU_OP_VALUE_Q_POSITION, &bad), NU_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nu_op_graph_param(NULL, NU_OP_VALUE_Q_POSITION, &bad), NU_ERROR_INVALID_ARGUMENT);
+    nu_graph *g;
+    NT_OK(nu_graph_new(rec, &g));
+    nu_commands *plain;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &plain));
+    assert_int_equal(nu_op_graph_param(plain, NU_OP_VALUE_POSITION, &bad), NU_ERROR_INVALID_ARGUMENT);
+    NT_OK(nu_commands_free(plain));
+
+    size_t n = (size_t)(hq * D);
+    float *got = malloc(n * sizeof *got);
+    for (int64_t t = 0; t < steps; t++) {
+        nt_tensor fresh[3] = {nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed),
+                              nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed),
+                              nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed)};
+        nt_tensor *into[3] = {&q, &kn, &vn};
+        nu_commands *up;
+        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &up));
+        for (int i = 0; i < 3; i++)
+            NT_OK(nu_commands_upload(up, into[i]->t.buffer, 0, fresh[i].values, nu_tensor_numel(&into[i]->t) * 4));
+        NT_OK(nu_commands_commit(up));
+        NT_OK(nu_commands_free(up));
+        int32_t pos = (int32_t)t;
+        uint32_t upos = (uint32_t)t, len = (uint32_t)t + 1;
+        NT_OK(nu_graph_set_param(g, p_rope, &pos, 4));
+        NT_OK(nu_graph_set_param(g, p_k, &upos, 4));
+        NT_OK(nu_graph_set_param(g, p_v, &upos, 4));
+        NT_OK(nu_graph_set_param(g, p_q, &upos, 4));
+        NT_OK(nu_graph_set_param(g, p_len, &len, 4));
+        NT_OK(nu_graph_launch(g));
+        NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        nt_tensor_download(&out[0]);
+        memcpy(got, out[0].values, n * sizeof *got);
+        /* The same step, recorded with its values, on the other caches. */
+        nu_commands *c;
+        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+        nu_rope_desc rd2 = {NU_ROPE_INTERLEAVED, 0, 0, pos, NULL};
+        nu_attention_desc ad2 = {0, false, upos, len};
+        NT_OK(nu_op_rope(c, &qr.t, &q.t, &rd2));
+        NT_OK(nu_op_kv_append(c, &kc[1].t, &kn.t, upos));
+        NT_OK(nu_op_kv_append(c, &vc[1].t, &vn.t, upos));
+        NT_OK(nu_op_attention(c, &out[1].t, &qr.t, &kc[1].t, &vc[1].t, &ad2));
+        NT_OK(nu_commands_commit(c));
+        NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+        NT_OK(nu_commands_free(c));
+        nt_tensor_download(&out[1]);
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&got[i], &out[1].values[i], sizeof *got))
+                fail_msg("step %lld: the graph's dst[%zu] is %.9g, the command buffer's %.9g", (long long)t, i,
+                         (double)got[i], (double)out[1].values[i]);
+        for (int i = 0; i < 3; i++)
+            nt_tensor_free(&fresh[i]);
+    }
+    free(got);
+    unsetenv("NUVEC_ATTENTION");
+    NT_OK(nu_graph_free(g));
+    for (int i = 0; i < 2; i++) {
+        nt_tensor_free(&kc[i]);
+        nt_tensor_free(&vc[i]);
+        nt_tensor_free(&out[i]);
+    }
+    nt_tensor_free(&q);
+    nt_tensor_free(&kn);
+    nt_tensor_free(&vn);
+    nt_tensor_free(&qr);
+    nt_close(d);
+}
+
+/* The prefill kernel on the matrix units (attn_prefill_coopmat.comp, where the device has
+ * VK_KHR_cooperative_matrix: the H200, not lavapipe): F16 q, k, v with aligned rows, 64-row
+ * and 128-row blocks (tc_rows) with partial last blocks, causal from 0 and as a later chunk, not
+ * causal, GQA 1 and 4, both head dims, F32/F16/BF16 dst; within its tolerance of the reference, and not equal to attn_prefill.comp's
+ * results (tc=0), which shows the matrix units ran. Opened without validation: Debian 12's layer
+ * predates the extension (nuvec leaves it off under that layer). */
+static void prefill_on_the_matrix_units(void **state)
+{
+    (void)state;
+    nu_device_desc desc0 = {.validation = false};
+    nu_device *d = NULL;
+    NT_OK(nu_device_open(&desc0, &d));
+    if (!nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX]) {
+        printf("prefill_on_the_matrix_units: skipped: %s has no VK_KHR_cooperative_matrix\n", nu_device_get_info(d)->name);
+        nu_device_close(d);
+        skip();
+    }
+    uint64_t seed = 9;
+    const shape_case cases[] = {
+        {37, 8, 8, 128, 37, 37, 0, true, 0, NULL},     {130, 8, 2, 64, 200, 130, 0, true, 0, "tc_rows=64"},
+        {64, 16, 4, 128, 128, 128, 64, true, 0, NULL}, {100, 4, 1, 128, 90, 83, 0, false, 0.1f, "tc_rows=64"},
+        {200, 8, 8, 64, 260, 250, 50, true, 0, NULL},  {300, 8, 2, 128, 300, 300, 0, true, 0, NULL},
+    };
+    v_tolerance = 1.0 / 1024.0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const shape_case *sc = &cases[i];
+        int64_t qs[3] = {sc->tokens, sc->hq, sc->D}, ks[3] = {sc->positions, sc->hkv, sc->D};
+        nt_tensor q = nt_tensor_random(d, NU_DTYPE_F16, 3, qs, 0, -1, 1, &seed);
+        nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+        nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, floats[i % 3], 3, qs, 0);
+        nu_attention_desc desc = {sc->scale, sc->causal, sc->q_position, sc->kv_length};
+        char what[160];
+        snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld, NUVEC_ATTENTION=\"%s\"",
+                 nu_dtype_name(dst.t.dtype), (long long)sc->tokens, sc->env ? sc->env : "");
+        if (sc->env)
+            assert_int_equal(setenv("NUVEC_ATTENTION", sc->env, 1), 0);
+        run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
+        size_t count = (size_t)(sc->tokens * sc->hq * sc->D);
+        float *tc = malloc(count * sizeof *tc);
+        memcpy(tc, dst.values, count * sizeof *tc);
+        assert_int_equal(setenv("NUVEC_ATTENTION", "tc=0", 1), 0);
+        run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, "attn_prefill.comp beside it");
+        unsetenv("NUVEC_ATTENTION");
+        size_t differ = 0;
+        for (size_t e = 0; e < count; e++)
+            differ += tc[e] != dst.values[e];
+        if (dst.t.dtype == NU_DTYPE_F32 && differ < count / 4)
+            fail_msg("%s: only %zu of %zu results differ from attn_prefill.comp's: did the matrix units run?", what, differ,
+                     count);
+        free(tc);
+        nt_tensor_free(&q);
+        nt_tensor_free(&k);
+        nt_tensor_free(&v);
+        nt_tensor_free(&dst);
+    }
+    v_tolerance = 1.0 / 8192.0;
+    NT_OK(nu_device_close(d));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +742,8 @@ int main(void)
         cmocka_unit_test(kv_append_and_a_decode_step),
         cmocka_unit_test(partials_outlive_their_free),
         cmocka_unit_test(decode_inside_a_graph),
+        cmocka_unit_test(decode_step_with_graph_params),
+        cmocka_unit_test(prefill_on_the_matrix_units),
         cmocka_unit_test(refuses_bad_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

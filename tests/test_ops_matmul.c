@@ -452,9 +452,12 @@ static void tensor_cores_match_the_reference(void **state)
     uint64_t seed = 11;
     assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0); /* whatever the caller's environment says */
     const nu_dtype wds[3] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    const int64_t shapes[4][4] = {{37, 45, 160, 1}, {130, 200, 448, 1}, {64, 129, 96, 3}, {1, 77, 64, 1}};
+    /* Edges only; edges, whole tiles and a bias; whole tiles of 64-row tiles; one row; whole
+     * 128 x 128 tiles straight to dst beside edge tiles, batched (the kernel's two ways out). */
+    const int64_t shapes[6][4] = {{37, 45, 160, 1},  {130, 200, 448, 1}, {64, 129, 96, 3},
+                                  {1, 77, 64, 1},    {256, 264, 128, 2}, {300, 256, 64, 1}};
     for (int w = 0; w < 3; w++)
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < 6; c++) {
             int64_t m = shapes[c][0], n = shapes[c][1], k = shapes[c][2], batch = shapes[c][3];
             int64_t as[3] = {batch, m, k}, bs[2] = {n, k}, ds[3] = {batch, m, n}, bis[1] = {n};
             nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 3, as, 0, -1, 1, &seed);
@@ -465,7 +468,7 @@ static void tensor_cores_match_the_reference(void **state)
             float *bv = malloc((size_t)(n * k) * sizeof *bv);
             for (int64_t i = 0; i < n * k; i++)
                 bv[i] = nt_round_to(NU_DTYPE_F16, b.values[i]);
-            bool with_bias = c % 2 == 1;
+            bool with_bias = c == 1 || c == 3;
             char what[160];
             snprintf(what, sizeof what, "tensor cores: %s dst = F16 a [%lld, %lld, %lld] * %s b^T%s",
                      nu_dtype_name(dst.t.dtype), (long long)batch, (long long)m, (long long)k, nu_dtype_name(wds[w]),

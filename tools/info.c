@@ -212,6 +212,10 @@ static void print_device(const nu_device_info *in)
         printf("    %-36s n/a (no external host memory)\n", "min imported host pointer alignment");
     printf("    %-36s %" PRIu64 " B\n", "non-coherent atom size", in->non_coherent_atom_size);
     printf("    %-36s %g ns per tick\n", "timestamp period", (double)in->timestamp_period);
+    if (in->compute_units)
+        printf("    %-36s %u\n", "compute units", in->compute_units);
+    else
+        printf("    %-36s unknown (the driver does not say)\n", "compute units");
 
     printf("  queues\n");
     if (in->compute_queue_family == UINT32_MAX) {
@@ -357,6 +361,7 @@ static cJSON *device_json(const nu_device_info *in)
     cJSON_AddNumberToObject(l, "max_storage_buffer_range", (double)in->max_storage_buffer_range);
     cJSON_AddNumberToObject(l, "max_allocation_size", (double)in->max_allocation_size);
     cJSON_AddNumberToObject(l, "max_allocation_count", in->max_allocation_count);
+    cJSON_AddNumberToObject(l, "compute_units", in->compute_units);
     cJSON_AddNumberToObject(l, "min_storage_buffer_offset_alignment",
                             (double)in->min_storage_buffer_offset_alignment);
     cJSON_AddNumberToObject(l, "min_imported_host_pointer_alignment",

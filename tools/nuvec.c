@@ -16,6 +16,8 @@ static void usage(FILE *f)
             "                           pipelined computation with and without reuse of in-flight memory\n"
             "  load FILE.safetensors [--to-gpu] [--device NAME]\n"
             "                           lists the tensors; --to-gpu moves them into device memory (GB/s)\n"
+            "  make-gguf --shape llama-7b|llama-8b|tiny --dtype f16|q8_0|q4_0 --out FILE [--seed S] [--layers N]\n"
+            "                           writes a GGUF Llama model of random weights, for benchmarks\n"
             "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, graph, pipeline, upload, ops\n"
             "                           (nuvec bench --help)\n"
             "  generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
@@ -40,6 +42,8 @@ int main(int argc, char **argv)
         return cli_load(argc - 1, argv + 1);
     if (!strcmp(argv[1], "generate"))
         return cli_generate(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "make-gguf"))
+        return cli_make_gguf(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return cli_bench(argc - 1, argv + 1);
     fprintf(stderr, "nuvec: unknown command '%s'\n", argv[1]);

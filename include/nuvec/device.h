@@ -139,6 +139,10 @@ typedef struct nu_device_info {
     uint64_t min_imported_host_pointer_alignment; /* 0 without external host memory */
     uint64_t non_coherent_atom_size;
     float timestamp_period;              /* nanoseconds per GPU timestamp tick */
+    /* Compute units where the driver reports them: NVIDIA's SMs (VK_NV_shader_sm_builtins), AMD's
+     * CUs (VK_AMD_shader_core_properties), Arm's shader cores (VK_ARM_shader_core_builtins);
+     * 0: unknown. nu_kernel_resident_groups builds on it. */
+    uint32_t compute_units;
 
     /* Queues: one compute queue, and a transfer queue where the device has a separate
      * transfer-only family (otherwise transfers use the compute queue). */

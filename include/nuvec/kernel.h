@@ -102,6 +102,15 @@ uint32_t nu_kernel_push_constant_size(const nu_kernel *kernel);
 /* The workgroup size (LocalSize) the SPIR-V declares, or 0s when it uses specialisation. */
 void nu_kernel_workgroup_size(const nu_kernel *kernel, uint32_t size[3]);
 
+/* How many workgroups of `kernel` may run as one persistent dispatch on its device: one
+ * whose workgroups wait for each other (a device-wide barrier between steps, as nuvec's
+ * kernels/graph/grid_sync.glsl has). Vulkan guarantees neither that a dispatch's workgroups run
+ * at once nor forward progress between them, so this is a conservative rule per driver: one
+ * workgroup per compute unit where the driver reports them (nu_device_info.compute_units), the
+ * compute threads on lavapipe, else 1 (always safe: one workgroup needs only barrier()). More
+ * workgroups than this may deadlock; nuvec's barriers then time out instead. The environment
+ * variable NUVEC_RESIDENT_GROUPS=N overrides the rule (for experiments). 0 for NULL. */
+uint32_t nu_kernel_resident_groups(const nu_kernel *kernel);
 /* Workgroup counts for `count` elements at `per_group` elements a workgroup: x = ceil(count /
  * per_group), y = z = 1 while that is at most 65535; beyond, x = 65535 and y = ceil(x' /
  * 65535) (x' the groups needed), and the kernel skips the threads past `count`. The builtin

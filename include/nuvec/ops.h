@@ -213,9 +213,16 @@ typedef struct nu_attention_desc {
  * q_position and kv_length are push constants; the decode split count is chosen from kv_length
  * when recording (each split loops over its share of whatever kv_length a launch has). Where the
  * keys are split, the op makes a temporary device buffer for the partial results and frees it
- * right after recording (nuvec keeps it alive for the recorded work). NUVEC_ATTENTION="path=
- * decode|prefill split=S chunk=C br=BR bc=BC" overrides the choices (sweeps, tests: splits, keys
- * a split, the prefill tile's rows and keys). desc is required. */
+ * right after recording (nuvec keeps it alive for the recorded work). Devices with subgroup
+ * arithmetic take a decode kernel that reads each key row with a subgroup
+ * (kernels/attention/attn_decode_sg.comp); devices with cooperative matrices take a prefill
+ * kernel on them for F16 q, k, v with 16-byte aligned rows (attn_prefill_coopmat.comp; its p and
+ * scaled q are rounded to F16). NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC
+ * subgroup=0|1 keys=K heads=H tc=0|1 tc_rows=64|128" overrides the choices (sweeps, tests: splits,
+ * keys a split, the prefill tile's rows and keys, the subgroup decode kernel, its keys in flight
+ * and query heads a workgroup, the matrix-unit prefill and its rows a workgroup). desc is
+ * required. In a graph, q_position and kv_length may be launch parameters (nu_op_graph_param);
+ * record with the largest kv_length the launches will have (the split count is chosen from it). */
 #define NU_ATTENTION_DECODE_ROWS 4
 nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor *q, const nu_tensor *k,
                           const nu_tensor *v, const nu_attention_desc *desc);
@@ -226,6 +233,24 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
  * when position + tokens > max_positions. position is a push constant (graphs may change it per
  * launch; the kernel writes no row past max_positions whatever it is). */
 nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position);
+
+/* ---- ops in graphs ----------------------------------------------------------------------- */
+
+/* The values of an op that a graph's launches may change without recording again. */
+typedef enum nu_op_value {
+    NU_OP_VALUE_POSITION = 0,   /* nu_op_kv_append's position; nu_op_rope's desc->position_offset (I32) */
+    NU_OP_VALUE_Q_POSITION = 1, /* nu_op_attention's desc->q_position */
+    NU_OP_VALUE_KV_LENGTH = 2,  /* nu_op_attention's desc->kv_length (at most the cache's positions) */
+} nu_op_value;
+
+/* Declares `value` of the op recorded last into `recording` (made by nu_graph_record) a graph
+ * parameter, as nu_graph_param does for a dispatch's push constants: *param gets its index, and
+ * nu_graph_set_param(g, *param, &v, 4) sets the 4-byte value (uint32_t, or int32_t for the rope
+ * offset) for the launches that follow. NU_ERROR_INVALID_ARGUMENT when the last command recorded
+ * is not an op or that op has no such value. The ops check their values when recording; a launch's
+ * values are not checked again, and the kernels write nothing outside their bindings whatever
+ * they are (kv_append: no row past the cache's positions; attention: at most the cache's keys). */
+nu_status nu_op_graph_param(nu_commands *recording, nu_op_value value, uint32_t *param);
 
 NU_END_DECLS
 #endif

@@ -16,9 +16,14 @@
 // (BN / WN / 16) accumulators of 16 x 16. K advances BK (32 or 64) at a time: the next step's tiles of a
 // and w are loaded from memory into registers (16-byte loads: a's rows and F16 w's rows 16-byte
 // aligned with k a multiple of 8, which the host requires) while the current step's are multiplied
-// from shared memory (BUFFERS buffers), rows padded by 8 halves against bank conflicts. The
-// accumulators go out through shared memory a 16 x 16 block at a time, so that edges, the bias
-// and dst's dtype cost a bounds check and a conversion.
+// from shared memory (BUFFERS buffers), rows padded by 8 halves against bank conflicts.
+//
+// Two ways out (EPILOGUE): 0 stores the accumulators straight to dst (coopMatStore, F32 or F16 dst,
+// no bias, whole tiles only: the host dispatches the whole tiles this way and the edges with 1);
+// 1 goes through shared memory a 16 x 16 block at a time, so that edges, the bias and any dst
+// dtype cost a bounds check and a conversion. The second way in the same module as the products
+// made the H200's compiler keep the accumulators out of registers (bench/probes/coopmat_kernel:
+// 35 TFLOP/s at 4096^3 with it, 150 without), so each way is its own pipeline.
 //
 // Specialisation constants:
 //   0 WDT   weight dtype: 1 F16, 4 Q8_0, 5 Q4_0
@@ -32,9 +37,11 @@
 //   8 FN    16-column fragments a subgroup covers (FM * FN <= 16, FM and FN <= 8)
 //   9 BK    k a step: 32 or 64
 //   10 BUFFERS  shared-memory tile buffers: 2 (the next step's tiles stored during this one) or 1
+//   12 EPILOGUE 0: straight to dst, 1: through shared memory (above)
 //   11 PROBE    diagnostics, 0 in use: bit 0 skips the global loads (tiles of constants), bit 1
 //               the products (NUVEC_MATMUL_TC="probe=N"; see bench/RESULTS.md for what they showed)
-// Bindings: 0 dst, 1 a, 2 w, 3 bias (the placeholder when BIAS is 0). Push: see Push.
+// Bindings: 0 dst, 1 a, 2 w, 3 bias (the placeholder when BIAS is 0). Push: see Push; the
+// workgroup (x, y) computes tile (tile_x + x, tile_y + y).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -54,6 +61,7 @@ layout(constant_id = 8) const uint FN = 2u;
 layout(constant_id = 9) const uint BK = 32u;
 layout(constant_id = 10) const uint BUFFERS = 2u;
 layout(constant_id = 11) const uint PROBE = 0u;
+layout(constant_id = 12) const uint EPILOGUE = 1u;
 layout(local_size_x = 256, local_size_x_id = 4) in;
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -64,22 +72,16 @@ const uint LOCAL = gl_WorkGroupSize.x;
 const uint BM = WM * FM * 16u, BN = WN * FN * 16u;
 const uint ROW = (BK + 8u) / 8u;               // a tile row in shared memory: BK + 8 halves
 const uint TILE_A = BM * ROW, TILE_B = BN * ROW; // uvec4 a tile
-// [buffer][a tile, w tile] as halves (coopMatLoad from an array of the matrix's component type
-// takes the drivers' fast path; from uvec4 arrays the H200 ran at 34 TFLOP/s whatever the tile),
-// and the subgroups' 16 x 16 output blocks.
-shared float16_t tiles[BUFFERS * (TILE_A + TILE_B) * 8u];
-shared float scratch[WM * WN * 256u];
+// [buffer][a tile, w tile] as uvec4 of 8 halves: 16-byte stores, and coopMatLoad counts offsets
+// and strides in uvec4. The subgroups' 16 x 16 output blocks for EPILOGUE 1.
+shared uvec4 tiles[BUFFERS * (TILE_A + TILE_B)];
+shared float scratch[EPILOGUE == 1u ? WM * WN * 256u : 1u];
 
-void put8(uint at, uvec4 v) // 8 halves from uvec4 index `at` (in uvec4 units)
-{
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        f16vec2 h = unpackFloat2x16(v[i]);
-        tiles[8u * at + 2u * i] = h.x;
-        tiles[8u * at + 2u * i + 1u] = h.y;
-    }
-}
+void put8(uint at, uvec4 v) { tiles[at] = v; } // 8 halves at uvec4 index `at`
 
 NU_TENSOR(writeonly, 0, dst)
+layout(std430, binding = 0) writeonly buffer dst_F { float dst_f[]; };          // EPILOGUE 0, F32
+layout(std430, binding = 0) writeonly buffer dst_F16 { float16_t dst_f16[]; };  // EPILOGUE 0, F16
 NU_TENSOR(readonly, 1, a)
 NU_TENSOR(readonly, 2, w)
 NU_TENSOR(readonly, 3, bias)
@@ -89,6 +91,7 @@ layout(push_constant) uniform Push {
     uint first_w, w_row, w_batch;    // elements (F16) or halves (block dtypes)
     uint first_dst, dst_batch;       // dst is contiguous [.., m, n]
     uint first_bias;
+    uint tile_x, tile_y;             // the first tile's column and row (in tiles)
 } pc;
 
 uvec4 zero4() { return uvec4(0u); }
@@ -98,37 +101,74 @@ uint w_word(uint i) { return w_w[i]; }
 uint w_last_word(uint i) { return i < uint(w_w.length()) ? w_w[i] : uint(w_h[2u * i]); }
 uint funnel(uint a, uint b, uint s) { return (a >> s) | ((b << 1u) << (31u - s)); }
 
-// Elements 16 * part .. 16 * part + 15 of weight row `row`'s block `blk`, as F16 (two uvec4).
-void block_to_f16(uint row, uint blk, uint part, out uvec4 lo, out uvec4 hi)
+// A block weight's unit (16 elements: half a Q8_0 block, or a Q4_0 block's low or high nibbles) as
+// loaded: the 16 bytes' words (and the word after, where they start at an odd half) and the scale.
+// Loaded before the products of a step, converted to F16 after them (block_to_f16), so that the
+// loads are in flight while the matrix units work.
+struct Raw { uvec4 w; uint w4; uint d; uint shift; };
+
+Raw load_block(uint row, uint blk, uint part)
 {
     uint hb = pc.first_w + row * pc.w_row + blk * (WDT == Q8_0 ? 17u : 9u);
-    float d = nu_f16_to_f32(uint(w_h[hb]));
     uint h0 = hb + 1u + (WDT == Q8_0 ? 8u * part : 0u); // Q4_0: both parts read all 16 bytes
-    uint i = h0 >> 1u, s = (h0 & 1u) * 16u;
-    uint q0 = funnel(w_word(i), w_word(i + 1u), s), q1 = funnel(w_word(i + 1u), w_word(i + 2u), s);
-    uint q2 = funnel(w_word(i + 2u), w_word(i + 3u), s);
-    uint q3 = funnel(w_word(i + 3u), s != 0u ? w_last_word(i + 4u) : 0u, s);
-    uint q[4] = uint[4](q0, q1, q2, q3);
-    float v[16];
-    [[unroll]] for (uint j = 0u; j < 16u; j++) {
-        uint byte = (q[j / 4u] >> (8u * (j % 4u))) & 0xffu;
-        if (WDT == Q8_0)
-            v[j] = d * float(int(byte << 24) >> 24);
-        else
-            v[j] = d * float(int(part == 0u ? (byte & 15u) : (byte >> 4)) - 8);
-    }
-    lo = uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
-               packHalf2x16(vec2(v[6], v[7])));
-    hi = uvec4(packHalf2x16(vec2(v[8], v[9])), packHalf2x16(vec2(v[10], v[11])),
-               packHalf2x16(vec2(v[12], v[13])), packHalf2x16(vec2(v[14], v[15])));
+    uint i = h0 >> 1u;
+    Raw r;
+    r.shift = (h0 & 1u) * 16u;
+    r.d = uint(w_h[hb]);
+    r.w = uvec4(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u));
+    r.w4 = r.shift != 0u ? w_last_word(i + 4u) : 0u;
+    return r;
 }
 
-// What one thread moves into shared memory per K step: A_PER uvec4 of a, W_PER of w.
+Raw zero_raw() { Raw r; r.w = uvec4(0u); r.w4 = 0u; r.d = 0u; r.shift = 0u; return r; }
+
+// Elements 16 * part .. 16 * part + 15 of a unit, as F16 (two uvec4), two at a time in F16 vector
+// arithmetic: a byte or nibble b or'ed into the mantissa of 1024.0 (0x6400) is 1024 + b exactly, so
+// (1024 + b - bias) * d is the weight rounded once to F16 (the product of two F16 values, as
+// rounding the exact F32 product would give).
+uvec4 dequant8(uvec4 pairs, f16vec2 bias, f16vec2 d) // 4 words of two biased values each (b | 0x6400 form)
+{
+    uvec4 r;
+    [[unroll]] for (uint i = 0u; i < 4u; i++)
+        r[i] = packFloat2x16((unpackFloat2x16(pairs[i]) - bias) * d);
+    return r;
+}
+
+void block_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
+{
+    f16vec2 d = f16vec2(unpackFloat2x16(r.d * 0x10001u).x);
+    uint s = r.shift;
+    uint q[4] = uint[4](funnel(r.w.x, r.w.y, s), funnel(r.w.y, r.w.z, s), funnel(r.w.z, r.w.w, s), funnel(r.w.w, r.w4, s));
+    uvec4 p[2];
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+            // Elements 8h + 2i, 8h + 2i + 1: byte 2i % 4 and 2i % 4 + 1 of word (8h + 2i) / 4.
+            uint w = q[(8u * h + 2u * i) / 4u] >> (16u * (i % 2u)); // two bytes, low 16 bits
+            uint b0 = w & 0xffu, b1 = (w >> 8u) & 0xffu;
+            if (WDT == Q8_0) {
+                b0 ^= 0x80u; // -128..127 as 0..255: 1024 + 128 + q
+                b1 ^= 0x80u;
+            } else {
+                b0 = part == 0u ? b0 & 15u : b0 >> 4u;
+                b1 = part == 0u ? b1 & 15u : b1 >> 4u;
+            }
+            p[h][i] = (b0 | 0x6400u) | ((b1 | 0x6400u) << 16u);
+        }
+    }
+    f16vec2 bias = f16vec2(WDT == Q8_0 ? 1152.0hf : 1032.0hf);
+    lo = dequant8(p[0], bias, d);
+    hi = dequant8(p[1], bias, d);
+}
+
+// What one thread moves into shared memory per K step: A_PER uvec4 of a, W_PER of F16 w or
+// B_PER units of block w.
 const uint A_PER = (BM * BK / 8u + LOCAL - 1u) / LOCAL;
-// Block weights: thread pairs take a block (of BK / 32 a row), two uvec4 each (an even count).
+// Block weights: thread pairs take a block (of BK / 32 a row), a unit (16 elements) each.
 const uint W_UNITS = BN * (BK / 32u) * 2u;
-const uint W_PER = WDT == NU_F16 ? (BN * BK / 8u + LOCAL - 1u) / LOCAL : 2u * ((W_UNITS + LOCAL - 1u) / LOCAL);
+const uint W_PER = WDT == NU_F16 ? (BN * BK / 8u + LOCAL - 1u) / LOCAL : 1u;
+const uint B_PER = WDT == NU_F16 ? 1u : (W_UNITS + LOCAL - 1u) / LOCAL;
 uvec4 ra[A_PER], rw[W_PER];
+Raw rb[B_PER];
 
 void load_tiles(uint batch, uint m0, uint n0, uint k0)
 {
@@ -136,6 +176,7 @@ void load_tiles(uint batch, uint m0, uint n0, uint k0)
     if ((PROBE & 1u) != 0u) {
         [[unroll]] for (uint p = 0u; p < A_PER; p++) ra[p] = uvec4(k0);
         [[unroll]] for (uint p = 0u; p < W_PER; p++) rw[p] = uvec4(k0);
+        [[unroll]] for (uint p = 0u; p < B_PER; p++) rb[p] = zero_raw();
         return;
     }
     [[unroll]] for (uint p = 0u; p < A_PER; p++) {
@@ -152,16 +193,11 @@ void load_tiles(uint batch, uint m0, uint n0, uint k0)
                         ? w_v[(pc.first_w + batch * pc.w_batch + row * pc.w_row + kk) / 8u] : zero4();
         }
     } else {
-        // Thread pairs take a block, 16 elements each (two uvec4).
-        [[unroll]] for (uint p = 0u; p < W_PER; p += 2u) {
-            uint e = tid + (p / 2u) * LOCAL, r = e / (2u * (BK / 32u)), bi = (e / 2u) % (BK / 32u), part = e % 2u;
+        // Thread pairs take a block, a unit each.
+        [[unroll]] for (uint p = 0u; p < B_PER; p++) {
+            uint e = tid + p * LOCAL, r = e / (2u * (BK / 32u)), bi = (e / 2u) % (BK / 32u), part = e % 2u;
             uint row = n0 + r, kb = k0 + 32u * bi;
-            if (e < W_UNITS && row < pc.n && kb < pc.k)
-                block_to_f16(row, kb / 32u, part, rw[p], rw[p + 1u]);
-            else {
-                rw[p] = zero4();
-                rw[p + 1u] = zero4();
-            }
+            rb[p] = e < W_UNITS && row < pc.n && kb < pc.k ? load_block(row, kb / 32u, part) : zero_raw();
         }
     }
 }
@@ -182,12 +218,14 @@ void store_tiles(uint buf)
                 put8(base + TILE_A + (e / (BK / 8u)) * ROW + e % (BK / 8u), rw[p]);
         }
     } else {
-        [[unroll]] for (uint p = 0u; p < W_PER; p += 2u) {
-            uint e = tid + (p / 2u) * LOCAL;
+        [[unroll]] for (uint p = 0u; p < B_PER; p++) {
+            uint e = tid + p * LOCAL;
             if (e < W_UNITS) {
                 uint at = base + TILE_A + (e / (2u * (BK / 32u))) * ROW + (e % (2u * (BK / 32u))) * 2u;
-                put8(at, rw[p]);
-                put8(at + 1u, rw[p + 1u]);
+                uvec4 lo, hi;
+                block_to_f16(rb[p], e % 2u, lo, hi); // zero_raw() gives zeros (scale 0)
+                put8(at, lo);
+                put8(at + 1u, hi);
             }
         }
     }
@@ -195,7 +233,7 @@ void store_tiles(uint buf)
 
 void main()
 {
-    uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM, batch = gl_WorkGroupID.z;
+    uint n0 = (pc.tile_x + gl_WorkGroupID.x) * BN, m0 = (pc.tile_y + gl_WorkGroupID.y) * BM, batch = gl_WorkGroupID.z;
     uint sg = gl_SubgroupID, wm = sg / WN, wn = sg % WN;
     // Arrays of matrices sized by compile-time constants, not by the specialisation constants: the
     // H200's compiler put spec-constant-sized ones in memory (34 TFLOP/s, against 400+ without the
@@ -216,10 +254,10 @@ void main()
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[MAX_SIDE];
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[MAX_SIDE];
             [[unroll]] for (uint i = 0u; i < FM; i++)
-                coopMatLoad(fa[i], tiles, 8u * (base + (wm * FM * 16u + 16u * i) * ROW) + kk, 8u * ROW,
+                coopMatLoad(fa[i], tiles, base + (wm * FM * 16u + 16u * i) * ROW + kk / 8u, ROW,
                             gl_CooperativeMatrixLayoutRowMajor);
             [[unroll]] for (uint j = 0u; j < FN; j++) // w's rows are the product's columns: column-major K x N
-                coopMatLoad(fb[j], tiles, 8u * (base + TILE_A + (wn * FN * 16u + 16u * j) * ROW) + kk, 8u * ROW,
+                coopMatLoad(fb[j], tiles, base + TILE_A + (wn * FN * 16u + 16u * j) * ROW + kk / 8u, ROW,
                             gl_CooperativeMatrixLayoutColumnMajor);
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 [[unroll]] for (uint j = 0u; j < FN; j++)
@@ -233,6 +271,21 @@ void main()
         }
     }
 
+    if (EPILOGUE == 0u) { // whole tiles, F32 or F16, no bias
+        uint first = pc.first_dst + batch * pc.dst_batch + (m0 + wm * FM * 16u) * pc.n + n0 + wn * FN * 16u;
+        [[unroll]] for (uint i = 0u; i < FM; i++)
+            [[unroll]] for (uint j = 0u; j < FN; j++) {
+                uint at = first + 16u * i * pc.n + 16u * j;
+                if (DDT == NU_F32)
+                    coopMatStore(acc[i * FN + j], dst_f, at, pc.n, gl_CooperativeMatrixLayoutRowMajor);
+                else {
+                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> h =
+                        coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[i * FN + j]);
+                    coopMatStore(h, dst_f16, at, pc.n, gl_CooperativeMatrixLayoutRowMajor);
+                }
+            }
+        return;
+    }
     // Out through shared memory: each subgroup its own 16 x 16 floats at a time.
     uint lane = gl_SubgroupInvocationID;
     uint out0 = sg * 256u;

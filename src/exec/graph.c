@@ -148,6 +148,11 @@ struct nu_graph {
     nu_buffer **owned;   /* temporaries the recorded ops handed over (nu__draft_adopt): freed with the graph */
     uint32_t owned_count, owned_capacity;
     int32_t last_user;   /* the last node if it is a user dispatch, else -1 */
+    /* The last op's values a launch may change (nu__graph_note_values), valid while node_count
+     * is noted_nodes. */
+    uint32_t noted_nodes, noted_count;
+    const char *noted_op;
+    nu__op_value_at noted[NU__MAX_OP_VALUES];
     uint32_t empty_refs; /* empty ranges so far (each takes the next placeholder slot) */
 
     /* The schedule: node indices by level, the first of each level, stages per level. */
@@ -421,6 +426,8 @@ nu_status nu_graph_slot(nu_commands *c, nu_buffer *b, uint32_t *slot)
     return NU_OK;
 }
 
+static nu_status param_at(nu_graph *g, uint32_t index, uint32_t offset, uint32_t size, uint32_t *out, const char *fn);
+
 nu_status nu_graph_param(nu_commands *c, uint32_t offset, uint32_t size, uint32_t *out)
 {
     static const char fn[] = "nu_graph_param";
@@ -435,7 +442,50 @@ nu_status nu_graph_param(nu_commands *c, uint32_t offset, uint32_t size, uint32_
     if (g->last_user < 0)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "%s: the last command recorded is not a dispatch (nu_commands_dispatch or an op)", fn);
-    const node *n = &g->nodes[g->last_user];
+    return param_at(g, (uint32_t)g->last_user, offset, size, out, fn);
+}
+
+void nu__graph_note_values(nu_commands *c, const char *op, const nu__op_value_at *at, uint32_t count)
+{
+    if (!c || !c->draft)
+        return;
+    nu_graph *g = c->draft;
+    g->noted_nodes = g->node_count;
+    g->noted_count = count < NU__MAX_OP_VALUES ? count : NU__MAX_OP_VALUES;
+    g->noted_op = op;
+    memcpy(g->noted, at, g->noted_count * sizeof *at);
+}
+
+nu_status nu__graph_value_param(nu_commands *c, const char *fn, uint32_t value, const char *name, uint32_t *out)
+{
+    if (out)
+        *out = 0;
+    nu_graph *g = draft_of(c, fn);
+    if (!g)
+        return NU_ERROR_INVALID_ARGUMENT;
+    nu_device *d = g->device;
+    if (!out)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL param", fn);
+    if (!g->noted_count || g->noted_nodes != g->node_count)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        "%s: the last command recorded is not an op with values a launch may change (nu_op_rope, "
+                        "nu_op_kv_append, nu_op_attention)", fn);
+    for (uint32_t i = 0; i < g->noted_count; i++) {
+        const nu__op_value_at *a = &g->noted[i];
+        if (a->value != value)
+            continue;
+        if (a->back >= g->node_count || g->nodes[g->node_count - 1 - a->back].kind != NODE_DISPATCH)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %s's %s is not in a dispatch", fn, g->noted_op, name);
+        return param_at(g, g->node_count - 1 - a->back, a->offset, 4, out, fn);
+    }
+    return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: the last op recorded (%s) has no %s", fn, g->noted_op, name);
+}
+
+/* Bytes [offset, offset + size) of node `index`'s push constants as a parameter (nu_graph_param). */
+static nu_status param_at(nu_graph *g, uint32_t index, uint32_t offset, uint32_t size, uint32_t *out, const char *fn)
+{
+    nu_device *d = g->device;
+    const node *n = &g->nodes[index];
     if (!size || offset % 4 || size % 4 || offset > n->push_size || size > n->push_size - offset)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "%s: bytes %u..%u of kernel %s's %u bytes of push constants (multiples of 4, not empty)", fn,
@@ -452,7 +502,7 @@ nu_status nu_graph_param(nu_commands *c, uint32_t offset, uint32_t size, uint32_
     if (NU__GROW32(g->params, g->param_capacity, g->param_count + 1, 8) != NU_OK ||
         NU__GROW32(g->memory_nodes, g->memory_node_capacity, g->memory_node_count + 1, 8) != NU_OK)
         return oom(g);
-    node *m = &g->nodes[g->last_user];
+    node *m = &g->nodes[index];
     if (!m->memory_kernel && m->ref_count < NU__MAX_BINDINGS && !nu__env_on("NUVEC_GRAPH_RERECORD")) {
         /* Its push constants from memory, so that a change records nothing: where the kernel
          * cannot be rewritten, the copies are recorded anew instead (nuvec/graph.h). */
@@ -464,10 +514,10 @@ nu_status nu_graph_param(nu_commands *c, uint32_t offset, uint32_t size, uint32_
             return oom(g);
         if (st == NU_OK) {
             m->memory_kernel = v;
-            g->memory_nodes[g->memory_node_count++] = (uint32_t)g->last_user;
+            g->memory_nodes[g->memory_node_count++] = index;
         }
     }
-    g->params[g->param_count] = (param){(uint32_t)g->last_user, offset, size};
+    g->params[g->param_count] = (param){index, offset, size};
     *out = g->param_count++;
     return NU_OK;
 }

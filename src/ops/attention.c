@@ -17,6 +17,7 @@
  * recording keeps it until the graph is freed, since every launch reuses it (tested too). So
  * callers need no workspace argument. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "core/error.h"
 #include "kernels_table.h"
 #include "exec/commands.h"
+#include "exec/graph.h"
 #include "ops/op.h"
 
 #define FN "nu_op_attention"
@@ -48,10 +50,12 @@ typedef struct attn_tune {
     uint32_t subgroup; /* decode: 1 attn_decode_sg.comp where the device allows it, 0 attn_decode.comp */
     uint32_t keys;     /* decode, subgroup kernel: keys a subgroup has in flight */
     uint32_t heads;    /* decode, subgroup kernel: query heads a workgroup (at most; dividing the group) */
+    uint32_t tc;       /* prefill: 1 attn_prefill_coopmat.comp where the device allows it, 0 attn_prefill.comp */
+    uint32_t tc_rows;  /* prefill, matrix units: query rows a workgroup (64 or 128) */
 } attn_tune;
 
-/* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H" (read at
- * each call). */
+/* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H
+ * tc=0|1 tc_rows=64|128" (read at each call). */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     attn_tune *t = ctx;
@@ -71,13 +75,17 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 1, 16, false, &t->keys);
     if (!strcmp(key, "heads"))
         return nu__op_knob_u32(value, 1, 8, false, &t->heads);
+    if (!strcmp(key, "tc"))
+        return nu__op_knob_u32(value, 0, 1, false, &t->tc);
+    if (!strcmp(key, "tc_rows") && nu__op_knob_u32(value, 64, 128, true, &t->tc_rows))
+        return true;
     return false;
 }
 
 static nu_status env_tune(nu_device *d, attn_tune *t)
 {
     return nu__op_env_knobs(d, FN, "NUVEC_ATTENTION", "path=decode|prefill, split=1..65535, chunk=1.., br=4|8|16|32|64, "
-                            "bc=1..128, subgroup=0|1, keys=1..16, heads=1..8", apply_knob, t);
+                            "bc=1..128, subgroup=0|1, keys=1..16, heads=1..8, tc=0|1, tc_rows=64|128", apply_knob, t);
 }
 
 /* Whether view t's [.., .., D] rows are contiguous and every row starts 16-byte aligned in its
@@ -131,6 +139,18 @@ static nu_status check_heads(nu_device *d, const char *name, const nu_tensor *t,
     return NU_OK;
 }
 
+/* A prefill dispatch, its q_position and kv_length noted for nu_op_graph_param. */
+static nu_status prefill_dispatch(nu_commands *c, nu_kernel *kern, const uint32_t groups[3], const nu_binding bind[4],
+                                  const attn_push *push)
+{
+    nu_status st = nu_commands_dispatch(c, kern, groups, bind, 4, push, sizeof *push);
+    nu__op_value_at values[2] = {{NU_OP_VALUE_Q_POSITION, 0, offsetof(attn_push, q_position)},
+                                 {NU_OP_VALUE_KV_LENGTH, 0, offsetof(attn_push, kv_length)}};
+    if (st == NU_OK)
+        nu__graph_note_values(c, FN, values, 2);
+    return st;
+}
+
 nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor *q, const nu_tensor *k,
                           const nu_tensor *v, const nu_attention_desc *desc)
 {
@@ -173,7 +193,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (qh > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %lld query heads; at most 65535", (long long)qh);
 
-    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2};
+    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1, 128};
     if ((st = env_tune(d, &tune)) != NU_OK)
         return st;
     bool decode = tune.path < 0 ? tokens <= NU_ATTENTION_DECODE_ROWS : tune.path == 0;
@@ -196,6 +216,22 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
              ddt = nu__op_dtype_code(dst->dtype);
     nu_kernel *kern;
 
+    /* The matrix units: tc_rows query rows a workgroup, 16 a subgroup (attn_prefill_coopmat.comp),
+     * where its shared memory fits: k's and v's 32 rows of D + 8 halves, and per subgroup 16 x 32
+     * scores (F32), p (F16, rows of 40) and 16 row factors. */
+    uint32_t tc_sg = tune.tc_rows / 16;
+    uint64_t tc_shared = 16ull * 64 * ((uint64_t)hd + 8) / 8 + tc_sg * (16ull * 32 * 4 + 16ull * 40 * 2 + 64);
+    if (!decode && tune.tc && !tune.br && !tune.bc && q->dtype == NU_DTYPE_F16 && k->dtype == NU_DTYPE_F16 &&
+        v->dtype == NU_DTYPE_F16 && nu__op_tensor_cores_f16(d, 32) && d->info.subgroup_size == 32 &&
+        rows_aligned(q, first[1]) && rows_aligned(k, first[2]) && rows_aligned(v, first[3]) &&
+        tc_shared <= d->info.max_shared_memory && 32 * tc_sg <= d->info.max_workgroup_size[0] &&
+        ((uint64_t)tokens + tune.tc_rows - 1) / tune.tc_rows <= d->info.max_workgroup_count[0]) {
+        uint32_t constants[6] = {qdt, kdt, vdt, ddt, 32 * tc_sg, (uint32_t)hd};
+        if ((st = nu__op_kernel(d, NU__K_attn_prefill_coopmat, sizeof push, constants, 6, &kern)) != NU_OK)
+            return st;
+        uint32_t groups[3] = {(uint32_t)(((uint64_t)tokens + tune.tc_rows - 1) / tune.tc_rows), (uint32_t)qh, 1};
+        return prefill_dispatch(c, kern, groups, bind, &push);
+    }
     if (!decode) {
         uint32_t br = tune.br ? tune.br : (hd == 128 ? 16u : 32u), bc = tune.bc ? tune.bc : br;
         /* Devices with less shared memory than the default tile's: halve the tile. */
@@ -215,7 +251,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
             return st;
         uint64_t blocks = ((uint64_t)tokens + br - 1) / br;
         uint32_t groups[3] = {(uint32_t)(blocks > 65535 ? 65535 : blocks), (uint32_t)qh, 1};
-        return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+        return prefill_dispatch(c, kern, groups, bind, &push);
     }
 
     /* Decode: splits from the recorded kv_length (the keys a row sees at most). */
@@ -250,8 +286,16 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof push, constants, 8, &kern)) != NU_OK)
             return st;
     }
-    if (splits == 1)
-        return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+    /* q_position and kv_length are in the dispatch that reads the keys (the op's only dispatch,
+     * or the one before the combine). */
+    nu__op_value_at values[2] = {{NU_OP_VALUE_Q_POSITION, splits == 1 ? 0u : 1u, offsetof(attn_push, q_position)},
+                                 {NU_OP_VALUE_KV_LENGTH, splits == 1 ? 0u : 1u, offsetof(attn_push, kv_length)}};
+    if (splits == 1) {
+        st = nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+        if (st == NU_OK)
+            nu__graph_note_values(c, FN, values, 2);
+        return st;
+    }
 
     uint32_t cconst[2] = {ddt, (uint32_t)hd};
     struct {
@@ -279,6 +323,8 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     /* Handed to the recording: a command buffer frees it now (its memory stays with the recorded
      * work until that completes), a graph when the graph is freed (its launches reuse it). */
     nu_status st2 = nu__commands_adopt(c, part);
+    if (st == NU_OK && st2 == NU_OK)
+        nu__graph_note_values(c, FN, values, 2);
     return st != NU_OK ? st : st2;
 }
 
@@ -316,7 +362,7 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
         (st = nu__op_bind(FN_APPEND, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
         return st;
     uint32_t constants[2] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype)};
-    struct {
+    struct append_push {
         uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim;
     } push = {(uint32_t)count, (uint32_t)src->shape[1], (uint32_t)src->shape[2], position, (uint32_t)cache->shape[0],
               first[0], first[1], stride_of(src, 0), stride_of(src, 1), stride_of(src, 2)};
@@ -325,5 +371,9 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
         return st;
     uint32_t groups[3];
     nu__op_groups(count, 256, groups);
-    return nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
+    st = nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
+    nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, offsetof(struct append_push, position)};
+    if (st == NU_OK)
+        nu__graph_note_values(c, FN_APPEND, &value, 1);
+    return st;
 }

@@ -18,19 +18,10 @@ typedef struct tc_tile {
     uint32_t wm, wn, fm, fn, bk, buffers, probe;
 } tc_tile;
 
-static bool has_f16_shape(const nu_device_info *in)
-{
-    for (uint32_t i = 0; i < in->cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++) {
-        const nu_cooperative_matrix_shape *s = &in->cooperative_matrix[i];
-        if (s->m == 16 && s->n == 16 && s->k == 16 && s->a == NU_DTYPE_F16 && s->b == NU_DTYPE_F16 &&
-            s->c == NU_DTYPE_F32 && s->result == NU_DTYPE_F32)
-            return true;
-    }
-    return false;
-}
-
-/* The tile by shape: 128 x 128 (8 subgroups of 64 x 32), k 64 a step, one buffer (the best of 14 settings
- * on the H200: 38 TFLOP/s at 4096^3, where every setting gave 34-38); fewer rows of a: 64 x 128. Overridden for
+/* The tile by shape: 128 x 128 (4 subgroups of 64 x 64), k 64 a step, one buffer: the best of 12
+ * settings on the H200 (bench/RESULTS.md, 2026-12-01: 248 TFLOP/s at 4096^3 F16, against 207-232
+ * for 8 subgroups of 64 x 32 or 32 x 64, 148-151 for k 32 a step with 128 x 128 or 128 x 64 tiles);
+ * fewer rows of a: 64 x 128 (4 subgroups of 64 x 32). Overridden for
  * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N" (wm..fn 1..8; probe: the
  * kernel's diagnostic constant; a bad knob fails the op where this path applies); NUVEC_MATMUL_TC=off keeps every product on
  * the tiled path, "on" changes nothing. */
@@ -59,7 +50,7 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
 
 static nu_status choose_tile(nu_device *d, int64_t m, tc_tile *t)
 {
-    *t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1, 0} : (tc_tile){2, 4, 4, 2, 64, 1, 0};
+    *t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1, 0} : (tc_tile){2, 2, 4, 4, 64, 1, 0};
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64, buffers=1|2, "
                             "probe=0..3", apply_knob, t);
 }
@@ -78,6 +69,20 @@ static bool rows16(const nu_tensor *t, uint32_t first)
     return true;
 }
 
+typedef struct tc_push {
+    uint32_t m, n, k, first_a, a_row, a_batch, first_w, w_row, w_batch, first_dst, dst_batch, first_bias;
+    uint32_t tile_x, tile_y; /* the first tile of the dispatch */
+} tc_push;
+
+static nu_status dispatch_tiles(nu_commands *c, nu_kernel *kern, const nu_binding bind[4], tc_push *push, uint32_t x,
+                                uint32_t y, uint32_t nx, uint32_t ny, uint32_t batches)
+{
+    push->tile_x = x;
+    push->tile_y = y;
+    uint32_t groups[3] = {nx, ny, batches};
+    return nu_commands_dispatch(c, kern, groups, bind, 4, push, sizeof *push);
+}
+
 nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
                                   const nu_tensor *bias)
 {
@@ -90,8 +95,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     const char *env = getenv("NUVEC_MATMUL_TC");
     if (env && strstr(env, "off"))
         return NU_ERROR_UNSUPPORTED;
-    if (!in->features[NU_FEATURE_COOPERATIVE_MATRIX] || !in->features[NU_FEATURE_VULKAN_MEMORY_MODEL] ||
-        !has_f16_shape(in) || in->subgroup_size < 16)
+    if (!nu__op_tensor_cores_f16(d, 16))
         return NU_ERROR_UNSUPPORTED;
     bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0;
     if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
@@ -127,9 +131,9 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         return NU_ERROR_UNSUPPORTED;
 
     uint32_t wdt = b->dtype == NU_DTYPE_Q8_0 ? 4u : b->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(b->dtype);
-    uint32_t constants[12] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
+    uint32_t constants[13] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
                               bias ? nu__op_dtype_code(bias->dtype) : 0u, local, t.wm, t.wn, t.fm, t.fn, t.bk,
-                              t.buffers, t.probe};
+                              t.buffers, t.probe, 1u};
     /* Strides: a's and w's rows and batches (w's in halves for block dtypes; 0 broadcasts one
      * weight over the batches). */
     uint64_t w_row = n > 1 ? (uint64_t)b->strides[rb - 2] : 0;
@@ -138,19 +142,39 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         w_row = w_row / 32 * (nu_dtype_block_bytes(b->dtype) / 2);
         w_batch = w_batch / 32 * (nu_dtype_block_bytes(b->dtype) / 2);
     }
-    struct {
-        uint32_t m, n, k, first_a, a_row, a_batch, first_w, w_row, w_batch, first_dst, dst_batch, first_bias;
-    } push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
-              ra == 3 && a->shape[0] > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row, (uint32_t)w_batch,
-              first[0],
-              rd == 3 ? (uint32_t)(m * n) : 0, first[3]};
-    nu_kernel *kern;
-    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 12, &kern)) != NU_OK)
-        return st;
+    tc_push push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
+                    ra == 3 && a->shape[0] > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row,
+                    (uint32_t)w_batch, first[0], rd == 3 ? (uint32_t)(m * n) : 0, first[3], 0, 0};
     uint32_t bm = 16 * t.fm * t.wm, bn = 16 * t.fn * t.wn;
     uint64_t gx = ((uint64_t)n + bn - 1) / bn, gy = ((uint64_t)m + bm - 1) / bm;
     if (gx > in->max_workgroup_count[0] || gy > in->max_workgroup_count[1])
         return NU_ERROR_UNSUPPORTED;
-    uint32_t groups[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)batches};
-    return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+    /* Whole tiles go straight to dst where coopMatStore may write it: F32 or F16, no bias, rows
+     * and the first element 16-byte aligned (Vulkan's rule for cooperative-matrix stores); the
+     * edges, and everything else, through shared memory (the kernel's EPILOGUE). */
+    uint32_t per16 = dst->dtype == NU_DTYPE_F32 ? 4 : 8;
+    bool direct = (dst->dtype == NU_DTYPE_F32 || dst->dtype == NU_DTYPE_F16) && !bias && n % per16 == 0 &&
+                  first[0] % per16 == 0;
+    uint32_t fx = direct ? (uint32_t)(n / bn) : 0, fy = direct ? (uint32_t)(m / bm) : 0;
+    nu_kernel *kern;
+    if (fx && fy) {
+        constants[12] = 0;
+        if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 13, &kern)) != NU_OK ||
+            (st = dispatch_tiles(c, kern, bind, &push, 0, 0, fx, fy, (uint32_t)batches)) != NU_OK)
+            return st;
+        constants[12] = 1;
+    } else
+        fx = fy = 0;
+    if (fx == gx && fy == gy)
+        return NU_OK;
+    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 13, &kern)) != NU_OK)
+        return st;
+    if (!fx) /* nothing went straight: every tile */
+        return dispatch_tiles(c, kern, bind, &push, 0, 0, (uint32_t)gx, (uint32_t)gy, (uint32_t)batches);
+    if (fx < gx && (st = dispatch_tiles(c, kern, bind, &push, fx, 0, (uint32_t)gx - fx, (uint32_t)gy,
+                                        (uint32_t)batches)) != NU_OK) /* the right column of tiles */
+        return st;
+    if (fy < gy) /* the bottom row, but its corner */
+        return dispatch_tiles(c, kern, bind, &push, 0, fy, fx, (uint32_t)gy - fy, (uint32_t)batches);
+    return NU_OK;
 }

@@ -9,6 +9,8 @@
 #include "core/array.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "exec/commands.h"
+#include "exec/graph.h"
 #include "kernel/builtins.h"
 #include "kernels_table.h"
 #include "memory/buffer.h"
@@ -49,6 +51,33 @@ void nu__ops_fini(nu_device *d)
     pthread_mutex_destroy(&o->lock);
     nu__free(o);
     d->ops = NULL;
+}
+
+nu_status nu_op_graph_param(nu_commands *c, nu_op_value value, uint32_t *param)
+{
+    static const char *const names[] = {"position", "q_position", "kv_length"};
+    if ((unsigned)value >= sizeof names / sizeof names[0]) {
+        if (param)
+            *param = 0;
+        return nu__fail(c ? c->s.device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_op_graph_param: value %d is not "
+                        "a nu_op_value", (int)value);
+    }
+    return nu__graph_value_param(c, "nu_op_graph_param", (uint32_t)value, names[value], param);
+}
+
+bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup)
+{
+    const nu_device_info *in = &d->info;
+    if (!in->features[NU_FEATURE_COOPERATIVE_MATRIX] || !in->features[NU_FEATURE_VULKAN_MEMORY_MODEL] ||
+        in->subgroup_size < min_subgroup)
+        return false;
+    for (uint32_t i = 0; i < in->cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++) {
+        const nu_cooperative_matrix_shape *s = &in->cooperative_matrix[i];
+        if (s->m == 16 && s->n == 16 && s->k == 16 && s->a == NU_DTYPE_F16 && s->b == NU_DTYPE_F16 &&
+            s->c == NU_DTYPE_F32 && s->result == NU_DTYPE_F32)
+            return true;
+    }
+    return false;
 }
 
 nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,

@@ -13,7 +13,7 @@
 #include "vk/device.h"
 
 /* Specialisation constants one op kernel takes at most. */
-#define NU__OP_MAX_CONSTANTS 12
+#define NU__OP_MAX_CONSTANTS 16
 
 /* Per device: started at open, stopped at close (runtime/device.c). */
 nu_status nu__ops_init(nu_device *d);
@@ -24,6 +24,11 @@ void nu__ops_fini(nu_device *d);
  * owned by the table). */
 nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
                         nu_kernel **out);
+
+/* Whether the device's matrix units take the cooperative-matrix kernels (matmul_coopmat.comp,
+ * attn_prefill_coopmat.comp): VK_KHR_cooperative_matrix and the Vulkan memory model enabled,
+ * 16x16x16 F16 x F16 + F32 products at subgroup scope, and subgroups of at least `min_subgroup`. */
+bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup);
 
 /* The dtype codes the shaders take (kernels/ops.glsl): F32 0, F16 1, BF16 2, I32 3. */
 uint32_t nu__op_dtype_code(nu_dtype dtype);

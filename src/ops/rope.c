@@ -1,11 +1,13 @@
 /* rope.c: rotary position embeddings (nu_op_rope; kernels/rope/rope.comp). */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "kernels_table.h"
+#include "exec/graph.h"
 #include "ops/op.h"
 
 /* Tuning knobs (rope.comp's specialisation constants 0 and 6); NUVEC_TUNE_ROPE="local=N,heads=N"
@@ -122,7 +124,7 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
     uint32_t head_groups = (uint32_t)((heads + per - 1) / per);
     uint32_t slots = fast ? (uint32_t)((half ? rot / 16 : rot / 8) + (dim - rot) / 8) : (uint32_t)(rot / 2 + (dim - rot));
     uint32_t constants[7] = {local, nu__op_dtype_code(src->dtype), nu__op_dtype_code(dst->dtype), half, fast, pos != NULL, per};
-    struct {
+    struct rope_push {
         uint32_t shape[4], stride[4];
         uint32_t first_src, first_dst, first_pos, rotary;
         uint32_t pos_stride_b, pos_stride_t;
@@ -138,5 +140,9 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
         return st;
     uint32_t groups[3];
     nu__op_groups((uint64_t)batch * (uint64_t)tokens * head_groups * slots, local, groups);
-    return nu_commands_dispatch(c, k, groups, bind, 3, &push, sizeof push);
+    st = nu_commands_dispatch(c, k, groups, bind, 3, &push, sizeof push);
+    nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, (uint32_t)offsetof(struct rope_push, offset)};
+    if (st == NU_OK)
+        nu__graph_note_values(c, fn, &value, 1);
+    return st;
 }

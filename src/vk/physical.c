@@ -139,9 +139,28 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &sg_props};
     VkPhysicalDeviceDriverProperties driver = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &m3};
+    /* Compute units (persistent dispatches size themselves by them: kernel/resident.c), where a
+     * vendor extension reports them; chained only when the extension is there. */
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV, .pNext = &driver};
+    bool sm_ext = nu__vk_has_extension(exts, n, NU__EXT_SM_BUILTINS);
+    VkPhysicalDeviceShaderCorePropertiesAMD amd = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD,
+        .pNext = sm_ext ? (void *)&sm : (void *)&driver};
+    bool amd_ext = nu__vk_has_extension(exts, n, NU__EXT_AMD_SHADER_CORE);
+    VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM arm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM,
+        .pNext = amd_ext ? (void *)&amd : amd.pNext};
+    bool arm_ext = nu__vk_has_extension(exts, n, NU__EXT_ARM_SHADER_CORE);
     VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                         .pNext = &driver};
+                                         .pNext = arm_ext ? (void *)&arm : arm.pNext};
     vki->vkGetPhysicalDeviceProperties2(pd, &props);
+    if (sm_ext)
+        info->compute_units = sm.shaderSMCount;
+    else if (amd_ext)
+        info->compute_units = amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
+    else if (arm_ext)
+        info->compute_units = arm.shaderCoreCount;
 
     bool sync2_ext = v13 || nu__vk_has_extension(exts, n, NU__EXT_SYNC2);
     VkPhysicalDeviceSubgroupSizeControlFeatures sgc = {

@@ -50,6 +50,9 @@ nu_status nu__vk_load_device(const nu__vk_instance *vki, VkDevice device, nu__vk
 #define NU__EXT_INTEGER_DOT "VK_KHR_shader_integer_dot_product"
 #define NU__EXT_COOPMAT2 "VK_NV_cooperative_matrix2"
 #define NU__EXT_SUBGROUP_SIZE "VK_EXT_subgroup_size_control"
+#define NU__EXT_SM_BUILTINS "VK_NV_shader_sm_builtins"
+#define NU__EXT_AMD_SHADER_CORE "VK_AMD_shader_core_properties"
+#define NU__EXT_ARM_SHADER_CORE "VK_ARM_shader_core_builtins"
 #define NU__LAYER_VALIDATION "VK_LAYER_KHRONOS_validation"
 /* Whether `name` is among the n extensions. */
 bool nu__vk_has_extension(const VkExtensionProperties *exts, uint32_t n, const char *name);

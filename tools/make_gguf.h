@@ -1,0 +1,32 @@
+/* make_gguf.h: random-weight Llama GGUF files of named shapes (`nuvec make-gguf`; the tests write
+ * the tiny shape with it). */
+#ifndef TOOLS_MAKE_GGUF_H
+#define TOOLS_MAKE_GGUF_H
+
+#include <stdint.h>
+
+#include "nuvec.h"
+
+typedef struct make_gguf_shape {
+    const char *name;       /* "tiny", "llama-7b", "llama-8b" */
+    uint32_t dim, layers, heads, kv_heads, ffn, vocab, context;
+    float rope_theta;
+} make_gguf_shape;
+
+typedef struct make_gguf_options {
+    const make_gguf_shape *shape;
+    nu_dtype dtype;         /* of the matrices: F16, Q8_0, Q4_0 (also BF16, F32); norms are F32 */
+    const char *path;
+    uint64_t seed;
+    uint32_t layers;        /* 0: the shape's */
+    uint32_t threads;       /* generating; 0: one a CPU (at most 16). The file does not depend on it. */
+    nu_progress_fn progress; /* after each tensor; may be NULL */
+    void *user;
+} make_gguf_options;
+
+/* The shape named `name`, or NULL. */
+const make_gguf_shape *make_gguf_find_shape(const char *name);
+/* Writes the file (see make_gguf.c); *data_bytes receives the data section's size. */
+nu_status make_gguf(const make_gguf_options *options, uint64_t *data_bytes);
+
+#endif
