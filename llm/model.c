@@ -11,21 +11,14 @@
  *              x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T               nu_op_swiglu
  *   logits = rms_norm(x[last]) * out_norm, times the output matrix (matvec of the last row only)
  *
- * Decode: the same pass for one token recorded once as a graph at open. What changes per token
- * reaches it as follows (nuvec/graph.h has no way to name an op's argument as a parameter):
- * - the token id and the position are data: one-element I32 buffers the CPU writes before each
- *   launch (the gather's ids, and nu_op_rope's positions tensor);
- * - nu_op_kv_append's position and nu_op_attention's kv_length are push constants, made graph
- *   parameters with nu_graph_param at the byte offsets of src/ops/attention.c's push blocks
- *   (position at 12, kv_length at 16): the public headers do not give these offsets, so they are
- *   written here (KV_APPEND_POSITION_AT, ATTENTION_KV_LENGTH_AT) and test_llm_model checks the
- *   graph against the per-token command buffers;
- * - nu_op_attention is recorded with kv_length 1, so that it records one dispatch (the split
- *   count comes from kv_length at recording; with more splits the last dispatch would be the
- *   combine and its q_position/kv_length unreachable) that loops over every key a launch's
- *   kv_length gives: correct at any length, but one workgroup a head walks all the keys.
- * Where a parameter cannot be declared (an NUVEC_ATTENTION override that splits), decode falls
- * back to recording a command buffer per token, and says so once on stderr.
+ * Decode: the same pass for one token recorded once as a graph at open (nuvec/graph.h). The token
+ * id is data (a one-element I32 buffer the CPU writes before each launch, the gather's ids); the
+ * position reaches the ops as graph parameters declared by name with nu_op_graph_param: rope's
+ * position offset (q and k), kv_append's position (k and v) and attention's kv_length (pos + 1;
+ * one query row, so no causal mask). Attention is recorded with kv_length = the cache's
+ * positions, so its split count suits the longest context (each split loops over its share of a
+ * launch's kv_length). Where the graph cannot be built, decode falls back to recording a command
+ * buffer per token, and says so once on stderr.
  *
  * Buffers: the weights (the source's, or F16 copies), the KV cache (a K and a V buffer a layer),
  * and activations for prefill_chunk rows, allocated at open and reused by every pass; logits in
@@ -39,18 +32,16 @@
 #include "source.h"
 
 #define FN "nu_llm_model"
-#define KV_APPEND_POSITION_AT 12u
-#define ATTENTION_KV_LENGTH_AT 16u
 #define MAX_CONVERTED (NU_LLM_W_COUNT * 1024)
 
 typedef struct llm_layer {
     nu_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     nu_buffer *kbuf, *vbuf;
     nu_tensor kc, vc; /* [positions, kv_heads, head_dim] */
-    uint32_t p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
+    uint32_t p_qrope, p_krope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
 } llm_layer;
 
-enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_GPOS, B_COUNT };
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_COUNT };
 
 struct nu_llm_model {
     nu_device *dev;
@@ -199,13 +190,12 @@ static nu_status alloc_state(nu_llm_model *m)
     size_t sizes[B_COUNT] = {[B_IDS] = R * 4, [B_X] = R * D * 4, [B_XN] = R * D * 4, [B_Q] = R * Q * 4,
                              [B_K] = R * KV * 4, [B_V] = R * KV * 4, [B_ATT] = R * Q * 4, [B_TMP] = R * D * 4,
                              [B_GATE] = R * c->ffn * 4, [B_UP] = R * c->ffn * 4, [B_LOGITS] = (size_t)c->vocab * 4,
-                             [B_GIDS] = 4, [B_GPOS] = 4};
+                             [B_GIDS] = 4};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
-                                               "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
-                                               "llm graph position"};
+                                               "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id"};
     nu_status st;
     for (int i = 0; i < B_COUNT; i++) {
-        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS || i == B_GPOS; /* the CPU writes or reads them */
+        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS; /* the CPU writes or reads them */
         if ((st = new_buffer(m, sizes[i], shared ? NU_STORAGE_SHARED : NU_STORAGE_PRIVATE, names[i], &m->buf[i])) != NU_OK)
             return st;
     }
@@ -247,7 +237,7 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
     } while (0)
 
 /* Records the forward pass of `rows` tokens at `start` into c. graph: the decode graph (one row:
- * ids and position from the graph's buffers, parameters declared for the per-token values). */
+ * the id from the graph's buffer, parameters declared for the position). */
 static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, bool graph)
 {
     const nu_llm_config *cf = &m->cfg;
@@ -255,14 +245,13 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     nu_status st;
     int64_t one = R;
     nu_tensor ids = nu_tensor_make(m->buf[graph ? B_GIDS : B_IDS], 0, NU_DTYPE_I32, 1, &one);
-    nu_tensor gpos = nu_tensor_make(m->buf[B_GPOS], 0, NU_DTYPE_I32, 1, &one);
     nu_tensor x = view2(m->buf[B_X], R, D), xn = view2(m->buf[B_XN], R, D), tmp = view2(m->buf[B_TMP], R, D);
     nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD), v2 = view2(m->buf[B_V], R, KVH * HD);
     nu_tensor q3 = view3(m->buf[B_Q], R, H, HD), k3 = view3(m->buf[B_K], R, KVH, HD), v3 = view3(m->buf[B_V], R, KVH, HD);
     nu_tensor att3 = view3(m->buf[B_ATT], R, H, HD), att2 = view2(m->buf[B_ATT], R, H * HD);
     nu_tensor gate = view2(m->buf[B_GATE], R, F), up = view2(m->buf[B_UP], R, F);
-    nu_rope_desc rope = {m->src->rope_layout, cf->rope_theta, 0, graph ? 0 : (int32_t)start, graph ? &gpos : NULL};
-    nu_attention_desc ad = {0, !graph, graph ? 0 : start, graph ? 1 : start + rows};
+    nu_rope_desc rope = {m->src->rope_layout, cf->rope_theta, 0, (int32_t)start, NULL};
+    nu_attention_desc ad = {0, !graph, start, graph ? m->positions : start + rows};
 
     TRY(nu_op_gather(c, &x, &m->embed, &ids));
     for (uint32_t l = 0; l < cf->layers; l++) {
@@ -272,16 +261,20 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         TRY(linear(c, rows, &k2, &y->wk, &xn));
         TRY(linear(c, rows, &v2, &y->wv, &xn));
         TRY(nu_op_rope(c, &q3, &q3, &rope));
+        if (graph)
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope));
         TRY(nu_op_rope(c, &k3, &k3, &rope));
-        TRY(nu_op_kv_append(c, &y->kc, &k3, graph ? 0 : start));
         if (graph)
-            TRY(nu_graph_param(c, KV_APPEND_POSITION_AT, 4, &y->p_kpos));
-        TRY(nu_op_kv_append(c, &y->vc, &v3, graph ? 0 : start));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_krope));
+        TRY(nu_op_kv_append(c, &y->kc, &k3, start));
         if (graph)
-            TRY(nu_graph_param(c, KV_APPEND_POSITION_AT, 4, &y->p_vpos));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos));
+        TRY(nu_op_kv_append(c, &y->vc, &v3, start));
+        if (graph)
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos));
         TRY(nu_op_attention(c, &att3, &q3, &y->kc, &y->vc, &ad));
         if (graph)
-            TRY(nu_graph_param(c, ATTENTION_KV_LENGTH_AT, 4, &y->p_kvlen));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen));
         TRY(linear(c, rows, &tmp, &y->wo, &att2));
         TRY(nu_op_add(c, &x, &x, &tmp));
         TRY(nu_op_rms_norm(c, &xn, &x, &y->ffn_norm, cf->rms_eps));
@@ -436,12 +429,13 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
         return st;
     uint32_t pos = m->pos, len = pos + 1;
     int32_t ipos = (int32_t)pos;
-    if ((st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id")) != NU_OK ||
-        (st = nv(m, nu_buffer_write(m->buf[B_GPOS], 0, &ipos, 4), "writing the position")) != NU_OK)
+    if ((st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id")) != NU_OK)
         return st;
     for (uint32_t l = 0; l < m->cfg.layers; l++) {
         llm_layer *y = &m->layers[l];
-        if ((st = nv(m, nu_graph_set_param(m->graph, y->p_kpos, &pos, 4), "a graph parameter")) != NU_OK ||
+        if ((st = nv(m, nu_graph_set_param(m->graph, y->p_qrope, &ipos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(m->graph, y->p_krope, &ipos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(m->graph, y->p_kpos, &pos, 4), "a graph parameter")) != NU_OK ||
             (st = nv(m, nu_graph_set_param(m->graph, y->p_vpos, &pos, 4), "a graph parameter")) != NU_OK ||
             (st = nv(m, nu_graph_set_param(m->graph, y->p_kvlen, &len, 4), "a graph parameter")) != NU_OK)
             return st;
