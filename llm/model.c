@@ -326,12 +326,9 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     m->dev = device;
     m->kv_dtype = opt.kv_dtype;
     m->by_commands = opt.decode_by_commands;
-    /* GGUF files plug in here as a second source (source.h) once nuvec/gguf.h lands. */
     size_t plen = strlen(path);
-    nu_status st = plen > 5 && !strcmp(path + plen - 5, ".gguf")
-                       ? nu_llm__fail(NU_ERROR_UNSUPPORTED, "nu_llm_model_open: %s: GGUF files are not read yet; give a "
-                                      "Hugging Face folder (config.json + *.safetensors)", path)
-                       : nu_llm__hf_open(device, path, &m->src);
+    nu_status st = plen > 5 && !strcmp(path + plen - 5, ".gguf") ? nu_llm__gguf_open(device, path, &m->src)
+                                                                  : nu_llm__hf_open(device, path, &m->src);
     if (st != NU_OK)
         goto fail;
     m->cfg = m->src->config;

@@ -2,8 +2,8 @@
  * format). A source is opened on a device, fills in the config, and hands out each weight as a
  * nu_tensor on the device by its role (nu_llm_weight) and layer, so that model.c never sees a
  * format's tensor names or layout. llm/hf.c is the Hugging Face folder (config.json +
- * *.safetensors); a GGUF source plugs in beside it the same way (names blk.N.attn_q.weight ...,
- * NU_ROPE_INTERLEAVED, block dtypes). */
+ * *.safetensors), llm/gguf.c a GGUF file (names blk.N.attn_q.weight ..., NU_ROPE_INTERLEAVED, block
+ * dtypes). */
 #ifndef NU_LLM_SOURCE_H
 #define NU_LLM_SOURCE_H
 
@@ -44,6 +44,9 @@ struct nu_llm_source {
 /* A Hugging Face folder (llm/hf.c): NU_ERROR_IO, NU_ERROR_FORMAT, NU_ERROR_UNSUPPORTED as
  * nu_llm_model_open documents. */
 nu_status nu_llm__hf_open(nu_device *device, const char *path, nu_llm_source **out);
+
+/* A GGUF file (llm/gguf.c): general.architecture "llama"; errors likewise. */
+nu_status nu_llm__gguf_open(nu_device *device, const char *path, nu_llm_source **out);
 
 /* A short name of a weight's role ("q", "ffn_norm", ..) for messages. */
 const char *nu_llm__weight_name(nu_llm_weight w);

@@ -36,6 +36,10 @@ check(rc == 0 and out == "I dream of 0.000000. Dimensions unfold, as I softly re
       f"streamed text {out!r} rc {rc}")
 rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,303,281,269,435,447,275", "-n", "5", "--json", "--no-graph")
 check(rc == 0 and json.loads(out)["tokens"] == dream[:5], f"--tokens --no-graph: {out} {err}")
+# GGUF: the F32 file and the Q8_0 one give the same ids here (test_llm_model checks how near).
+for f in ("model.gguf", "model-q8_0.gguf"):
+    rc, out, err = run(f"{models}/aidreams260K/{f}", "--prompt", "I dream of", "-n", "40", "--json")
+    check(rc == 0 and json.loads(out)["tokens"] == dream, f"{f}: rc {rc}: {out} {err}")
 # Sampling: the same seed gives the same tokens, and 40 of them (no EOS in this model's run).
 runs = [run(f"{models}/aidreams260K/hf", "--prompt", "I remember", "-n", "20", "--temp", "0.9", "--top-k", "20",
             "--top-p", "0.95", "--seed", "5", "--json") for _ in range(2)]

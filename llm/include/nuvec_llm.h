@@ -173,7 +173,9 @@ nu_status nu_llm_sample(nu_llm_sampler *sampler, const float *logits, uint32_t v
  * A Llama-architecture decoder (Llama 2 and 3: RMSNorm, RoPE, SwiGLU, grouped-query attention,
  * tied or separate output embedding) on a nuvec device. Opened from a Hugging Face folder
  * (config.json with architectures ["LlamaForCausalLM"], and *.safetensors; F32, F16 or BF16
- * weights); the weights go to the device once (nu_safetensors_to_device), the KV cache
+ * weights) or a GGUF file (a path ending in .gguf: general.architecture "llama"; F32, F16, BF16,
+ * Q8_0 or Q4_0 tensors; its SentencePiece vocabulary as the tokenizer); the weights go to the
+ * device once (nu_safetensors_to_device, nu_gguf_to_device), the KV cache
  * ([max_positions, kv_heads, head_dim] a layer, K and V) and the activations are allocated once.
  * The model keeps a position: prefill and decode append tokens at it (their keys and values go
  * to the cache) and return the logits of the last token appended.
@@ -211,7 +213,7 @@ typedef struct nu_llm_model_options {
 
 typedef struct nu_llm_model nu_llm_model;
 
-/* Opens the model at `path` (a Hugging Face folder) on `device`. NU_ERROR_IO (no such folder, no
+/* Opens the model at `path` (a Hugging Face folder, or a .gguf file) on `device`. NU_ERROR_IO (no such folder, no
  * config.json or safetensors), NU_ERROR_FORMAT (malformed JSON, a missing or bad key, a missing
  * tensor or one of the wrong shape or dtype), NU_ERROR_UNSUPPORTED (an architecture other than
  * LlamaForCausalLM, named; a head_dim the attention kernels do not take), NU_ERROR_INVALID_ARGUMENT
@@ -222,8 +224,9 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
 /* Waits for the model's GPU work and frees it (NULL is ignored). */
 void nu_llm_model_free(nu_llm_model *model);
 const nu_llm_config *nu_llm_model_config(const nu_llm_model *model); /* NULL for NULL */
-/* The model's tokenizer (a Hugging Face folder's tokenizer.json when it is a SentencePiece-style
- * BPE with byte fallback, as Llama 1 and 2 have: its merges' ranks stand for the piece scores),
+/* The model's tokenizer (a GGUF file's tokenizer.ggml.* vocabulary of model "llama"; a Hugging
+ * Face folder's tokenizer.json when it is a SentencePiece-style BPE with byte fallback, as Llama
+ * 1 and 2 have: its merges' ranks stand for the piece scores),
  * owned by the model; NULL when there is none, and then nu_llm_model_tokenizer_note says why. */
 const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *model);
 const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a tokenizer */
