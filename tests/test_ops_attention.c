@@ -1,7 +1,7 @@
 /* test_ops_attention.c: nu_op_attention (src/ops/attention.c, kernels/attention/) and
  * nu_op_kv_append against a float64 CPU reference: the decode path (one split written straight
  * to dst, and split keys merged by attn_combine, with kv_length not a multiple of the split and
- * splits that see no key) and the prefill path, GQA ratios 1, 4 and 8, head dims 64 and 128,
+ * splits that see no key) and the prefill path, GQA ratios 1, 4 and 8, head dims 8 to 128,
  * causal on and off with q_position offsets, every float dtype for q, k, v and dst, the default
  * and explicit scales, strided, sliced, transposed and unaligned views, the NUVEC_ATTENTION knobs,
  * a decode step reading what kv_append wrote, the partials' temporary buffer outliving its free,
@@ -180,6 +180,31 @@ static void prefill_path(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(d, &cases[i], floats[(i + 1) % 3], floats[i % 3], floats[(i + 2) % 3], floats[(i / 2) % 3], &seed);
+    nt_close(d);
+}
+
+/* The small head dims (8, 16, 32: tiny models such as tests/test_llm_model.c's have 8 and 16) on
+ * every path: decode with one split and several, the subgroup kernel and attn_decode.comp
+ * (subgroup=0), GQA, causal offsets, and prefill with its default tile and a narrow one. */
+static void small_head_dims(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 9;
+    const int64_t dims[3] = {8, 16, 32};
+    for (int i = 0; i < 3; i++) {
+        int64_t D = dims[i];
+        const shape_case cases[] = {
+            {1, 8, 4, D, 128, 100, 99, true, 0, NULL},           /* GQA 2, one split */
+            {1, 4, 4, D, 512, 300, 299, true, 0, NULL},          /* 5 splits, combined */
+            {2, 8, 2, D, 200, 150, 148, true, 0, "subgroup=0"},  /* attn_decode.comp, 3 splits */
+            {3, 4, 1, D, 64, 40, 0, false, 0.2f, "split=3 keys=3"},
+            {37, 8, 4, D, 64, 37, 0, true, 0, NULL},             /* prefill, default tile */
+            {21, 8, 2, D, 128, 71, 50, true, 0, "br=16 bc=5"},   /* prefill, a later chunk */
+        };
+        for (size_t j = 0; j < sizeof cases / sizeof cases[0]; j++)
+            run_case(d, &cases[j], floats[j % 3], floats[(j + i) % 3], floats[(j + 1) % 3], floats[(j + 2 * i) % 3], &seed);
+    }
     nt_close(d);
 }
 
@@ -712,6 +737,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decode_path),
         cmocka_unit_test(prefill_path),
+        cmocka_unit_test(small_head_dims),
         cmocka_unit_test(strided_and_transposed_views),
         cmocka_unit_test(kv_append_and_a_decode_step),
         cmocka_unit_test(partials_outlive_their_free),

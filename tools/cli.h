@@ -8,5 +8,6 @@ int cli_demo(int argc, char **argv);   /* tools/demo.c: the `make demo` self-che
 int cli_load(int argc, char **argv);   /* tools/load.c: list a safetensors file, move it to the GPU */
 int cli_bench(int argc, char **argv);  /* bench/bench.c: benchmarks, `nuvec bench NAME` */
 int cli_make_gguf(int argc, char **argv); /* tools/make_gguf.c: random-weight Llama GGUF files */
+int cli_generate(int argc, char **argv); /* tools/generate.c: a Llama model's text (libnuvec_llm) */
 
 #endif

@@ -20,6 +20,8 @@ static void usage(FILE *f)
             "                           writes a GGUF Llama model of random weights, for benchmarks\n"
             "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, graph, pipeline, upload, ops\n"
             "                           (nuvec bench --help)\n"
+            "  generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+            "           [--seed S] [--json]  a Llama model's continuation, streamed (nuvec generate --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
@@ -38,6 +40,8 @@ int main(int argc, char **argv)
         return cli_demo(argc - 1, argv + 1);
     if (!strcmp(argv[1], "load"))
         return cli_load(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "generate"))
+        return cli_generate(argc - 1, argv + 1);
     if (!strcmp(argv[1], "make-gguf"))
         return cli_make_gguf(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))

@@ -206,7 +206,7 @@ typedef struct nu_attention_desc {
  * kv_length; causal: also j <= q_position + t), g = q_heads / kv_heads. q [tokens, q_heads,
  * head_dim] float, any view (a slice of a fused projection); k and v [positions, kv_heads,
  * head_dim] float, any views (the KV cache); dst [tokens, q_heads, head_dim] float, contiguous;
- * q_heads a multiple of kv_heads; head_dim 64 or 128. F32 arithmetic, the softmax online (the
+ * q_heads a multiple of kv_heads; head_dim 8, 16, 32, 64 or 128. F32 arithmetic, the softmax online (the
  * running maximum subtracted: no overflow). Up to NU_ATTENTION_DECODE_ROWS tokens take the decode
  * kernel (keys split over workgroups, then combined: kernels/attention/attn_decode.comp), more the
  * prefill kernel (flash-attention style tiles: kernels/attention/attn_prefill.comp).

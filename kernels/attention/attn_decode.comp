@@ -21,7 +21,7 @@
 //   0 QDT, 1 KDT, 2 VDT, 3 DDT   dtypes of q, k, v and the output (ops.glsl codes; DDT unused
 //                                unless FINAL: the partials are F32)
 //   4 LOCAL  threads a workgroup, a multiple of D (and a power of two: the tree); default 128
-//   5 D      head_dim (64 or 128)
+//   5 D      head_dim (a power of two, 8 to 128)
 //   6 FINAL  1: one split, write dst; 0: write the partials
 //   7 FLAGS  bit 0: k's rows contiguous and 16-byte aligned (vector loads)
 // Bindings: 0 dst (FINAL) or the partials (F32), 1 q, 2 k, 3 v. Push: below (strides in elements;

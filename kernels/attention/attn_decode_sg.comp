@@ -22,7 +22,7 @@
 // Specialisation constants:
 //   0 QDT, 1 KDT, 2 VDT, 3 DDT   dtypes (ops.glsl codes; DDT unused unless FINAL)
 //   4 LOCAL  threads a workgroup, a multiple of SG; default 128
-//   5 D      head_dim (64 or 128)
+//   5 D      head_dim (a power of two, 8 to 128)
 //   6 FINAL  1: one split, write dst; 0: write the partials ((m, l, o[D]) for attn_combine.comp)
 //   7 PACK   1, 2 or 4 elements a lane reads at once from k's and v's rows (2 and 4: both
 //            contiguous, every row starting at a multiple of PACK elements)

@@ -16,7 +16,7 @@
 // Specialisation constants:
 //   0 QDT, 1 KDT, 2 VDT, 3 DDT   dtypes (ops.glsl codes)
 //   4 LOCAL  threads (a multiple of BR; D a multiple of LOCAL / BR); default 128
-//   5 D      head_dim (64 or 128)
+//   5 D      head_dim (a power of two, 8 to 128)
 //   6 BR     query rows a workgroup; 7 BC keys a block (src/ops/attention.c: 16 x 16 for D 128,
 //            32 x 32 for D 64: 25.1 and 28.2 KiB of shared memory, within lavapipe's 32)
 // Bindings: 0 dst, 1 q, 2 k, 3 v. Push: as attn_decode.comp's.

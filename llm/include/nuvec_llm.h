@@ -4,7 +4,7 @@
  * their out-parameters on failure; the message of the last failure of an nu_llm_ call on the
  * calling thread is nu_llm_error_message(). Free calls accept NULL.
  *
- * Sections: errors; tokenizer; sampler. */
+ * Sections: errors; tokenizer; sampler; model. */
 #ifndef NUVEC_LLM_H
 #define NUVEC_LLM_H
 
@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nuvec/device.h"
+#include "nuvec/dtype.h"
 #include "nuvec/status.h"
 
 #ifdef __cplusplus
@@ -167,6 +169,81 @@ void nu_llm_sampler_reseed(nu_llm_sampler *sampler, uint64_t seed);
  * tokens) are fine and never picked while a finite one exists. *token is -1 on failure. */
 nu_status nu_llm_sample(nu_llm_sampler *sampler, const float *logits, uint32_t vocab,
                         int32_t *token);
+
+
+/* ---- Model --------------------------------------------------------------------------------
+ * A Llama-architecture decoder (Llama 2 and 3: RMSNorm, RoPE, SwiGLU, grouped-query attention,
+ * tied or separate output embedding) on a nuvec device. Opened from a Hugging Face folder
+ * (config.json with architectures ["LlamaForCausalLM"], and *.safetensors; F32, F16 or BF16
+ * weights) or a GGUF file (a path ending in .gguf: general.architecture "llama"; F32, F16, BF16,
+ * Q8_0 or Q4_0 tensors; its SentencePiece vocabulary as the tokenizer); the weights go to the
+ * device once (nu_safetensors_to_device, nu_gguf_to_device), the KV cache
+ * ([max_positions, kv_heads, head_dim] a layer, K and V) and the activations are allocated once.
+ * The model keeps a position: prefill and decode append tokens at it (their keys and values go
+ * to the cache) and return the logits of the last token appended.
+ * Prefill records the whole forward pass of up to `prefill_chunk` tokens into one command buffer
+ * (matrix products, prefill attention); decode launches one graph (nuvec/graph.h), recorded at
+ * open, per token, with the position and token id as launch inputs (see model.c for how).
+ * Thread safety: a model is used by one thread at a time. */
+
+/* The architecture's numbers, as read from the model's file. */
+typedef struct nu_llm_config {
+    uint32_t dim;            /* hidden_size */
+    uint32_t ffn;            /* intermediate_size */
+    uint32_t layers;         /* num_hidden_layers */
+    uint32_t heads;          /* num_attention_heads */
+    uint32_t kv_heads;       /* num_key_value_heads (heads when absent) */
+    uint32_t head_dim;       /* dim / heads (or head_dim) */
+    uint32_t vocab;          /* vocab_size */
+    uint32_t max_positions;  /* max_position_embeddings */
+    float rms_eps;           /* rms_norm_eps */
+    float rope_theta;        /* rope_theta (10000 when absent) */
+    bool tied_embeddings;    /* tie_word_embeddings: the output matrix is the token embedding */
+    int32_t bos, eos;        /* bos_token_id, eos_token_id (NU_LLM_NO_TOKEN when absent) */
+} nu_llm_config;
+
+/* Zero means default. */
+typedef struct nu_llm_model_options {
+    uint32_t max_positions;  /* the KV cache's positions (0: the model's max_positions; at most it) */
+    nu_dtype kv_dtype;       /* NU_DTYPE_F32 (0 is read as F32 too), NU_DTYPE_F16 or NU_DTYPE_BF16 */
+    bool weights_f16;        /* store the float matrices as F16 on the device (converted once, at
+                              * open); norms stay as in the file */
+    uint32_t prefill_chunk;  /* tokens a prefill command buffer takes at most (0: 256) */
+    bool decode_by_commands; /* decode records a command buffer each token instead of the graph
+                              * (the prefill path with one token: tests compare the two) */
+} nu_llm_model_options;
+
+typedef struct nu_llm_model nu_llm_model;
+
+/* Opens the model at `path` (a Hugging Face folder, or a .gguf file) on `device`. NU_ERROR_IO (no such folder, no
+ * config.json or safetensors), NU_ERROR_FORMAT (malformed JSON, a missing or bad key, a missing
+ * tensor or one of the wrong shape or dtype), NU_ERROR_UNSUPPORTED (an architecture other than
+ * LlamaForCausalLM, named; a head_dim the attention kernels do not take), NU_ERROR_INVALID_ARGUMENT
+ * (NULL pointers, bad options), or a nuvec error (device memory); nu_llm_error_message() says
+ * which. */
+nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_model_options *options,
+                            nu_llm_model **out);
+/* Waits for the model's GPU work and frees it (NULL is ignored). */
+void nu_llm_model_free(nu_llm_model *model);
+const nu_llm_config *nu_llm_model_config(const nu_llm_model *model); /* NULL for NULL */
+/* The model's tokenizer (a GGUF file's tokenizer.ggml.* vocabulary of model "llama"; a Hugging
+ * Face folder's tokenizer.json when it is a SentencePiece-style BPE with byte fallback, as Llama
+ * 1 and 2 have: its merges' ranks stand for the piece scores),
+ * owned by the model; NULL when there is none, and then nu_llm_model_tokenizer_note says why. */
+const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *model);
+const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a tokenizer */
+/* Tokens in the cache: the position the next token goes to. */
+uint32_t nu_llm_model_position(const nu_llm_model *model);
+/* Forgets the cached tokens (position 0); the cache's bytes are overwritten as tokens come. */
+void nu_llm_model_reset(nu_llm_model *model);
+
+/* Appends tokens[0 .. n) (n >= 1) at the position, in chunks of prefill_chunk, and writes the
+ * logits of the last one (vocab floats) to `logits` (may be NULL). NU_ERROR_INVALID_ARGUMENT for
+ * an id outside [0, vocab) or NULL pointers, NU_ERROR_OUT_OF_RANGE when the cache would overflow
+ * (nothing is appended then). */
+nu_status nu_llm_model_prefill(nu_llm_model *model, const int32_t *tokens, size_t n, float *logits);
+/* Appends one token by the decode graph; logits as nu_llm_model_prefill's. */
+nu_status nu_llm_model_decode(nu_llm_model *model, int32_t token, float *logits);
 
 #ifdef __cplusplus
 }

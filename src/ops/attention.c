@@ -172,8 +172,10 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (k->shape[2] != hd)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k's head_dim is %lld but q's is %lld", (long long)k->shape[2],
                         (long long)hd);
-    if (hd != 64 && hd != 128)
-        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": head_dim %lld; the kernels take 64 or 128", (long long)hd);
+    /* Powers of two: the decode kernels' thread groups and tree reductions divide 128 threads by it. */
+    if (hd < 8 || hd > 128 || (hd & (hd - 1)))
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": head_dim %lld; the kernels take 8, 16, 32, 64 or 128",
+                        (long long)hd);
     if (kvh < 1 || qh % kvh)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": q_heads %lld is not a multiple of kv_heads %lld", (long long)qh,
                         (long long)kvh);
@@ -216,11 +218,12 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
 
     /* The matrix units: tc_rows query rows a workgroup, 16 a subgroup (attn_prefill_coopmat.comp),
      * where its shared memory fits: k's and v's 32 rows of D + 8 halves, and per subgroup 16 x 32
-     * scores (F32), p (F16, rows of 40) and 16 row factors. */
+     * scores (F32), p (F16, rows of 40) and 16 row factors; head_dim 64 or 128 only (the kernel's
+     * fragments; smaller heads take attn_prefill.comp). */
     uint32_t tc_sg = tune.tc_rows / 16;
     uint64_t tc_shared = 16ull * 64 * ((uint64_t)hd + 8) / 8 + tc_sg * (16ull * 32 * 4 + 16ull * 40 * 2 + 64);
-    if (!decode && tune.tc && !tune.br && !tune.bc && q->dtype == NU_DTYPE_F16 && k->dtype == NU_DTYPE_F16 &&
-        v->dtype == NU_DTYPE_F16 && nu__op_tensor_cores_f16(d, 32) && d->info.subgroup_size == 32 &&
+    if (!decode && tune.tc && !tune.br && !tune.bc && (hd == 64 || hd == 128) && q->dtype == NU_DTYPE_F16 &&
+        k->dtype == NU_DTYPE_F16 && v->dtype == NU_DTYPE_F16 && nu__op_tensor_cores_f16(d, 32) && d->info.subgroup_size == 32 &&
         rows_aligned(q, first[1]) && rows_aligned(k, first[2]) && rows_aligned(v, first[3]) &&
         tc_shared <= d->info.max_shared_memory && 32 * tc_sg <= d->info.max_workgroup_size[0] &&
         ((uint64_t)tokens + tune.tc_rows - 1) / tune.tc_rows <= d->info.max_workgroup_count[0]) {

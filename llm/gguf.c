@@ -1,0 +1,222 @@
+/* gguf.c: a GGUF file (llama.cpp's format, general.architecture "llama") as a weight source
+ * (source.h), read with nuvec/gguf.h: the llama.* keys for the config, every tensor moved to the
+ * device in one pass (nu_gguf_to_device), names blk.N.attn_q.weight and so on, q and k rows in
+ * llama.cpp's interleaved RoPE order (NU_ROPE_INTERLEAVED), F32 / F16 / BF16 / Q8_0 / Q4_0
+ * tensors; the tokenizer from tokenizer.ggml.* when its model is "llama" (SentencePiece). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "nuvec/gguf.h"
+#include "source.h"
+
+#define FN "nu_llm_model_open"
+
+typedef struct gguf_source {
+    nu_llm_source base;
+    nu_device *device;
+    nu_gguf *file;
+    nu_buffer *weights;
+    uint64_t *offsets; /* of tensor i (file order) in weights */
+} gguf_source;
+
+static void gguf_name(nu_llm_weight w, uint32_t layer, char *out, size_t n)
+{
+    static const char *const per_layer[NU_LLM_W_COUNT] = {
+        [NU_LLM_W_ATTN_NORM] = "attn_norm", [NU_LLM_W_Q] = "attn_q",      [NU_LLM_W_K] = "attn_k",
+        [NU_LLM_W_V] = "attn_v",            [NU_LLM_W_O] = "attn_output", [NU_LLM_W_FFN_NORM] = "ffn_norm",
+        [NU_LLM_W_GATE] = "ffn_gate",       [NU_LLM_W_UP] = "ffn_up",     [NU_LLM_W_DOWN] = "ffn_down"};
+    if (w == NU_LLM_W_EMBED)
+        snprintf(out, n, "token_embd.weight");
+    else if (w == NU_LLM_W_OUT_NORM)
+        snprintf(out, n, "output_norm.weight");
+    else if (w == NU_LLM_W_OUTPUT)
+        snprintf(out, n, "output.weight");
+    else
+        snprintf(out, n, "blk.%u.%s.weight", layer, per_layer[w]);
+}
+
+static nu_status gguf_weight(nu_llm_source *s, nu_llm_weight w, uint32_t layer, nu_tensor *out)
+{
+    gguf_source *g = (gguf_source *)s;
+    char name[128];
+    gguf_name(w, layer, name, sizeof name);
+    uint64_t count = nu_gguf_tensor_count(g->file);
+    for (uint64_t i = 0; i < count; i++)
+        if (!strcmp(nu_gguf_tensor(g->file, i)->name, name)) {
+            nu_status st = nu_gguf_tensor_view_in(g->file, name, g->weights, g->offsets[i], out);
+            if (st != NU_OK)
+                return nu_llm__fail(st, FN ": %s", nu_error_message(g->device));
+            return NU_OK;
+        }
+    return nu_llm__fail(NU_ERROR_FORMAT, FN ": the model has no tensor %s", name);
+}
+
+static void gguf_close(nu_llm_source *s)
+{
+    gguf_source *g = (gguf_source *)s;
+    if (!g)
+        return;
+    nu_buffer_free(g->weights);
+    nu_gguf_close(g->file);
+    nu_llm_tokenizer_free(g->base.tokenizer);
+    nu_llm__free(g->offsets);
+    nu_llm__free(g);
+}
+
+/* A nuvec call's failure with its message. */
+static nu_status gg(nu_device *d, nu_status st)
+{
+    return st == NU_OK ? st : nu_llm__fail(st, FN ": %s", nu_error_message(d));
+}
+
+static bool string_is(const char *s, uint64_t n, const char *want) { return n == strlen(want) && !memcmp(s, want, n); }
+
+static nu_status read_config(gguf_source *g)
+{
+    nu_gguf *f = g->file;
+    nu_device *d = g->device;
+    nu_llm_config *c = &g->base.config;
+    const char *arch;
+    uint64_t alen;
+    nu_status st = gg(d, nu_gguf_get_string(f, "general.architecture", NULL, &arch, &alen));
+    if (st != NU_OK)
+        return st;
+    if (!string_is(arch, alen, "llama"))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": architecture %.*s is not supported (only llama)",
+                            (int)(alen > 64 ? 64 : alen), arch);
+    float theta = 10000.0f, eps_default = 1e-5f;
+    const nu_gguf_tensor_info *embed = nu_gguf_find_tensor(f, "token_embd.weight");
+    uint32_t vocab_default = embed && embed->rank == 2 ? (uint32_t)embed->shape[0] : 0;
+    if ((st = gg(d, nu_gguf_get_u32(f, "llama.embedding_length", NULL, &c->dim))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "llama.feed_forward_length", NULL, &c->ffn))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "llama.block_count", NULL, &c->layers))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "llama.attention.head_count", NULL, &c->heads))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "llama.attention.head_count_kv", &c->heads, &c->kv_heads))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "llama.context_length", NULL, &c->max_positions))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps_default, &c->rms_eps))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_f32(f, "llama.rope.freq_base", &theta, &c->rope_theta))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "llama.vocab_size", vocab_default ? &vocab_default : NULL, &c->vocab))) != NU_OK)
+        return st;
+    if (!c->dim || !c->ffn || !c->layers || !c->heads || !c->kv_heads || !c->max_positions || !c->vocab ||
+        c->dim % c->heads)
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": llama.* sizes of 0, or embedding_length %u not a multiple of %u heads",
+                            c->dim, c->heads);
+    c->head_dim = c->dim / c->heads;
+    uint32_t rot = c->head_dim;
+    if ((st = gg(d, nu_gguf_get_u32(f, "llama.rope.dimension_count", &rot, &rot))) != NU_OK)
+        return st;
+    if (rot != c->head_dim)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": llama.rope.dimension_count %u is not head_dim %u (partial "
+                            "rotary dims)", rot, c->head_dim);
+    if (nu_gguf_has(f, "llama.rope.scaling.type") || nu_gguf_has(f, "rope_freqs.weight"))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": RoPE scaling is not supported");
+    c->tied_embeddings = !nu_gguf_find_tensor(f, "output.weight");
+    uint32_t none = UINT32_MAX, bos, eos;
+    if ((st = gg(d, nu_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &none, &bos))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &none, &eos))) != NU_OK)
+        return st;
+    c->bos = bos < c->vocab ? (int32_t)bos : NU_LLM_NO_TOKEN;
+    c->eos = eos < c->vocab ? (int32_t)eos : NU_LLM_NO_TOKEN;
+    return NU_OK;
+}
+
+/* The SentencePiece tokenizer of tokenizer.ggml.* (model "llama"). */
+static nu_status read_tokenizer(gguf_source *g)
+{
+    nu_gguf *f = g->file;
+    nu_device *d = g->device;
+    const char *model;
+    uint64_t mlen;
+    if (!nu_gguf_has(f, "tokenizer.ggml.model"))
+        return nu_llm__fail(NU_ERROR_FORMAT, "the file has no tokenizer.ggml.model");
+    nu_status st = gg(d, nu_gguf_get_string(f, "tokenizer.ggml.model", NULL, &model, &mlen));
+    if (st != NU_OK)
+        return st;
+    if (!string_is(model, mlen, "llama"))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, "tokenizer.ggml.model %.*s is not supported (only llama)",
+                            (int)(mlen > 64 ? 64 : mlen), model);
+    nu_gguf_value tokens, scores, types;
+    bool has_scores = nu_gguf_has(f, "tokenizer.ggml.scores"), has_types = nu_gguf_has(f, "tokenizer.ggml.token_type");
+    if ((st = gg(d, nu_gguf_find(f, "tokenizer.ggml.tokens", &tokens))) != NU_OK ||
+        (has_scores && (st = gg(d, nu_gguf_find(f, "tokenizer.ggml.scores", &scores))) != NU_OK) ||
+        (has_types && (st = gg(d, nu_gguf_find(f, "tokenizer.ggml.token_type", &types))) != NU_OK))
+        return st;
+    uint64_t n = tokens.length;
+    if (tokens.type != NU_GGUF_ARRAY || !n || n > INT32_MAX ||
+        (has_scores && (scores.type != NU_GGUF_ARRAY || scores.element_type != NU_GGUF_FLOAT32 || scores.length != n)) ||
+        (has_types && (types.type != NU_GGUF_ARRAY || types.element_type != NU_GGUF_INT32 || types.length != n)))
+        return nu_llm__fail(NU_ERROR_FORMAT, "tokenizer.ggml.tokens, .scores and .token_type are not arrays of one "
+                            "length (strings, FLOAT32, INT32)");
+    nu_llm_piece *pieces = nu_llm__calloc(n, sizeof *pieces);
+    float *sc = has_scores ? nu_llm__calloc(n, sizeof *sc) : NULL;
+    int32_t *ty = has_types ? nu_llm__calloc(n, sizeof *ty) : NULL;
+    if (!pieces || (has_scores && !sc) || (has_types && !ty)) {
+        st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "no memory for the vocabulary");
+        goto done;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t len;
+        if ((st = gg(d, nu_gguf_array_string(&tokens, i, &pieces[i].text, &len))) != NU_OK)
+            goto done;
+        pieces[i].length = (size_t)len;
+    }
+    if (has_scores)
+        memcpy(sc, scores.data, n * sizeof *sc); /* packed little-endian, unaligned: copied */
+    if (has_types)
+        memcpy(ty, types.data, n * sizeof *ty);
+    bool yes = true;
+    uint32_t none = UINT32_MAX, unk;
+    nu_llm_vocab v = {(uint32_t)n, pieces, sc, ty, NU_LLM_NO_TOKEN, NU_LLM_NO_TOKEN, NU_LLM_NO_TOKEN, true, true};
+    if ((st = gg(d, nu_gguf_get_u32(f, "tokenizer.ggml.unknown_token_id", &none, &unk))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &yes, &v.add_bos))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &yes, &v.add_space_prefix))) != NU_OK)
+        goto done;
+    v.bos = g->base.config.bos < (int32_t)n ? g->base.config.bos : NU_LLM_NO_TOKEN;
+    v.eos = g->base.config.eos < (int32_t)n ? g->base.config.eos : NU_LLM_NO_TOKEN;
+    v.unk = unk < n ? (int32_t)unk : NU_LLM_NO_TOKEN;
+    v.add_bos = v.add_bos && v.bos >= 0;
+    st = nu_llm_tokenizer_new(&v, &g->base.tokenizer);
+done:
+    nu_llm__free(pieces);
+    nu_llm__free(sc);
+    nu_llm__free(ty);
+    return st;
+}
+
+nu_status nu_llm__gguf_open(nu_device *device, const char *path, nu_llm_source **out)
+{
+    *out = NULL;
+    gguf_source *g = nu_llm__calloc(1, sizeof *g);
+    if (!g)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+    g->device = device;
+    g->base.weight = gguf_weight;
+    g->base.close = gguf_close;
+    g->base.rope_layout = NU_ROPE_INTERLEAVED;
+    nu_status st = gg(device, nu_gguf_open(device, path, &g->file));
+    if (st == NU_OK)
+        st = read_config(g);
+    if (st != NU_OK)
+        goto fail;
+    /* Optional, as in a Hugging Face folder: without it the model runs on ids. */
+    if (read_tokenizer(g) != NU_OK)
+        snprintf(g->base.tokenizer_note, sizeof g->base.tokenizer_note, "%s", nu_llm_error_message());
+    nu_llm__fail(NU_OK, "%s", "");
+    uint64_t count = nu_gguf_tensor_count(g->file);
+    if (!(g->offsets = nu_llm__calloc(count ? count : 1, sizeof *g->offsets))) {
+        st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+        goto fail;
+    }
+    if (count && (st = nu_gguf_to_device(g->file, NULL, 0, NULL, &g->weights, g->offsets)) != NU_OK) {
+        st = nu_llm__fail(st, FN ": moving %s to the device: %s", path, nu_error_message(device));
+        goto fail;
+    }
+    nu_buffer_set_name(g->weights, "llm gguf weights");
+    *out = &g->base;
+    return NU_OK;
+fail:
+    gguf_close(&g->base);
+    return st;
+}

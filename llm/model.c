@@ -1,0 +1,445 @@
+/* model.c: the Llama decoder on nuvec's public API (nuvec_llm.h's Model section).
+ *
+ * Forward pass of `rows` tokens at position `start`, recorded into one command buffer (or graph):
+ *   x = embed[ids]                                               nu_op_gather
+ *   per layer: xn = rms_norm(x) * attn_norm                        nu_op_rms_norm
+ *              q, k, v = xn Wq^T, xn Wk^T, xn Wv^T                 matvec (<= 8 rows) or matmul
+ *              q, k = rope(q), rope(k)  (in place)                 nu_op_rope
+ *              K[start ..], V[start ..] = k, v                     nu_op_kv_append
+ *              att = attention(q, K, V), causal                    nu_op_attention
+ *              x += att Wo^T; xn = rms_norm(x) * ffn_norm
+ *              x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T               nu_op_swiglu
+ *   logits = rms_norm(x[last]) * out_norm, times the output matrix (matvec of the last row only)
+ *
+ * Decode: the same pass for one token recorded once as a graph at open (nuvec/graph.h). The token
+ * id is data (a one-element I32 buffer the CPU writes before each launch, the gather's ids); the
+ * position reaches the ops as graph parameters declared by name with nu_op_graph_param: rope's
+ * position offset (q and k), kv_append's position (k and v) and attention's kv_length (pos + 1;
+ * one query row, so no causal mask). Attention is recorded with kv_length = the cache's
+ * positions, so its split count suits the longest context (each split loops over its share of a
+ * launch's kv_length). Where the graph cannot be built, decode falls back to recording a command
+ * buffer per token, and says so once on stderr.
+ *
+ * Buffers: the weights (the source's, or F16 copies), the KV cache (a K and a V buffer a layer),
+ * and activations for prefill_chunk rows, allocated at open and reused by every pass; logits in
+ * a shared buffer read back after each pass. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "source.h"
+
+#define FN "nu_llm_model"
+#define MAX_CONVERTED (NU_LLM_W_COUNT * 1024)
+
+typedef struct llm_layer {
+    nu_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+    nu_buffer *kbuf, *vbuf;
+    nu_tensor kc, vc; /* [positions, kv_heads, head_dim] */
+    uint32_t p_qrope, p_krope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
+} llm_layer;
+
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_COUNT };
+
+struct nu_llm_model {
+    nu_device *dev;
+    nu_llm_source *src;
+    nu_llm_config cfg;
+    nu_dtype kv_dtype;
+    uint32_t positions, chunk, pos;
+    bool by_commands;
+    nu_tensor embed, out_norm, output;
+    llm_layer *layers;
+    nu_buffer *converted[MAX_CONVERTED];
+    uint32_t converted_count;
+    nu_buffer *buf[B_COUNT];
+    nu_graph *graph;
+};
+
+/* A failed nuvec call: its message with what the model was doing. */
+static nu_status nv(nu_llm_model *m, nu_status st, const char *what)
+{
+    if (st != NU_OK)
+        return nu_llm__fail(st, FN ": %s: %s", what, nu_error_message(m->dev));
+    return NU_OK;
+}
+
+const nu_llm_config *nu_llm_model_config(const nu_llm_model *m) { return m ? &m->cfg : NULL; }
+const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *m) { return m ? m->src->tokenizer : NULL; }
+const char *nu_llm_model_tokenizer_note(const nu_llm_model *m)
+{
+    return !m ? "" : m->src->tokenizer ? "" : m->src->tokenizer_note;
+}
+uint32_t nu_llm_model_position(const nu_llm_model *m) { return m ? m->pos : 0; }
+void nu_llm_model_reset(nu_llm_model *m)
+{
+    if (m)
+        m->pos = 0;
+}
+
+void nu_llm_model_free(nu_llm_model *m)
+{
+    if (!m)
+        return;
+    nu_graph_wait(m->graph, NU_WAIT_FOREVER);
+    nu_graph_free(m->graph);
+    for (int i = 0; i < B_COUNT; i++)
+        nu_buffer_free(m->buf[i]);
+    if (m->layers)
+        for (uint32_t l = 0; l < m->cfg.layers; l++) {
+            nu_buffer_free(m->layers[l].kbuf);
+            nu_buffer_free(m->layers[l].vbuf);
+        }
+    for (uint32_t i = 0; i < m->converted_count; i++)
+        nu_buffer_free(m->converted[i]);
+    if (m->src)
+        m->src->close(m->src);
+    nu_llm__free(m->layers);
+    nu_llm__free(m);
+}
+
+static bool is_float(nu_dtype t) { return t == NU_DTYPE_F32 || t == NU_DTYPE_F16 || t == NU_DTYPE_BF16; }
+
+/* Weight `w` of `layer` from the source, checked to be [rows, cols] (cols 0: 1-D [rows]) of a
+ * dtype the ops take; float matrices converted to F16 when asked. */
+static nu_status get_weight(nu_llm_model *m, nu_llm_weight w, uint32_t layer, int64_t rows, int64_t cols, bool f16,
+                            nu_tensor *out)
+{
+    nu_status st = m->src->weight(m->src, w, layer, out);
+    if (st != NU_OK)
+        return st;
+    uint32_t rank = cols ? 2 : 1;
+    if (out->rank != rank || out->shape[0] != rows || (cols && out->shape[1] != cols))
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": weight %s of layer %u has shape [%lld%s%lld]; [%lld%s%lld] expected",
+                            nu_llm__weight_name(w), layer, (long long)out->shape[0], out->rank > 1 ? ", " : "",
+                            out->rank > 1 ? (long long)out->shape[1] : 0LL, (long long)rows, cols ? ", " : "",
+                            cols ? (long long)cols : 0LL);
+    bool block = out->dtype == NU_DTYPE_Q8_0 || out->dtype == NU_DTYPE_Q4_0;
+    if (!is_float(out->dtype) && !(block && cols))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": weight %s of layer %u is %s; F32, F16, BF16 (or Q8_0, Q4_0 "
+                            "matrices) expected", nu_llm__weight_name(w), layer, nu_dtype_name(out->dtype));
+    if ((st = nv(m, nu_tensor_check(out, nu_llm__weight_name(w)), "a weight")) != NU_OK)
+        return st;
+    if (!f16 || !cols || out->dtype == NU_DTYPE_F16 || block)
+        return NU_OK;
+    if (m->converted_count == MAX_CONVERTED)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": more than %d matrices", MAX_CONVERTED);
+    nu_buffer *b = NULL;
+    int64_t shape[2] = {rows, cols};
+    if ((st = nv(m, nu_buffer_new(m->dev, (size_t)(rows * cols * 2), NU_STORAGE_PRIVATE, &b), "F16 weights")) != NU_OK)
+        return st;
+    m->converted[m->converted_count++] = b;
+    nu_tensor t = nu_tensor_make(b, 0, NU_DTYPE_F16, 2, shape);
+    nu_commands *c = NULL;
+    if ((st = nv(m, nu_commands_new(m->dev, NU_QUEUE_COMPUTE, &c), "commands")) != NU_OK)
+        return st;
+    st = nu_op_copy(c, &t, out);
+    if (st == NU_OK)
+        st = nu_commands_commit(c);
+    if (st == NU_OK)
+        st = nu_commands_wait(c, NU_WAIT_FOREVER);
+    st = nv(m, st, "converting a weight to F16");
+    nu_commands_free(c);
+    if (st == NU_OK)
+        *out = t;
+    return st;
+}
+
+static nu_status load_weights(nu_llm_model *m, bool f16)
+{
+    const nu_llm_config *c = &m->cfg;
+    int64_t D = c->dim, F = c->ffn, Q = (int64_t)c->heads * c->head_dim, KV = (int64_t)c->kv_heads * c->head_dim;
+    nu_status st;
+    if ((st = get_weight(m, NU_LLM_W_EMBED, 0, c->vocab, D, f16, &m->embed)) != NU_OK ||
+        (st = get_weight(m, NU_LLM_W_OUT_NORM, 0, D, 0, false, &m->out_norm)) != NU_OK)
+        return st;
+    if (c->tied_embeddings)
+        m->output = m->embed;
+    else if ((st = get_weight(m, NU_LLM_W_OUTPUT, 0, c->vocab, D, f16, &m->output)) != NU_OK)
+        return st;
+    for (uint32_t l = 0; l < c->layers; l++) {
+        llm_layer *y = &m->layers[l];
+        if ((st = get_weight(m, NU_LLM_W_ATTN_NORM, l, D, 0, false, &y->attn_norm)) != NU_OK ||
+            (st = get_weight(m, NU_LLM_W_Q, l, Q, D, f16, &y->wq)) != NU_OK ||
+            (st = get_weight(m, NU_LLM_W_K, l, KV, D, f16, &y->wk)) != NU_OK ||
+            (st = get_weight(m, NU_LLM_W_V, l, KV, D, f16, &y->wv)) != NU_OK ||
+            (st = get_weight(m, NU_LLM_W_O, l, D, Q, f16, &y->wo)) != NU_OK ||
+            (st = get_weight(m, NU_LLM_W_FFN_NORM, l, D, 0, false, &y->ffn_norm)) != NU_OK ||
+            (st = get_weight(m, NU_LLM_W_GATE, l, F, D, f16, &y->gate)) != NU_OK ||
+            (st = get_weight(m, NU_LLM_W_UP, l, F, D, f16, &y->up)) != NU_OK ||
+            (st = get_weight(m, NU_LLM_W_DOWN, l, D, F, f16, &y->down)) != NU_OK)
+            return st;
+    }
+    return NU_OK;
+}
+
+static nu_status new_buffer(nu_llm_model *m, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
+{
+    nu_status st = nv(m, nu_buffer_new(m->dev, bytes, storage, out), name);
+    if (st == NU_OK)
+        nu_buffer_set_name(*out, name);
+    return st;
+}
+
+static nu_status alloc_state(nu_llm_model *m)
+{
+    const nu_llm_config *c = &m->cfg;
+    size_t R = m->chunk, D = c->dim, Q = (size_t)c->heads * c->head_dim, KV = (size_t)c->kv_heads * c->head_dim;
+    size_t sizes[B_COUNT] = {[B_IDS] = R * 4, [B_X] = R * D * 4, [B_XN] = R * D * 4, [B_Q] = R * Q * 4,
+                             [B_K] = R * KV * 4, [B_V] = R * KV * 4, [B_ATT] = R * Q * 4, [B_TMP] = R * D * 4,
+                             [B_GATE] = R * c->ffn * 4, [B_UP] = R * c->ffn * 4, [B_LOGITS] = (size_t)c->vocab * 4,
+                             [B_GIDS] = 4};
+    static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
+                                               "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id"};
+    nu_status st;
+    for (int i = 0; i < B_COUNT; i++) {
+        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS; /* the CPU writes or reads them */
+        if ((st = new_buffer(m, sizes[i], shared ? NU_STORAGE_SHARED : NU_STORAGE_PRIVATE, names[i], &m->buf[i])) != NU_OK)
+            return st;
+    }
+    size_t es = nu_dtype_size(m->kv_dtype);
+    int64_t shape[3] = {m->positions, c->kv_heads, c->head_dim};
+    for (uint32_t l = 0; l < c->layers; l++) {
+        llm_layer *y = &m->layers[l];
+        if ((st = new_buffer(m, (size_t)m->positions * KV * es, NU_STORAGE_PRIVATE, "llm K cache", &y->kbuf)) != NU_OK ||
+            (st = new_buffer(m, (size_t)m->positions * KV * es, NU_STORAGE_PRIVATE, "llm V cache", &y->vbuf)) != NU_OK)
+            return st;
+        y->kc = nu_tensor_make(y->kbuf, 0, m->kv_dtype, 3, shape);
+        y->vc = nu_tensor_make(y->vbuf, 0, m->kv_dtype, 3, shape);
+    }
+    return NU_OK;
+}
+
+/* y = x w^T for `rows` rows. */
+static nu_status linear(nu_commands *c, uint32_t rows, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x)
+{
+    return rows <= NU_MATVEC_MAX_ROWS ? nu_op_matvec(c, y, w, x) : nu_op_matmul(c, y, x, w, NULL);
+}
+
+static nu_tensor view2(nu_buffer *b, int64_t rows, int64_t cols)
+{
+    int64_t s[2] = {rows, cols};
+    return nu_tensor_make(b, 0, NU_DTYPE_F32, 2, s);
+}
+
+static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
+{
+    int64_t s[3] = {rows, heads, dim};
+    return nu_tensor_make(b, 0, NU_DTYPE_F32, 3, s);
+}
+
+#define TRY(call)                                                                                                  \
+    do {                                                                                                           \
+        if ((st = (call)) != NU_OK)                                                                                \
+            return st;                                                                                             \
+    } while (0)
+
+/* Records the forward pass of `rows` tokens at `start` into c. graph: the decode graph (one row:
+ * the id from the graph's buffer, parameters declared for the position). */
+static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, bool graph)
+{
+    const nu_llm_config *cf = &m->cfg;
+    int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
+    nu_status st;
+    int64_t one = R;
+    nu_tensor ids = nu_tensor_make(m->buf[graph ? B_GIDS : B_IDS], 0, NU_DTYPE_I32, 1, &one);
+    nu_tensor x = view2(m->buf[B_X], R, D), xn = view2(m->buf[B_XN], R, D), tmp = view2(m->buf[B_TMP], R, D);
+    nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD), v2 = view2(m->buf[B_V], R, KVH * HD);
+    nu_tensor q3 = view3(m->buf[B_Q], R, H, HD), k3 = view3(m->buf[B_K], R, KVH, HD), v3 = view3(m->buf[B_V], R, KVH, HD);
+    nu_tensor att3 = view3(m->buf[B_ATT], R, H, HD), att2 = view2(m->buf[B_ATT], R, H * HD);
+    nu_tensor gate = view2(m->buf[B_GATE], R, F), up = view2(m->buf[B_UP], R, F);
+    nu_rope_desc rope = {m->src->rope_layout, cf->rope_theta, 0, (int32_t)start, NULL};
+    nu_attention_desc ad = {0, !graph, start, graph ? m->positions : start + rows};
+
+    TRY(nu_op_gather(c, &x, &m->embed, &ids));
+    for (uint32_t l = 0; l < cf->layers; l++) {
+        llm_layer *y = &m->layers[l];
+        TRY(nu_op_rms_norm(c, &xn, &x, &y->attn_norm, cf->rms_eps));
+        TRY(linear(c, rows, &q2, &y->wq, &xn));
+        TRY(linear(c, rows, &k2, &y->wk, &xn));
+        TRY(linear(c, rows, &v2, &y->wv, &xn));
+        TRY(nu_op_rope(c, &q3, &q3, &rope));
+        if (graph)
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope));
+        TRY(nu_op_rope(c, &k3, &k3, &rope));
+        if (graph)
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_krope));
+        TRY(nu_op_kv_append(c, &y->kc, &k3, start));
+        if (graph)
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos));
+        TRY(nu_op_kv_append(c, &y->vc, &v3, start));
+        if (graph)
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos));
+        TRY(nu_op_attention(c, &att3, &q3, &y->kc, &y->vc, &ad));
+        if (graph)
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen));
+        TRY(linear(c, rows, &tmp, &y->wo, &att2));
+        TRY(nu_op_add(c, &x, &x, &tmp));
+        TRY(nu_op_rms_norm(c, &xn, &x, &y->ffn_norm, cf->rms_eps));
+        TRY(linear(c, rows, &gate, &y->gate, &xn));
+        TRY(linear(c, rows, &up, &y->up, &xn));
+        TRY(nu_op_swiglu(c, &gate, &gate, &up));
+        TRY(linear(c, rows, &tmp, &y->down, &gate));
+        TRY(nu_op_add(c, &x, &x, &tmp));
+    }
+    nu_tensor last, xl = view2(m->buf[B_XN], 1, D), logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
+    TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
+    TRY(nu_op_rms_norm(c, &xl, &last, &m->out_norm, cf->rms_eps));
+    return nu_op_matvec(c, &logits, &m->output, &xl);
+}
+
+static nu_status build_graph(nu_llm_model *m)
+{
+    nu_commands *rec = NULL;
+    nu_status st = nu_graph_record(m->dev, &rec);
+    if (st == NU_OK)
+        st = record_forward(m, rec, 1, 0, true);
+    if (st == NU_OK)
+        st = nu_graph_new(rec, &m->graph);
+    if (st != NU_OK) {
+        if (!getenv("NUVEC_LLM_QUIET"))
+            fprintf(stderr, "nuvec llm: decode records a command buffer per token: the decode graph failed: %s\n",
+                    nu_error_message(m->dev));
+        nu_commands_free(rec);
+        m->by_commands = true;
+    }
+    return NU_OK;
+}
+
+nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_model_options *options, nu_llm_model **out)
+{
+    if (out)
+        *out = NULL;
+    if (!device || !path || !out)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: NULL %s", !device ? "device" : !path ? "path" : "out");
+    nu_llm_model_options opt = options ? *options : (nu_llm_model_options){0};
+    if (opt.kv_dtype == 0)
+        opt.kv_dtype = NU_DTYPE_F32;
+    if (!is_float(opt.kv_dtype))
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: kv_dtype %s; F32, F16 or BF16 expected",
+                            nu_dtype_name(opt.kv_dtype));
+    nu_llm_model *m = nu_llm__calloc(1, sizeof *m);
+    if (!m)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_open: no memory");
+    m->dev = device;
+    m->kv_dtype = opt.kv_dtype;
+    m->by_commands = opt.decode_by_commands;
+    size_t plen = strlen(path);
+    nu_status st = plen > 5 && !strcmp(path + plen - 5, ".gguf") ? nu_llm__gguf_open(device, path, &m->src)
+                                                                  : nu_llm__hf_open(device, path, &m->src);
+    if (st != NU_OK)
+        goto fail;
+    m->cfg = m->src->config;
+    const nu_llm_config *c = &m->cfg;
+    uint32_t hd = c->head_dim;
+    if (hd < 8 || hd > 128 || (hd & (hd - 1))) {
+        st = nu_llm__fail(NU_ERROR_UNSUPPORTED, "nu_llm_model_open: head_dim %u; the attention kernels take 8, 16, 32, 64 or 128", hd);
+        goto fail;
+    }
+    if (c->heads % c->kv_heads) {
+        st = nu_llm__fail(NU_ERROR_FORMAT, "nu_llm_model_open: %u attention heads are not a multiple of %u KV heads", c->heads,
+                          c->kv_heads);
+        goto fail;
+    }
+    if (opt.max_positions > c->max_positions) {
+        st = nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: max_positions %u is beyond the model's %u",
+                          opt.max_positions, c->max_positions);
+        goto fail;
+    }
+    m->positions = opt.max_positions ? opt.max_positions : c->max_positions;
+    m->chunk = opt.prefill_chunk ? opt.prefill_chunk : 256;
+    if (m->chunk > m->positions)
+        m->chunk = m->positions;
+    if (!(m->layers = nu_llm__calloc(c->layers, sizeof *m->layers))) {
+        st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_open: no memory");
+        goto fail;
+    }
+    if ((st = load_weights(m, opt.weights_f16)) != NU_OK || (st = alloc_state(m)) != NU_OK)
+        goto fail;
+    if (!m->by_commands && (st = build_graph(m)) != NU_OK)
+        goto fail;
+    *out = m;
+    return NU_OK;
+fail:
+    nu_llm_model_free(m);
+    return st;
+}
+
+static nu_status check_ids(nu_llm_model *m, const int32_t *tokens, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= m->cfg.vocab)
+            return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN ": token %zu is %d; ids are 0 to %u", i, tokens[i],
+                                m->cfg.vocab - 1);
+    if (n > m->positions - m->pos)
+        return nu_llm__fail(NU_ERROR_OUT_OF_RANGE, FN ": %zu tokens at position %u overflow the cache's %u positions", n,
+                            m->pos, m->positions);
+    return NU_OK;
+}
+
+static nu_status read_logits(nu_llm_model *m, float *logits)
+{
+    if (!logits)
+        return NU_OK;
+    return nv(m, nu_buffer_read(m->buf[B_LOGITS], 0, logits, (size_t)m->cfg.vocab * 4), "reading the logits");
+}
+
+nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n, float *logits)
+{
+    if (!m || !tokens || !n)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_prefill: %s", !m ? "NULL model" : !tokens ? "NULL tokens" : "no tokens");
+    nu_status st = check_ids(m, tokens, n);
+    if (st != NU_OK)
+        return st;
+    for (size_t done = 0; done < n;) {
+        uint32_t rows = (uint32_t)(n - done < m->chunk ? n - done : m->chunk);
+        if ((st = nv(m, nu_buffer_write(m->buf[B_IDS], 0, tokens + done, (size_t)rows * 4), "writing the token ids")) != NU_OK)
+            return st;
+        nu_commands *c = NULL;
+        if ((st = nv(m, nu_commands_new(m->dev, NU_QUEUE_COMPUTE, &c), "commands")) != NU_OK)
+            return st;
+        st = record_forward(m, c, rows, m->pos, false);
+        if (st == NU_OK)
+            st = nu_commands_commit(c);
+        if (st == NU_OK)
+            st = nu_commands_wait(c, NU_WAIT_FOREVER);
+        st = nv(m, st, "the forward pass");
+        nu_commands_free(c);
+        if (st != NU_OK)
+            return st;
+        m->pos += rows;
+        done += rows;
+    }
+    return read_logits(m, logits);
+}
+
+nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
+{
+    if (!m)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_decode: NULL model");
+    if (m->by_commands)
+        return nu_llm_model_prefill(m, &token, 1, logits);
+    nu_status st = check_ids(m, &token, 1);
+    if (st != NU_OK)
+        return st;
+    uint32_t pos = m->pos, len = pos + 1;
+    int32_t ipos = (int32_t)pos;
+    if ((st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id")) != NU_OK)
+        return st;
+    for (uint32_t l = 0; l < m->cfg.layers; l++) {
+        llm_layer *y = &m->layers[l];
+        if ((st = nv(m, nu_graph_set_param(m->graph, y->p_qrope, &ipos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(m->graph, y->p_krope, &ipos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(m->graph, y->p_kpos, &pos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(m->graph, y->p_vpos, &pos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(m->graph, y->p_kvlen, &len, 4), "a graph parameter")) != NU_OK)
+            return st;
+    }
+    if ((st = nv(m, nu_graph_launch(m->graph), "launching the decode graph")) != NU_OK ||
+        (st = nv(m, nu_graph_wait(m->graph, NU_WAIT_FOREVER), "the decode graph")) != NU_OK)
+        return st;
+    m->pos++;
+    return read_logits(m, logits);
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""check_generate.py NUVEC MODELS_DIR: `nuvec generate` end to end on the tiny models (their README's
+greedy ids and text), its --tokens and sampling options, and its refusals (exit status 2 for bad
+arguments, 1 with a message for a bad model)."""
+import json
+import subprocess
+import sys
+
+nuvec, models = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def run(*args):
+    p = subprocess.run([nuvec, "generate", *args], capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+dream = [429, 464, 448, 464, 464, 464, 464, 464, 464, 448, 429, 468, 342, 358, 402, 327, 446, 299, 303, 266,
+         437, 443, 434, 438, 451, 306, 443, 259, 430, 446, 299, 303, 266, 437, 443, 434, 438, 451, 306, 443]
+rc, out, err = run(f"{models}/aidreams260K/hf", "--prompt", "I dream of", "-n", "40", "--json")
+check(rc == 0, f"--json run: rc {rc}: {err}")
+if rc == 0:
+    o = json.loads(out)
+    check(o["prompt_tokens"] == [1, 303, 281, 269, 435, 447, 275], f"prompt_tokens {o['prompt_tokens']}")
+    check(o["tokens"] == dream, f"tokens {o['tokens']}")
+    check(o["text"] == " 0.000000. Dimensions unfold, as I softly refine, as I softly ref", f"text {o['text']!r}")
+    check(o["prefill_tokens_per_s"] > 0 and o["decode_tokens_per_s"] > 0, "tokens/s")
+rc, out, err = run(f"{models}/aidreams260K/hf", "--prompt", "I dream of", "-n", "40")
+check(rc == 0 and out == "I dream of 0.000000. Dimensions unfold, as I softly refine, as I softly ref\n",
+      f"streamed text {out!r} rc {rc}")
+rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,303,281,269,435,447,275", "-n", "5", "--json", "--no-graph")
+check(rc == 0 and json.loads(out)["tokens"] == dream[:5], f"--tokens --no-graph: {out} {err}")
+# GGUF: the F32 file and the Q8_0 one give the same ids here (test_llm_model checks how near).
+for f in ("model.gguf", "model-q8_0.gguf"):
+    rc, out, err = run(f"{models}/aidreams260K/{f}", "--prompt", "I dream of", "-n", "40", "--json")
+    check(rc == 0 and json.loads(out)["tokens"] == dream, f"{f}: rc {rc}: {out} {err}")
+# Sampling: the same seed gives the same tokens, and 40 of them (no EOS in this model's run).
+runs = [run(f"{models}/aidreams260K/hf", "--prompt", "I remember", "-n", "20", "--temp", "0.9", "--top-k", "20",
+            "--top-p", "0.95", "--seed", "5", "--json") for _ in range(2)]
+check(all(r[0] == 0 for r in runs) and json.loads(runs[0][1])["tokens"] == json.loads(runs[1][1])["tokens"],
+      "same seed, same tokens")
+# stories260K has no tokenizer: ids are streamed, text is null; --prompt is refused.
+rc, out, err = run(f"{models}/stories260K/hf", "-n", "3", "--json")
+check(rc == 0 and json.loads(out)["text"] is None and json.loads(out)["prompt_tokens"] == [1], f"stories: {out} {err}")
+rc, out, err = run(f"{models}/stories260K/hf", "--prompt", "hi")
+check(rc == 1 and "tokenizer" in err, f"--prompt without a tokenizer: rc {rc}: {err}")
+for bad in (["--temp"], ["-n", "x"], ["--tokens", "1,x"], ["--prompt", "a", "--tokens", "1"], ["--frobnicate"], []):
+    rc, out, err = run(*([f"{models}/aidreams260K/hf"] if bad != [] else []), *bad)
+    check(rc in (1, 2) and err, f"{bad}: rc {rc}")
+rc, out, err = run(f"{models}/no_such_model")
+check(rc == 1 and "config.json" in err, f"missing model: rc {rc}: {err}")
+rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,9999")
+check(rc == 1 and "9999" in err, f"bad id: rc {rc}: {err}")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,445 @@
+/* test_llm_model.c: the Llama runtime (llm/model.c, llm/hf.c) on the two real tiny models of the
+ * models folder (NUVEC_MODELS_DIR; its README gives the expected ids): aidreams260K's greedy
+ * continuation of "I dream of" as the README lists it (decode graph); its BF16 folder and F16
+ * weights against F32; stories260K (GQA, head_dim 8): the decode graph's logits at every position
+ * against a fresh prefill of the same tokens (matrix products, prefill attention), and its first
+ * 36 greedy tokens with an F16 KV cache as with F32 (the README's near tie at 37); bad folders and
+ * config.json files refused with their messages. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nuvec_llm.h"
+
+static const char *models_dir(void)
+{
+    const char *env = getenv("NUVEC_MODELS_DIR");
+    return env && env[0] ? env : NUVEC_MODELS_DIR;
+}
+
+static const char *model_path(const char *rel)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/%s", models_dir(), rel);
+    struct stat sb;
+    if (stat(path, &sb))
+        fail_msg("%s is missing (set NUVEC_MODELS_DIR to the folder of the test models)", path);
+    return path;
+}
+
+#define LLM_OK(expr)                                                                                               \
+    do {                                                                                                           \
+        nu_status st_ = (expr);                                                                                    \
+        if (st_ != NU_OK)                                                                                          \
+            fail_msg("%s: %s: %s", #expr, nu_status_string(st_), nu_llm_error_message());                         \
+    } while (0)
+
+static int32_t argmax(const float *x, uint32_t n)
+{
+    int32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = (int32_t)i;
+    return best;
+}
+
+/* Greedy: prefill `prompt`, then `n` tokens by decode into out (logits of each step, vocab floats
+ * a step, into all_logits when not NULL). */
+static void greedy(nu_llm_model *m, const int32_t *prompt, size_t np, int32_t *out, size_t n, float *all_logits)
+{
+    uint32_t V = nu_llm_model_config(m)->vocab;
+    float *logits = malloc(V * sizeof *logits);
+    assert_non_null(logits);
+    LLM_OK(nu_llm_model_prefill(m, prompt, np, logits));
+    for (size_t i = 0; i < n; i++) {
+        out[i] = argmax(logits, V);
+        if (all_logits)
+            memcpy(all_logits + i * V, logits, V * sizeof *logits);
+        if (i + 1 < n)
+            LLM_OK(nu_llm_model_decode(m, out[i], logits));
+    }
+    free(logits);
+}
+
+static const int32_t DREAM_PROMPT[7] = {1, 303, 281, 269, 435, 447, 275};
+static const int32_t DREAM_IDS[40] = {429, 464, 448, 464, 464, 464, 464, 464, 464, 448, 429, 468, 342, 358,
+                                      402, 327, 446, 299, 303, 266, 437, 443, 434, 438, 451, 306, 443, 259,
+                                      430, 446, 299, 303, 266, 437, 443, 434, 438, 451, 306, 443};
+
+static void aidreams_greedy_matches_the_readme(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    const nu_llm_config *c = nu_llm_model_config(m);
+    assert_int_equal(c->dim, 64);
+    assert_int_equal(c->head_dim, 16);
+    assert_int_equal(c->layers, 4);
+    assert_int_equal(c->vocab, 512);
+    assert_true(c->tied_embeddings);
+    int32_t ids[40];
+    greedy(m, DREAM_PROMPT, 7, ids, 40, NULL);
+    assert_memory_equal(ids, DREAM_IDS, sizeof ids);
+    assert_int_equal(nu_llm_model_position(m), 7 + 39);
+    /* Again after a reset: the cache is overwritten, not appended to. */
+    nu_llm_model_reset(m);
+    greedy(m, DREAM_PROMPT, 7, ids, 40, NULL);
+    assert_memory_equal(ids, DREAM_IDS, sizeof ids);
+    nu_llm_model_free(m);
+    /* The per-token command buffers give the same ids, with a prefill chunk of 3 (three passes). */
+    nu_llm_model_options o = {.decode_by_commands = true, .prefill_chunk = 3};
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+    greedy(m, DREAM_PROMPT, 7, ids, 40, NULL);
+    assert_memory_equal(ids, DREAM_IDS, sizeof ids);
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
+/* The BF16 folder (lossy: logits move by up to 0.036, the README says) and F32 weights stored as
+ * F16: the prompt's logits near F32's, and from BOS the README's "matches F32 for 64 tokens"
+ * (checked for 32). */
+static void aidreams_bf16_and_f16_weights(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    float ref[512], got[512];
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, ref));
+    int32_t bos = 1, ref_ids[32], ids[32];
+    nu_llm_model_reset(m);
+    greedy(m, &bos, 1, ref_ids, 32, NULL);
+    nu_llm_model_free(m);
+
+    const char *paths[2] = {"aidreams260K/hf-bf16", "aidreams260K/hf"};
+    const double tol[2] = {0.05, 0.01};
+    for (int i = 0; i < 2; i++) {
+        nu_llm_model_options o = {.weights_f16 = i == 1};
+        LLM_OK(nu_llm_model_open(d, model_path(paths[i]), &o, &m));
+        LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, got));
+        double worst = 0;
+        for (int j = 0; j < 512; j++)
+            worst = fmax(worst, fabs((double)got[j] - ref[j]));
+        if (!(worst < tol[i]))
+            fail_msg("%s%s: logits differ from F32's by %g (tolerance %g)", paths[i], i ? " (F16 weights)" : "", worst, tol[i]);
+        nu_llm_model_reset(m);
+        greedy(m, &bos, 1, ids, 32, NULL);
+        assert_memory_equal(ids, ref_ids, sizeof ids);
+        nu_llm_model_free(m);
+    }
+    nt_close(d);
+}
+
+/* stories260K: every decode step's logits (the graph: matvec, decode attention, parameters)
+ * against a prefill of all the tokens so far from an empty cache (matmul beyond 8 rows, prefill
+ * attention beyond 4): two different paths through the ops, within 1e-4. Then the F16 KV cache's
+ * first 36 greedy tokens are F32's (the README's near tie is at generated position 37). */
+static void stories_decode_graph_against_prefill(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    enum { N = 36 };
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    const nu_llm_config *c = nu_llm_model_config(m);
+    assert_int_equal(c->heads, 8);
+    assert_int_equal(c->kv_heads, 4);
+    assert_int_equal(c->head_dim, 8);
+    uint32_t V = c->vocab;
+    int32_t seq[N + 1] = {1};
+    float *logits = malloc((size_t)N * V * sizeof *logits), *one = malloc(V * sizeof *one);
+    assert_non_null(logits);
+    assert_non_null(one);
+    greedy(m, seq, 1, seq + 1, N, logits);
+    nu_llm_model_free(m);
+
+    nu_llm_model_options o = {.decode_by_commands = true};
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), &o, &m));
+    double worst = 0;
+    for (int t = 0; t < N; t++) {
+        nu_llm_model_reset(m);
+        LLM_OK(nu_llm_model_prefill(m, seq, (size_t)t + 1, one));
+        for (uint32_t j = 0; j < V; j++)
+            worst = fmax(worst, fabs((double)one[j] - logits[(size_t)t * V + j]));
+    }
+    nu_llm_model_free(m);
+    if (!(worst < 1e-4))
+        fail_msg("decode graph and prefill logits differ by %g", worst);
+
+    nu_llm_model_options f16 = {.kv_dtype = NU_DTYPE_F16};
+    int32_t ids[N];
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), &f16, &m));
+    greedy(m, seq, 1, ids, N, NULL);
+    assert_memory_equal(ids, seq + 1, sizeof ids);
+    nu_llm_model_free(m);
+    free(logits);
+    free(one);
+    nt_close(d);
+}
+
+/* The GGUF files: model.gguf (F32, interleaved RoPE rows) gives the README's ids as the folder
+ * does, and its vocabulary the prompt's ids; the Q8_0 and Q4_0 files' prompt logits near F32's
+ * (llama.cpp's own differ by a few hundredths, the README says; measured here on lavapipe: Q8_0
+ * 0.047, Q4_0 0.40: bounds of twice as much, not an independent reference) and their first greedy
+ * tokens the same (measured: all 40 for Q8_0, 17 for Q4_0); stories260K's model.gguf gives the
+ * folder's 36 greedy ids. */
+static void gguf_files(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model *m;
+    float ref[512], got[512];
+    int32_t ids[40];
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/model.gguf"), NULL, &m));
+    const nu_llm_tokenizer *tok = nu_llm_model_tokenizer(m);
+    assert_non_null(tok);
+    size_t n = 0;
+    LLM_OK(nu_llm_tokenize(tok, "I dream of", 10, -1, ids, 40, &n));
+    assert_int_equal(n, 7);
+    assert_memory_equal(ids, DREAM_PROMPT, sizeof DREAM_PROMPT);
+    LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, ref));
+    nu_llm_model_reset(m);
+    greedy(m, DREAM_PROMPT, 7, ids, 40, NULL);
+    assert_memory_equal(ids, DREAM_IDS, sizeof ids);
+    nu_llm_model_free(m);
+
+    const char *files[2] = {"aidreams260K/model-q8_0.gguf", "aidreams260K/model-q4_0.gguf"};
+    const double tol[2] = {0.1, 0.8};
+    const size_t same[2] = {40, 16};
+    for (int i = 0; i < 2; i++) {
+        LLM_OK(nu_llm_model_open(d, model_path(files[i]), NULL, &m));
+        LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, got));
+        double worst = 0;
+        for (int j = 0; j < 512; j++)
+            worst = fmax(worst, fabs((double)got[j] - ref[j]));
+        print_message("%s: prompt logits within %g of F32's\n", files[i], worst);
+        if (!(worst < tol[i]))
+            fail_msg("%s: logits differ from F32's by %g (tolerance %g)", files[i], worst, tol[i]);
+        nu_llm_model_reset(m);
+        greedy(m, DREAM_PROMPT, 7, ids, 40, NULL);
+        assert_memory_equal(ids, DREAM_IDS, same[i] * sizeof *ids);
+        nu_llm_model_free(m);
+    }
+
+    int32_t bos = 1, hf[36], gg[36];
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    greedy(m, &bos, 1, hf, 36, NULL);
+    nu_llm_model_free(m);
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/model.gguf"), NULL, &m));
+    greedy(m, &bos, 1, gg, 36, NULL);
+    assert_memory_equal(gg, hf, sizeof gg);
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
+/* A GGUF file of `arch` with only that key (no tensors). */
+static const char *tiny_gguf(const char *arch)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/llm_%s.gguf", nt_tmp_dir(), arch);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint32_t version = 3, type = 8;
+    uint64_t tensors = 0, kvs = 1, klen = 20, vlen = strlen(arch);
+    fwrite("GGUF", 1, 4, f);
+    fwrite(&version, 4, 1, f);
+    fwrite(&tensors, 8, 1, f);
+    fwrite(&kvs, 8, 1, f);
+    fwrite(&klen, 8, 1, f);
+    fwrite("general.architecture", 1, 20, f);
+    fwrite(&type, 4, 1, f);
+    fwrite(&vlen, 8, 1, f);
+    fwrite(arch, 1, vlen, f);
+    fclose(f);
+    return path;
+}
+
+/* aidreams260K's tokenizer.json as the model's tokenizer: the README's prompt ids and text;
+ * stories260K has none, and says so. */
+static void tokenizer_json(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    const nu_llm_tokenizer *tok = nu_llm_model_tokenizer(m);
+    assert_non_null(tok);
+    assert_string_equal(nu_llm_model_tokenizer_note(m), "");
+    static const struct {
+        const char *text;
+        int32_t ids[13];
+        size_t n;
+    } prompts[] = {{"I dream of", {1, 303, 281, 269, 435, 447, 275}, 7},
+                   {"My thoughts drift", {1, 429, 478, 451, 277, 437, 444, 305, 293, 281, 322, 443, 434}, 13},
+                   {"I remember", {1, 303, 306, 447, 430, 371, 261}, 7}};
+    for (size_t i = 0; i < 3; i++) {
+        int32_t ids[64];
+        size_t n = 0;
+        LLM_OK(nu_llm_tokenize(tok, prompts[i].text, strlen(prompts[i].text), 1, ids, 64, &n));
+        assert_int_equal(n, prompts[i].n);
+        assert_memory_equal(ids, prompts[i].ids, n * sizeof *ids);
+    }
+    int32_t all[47];
+    memcpy(all, DREAM_PROMPT, sizeof DREAM_PROMPT);
+    memcpy(all + 7, DREAM_IDS, sizeof DREAM_IDS);
+    char text[512];
+    size_t len = 0;
+    LLM_OK(nu_llm_detokenize(tok, all, 47, text, sizeof text, &len));
+    assert_string_equal(text, "I dream of 0.000000. Dimensions unfold, as I softly refine, as I softly ref");
+    nu_llm_model_free(m);
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    assert_null(nu_llm_model_tokenizer(m));
+    assert_non_null(strstr(nu_llm_model_tokenizer_note(m), "tokenizer.json"));
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
+/* A folder in the tests' tmp dir with `config` as config.json and (when `weights`) a link to
+ * aidreams260K's safetensors. */
+static const char *make_folder(const char *name, const char *config, bool weights)
+{
+    static char dir[1024];
+    char file[1200];
+    snprintf(dir, sizeof dir, "%s/llm_%s", nt_tmp_dir(), name);
+    mkdir(dir, 0755);
+    snprintf(file, sizeof file, "%s/config.json", dir);
+    unlink(file);
+    if (config) {
+        FILE *f = fopen(file, "w");
+        assert_non_null(f);
+        fputs(config, f);
+        fclose(f);
+    }
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    unlink(file);
+    if (weights) {
+        char target[1024];
+        snprintf(target, sizeof target, "%s/model.safetensors", model_path("aidreams260K/hf"));
+        assert_int_equal(symlink(target, file), 0);
+    }
+    return dir;
+}
+
+static void expect_refused(nu_device *d, const char *path, nu_status status, const char *words)
+{
+    nu_llm_model *m = (nu_llm_model *)1;
+    nu_status st = nu_llm_model_open(d, path, NULL, &m);
+    if (st != status)
+        fail_msg("%s: expected %s, got %s: %s", path, nu_status_string(status), nu_status_string(st), nu_llm_error_message());
+    assert_null(m);
+    if (!strstr(nu_llm_error_message(), words))
+        fail_msg("%s: the message \"%s\" does not say \"%s\"", path, nu_llm_error_message(), words);
+}
+
+/* aidreams260K's config.json with key `key` set to the JSON `value` (added when new; NULL value:
+ * removed). */
+static const char *config_with(const char *key, const char *value)
+{
+    static const char *const base[][2] = {
+        {"architectures", "[\"LlamaForCausalLM\"]"}, {"hidden_size", "64"}, {"intermediate_size", "172"},
+        {"num_hidden_layers", "4"}, {"num_attention_heads", "4"}, {"num_key_value_heads", "4"},
+        {"vocab_size", "512"}, {"max_position_embeddings", "128"}, {"rms_norm_eps", "1e-05"},
+        {"tie_word_embeddings", "true"}};
+    static char text[2048];
+    size_t at = (size_t)snprintf(text, sizeof text, "{");
+    bool found = false;
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) {
+        const char *v = base[i][1];
+        if (key && !strcmp(key, base[i][0]))
+            v = value, found = true;
+        if (v)
+            at += (size_t)snprintf(text + at, sizeof text - at, "%s\"%s\": %s", at > 1 ? ", " : "", base[i][0], v);
+    }
+    if (key && !found && value)
+        at += (size_t)snprintf(text + at, sizeof text - at, ", \"%s\": %s", key, value);
+    snprintf(text + at, sizeof text - at, "}");
+    return text;
+}
+
+static void refuses_bad_models(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model *m = (nu_llm_model *)1;
+    assert_int_equal(nu_llm_model_open(d, NULL, NULL, &m), NU_ERROR_INVALID_ARGUMENT);
+    assert_null(m);
+    assert_int_equal(nu_llm_model_open(NULL, "x", NULL, &m), NU_ERROR_INVALID_ARGUMENT);
+    nu_llm_model_options bad_kv = {.kv_dtype = NU_DTYPE_I32};
+    assert_int_equal(nu_llm_model_open(d, model_path("aidreams260K/hf"), &bad_kv, &m), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_llm_error_message(), "kv_dtype"));
+    nu_llm_model_options too_long = {.max_positions = 129};
+    assert_int_equal(nu_llm_model_open(d, model_path("aidreams260K/hf"), &too_long, &m), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_llm_error_message(), "max_positions"));
+
+    char missing[1100];
+    snprintf(missing, sizeof missing, "%s/llm_no_such_folder", nt_tmp_dir());
+    expect_refused(d, missing, NU_ERROR_IO, "config.json");
+    expect_refused(d, tiny_gguf("mistral"), NU_ERROR_UNSUPPORTED, "architecture mistral");
+    expect_refused(d, tiny_gguf("llama"), NU_ERROR_FORMAT, "llama.embedding_length");
+    char no_gguf[1100];
+    snprintf(no_gguf, sizeof no_gguf, "%s/llm_no_such.gguf", nt_tmp_dir());
+    expect_refused(d, no_gguf, NU_ERROR_IO, "llm_no_such.gguf");
+    expect_refused(d, make_folder("no_weights", config_with(NULL, NULL), false), NU_ERROR_IO,
+                   "no .safetensors");
+    expect_refused(d, make_folder("not_json", "{\"architectures\": [", true), NU_ERROR_FORMAT, "not valid JSON");
+    expect_refused(d, make_folder("mistral", config_with("architectures", "[\"MistralForCausalLM\"]"), true), NU_ERROR_UNSUPPORTED,
+                   "MistralForCausalLM");
+    expect_refused(d, make_folder("no_arch", config_with("architectures", NULL), true), NU_ERROR_FORMAT, "architectures");
+    expect_refused(d, make_folder("no_layers", config_with("num_hidden_layers", NULL), true),
+                   NU_ERROR_FORMAT, "num_hidden_layers");
+    expect_refused(d, make_folder("bad_dim", config_with("hidden_size", "-3"), true),
+                   NU_ERROR_FORMAT, "hidden_size");
+    /* Shapes: the file's embedding is [512, 64], its FFN 172 wide, its q_proj [64, 64]. */
+    expect_refused(d, make_folder("vocab", config_with("vocab_size", "1000"), true),
+                   NU_ERROR_FORMAT, "embed");
+    expect_refused(d, make_folder("ffn", config_with("intermediate_size", "100"), true),
+                   NU_ERROR_FORMAT, "gate");
+    expect_refused(d, make_folder("layers", config_with("num_hidden_layers", "5"), true),
+                   NU_ERROR_FORMAT, "model.layers.4");
+    expect_refused(d, make_folder("untied", config_with("tie_word_embeddings", "false"), true),
+                   NU_ERROR_FORMAT, "lm_head.weight");
+    expect_refused(d, make_folder("head_dim", config_with("num_attention_heads", "16"), true),
+                   NU_ERROR_UNSUPPORTED, "head_dim 4");
+    expect_refused(d, make_folder("gqa", config_with("num_key_value_heads", "3"), true),
+                   NU_ERROR_FORMAT, "multiple");
+    expect_refused(d, make_folder("scaling", config_with("rope_scaling", "{\"type\": \"llama3\"}"), true),
+                   NU_ERROR_UNSUPPORTED, "rope_scaling");
+
+    /* Bad calls on a good model. */
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    int32_t bad[2] = {1, 512};
+    assert_int_equal(nu_llm_model_prefill(m, bad, 2, NULL), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_llm_error_message(), "token 1 is 512"));
+    assert_int_equal(nu_llm_model_decode(m, -1, NULL), NU_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nu_llm_model_prefill(m, bad, 0, NULL), NU_ERROR_INVALID_ARGUMENT);
+    int32_t many[129];
+    for (int i = 0; i < 129; i++)
+        many[i] = 1;
+    assert_int_equal(nu_llm_model_prefill(m, many, 129, NULL), NU_ERROR_OUT_OF_RANGE);
+    assert_int_equal(nu_llm_model_position(m), 0);
+    LLM_OK(nu_llm_model_prefill(m, many, 128, NULL)); /* fills the cache (chunks of 128) */
+    assert_int_equal(nu_llm_model_decode(m, 1, NULL), NU_ERROR_OUT_OF_RANGE);
+    assert_non_null(strstr(nu_llm_error_message(), "overflow"));
+    nu_llm_model_free(m);
+    nu_llm_model_free(NULL);
+    nt_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(aidreams_greedy_matches_the_readme),
+        cmocka_unit_test(aidreams_bf16_and_f16_weights),
+        cmocka_unit_test(stories_decode_graph_against_prefill),
+        cmocka_unit_test(gguf_files),
+        cmocka_unit_test(tokenizer_json),
+        cmocka_unit_test(refuses_bad_models),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,322 @@
+/* generate.c: `nuvec generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K]
+ * [--top-p P] [--seed S] [--json]`: runs a Llama model (libnuvec_llm) on the default device,
+ * streaming the text (or, without a tokenizer, the ids) as tokens come; --json prints one object
+ * at the end instead. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "nuvec.h"
+#include "nuvec_llm.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nuvec generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K]\n"
+            "                      [--top-p P] [--seed S] [--json] [--device NAME] [--kv-f16] [--f16-weights]\n"
+            "                      [--max-positions N] [--no-graph]\n"
+            "  MODEL: a Hugging Face folder (config.json, *.safetensors, tokenizer.json for text).\n"
+            "  --prompt TEXT is tokenized with BOS first; --tokens gives the ids as they are (default: BOS\n"
+            "  alone). -n: tokens to generate (default 64; stops early at EOS). --temp 0 (default) is greedy;\n"
+            "  --top-k, --top-p and --seed (default 0) shape sampling. --json prints {prompt_tokens, tokens,\n"
+            "  text, prefill_tokens_per_s, decode_tokens_per_s}. --kv-f16: an F16 KV cache (default F32);\n"
+            "  --f16-weights: matrices stored as F16; --max-positions: the KV cache's length; --no-graph:\n"
+            "  decode records a command buffer per token instead of launching the decode graph.\n");
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-' || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* "1,2,3" into ids (nuvec's ids are int32). */
+static bool parse_ids(const char *s, int32_t **ids, size_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    *ids = malloc(cap * sizeof **ids);
+    *n = 0;
+    if (!*ids)
+        return false;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ','))
+            return false;
+        (*ids)[(*n)++] = (int32_t)v;
+        if (!*end)
+            return true;
+        p = end + 1;
+    }
+}
+
+typedef struct streamer {
+    const nu_llm_tokenizer *tok;
+    bool print;
+    int32_t prev;
+    char *pending;    /* bytes of a UTF-8 character not complete yet */
+    size_t npending;
+    char *text;       /* all the generated text (for --json) */
+    size_t ntext, captext;
+} streamer;
+
+static bool stream_token(streamer *s, int32_t id)
+{
+    if (!s->tok) {
+        if (s->print) {
+            printf(" %d", id);
+            fflush(stdout);
+        }
+        return true;
+    }
+    size_t len = 0, cap = nu_llm_tokenizer_max_piece(s->tok);
+    if (s->ntext + cap + 1 > s->captext) {
+        size_t ncap = (s->ntext + cap + 1) * 2;
+        char *t = realloc(s->text, ncap);
+        if (!t)
+            return false;
+        s->text = t, s->captext = ncap;
+    }
+    if (nu_llm_token_to_text(s->tok, id, s->prev, s->text + s->ntext, cap, &len) != NU_OK)
+        return false;
+    s->prev = id;
+    if (s->print) {
+        memcpy(s->pending + s->npending, s->text + s->ntext, len);
+        s->npending += len;
+        size_t ok = nu_llm_utf8_complete(s->pending, s->npending);
+        fwrite(s->pending, 1, ok, stdout);
+        fflush(stdout);
+        memmove(s->pending, s->pending + ok, s->npending - ok);
+        s->npending -= ok;
+    }
+    s->ntext += len;
+    s->text[s->ntext] = 0;
+    return true;
+}
+
+int cli_generate(int argc, char **argv)
+{
+    const char *model_path = NULL, *prompt = NULL, *tokens = NULL;
+    uint64_t n = 64, seed = 0, top_k = 0, maxpos = 0;
+    float temp = 0, top_p = 0;
+    bool json = false;
+    nu_device_desc desc = {0};
+    nu_llm_model_options mo = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return usage(stdout), 0;
+        else if (!strcmp(a, "--json"))
+            json = true;
+        else if (!strcmp(a, "--kv-f16"))
+            mo.kv_dtype = NU_DTYPE_F16;
+        else if (!strcmp(a, "--f16-weights"))
+            mo.weights_f16 = true;
+        else if (!strcmp(a, "--no-graph"))
+            mo.decode_by_commands = true;
+        else if (a[0] == '-' && !v)
+            ok = false;
+        else if (!strcmp(a, "--prompt"))
+            prompt = argv[++i];
+        else if (!strcmp(a, "--tokens"))
+            tokens = argv[++i];
+        else if (!strcmp(a, "--device"))
+            desc.select = argv[++i];
+        else if (!strcmp(a, "-n"))
+            ok = parse_u64(argv[++i], 1u << 24, &n);
+        else if (!strcmp(a, "--seed"))
+            ok = parse_u64(argv[++i], UINT64_MAX, &seed);
+        else if (!strcmp(a, "--top-k"))
+            ok = parse_u64(argv[++i], UINT32_MAX, &top_k);
+        else if (!strcmp(a, "--max-positions"))
+            ok = parse_u64(argv[++i], UINT32_MAX, &maxpos);
+        else if (!strcmp(a, "--temp"))
+            ok = parse_float(argv[++i], &temp);
+        else if (!strcmp(a, "--top-p"))
+            ok = parse_float(argv[++i], &top_p);
+        else if (a[0] != '-' && !model_path)
+            model_path = a;
+        else
+            ok = false;
+        if (!ok) {
+            fprintf(stderr, "nuvec generate: bad argument '%s'%s%s\n", a, v && a[0] == '-' ? " " : "",
+                    v && a[0] == '-' ? v : "");
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model_path || (prompt && tokens)) {
+        fprintf(stderr, "nuvec generate: %s\n", !model_path ? "no MODEL" : "--prompt and --tokens exclude each other");
+        usage(stderr);
+        return 2;
+    }
+    mo.max_positions = (uint32_t)maxpos;
+    int rc = 1;
+    nu_device *d = NULL;
+    nu_llm_model *m = NULL;
+    nu_llm_sampler *sampler = NULL;
+    int32_t *ids = NULL, *out = NULL;
+    float *logits = NULL;
+    size_t nids = 0, nout = 0;
+    streamer s = {0};
+    nu_status st = nu_device_open(&desc, &d);
+    if (st != NU_OK) {
+        fprintf(stderr, "nuvec generate: no device: %s\n", nu_error_message(NULL));
+        return 1;
+    }
+    if ((st = nu_llm_model_open(d, model_path, &mo, &m)) != NU_OK) {
+        fprintf(stderr, "nuvec generate: %s\n", nu_llm_error_message());
+        goto done;
+    }
+    const nu_llm_config *cfg = nu_llm_model_config(m);
+    const nu_llm_tokenizer *tok = nu_llm_model_tokenizer(m);
+    if (prompt) {
+        if (!tok) {
+            fprintf(stderr, "nuvec generate: --prompt needs a tokenizer: %s (give --tokens)\n", nu_llm_model_tokenizer_note(m));
+            goto done;
+        }
+        size_t len = strlen(prompt);
+        if (!(ids = malloc((3 * len + 4) * sizeof *ids)) ||
+            nu_llm_tokenize(tok, prompt, len, 1, ids, 3 * len + 4, &nids) != NU_OK) {
+            fprintf(stderr, "nuvec generate: tokenizing the prompt: %s\n", nu_llm_error_message());
+            goto done;
+        }
+    } else if (tokens) {
+        if (!parse_ids(tokens, &ids, &nids)) {
+            fprintf(stderr, "nuvec generate: --tokens '%s' is not a list of ids like 1,2,3\n", tokens);
+            goto done;
+        }
+    } else {
+        if (cfg->bos < 0) {
+            fprintf(stderr, "nuvec generate: the model names no BOS token: give --prompt or --tokens\n");
+            goto done;
+        }
+        if (!(ids = malloc(sizeof *ids)))
+            goto done;
+        ids[0] = cfg->bos, nids = 1;
+    }
+    nu_llm_sampler_params sp = {temp, (uint32_t)top_k, top_p, seed};
+    if (nu_llm_sampler_new(&sp, &sampler) != NU_OK) {
+        fprintf(stderr, "nuvec generate: %s\n", nu_llm_error_message());
+        goto done;
+    }
+    /* The cache holds the prompt and every generated token but the last. */
+    uint32_t P = mo.max_positions ? mo.max_positions : cfg->max_positions;
+    if (nids <= P && n > P - nids + 1)
+        n = P - nids + 1;
+    logits = malloc((size_t)cfg->vocab * sizeof *logits);
+    out = malloc((size_t)(n ? n : 1) * sizeof *out);
+    s.tok = tok;
+    s.print = !json;
+    s.prev = NU_LLM_NO_TOKEN;
+    s.pending = malloc(64 + (tok ? nu_llm_tokenizer_max_piece(tok) : 0));
+    if (!logits || !out || !s.pending)
+        goto done;
+    if (!json) { /* the prompt as text (or ids) first */
+        for (size_t i = 0; i < nids; i++)
+            if (!stream_token(&s, ids[i])) {
+                fprintf(stderr, "nuvec generate: prompt token %d: %s\n", ids[i], nu_llm_error_message());
+                goto done;
+            }
+    } else if (tok)
+        s.prev = nids ? ids[nids - 1] : NU_LLM_NO_TOKEN;
+    double t0 = now_s();
+    if (nu_llm_model_prefill(m, ids, nids, logits) != NU_OK) {
+        fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());
+        goto done;
+    }
+    double t1 = now_s(), decode_s = 0;
+    size_t decodes = 0;
+    size_t text_from = s.ntext;
+    for (; nout < n; ) {
+        int32_t next;
+        if (nu_llm_sample(sampler, logits, cfg->vocab, &next) != NU_OK) {
+            fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());
+            goto done;
+        }
+        out[nout++] = next;
+        if (!stream_token(&s, next)) {
+            fprintf(stderr, "\nnuvec generate: token %d: %s\n", next, nu_llm_error_message());
+            goto done;
+        }
+        if (next == cfg->eos || nout == n)
+            break;
+        double a = now_s();
+        if (nu_llm_model_decode(m, next, logits) != NU_OK) {
+            fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());
+            goto done;
+        }
+        decode_s += now_s() - a;
+        decodes++;
+    }
+    double prefill_tps = t1 > t0 ? (double)nids / (t1 - t0) : 0, decode_tps = decode_s > 0 ? (double)decodes / decode_s : 0;
+    if (json) {
+        cJSON *o = cJSON_CreateObject(), *pa = cJSON_AddArrayToObject(o, "prompt_tokens"),
+              *ta = cJSON_AddArrayToObject(o, "tokens");
+        for (size_t i = 0; i < nids; i++)
+            cJSON_AddItemToArray(pa, cJSON_CreateNumber(ids[i]));
+        for (size_t i = 0; i < nout; i++)
+            cJSON_AddItemToArray(ta, cJSON_CreateNumber(out[i]));
+        if (tok)
+            cJSON_AddStringToObject(o, "text", s.text ? s.text + text_from : "");
+        else
+            cJSON_AddNullToObject(o, "text");
+        cJSON_AddNumberToObject(o, "prefill_tokens_per_s", prefill_tps);
+        cJSON_AddNumberToObject(o, "decode_tokens_per_s", decode_tps);
+        char *text = cJSON_PrintUnformatted(o);
+        if (text)
+            printf("%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(o);
+    } else {
+        fwrite(s.pending, 1, s.npending, stdout);
+        printf("\n");
+        fflush(stdout);
+        fprintf(stderr, "prompt %zu tokens, %.1f tokens/s; generated %zu, decode %.1f tokens/s\n", nids, prefill_tps, nout,
+                decode_tps);
+    }
+    rc = 0;
+done:
+    free(ids);
+    free(out);
+    free(logits);
+    free(s.pending);
+    free(s.text);
+    nu_llm_sampler_free(sampler);
+    nu_llm_model_free(m);
+    nu_device_close(d);
+    return rc;
+}
