@@ -34,6 +34,9 @@ static const struct {
     {"ops", bench_ops, "[--json] [--device NAME] [--size BYTES] [--filter TEXT]",
      "the kernel library's ops at a 7B Llama decode's shapes and elementwise ops at --size\n"
      "      bytes: GB/s and the fraction of the copy bandwidth measured in the same run"},
+    {"llm", bench_llm, "(--model PATH | --shape NAME --dtype T [--keep]) [-p N] [-n N] [--kv f16|f32] [--json] [--device NAME]",
+     "a Llama model (libnuvec_llm) end to end: device open to the first token, prompt and decode\n"
+     "      tokens/s, decode's weight bytes a second against the copy bandwidth"},
 };
 #define BENCHMARK_COUNT (sizeof benchmarks / sizeof benchmarks[0])
 

@@ -13,5 +13,6 @@ int bench_upload(int argc, char **argv);
 int bench_graph(int argc, char **argv);    /* bench/graph.c: graph launches vs hand-written resubmission */   /* bench/upload.c: a weights file into device memory vs pinned copy */
 
 int bench_ops(int argc, char **argv);      /* bench/ops.c: the kernel library's ops, GB/s vs the copy bandwidth */
+int bench_llm(int argc, char **argv);      /* bench/llm.c: a Llama model end to end: load, prompt and decode tokens/s */
 
 #endif

@@ -18,7 +18,7 @@ static void usage(FILE *f)
             "                           lists the tensors; --to-gpu moves them into device memory (GB/s)\n"
             "  make-gguf --shape llama-7b|llama-8b|tiny --dtype f16|q8_0|q4_0 --out FILE [--seed S] [--layers N]\n"
             "                           writes a GGUF Llama model of random weights, for benchmarks\n"
-            "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, graph, pipeline, upload, ops\n"
+            "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, graph, pipeline, upload, ops, llm\n"
             "                           (nuvec bench --help)\n"
             "  generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "           [--seed S] [--json]  a Llama model's continuation, streamed (nuvec generate --help)\n"

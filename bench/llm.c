@@ -1,0 +1,253 @@
+/* llm.c: `nuvec bench llm`: a Llama model end to end through libnuvec_llm (llm/include/nuvec_llm.h):
+ * the time from opening the device to the first generated token, prompt tokens/s (one prefill of
+ * -p random tokens), decode tokens/s (-n greedy tokens, one decode graph launch each, the logits
+ * read back and the argmax taken on the CPU every token, as a generating program does), and the
+ * decode's weight bytes read per second as a fraction of the copy bandwidth measured in the same
+ * run. The model is a file (--model: a .gguf or a Hugging Face folder) or a random-weight GGUF of a
+ * named shape written first (--shape llama-7b|llama-8b|tiny --dtype f16|q8_0|q4_0, by nuvec
+ * make-gguf's writer, into $TMPDIR and removed afterwards unless --keep). llama.cpp's side is
+ * bench/llamacpp.sh on the same file, PyTorch's bench/torch_llm.py (bench/h200.sh's llm step runs
+ * all three). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "bench_util.h"
+#include "make_gguf.h"
+#include "nuvec_llm.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nuvec bench llm (--model PATH | --shape llama-7b|llama-8b|tiny --dtype f16|q8_0|q4_0 [--keep])\n"
+               "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--json] [--device NAME]\n"
+               "  Opens the model (a .gguf file or a Hugging Face folder; with --shape a random-weight GGUF\n"
+               "  written first into $TMPDIR, removed afterwards unless --keep), then: the time from opening\n"
+               "  the device to the first generated token, one prefill of -p random tokens (default 512),\n"
+               "  -n greedy decode steps (default 128), and decode's weight bytes read per second against\n"
+               "  the copy bandwidth measured in the same run. --kv: the KV cache's dtype (default f16).\n");
+}
+
+/* The bytes of weights one decode step reads: every tensor of a GGUF file but the token
+ * embedding (one row of it is read), which counts in full where it is also the output matrix
+ * (no output.weight). 0 where unknown (a Hugging Face folder). */
+static uint64_t decode_weight_bytes(nu_device *d, const char *path)
+{
+    size_t len = strlen(path);
+    if (len < 5 || strcmp(path + len - 5, ".gguf"))
+        return 0;
+    nu_gguf *g;
+    if (nu_gguf_open(d, path, &g) != NU_OK)
+        return 0;
+    uint64_t bytes = 0;
+    bool output = nu_gguf_find_tensor(g, "output.weight") != NULL;
+    for (uint64_t i = 0; i < nu_gguf_tensor_count(g); i++) {
+        const nu_gguf_tensor_info *t = nu_gguf_tensor(g, i);
+        if (!strcmp(t->name, "token_embd.weight") && output)
+            continue;
+        bytes += t->size;
+    }
+    nu_gguf_close(g);
+    return bytes;
+}
+
+/* Read + write GB/s of a compute-shader copy of `size` bytes (best of 5). */
+static double copy_gbps(nu_device *d, size_t size)
+{
+    nu_buffer *a, *b;
+    if (nu_buffer_new(d, size, NU_STORAGE_PRIVATE, &a) != NU_OK)
+        return 0;
+    if (nu_buffer_new(d, size, NU_STORAGE_PRIVATE, &b) != NU_OK) {
+        nu_buffer_free(a);
+        return 0;
+    }
+    double best = 0;
+    for (int r = 0; r < 6; r++) {
+        nu_commands *c;
+        if (nu_commands_new(d, NU_QUEUE_COMPUTE, &c) != NU_OK)
+            break;
+        uint64_t t0 = bench_now_ns();
+        nu_status st = nu_commands_copy(c, b, 0, a, 0, size);
+        if (st == NU_OK && (st = nu_commands_commit(c)) == NU_OK)
+            st = nu_commands_wait(c, NU_WAIT_FOREVER);
+        double s = (double)(bench_now_ns() - t0) * 1e-9;
+        nu_commands_free(c);
+        if (st != NU_OK)
+            break;
+        if (r > 0 && 2.0 * (double)size / s / 1e9 > best) /* the first is a warm-up */
+            best = 2.0 * (double)size / s / 1e9;
+    }
+    nu_buffer_free(a);
+    nu_buffer_free(b);
+    return best;
+}
+
+static int32_t argmax(const float *v, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return (int32_t)best;
+}
+
+int bench_llm(int argc, char **argv)
+{
+    uint64_t t_start = bench_now_ns();
+    const char *model_path = NULL, *shape = NULL, *dtype = NULL, *select = NULL, *kv = "f16";
+    long prompt = 512, gen = 128;
+    bool json = false, keep = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model_path = argv[++i];
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc)
+            shape = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc)
+            dtype = argv[++i];
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc)
+            kv = argv[++i];
+        else if (!strcmp(argv[i], "--keep"))
+            keep = true;
+        else if (!strcmp(argv[i], "-p") && i + 1 < argc) {
+            if (!bench_parse_count("llm", "-p", argv[++i], 1, 1 << 20, &prompt))
+                return 2;
+        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            if (!bench_parse_count("llm", "-n", argv[++i], 1, 1 << 20, &gen))
+                return 2;
+        } else {
+            int r = bench_common_option("llm", argc, argv, &i, &json, &select, usage);
+            if (r != BENCH_OPTION_TAKEN)
+                return r;
+        }
+    }
+    if (!model_path == !shape || (shape && !dtype) || (strcmp(kv, "f16") && strcmp(kv, "f32"))) {
+        fprintf(stderr, "nuvec bench llm: give --model PATH, or --shape NAME with --dtype T (and --kv f16 or f32)\n");
+        usage(stderr);
+        return 2;
+    }
+    char tmp_path[4096] = "";
+    if (shape) {
+        const make_gguf_shape *s = make_gguf_find_shape(shape);
+        nu_dtype dt = !strcmp(dtype, "f16") ? NU_DTYPE_F16 : !strcmp(dtype, "q8_0") ? NU_DTYPE_Q8_0
+                      : !strcmp(dtype, "q4_0") ? NU_DTYPE_Q4_0 : NU_DTYPE_COUNT;
+        if (!s || dt == NU_DTYPE_COUNT) {
+            fprintf(stderr, "nuvec bench llm: unknown shape '%s' or dtype '%s' (llama-7b, llama-8b, tiny; f16, q8_0, "
+                            "q4_0)\n", shape, dtype);
+            return 2;
+        }
+        const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(tmp_path, sizeof tmp_path, "%s/nuvec-bench-llm-%s-%s-%d.gguf", dir, shape, dtype, (int)getpid());
+        make_gguf_options mo = {.shape = s, .dtype = dt, .path = tmp_path, .seed = 1};
+        uint64_t data = 0;
+        if (make_gguf(&mo, &data) != NU_OK) {
+            fprintf(stderr, "nuvec bench llm: writing %s: %s\n", tmp_path, nu_error_message(NULL));
+            return 1;
+        }
+        model_path = tmp_path;
+        t_start = bench_now_ns(); /* the load time starts with the file written (in the page cache) */
+    }
+    int status = 1;
+    nu_device *d = NULL;
+    nu_llm_model *m = NULL;
+    float *logits = NULL;
+    int32_t *tokens = NULL;
+    if (!bench_open("llm", select, &d))
+        goto out;
+    nu_llm_model_options mo = {.kv_dtype = !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32,
+                               .max_positions = (uint32_t)(prompt + gen + 1)};
+    uint64_t t_open = bench_now_ns();
+    nu_status st = nu_llm_model_open(d, model_path, &mo, &m);
+    if (st != NU_OK) {
+        fprintf(stderr, "nuvec bench llm: %s: %s (%s)\n", model_path, nu_status_string(st), nu_llm_error_message());
+        goto out;
+    }
+    const nu_llm_config *cfg = nu_llm_model_config(m);
+    if ((uint64_t)prompt + (uint64_t)gen + 1 > cfg->max_positions) {
+        fprintf(stderr, "nuvec bench llm: -p %ld + -n %ld is more than the model's %u positions\n", prompt, gen,
+                cfg->max_positions);
+        goto out;
+    }
+    logits = malloc(sizeof *logits * cfg->vocab);
+    tokens = malloc(sizeof *tokens * (size_t)prompt);
+    if (!logits || !tokens) {
+        fprintf(stderr, "nuvec bench llm: out of memory\n");
+        goto out;
+    }
+    /* The first token: open + a one-token prefill + its argmax. */
+    int32_t first = cfg->bos >= 0 ? cfg->bos : 1;
+    double open_ms = 0, ttft_ms = 0;
+    if ((st = nu_llm_model_prefill(m, &first, 1, logits)) != NU_OK)
+        goto model_failed;
+    (void)argmax(logits, cfg->vocab);
+    uint64_t t_first = bench_now_ns();
+    open_ms = (double)(t_first - t_open) * 1e-6;
+    ttft_ms = (double)(t_first - t_start) * 1e-6;
+    /* The prompt: random ids, one prefill (after a warm-up of the same length). */
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (long i = 0; i < prompt; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        tokens[i] = (int32_t)((x >> 33) % cfg->vocab);
+    }
+    double prefill_s = 1e30;
+    for (int r = 0; r < 2; r++) {
+        nu_llm_model_reset(m);
+        uint64_t t0 = bench_now_ns();
+        if ((st = nu_llm_model_prefill(m, tokens, (size_t)prompt, logits)) != NU_OK)
+            goto model_failed;
+        double s = (double)(bench_now_ns() - t0) * 1e-9;
+        prefill_s = s < prefill_s ? s : prefill_s;
+    }
+    /* Decode: greedy, a graph launch and the logits back every token. */
+    int32_t next = argmax(logits, cfg->vocab);
+    uint64_t t0 = bench_now_ns();
+    for (long i = 0; i < gen; i++) {
+        if ((st = nu_llm_model_decode(m, next, logits)) != NU_OK)
+            goto model_failed;
+        next = argmax(logits, cfg->vocab);
+    }
+    double decode_s = (double)(bench_now_ns() - t0) * 1e-9;
+    uint64_t wbytes = decode_weight_bytes(d, model_path);
+    double copy = copy_gbps(d, nu_device_get_info(d)->type == NU_DEVICE_CPU ? 32u << 20 : 1u << 30);
+    double pps = (double)prompt / prefill_s, dps = (double)gen / decode_s;
+    double wps = (double)wbytes * dps / 1e9;
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        bench_json_device(root, d);
+        cJSON_AddStringToObject(root, "model", model_path);
+        cJSON_AddStringToObject(root, "kv_dtype", kv);
+        cJSON_AddNumberToObject(root, "prompt_tokens", (double)prompt);
+        cJSON_AddNumberToObject(root, "decode_tokens", (double)gen);
+        cJSON_AddNumberToObject(root, "open_to_first_token_ms", open_ms);
+        cJSON_AddNumberToObject(root, "device_open_to_first_token_ms", ttft_ms);
+        cJSON_AddNumberToObject(root, "prefill_tokens_per_s", pps);
+        cJSON_AddNumberToObject(root, "decode_tokens_per_s", dps);
+        cJSON_AddNumberToObject(root, "decode_weight_bytes", (double)wbytes);
+        cJSON_AddNumberToObject(root, "decode_weights_gb_per_s", wps);
+        cJSON_AddNumberToObject(root, "copy_gb_per_s", copy);
+        cJSON_AddNumberToObject(root, "decode_fraction_of_copy", copy > 0 ? wps / copy : 0);
+        status = bench_json_print("llm", root);
+    } else {
+        printf("nuvec bench llm on %s: %s\n", nu_device_get_info(d)->name, model_path);
+        printf("  %u layers, dim %u, %u heads (%u KV), FFN %u, vocab %u; KV cache %s\n", cfg->layers, cfg->dim,
+               cfg->heads, cfg->kv_heads, cfg->ffn, cfg->vocab, kv);
+        printf("  device open to first token  %10.1f ms (model open + 1-token prefill: %.1f ms)\n", ttft_ms, open_ms);
+        printf("  prompt (%ld tokens)          %10.0f tokens/s\n", prompt, pps);
+        printf("  decode (%ld tokens, greedy)  %10.1f tokens/s (%.3f ms a token)\n", gen, dps, 1e3 / dps);
+        if (wbytes)
+            printf("  decode weights read         %10.4g GB/s (%.4g MB a token), %.1f%% of the copy bandwidth (%.0f "
+                   "GB/s)\n", wps, (double)wbytes / 1e6, copy > 0 ? 100.0 * wps / copy : 0.0, copy);
+        status = 0;
+    }
+    goto out;
+model_failed:
+    fprintf(stderr, "nuvec bench llm: %s (%s)\n", nu_status_string(st), nu_llm_error_message());
+out:
+    free(logits);
+    free(tokens);
+    nu_llm_model_free(m);
+    if (d)
+        nu_device_close(d);
+    if (tmp_path[0] && !keep)
+        unlink(tmp_path);
+    return status;
+}
