@@ -185,6 +185,60 @@ done:
     return st;
 }
 
+/* Where tensor `name` goes in the device buffer: the global ones first, then each layer's in the
+ * order of a forward pass, so that a layer's q, k, v and its gate, up lie back to back (the model
+ * runs each group as one product in decode). */
+static uint64_t device_rank(const char *name)
+{
+    static const char *const order[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                        "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    unsigned layer;
+    int used = 0;
+    if (sscanf(name, "blk.%u.%n", &layer, &used) != 1 || !used)
+        return 0;
+    for (unsigned i = 0; i < sizeof order / sizeof order[0]; i++) {
+        size_t n = strlen(order[i]);
+        if (!strncmp(name + used, order[i], n) && !strcmp(name + used + n, ".weight"))
+            return 1 + (uint64_t)layer * 16 + i;
+    }
+    return 1 + (uint64_t)layer * 16 + 15; /* another tensor of the layer: after its own */
+}
+
+typedef struct ranked {
+    uint64_t rank, index;
+} ranked;
+
+static int ranked_cmp(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    return x->rank != y->rank ? (x->rank < y->rank ? -1 : 1) : (x->index < y->index ? -1 : x->index > y->index);
+}
+
+/* Every tensor into one device buffer (nu_gguf_to_device) in device_rank's order; g->offsets[i]
+ * is then file tensor i's offset there. */
+static nu_status move_weights(gguf_source *g)
+{
+    uint64_t count = nu_gguf_tensor_count(g->file);
+    ranked *r = nu_llm__malloc_array(count, sizeof *r);
+    const char **names = nu_llm__malloc_array(count, sizeof *names);
+    uint64_t *at = nu_llm__malloc_array(count, sizeof *at);
+    nu_status st = NU_ERROR_HOST_OUT_OF_MEMORY;
+    if (r && names && at) {
+        for (uint64_t i = 0; i < count; i++)
+            r[i] = (ranked){device_rank(nu_gguf_tensor(g->file, i)->name), i};
+        qsort(r, (size_t)count, sizeof *r, ranked_cmp);
+        for (uint64_t j = 0; j < count; j++)
+            names[j] = nu_gguf_tensor(g->file, r[j].index)->name;
+        st = nu_gguf_to_device(g->file, names, (size_t)count, NULL, &g->weights, at);
+        for (uint64_t j = 0; st == NU_OK && j < count; j++)
+            g->offsets[r[j].index] = at[j];
+    }
+    nu_llm__free(r);
+    nu_llm__free(names);
+    nu_llm__free(at);
+    return st;
+}
+
 nu_status nu_llm__gguf_open(nu_device *device, const char *path, nu_llm_source **out)
 {
     *out = NULL;
@@ -209,8 +263,9 @@ nu_status nu_llm__gguf_open(nu_device *device, const char *path, nu_llm_source *
         st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
         goto fail;
     }
-    if (count && (st = nu_gguf_to_device(g->file, NULL, 0, NULL, &g->weights, g->offsets)) != NU_OK) {
-        st = nu_llm__fail(st, FN ": moving %s to the device: %s", path, nu_error_message(device));
+    if (count && (st = move_weights(g)) != NU_OK) {
+        st = nu_llm__fail(st, FN ": moving %s to the device: %s", path,
+                          st == NU_ERROR_HOST_OUT_OF_MEMORY ? "no host memory" : nu_error_message(device));
         goto fail;
     }
     nu_buffer_set_name(g->weights, "llm gguf weights");

@@ -36,12 +36,16 @@
 
 typedef struct llm_layer {
     nu_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+    /* wq, wk, wv as one matrix, and gate, up, where the file stores them back to back (stacked):
+     * the decode graph's one product for each instead of three and two. */
+    nu_tensor wqkv, wgu;
+    bool qkv_stacked, gu_stacked;
     nu_buffer *kbuf, *vbuf;
     nu_tensor kc, vc; /* [positions, kv_heads, head_dim] */
     uint32_t p_qrope, p_krope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
 } llm_layer;
 
-enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_COUNT };
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_COUNT };
 
 struct nu_llm_model {
     nu_device *dev;
@@ -175,6 +179,30 @@ static nu_status load_weights(nu_llm_model *m, bool f16)
     return NU_OK;
 }
 
+/* a's and b's rows as one matrix where b follows a in the same buffer with the same dtype and
+ * layout (as weight files store a layer's q, k, v and gate, up). */
+static bool stacked(const nu_tensor *a, const nu_tensor *b, nu_tensor *out)
+{
+    if (a->buffer != b->buffer || a->dtype != b->dtype || a->rank != 2 || b->rank != 2 || a->shape[1] != b->shape[1] ||
+        !nu_tensor_is_contiguous(a) || !nu_tensor_is_contiguous(b) || b->offset != a->offset + nu_tensor_span_bytes(a))
+        return false;
+    int64_t shape[2] = {a->shape[0] + b->shape[0], a->shape[1]};
+    *out = nu_tensor_make(a->buffer, a->offset, a->dtype, 2, shape);
+    return true;
+}
+
+static void stack_layers(nu_llm_model *m)
+{
+    if (getenv("NUVEC_LLM_NO_STACKING")) /* for comparisons */
+        return;
+    for (uint32_t l = 0; l < m->cfg.layers; l++) {
+        llm_layer *y = &m->layers[l];
+        nu_tensor qk;
+        y->qkv_stacked = stacked(&y->wq, &y->wk, &qk) && stacked(&qk, &y->wv, &y->wqkv);
+        y->gu_stacked = stacked(&y->gate, &y->up, &y->wgu);
+    }
+}
+
 static nu_status new_buffer(nu_llm_model *m, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
 {
     nu_status st = nv(m, nu_buffer_new(m->dev, bytes, storage, out), name);
@@ -190,9 +218,10 @@ static nu_status alloc_state(nu_llm_model *m)
     size_t sizes[B_COUNT] = {[B_IDS] = R * 4, [B_X] = R * D * 4, [B_XN] = R * D * 4, [B_Q] = R * Q * 4,
                              [B_K] = R * KV * 4, [B_V] = R * KV * 4, [B_ATT] = R * Q * 4, [B_TMP] = R * D * 4,
                              [B_GATE] = R * c->ffn * 4, [B_UP] = R * c->ffn * 4, [B_LOGITS] = (size_t)c->vocab * 4,
-                             [B_GIDS] = 4};
+                             [B_GIDS] = 4, [B_QKV] = (Q + 2 * KV) * 4, [B_GU] = 2 * (size_t)c->ffn * 4};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
-                                               "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id"};
+                                               "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
+                                               "llm qkv row", "llm gate-up row"};
     nu_status st;
     for (int i = 0; i < B_COUNT; i++) {
         bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS; /* the CPU writes or reads them */
@@ -247,7 +276,8 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     nu_tensor ids = nu_tensor_make(m->buf[graph ? B_GIDS : B_IDS], 0, NU_DTYPE_I32, 1, &one);
     nu_tensor x = view2(m->buf[B_X], R, D), xn = view2(m->buf[B_XN], R, D), tmp = view2(m->buf[B_TMP], R, D);
     nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD), v2 = view2(m->buf[B_V], R, KVH * HD);
-    nu_tensor q3 = view3(m->buf[B_Q], R, H, HD), k3 = view3(m->buf[B_K], R, KVH, HD), v3 = view3(m->buf[B_V], R, KVH, HD);
+    const nu_tensor q3s = view3(m->buf[B_Q], R, H, HD), k3s = view3(m->buf[B_K], R, KVH, HD),
+                    v3s = view3(m->buf[B_V], R, KVH, HD); /* separate products' outputs */
     nu_tensor att3 = view3(m->buf[B_ATT], R, H, HD), att2 = view2(m->buf[B_ATT], R, H * HD);
     nu_tensor gate = view2(m->buf[B_GATE], R, F), up = view2(m->buf[B_UP], R, F);
     nu_rope_desc rope = {m->src->rope_layout, cf->rope_theta, 0, (int32_t)start, NULL};
@@ -257,9 +287,20 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     for (uint32_t l = 0; l < cf->layers; l++) {
         llm_layer *y = &m->layers[l];
         TRY(nu_op_rms_norm(c, &xn, &x, &y->attn_norm, cf->rms_eps));
-        TRY(linear(c, rows, &q2, &y->wq, &xn));
-        TRY(linear(c, rows, &k2, &y->wk, &xn));
-        TRY(linear(c, rows, &v2, &y->wv, &xn));
+        bool qkv = graph && y->qkv_stacked, gu = graph && y->gu_stacked; /* decode: one row */
+        nu_tensor q3 = q3s, k3 = k3s, v3 = v3s;
+        if (qkv) { /* one product into [q | k | v] of one row */
+            nu_tensor all = view2(m->buf[B_QKV], 1, (H + 2 * KVH) * HD);
+            TRY(linear(c, rows, &all, &y->wqkv, &xn));
+            int64_t qs[3] = {1, H, HD}, ks[3] = {1, KVH, HD};
+            q3 = nu_tensor_make(m->buf[B_QKV], 0, NU_DTYPE_F32, 3, qs);
+            k3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
+            v3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
+        } else {
+            TRY(linear(c, rows, &q2, &y->wq, &xn));
+            TRY(linear(c, rows, &k2, &y->wk, &xn));
+            TRY(linear(c, rows, &v2, &y->wv, &xn));
+        }
         TRY(nu_op_rope(c, &q3, &q3, &rope));
         if (graph)
             TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope));
@@ -278,10 +319,19 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         TRY(linear(c, rows, &tmp, &y->wo, &att2));
         TRY(nu_op_add(c, &x, &x, &tmp));
         TRY(nu_op_rms_norm(c, &xn, &x, &y->ffn_norm, cf->rms_eps));
-        TRY(linear(c, rows, &gate, &y->gate, &xn));
-        TRY(linear(c, rows, &up, &y->up, &xn));
-        TRY(nu_op_swiglu(c, &gate, &gate, &up));
-        TRY(linear(c, rows, &tmp, &y->down, &gate));
+        if (gu) { /* one product into [gate | up] of one row */
+            nu_tensor all = view2(m->buf[B_GU], 1, 2 * F), g1, u1;
+            TRY(linear(c, rows, &all, &y->wgu, &xn));
+            TRY(nu_tensor_slice(&all, 1, 0, F, &g1));
+            TRY(nu_tensor_slice(&all, 1, F, F, &u1));
+            TRY(nu_op_swiglu(c, &g1, &g1, &u1));
+            TRY(linear(c, rows, &tmp, &y->down, &g1));
+        } else {
+            TRY(linear(c, rows, &gate, &y->gate, &xn));
+            TRY(linear(c, rows, &up, &y->up, &xn));
+            TRY(nu_op_swiglu(c, &gate, &gate, &up));
+            TRY(linear(c, rows, &tmp, &y->down, &gate));
+        }
         TRY(nu_op_add(c, &x, &x, &tmp));
     }
     nu_tensor last, xl = view2(m->buf[B_XN], 1, D), logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
@@ -358,6 +408,7 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     }
     if ((st = load_weights(m, opt.weights_f16)) != NU_OK || (st = alloc_state(m)) != NU_OK)
         goto fail;
+    stack_layers(m);
     if (!m->by_commands && (st = build_graph(m)) != NU_OK)
         goto fail;
     *out = m;
