@@ -101,13 +101,13 @@ for step in $steps; do
         for dt in ${LLM_DTYPES:-q4_0 f16}; do
             f=$d/llama-7b-$dt.gguf
             [ -f "$f" ] || ./build/nuvec make-gguf --shape llama-7b --dtype "$dt" --out "$f" || status=1
-            ./build/nuvec bench llm --model "$f" --json >"$J/llm-$dt.json" || status=1
             ./build/nuvec bench llm --model "$f" | tee -a "$OUT/llm.txt" || status=1
             bash bench/llamacpp.sh run "$f" -r 3 | tee "$J/llamacpp-$dt.json" | tee -a "$OUT/llm.txt" || status=1
         done
         if [ -f .device/aidreams260K.gguf ]; then
-            ./build/nuvec bench llm --model .device/aidreams260K.gguf -p 16 -n 128 | tee -a "$OUT/llm.txt" || status=1
-            bash bench/llamacpp.sh run .device/aidreams260K.gguf -p 16 -n 128 -r 3 | tee -a "$OUT/llm.txt" || status=1
+            # its context is 128 positions: 16 + 100 (+1)
+            ./build/nuvec bench llm --model .device/aidreams260K.gguf -p 16 -n 100 | tee -a "$OUT/llm.txt" || status=1
+            bash bench/llamacpp.sh run .device/aidreams260K.gguf -p 16 -n 100 -r 3 | tee -a "$OUT/llm.txt" || status=1
         fi
         if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
             python3 bench/torch_llm.py --shape llama-7b --hf | tee -a "$OUT/llm.txt" || status=1

@@ -45,7 +45,7 @@ typedef struct llm_layer {
     uint32_t p_qrope, p_krope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
 } llm_layer;
 
-enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_COUNT };
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_COUNT };
 
 struct nu_llm_model {
     nu_device *dev;
@@ -54,6 +54,7 @@ struct nu_llm_model {
     nu_dtype kv_dtype;
     uint32_t positions, chunk, pos;
     bool by_commands;
+    bool prefill_f16; /* prefill's product inputs and q in F16 (for the matrix units' kernels) */
     nu_tensor embed, out_norm, output;
     llm_layer *layers;
     nu_buffer *converted[MAX_CONVERTED];
@@ -218,10 +219,12 @@ static nu_status alloc_state(nu_llm_model *m)
     size_t sizes[B_COUNT] = {[B_IDS] = R * 4, [B_X] = R * D * 4, [B_XN] = R * D * 4, [B_Q] = R * Q * 4,
                              [B_K] = R * KV * 4, [B_V] = R * KV * 4, [B_ATT] = R * Q * 4, [B_TMP] = R * D * 4,
                              [B_GATE] = R * c->ffn * 4, [B_UP] = R * c->ffn * 4, [B_LOGITS] = (size_t)c->vocab * 4,
-                             [B_GIDS] = 4, [B_QKV] = (Q + 2 * KV) * 4, [B_GU] = 2 * (size_t)c->ffn * 4};
+                             [B_GIDS] = 4, [B_QKV] = (Q + 2 * KV) * 4, [B_GU] = 2 * (size_t)c->ffn * 4,
+                             [B_H16] = R * (D > Q ? (D > c->ffn ? D : c->ffn) : (Q > c->ffn ? Q : c->ffn)) * 2,
+                             [B_Q16] = R * Q * 2};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
                                                "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
-                                               "llm qkv row", "llm gate-up row"};
+                                               "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q"};
     nu_status st;
     for (int i = 0; i < B_COUNT; i++) {
         bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS; /* the CPU writes or reads them */
@@ -245,6 +248,13 @@ static nu_status alloc_state(nu_llm_model *m)
 static nu_status linear(nu_commands *c, uint32_t rows, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x)
 {
     return rows <= NU_MATVEC_MAX_ROWS ? nu_op_matvec(c, y, w, x) : nu_op_matmul(c, y, x, w, NULL);
+}
+
+/* x (F32) as F16 in buffer b, for kernels that take F16 (the matrix units'). */
+static nu_status as_f16(nu_commands *c, nu_buffer *b, const nu_tensor *x, nu_tensor *out)
+{
+    *out = nu_tensor_make(b, 0, NU_DTYPE_F16, x->rank, x->shape);
+    return nu_op_copy(c, out, x);
 }
 
 static nu_tensor view2(nu_buffer *b, int64_t rows, int64_t cols)
@@ -289,6 +299,7 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         TRY(nu_op_rms_norm(c, &xn, &x, &y->attn_norm, cf->rms_eps));
         bool qkv = graph && y->qkv_stacked, gu = graph && y->gu_stacked; /* decode: one row */
         nu_tensor q3 = q3s, k3 = k3s, v3 = v3s;
+        bool h = !graph && m->prefill_f16 && rows > NU_MATVEC_MAX_ROWS; /* prefill through the matrix units */
         if (qkv) { /* one product into [q | k | v] of one row */
             nu_tensor all = view2(m->buf[B_QKV], 1, (H + 2 * KVH) * HD);
             TRY(linear(c, rows, &all, &y->wqkv, &xn));
@@ -297,9 +308,12 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
             k3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
             v3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
         } else {
-            TRY(linear(c, rows, &q2, &y->wq, &xn));
-            TRY(linear(c, rows, &k2, &y->wk, &xn));
-            TRY(linear(c, rows, &v2, &y->wv, &xn));
+            nu_tensor in = xn;
+            if (h)
+                TRY(as_f16(c, m->buf[B_H16], &xn, &in));
+            TRY(linear(c, rows, &q2, &y->wq, &in));
+            TRY(linear(c, rows, &k2, &y->wk, &in));
+            TRY(linear(c, rows, &v2, &y->wv, &in));
         }
         TRY(nu_op_rope(c, &q3, &q3, &rope));
         if (graph)
@@ -313,10 +327,16 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         TRY(nu_op_kv_append(c, &y->vc, &v3, start));
         if (graph)
             TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos));
-        TRY(nu_op_attention(c, &att3, &q3, &y->kc, &y->vc, &ad));
+        nu_tensor qa = q3;
+        if (h)
+            TRY(as_f16(c, m->buf[B_Q16], &q3, &qa));
+        TRY(nu_op_attention(c, &att3, &qa, &y->kc, &y->vc, &ad));
         if (graph)
             TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen));
-        TRY(linear(c, rows, &tmp, &y->wo, &att2));
+        nu_tensor ain = att2;
+        if (h)
+            TRY(as_f16(c, m->buf[B_H16], &att2, &ain));
+        TRY(linear(c, rows, &tmp, &y->wo, &ain));
         TRY(nu_op_add(c, &x, &x, &tmp));
         TRY(nu_op_rms_norm(c, &xn, &x, &y->ffn_norm, cf->rms_eps));
         if (gu) { /* one product into [gate | up] of one row */
@@ -327,10 +347,15 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
             TRY(nu_op_swiglu(c, &g1, &g1, &u1));
             TRY(linear(c, rows, &tmp, &y->down, &g1));
         } else {
-            TRY(linear(c, rows, &gate, &y->gate, &xn));
-            TRY(linear(c, rows, &up, &y->up, &xn));
+            nu_tensor in = xn, gin = gate;
+            if (h)
+                TRY(as_f16(c, m->buf[B_H16], &xn, &in));
+            TRY(linear(c, rows, &gate, &y->gate, &in));
+            TRY(linear(c, rows, &up, &y->up, &in));
             TRY(nu_op_swiglu(c, &gate, &gate, &up));
-            TRY(linear(c, rows, &tmp, &y->down, &gate));
+            if (h)
+                TRY(as_f16(c, m->buf[B_H16], &gate, &gin));
+            TRY(linear(c, rows, &tmp, &y->down, &gin));
         }
         TRY(nu_op_add(c, &x, &x, &tmp));
     }
@@ -376,6 +401,8 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     m->dev = device;
     m->kv_dtype = opt.kv_dtype;
     m->by_commands = opt.decode_by_commands;
+    m->prefill_f16 = opt.prefill_f16 > 0 ||
+                     (opt.prefill_f16 == 0 && nu_device_get_info(device)->features[NU_FEATURE_COOPERATIVE_MATRIX]);
     size_t plen = strlen(path);
     nu_status st = plen > 5 && !strcmp(path + plen - 5, ".gguf") ? nu_llm__gguf_open(device, path, &m->src)
                                                                   : nu_llm__hf_open(device, path, &m->src);

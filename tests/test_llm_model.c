@@ -133,6 +133,24 @@ static void aidreams_bf16_and_f16_weights(void **state)
         assert_memory_equal(ids, ref_ids, sizeof ids);
         nu_llm_model_free(m);
     }
+    /* Prefill with its product inputs and q in F16 (what devices with matrix units do by
+     * default), 20 tokens (the matrix-product path), against F32 prefill: within 0.01. */
+    int32_t seq[20] = {1};
+    memcpy(seq + 1, ref_ids, 19 * sizeof *seq);
+    float *f32 = malloc(512 * sizeof *f32);
+    assert_non_null(f32);
+    for (int i = 0; i < 2; i++) {
+        nu_llm_model_options o = {.prefill_f16 = i ? 1 : -1};
+        LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+        LLM_OK(nu_llm_model_prefill(m, seq, 20, i ? got : f32));
+        nu_llm_model_free(m);
+    }
+    double worst = 0;
+    for (int j = 0; j < 512; j++)
+        worst = fmax(worst, fabs((double)got[j] - f32[j]));
+    if (!(worst < 0.01) || worst == 0)
+        fail_msg("F16 prefill: logits differ from F32 prefill's by %g (tolerance 0.01, and not 0: F16 ran)", worst);
+    free(f32);
     nt_close(d);
 }
 
@@ -159,7 +177,7 @@ static void stories_decode_graph_against_prefill(void **state)
     greedy(m, seq, 1, seq + 1, N, logits);
     nu_llm_model_free(m);
 
-    nu_llm_model_options o = {.decode_by_commands = true};
+    nu_llm_model_options o = {.decode_by_commands = true, .prefill_f16 = -1}; /* F32 like the graph's */
     LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), &o, &m));
     double worst = 0;
     for (int t = 0; t < N; t++) {
@@ -320,7 +338,8 @@ static const char *make_folder(const char *name, const char *config, bool weight
     unlink(file);
     if (weights) {
         char target[1024];
-        snprintf(target, sizeof target, "%s/model.safetensors", model_path("aidreams260K/hf"));
+        int n = snprintf(target, sizeof target, "%s/model.safetensors", model_path("aidreams260K/hf"));
+        assert_true(n > 0 && (size_t)n < sizeof target);
         assert_int_equal(symlink(target, file), 0);
     }
     return dir;

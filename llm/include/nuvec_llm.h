@@ -211,6 +211,9 @@ typedef struct nu_llm_model_options {
     uint32_t prefill_chunk;  /* tokens a prefill command buffer takes at most (0: 256) */
     bool decode_by_commands; /* decode records a command buffer each token instead of the graph
                               * (the prefill path with one token: tests compare the two) */
+    int prefill_f16;         /* prefill's matrix-product inputs and attention's q rounded to F16:
+                              * 0 on devices with cooperative matrices, whose kernels take F16 (the
+                              * matrix units), 1 always, -1 never (F32 like decode) */
 } nu_llm_model_options;
 
 typedef struct nu_llm_model nu_llm_model;
