@@ -45,7 +45,7 @@ typedef struct llm_layer {
     uint32_t p_qrope, p_krope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
 } llm_layer;
 
-enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_COUNT };
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_COUNT };
 
 struct nu_llm_model {
     nu_device *dev;
@@ -55,6 +55,7 @@ struct nu_llm_model {
     uint32_t positions, chunk, pos;
     bool by_commands;
     bool prefill_f16; /* prefill's product inputs and q in F16 (for the matrix units' kernels) */
+    bool w16;         /* prefill: block weights dequantized to F16 before each product (B_W16) */
     nu_tensor embed, out_norm, output;
     llm_layer *layers;
     nu_buffer *converted[MAX_CONVERTED];
@@ -221,10 +222,12 @@ static nu_status alloc_state(nu_llm_model *m)
                              [B_GATE] = R * c->ffn * 4, [B_UP] = R * c->ffn * 4, [B_LOGITS] = (size_t)c->vocab * 4,
                              [B_GIDS] = 4, [B_QKV] = (Q + 2 * KV) * 4, [B_GU] = 2 * (size_t)c->ffn * 4,
                              [B_H16] = R * (D > Q ? (D > c->ffn ? D : c->ffn) : (Q > c->ffn ? Q : c->ffn)) * 2,
-                             [B_Q16] = R * Q * 2};
+                             [B_Q16] = R * Q * 2,
+                             /* a layer's largest matrix as F16 (prefill of block weights: w16) */
+                             [B_W16] = (m->w16 ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4)};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
                                                "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
-                                               "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q"};
+                                               "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight"};
     nu_status st;
     for (int i = 0; i < B_COUNT; i++) {
         bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS; /* the CPU writes or reads them */
@@ -248,6 +251,21 @@ static nu_status alloc_state(nu_llm_model *m)
 static nu_status linear(nu_commands *c, uint32_t rows, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x)
 {
     return rows <= NU_MATVEC_MAX_ROWS ? nu_op_matvec(c, y, w, x) : nu_op_matmul(c, y, x, w, NULL);
+}
+
+/* Prefill's y = x w^T: where w is a block dtype and the products take F16 inputs (w16: with
+ * prefill_f16),
+ * w is dequantized to F16 first (into B_W16, one matrix at a time) and the F16 product runs: on
+ * the H200 that was 10-28% faster at a 7B model's prefill shapes than the product that
+ * dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149 TFLOP/s). */
+static nu_status prefill_linear(nu_llm_model *m, nu_commands *c, uint32_t rows, const nu_tensor *y, const nu_tensor *w,
+                                const nu_tensor *x)
+{
+    if (!m->w16 || rows <= NU_MATVEC_MAX_ROWS || (w->dtype != NU_DTYPE_Q8_0 && w->dtype != NU_DTYPE_Q4_0))
+        return linear(c, rows, y, w, x);
+    nu_tensor w16 = nu_tensor_make(m->buf[B_W16], 0, NU_DTYPE_F16, 2, w->shape);
+    nu_status st = nu_op_copy(c, &w16, w);
+    return st != NU_OK ? st : nu_op_matmul(c, y, x, &w16, NULL);
 }
 
 /* x (F32) as F16 in buffer b, for kernels that take F16 (the matrix units'). */
@@ -311,9 +329,9 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
             nu_tensor in = xn;
             if (h)
                 TRY(as_f16(c, m->buf[B_H16], &xn, &in));
-            TRY(linear(c, rows, &q2, &y->wq, &in));
-            TRY(linear(c, rows, &k2, &y->wk, &in));
-            TRY(linear(c, rows, &v2, &y->wv, &in));
+            TRY(prefill_linear(m, c, rows, &q2, &y->wq, &in));
+            TRY(prefill_linear(m, c, rows, &k2, &y->wk, &in));
+            TRY(prefill_linear(m, c, rows, &v2, &y->wv, &in));
         }
         TRY(nu_op_rope(c, &q3, &q3, &rope));
         if (graph)
@@ -336,7 +354,7 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         nu_tensor ain = att2;
         if (h)
             TRY(as_f16(c, m->buf[B_H16], &att2, &ain));
-        TRY(linear(c, rows, &tmp, &y->wo, &ain));
+        TRY(prefill_linear(m, c, rows, &tmp, &y->wo, &ain));
         TRY(nu_op_add(c, &x, &x, &tmp));
         TRY(nu_op_rms_norm(c, &xn, &x, &y->ffn_norm, cf->rms_eps));
         if (gu) { /* one product into [gate | up] of one row */
@@ -350,12 +368,12 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
             nu_tensor in = xn, gin = gate;
             if (h)
                 TRY(as_f16(c, m->buf[B_H16], &xn, &in));
-            TRY(linear(c, rows, &gate, &y->gate, &in));
-            TRY(linear(c, rows, &up, &y->up, &in));
+            TRY(prefill_linear(m, c, rows, &gate, &y->gate, &in));
+            TRY(prefill_linear(m, c, rows, &up, &y->up, &in));
             TRY(nu_op_swiglu(c, &gate, &gate, &up));
             if (h)
                 TRY(as_f16(c, m->buf[B_H16], &gate, &gin));
-            TRY(linear(c, rows, &tmp, &y->down, &gin));
+            TRY(prefill_linear(m, c, rows, &tmp, &y->down, &gin));
         }
         TRY(nu_op_add(c, &x, &x, &tmp));
     }
@@ -403,6 +421,7 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     m->by_commands = opt.decode_by_commands;
     m->prefill_f16 = opt.prefill_f16 > 0 ||
                      (opt.prefill_f16 == 0 && nu_device_get_info(device)->features[NU_FEATURE_COOPERATIVE_MATRIX]);
+    m->w16 = m->prefill_f16;
     size_t plen = strlen(path);
     nu_status st = plen > 5 && !strcmp(path + plen - 5, ".gguf") ? nu_llm__gguf_open(device, path, &m->src)
                                                                   : nu_llm__hf_open(device, path, &m->src);
@@ -426,7 +445,7 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
         goto fail;
     }
     m->positions = opt.max_positions ? opt.max_positions : c->max_positions;
-    m->chunk = opt.prefill_chunk ? opt.prefill_chunk : 256;
+    m->chunk = opt.prefill_chunk ? opt.prefill_chunk : 512;
     if (m->chunk > m->positions)
         m->chunk = m->positions;
     if (!(m->layers = nu_llm__calloc(c->layers, sizeof *m->layers))) {

@@ -150,6 +150,18 @@ static void aidreams_bf16_and_f16_weights(void **state)
         worst = fmax(worst, fabs((double)got[j] - f32[j]));
     if (!(worst < 0.01) || worst == 0)
         fail_msg("F16 prefill: logits differ from F32 prefill's by %g (tolerance 0.01, and not 0: F16 ran)", worst);
+    /* The same with Q4_0 weights, which F16 prefill dequantizes to F16 before each product. */
+    for (int i = 0; i < 2; i++) {
+        nu_llm_model_options o = {.prefill_f16 = i ? 1 : -1};
+        LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/model-q4_0.gguf"), &o, &m));
+        LLM_OK(nu_llm_model_prefill(m, seq, 20, i ? got : f32));
+        nu_llm_model_free(m);
+    }
+    worst = 0;
+    for (int j = 0; j < 512; j++)
+        worst = fmax(worst, fabs((double)got[j] - f32[j]));
+    if (!(worst < 0.01) || worst == 0)
+        fail_msg("F16 prefill, Q4_0 weights: logits differ from F32 prefill's by %g (tolerance 0.01, and not 0)", worst);
     free(f32);
     nt_close(d);
 }

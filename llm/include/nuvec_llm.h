@@ -208,7 +208,8 @@ typedef struct nu_llm_model_options {
     nu_dtype kv_dtype;       /* NU_DTYPE_F32 (0 is read as F32 too), NU_DTYPE_F16 or NU_DTYPE_BF16 */
     bool weights_f16;        /* store the float matrices as F16 on the device (converted once, at
                               * open); norms stay as in the file */
-    uint32_t prefill_chunk;  /* tokens a prefill command buffer takes at most (0: 256) */
+    uint32_t prefill_chunk;  /* tokens a prefill command buffer takes at most (0: 512: the matrix
+                              * products of a 7B model fill an H200 from 512 rows) */
     bool decode_by_commands; /* decode records a command buffer each token instead of the graph
                               * (the prefill path with one token: tests compare the two) */
     int prefill_f16;         /* prefill's matrix-product inputs and attention's q rounded to F16:
