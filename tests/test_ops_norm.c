@@ -346,6 +346,91 @@ static void norms_refuse_bad_tensors(void **state)
     nt_close(d);
 }
 
+typedef struct add_norm_case {
+    const nu_tensor *sum, *dst, *a, *b, *weight;
+} add_norm_case;
+
+static nu_status record_add_norm(nu_commands *c, void *arg)
+{
+    add_norm_case *k = arg;
+    return nu_op_add_rms_norm(c, k->sum, k->dst, k->a, k->b, k->weight, 1e-5f);
+}
+
+/* nu_op_add_rms_norm against the reference (sum = a + b in F32, rounded to sum's dtype; dst =
+ * RMSNorm of the F32 sum): every row length (the 16-byte path and the scalar one: 1, 7, 33 ..),
+ * the sum in place of a, in place of b, and apart, F32/F16/BF16; and its refusals. */
+static void add_rms_norm_matches_the_reference(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 21;
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (int where = 0; where < 3; where++) { /* 0: sum is a, 1: sum is b, 2: sum apart */
+            int64_t n = lengths[li], rows = rows_for(n), shape[2] = {rows, n}, ws[1] = {n};
+            nu_dtype dt = floats[(li + (size_t)where) % 3];
+            nt_tensor a = nt_tensor_random(d, dt, 2, shape, 0, -2, 2, &seed);
+            nt_tensor b = nt_tensor_random(d, dt, 2, shape, 0, -2, 2, &seed);
+            nt_tensor w = nt_tensor_random(d, floats[li % 3], 1, ws, 0, -1, 1, &seed);
+            nt_tensor apart = nt_tensor_output(d, dt, 2, shape, 0), dst = nt_tensor_output(d, dt, 2, shape, 0);
+            nt_tensor *sum = where == 0 ? &a : where == 1 ? &b : &apart;
+            uint64_t numel = (uint64_t)(rows * n);
+            float *s = malloc(numel * sizeof *s), *want = malloc(numel * sizeof *want), *want_sum = malloc(numel * sizeof *s);
+            for (uint64_t i = 0; i < numel; i++) {
+                s[i] = a.values[i] + b.values[i];
+                want_sum[i] = nt_round_to(dt, s[i]);
+            }
+            for (int64_t r = 0; r < rows; r++) {
+                double sq = 0;
+                for (int64_t i = 0; i < n; i++)
+                    sq += (double)s[r * n + i] * s[r * n + i];
+                double rstd = 1 / sqrt(sq / (double)n + 1e-5);
+                for (int64_t i = 0; i < n; i++)
+                    want[r * n + i] = nt_round_to(dt, (float)(s[r * n + i] * rstd * w.values[i]));
+            }
+            add_norm_case k = {&sum->t, &dst.t, &a.t, &b.t, &w.t};
+            nt_run(d, record_add_norm, &k);
+            nt_tensor_download(sum);
+            nt_tensor_download(&dst);
+            char what[128];
+            snprintf(what, sizeof what, "add_rms_norm %s, %lld x %lld, sum %s", nu_dtype_name(dt), (long long)rows,
+                     (long long)n, (const char *[]){"in place of a", "in place of b", "apart"}[where]);
+            nt_expect_close(what, sum->values, want_sum, numel, 1e-6f, 1e-6f);
+            nt_expect_close(what, dst.values, want, numel, 2e-5f, 2e-5f + 2 * nt_dtype_tolerance(dt));
+            free(s);
+            free(want);
+            free(want_sum);
+            nt_tensor_free(&a);
+            nt_tensor_free(&b);
+            nt_tensor_free(&w);
+            nt_tensor_free(&apart);
+            nt_tensor_free(&dst);
+        }
+    /* Refusals: a sum overlapping dst, of another dtype, of another shape; NULLs. */
+    int64_t shape[2] = {3, 64}, other[2] = {3, 32}, ws[1] = {64};
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_F32, 2, shape, 0, -1, 1, &seed);
+    nt_tensor b = nt_tensor_random(d, NU_DTYPE_F32, 2, shape, 0, -1, 1, &seed);
+    nt_tensor w = nt_tensor_random(d, NU_DTYPE_F32, 1, ws, 0, -1, 1, &seed);
+    nt_tensor o = nt_tensor_output(d, NU_DTYPE_F32, 2, shape, 0), h = nt_tensor_output(d, NU_DTYPE_F16, 2, shape, 0);
+    nt_tensor small = nt_tensor_output(d, NU_DTYPE_F32, 2, other, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &o.t, &o.t, &a.t, &b.t, &w.t, 1e-5f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &h.t, &o.t, &a.t, &b.t, &w.t, 1e-5f));
+    assert_non_null(strstr(nu_error_message(d), "dtype"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &small.t, &o.t, &a.t, &b.t, &w.t, 1e-5f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &a.t, &a.t, &a.t, &b.t, &w.t, 1e-5f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, NULL, &o.t, &a.t, &b.t, &w.t, 1e-5f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &a.t, &o.t, &a.t, NULL, &w.t, 1e-5f));
+    NT_OK(nu_commands_free(c));
+    nt_tensor_free(&a);
+    nt_tensor_free(&b);
+    nt_tensor_free(&w);
+    nt_tensor_free(&o);
+    nt_tensor_free(&h);
+    nt_tensor_free(&small);
+    nt_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +441,7 @@ int main(void)
         cmocka_unit_test(shared_memory_path_without_subgroup_arithmetic),
         cmocka_unit_test(tuning_knobs_keep_the_results),
         cmocka_unit_test(norms_refuse_bad_tensors),
+        cmocka_unit_test(add_rms_norm_matches_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

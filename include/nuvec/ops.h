@@ -112,6 +112,14 @@ nu_status nu_op_rms_norm(nu_commands *c, const nu_tensor *dst, const nu_tensor *
 nu_status nu_op_layer_norm(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_tensor *weight,
                            const nu_tensor *bias, float eps);
 
+/* The residual add and the next RMSNorm of a transformer block as one op (one dispatch, one
+ * dependency level fewer than nu_op_add then nu_op_rms_norm): sum = a + b, then dst =
+ * rms_norm(sum) * weight as nu_op_rms_norm computes it. a, b and sum are contiguous of one
+ * shape; sum has dst's dtype and may be a or b itself (in place, the same view) but overlaps
+ * nothing else; dst overlaps none of them. */
+nu_status nu_op_add_rms_norm(nu_commands *c, const nu_tensor *sum, const nu_tensor *dst, const nu_tensor *a,
+                             const nu_tensor *b, const nu_tensor *weight, float eps);
+
 /* ---- rotary position embeddings ---------------------------------------------------------- */
 
 typedef enum nu_rope_layout {

@@ -6,21 +6,25 @@
 // then sums those into the row's mean and M2 = sum(M2_t + n_t (mean_t - mean)^2), so the
 // variance never comes from E[x^2] - E[x]^2 (which cancels catastrophically for rows far from
 // 0). The second read writes x * rstd * weight (RMSNorm) or (x - mean) * rstd * weight + bias.
-// In place as softmax (kernels/reduce/softmax_kernel.glsl).
+// In place as softmax (kernels/reduce/softmax_kernel.glsl). MODE 3 (nu_op_add_rms_norm) is
+// RMSNorm of s = x + b, b a second input of x's shape (binding 3): both reads add b, and the
+// second also writes s to binding 4 (each element read before it is written, by the same
+// thread, so s may replace x or b in place).
 //
 // Specialisation constants (the host's defaults in src/ops/rows.c):
 //   0 LOCAL    threads a workgroup, a power of two (256; 1024 for rows of 16384 or more)
 //   1 ROWS     rows a workgroup (see kernels/reduce/reduce_kernel.glsl)
-//   2 MODE     0 RMSNorm, 1 LayerNorm, 2 LayerNorm with bias
+//   2 MODE     0 RMSNorm, 1 LayerNorm, 2 LayerNorm with bias, 3 RMSNorm of x + b (writing x + b)
 //   3 DTYPES   dtypes (ops.glsl codes) packed: dst | src << 4 | weight << 8 | bias << 12
 //   4 VEC      1: 16-byte loads and stores (src's and dst's rows contiguous, weight and bias
 //              contiguous, each 16-byte aligned)
 //   5 SUBGROUP 1: team reductions with subgroup arithmetic (norm_sg only)
 //   6 UNROLL   8-element vector loads in flight per thread (2)
-// Bindings 0 dst (contiguous), 1 src, 2 weight, 3 bias (weight again without one). Push: src's
-// shape and strides (4 dimensions, outermost first; the last is the row), the row count, the
-// row length, the first elements of src, dst, weight and bias in their bindings, the strides
-// of weight and bias, eps.
+// Bindings 0 dst (contiguous), 1 src, 2 weight, 3 bias (weight again without one; MODE 3: b,
+// contiguous, src's shape), 4 the sum (MODE 3, contiguous, src's shape; dst otherwise). Push:
+// src's shape and strides (4 dimensions, outermost first; the last is the row), the row count,
+// the row length, the first elements of src, dst, weight and bias in their bindings, the strides
+// of weight and bias, eps, the sum's first element.
 #extension GL_EXT_shader_16bit_storage : require
 #include "ops.glsl"
 layout(local_size_x_id = 0) in;
@@ -39,11 +43,13 @@ NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, src)
 NU_TENSOR(readonly, 2, w)
 NU_TENSOR(readonly, 3, b)
+NU_TENSOR(writeonly, 4, sum)
 layout(push_constant) uniform Push {
     uvec4 shape, strides;
     uint rows, n, first_src, first_dst;
     uint first_w, first_b, stride_w, stride_b;
     float eps;
+    uint first_sum;
 } pc;
 
 void take8(uint pass, float x[8], uint i);
@@ -53,6 +59,7 @@ void take1(uint pass, float x, uint i);
 float g_cnt, g_mean, g_m2; // this thread's elements (g_m2: the sum of x^2 for RMSNorm)
 float g_rmean, g_rstd;     // the row's
 uint g_dst;                // the row's first element in dst's binding
+uint g_row;                // the row's first element in a contiguous tensor of src's shape (MODE 3: b, sum)
 
 // Merges a group of c elements with mean m and squared deviations m2 into this thread's.
 void merge(float c, float m, float m2)
@@ -65,8 +72,16 @@ void merge(float c, float m, float m2)
 
 void take8(uint pass, float x[8], uint i)
 {
+    if (MODE == 3u) { // s = x + b
+        float bx[8];
+        NU_LOAD8(b, DT_B, nu_vbase(DT_B, pc.first_b + g_row), i / 8u, bx)
+        for (uint k = 0u; k < 8u; k++)
+            x[k] += bx[k];
+        if (pass == 1u)
+            NU_STORE8(sum, DT_DST, nu_vbase(DT_DST, pc.first_sum + g_row), i / 8u, x)
+    }
     if (pass == 0u) {
-        if (MODE == 0u) {
+        if (MODE == 0u || MODE == 3u) {
             float s = 0.0;
             for (uint k = 0u; k < 8u; k++)
                 s += x[k] * x[k];
@@ -96,8 +111,13 @@ void take8(uint pass, float x[8], uint i)
 
 void take1(uint pass, float x, uint i)
 {
+    if (MODE == 3u) { // s = x + b
+        x += NU_LOAD(b, DT_B, pc.first_b + g_row + i);
+        if (pass == 1u)
+            NU_STORE(sum, DT_DST, pc.first_sum + g_row + i, x)
+    }
     if (pass == 0u) {
-        if (MODE == 0u)
+        if (MODE == 0u || MODE == 3u)
             g_m2 += x * x;
         else
             merge(1.0, x, 0.0);
@@ -118,13 +138,14 @@ void main()
         bool live = row < pc.rows;
         uint first = live ? pc.first_src + nu_row_offset(row, pc.shape, pc.strides) : 0u;
         g_dst = pc.first_dst + row * pc.n;
+        g_row = row * pc.n;
         g_cnt = 0.0;
         g_mean = 0.0;
         g_m2 = 0.0;
         if (live)
             nu_row_read(0u, first, pc.strides.w, pc.n);
         // Every thread reduces (barriers), live or not.
-        if (MODE == 0u) {
+        if (MODE == 0u || MODE == 3u) {
             g_rmean = 0.0;
             g_rstd = inversesqrt(nu_team_sum(g_m2) / n + pc.eps);
         } else {
