@@ -7,8 +7,9 @@
  *              q, k = rope(q), rope(k)  (in place)                 nu_op_rope
  *              K[start ..], V[start ..] = k, v                     nu_op_kv_append
  *              att = attention(q, K, V), causal                    nu_op_attention
- *              x += att Wo^T; xn = rms_norm(x) * ffn_norm
- *              x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T               nu_op_swiglu
+ *              x += att Wo^T; xn = rms_norm(x) * ffn_norm         nu_op_add_rms_norm (one op)
+ *              x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T               nu_op_swiglu; the add with
+ *                                                                  the next layer's first norm
  *   logits = rms_norm(x[last]) * out_norm, times the output matrix (matvec of the last row only)
  *
  * Decode: the same pass for one token recorded once as a graph at open (nuvec/graph.h). The token
@@ -314,7 +315,8 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     TRY(nu_op_gather(c, &x, &m->embed, &ids));
     for (uint32_t l = 0; l < cf->layers; l++) {
         llm_layer *y = &m->layers[l];
-        TRY(nu_op_rms_norm(c, &xn, &x, &y->attn_norm, cf->rms_eps));
+        if (l == 0) /* later layers' come with the previous layer's last residual add */
+            TRY(nu_op_rms_norm(c, &xn, &x, &y->attn_norm, cf->rms_eps));
         bool qkv = graph && y->qkv_stacked, gu = graph && y->gu_stacked; /* decode: one row */
         nu_tensor q3 = q3s, k3 = k3s, v3 = v3s;
         bool h = !graph && m->prefill_f16 && rows > NU_MATVEC_MAX_ROWS; /* prefill through the matrix units */
@@ -355,8 +357,7 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         if (h)
             TRY(as_f16(c, m->buf[B_H16], &att2, &ain));
         TRY(prefill_linear(m, c, rows, &tmp, &y->wo, &ain));
-        TRY(nu_op_add(c, &x, &x, &tmp));
-        TRY(nu_op_rms_norm(c, &xn, &x, &y->ffn_norm, cf->rms_eps));
+        TRY(nu_op_add_rms_norm(c, &x, &xn, &x, &tmp, &y->ffn_norm, cf->rms_eps)); /* x += tmp; xn = norm(x) */
         if (gu) { /* one product into [gate | up] of one row */
             nu_tensor all = view2(m->buf[B_GU], 1, 2 * F), g1, u1;
             TRY(linear(c, rows, &all, &y->wgu, &xn));
@@ -375,7 +376,10 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
                 TRY(as_f16(c, m->buf[B_H16], &gate, &gin));
             TRY(prefill_linear(m, c, rows, &tmp, &y->down, &gin));
         }
-        TRY(nu_op_add(c, &x, &x, &tmp));
+        if (l + 1 < cf->layers) /* x += tmp, and the next layer's first norm */
+            TRY(nu_op_add_rms_norm(c, &x, &xn, &x, &tmp, &m->layers[l + 1].attn_norm, cf->rms_eps));
+        else
+            TRY(nu_op_add(c, &x, &x, &tmp));
     }
     nu_tensor last, xl = view2(m->buf[B_XN], 1, D), logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
     TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
