@@ -20,6 +20,22 @@ nu_device *nt_open(void)
     return d;
 }
 
+nu_device *nt_open_matrix_units(const char *test)
+{
+    nu_device_desc desc = {.validation = false};
+    nu_device *d = NULL;
+    nu_status st = nu_device_open(&desc, &d);
+    if (st != NU_OK)
+        fail_msg("nu_device_open: %s: %s", nu_status_string(st), nu_error_message(NULL));
+    const nu_device_info *info = nu_device_get_info(d);
+    if (!info->features[NU_FEATURE_COOPERATIVE_MATRIX]) {
+        printf("%s: skipped: %s has no VK_KHR_cooperative_matrix\n", test, info->name);
+        nu_device_close(d);
+        skip();
+    }
+    return d;
+}
+
 /* cmocka (1.1) fails a group teardown without failing the program: a validation error found by
  * nt_close there would go unreported to ctest. The exit status says so instead. */
 static int validation_failed;

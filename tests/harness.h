@@ -13,6 +13,11 @@
 /* Opens the default device (NUVEC_DEVICE may choose) with the validation layer and
  * synchronisation validation on; fails the test if it cannot. */
 nu_device *nt_open(void);
+/* The default device opened without the validation layer for a test of the matrix-unit kernels
+ * (Debian 12's layer predates VK_KHR_cooperative_matrix, and nuvec leaves the extension off under
+ * it); where the device has no cooperative matrices (lavapipe) the test is skipped, saying so
+ * under the test's name. */
+nu_device *nt_open_matrix_units(const char *test);
 /* Closes it, failing the test if the validation layer reported any error. */
 void nt_close(nu_device *device);
 /* Fails the test, printing the status and message, unless st == NU_OK. */

@@ -681,14 +681,7 @@ static void decode_step_with_graph_params(void **state)
 static void prefill_on_the_matrix_units(void **state)
 {
     (void)state;
-    nu_device_desc desc0 = {.validation = false};
-    nu_device *d = NULL;
-    NT_OK(nu_device_open(&desc0, &d));
-    if (!nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX]) {
-        printf("prefill_on_the_matrix_units: skipped: %s has no VK_KHR_cooperative_matrix\n", nu_device_get_info(d)->name);
-        nu_device_close(d);
-        skip();
-    }
+    nu_device *d = nt_open_matrix_units("prefill_on_the_matrix_units");
     uint64_t seed = 9;
     const shape_case cases[] = {
         {37, 8, 8, 128, 37, 37, 0, true, 0, NULL},     {130, 8, 2, 64, 200, 130, 0, true, 0, "tc_rows=64"},

@@ -440,15 +440,7 @@ static void refuses_bad_tensors(void **state)
 static void tensor_cores_match_the_reference(void **state)
 {
     (void)state;
-    nu_device_desc desc = {.validation = false};
-    nu_device *d = NULL;
-    NT_OK(nu_device_open(&desc, &d));
-    const nu_device_info *info = nu_device_get_info(d);
-    if (!info->features[NU_FEATURE_COOPERATIVE_MATRIX]) {
-        printf("tensor_cores_match_the_reference: skipped: %s has no VK_KHR_cooperative_matrix\n", info->name);
-        nu_device_close(d);
-        skip();
-    }
+    nu_device *d = nt_open_matrix_units("tensor_cores_match_the_reference");
     uint64_t seed = 11;
     assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0); /* whatever the caller's environment says */
     const nu_dtype wds[3] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
