@@ -21,7 +21,8 @@ typedef struct tc_tile {
 /* The tile by shape: 128 x 128 (4 subgroups of 64 x 64), k 64 a step, one buffer: the best of 12
  * settings on the H200 (bench/RESULTS.md, 2026-12-01: 248 TFLOP/s at 4096^3 F16, against 207-232
  * for 8 subgroups of 64 x 32 or 32 x 64, 148-151 for k 32 a step with 128 x 128 or 128 x 64 tiles);
- * fewer rows of a: 64 x 128 (4 subgroups of 64 x 32). Overridden for
+ * fewer rows of a: 64 x 128 (4 subgroups of 64 x 32); a grid of fewer than two tiles a compute unit:
+ * 8 subgroups of 64 x 32 (choose_tile). Overridden for
  * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N" (wm..fn 1..8; probe: the
  * kernel's diagnostic constant; a bad knob fails the op where this path applies); NUVEC_MATMUL_TC=off keeps every product on
  * the tiled path, "on" changes nothing. */
@@ -48,9 +49,20 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     return false;
 }
 
-static nu_status choose_tile(nu_device *d, int64_t m, tc_tile *t)
+static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batches, tc_tile *t)
 {
-    *t = m <= 64 ? (tc_tile){1, 4, 4, 2, 64, 1, 0} : (tc_tile){2, 2, 4, 4, 64, 1, 0};
+    /* 128 x 128 tiles fewer than two a compute unit leave one workgroup of 4 subgroups an SM, with
+     * nothing to run while it waits on its loads: 8 subgroups a tile then (H200, 512-row prefill
+     * products, 2026-12-01: N = 4096 143 -> 197 TFLOP/s; N = 11008 188 against 186, N = 32000
+     * 240 against 205: the 4-subgroup tile stays where the grid is large). */
+    uint64_t tiles = (uint64_t)((m + 127) / 128) * (uint64_t)((n + 127) / 128) * batches;
+    uint32_t units = d->info.compute_units ? d->info.compute_units : 1;
+    if (m <= 64)
+        *t = (tc_tile){1, 4, 4, 2, 64, 1, 0};
+    else if (tiles < 2ull * units)
+        *t = (tc_tile){2, 4, 4, 2, 64, 1, 0};
+    else
+        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0};
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64, buffers=1|2, "
                             "probe=0..3", apply_knob, t);
 }
@@ -106,7 +118,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     if (k % 8 || m > UINT32_MAX || n > UINT32_MAX || batches > 65535)
         return NU_ERROR_UNSUPPORTED;
     tc_tile t;
-    nu_status st = choose_tile(d, m, &t);
+    nu_status st = choose_tile(d, m, n, batches, &t);
     if (st != NU_OK)
         return st;
     uint32_t local = t.wm * t.wn * in->subgroup_size;
