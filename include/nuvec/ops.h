@@ -179,6 +179,32 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
 
+/* The product fused with what a decoder layer does around it, in the product's own dispatch (one
+ * dependency level where the separate ops take two or three; decode runs one level after the
+ * other, and on the H200 each costs about 2.4 us). Every field may be combined with the others;
+ * a zero desc (or NULL) is nu_op_matvec. The arguments are nu_op_matvec's; dst = residual +
+ * glu(product of the normalised x):
+ *   norm_weight: RMSNorm of each row of x first: the product takes x[r, i] * s_r * norm_weight[i]
+ *     with s_r = 1 / sqrt(mean_i(x[r, i]^2) + norm_eps), the mean over x's k elements in F32
+ *     (nu_op_rms_norm's definition). norm_weight [k] float, any view; norm_eps > 0 and finite.
+ *     NULL: x as it is.
+ *   glu_up: a gated linear unit (SwiGLU): with glu_up (a second weight of weight's shape and
+ *     dtype, any view: a stacked gate-up matrix's second half, say) dst = silu(x weight^T) *
+ *     (x glu_up^T), silu(g) = g / (1 + exp(-g)). NULL: the plain product.
+ *   residual: added last: residual [m, n] float, any view; it may be dst itself (in place: each
+ *     element is read by the invocation that then writes it), not another overlap of dst.
+ *     NULL: none.
+ * Accuracy: as the separate ops in sequence, with the intermediates kept in F32 (so closer to the
+ * exact value than the separate ops with F16 intermediates). */
+typedef struct nu_matvec_desc {
+    const nu_tensor *norm_weight;
+    float norm_eps;
+    const nu_tensor *glu_up;
+    const nu_tensor *residual;
+} nu_matvec_desc;
+nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
+                             const nu_matvec_desc *desc);
+
 /* ---- matrix products --------------------------------------------------------------------- */
 
 /* dst[.., m, n] = sum_k a[.., m, k] * b[.., n, k] (+ bias[n]): b is weight-shaped [n, k] (row-major
@@ -242,11 +268,21 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
  * launch; the kernel writes no row past max_positions whatever it is). */
 nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position);
 
+/* nu_op_kv_append with RoPE on the way in (a decode step's keys: one dispatch, one dependency
+ * level, instead of nu_op_rope then nu_op_kv_append): cache[position + t] = rope(src[t]) where
+ * token t turns by sequence position position + t. rope is nu_op_rope's desc with positions NULL
+ * and position_offset 0 (the append's position drives both, so one graph parameter,
+ * NU_OP_VALUE_POSITION, moves both); its layout, theta and rotary_dims apply as in nu_op_rope,
+ * with nu_op_rope's accuracy bound before cache's rounding. cache and src as nu_op_kv_append's. */
+nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position,
+                               const nu_rope_desc *rope);
+
 /* ---- ops in graphs ----------------------------------------------------------------------- */
 
 /* The values of an op that a graph's launches may change without recording again. */
 typedef enum nu_op_value {
-    NU_OP_VALUE_POSITION = 0,   /* nu_op_kv_append's position; nu_op_rope's desc->position_offset (I32) */
+    NU_OP_VALUE_POSITION = 0,   /* nu_op_kv_append's and nu_op_kv_append_rope's position; nu_op_rope's
+                                 * desc->position_offset (I32) */
     NU_OP_VALUE_Q_POSITION = 1, /* nu_op_attention's desc->q_position */
     NU_OP_VALUE_KV_LENGTH = 2,  /* nu_op_attention's desc->kv_length (at most the cache's positions) */
 } nu_op_value;
