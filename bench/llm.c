@@ -4,7 +4,7 @@
  * read back and the argmax taken on the CPU every token, as a generating program does), and the
  * decode's weight bytes read per second as a fraction of the copy bandwidth measured in the same
  * run. The model is a file (--model: a .gguf or a Hugging Face folder) or a random-weight GGUF of a
- * named shape written first (--shape llama-7b|llama-8b|tiny --dtype f16|q8_0|q4_0, by nuvec
+ * named shape written first (--shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0, by nuvec
  * make-gguf's writer, into $TMPDIR and removed afterwards unless --keep). llama.cpp's side is
  * bench/llamacpp.sh on the same file, PyTorch's bench/torch_llm.py (bench/h200.sh's llm step runs
  * all three). */
@@ -19,7 +19,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nuvec bench llm (--model PATH | --shape llama-7b|llama-8b|tiny --dtype f16|q8_0|q4_0 [--keep])\n"
+    fprintf(f, "usage: nuvec bench llm (--model PATH | --shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0 [--keep])\n"
                "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--json] [--device NAME]\n"
                "  Opens the model (a .gguf file or a Hugging Face folder; with --shape a random-weight GGUF\n"
                "  written first into $TMPDIR, removed afterwards unless --keep), then: the time from opening\n"
@@ -131,7 +131,7 @@ int bench_llm(int argc, char **argv)
         nu_dtype dt = !strcmp(dtype, "f16") ? NU_DTYPE_F16 : !strcmp(dtype, "q8_0") ? NU_DTYPE_Q8_0
                       : !strcmp(dtype, "q4_0") ? NU_DTYPE_Q4_0 : NU_DTYPE_COUNT;
         if (!s || dt == NU_DTYPE_COUNT) {
-            fprintf(stderr, "nuvec bench llm: unknown shape '%s' or dtype '%s' (llama-7b, llama-8b, tiny; f16, q8_0, "
+            fprintf(stderr, "nuvec bench llm: unknown shape '%s' or dtype '%s' (llama-7b, llama-8b, tiny, small; f16, q8_0, "
                             "q4_0)\n", shape, dtype);
             return 2;
         }

@@ -1,6 +1,8 @@
 /* model.c: the Llama decoder on nuvec's public API (nuvec_llm.h's Model section).
  *
- * Forward pass of `rows` tokens at position `start`, recorded into one command buffer (or graph):
+ * Passes of at most NU_MATVEC_MAX_ROWS tokens (decode) run the fused layer, 6 dependency levels a
+ * layer (record_layer_fused; NUVEC_LLM_NO_FUSION=1 keeps the separate ops below, for
+ * comparisons). Longer passes (prefill), recorded into one command buffer:
  *   x = embed[ids]                                               nu_op_gather
  *   per layer: xn = rms_norm(x) * attn_norm                        nu_op_rms_norm
  *              q, k, v = xn Wq^T, xn Wk^T, xn Wv^T                 matvec (<= 8 rows) or matmul
@@ -57,6 +59,8 @@ struct nu_llm_model {
     bool by_commands;
     bool prefill_f16; /* prefill's product inputs and q in F16 (for the matrix units' kernels) */
     bool w16;         /* prefill: block weights dequantized to F16 before each product (B_W16) */
+    bool repacked;    /* some matrices are Q4_0_SOA (repack_q4_0): prefill dequantizes them (B_W16) */
+    bool fused;       /* passes of at most NU_MATVEC_MAX_ROWS rows run the fused layer (record_layer_fused) */
     nu_tensor embed, out_norm, output;
     llm_layer *layers;
     nu_buffer *converted[MAX_CONVERTED];
@@ -182,6 +186,66 @@ static nu_status load_weights(nu_llm_model *m, bool f16)
     return NU_OK;
 }
 
+static nu_status new_buffer(nu_llm_model *m, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
+{
+    nu_status st = nv(m, nu_buffer_new(m->dev, bytes, storage, out), name);
+    if (st == NU_OK)
+        nu_buffer_set_name(*out, name);
+    return st;
+}
+
+/* The layers' Q4_0 matrices (and a Q4_0 output matrix not tied to the embedding) repacked into
+ * NU_DTYPE_Q4_0_SOA, each layer's seven into one buffer in the file's order, so that q, k, v and
+ * gate, up stay stacked (stack_layers); the layer's tensors then name the repacked ones. Layers
+ * with any other dtype, or rows not a multiple of 256 long, keep the file's. */
+static nu_status repack_q4_0(nu_llm_model *m)
+{
+    nu_status st = NU_OK;
+    nu_commands *c = NULL;
+    if ((st = nv(m, nu_commands_new(m->dev, NU_QUEUE_COMPUTE, &c), "commands")) != NU_OK)
+        return st;
+    for (uint32_t l = 0; l <= m->cfg.layers && st == NU_OK; l++) {
+        llm_layer *y = l < m->cfg.layers ? &m->layers[l] : NULL;
+        nu_tensor *w[7] = {&m->output};
+        int count = 1;
+        if (y) {
+            nu_tensor *lw[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->gate, &y->up, &y->down};
+            memcpy(w, lw, sizeof w);
+            count = 7;
+        } else if (m->cfg.tied_embeddings) {
+            break; /* the output matrix is the embedding, which the gather reads as it is */
+        }
+        size_t bytes = 0;
+        bool fits = true;
+        for (int i = 0; i < count; i++) {
+            fits = fits && w[i]->dtype == NU_DTYPE_Q4_0 && w[i]->rank == 2 && w[i]->shape[1] % 256 == 0;
+            bytes += fits ? nu_tensor_span_bytes(w[i]) : 0;
+        }
+        if (!fits)
+            continue;
+        if (m->converted_count == MAX_CONVERTED)
+            return nu_commands_free(c), nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": more than %d matrices", MAX_CONVERTED);
+        nu_buffer *b = NULL;
+        if ((st = new_buffer(m, bytes, NU_STORAGE_PRIVATE, "llm Q4_0_SOA weights", &b)) != NU_OK)
+            break;
+        m->converted[m->converted_count++] = b;
+        uint64_t at = 0;
+        for (int i = 0; i < count && st == NU_OK; i++) {
+            nu_tensor t = nu_tensor_make(b, at, NU_DTYPE_Q4_0_SOA, 2, w[i]->shape);
+            at += nu_tensor_span_bytes(w[i]);
+            if ((st = nv(m, nu_op_copy(c, &t, w[i]), "repacking a Q4_0 matrix")) == NU_OK)
+                *w[i] = t;
+            m->repacked = true;
+        }
+    }
+    if (st == NU_OK)
+        st = nv(m, nu_commands_commit(c), "repacking the Q4_0 matrices");
+    if (st == NU_OK)
+        st = nv(m, nu_commands_wait(c, NU_WAIT_FOREVER), "repacking the Q4_0 matrices");
+    nu_commands_free(c);
+    return st;
+}
+
 /* a's and b's rows as one matrix where b follows a in the same buffer with the same dtype and
  * layout (as weight files store a layer's q, k, v and gate, up). */
 static bool stacked(const nu_tensor *a, const nu_tensor *b, nu_tensor *out)
@@ -206,13 +270,6 @@ static void stack_layers(nu_llm_model *m)
     }
 }
 
-static nu_status new_buffer(nu_llm_model *m, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
-{
-    nu_status st = nv(m, nu_buffer_new(m->dev, bytes, storage, out), name);
-    if (st == NU_OK)
-        nu_buffer_set_name(*out, name);
-    return st;
-}
 
 static nu_status alloc_state(nu_llm_model *m)
 {
@@ -221,11 +278,12 @@ static nu_status alloc_state(nu_llm_model *m)
     size_t sizes[B_COUNT] = {[B_IDS] = R * 4, [B_X] = R * D * 4, [B_XN] = R * D * 4, [B_Q] = R * Q * 4,
                              [B_K] = R * KV * 4, [B_V] = R * KV * 4, [B_ATT] = R * Q * 4, [B_TMP] = R * D * 4,
                              [B_GATE] = R * c->ffn * 4, [B_UP] = R * c->ffn * 4, [B_LOGITS] = (size_t)c->vocab * 4,
-                             [B_GIDS] = 4, [B_QKV] = (Q + 2 * KV) * 4, [B_GU] = 2 * (size_t)c->ffn * 4,
+                             [B_GIDS] = 4, [B_QKV] = (R < NU_MATVEC_MAX_ROWS ? R : NU_MATVEC_MAX_ROWS) * (Q + 2 * KV) * 4,
+                             [B_GU] = 2 * (size_t)c->ffn * 4,
                              [B_H16] = R * (D > Q ? (D > c->ffn ? D : c->ffn) : (Q > c->ffn ? Q : c->ffn)) * 2,
                              [B_Q16] = R * Q * 2,
                              /* a layer's largest matrix as F16 (prefill of block weights: w16) */
-                             [B_W16] = (m->w16 ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4)};
+                             [B_W16] = (m->w16 || m->repacked ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4)};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
                                                "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
                                                "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight"};
@@ -262,7 +320,8 @@ static nu_status linear(nu_commands *c, uint32_t rows, const nu_tensor *y, const
 static nu_status prefill_linear(nu_llm_model *m, nu_commands *c, uint32_t rows, const nu_tensor *y, const nu_tensor *w,
                                 const nu_tensor *x)
 {
-    if (!m->w16 || rows <= NU_MATVEC_MAX_ROWS || (w->dtype != NU_DTYPE_Q8_0 && w->dtype != NU_DTYPE_Q4_0))
+    bool soa = w->dtype == NU_DTYPE_Q4_0_SOA; /* the products take it only as F16 */
+    if (rows <= NU_MATVEC_MAX_ROWS || (!soa && (!m->w16 || (w->dtype != NU_DTYPE_Q8_0 && w->dtype != NU_DTYPE_Q4_0))))
         return linear(c, rows, y, w, x);
     nu_tensor w16 = nu_tensor_make(m->buf[B_W16], 0, NU_DTYPE_F16, 2, w->shape);
     nu_status st = nu_op_copy(c, &w16, w);
@@ -294,6 +353,62 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
             return st;                                                                                             \
     } while (0)
 
+/* One layer of a pass of at most NU_MATVEC_MAX_ROWS rows (decode) in 6 dependency levels: x is
+ * the residual stream, never normalised in place; each RMSNorm is done by the product that reads
+ * it, the residual adds by the products that end each half, and the SwiGLU by the gate-up product
+ * (nu_op_matvec_fused); the keys are rotated on their way into the cache (nu_op_kv_append_rope):
+ *   qkv = norm(x) Wqkv^T | q = rope(q); K[pos] = rope(k); V[pos] = v | att = attention(q, K, V) |
+ *   x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
+ * (attention is one level where its combine runs inside its split kernel). */
+static nu_status record_layer_fused(nu_llm_model *m, nu_commands *c, llm_layer *y, uint32_t rows, uint32_t start,
+                                    bool graph)
+{
+    const nu_llm_config *cf = &m->cfg;
+    int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
+    nu_status st;
+    nu_tensor x = view2(m->buf[B_X], R, D);
+    nu_tensor q3 = view3(m->buf[B_Q], R, H, HD), k3 = view3(m->buf[B_K], R, KVH, HD), v3 = view3(m->buf[B_V], R, KVH, HD);
+    nu_tensor att3 = view3(m->buf[B_ATT], R, H, HD), att2 = view2(m->buf[B_ATT], R, H * HD);
+    nu_tensor h = view2(m->buf[B_GATE], R, F);
+    nu_matvec_desc attn_in = {.norm_weight = &y->attn_norm, .norm_eps = cf->rms_eps};
+    if (y->qkv_stacked) { /* one product into [q | k | v] a row */
+        int64_t all = (H + 2 * KVH) * HD;
+        nu_tensor qkv = view2(m->buf[B_QKV], R, all);
+        TRY(nu_op_matvec_fused(c, &qkv, &y->wqkv, &x, &attn_in));
+        int64_t qs[3] = {R, H, HD}, ks[3] = {R, KVH, HD}, row = all;
+        q3 = nu_tensor_make(m->buf[B_QKV], 0, NU_DTYPE_F32, 3, qs);
+        k3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
+        v3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
+        q3.strides[0] = k3.strides[0] = v3.strides[0] = row; /* rows of [q | k | v] */
+    } else {
+        nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD),
+                  v2 = view2(m->buf[B_V], R, KVH * HD);
+        TRY(nu_op_matvec_fused(c, &q2, &y->wq, &x, &attn_in));
+        TRY(nu_op_matvec_fused(c, &k2, &y->wk, &x, &attn_in));
+        TRY(nu_op_matvec_fused(c, &v2, &y->wv, &x, &attn_in));
+    }
+    nu_rope_desc rope_q = {m->src->rope_layout, cf->rope_theta, 0, (int32_t)start, NULL};
+    nu_rope_desc rope_k = {m->src->rope_layout, cf->rope_theta, 0, 0, NULL}; /* the append's position drives it */
+    TRY(nu_op_rope(c, &q3, &q3, &rope_q));
+    if (graph)
+        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope));
+    TRY(nu_op_kv_append_rope(c, &y->kc, &k3, start, &rope_k));
+    if (graph)
+        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos));
+    TRY(nu_op_kv_append(c, &y->vc, &v3, start));
+    if (graph)
+        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos));
+    nu_attention_desc ad = {0, !graph, start, graph ? m->positions : start + rows};
+    TRY(nu_op_attention(c, &att3, &q3, &y->kc, &y->vc, &ad));
+    if (graph)
+        TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen));
+    nu_matvec_desc add = {.residual = &x};
+    TRY(nu_op_matvec_fused(c, &x, &y->wo, &att2, &add)); /* x += att Wo^T */
+    nu_matvec_desc ffn_in = {.norm_weight = &y->ffn_norm, .norm_eps = cf->rms_eps, .glu_up = &y->up};
+    TRY(nu_op_matvec_fused(c, &h, &y->gate, &x, &ffn_in));
+    return nu_op_matvec_fused(c, &x, &y->down, &h, &add); /* x += h Wd^T */
+}
+
 /* Records the forward pass of `rows` tokens at `start` into c. graph: the decode graph (one row:
  * the id from the graph's buffer, parameters declared for the position). */
 static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, bool graph)
@@ -313,6 +428,14 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     nu_attention_desc ad = {0, !graph, start, graph ? m->positions : start + rows};
 
     TRY(nu_op_gather(c, &x, &m->embed, &ids));
+    if (m->fused && rows <= NU_MATVEC_MAX_ROWS) {
+        for (uint32_t l = 0; l < cf->layers; l++)
+            TRY(record_layer_fused(m, c, &m->layers[l], rows, start, graph));
+        nu_tensor last, logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
+        TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
+        nu_matvec_desc out_in = {.norm_weight = &m->out_norm, .norm_eps = cf->rms_eps};
+        return nu_op_matvec_fused(c, &logits, &m->output, &last, &out_in);
+    }
     for (uint32_t l = 0; l < cf->layers; l++) {
         llm_layer *y = &m->layers[l];
         if (l == 0) /* later layers' come with the previous layer's last residual add */
@@ -426,6 +549,7 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     m->prefill_f16 = opt.prefill_f16 > 0 ||
                      (opt.prefill_f16 == 0 && nu_device_get_info(device)->features[NU_FEATURE_COOPERATIVE_MATRIX]);
     m->w16 = m->prefill_f16;
+    m->fused = !getenv("NUVEC_LLM_NO_FUSION"); /* the separate ops, for comparisons */
     size_t plen = strlen(path);
     nu_status st = plen > 5 && !strcmp(path + plen - 5, ".gguf") ? nu_llm__gguf_open(device, path, &m->src)
                                                                   : nu_llm__hf_open(device, path, &m->src);
@@ -456,7 +580,8 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
         st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_open: no memory");
         goto fail;
     }
-    if ((st = load_weights(m, opt.weights_f16)) != NU_OK || (st = alloc_state(m)) != NU_OK)
+    if ((st = load_weights(m, opt.weights_f16)) != NU_OK ||
+        (opt.repack_q4_0 >= 0 && (st = repack_q4_0(m)) != NU_OK) || (st = alloc_state(m)) != NU_OK)
         goto fail;
     stack_layers(m);
     if (!m->by_commands && (st = build_graph(m)) != NU_OK)
@@ -532,7 +657,7 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     for (uint32_t l = 0; l < m->cfg.layers; l++) {
         llm_layer *y = &m->layers[l];
         if ((st = nv(m, nu_graph_set_param(m->graph, y->p_qrope, &ipos, 4), "a graph parameter")) != NU_OK ||
-            (st = nv(m, nu_graph_set_param(m->graph, y->p_krope, &ipos, 4), "a graph parameter")) != NU_OK ||
+            (!m->fused && (st = nv(m, nu_graph_set_param(m->graph, y->p_krope, &ipos, 4), "a graph parameter")) != NU_OK) ||
             (st = nv(m, nu_graph_set_param(m->graph, y->p_kpos, &pos, 4), "a graph parameter")) != NU_OK ||
             (st = nv(m, nu_graph_set_param(m->graph, y->p_vpos, &pos, 4), "a graph parameter")) != NU_OK ||
             (st = nv(m, nu_graph_set_param(m->graph, y->p_kvlen, &len, 4), "a graph parameter")) != NU_OK)

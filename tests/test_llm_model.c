@@ -4,7 +4,8 @@
  * weights against F32; stories260K (GQA, head_dim 8): the decode graph's logits at every position
  * against a fresh prefill of the same tokens (matrix products, prefill attention), and its first
  * 36 greedy tokens with an F16 KV cache as with F32 (the README's near tie at 37); bad folders and
- * config.json files refused with their messages. */
+ * config.json files refused with their messages; a random-weight Q4_0 model of rows a multiple of
+ * 256 (make-gguf's "small") decoded with its matrices repacked (Q4_0_SOA) as without. */
 #include "harness.h"
 
 #include <math.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "make_gguf.h"
 #include "nuvec_llm.h"
 
 static const char *models_dir(void)
@@ -210,6 +212,58 @@ static void stories_decode_graph_against_prefill(void **state)
     nu_llm_model_free(m);
     free(logits);
     free(one);
+    nt_close(d);
+}
+
+/* make-gguf's "small" shape in Q4_0 (rows of 256 and 512): open with the matrices repacked
+ * (NU_DTYPE_Q4_0_SOA, the default) and without (repack_q4_0 = -1); a prompt through prefill (the
+ * repacked matrices dequantized to F16 for the products) and greedy decode (the fused layer on
+ * the repacked products) give the same ids, and logits within 1e-3 of the file's layout (both
+ * round x as the Q4_0 products do; only the order of the sums differs). */
+static void repacked_q4_0_decodes_as_the_file(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/llm-small-q4_0.gguf", nt_tmp_dir());
+    make_gguf_options mo = {.shape = make_gguf_find_shape("small"), .dtype = NU_DTYPE_Q4_0, .path = path, .seed = 7};
+    assert_non_null(mo.shape);
+    NT_OK(make_gguf(&mo, NULL));
+    enum { NP = 12, N = 24 };
+    int32_t prompt[NP], ids[2][N];
+    for (int i = 0; i < NP; i++)
+        prompt[i] = (int32_t)(1 + 37 * i % 500);
+    float *logits[2];
+    uint64_t active[2];
+    for (int r = 0; r < 2; r++) {
+        nu_llm_model_options o = {.repack_q4_0 = r ? -1 : 0};
+        nu_llm_model *m;
+        nu_memory_stats before, after;
+        NT_OK(nu_memory_get_stats(d, &before));
+        LLM_OK(nu_llm_model_open(d, path, &o, &m));
+        NT_OK(nu_memory_get_stats(d, &after));
+        active[r] = after.active - before.active;
+        uint32_t V = nu_llm_model_config(m)->vocab;
+        logits[r] = malloc((size_t)N * V * sizeof(float));
+        assert_non_null(logits[r]);
+        greedy(m, prompt, NP, ids[r], N, logits[r]);
+        nu_llm_model_free(m);
+    }
+    /* the repacked copies: 2 layers of q, k, v, o (256 x 256, 2 x 128 x 256 of them for k, v),
+     * gate, up (512 x 256) and down (256 x 512) at 18 bytes a block of 32, and the output matrix */
+    uint64_t matrices = 2 * ((256 + 128 + 128 + 256) * 256 + 3 * 512 * 256) / 32 * 18 + 512 * 256 / 32 * 18;
+    if (active[0] < active[1] + matrices)
+        fail_msg("the repacked model holds %llu bytes more than the file's layout; the repacked matrices are %llu",
+                 (unsigned long long)(active[0] - active[1]), (unsigned long long)matrices);
+    assert_memory_equal(ids[0], ids[1], sizeof ids[0]);
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)N * 512; i++)
+        worst = fmax(worst, fabs((double)logits[0][i] - logits[1][i]));
+    if (!(worst < 1e-3))
+        fail_msg("repacked and file-layout Q4_0 logits differ by %g", worst);
+    free(logits[0]);
+    free(logits[1]);
+    unlink(path);
     nt_close(d);
 }
 
@@ -469,6 +523,7 @@ int main(void)
         cmocka_unit_test(aidreams_bf16_and_f16_weights),
         cmocka_unit_test(stories_decode_graph_against_prefill),
         cmocka_unit_test(gguf_files),
+        cmocka_unit_test(repacked_q4_0_decodes_as_the_file),
         cmocka_unit_test(tokenizer_json),
         cmocka_unit_test(refuses_bad_models),
     };

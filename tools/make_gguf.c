@@ -17,6 +17,7 @@
 
 static const make_gguf_shape SHAPES[] = {
     {"tiny", 64, 2, 4, 2, 128, 512, 128, 10000.0f},
+    {"small", 256, 2, 4, 2, 512, 512, 128, 10000.0f}, /* rows of 256 and 512: Q4_0_SOA's multiples of 256 */
     {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f},
     {"llama-8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f},
 };
@@ -437,13 +438,14 @@ nu_status make_gguf(const make_gguf_options *o, uint64_t *data_bytes)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nuvec make-gguf --shape llama-7b|llama-8b|tiny --dtype f16|q8_0|q4_0|bf16|f32 --out FILE\n"
+    fprintf(f, "usage: nuvec make-gguf --shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0|bf16|f32 --out FILE\n"
                "                        [--seed S] [--layers N] [--threads N]\n"
                "  Writes a GGUF v3 Llama model of random weights (normal-ish, scale 0.02; norms near 1) with\n"
                "  llama.cpp's keys, tensor names and a placeholder SentencePiece vocabulary, for benchmarks.\n"
                "  Shapes: llama-7b (dim 4096, 32 layers, 32 heads, 32 KV heads, FFN 11008, vocab 32000),\n"
                "  llama-8b (dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, vocab 128256, rope theta\n"
-               "  500000), tiny (dim 64, 2 layers, 4 heads, 2 KV heads, FFN 128, vocab 512). Norms are F32,\n"
+               "  500000), tiny (dim 64, 2 layers, 4 heads, 2 KV heads, FFN 128, vocab 512), small (dim 256,\n"
+               "  2 layers, 4 heads, 2 KV heads, FFN 512, vocab 512: rows a multiple of 256). Norms are F32,\n"
                "  the matrices in the dtype. --layers N writes only N blocks; --threads N generates on N threads\n"
                "  (default: one a CPU, at most 16); the output is the same for every thread count.\n");
 }
@@ -481,7 +483,7 @@ int cli_make_gguf(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--shape") && v) {
             if (!(o.shape = make_gguf_find_shape(v))) {
-                fprintf(stderr, "nuvec make-gguf: unknown shape '%s' (llama-7b, llama-8b, tiny)\n", v);
+                fprintf(stderr, "nuvec make-gguf: unknown shape '%s' (llama-7b, llama-8b, tiny, small)\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--dtype") && v) {

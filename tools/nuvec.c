@@ -16,7 +16,7 @@ static void usage(FILE *f)
             "                           pipelined computation with and without reuse of in-flight memory\n"
             "  load FILE.safetensors [--to-gpu] [--device NAME]\n"
             "                           lists the tensors; --to-gpu moves them into device memory (GB/s)\n"
-            "  make-gguf --shape llama-7b|llama-8b|tiny --dtype f16|q8_0|q4_0 --out FILE [--seed S] [--layers N]\n"
+            "  make-gguf --shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0 --out FILE [--seed S] [--layers N]\n"
             "                           writes a GGUF Llama model of random weights, for benchmarks\n"
             "  bench NAME [--json]      benchmarks: alloc, dispatch, submit, graph, pipeline, upload, ops, llm\n"
             "                           (nuvec bench --help)\n"

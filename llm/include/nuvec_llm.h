@@ -215,6 +215,13 @@ typedef struct nu_llm_model_options {
     int prefill_f16;         /* prefill's matrix-product inputs and attention's q rounded to F16:
                               * 0 on devices with cooperative matrices, whose kernels take F16 (the
                               * matrix units), 1 always, -1 never (F32 like decode) */
+    int repack_q4_0;         /* a layer's Q4_0 matrices (and a Q4_0 output matrix) repacked once at
+                              * open into NU_DTYPE_Q4_0_SOA, which the matrix-vector products read
+                              * with coalesced loads (nuvec/dtype.h); prefill dequantizes them to
+                              * F16 before each product. 0 (default) and 1: where every row's
+                              * length is a multiple of 256; -1 never. Costs the matrices' bytes
+                              * again in device memory (the file's copy stays for the embedding
+                              * rows and the norms) */
 } nu_llm_model_options;
 
 typedef struct nu_llm_model nu_llm_model;
