@@ -700,7 +700,7 @@ static void fused_fields_alone_and_combined_for_every_dtype(void **state)
 
 /* The fused forms at larger shapes and other knobs: K 4096 (the dot path's many blocks; the float
  * vector path without a tail), M 8, the shared-memory reduction (subgroup=0), split row groups
- * on the dot path and one row a workgroup. */
+ * on the dot path and glurows (the rows of a GLU) below rows. */
 static void fused_at_other_shapes_and_knobs(void **state)
 {
     (void)state;
@@ -712,7 +712,7 @@ static void fused_at_other_shapes_and_knobs(void **state)
                        variant, &seed);
     for (int wd = 0; wd < 5; wd++, variant++)
         run_fused_case(d, every_weight[wd], F_NORM | F_IN_PLACE, 1, 67, 4096, variant, &seed);
-    const char *knobs[3] = {"subgroup=0", "local=64 split=2 rows=3 unroll=1", "rows=1 unroll=3"};
+    const char *knobs[3] = {"subgroup=0", "local=64 split=2 rows=3 unroll=1", "rows=4 unroll=3 glurows=1"};
     for (int t = 0; t < 3; t++) {
         assert_int_equal(setenv("NUVEC_MATVEC", knobs[t], 1), 0);
         for (int wd = t; wd < 5; wd += 2, variant++) { /* run_fused_case's float path run of block

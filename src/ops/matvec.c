@@ -46,6 +46,7 @@ typedef struct matvec_tune {
     int dot;      /* -1: the dot path for block weights where it applies; 0: never */
     uint32_t groups; /* the dot path's most workgroups (each quantizes x once); 0: as many as the rows need */
     uint32_t split;  /* the dot path's subgroups a row group */
+    uint32_t glu_rows; /* rows with a GLU (gate and up rows each: twice the loads); 0: as rows */
 } matvec_tune;
 
 /* The defaults: see below (the .comp's header describes each knob). */
@@ -57,8 +58,8 @@ typedef struct matvec_tune {
 static matvec_tune default_tune(nu_dtype w, int64_t m)
 {
     if (w == NU_DTYPE_F32)
-        return (matvec_tune){128, 2, 2, -1, -1, 0, 1};
-    return (matvec_tune){256, m > 2 ? 4 : 2, 2, -1, -1, 0, 1};
+        return (matvec_tune){128, 2, 2, -1, -1, 0, 1, 0};
+    return (matvec_tune){256, m > 2 ? 4 : 2, 2, -1, -1, 0, 1, 0};
 }
 /* The dot path's defaults (kernels/matvec/matvec_dot.comp): measured on the H200 (bench/RESULTS.md,
  * 2026-12-01, NUVEC_MATVEC sweeps of `nuvec bench ops --filter matvec`): 1024 threads, a row per
@@ -67,7 +68,7 @@ static matvec_tune default_tune(nu_dtype w, int64_t m)
 static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t rows, uint32_t split, uint32_t fuse);
 static matvec_tune default_dot_tune(void)
 {
-    return (matvec_tune){1024, 1, 4, -1, -1, 264, 0}; /* split 0: chosen by auto_split once the knobs are read */
+    return (matvec_tune){1024, 1, 4, -1, -1, 264, 0, 0}; /* split 0: chosen by auto_split once the knobs are read */
 }
 /* Two subgroups a row where the rows are fewer than the grid's subgroups (4096 rows: 45% of the
  * copy bandwidth for Q8_0 against 41%, Q4_0 28% against 25%; 11008 rows and more: one), where the
@@ -82,10 +83,12 @@ static uint32_t auto_split(nu_device *d, const matvec_tune *t, int64_t m, int64_
     return 1;
 }
 
-/* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1 dot=0|1 groups=G split=S" overrides the defaults
- * (for sweeping the knobs on a device without rebuilding, and for testing the float path where the
- * dot path applies); any key may be left out. dot=0 keeps block weights on the float path; the
- * other knobs apply to the path taken. */
+/* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1 dot=0|1 groups=G split=S glurows=R" overrides
+ * the defaults (for sweeping the knobs on a device without rebuilding, and for testing the float
+ * path where the dot path applies); any key may be left out. dot=0 keeps block weights on the
+ * float path; glurows the rows of fused products with a GLU (each row group loads its gate and up
+ * rows: a GLU's best may be half the plain product's rows; not measured yet); the other knobs
+ * apply to the path taken. */
 static bool env_wants_dot(void)
 {
     const char *s = getenv("NUVEC_MATVEC");
@@ -104,6 +107,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 1, 8, false, &t->unroll);
     if (!strcmp(key, "groups"))
         return nu__op_knob_u32(value, 0, 65535, false, &t->groups);
+    if (!strcmp(key, "glurows"))
+        return nu__op_knob_u32(value, 0, 8, false, &t->glu_rows);
     if (!strcmp(key, "split"))
         return nu__op_knob_u32(value, 1, 32, true, &t->split);
     if (!strcmp(key, "subgroup") && nu__op_knob_u32(value, 0, 1, false, &v))
@@ -117,7 +122,7 @@ static nu_status env_tune(nu_device *d, const char *fn, matvec_tune *t)
 {
     nu_status st = nu__op_env_knobs(d, fn, "NUVEC_MATVEC",
                                     "local=32..1024 (a power of two), rows=1..8, unroll=1..8, subgroup=0|1, dot=0|1, "
-                                    "groups=0..65535, split=1..32 (a power of two)",
+                                    "groups=0..65535, split=1..32 (a power of two), glurows=0..8 (0: as rows)",
                                     apply_knob, t);
     if (st == NU_OK && t->local > d->info.max_workgroup_size[0])
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NUVEC_MATVEC has local=%u; %s takes at most %u", fn, t->local,
@@ -220,6 +225,8 @@ static nu_status record_dot(nu_commands *c, const mv_call *a)
     nu_status st;
     if ((st = env_tune(d, fn, &tune)) != NU_OK)
         return st;
+    if ((a->fuse & MV_GLU) && tune.glu_rows)
+        tune.rows = tune.glu_rows;
     if (!tune.split)
         tune.split = auto_split(d, &tune, m, n, k, a->fuse);
     uint32_t sg = d->info.subgroup_size;
@@ -274,6 +281,8 @@ static nu_status record_float(nu_commands *c, const mv_call *a)
         tune.rows /= 2;
     if ((st = env_tune(d, a->fn, &tune)) != NU_OK)
         return st;
+    if ((a->fuse & MV_GLU) && tune.glu_rows)
+        tune.rows = tune.glu_rows;
     bool subgroup = tune.subgroup && can_subgroup;
     bool wvec = !block && rows_aligned(a->weight, a->first[1]) && (!a->up || rows_aligned(a->up, a->first[4]));
     uint32_t flags = (subgroup ? 1u : 0u) | (wvec ? 2u : 0u) | (rows_aligned(a->x, a->first[2]) ? 4u : 0u) |
