@@ -2,7 +2,8 @@
  * float64 CPU reference: every weight dtype (F32, F16, BF16, Q8_0, Q4_0) with float x and dst
  * of each dtype, 1 to 8 rows of x, odd N and K (tails), unaligned, sliced (strided rows) and
  * transposed views, more row groups than one grid holds, the kernel's knobs; and what it
- * refuses.
+ * refuses. Then nu_op_matvec_fused (norm_weight, glu_up, residual, alone and combined) the same
+ * way, with its own reference and tolerance (stated above fused_case).
  *
  * Tolerance: the reference sums in double the products of the exact element values (block
  * weights dequantized: the values the kernel must see), so the kernel's only error is F32
@@ -38,12 +39,12 @@ static nu_status record_matvec(nu_commands *c, void *arg)
 
 /* Whether nu_op_matvec may take the dot path for these weights and m rows of x (see above; x's
  * rows must fit in shared memory: 48 bytes a block and row, K / 32 rounded up to 64 blocks, and
- * 4 bytes more). */
+ * 8 bytes more: one float each of the unused split sums and sums of squares). */
 static bool dot_path_possible(nu_device *d, const nu_tensor *w, int64_t m)
 {
     const char *env = getenv("NUVEC_MATVEC");
     const nu_device_info *info = nu_device_get_info(d);
-    uint64_t shared = 48ull * (uint64_t)m * (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64) + 4;
+    uint64_t shared = 48ull * (uint64_t)m * (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64) + 8;
     return (w->dtype == NU_DTYPE_Q8_0 || w->dtype == NU_DTYPE_Q4_0) && info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] &&
            (info->subgroup_operations & NU_SUBGROUP_ARITHMETIC) && (info->subgroup_operations & NU_SUBGROUP_SHUFFLE) &&
            info->subgroup_size % 8 == 0 && shared <= info->max_shared_memory &&
