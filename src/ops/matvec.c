@@ -1,10 +1,11 @@
 /* matvec.c: matrix-vector and skinny matrix products against float and block-quantized weights
  * (nu_op_matvec), alone or fused with the RMSNorm of x, a gated linear unit and a residual add
- * (nu_op_matvec_fused: nu_op_matvec is its NULL desc, one code path). Two kernels: the float path (kernels/matvec/matvec_kernel.glsl, built as
- * matvec.comp and matvec_sg.comp), and for Q8_0 / Q4_0 weights on devices with integer dot
- * products the dot path (kernels/matvec/matvec_dot.comp: x quantized to 8 bits per block). Each
- * kernel's header describes its layout and knobs; the fused forms are specialisation constants
- * (FUSE 0 compiles to the plain product). */
+ * (nu_op_matvec_fused: nu_op_matvec is its NULL desc, one code path). Two kernels: the float
+ * path (kernels/matvec/matvec_kernel.glsl, built as matvec.comp and matvec_sg.comp), and for
+ * Q8_0 / Q4_0 weights on devices with integer dot products the dot path
+ * (kernels/matvec/matvec_dot.comp: x quantized to 8 bits per block). Each kernel's header
+ * describes its layout and knobs; the fused forms are specialisation constants (FUSE 0 compiles
+ * to the plain product). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
