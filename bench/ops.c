@@ -14,7 +14,12 @@
  * same output, so hazard tracking puts a barrier between them, as between the steps of a model)
  * between two GPU timestamps; the time per op is the median over runs of that span / reps. The
  * "matvec_indep" cases write a different output each repetition: no barrier between them, as
- * between the independent projections of one token (q, k and v; gate and up). */
+ * between the independent projections of one token (q, k and v; gate and up). The
+ * "matvec_fus" cases are nu_op_matvec_fused at a decode layer's four products (qkv with the
+ * RMSNorm, o and down with the residual added in place, the stacked gate-up with the RMSNorm and
+ * the SwiGLU), each after a "matvec_sep" case running the separate ops it replaces (rms_norm,
+ * matvec, add, swiglu: a barrier between each); the fused row's target column says how much
+ * faster it is (the separate ops' time over its own). GB/s of both: the weights' bytes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +51,17 @@ typedef enum op_kind {
     K_MATMUL_DQ, /* shape: m, n, k: a block weight dequantized to F16 (nu_op_copy), then the F16 product */
     K_ATTN_DECODE,  /* shape: context, kv_heads (32 query heads of 128, 1 token, F16) */
     K_ATTN_PREFILL, /* shape: tokens (32 heads of 128, causal, F16) */
+    K_MV_FUSED,     /* nu_op_matvec_fused (sub: mv_form); shape: n, k */
+    K_MV_SEPARATE,  /* the separate ops the fused form replaces (sub: mv_form); shape: n, k */
 } op_kind;
+
+/* The fused forms a decode layer uses (K_MV_FUSED, K_MV_SEPARATE). */
+typedef enum mv_form {
+    MV_NORM,     /* y = W rms_norm(x)                      separate: rms_norm, matvec */
+    MV_RESIDUAL, /* x += W a (in place)                    separate: matvec, add */
+    MV_NORM_GLU, /* h = swiglu of [gate | up] rms_norm(x) (a stacked [2n, k] weight)
+                  *                                        separate: rms_norm, matvec, swiglu */
+} mv_form;
 
 typedef struct bench_case {
     const char *name;   /* "add", "copy" */
@@ -72,7 +87,8 @@ typedef struct bench_tensors {
     int nbuf;
     nu_tensor t[MAX_TENSORS]; /* 0: dst */
     nu_tensor weights[MAX_COPIES];
-    nu_tensor outs[MAX_COPIES]; /* matvec_indep: an output per weight copy; attention decode: V caches */
+    nu_tensor outs[MAX_COPIES]; /* matvec_indep: an output per weight copy; attention decode: V caches;
+                                 * matvec_sep: [0] the stacked gate-up product */
     int copies;
 } bench_tensors;
 
@@ -203,6 +219,29 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
             st = new_tensor(d, bt, k->out_dtype, 2, out, FILL, &bt->outs[i]);
         return st;
     }
+    case K_MV_FUSED:
+    case K_MV_SEPARATE: {
+        /* t: 0 dst [1, n], 1 x [1, k], 2 the norm's weight [k], 3 the separate ops' intermediate
+         * (rms_norm's output [1, k], or the product [1, n] the add takes); weights [n, k] or
+         * [2n, k] (gate-up), rotated like matvec's. */
+        bool glu = k->sub == MV_NORM_GLU;
+        int64_t n = s[0], kk = s[1], w[2] = {glu ? 2 * n : n, kk}, x[2] = {1, kk}, g[1] = {kk}, out[2] = {1, n},
+                gu[2] = {1, 2 * n};
+        int64_t mid[2] = {1, k->sub == MV_RESIDUAL ? n : kk};
+        if ((st = new_tensor(d, bt, NU_DTYPE_F32, 2, out, FILL, &bt->t[0])) == NU_OK &&
+            (st = new_tensor(d, bt, NU_DTYPE_F32, 2, x, FILL, &bt->t[1])) == NU_OK &&
+            (st = new_tensor(d, bt, NU_DTYPE_F32, 1, g, FILL, &bt->t[2])) == NU_OK)
+            st = new_tensor(d, bt, NU_DTYPE_F32, 2, mid, FILL, &bt->t[3]);
+        if (st == NU_OK && glu)
+            st = new_tensor(d, bt, NU_DTYPE_F32, 2, gu, FILL, &bt->outs[0]);
+        nu_tensor probe = nu_tensor_make(NULL, 0, k->dtype, 2, w);
+        uint64_t per = nu_tensor_span_bytes(&probe);
+        bt->copies = (int)((ROTATE_BYTES + per - 1) / per);
+        bt->copies = bt->copies > MAX_COPIES ? MAX_COPIES : bt->copies < 1 ? 1 : bt->copies;
+        for (int i = 0; i < bt->copies && st == NU_OK; i++)
+            st = new_tensor(d, bt, k->dtype, 2, w, FILL, &bt->weights[i]);
+        return st;
+    }
     case K_MATMUL:
     case K_MATMUL_DQ: {
         int64_t a[2] = {s[0], s[2]}, w[2] = {s[1], s[2]}, out[2] = {s[0], s[1]};
@@ -234,6 +273,45 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
     }
     }
     return NU_ERROR_INVALID_ARGUMENT;
+}
+
+/* A decode layer's fused product (K_MV_FUSED) or the separate ops it replaces (K_MV_SEPARATE). */
+static nu_status record_mv_form(nu_commands *c, const bench_case *k, const bench_tensors *bt, int rep)
+{
+    const nu_tensor *t = bt->t, *w = &bt->weights[rep % bt->copies];
+    const float eps = 1e-5f;
+    int64_t n = k->shape_v[0];
+    nu_status st;
+    if (k->kind == K_MV_FUSED) {
+        nu_matvec_desc desc = {0};
+        nu_tensor gate, up;
+        if (k->sub != MV_RESIDUAL)
+            desc.norm_weight = &t[2], desc.norm_eps = eps;
+        if (k->sub == MV_RESIDUAL)
+            desc.residual = &t[0]; /* in place: x += W a */
+        if (k->sub == MV_NORM_GLU) {
+            if ((st = nu_tensor_slice(w, 0, 0, n, &gate)) != NU_OK || (st = nu_tensor_slice(w, 0, n, n, &up)) != NU_OK)
+                return st;
+            desc.glu_up = &up;
+            w = &gate;
+        }
+        return nu_op_matvec_fused(c, &t[0], w, &t[1], &desc);
+    }
+    if (k->sub == MV_RESIDUAL) {
+        if ((st = nu_op_matvec(c, &t[3], w, &t[1])) != NU_OK)
+            return st;
+        return nu_op_binary(c, NU_BINARY_ADD, &t[0], &t[0], &t[3]);
+    }
+    if ((st = nu_op_rms_norm(c, &t[3], &t[1], &t[2], eps)) != NU_OK)
+        return st;
+    if (k->sub == MV_NORM)
+        return nu_op_matvec(c, &t[0], w, &t[3]);
+    const nu_tensor *gu = &bt->outs[0];
+    nu_tensor g, u;
+    if ((st = nu_op_matvec(c, gu, w, &t[3])) != NU_OK || (st = nu_tensor_slice(gu, 1, 0, n, &g)) != NU_OK ||
+        (st = nu_tensor_slice(gu, 1, n, n, &u)) != NU_OK)
+        return st;
+    return nu_op_swiglu(c, &t[0], &g, &u);
 }
 
 static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors *bt, int rep)
@@ -283,6 +361,9 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
         nu_attention_desc ad = {0, true, 0, (uint32_t)k->shape_v[0]};
         return nu_op_attention(c, &t[0], &t[1], &t[2], &t[3], &ad);
     }
+    case K_MV_FUSED:
+    case K_MV_SEPARATE:
+        return record_mv_form(c, k, bt, rep);
     }
     return NU_ERROR_INVALID_ARGUMENT;
 }
@@ -371,7 +452,7 @@ int bench_ops(int argc, char **argv)
     /* Matrix-vector products: the four decode shapes (n x k) of a 7B Llama, one token. */
     static const int64_t mvs[4][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}};
     static const char *const mvn[4] = {"4096x4096", "11008x4096", "4096x11008", "32000x4096"};
-    bench_case cases[160] = {
+    bench_case cases[192] = {
         {"copy", big, K_COPY, 0, U32, U32, 1, {n32}, 2 * sz, "the reference", 0},
         {"add", big, K_BINARY, NU_BINARY_ADD, F32, F32, 1, {n32}, 3 * sz, ew, 0},
         {"add", big, K_BINARY, NU_BINARY_ADD, F16, F16, 1, {n16}, 3 * sz, ew, 0},
@@ -424,6 +505,26 @@ int bench_ops(int argc, char **argv)
             cases[ncases++] = (bench_case){"matvec_indep", mvn[si], K_MATVEC, 1, mvd[di], F32, 0,
                                            {mvs[si][0], mvs[si][1], 1}, (double)nu_tensor_span_bytes(&probe),
                                            nu_dtype_block_elements(mvd[di]) > 1 ? mq : mv, 0};
+        }
+    /* The fused products of a decode layer, each after the separate ops it replaces. */
+    static const struct {
+        const char *shape, *separate;
+        mv_form form;
+        int64_t n, k;
+    } mvf[4] = {{"qkv 6144x4096", "norm, matvec", MV_NORM, 6144, 4096},
+                {"o 4096x4096", "matvec, add", MV_RESIDUAL, 4096, 4096},
+                {"gu 2x11008x4096", "norm, mv, swiglu", MV_NORM_GLU, 11008, 4096},
+                {"down 4096x11008", "matvec, add", MV_RESIDUAL, 4096, 11008}};
+    static const nu_dtype mvfd[3] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    for (int di = 0; di < 3; di++)
+        for (int si = 0; si < 4; si++) {
+            int64_t ws[2] = {mvf[si].form == MV_NORM_GLU ? 2 * mvf[si].n : mvf[si].n, mvf[si].k};
+            nu_tensor probe = nu_tensor_make(NULL, 0, mvfd[di], 2, ws);
+            double bytes = (double)nu_tensor_span_bytes(&probe);
+            cases[ncases++] = (bench_case){"matvec_sep", mvf[si].shape, K_MV_SEPARATE, mvf[si].form, mvfd[di], F32, 0,
+                                           {mvf[si].n, mvf[si].k}, bytes, mvf[si].separate, 0};
+            cases[ncases++] = (bench_case){"matvec_fus", mvf[si].shape, K_MV_FUSED, mvf[si].form, mvfd[di], F32, 0,
+                                           {mvf[si].n, mvf[si].k}, bytes, "", 0};
         }
     /* Matrix products (TFLOP/s of 2 m n k) and attention. A CPU device (lavapipe: 2 to 6 GFLOP/s
      * on two shared cores) runs the square product at 512^3 instead of 1024^3 and skips the larger
@@ -503,7 +604,7 @@ int bench_ops(int argc, char **argv)
             printf(" %s%s", skipped[i], i + 1 < nskipped ? "," : "\n");
         printf("\n");
     }
-    double copy_gbps = 0;
+    double copy_gbps = 0, separate_s = 0; /* the last matvec_sep case's time (0: none or failed) */
     cJSON *root = json ? cJSON_CreateObject() : NULL, *jrows = NULL;
     if (root) {
         bench_json_device(root, d);
@@ -520,6 +621,8 @@ int bench_ops(int argc, char **argv)
         const bench_case *k = &cases[i];
         char full[96];
         snprintf(full, sizeof full, "%s %s %s", k->name, nu_dtype_name(k->dtype), k->shape);
+        if (k->kind == K_MV_SEPARATE)
+            separate_s = 0; /* until it is timed (a filtered out or failed one leaves no ratio) */
         if (filter && !strstr(full, filter) && i != 0)
             continue;
         bench_tensors bt = {0};
@@ -542,6 +645,15 @@ int bench_ops(int argc, char **argv)
         double gbps = k->bytes / s / 1e9;
         if (k->kind == K_COPY)
             copy_gbps = gbps;
+        /* A fused case's target: its speed-up over the separate ops timed just before it. */
+        char ratio[48];
+        const char *target = k->target;
+        if (k->kind == K_MV_SEPARATE)
+            separate_s = s;
+        if (k->kind == K_MV_FUSED && separate_s > 0 && i > 0 && cases[i - 1].kind == K_MV_SEPARATE) {
+            snprintf(ratio, sizeof ratio, "%.2fx the separate ops", separate_s / s);
+            target = ratio;
+        }
         double frac = copy_gbps > 0 ? gbps / copy_gbps : 0;
         if (root) {
             cJSON *r = cJSON_CreateObject();
@@ -555,14 +667,16 @@ int bench_ops(int argc, char **argv)
             if (k->flops > 0)
                 cJSON_AddNumberToObject(r, "tflops", k->flops / s / 1e12);
             cJSON_AddNumberToObject(r, "reps", reps);
-            cJSON_AddStringToObject(r, "target", k->target);
+            cJSON_AddStringToObject(r, "target", target);
+            if (target != k->target)
+                cJSON_AddNumberToObject(r, "speedup_over_separate", separate_s / s);
             cJSON_AddItemToArray(jrows, r);
         } else {
             char tf[16] = "-";
             if (k->flops > 0)
                 snprintf(tf, sizeof tf, "%.3g", k->flops / s / 1e12);
             printf("%-10s %-6s %-15s %10.2f %9.1f %7.0f%% %8s %6d  %s\n", k->name, nu_dtype_name(k->dtype), k->shape,
-                   s * 1e6, gbps, frac * 100, tf, reps, k->target);
+                   s * 1e6, gbps, frac * 100, tf, reps, target);
         }
     }
     bench_vk_fini(&vk);

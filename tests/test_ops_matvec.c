@@ -2,7 +2,8 @@
  * float64 CPU reference: every weight dtype (F32, F16, BF16, Q8_0, Q4_0) with float x and dst
  * of each dtype, 1 to 8 rows of x, odd N and K (tails), unaligned, sliced (strided rows) and
  * transposed views, more row groups than one grid holds, the kernel's knobs; and what it
- * refuses.
+ * refuses. Then nu_op_matvec_fused (norm_weight, glu_up, residual, alone and combined) the same
+ * way, with its own reference and tolerance (stated above fused_case).
  *
  * Tolerance: the reference sums in double the products of the exact element values (block
  * weights dequantized: the values the kernel must see), so the kernel's only error is F32
@@ -38,12 +39,12 @@ static nu_status record_matvec(nu_commands *c, void *arg)
 
 /* Whether nu_op_matvec may take the dot path for these weights and m rows of x (see above; x's
  * rows must fit in shared memory: 48 bytes a block and row, K / 32 rounded up to 64 blocks, and
- * 4 bytes more). */
+ * 8 bytes more: one float each of the unused split sums and sums of squares). */
 static bool dot_path_possible(nu_device *d, const nu_tensor *w, int64_t m)
 {
     const char *env = getenv("NUVEC_MATVEC");
     const nu_device_info *info = nu_device_get_info(d);
-    uint64_t shared = 48ull * (uint64_t)m * (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64) + 4;
+    uint64_t shared = 48ull * (uint64_t)m * (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64) + 8;
     return (w->dtype == NU_DTYPE_Q8_0 || w->dtype == NU_DTYPE_Q4_0) && info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] &&
            (info->subgroup_operations & NU_SUBGROUP_ARITHMETIC) && (info->subgroup_operations & NU_SUBGROUP_SHUFFLE) &&
            info->subgroup_size % 8 == 0 && shared <= info->max_shared_memory &&
@@ -450,6 +451,440 @@ static void refuses_bad_tensors(void **state)
     nt_close(d);
 }
 
+/* ---- nu_op_matvec_fused ------------------------------------------------------------------
+ * The reference of the fused forms, in double from the exact element values: s_m = 1 /
+ * sqrt(mean(x^2) + eps); x' = x * norm_weight (in float: the dot path quantizes that F32
+ * product per block, as the reference then does); P = s_m * sum(w x') for the gate (weight) and
+ * up; dst = silu(P_gate) * P_up + residual. Tolerance: each product's as above (F32 summation,
+ * x's rounding on the dot path) scaled by s_m, plus 2^-16 |P| for s_m's F32 sum of squares;
+ * through the GLU |silu'| <= 1.1 times |P_up| times the gate's error plus |silu(P_gate)| times
+ * the up's; then dst's rounding. Much tighter than any wrong formula: dropping norm_weight, s_m
+ * or eps (0.1 here, so that eps counts), silu(up) * gate, a lost residual each move the outputs
+ * by a good fraction of their size. */
+
+typedef struct fused_case {
+    const nu_tensor *dst, *w, *x;
+    nu_matvec_desc desc;
+} fused_case;
+
+static nu_status record_fused(nu_commands *c, void *arg)
+{
+    fused_case *k = arg;
+    return nu_op_matvec_fused(c, k->dst, k->w, k->x, &k->desc);
+}
+
+/* The exact values of the inputs (row-major over each view): w and up [n, k], x [m, k], g [k],
+ * r [m, n] (the residual's values before the run: for an in-place residual, dst's). NULL where
+ * desc has no such field. */
+typedef struct fused_ref {
+    const float *w, *up, *x, *g, *r;
+} fused_ref;
+
+/* Whether the dot path takes this call (dot_path_possible, with the norm's sums of squares: 4
+ * bytes a block and row). */
+static bool fused_dot_possible(nu_device *d, const nu_tensor *w, int64_t m, bool norm)
+{
+    const nu_device_info *info = nu_device_get_info(d);
+    uint64_t cap = (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64);
+    uint64_t shared = 48ull * (uint64_t)m * cap + 4 + (norm ? 4ull * (uint64_t)m * cap : 4);
+    return dot_path_possible(d, w, m) && shared <= info->max_shared_memory;
+}
+
+static double silu_d(double v) { return v / (1.0 + exp(-v)); }
+
+/* One product of the reference: sum_e w[e] xq[e] and its error bound (before s). */
+static double ref_dot(const float *w, const double *xq, const double *tie, int64_t k, double *err)
+{
+    double s = 0, sabs = 0, round = 0;
+    for (int64_t e = 0; e < k; e++) {
+        s += (double)w[e] * xq[e];
+        sabs += fabs((double)w[e] * xq[e]);
+        round += fabs((double)w[e]) * tie[e];
+    }
+    *err = sabs / 65536.0 + round;
+    return s;
+}
+
+/* Runs the fused product and checks dst against the reference (dst->values afterwards: the
+ * result). */
+static void check_fused(nu_device *d, nt_tensor *dst, const nu_tensor *w, const nu_tensor *x, const nu_matvec_desc *desc,
+                        const fused_ref *ref, const char *what)
+{
+    fused_case fc = {&dst->t, w, x, *desc};
+    nt_run(d, record_fused, &fc);
+    nt_tensor_download(dst);
+    int64_t m = x->shape[0], k = x->shape[1], n = w->shape[0];
+    bool dot = fused_dot_possible(d, w, m, desc->norm_weight != NULL);
+    float rel = nt_dtype_tolerance(dst->t.dtype);
+    double *xq = malloc((size_t)k * sizeof *xq), *tie = malloc((size_t)k * sizeof *tie);
+    float *xn = malloc((size_t)k * sizeof *xn);
+    for (int64_t i = 0; i < m; i++) {
+        const float *xr = ref->x + i * k;
+        double ss = 0;
+        for (int64_t e = 0; e < k; e++) {
+            ss += (double)xr[e] * xr[e];
+            xn[e] = desc->norm_weight ? xr[e] * ref->g[e] : xr[e]; /* a float product, as the kernels' */
+            xq[e] = desc->norm_weight ? (double)xr[e] * ref->g[e] : xr[e];
+            tie[e] = 0;
+        }
+        double s = desc->norm_weight ? 1.0 / sqrt(ss / (double)k + (double)desc->norm_eps) : 1.0;
+        if (dot) /* x' as the dot path rounds it (see check) */
+            for (int64_t b = 0; b < k / 32; b++) {
+                float amax = 0;
+                for (int64_t e = 32 * b; e < 32 * b + 32; e++)
+                    amax = fmaxf(amax, fabsf(xn[e]));
+                float inv = amax > 0 ? 127.0f / amax : 0.0f, dx = amax / 127.0f;
+                for (int64_t e = 32 * b; e < 32 * b + 32; e++) {
+                    float t = xn[e] * inv;
+                    xq[e] = (double)dx * (double)nearbyintf(t);
+                    tie[e] = fabsf(fabsf(t - truncf(t)) - 0.5f) < 1e-3f ? dx : 0.0;
+                }
+            }
+        for (int64_t j = 0; j < n; j++) {
+            double eg, eu = 0;
+            double pg = s * ref_dot(ref->w + j * k, xq, tie, k, &eg), pu = 0;
+            eg = s * eg + fabs(pg) / 65536.0;
+            double v = pg, err = eg;
+            if (desc->glu_up) {
+                pu = s * ref_dot(ref->up + j * k, xq, tie, k, &eu);
+                eu = s * eu + fabs(pu) / 65536.0;
+                v = silu_d(pg) * pu;
+                err = 1.1 * fabs(pu) * eg + fabs(silu_d(pg)) * eu + fabs(v) / 65536.0;
+            }
+            if (desc->residual) {
+                double r = ref->r[i * n + j];
+                err += (fabs(v) + fabs(r)) / (1 << 22);
+                v += r;
+            }
+            float want = nt_round_to(dst->t.dtype, (float)v);
+            float got = dst->values[i * n + j];
+            double tol = err + rel * fabs((double)want) + 1e-30;
+            if (!(fabs((double)got - (double)want) <= tol))
+                fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld%s)", what,
+                         (long long)i, (long long)j, (double)got, (double)want, tol, (long long)m, (long long)n,
+                         (long long)k, dot ? ", dot path" : "");
+        }
+    }
+    free(xq);
+    free(tie);
+    free(xn);
+}
+
+static const nu_dtype every_weight[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+
+static bool is_block(nu_dtype t) { return t == NU_DTYPE_Q8_0 || t == NU_DTYPE_Q4_0; }
+
+#define F_NORM 1
+#define F_GLU 2
+#define F_RES 4      /* a residual apart from dst */
+#define F_IN_PLACE 8 /* the residual is dst */
+
+/* One fused case: weight and glu_up the two stacked halves of one [2n, k] buffer (rows [0, n) and
+ * [n, 2n): a fused gate-up weight), norm_weight of its own dtype (unaligned or strided in some
+ * cases: the kernels' general loads), the residual apart (a transposed view in some cases) or dst
+ * itself. Block weights run on both paths: the dot path where it applies, the float path with
+ * NUVEC_MATVEC="dot=0" (and the dot path's results must differ from the float path's: x was
+ * rounded). */
+static void run_fused_case(nu_device *d, nu_dtype wd, int fields, int64_t m, int64_t n, int64_t k, int variant,
+                           uint64_t *seed)
+{
+    nu_dtype xd = floats[variant % 3], gd = floats[(variant + 1) % 3], dd = floats[(variant / 3 + 2) % 3];
+    int64_t fs[2] = {2 * n, k}, xs[2] = {m, k}, gs[1] = {k}, ds[2] = {m, n};
+    nt_tensor fused = is_block(wd) ? nt_tensor_quantized(d, wd, 2, fs, (uint64_t)(variant % 2), -1, 1, seed)
+                                   : nt_tensor_random(d, wd, 2, fs, (uint64_t)(variant % 4 == 3), -1, 1, seed);
+    nu_tensor w, up;
+    NT_OK(nu_tensor_slice(&fused.t, 0, 0, n, &w));
+    NT_OK(nu_tensor_slice(&fused.t, 0, n, n, &up));
+    nt_tensor x = nt_tensor_random(d, xd, 2, xs, (uint64_t)(variant % 5 == 4), -1, 1, seed);
+    /* norm_weight: contiguous (aligned or not) or every other element of a [2k] tensor. */
+    bool strided_g = variant % 3 == 2;
+    int64_t g2s[1] = {2 * k};
+    nt_tensor gb = nt_tensor_random(d, gd, 1, strided_g ? g2s : gs, (uint64_t)(variant % 2), 0.5f, 1.5f, seed);
+    nu_tensor g = gb.t;
+    if (strided_g) {
+        g.shape[0] = k;
+        g.strides[0] = 2;
+    }
+    float *gv = nt_tensor_values_new(&gb, &g);
+    nt_tensor dst, rb = {0};
+    nu_tensor res = {0};
+    float *rv = NULL;
+    uint8_t *res_bytes = NULL; /* in place: dst's bytes before the run (the residual) */
+    if (fields & F_IN_PLACE) {
+        dst = nt_tensor_random(d, dd, 2, ds, 0, -2, 2, seed);
+        res = dst.t;
+        rv = malloc((size_t)(m * n) * sizeof *rv);
+        memcpy(rv, dst.values, (size_t)(m * n) * sizeof *rv);
+        res_bytes = malloc(dst.size);
+        memcpy(res_bytes, dst.bytes, dst.size);
+    } else {
+        dst = nt_tensor_output(d, dd, 2, ds, (uint64_t)(variant % 2));
+        if (fields & F_RES) {
+            bool transposed = variant % 2 == 1;
+            int64_t rs[2] = {transposed ? n : m, transposed ? m : n};
+            rb = nt_tensor_random(d, floats[(variant + 2) % 3], 2, rs, 1, -2, 2, seed);
+            res = rb.t;
+            if (transposed)
+                NT_OK(nu_tensor_transpose(&rb.t, 0, 1, &res));
+            rv = nt_tensor_values_new(&rb, &res);
+        }
+    }
+    nu_matvec_desc desc = {0};
+    if (fields & F_NORM)
+        desc.norm_weight = &g, desc.norm_eps = 0.1f;
+    if (fields & F_GLU)
+        desc.glu_up = &up;
+    if (fields & (F_RES | F_IN_PLACE))
+        desc.residual = &res;
+    fused_ref ref = {fused.values, fused.values + n * k, x.values, gv, rv};
+    char what[200];
+    snprintf(what, sizeof what, "%s weight, %s x, %s dst,%s%s%s%s (%s norm_weight%s)", nu_dtype_name(wd),
+             nu_dtype_name(xd), nu_dtype_name(dd), fields & F_NORM ? " norm" : "", fields & F_GLU ? " glu" : "",
+             fields & F_RES ? " residual" : "", fields & F_IN_PLACE ? " residual in place" : "", nu_dtype_name(gd),
+             strided_g ? " strided" : "");
+    check_fused(d, &dst, &w, &x.t, &desc, &ref, what);
+    if (is_block(wd)) {
+        bool dot = fused_dot_possible(d, &w, m, fields & F_NORM);
+        float *dot_result = malloc((size_t)(m * n) * sizeof *dot_result);
+        memcpy(dot_result, dst.values, (size_t)(m * n) * sizeof *dot_result);
+        if (fields & F_IN_PLACE) { /* dst again holds the residual */
+            nu_commands *c;
+            NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+            NT_OK(nu_commands_upload(c, dst.t.buffer, 0, res_bytes, dst.size));
+            NT_OK(nu_commands_commit(c));
+            NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+            nu_commands_free(c);
+        }
+        assert_int_equal(setenv("NUVEC_MATVEC", "dot=0", 1), 0);
+        char what2[220];
+        snprintf(what2, sizeof what2, "%s, float path", what);
+        check_fused(d, &dst, &w, &x.t, &desc, &ref, what2);
+        unsetenv("NUVEC_MATVEC");
+        int differ = 0;
+        for (int64_t i = 0; i < m * n; i++)
+            differ += dot_result[i] != dst.values[i];
+        if (dot && differ < m * n / 2)
+            fail_msg("%s: only %d of %lld results differ from the float path's: did the dot path run?", what, differ,
+                     (long long)(m * n));
+        free(dot_result);
+    }
+    free(gv);
+    free(rv);
+    free(res_bytes);
+    nt_tensor_free(&fused);
+    nt_tensor_free(&x);
+    nt_tensor_free(&gb);
+    nt_tensor_free(&dst);
+    if (rb.values)
+        nt_tensor_free(&rb);
+}
+
+/* Each field alone and the combinations a decoder layer uses, every weight dtype, M 1, 2 and 5,
+ * odd N (and for float weights odd K, the general path, or K 260, the vector path with a tail). */
+static void fused_fields_alone_and_combined_for_every_dtype(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 11;
+    const int combos[7] = {F_NORM, F_GLU, F_RES, F_IN_PLACE, F_NORM | F_GLU, F_GLU | F_RES,
+                           F_NORM | F_GLU | F_IN_PLACE};
+    const int64_t ms[3] = {1, 2, 5};
+    int variant = 0;
+    for (int wd = 0; wd < 5; wd++)
+        for (int f = 0; f < 7; f++, variant++) {
+            bool block = is_block(every_weight[wd]);
+            int64_t m = ms[variant % 3], n = variant % 2 ? 37 : 13, k = block ? 288 : variant % 4 < 2 ? 263 : 260;
+            run_fused_case(d, every_weight[wd], combos[f], m, n, k, variant, &seed);
+        }
+    nt_close(d);
+}
+
+/* The fused forms at larger shapes and other knobs: K 4096 (the dot path's many blocks; the float
+ * vector path without a tail), M 8, the shared-memory reduction (subgroup=0), split row groups
+ * on the dot path and glurows (the rows of a GLU) below rows. */
+static void fused_at_other_shapes_and_knobs(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 12;
+    int variant = 0;
+    for (int wd = 0; wd < 5; wd++, variant++)
+        run_fused_case(d, every_weight[wd], F_NORM | F_GLU | F_RES, 8, 19, is_block(every_weight[wd]) ? 1024 : 1000,
+                       variant, &seed);
+    for (int wd = 0; wd < 5; wd++, variant++)
+        run_fused_case(d, every_weight[wd], F_NORM | F_IN_PLACE, 1, 67, 4096, variant, &seed);
+    const char *knobs[3] = {"subgroup=0", "local=64 split=2 rows=3 unroll=1", "rows=4 unroll=3 glurows=1"};
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(setenv("NUVEC_MATVEC", knobs[t], 1), 0);
+        for (int wd = t; wd < 5; wd += 2, variant++) { /* run_fused_case's float path run of block
+                                                        * weights replaces the knobs with dot=0 */
+            bool block = is_block(every_weight[wd]);
+            if (!block)
+                run_fused_case(d, every_weight[wd], F_NORM | F_GLU | F_IN_PLACE, 3, 11, 520, variant, &seed);
+            else {
+                /* The knobs on the dot path only (the float path's run is unset below). */
+                int64_t fs[2] = {22, 512}, xs[2] = {3, 512}, gs[1] = {512}, ds[2] = {3, 11};
+                nt_tensor fused = nt_tensor_quantized(d, every_weight[wd], 2, fs, 0, -1, 1, &seed);
+                nu_tensor w, up;
+                NT_OK(nu_tensor_slice(&fused.t, 0, 0, 11, &w));
+                NT_OK(nu_tensor_slice(&fused.t, 0, 11, 11, &up));
+                nt_tensor x = nt_tensor_random(d, NU_DTYPE_F16, 2, xs, 0, -1, 1, &seed);
+                nt_tensor g = nt_tensor_random(d, NU_DTYPE_F32, 1, gs, 0, 0.5f, 1.5f, &seed);
+                nt_tensor r = nt_tensor_random(d, NU_DTYPE_F32, 2, ds, 0, -2, 2, &seed);
+                nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+                nu_matvec_desc desc = {&g.t, 0.1f, &up, &r.t};
+                fused_ref ref = {fused.values, fused.values + 11 * 512, x.values, g.values, r.values};
+                char what[128];
+                snprintf(what, sizeof what, "%s norm glu residual, NUVEC_MATVEC=\"%s\"", nu_dtype_name(every_weight[wd]),
+                         knobs[t]);
+                check_fused(d, &dst, &w, &x.t, &desc, &ref, what);
+                nt_tensor_free(&fused);
+                nt_tensor_free(&x);
+                nt_tensor_free(&g);
+                nt_tensor_free(&r);
+                nt_tensor_free(&dst);
+            }
+        }
+    }
+    unsetenv("NUVEC_MATVEC");
+    nt_close(d);
+}
+
+/* A zero desc (and NULL) is nu_op_matvec: the same kernel, the same bits. */
+static void fused_with_a_zero_desc_is_the_plain_product(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 13;
+    for (int wd = 0; wd < 5; wd++) {
+        int64_t ws[2] = {21, 256}, xs[2] = {2, 256}, ds[2] = {2, 21};
+        nt_tensor w = is_block(every_weight[wd]) ? nt_tensor_quantized(d, every_weight[wd], 2, ws, 0, -1, 1, &seed)
+                                                 : nt_tensor_random(d, every_weight[wd], 2, ws, 0, -1, 1, &seed);
+        nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+        nt_tensor plain = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0), fused = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+        check(d, &plain, &w.t, w.values, &x.t, x.values, "plain");
+        fused_case fc = {&fused.t, &w.t, &x.t, {0}};
+        nt_run(d, record_fused, &fc);
+        nt_tensor_download(&fused);
+        assert_memory_equal(plain.values, fused.values, sizeof(float) * 42);
+        nu_commands *c;
+        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+        NT_OK(nu_op_matvec_fused(c, &fused.t, &w.t, &x.t, NULL));
+        NT_OK(nu_commands_commit(c));
+        NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+        nu_commands_free(c);
+        nt_tensor_download(&fused);
+        assert_memory_equal(plain.values, fused.values, sizeof(float) * 42);
+        nt_tensor_free(&w);
+        nt_tensor_free(&x);
+        nt_tensor_free(&plain);
+        nt_tensor_free(&fused);
+    }
+    nt_close(d);
+}
+
+/* What nu_op_matvec_fused refuses of the desc's fields, each with its message. */
+static void fused_refuses_bad_fields(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 14;
+    int64_t ws[2] = {4, 64}, w5s[2] = {5, 64}, xs[2] = {2, 64}, gs[1] = {64}, g65[1] = {65}, g2s[2] = {1, 64},
+            ds[2] = {2, 4}, bad_ds[2] = {2, 5}, big[1] = {512};
+    nt_tensor w = nt_tensor_random(d, NU_DTYPE_F16, 2, ws, 0, -1, 1, &seed);
+    nt_tensor w32 = nt_tensor_random(d, NU_DTYPE_F32, 2, ws, 0, -1, 1, &seed);
+    nt_tensor w5 = nt_tensor_random(d, NU_DTYPE_F16, 2, w5s, 0, -1, 1, &seed);
+    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+    nt_tensor g = nt_tensor_random(d, NU_DTYPE_F32, 1, gs, 0, -1, 1, &seed);
+    nt_tensor g_long = nt_tensor_random(d, NU_DTYPE_F32, 1, g65, 0, -1, 1, &seed);
+    nt_tensor g_2d = nt_tensor_random(d, NU_DTYPE_F32, 2, g2s, 0, -1, 1, &seed);
+    nt_tensor gi = nt_tensor_random(d, NU_DTYPE_I32, 1, gs, 0, -1, 1, &seed);
+    nt_tensor r = nt_tensor_random(d, NU_DTYPE_F32, 2, ds, 0, -1, 1, &seed);
+    nt_tensor r_bad = nt_tensor_random(d, NU_DTYPE_F32, 2, bad_ds, 0, -1, 1, &seed);
+    nt_tensor ri = nt_tensor_random(d, NU_DTYPE_I32, 2, ds, 0, -1, 1, &seed);
+    nt_tensor shared = nt_tensor_output(d, NU_DTYPE_F32, 1, big, 0); /* dst and another input in one buffer */
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_matvec_desc desc;
+#define REFUSED(expr, text)                                                                                            \
+    do {                                                                                                               \
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, (expr));                                                                  \
+        const char *msg_ = nu_error_message(NULL);                                                                     \
+        if (!strstr(msg_, (text)))                                                                                     \
+            fail_msg("refused with \"%s\", expected it to say \"%s\"", msg_, (text));                               \
+    } while (0)
+    /* norm_weight: its shape, rank and dtype; eps. */
+    desc = (nu_matvec_desc){&g_long.t, 1e-5f, NULL, NULL};
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "norm_weight has rank 1 and 65 elements; it must be [64]");
+    desc.norm_weight = &g_2d.t;
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "norm_weight has rank 2");
+    desc.norm_weight = &gi.t;
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "I32");
+    desc.norm_weight = &g.t;
+    const float bad_eps[4] = {0.0f, -1e-5f, INFINITY, NAN};
+    for (int i = 0; i < 4; i++) {
+        desc.norm_eps = bad_eps[i];
+        REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "norm_eps");
+        assert_non_null(strstr(nu_error_message(NULL), "must be finite and > 0"));
+    }
+    /* glu_up: dtype and shape as weight's, rank 2. */
+    desc = (nu_matvec_desc){NULL, 0, &w32.t, NULL};
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "glu_up is F32 but weight is F16 (they must match)");
+    desc.glu_up = &w5.t;
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "glu_up is 5x64 but weight is 4x64 (they must match)");
+    desc.glu_up = &g.t;
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "glu_up has rank 1; it must be 2");
+    /* residual: shape, dtype, overlap of dst other than the same view. */
+    desc = (nu_matvec_desc){NULL, 0, NULL, &r_bad.t};
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "residual is 2x5; it must be 2x4 (dst's shape)");
+    desc.residual = &ri.t;
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "I32");
+    desc.residual = &x.t;
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "residual is 2x64; it must be 2x4");
+    nu_tensor d_in = nu_tensor_make(shared.t.buffer, 0, NU_DTYPE_F32, 2, ds);
+    nu_tensor r_shift = nu_tensor_make(shared.t.buffer, 4, NU_DTYPE_F32, 2, ds); /* one element on */
+    desc.residual = &r_shift;
+    REFUSED(nu_op_matvec_fused(c, &d_in, &w.t, &x.t, &desc),
+            "dst overlaps residual (only the same view may be written in place)");
+    nu_tensor r_t; /* dst's elements as a transposed view: the same bytes, another view */
+    int64_t sq[2] = {2, 2};
+    nu_tensor d_sq = nu_tensor_make(shared.t.buffer, 0, NU_DTYPE_F32, 2, sq);
+    NT_OK(nu_tensor_transpose(&d_sq, 0, 1, &r_t));
+    int64_t w2s[2] = {2, 64};
+    nu_tensor w2 = nu_tensor_make(w.t.buffer, 0, NU_DTYPE_F16, 2, w2s);
+    desc.residual = &r_t;
+    REFUSED(nu_op_matvec_fused(c, &d_sq, &w2, &x.t, &desc), "dst overlaps residual");
+    desc.residual = &d_in; /* the same view: in place, accepted */
+    NT_OK(nu_op_matvec_fused(c, &d_in, &w.t, &x.t, &desc));
+    /* dst overlapping norm_weight and glu_up. */
+    nu_tensor g_in = nu_tensor_make(shared.t.buffer, 16, NU_DTYPE_F32, 1, gs);
+    desc = (nu_matvec_desc){&g_in, 1e-5f, NULL, NULL};
+    REFUSED(nu_op_matvec_fused(c, &d_in, &w.t, &x.t, &desc), "dst overlaps norm_weight");
+    nu_tensor w_in = nu_tensor_make(shared.t.buffer, 0, NU_DTYPE_F32, 2, ws);
+    desc = (nu_matvec_desc){NULL, 0, &w_in, NULL};
+    REFUSED(nu_op_matvec_fused(c, &d_in, &w32.t, &x.t, &desc), "dst overlaps glu_up");
+    /* A field's own checks come with the op's name. */
+    desc = (nu_matvec_desc){&g_long.t, 1e-5f, NULL, NULL};
+    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "nu_op_matvec_fused: ");
+#undef REFUSED
+    nu_commands_free(c);
+    nt_tensor_free(&w);
+    nt_tensor_free(&w32);
+    nt_tensor_free(&w5);
+    nt_tensor_free(&x);
+    nt_tensor_free(&g);
+    nt_tensor_free(&g_long);
+    nt_tensor_free(&g_2d);
+    nt_tensor_free(&gi);
+    nt_tensor_free(&r);
+    nt_tensor_free(&r_bad);
+    nt_tensor_free(&ri);
+    nt_tensor_free(&shared);
+    nt_tensor_free(&dst);
+    nt_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -460,6 +895,10 @@ int main(void)
         cmocka_unit_test(large_n_and_every_knob),
         cmocka_unit_test(dot_path_at_decode_shapes),
         cmocka_unit_test(refuses_bad_tensors),
+        cmocka_unit_test(fused_fields_alone_and_combined_for_every_dtype),
+        cmocka_unit_test(fused_at_other_shapes_and_knobs),
+        cmocka_unit_test(fused_with_a_zero_desc_is_the_plain_product),
+        cmocka_unit_test(fused_refuses_bad_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -173,7 +173,8 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
  * per 32-element block, as llama.cpp's quantized products do (step max|x| / 127 of the block), so
  * each x element moves by at most half a step; elsewhere x is used as it is. The kernels' tuning
  * knobs may be overridden for sweeps by the environment: NUVEC_MATVEC="local=L rows=R unroll=U
- * subgroup=0|1 dot=0|1 groups=G split=S" (dot=0: block weights on the float path, x unrounded).
+ * subgroup=0|1 dot=0|1 groups=G split=S glurows=R" (dot=0: block weights on the float path, x
+ * unrounded; glurows: the rows of nu_op_matvec_fused with glu_up, 0 as rows).
  * For more rows, nuvec/ops.h's matrix products (the kernel library's second part) are the fast
  * path. */
 #define NU_MATVEC_MAX_ROWS 8

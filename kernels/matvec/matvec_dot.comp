@@ -32,6 +32,15 @@
 // - The lanes' F32 sums are added with subgroupAdd; the first lane stores them, or with SPLIT > 1
 //   the SPLIT subgroups' sums are added through shared memory (two barriers a batch).
 //
+// Fused forms (nu_op_matvec_fused, FUSE below; FUSE 0 compiles to the plain product):
+//   norm: phase 1 quantizes x * norm_weight (the block's rounding is scale-invariant, so the
+//     RMS scale s_m can wait) and stores each block's sum of x^2 (xsq); after the barrier each
+//     subgroup adds row m's blocks into s_m = 1 / sqrt(sum / K + eps), which multiplies the
+//     sums at the end.
+//   glu: each subgroup computes its ROWS gate rows and the same rows of up (binding 4); the
+//     epilogue stores silu(g) * u.  residual: the epilogue adds residual[m, n] (binding 5; it may
+//     be dst itself: the lane that stores an element has read it first).
+//
 // Specialisation constants (src/ops/matvec.c picks them; NUVEC_MATVEC overrides the knobs):
 //   0 WDT     weight dtype: 4 Q8_0, 5 Q4_0
 //   1 XDT     x dtype (ops.glsl code: F32, F16, BF16)
@@ -40,13 +49,17 @@
 //   4 LOCAL   threads per workgroup (local_size_x), a multiple of the subgroup size
 //   5 ROWS    weight rows a subgroup computes at a time (1..8)
 //   6 UNROLL  units per lane per row in flight (1..8)
-//   7 FLAGS   bit 2: x's vector path (rows 16-byte aligned, stride 1, row stride a multiple of 16 B)
+//   7 FLAGS   bit 2: x's vector path (rows 16-byte aligned, stride 1, row stride a multiple of 16 B);
+//             bit 3: norm_weight's (stride 1, 8-byte aligned)
 //   8 XB      blocks of x shared memory holds per row (>= K / 32): the host rounds K / 32 up to
 //             a multiple of 64, so that few pipelines serve all shapes
 //   9 SPLIT   subgroups sharing a row group (a power of two dividing LOCAL / subgroup size): more
 //             threads a row where N is small against the device
-// Bindings: 0 dst, 1 weight, 2 x. Push: as matvec.comp's (w_col unused: block rows are
-// contiguous).
+//  10 FUSE    bit 0: norm, bit 1: glu, bit 2: residual
+//  11 NDT     norm_weight's dtype (ops.glsl code)
+//  12 RDT     residual's dtype (ops.glsl code)
+// Bindings: 0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up, 5 residual (x again where absent).
+// Push: as matvec.comp's (w_col, up_col unused: block rows are contiguous).
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
@@ -63,21 +76,34 @@ layout(constant_id = 6) const uint UNROLL = 2u;
 layout(constant_id = 7) const uint FLAGS = 0u;
 layout(constant_id = 8) const uint XB = 128u;
 layout(constant_id = 9) const uint SPLIT = 1u;
+layout(constant_id = 10) const uint FUSE = 0u;
+layout(constant_id = 11) const uint NDT = NU_F32;
+layout(constant_id = 12) const uint RDT = NU_F32;
 layout(local_size_x = 256, local_size_x_id = 4) in; // LOCAL, constant 4
 const uint LOCAL = gl_WorkGroupSize.x;
 
 #define Q8_0 4u
 const bool XVEC = (FLAGS & 4u) != 0u;
+const bool GVEC = (FLAGS & 8u) != 0u;
+const bool NORM = (FUSE & 1u) != 0u;
+const bool GLU = (FUSE & 2u) != 0u;
+const bool RESID = (FUSE & 4u) != 0u;
 const bool IS_Q8 = WDT == Q8_0;
 const uint RM = ROWS * M;
+const uint WR = GLU ? 2u * ROWS : ROWS; // rows a subgroup loads: gate rows, then up rows
+const uint AM = WR * M;                 // its sums: (gate, then up) row r, x row m at r * M + m
 
 shared uvec2 xq[M * XB * 4u];   // x's 8-bit values, uvec2 j of block b of row m at (m * XB + b) * 4 + j
 shared vec2 xds[M * XB * 2u];   // (dx, dx * sum of the half block's xq), half h of block b at (m * XB + b) * 2 + h
-shared float red[SPLIT > 1u ? (LOCAL / 8u) * RM : 1u]; // the SPLIT subgroups' partial sums of a row group
+shared float red[SPLIT > 1u ? (LOCAL / 8u) * AM : 1u]; // the SPLIT subgroups' partial sums of a row group
+shared float xsq[NORM ? M * XB : 1u]; // the sum of x^2 of block b of row m at m * XB + b
 
 NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, w)
 NU_TENSOR(readonly, 2, x)
+NU_TENSOR(readonly, 3, g)
+NU_TENSOR(readonly, 4, up)
+NU_TENSOR(readonly, 5, res)
 layout(push_constant) uniform Push {
     uint n, k;              // N and K
     uint first_w;           // weight's first half (16-bit unit) in its binding
@@ -85,6 +111,10 @@ layout(push_constant) uniform Push {
     uint first_x;
     uint x_row, x_col;      // x's strides (elements)
     uint first_dst;         // dst is contiguous [M, N]
+    uint first_up, up_row, up_col; // glu_up's, as weight's
+    uint first_g, g_col;    // norm_weight's first element and stride
+    uint first_res, res_row, res_col;
+    float eps;              // norm_eps
 } pc;
 
 // Four elements of x's row m from element e (a multiple of 4).
@@ -102,6 +132,21 @@ void x_load4(uint m, uint e, out float v[4])
     }
 }
 
+// Four elements of norm_weight from element e (a multiple of 4).
+void g_load4(uint e, out float v[4])
+{
+    if (GVEC) {
+        uint i = pc.first_g + e;
+        if (NDT == NU_F32)
+            nu_unpack4(NDT, g_v[i / 4u], v);
+        else
+            nu_unpack4(NDT, uvec4(g_v2[i / 4u], 0u, 0u), v);
+    } else {
+        for (uint j = 0u; j < 4u; j++)
+            v[j] = NU_LOAD(g, NDT, pc.first_g + (e + j) * pc.g_col);
+    }
+}
+
 // Phase 1: x's M rows into shared memory. Eight consecutive threads (lanes of one subgroup) take a
 // block, four elements each (thread t elements 4t..4t+3: word t of the block's xq); its max and
 // the half blocks' sums are combined with subgroupShuffleXor over the eight.
@@ -113,8 +158,23 @@ void quantize_x()
         bool live = p < pieces;
         uint blk = p / 8u, t = p % 8u, m = blk / blocks, b = blk % blocks;
         float v[4] = float[4](0.0, 0.0, 0.0, 0.0);
-        if (live)
+        float sq = 0.0;
+        if (live) {
             x_load4(m, b * 32u + 4u * t, v);
+            if (NORM) {
+                float gv[4];
+                g_load4(b * 32u + 4u * t, gv);
+                for (uint j = 0u; j < 4u; j++) {
+                    sq = fma(v[j], v[j], sq);
+                    v[j] *= gv[j];
+                }
+            }
+        }
+        if (NORM) {
+            sq += subgroupShuffleXor(sq, 1u);
+            sq += subgroupShuffleXor(sq, 2u);
+            sq += subgroupShuffleXor(sq, 4u);
+        }
         float amax = max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3])));
         amax = max(amax, subgroupShuffleXor(amax, 1u));
         amax = max(amax, subgroupShuffleXor(amax, 2u));
@@ -138,14 +198,38 @@ void quantize_x()
                 xq[i].y = word;
             if (t == 0u || t == 2u)
                 xds[(m * XB + b) * 2u + t / 2u] = vec2(dx, dx * float(sum));
+            if (NORM && t == 0u)
+                xsq[m * XB + b] = sq;
         }
     }
 }
 
-uint w_word(uint i) { return w_w[i]; }
-// The last word a unit starting at an odd half needs: only its low half is the unit's, and where
-// the binding ends inside that word it is read as a half (no read past the binding).
-uint w_last_word(uint i) { return i < uint(w_w.length()) ? w_w[i] : uint(w_h[2u * i]); }
+// The loads of a weight binding B (w: the weight, up: glu_up) whose first half and row stride
+// are FIRST, ROW: one body for both, the binding being part of every access.
+#define MV_DOT_LOADS(B, FIRST, ROW)                                                             \
+    /* The last word a unit starting at an odd half needs: only its low half is the unit's, and \
+     * where the binding ends inside that word it is read as a half (no read past the binding). */ \
+    uint B##_last_word(uint i) { return i < uint(B##_w.length()) ? B##_w[i] : uint(B##_h[2u * i]); } \
+    Unit B##_load_unit(uint row, uint u)                                                        \
+    {                                                                                           \
+        uint b = u >> 1u, j = u & 1u;                                                           \
+        uint hb = FIRST + row * ROW + b * (IS_Q8 ? 17u : 9u); /* the block's first half */      \
+        uint h0 = hb + 1u + j * (IS_Q8 ? 8u : 4u);            /* the unit's bytes */            \
+        uint i = h0 >> 1u, s = (h0 & 1u) * 16u;                                                 \
+        Unit r;                                                                                 \
+        r.d = uint(B##_h[hb]);                                                                  \
+        if (IS_Q8) {                                                                            \
+            uint a0 = B##_w[i], a1 = B##_w[i + 1u], a2 = B##_w[i + 2u], a3 = B##_w[i + 3u];     \
+            uint a4 = s != 0u ? B##_last_word(i + 4u) : 0u;                                     \
+            r.q = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), funnel(a2, a3, s), funnel(a3, a4, s)); \
+        } else {                                                                                \
+            uint a0 = B##_w[i], a1 = B##_w[i + 1u];                                             \
+            uint a2 = s != 0u ? B##_last_word(i + 2u) : 0u;                                     \
+            r.q = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), 0u, 0u);                          \
+        }                                                                                       \
+        return r;                                                                               \
+    }
+
 // The word at byte 2 * (2 i + s / 16) from words a = w[i], b = w[i + 1]: s is 0 or 16, and
 // (b << 1) << (31 - s) is b << (32 - s) without the undefined shift by 32.
 uint funnel(uint a, uint b, uint s) { return (a >> s) | ((b << 1u) << (31u - s)); }
@@ -153,25 +237,12 @@ uint funnel(uint a, uint b, uint s) { return (a >> s) | ((b << 1u) << (31u - s))
 // The raw data of one unit: q the bytes (two words for Q4_0, four for Q8_0), d the f16 scale bits.
 struct Unit { uvec4 q; uint d; };
 
-Unit load_unit(uint row, uint u)
-{
-    uint b = u >> 1u, j = u & 1u;
-    uint hb = pc.first_w + row * pc.w_row + b * (IS_Q8 ? 17u : 9u); // the block's first half
-    uint h0 = hb + 1u + j * (IS_Q8 ? 8u : 4u);                      // the unit's bytes
-    uint i = h0 >> 1u, s = (h0 & 1u) * 16u;
-    Unit r;
-    r.d = uint(w_h[hb]);
-    if (IS_Q8) {
-        uint a0 = w_word(i), a1 = w_word(i + 1u), a2 = w_word(i + 2u), a3 = w_word(i + 3u);
-        uint a4 = s != 0u ? w_last_word(i + 4u) : 0u;
-        r.q = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), funnel(a2, a3, s), funnel(a3, a4, s));
-    } else {
-        uint a0 = w_word(i), a1 = w_word(i + 1u);
-        uint a2 = s != 0u ? w_last_word(i + 2u) : 0u;
-        r.q = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), 0u, 0u);
-    }
-    return r;
-}
+MV_DOT_LOADS(w, pc.first_w, pc.w_row)
+MV_DOT_LOADS(up, pc.first_up, pc.up_row)
+// Row j of the WR a subgroup loads: gate (weight) rows first, then up rows.
+Unit load_row_unit(uint j, uint row, uint u) { return GLU && j >= ROWS ? up_load_unit(row, u) : w_load_unit(row, u); }
+
+float silu(float v) { return v / (1.0 + exp(-v)); }
 
 // Unit u of weight row `row` against x's row m: its contribution to the sum (F32).
 float unit_dot(Unit r, uint u, uint m)
@@ -196,6 +267,19 @@ float unit_dot(Unit r, uint u, uint m)
     return dw * (ds.x * float(dot) - 8.0 * ds.y);
 }
 
+// Output i of a row group (row n0 + i / M, x row i % M) from its gate sum g and up sum u: the
+// fused epilogue (s: x row's RMS scale, or 1).
+void store_output(uint n0, uint i, float g, float u, float s)
+{
+    uint r = i / M, m = i % M;
+    float v = g * s;
+    if (GLU)
+        v = silu(v) * (u * s);
+    if (RESID)
+        v += NU_LOAD(res, RDT, pc.first_res + m * pc.res_row + (n0 + r) * pc.res_col);
+    NU_STORE(dst, DDT, pc.first_dst + m * pc.n + n0 + r, v)
+}
+
 void main()
 {
     quantize_x();
@@ -204,6 +288,15 @@ void main()
 
     uint units = blocks * 2u;
     uint lane = gl_SubgroupInvocationID, sg_size = gl_SubgroupSize;
+    // x rows' RMS scales, each subgroup adding the blocks' sums of squares itself (no barrier).
+    float scale[M];
+    for (uint m = 0u; m < M; m++) {
+        float q = 0.0;
+        if (NORM)
+            for (uint b = lane; b < blocks; b += sg_size)
+                q += xsq[m * XB + b];
+        scale[m] = NORM ? inversesqrt(subgroupAdd(q) / float(pc.k) + pc.eps) : 1.0;
+    }
     uint slots = gl_NumSubgroups / SPLIT, slot = gl_SubgroupID / SPLIT, part = gl_SubgroupID % SPLIT;
     uint groups = (pc.n + ROWS - 1u) / ROWS;
     uint batches = (groups + slots - 1u) / slots; // row groups a workgroup takes at a time: slots
@@ -214,47 +307,51 @@ void main()
         uint rows[ROWS];
         for (uint r = 0u; r < ROWS; r++)
             rows[r] = min(n0 + r, pc.n - 1u); // rows past N repeat the last (not stored)
-        float acc[RM];
-        for (uint i = 0u; i < RM; i++)
+        float acc[AM];
+        for (uint i = 0u; i < AM; i++)
             acc[i] = 0.0;
         for (uint u0 = part * sg_size + lane; u0 < units; u0 += step * UNROLL) {
-            Unit raw[UNROLL * ROWS];
+            Unit raw[UNROLL * WR];
             for (uint t = 0u; t < UNROLL; t++) {
                 uint u = u0 + t * step;
-                for (uint r = 0u; r < ROWS; r++)
+                for (uint r = 0u; r < WR; r++)
                     if (u < units)
-                        raw[t * ROWS + r] = load_unit(rows[r], u);
+                        raw[t * WR + r] = load_row_unit(r, rows[r % ROWS], u);
             }
             for (uint t = 0u; t < UNROLL; t++) {
                 uint u = u0 + t * step;
                 if (u >= units)
                     break;
                 for (uint m = 0u; m < M; m++)
-                    for (uint r = 0u; r < ROWS; r++)
-                        acc[r * M + m] += unit_dot(raw[t * ROWS + r], u, m);
+                    for (uint r = 0u; r < WR; r++)
+                        acc[r * M + m] += unit_dot(raw[t * WR + r], u, m);
             }
         }
         bool store = g < groups;
         if (SPLIT == 1u) {
             for (uint i = 0u; i < RM; i++) {
                 float total = subgroupAdd(acc[i]);
+                float up_total = GLU ? subgroupAdd(acc[RM + i]) : 0.0;
                 if (lane == 0u && store && n0 + i / M < pc.n)
-                    NU_STORE(dst, DDT, pc.first_dst + (i % M) * pc.n + n0 + i / M, total)
+                    store_output(n0, i, total, up_total, scale[i % M]);
             }
         } else {
-            for (uint i = 0u; i < RM; i++) {
+            for (uint i = 0u; i < AM; i++) {
                 float s = subgroupAdd(acc[i]);
                 if (lane == 0u)
-                    red[gl_SubgroupID * RM + i] = s;
+                    red[gl_SubgroupID * AM + i] = s;
             }
             barrier();
             // Lane i of the first subgroup adds sums i, i + subgroup size, .. (ROWS * M may pass 32).
             for (uint i = lane; part == 0u && store && i < RM; i += sg_size)
                 if (n0 + i / M < pc.n) {
-                    float total = 0.0;
-                    for (uint p = 0u; p < SPLIT; p++)
-                        total += red[(slot * SPLIT + p) * RM + i];
-                    NU_STORE(dst, DDT, pc.first_dst + (i % M) * pc.n + n0 + i / M, total)
+                    float total = 0.0, up_total = 0.0;
+                    for (uint p = 0u; p < SPLIT; p++) {
+                        total += red[(slot * SPLIT + p) * AM + i];
+                        if (GLU)
+                            up_total += red[(slot * SPLIT + p) * AM + RM + i];
+                    }
+                    store_output(n0, i, total, up_total, scale[i % M]);
                 }
             barrier(); // red is reused by the next batch
         }

@@ -26,6 +26,15 @@
 //   x: FLAGS bit 2 set (rows stride 1, 16-byte aligned, row stride a multiple of 16 bytes): 16-byte
 //     loads of 8 elements (x is small and stays in L1/L2); clear: element loads through strides.
 //
+// Fused forms (nu_op_matvec_fused, FUSE below; FUSE 0 compiles to the plain product):
+//   norm (RMSNorm of x): the loop that reads every element of x once per row group also sums
+//     x^2 (M more sums in the reduction); x * norm_weight goes into the product and the epilogue
+//     multiplies each sum by s_m = 1 / sqrt(sum_m / K + eps) (the product is linear in x).
+//   glu: each row group computes its ROWS rows of the gate (weight) and the same rows of up
+//     (binding 4): twice the loads in flight and the sums; the epilogue stores silu(g) * u.
+//   residual: the epilogue adds residual[m, n] (binding 5; it may be dst itself: the thread that
+//     stores an element has read it first).
+//
 // Specialisation constants (the tuning knobs; src/ops/matvec.c picks the defaults, and the
 // environment variable NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1" overrides them for
 // sweeps):
@@ -42,9 +51,14 @@
 //   6 UNROLL  units per thread per row in flight (1..8); default 8 / ROWS (4 or 2), half that
 //             for F32 weights (two uvec4 a unit)
 //   7 FLAGS   bit 0: subgroup arithmetic (host: NU_SUBGROUP_ARITHMETIC and a subgroup of at least
-//             8 threads); bit 1: float weights' vector path; bit 2: x's vector path
-// Bindings: 0 dst, 1 weight, 2 x. Push: see Push below (first elements in their bindings: elements
-// of float tensors, 16-bit halves of block ones; the weight's row stride likewise).
+//             8 threads); bit 1: float weights' vector path (weight's and glu_up's rows);
+//             bit 2: x's vector path; bit 3: norm_weight's vector path (stride 1, 16-byte aligned)
+//   8 FUSE    bit 0: norm, bit 1: glu, bit 2: residual
+//   9 NDT     norm_weight's dtype (ops.glsl code)
+//  10 RDT     residual's dtype (ops.glsl code)
+// Bindings: 0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up, 5 residual (the host binds x again
+// where a fused input is absent). Push: see Push below (first elements in their bindings:
+// elements of float tensors, 16-bit halves of block ones; weight rows' strides likewise).
 // Two modules are built from this body: matvec.comp without subgroup operations and matvec_sg.comp
 // with them (NU_MATVEC_SUBGROUPS), because a module declaring the subgroup-arithmetic capability
 // must not be created on a device without it; FLAGS bit 0 then chooses within matvec_sg.
@@ -61,6 +75,9 @@ layout(constant_id = 3) const uint M = 1u;
 layout(constant_id = 5) const uint ROWS = 2u;
 layout(constant_id = 6) const uint UNROLL = 4u;
 layout(constant_id = 7) const uint FLAGS = 0u;
+layout(constant_id = 8) const uint FUSE = 0u;
+layout(constant_id = 9) const uint NDT = NU_F32;
+layout(constant_id = 10) const uint RDT = NU_F32;
 layout(local_size_x = 128, local_size_x_id = 4) in; // LOCAL, constant 4
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -73,16 +90,26 @@ const bool SUBGROUP = false;
 #endif
 const bool WVEC = (FLAGS & 2u) != 0u;
 const bool XVEC = (FLAGS & 4u) != 0u;
+const bool GVEC = (FLAGS & 8u) != 0u;
+const bool NORM = (FUSE & 1u) != 0u;
+const bool GLU = (FUSE & 2u) != 0u;
+const bool RESID = (FUSE & 4u) != 0u;
 const bool QUANT = WDT == Q8_0 || WDT == Q4_0;
 const uint RM = ROWS * M;
+const uint WR = GLU ? 2u * ROWS : ROWS; // rows loaded a row group: gate rows, then up rows
+const uint AM = WR * M;                 // the product's sums: (gate, then up) row r, x row m at r * M + m
+const uint NS = AM + (NORM ? M : 0u);   // sums reduced: the products', then x's sums of squares
 // The reduction's shared memory: one float per thread and sum (tree), or per subgroup and sum
 // (the host uses that path only with subgroups of at least 8 threads).
-const uint RED = SUBGROUP ? RM * (LOCAL / 8u) : RM * LOCAL;
+const uint RED = SUBGROUP ? NS * (LOCAL / 8u) : NS * LOCAL;
 shared float red[RED];
 
 NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, w)
 NU_TENSOR(readonly, 2, x)
+NU_TENSOR(readonly, 3, g)
+NU_TENSOR(readonly, 4, up)
+NU_TENSOR(readonly, 5, res)
 layout(push_constant) uniform Push {
     uint n, k;              // N and K
     uint first_w;           // weight's first element (halves for block dtypes)
@@ -90,6 +117,10 @@ layout(push_constant) uniform Push {
     uint first_x;
     uint x_row, x_col;      // x's strides (elements)
     uint first_dst;         // dst is contiguous [M, N]
+    uint first_up, up_row, up_col; // glu_up's, as weight's
+    uint first_g, g_col;    // norm_weight's first element and stride
+    uint first_res, res_row, res_col;
+    float eps;              // norm_eps
 } pc;
 
 float x_load(uint m, uint kk) { return NU_LOAD(x, XDT, pc.first_x + m * pc.x_row + kk * pc.x_col); }
@@ -109,41 +140,66 @@ void x_load8(uint m, uint k0, out float v[8])
     }
 }
 
-// 8 bytes of a block dtype's binding from half h0: two words (h0 even) or three and a shift.
-uvec2 w_bytes8(uint h0)
+// Eight elements of norm_weight from k0 (a multiple of 8).
+void g_load8(uint k0, out float v[8])
 {
-    uint i = h0 >> 1u;
-    uint a = w_w[i], b = w_w[i + 1u];
-    if ((h0 & 1u) == 0u)
-        return uvec2(a, b);
-    uint c = w_w[i + 2u];
-    return uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u));
+    if (GVEC) {
+        uint e = pc.first_g + k0; // 16-byte aligned: see FLAGS bit 3
+        if (NDT == NU_F32)
+            nu_unpack8(NDT, g_v[e / 4u], g_v[e / 4u + 1u], v);
+        else
+            nu_unpack8(NDT, g_v[e / 8u], uvec4(0u), v);
+    } else {
+        for (uint i = 0u; i < 8u; i++)
+            v[i] = NU_LOAD(g, NDT, pc.first_g + (k0 + i) * pc.g_col);
+    }
 }
 
 // A unit's raw weights: float: p (and q for F32); block: p.xy the 8 bytes, p.z d's bits.
 struct Raw { uvec4 p, q; };
 
-Raw load_unit(uint row, uint u)
-{
-    Raw r;
-    r.q = uvec4(0u);
-    if (WDT == Q8_0) {
-        uint base = pc.first_w + row * pc.w_row + (u >> 2u) * 17u;
-        uvec2 b = w_bytes8(base + 1u + 4u * (u & 3u));
-        r.p = uvec4(b, uint(w_h[base]), 0u);
-    } else if (WDT == Q4_0) {
-        uint base = pc.first_w + row * pc.w_row + (u >> 2u) * 9u;
-        uvec2 b = w_bytes8(base + 1u + 4u * (u & 1u));
-        r.p = uvec4(b, uint(w_h[base]), 0u);
-    } else if (WDT == NU_F32) {
-        uint v = (pc.first_w + row * pc.w_row) / 4u + 2u * u;
-        r.p = w_v[v];
-        r.q = w_v[v + 1u];
-    } else {
-        r.p = w_v[(pc.first_w + row * pc.w_row) / 8u + u];
-    }
-    return r;
-}
+// The loads of a weight binding B (w: the weight, up: glu_up) whose first element and strides
+// are FIRST, ROW, COL: one body for both, the binding being part of every access.
+#define MV_WEIGHT_LOADS(B, FIRST, ROW, COL)                                                     \
+    /* 8 bytes of a block dtype's binding from half h0: two words (h0 even) or three and a shift. */ \
+    uvec2 B##_bytes8(uint h0)                                                                   \
+    {                                                                                           \
+        uint i = h0 >> 1u;                                                                      \
+        uint a = B##_w[i], b = B##_w[i + 1u];                                                   \
+        if ((h0 & 1u) == 0u)                                                                    \
+            return uvec2(a, b);                                                                 \
+        uint c = B##_w[i + 2u];                                                                 \
+        return uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u));                         \
+    }                                                                                           \
+    Raw B##_load_unit(uint row, uint u)                                                         \
+    {                                                                                           \
+        Raw r;                                                                                  \
+        r.q = uvec4(0u);                                                                        \
+        if (WDT == Q8_0) {                                                                      \
+            uint base = FIRST + row * ROW + (u >> 2u) * 17u;                                    \
+            uvec2 b = B##_bytes8(base + 1u + 4u * (u & 3u));                                    \
+            r.p = uvec4(b, uint(B##_h[base]), 0u);                                              \
+        } else if (WDT == Q4_0) {                                                               \
+            uint base = FIRST + row * ROW + (u >> 2u) * 9u;                                     \
+            uvec2 b = B##_bytes8(base + 1u + 4u * (u & 1u));                                    \
+            r.p = uvec4(b, uint(B##_h[base]), 0u);                                              \
+        } else if (WDT == NU_F32) {                                                             \
+            uint v = (FIRST + row * ROW) / 4u + 2u * u;                                         \
+            r.p = B##_v[v];                                                                     \
+            r.q = B##_v[v + 1u];                                                                \
+        } else {                                                                                \
+            r.p = B##_v[(FIRST + row * ROW) / 8u + u];                                          \
+        }                                                                                       \
+        return r;                                                                               \
+    }                                                                                           \
+    /* Element (row, kk) of a float dtype through its strides (the general path). */           \
+    float B##_load(uint row, uint kk) { return NU_LOAD(B, WDT, FIRST + row * ROW + kk * COL); }
+MV_WEIGHT_LOADS(w, pc.first_w, pc.w_row, pc.w_col)
+MV_WEIGHT_LOADS(up, pc.first_up, pc.up_row, pc.up_col)
+
+// Row group row j of the WR loaded: gate (weight) rows first, then up rows.
+Raw load_row_unit(uint j, uint row, uint u) { return GLU && j >= ROWS ? up_load_unit(row, u) : w_load_unit(row, u); }
+float load_row(uint j, uint row, uint kk) { return GLU && j >= ROWS ? up_load(row, kk) : w_load(row, kk); }
 
 // Unit u's 8 weights as floats, and the scale they are multiplied by: block dtypes' q (Q8_0) or
 // q - 8 (Q4_0), exact, and d (the sum over the unit is scaled once); float dtypes' values, 1.
@@ -172,8 +228,7 @@ float unpack_unit(Raw r, uint u, out float v[8])
     return 1.0;
 }
 
-// Weight element (row, kk) of a float dtype through its strides (the general path).
-float w_load(uint row, uint kk) { return NU_LOAD(w, WDT, pc.first_w + row * pc.w_row + kk * pc.w_col); }
+float silu(float v) { return v / (1.0 + exp(-v)); }
 
 void main()
 {
@@ -183,35 +238,43 @@ void main()
     // general path) and the first k the general loop covers.
     uint units = QUANT || WVEC ? pc.k / 8u : 0u;
     uint tail = QUANT ? pc.k : units * 8u;
-    for (uint g = gl_WorkGroupID.x; g < groups; g += gl_NumWorkGroups.x) {
-        uint n0 = g * ROWS;
+    for (uint grp = gl_WorkGroupID.x; grp < groups; grp += gl_NumWorkGroups.x) {
+        uint n0 = grp * ROWS;
         uint rows[ROWS];
         for (uint r = 0u; r < ROWS; r++)
             rows[r] = min(n0 + r, pc.n - 1u); // rows past N repeat the last (not stored)
-        float acc[RM];
-        for (uint i = 0u; i < RM; i++)
+        float acc[NS]; // the products' sums, then (NORM) x's sums of squares
+        for (uint i = 0u; i < NS; i++)
             acc[i] = 0.0;
 
         for (uint u0 = tid; u0 < units; u0 += LOCAL * UNROLL) {
-            Raw raw[UNROLL * ROWS];
+            Raw raw[UNROLL * WR];
             for (uint j = 0u; j < UNROLL; j++) {
                 uint u = u0 + j * LOCAL;
-                for (uint r = 0u; r < ROWS; r++)
+                for (uint r = 0u; r < WR; r++)
                     if (u < units)
-                        raw[j * ROWS + r] = load_unit(rows[r], u);
+                        raw[j * WR + r] = load_row_unit(r, rows[r % ROWS], u);
             }
             for (uint j = 0u; j < UNROLL; j++) {
                 uint u = u0 + j * LOCAL;
                 if (u >= units)
                     break;
-                float wv[ROWS][8], scale[ROWS];
-                for (uint r = 0u; r < ROWS; r++)
-                    scale[r] = unpack_unit(raw[j * ROWS + r], u, wv[r]);
+                float wv[WR][8], scale[WR];
+                for (uint r = 0u; r < WR; r++)
+                    scale[r] = unpack_unit(raw[j * WR + r], u, wv[r]);
                 uint k0 = u * 8u;
+                float gv[8];
+                if (NORM)
+                    g_load8(k0, gv);
                 for (uint m = 0u; m < M; m++) {
                     float xv[8];
                     x_load8(m, k0, xv);
-                    for (uint r = 0u; r < ROWS; r++) {
+                    if (NORM)
+                        for (int i = 0; i < 8; i++) {
+                            acc[AM + m] = fma(xv[i], xv[i], acc[AM + m]);
+                            xv[i] *= gv[i];
+                        }
+                    for (uint r = 0u; r < WR; r++) {
                         float s = QUANT ? 0.0 : acc[r * M + m];
                         for (int i = 0; i < 8; i++)
                             s = fma(wv[r][i], xv[i], s);
@@ -223,50 +286,76 @@ void main()
         // The general path and the float vector path's tail: an element a thread.
         if (!QUANT) {
             for (uint kk = tail + tid; kk < pc.k; kk += LOCAL) {
-                float wr[ROWS];
-                for (uint r = 0u; r < ROWS; r++)
-                    wr[r] = w_load(rows[r], kk);
+                float wr[WR];
+                for (uint r = 0u; r < WR; r++)
+                    wr[r] = load_row(r, rows[r % ROWS], kk);
+                float ge = NORM ? NU_LOAD(g, NDT, pc.first_g + kk * pc.g_col) : 1.0;
                 for (uint m = 0u; m < M; m++) {
                     float xe = x_load(m, kk);
-                    for (uint r = 0u; r < ROWS; r++)
+                    if (NORM) {
+                        acc[AM + m] = fma(xe, xe, acc[AM + m]);
+                        xe *= ge;
+                    }
+                    for (uint r = 0u; r < WR; r++)
                         acc[r * M + m] = fma(wr[r], xe, acc[r * M + m]);
                 }
             }
         }
 
-        // Reduce the RM sums over the workgroup; thread i < RM stores sum i.
-        float total = 0.0;
+        // Reduce the NS sums over the workgroup; thread i < RM finishes output i (row i / M of
+        // the group, x row i % M) from sums i, (GLU) RM + i and (NORM) AM + i % M.
+        float total = 0.0, up_total = 0.0, ss = 0.0;
 #ifdef NU_MATVEC_SUBGROUPS
         if (SUBGROUP) {
             uint nsg = gl_NumSubgroups;
-            for (uint i = 0u; i < RM; i++) {
+            for (uint i = 0u; i < NS; i++) {
                 float s = subgroupAdd(acc[i]);
                 if (subgroupElect())
                     red[i * (LOCAL / 8u) + gl_SubgroupID] = s;
             }
             barrier();
             if (tid < RM)
-                for (uint i = 0u; i < nsg; i++)
+                for (uint i = 0u; i < nsg; i++) {
                     total += red[tid * (LOCAL / 8u) + i];
+                    if (GLU)
+                        up_total += red[(RM + tid) * (LOCAL / 8u) + i];
+                    if (NORM)
+                        ss += red[(AM + tid % M) * (LOCAL / 8u) + i];
+                }
         } else
 #endif
         {
-            for (uint i = 0u; i < RM; i++)
+            for (uint i = 0u; i < NS; i++)
                 red[i * LOCAL + tid] = acc[i];
             barrier();
             for (uint half_ = LOCAL / 2u; half_ > 0u; half_ >>= 1u) {
                 if (tid < half_)
-                    for (uint i = 0u; i < RM; i++)
+                    for (uint i = 0u; i < NS; i++)
                         red[i * LOCAL + tid] += red[i * LOCAL + tid + half_];
                 barrier();
             }
-            if (tid < RM)
+            if (tid < RM) {
                 total = red[tid * LOCAL];
+                if (GLU)
+                    up_total = red[(RM + tid) * LOCAL];
+                if (NORM)
+                    ss = red[(AM + tid % M) * LOCAL];
+            }
         }
         if (tid < RM) {
             uint r = tid / M, m = tid % M;
-            if (n0 + r < pc.n)
+            if (n0 + r < pc.n) {
+                if (NORM) { // the product of the normalised x: linear in x
+                    float s = inversesqrt(ss / float(pc.k) + pc.eps);
+                    total *= s;
+                    up_total *= s;
+                }
+                if (GLU)
+                    total = silu(total) * up_total;
+                if (RESID)
+                    total += NU_LOAD(res, RDT, pc.first_res + m * pc.res_row + (n0 + r) * pc.res_col);
                 NU_STORE(dst, DDT, pc.first_dst + m * pc.n + n0 + r, total)
+            }
         }
         barrier(); // red is reused by the next row group
     }

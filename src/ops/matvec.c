@@ -1,8 +1,12 @@
 /* matvec.c: matrix-vector and skinny matrix products against float and block-quantized weights
- * (nu_op_matvec). Two kernels: the float path (kernels/matvec/matvec_kernel.glsl, built as
- * matvec.comp and matvec_sg.comp), and for Q8_0 / Q4_0 weights on devices with integer dot
- * products the dot path (kernels/matvec/matvec_dot.comp: x quantized to 8 bits per block). Each
- * kernel's header describes its layout and knobs. */
+ * (nu_op_matvec), alone or fused with the RMSNorm of x, a gated linear unit and a residual add
+ * (nu_op_matvec_fused: nu_op_matvec is its NULL desc, one code path). Two kernels: the float
+ * path (kernels/matvec/matvec_kernel.glsl, built as matvec.comp and matvec_sg.comp), and for
+ * Q8_0 / Q4_0 weights on devices with integer dot products the dot path
+ * (kernels/matvec/matvec_dot.comp: x quantized to 8 bits per block). Each kernel's header
+ * describes its layout and knobs; the fused forms are specialisation constants (FUSE 0 compiles
+ * to the plain product). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +15,30 @@
 #include "kernels_table.h"
 #include "ops/op.h"
 
-#define FN "nu_op_matvec"
+/* One call's validated arguments and bindings (0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up,
+ * 5 residual: the kernels' bindings; x's binding again where a fused input is absent). */
+typedef struct mv_call {
+    nu_device *d;
+    const char *fn;
+    const nu_tensor *dst, *weight, *x, *norm, *up, *res;
+    float eps;
+    int64_t m, n, k;
+    uint32_t fuse; /* the kernels' FUSE: bit 0 norm, bit 1 glu, bit 2 residual */
+    nu_binding bind[6];
+    uint32_t first[6];
+} mv_call;
+#define MV_NORM 1u
+#define MV_GLU 2u
+#define MV_RESID 4u
+/* The weight rows a row group loads per row it computes: gate and up with a GLU. */
+#define MV_WEIGHTS(fuse) ((fuse) & MV_GLU ? 2u : 1u)
+
+/* Both kernels' push constants (kernels/matvec/matvec_kernel.glsl's Push). */
+typedef struct mv_push {
+    uint32_t n, k, first_w, w_row, w_col, first_x, x_row, x_col, first_dst;
+    uint32_t first_up, up_row, up_col, first_g, g_col, first_res, res_row, res_col;
+    float eps;
+} mv_push;
 
 /* The kernel's tuning knobs (its specialisation constants 4 to 6, and bit 0 of 7). */
 typedef struct matvec_tune {
@@ -20,6 +47,7 @@ typedef struct matvec_tune {
     int dot;      /* -1: the dot path for block weights where it applies; 0: never */
     uint32_t groups; /* the dot path's most workgroups (each quantizes x once); 0: as many as the rows need */
     uint32_t split;  /* the dot path's subgroups a row group */
+    uint32_t glu_rows; /* rows with a GLU (gate and up rows each: twice the loads); 0: as rows */
 } matvec_tune;
 
 /* The defaults: see below (the .comp's header describes each knob). */
@@ -31,35 +59,37 @@ typedef struct matvec_tune {
 static matvec_tune default_tune(nu_dtype w, int64_t m)
 {
     if (w == NU_DTYPE_F32)
-        return (matvec_tune){128, 2, 2, -1, -1, 0, 1};
-    return (matvec_tune){256, m > 2 ? 4 : 2, 2, -1, -1, 0, 1};
+        return (matvec_tune){128, 2, 2, -1, -1, 0, 1, 0};
+    return (matvec_tune){256, m > 2 ? 4 : 2, 2, -1, -1, 0, 1, 0};
 }
 /* The dot path's defaults (kernels/matvec/matvec_dot.comp): measured on the H200 (bench/RESULTS.md,
  * 2026-12-01, NUVEC_MATVEC sweeps of `nuvec bench ops --filter matvec`): 1024 threads, a row per
  * subgroup (or two: below), 4 units in flight, at most 264 workgroups (2 per SM there) was the best
  * of 30 settings for Q8_0 and Q4_0 at the four 7B decode shapes, or within 4% of it. */
-static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t rows, uint32_t split);
+static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t rows, uint32_t split, uint32_t fuse);
 static matvec_tune default_dot_tune(void)
 {
-    return (matvec_tune){1024, 1, 4, -1, -1, 264, 0}; /* split 0: chosen by auto_split once the knobs are read */
+    return (matvec_tune){1024, 1, 4, -1, -1, 264, 0, 0}; /* split 0: chosen by auto_split once the knobs are read */
 }
 /* Two subgroups a row where the rows are fewer than the grid's subgroups (4096 rows: 45% of the
  * copy bandwidth for Q8_0 against 41%, Q4_0 28% against 25%; 11008 rows and more: one), where the
  * workgroup (the default's or NUVEC_MATVEC's) holds whole pairs of subgroups. */
-static uint32_t auto_split(nu_device *d, const matvec_tune *t, int64_t m, int64_t n, int64_t k)
+static uint32_t auto_split(nu_device *d, const matvec_tune *t, int64_t m, int64_t n, int64_t k, uint32_t fuse)
 {
     uint32_t sg = d->info.subgroup_size ? d->info.subgroup_size : 1;
     uint64_t grid = (uint64_t)t->groups * (t->local / sg); /* groups 0: a workgroup per row group, never short */
     if ((uint64_t)n < grid && t->local % (2 * sg) == 0 &&
-        dot_shared_bytes(m, k, t->local, t->rows, 2) <= d->info.max_shared_memory)
+        dot_shared_bytes(m, k, t->local, t->rows, 2, fuse) <= d->info.max_shared_memory)
         return 2;
     return 1;
 }
 
-/* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1 dot=0|1 groups=G split=S" overrides the defaults
- * (for sweeping the knobs on a device without rebuilding, and for testing the float path where the
- * dot path applies); any key may be left out. dot=0 keeps block weights on the float path; the
- * other knobs apply to the path taken. */
+/* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1 dot=0|1 groups=G split=S glurows=R" overrides
+ * the defaults (for sweeping the knobs on a device without rebuilding, and for testing the float
+ * path where the dot path applies); any key may be left out. dot=0 keeps block weights on the
+ * float path; glurows the rows of fused products with a GLU (each row group loads its gate and up
+ * rows: a GLU's best may be half the plain product's rows; not measured yet); the other knobs
+ * apply to the path taken. */
 static bool env_wants_dot(void)
 {
     const char *s = getenv("NUVEC_MATVEC");
@@ -78,6 +108,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 1, 8, false, &t->unroll);
     if (!strcmp(key, "groups"))
         return nu__op_knob_u32(value, 0, 65535, false, &t->groups);
+    if (!strcmp(key, "glurows"))
+        return nu__op_knob_u32(value, 0, 8, false, &t->glu_rows);
     if (!strcmp(key, "split"))
         return nu__op_knob_u32(value, 1, 32, true, &t->split);
     if (!strcmp(key, "subgroup") && nu__op_knob_u32(value, 0, 1, false, &v))
@@ -87,14 +119,14 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     return false;
 }
 
-static nu_status env_tune(nu_device *d, matvec_tune *t)
+static nu_status env_tune(nu_device *d, const char *fn, matvec_tune *t)
 {
-    nu_status st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC",
+    nu_status st = nu__op_env_knobs(d, fn, "NUVEC_MATVEC",
                                     "local=32..1024 (a power of two), rows=1..8, unroll=1..8, subgroup=0|1, dot=0|1, "
-                                    "groups=0..65535, split=1..32 (a power of two)",
+                                    "groups=0..65535, split=1..32 (a power of two), glurows=0..8 (0: as rows)",
                                     apply_knob, t);
     if (st == NU_OK && t->local > d->info.max_workgroup_size[0])
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": NUVEC_MATVEC has local=%u; %s takes at most %u", t->local,
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NUVEC_MATVEC has local=%u; %s takes at most %u", fn, t->local,
                         d->info.name, d->info.max_workgroup_size[0]);
     return st;
 }
@@ -115,57 +147,109 @@ static bool rows_aligned(const nu_tensor *t, uint32_t first)
  * serve every K), 48 bytes a block and row (32 of 8-bit values, 16 of scales and sums). */
 static uint32_t dot_capacity_blocks(int64_t k) { return (uint32_t)((k / 32 + 63) / 64 * 64); }
 
-/* The dot path's shared memory: x's quantized rows, and the partial sums of split row groups (one
- * float where split is 1: the array cannot be empty). */
-static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t rows, uint32_t split)
+/* The dot path's shared memory: x's quantized rows, the partial sums of split row groups (one
+ * float where split is 1: the array cannot be empty), and with the norm each block's sum of
+ * squares (one float without). */
+static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t rows, uint32_t split, uint32_t fuse)
 {
-    return 48ull * (uint64_t)m * dot_capacity_blocks(k) + 4ull * (split > 1 ? (local / 8) * rows * (uint64_t)m : 1);
+    uint64_t sums = split > 1 ? (local / 8) * rows * MV_WEIGHTS(fuse) * (uint64_t)m : 1;
+    uint64_t squares = fuse & MV_NORM ? (uint64_t)m * dot_capacity_blocks(k) : 1;
+    return 48ull * (uint64_t)m * dot_capacity_blocks(k) + 4ull * (sums + squares);
 }
 
 /* Whether the dot path (kernels/matvec/matvec_dot.comp) takes block weights: a device with integer
  * dot products, subgroup arithmetic and shuffles, subgroups of a multiple of 8 threads, and x's
  * quantized rows in shared memory. */
-static bool dot_path_applies(nu_device *d, int64_t m, int64_t k)
+static bool dot_path_applies(nu_device *d, int64_t m, int64_t k, uint32_t fuse)
 {
     const nu_device_info *in = &d->info;
     uint32_t ops = NU_SUBGROUP_ARITHMETIC | NU_SUBGROUP_SHUFFLE;
     if (!in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] || (in->subgroup_operations & ops) != ops ||
         in->subgroup_size < 8 || in->subgroup_size % 8)
         return false;
-    return dot_shared_bytes(m, k, 1, 1, 1) <= in->max_shared_memory;
+    return dot_shared_bytes(m, k, 1, 1, 1, fuse) <= in->max_shared_memory;
 }
 
-static nu_status record_dot(nu_commands *c, nu_device *d, const nu_tensor *dst, const nu_tensor *weight,
-                            const nu_tensor *x, const nu_binding *bind, const uint32_t *first, int64_t m, int64_t n,
-                            int64_t k)
+/* Whether norm_weight (1-D) takes the kernels' vector loads: stride 1, 16-byte aligned. */
+static bool vector_aligned(const nu_tensor *t, uint32_t first)
 {
+    return (t->shape[0] == 1 || t->strides[0] == 1) && first * nu_dtype_size(t->dtype) % 16 == 0;
+}
+
+/* A weight's row stride as the kernels take it: elements, or 16-bit halves for block dtypes
+ * (rows of whole blocks); 0 for a single row (its stride is never used). */
+static uint32_t weight_row(const nu_tensor *w)
+{
+    if (w->shape[0] <= 1)
+        return 0;
+    if (nu_dtype_block_elements(w->dtype) > 1)
+        return (uint32_t)(w->strides[0] / 32 * (nu_dtype_block_bytes(w->dtype) / 2));
+    return (uint32_t)w->strides[0];
+}
+
+/* The push constants both kernels take (strides of dimensions of size 1 are never used: 0 keeps
+ * them within 32 bits). */
+static mv_push make_push(const mv_call *a)
+{
+    const nu_tensor *w = a->weight, *x = a->x;
+    bool block = nu_dtype_block_elements(w->dtype) > 1;
+    mv_push p = {(uint32_t)a->n, (uint32_t)a->k, a->first[1], weight_row(w),
+                 !block && a->k > 1 ? (uint32_t)w->strides[1] : 0, a->first[2],
+                 a->m > 1 ? (uint32_t)x->strides[0] : 0, a->k > 1 ? (uint32_t)x->strides[1] : 0, a->first[0],
+                 0, 0, 0, 0, 0, 0, 0, 0, 0.0f};
+    if (a->up) {
+        p.first_up = a->first[4];
+        p.up_row = weight_row(a->up);
+        p.up_col = !block && a->k > 1 ? (uint32_t)a->up->strides[1] : 0;
+    }
+    if (a->norm) {
+        p.first_g = a->first[3];
+        p.g_col = a->k > 1 ? (uint32_t)a->norm->strides[0] : 0;
+        p.eps = a->eps;
+    }
+    if (a->res) {
+        p.first_res = a->first[5];
+        p.res_row = a->m > 1 ? (uint32_t)a->res->strides[0] : 0;
+        p.res_col = a->n > 1 ? (uint32_t)a->res->strides[1] : 0;
+    }
+    return p;
+}
+
+static uint32_t code_or_f32(const nu_tensor *t) { return t ? nu__op_dtype_code(t->dtype) : 0u; }
+
+static nu_status record_dot(nu_commands *c, const mv_call *a)
+{
+    nu_device *d = a->d;
+    const char *fn = a->fn;
+    int64_t m = a->m, n = a->n, k = a->k;
     matvec_tune tune = default_dot_tune();
     nu_status st;
-    if ((st = env_tune(d, &tune)) != NU_OK)
+    if ((st = env_tune(d, fn, &tune)) != NU_OK)
         return st;
+    if ((a->fuse & MV_GLU) && tune.glu_rows)
+        tune.rows = tune.glu_rows;
     if (!tune.split)
-        tune.split = auto_split(d, &tune, m, n, k);
+        tune.split = auto_split(d, &tune, m, n, k, a->fuse);
     uint32_t sg = d->info.subgroup_size;
-    uint64_t shared = dot_shared_bytes(m, k, tune.local, tune.rows, tune.split);
+    uint64_t shared = dot_shared_bytes(m, k, tune.local, tune.rows, tune.split, a->fuse);
     if (shared > d->info.max_shared_memory)
-        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": split=%u with %u threads and %u rows needs %llu bytes of shared "
-                        "memory; %s has %u", tune.split, tune.local, tune.rows, (unsigned long long)shared,
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: split=%u with %u threads and %u rows needs %llu bytes of shared "
+                        "memory; %s has %u", fn, tune.split, tune.local, tune.rows, (unsigned long long)shared,
                         d->info.name, d->info.max_shared_memory);
     if (tune.local > d->info.max_workgroup_size[0] || tune.local > d->info.max_workgroup_invocations ||
         tune.local % (sg * tune.split))
         return nu__fail(d, NU_ERROR_UNSUPPORTED,
-                        FN ": %u threads a workgroup in groups of %u subgroups do not suit %s (subgroups of %u)",
+                        "%s: %u threads a workgroup in groups of %u subgroups do not suit %s (subgroups of %u)", fn,
                         tune.local, tune.split, d->info.name, sg);
-    uint32_t constants[10] = {weight->dtype == NU_DTYPE_Q8_0 ? 4u : 5u, nu__op_dtype_code(x->dtype),
-                             nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local, tune.rows, tune.unroll,
-                             rows_aligned(x, first[2]) ? 4u : 0u, dot_capacity_blocks(k), tune.split};
-    uint32_t w_row = n > 1 ? (uint32_t)(weight->strides[0] / 32 * (nu_dtype_block_bytes(weight->dtype) / 2)) : 0;
-    struct {
-        uint32_t n, k, first_w, w_row, w_col, first_x, x_row, x_col, first_dst;
-    } push = {(uint32_t)n, (uint32_t)k, first[1], w_row, 0, first[2],
-              m > 1 ? (uint32_t)x->strides[0] : 0, k > 1 ? (uint32_t)x->strides[1] : 0, first[0]};
+    uint32_t flags = (rows_aligned(a->x, a->first[2]) ? 4u : 0u) |
+                     (a->norm && vector_aligned(a->norm, a->first[3]) ? 8u : 0u);
+    uint32_t constants[13] = {a->weight->dtype == NU_DTYPE_Q8_0 ? 4u : 5u, nu__op_dtype_code(a->x->dtype),
+                              nu__op_dtype_code(a->dst->dtype), (uint32_t)m, tune.local, tune.rows, tune.unroll,
+                              flags, dot_capacity_blocks(k), tune.split, a->fuse, code_or_f32(a->norm),
+                              code_or_f32(a->res)};
+    mv_push push = make_push(a);
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, NU__K_matvec_dot, sizeof push, constants, 10, &kern)) != NU_OK)
+    if ((st = nu__op_kernel(d, NU__K_matvec_dot, sizeof push, constants, 13, &kern)) != NU_OK)
         return st;
     /* Row groups are spread over all the grid's subgroups. */
     uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
@@ -174,86 +258,180 @@ static nu_status record_dot(nu_commands *c, nu_device *d, const nu_tensor *dst, 
     if (tune.groups && wanted > tune.groups)
         wanted = tune.groups;
     uint32_t groups[3] = {(uint32_t)(wanted > 65535 ? 65535 : wanted), 1, 1};
-    return nu_commands_dispatch(c, kern, groups, bind, 3, &push, sizeof push);
+    return nu_commands_dispatch(c, kern, groups, a->bind, 6, &push, sizeof push);
 }
 
-static nu_status shape_of(nu_device *d, const char *name, const nu_tensor *t)
+/* The float path's reduction memory (the shader's RED): a float per sum (ROWS x M products, twice
+ * with a GLU, and M sums of squares with the norm) and per subgroup, or per thread for the tree. */
+static uint64_t float_shared_bytes(const matvec_tune *t, int64_t m, uint32_t fuse, bool subgroup)
+{
+    uint64_t sums = (uint64_t)t->rows * MV_WEIGHTS(fuse) * (uint64_t)m + (fuse & MV_NORM ? (uint64_t)m : 0);
+    return 4ull * sums * (subgroup ? t->local / 8 : t->local);
+}
+
+static nu_status record_float(nu_commands *c, const mv_call *a)
+{
+    nu_device *d = a->d;
+    nu_status st;
+    bool block = nu_dtype_block_elements(a->weight->dtype) > 1;
+    bool can_subgroup = (d->info.subgroup_operations & NU_SUBGROUP_ARITHMETIC) && d->info.subgroup_size >= 8;
+    matvec_tune tune = default_tune(a->weight->dtype, a->m);
+    /* The fused sums may not fit the default's rows in a small shared memory: fewer rows (the
+     * environment's knobs are taken as they are, and refused below where they do not fit). */
+    while (tune.rows > 1 && float_shared_bytes(&tune, a->m, a->fuse, can_subgroup) > d->info.max_shared_memory)
+        tune.rows /= 2;
+    if ((st = env_tune(d, a->fn, &tune)) != NU_OK)
+        return st;
+    if ((a->fuse & MV_GLU) && tune.glu_rows)
+        tune.rows = tune.glu_rows;
+    bool subgroup = tune.subgroup && can_subgroup;
+    bool wvec = !block && rows_aligned(a->weight, a->first[1]) && (!a->up || rows_aligned(a->up, a->first[4]));
+    uint32_t flags = (subgroup ? 1u : 0u) | (wvec ? 2u : 0u) | (rows_aligned(a->x, a->first[2]) ? 4u : 0u) |
+                     (a->norm && vector_aligned(a->norm, a->first[3]) ? 8u : 0u);
+    nu_dtype wd = a->weight->dtype;
+    uint32_t wdt = wd == NU_DTYPE_Q8_0 ? 4u : wd == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(wd);
+    uint64_t shared = float_shared_bytes(&tune, a->m, a->fuse, subgroup);
+    if (shared > d->info.max_shared_memory || tune.local > d->info.max_workgroup_size[0] ||
+        tune.local > d->info.max_workgroup_invocations)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: %u threads and %u rows a workgroup need more than %s offers",
+                        a->fn, tune.local, tune.rows, d->info.name);
+    uint32_t constants[11] = {wdt, nu__op_dtype_code(a->x->dtype), nu__op_dtype_code(a->dst->dtype), (uint32_t)a->m,
+                              tune.local, tune.rows, tune.unroll, flags, a->fuse, code_or_f32(a->norm),
+                              code_or_f32(a->res)};
+    mv_push push = make_push(a);
+    nu_kernel *kern;
+    /* A device without subgroup arithmetic must not see a module that declares it. */
+    if ((st = nu__op_kernel(d, subgroup ? NU__K_matvec_sg : NU__K_matvec, sizeof push, constants, 11, &kern)) != NU_OK)
+        return st;
+    uint32_t groups[3];
+    nu__op_groups(((uint64_t)a->n + tune.rows - 1) / tune.rows, 1, groups);
+    return nu_commands_dispatch(c, kern, groups, a->bind, 6, &push, sizeof push);
+}
+
+static nu_status shape_of(nu_device *d, const char *fn, const char *name, const nu_tensor *t)
 {
     if (t->rank != 2)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s has rank %u; it must be 2 ([%s])", name, t->rank,
-                        !strcmp(name, "weight") ? "n, k" : (!strcmp(name, "x") ? "m, k" : "m, n"));
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %s has rank %u; it must be 2 ([%s])", fn, name, t->rank,
+                        !strcmp(name, "x") ? "m, k" : (!strcmp(name, "dst") || !strcmp(name, "residual")) ? "m, n" : "n, k");
     return NU_OK;
 }
 
-nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x)
+/* The desc's fields against the product's shapes (a->m, n, k set): what the contract requires of
+ * each, and no overlap of dst with any input but residual's exact view. */
+static nu_status check_desc(mv_call *a, const nu_matvec_desc *desc)
+{
+    nu_device *d = a->d;
+    const char *fn = a->fn;
+    nu_status st;
+    if (desc->norm_weight) {
+        const nu_tensor *g = a->norm = desc->norm_weight;
+        if ((st = nu__op_check(fn, "norm_weight", g, NU__OP_FLOAT)) != NU_OK)
+            return st;
+        if (g->rank != 1 || g->shape[0] != a->k)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: norm_weight has rank %u and %lld elements; it must be "
+                            "[%lld] (x's k)", fn, g->rank, (long long)(g->rank ? g->shape[0] : 1), (long long)a->k);
+        /* eps > 0: with eps 0 an all-zero row of x would divide by zero (a NaN or Inf row). */
+        if (!(desc->norm_eps > 0) || !isfinite(desc->norm_eps))
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: norm_eps %g must be finite and > 0", fn,
+                            (double)desc->norm_eps);
+        if ((st = nu__op_no_alias(fn, a->dst, "norm_weight", g, false)) != NU_OK)
+            return st;
+        a->eps = desc->norm_eps;
+        a->fuse |= MV_NORM;
+    }
+    if (desc->glu_up) {
+        const nu_tensor *u = a->up = desc->glu_up, *w = a->weight;
+        if ((st = nu__op_check(fn, "glu_up", u, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
+            (st = shape_of(d, fn, "glu_up", u)) != NU_OK)
+            return st;
+        if (u->dtype != w->dtype)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: glu_up is %s but weight is %s (they must match)", fn,
+                            nu_dtype_name(u->dtype), nu_dtype_name(w->dtype));
+        if (u->shape[0] != w->shape[0] || u->shape[1] != w->shape[1])
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: glu_up is %lldx%lld but weight is %lldx%lld (they must "
+                            "match)", fn, (long long)u->shape[0], (long long)u->shape[1], (long long)w->shape[0],
+                            (long long)w->shape[1]);
+        if ((st = nu__op_no_alias(fn, a->dst, "glu_up", u, false)) != NU_OK)
+            return st;
+        a->fuse |= MV_GLU;
+    }
+    if (desc->residual) {
+        const nu_tensor *r = a->res = desc->residual;
+        if ((st = nu__op_check(fn, "residual", r, NU__OP_FLOAT)) != NU_OK ||
+            (st = shape_of(d, fn, "residual", r)) != NU_OK)
+            return st;
+        if (r->shape[0] != a->m || r->shape[1] != a->n)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: residual is %lldx%lld; it must be %lldx%lld (dst's shape)",
+                            fn, (long long)r->shape[0], (long long)r->shape[1], (long long)a->m, (long long)a->n);
+        /* In place only as the same view: each element is then read by the invocation that writes it. */
+        if ((st = nu__op_no_alias(fn, a->dst, "residual", r, true)) != NU_OK)
+            return st;
+        a->fuse |= MV_RESID;
+    }
+    return NU_OK;
+}
+
+static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, const nu_tensor *weight,
+                        const nu_tensor *x, const nu_matvec_desc *desc)
 {
     if (!c)
-        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN ": NULL command buffer");
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
     nu_status st;
-    if ((st = nu__op_check(FN, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
-        (st = nu__op_check(FN, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
-        (st = nu__op_check(FN, "x", x, NU__OP_FLOAT)) != NU_OK)
+    if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
+        (st = nu__op_check(fn, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
+        (st = nu__op_check(fn, "x", x, NU__OP_FLOAT)) != NU_OK)
         return st;
     nu_device *d = nu_buffer_device(dst->buffer);
-    if ((st = shape_of(d, "weight", weight)) != NU_OK || (st = shape_of(d, "x", x)) != NU_OK ||
-        (st = shape_of(d, "dst", dst)) != NU_OK)
+    if ((st = shape_of(d, fn, "weight", weight)) != NU_OK || (st = shape_of(d, fn, "x", x)) != NU_OK ||
+        (st = shape_of(d, fn, "dst", dst)) != NU_OK)
         return st;
     int64_t m = x->shape[0], k = x->shape[1], n = weight->shape[0];
     if (m > NU_MATVEC_MAX_ROWS)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": x has %lld rows; at most %d (NU_MATVEC_MAX_ROWS)",
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: x has %lld rows; at most %d (NU_MATVEC_MAX_ROWS)", fn,
                         (long long)m, NU_MATVEC_MAX_ROWS);
     if (weight->shape[1] != k)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": x is %lldx%lld but weight is %lldx%lld (k differs)",
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: x is %lldx%lld but weight is %lldx%lld (k differs)", fn,
                         (long long)m, (long long)k, (long long)n, (long long)weight->shape[1]);
     if (dst->shape[0] != m || dst->shape[1] != n)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": dst is %lldx%lld; it must be %lldx%lld (x's rows, weight's)",
-                        (long long)dst->shape[0], (long long)dst->shape[1], (long long)m, (long long)n);
-    if ((st = nu__op_contiguous(FN, "dst", dst)) != NU_OK || (st = nu__op_no_alias(FN, dst, "weight", weight, false)) != NU_OK ||
-        (st = nu__op_no_alias(FN, dst, "x", x, false)) != NU_OK)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: dst is %lldx%lld; it must be %lldx%lld (x's rows, weight's)",
+                        fn, (long long)dst->shape[0], (long long)dst->shape[1], (long long)m, (long long)n);
+    if ((st = nu__op_contiguous(fn, "dst", dst)) != NU_OK || (st = nu__op_no_alias(fn, dst, "weight", weight, false)) != NU_OK ||
+        (st = nu__op_no_alias(fn, dst, "x", x, false)) != NU_OK)
+        return st;
+    mv_call a = {.d = d, .fn = fn, .dst = dst, .weight = weight, .x = x, .m = m, .n = n, .k = k};
+    if (desc && (st = check_desc(&a, desc)) != NU_OK)
         return st;
     if (!m || !n)
         return NU_OK; /* an empty dst */
     if (!k)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k is 0 (x and weight are empty but dst is not)");
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: k is 0 (x and weight are empty but dst is not)", fn);
 
-    nu_binding bind[3];
-    uint32_t first[3];
-    if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
-        (st = nu__op_bind(FN, weight, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
-        (st = nu__op_bind(FN, x, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
+    if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &a.bind[0], &a.first[0])) != NU_OK ||
+        (st = nu__op_bind(fn, weight, NU_ACCESS_READ, &a.bind[1], &a.first[1])) != NU_OK ||
+        (st = nu__op_bind(fn, x, NU_ACCESS_READ, &a.bind[2], &a.first[2])) != NU_OK)
         return st;
+    const nu_tensor *fused[3] = {a.norm, a.up, a.res};
+    for (int i = 0; i < 3; i++) {
+        a.bind[3 + i] = a.bind[2], a.first[3 + i] = 0; /* absent: x's binding, never read */
+        if (fused[i] && (st = nu__op_bind(fn, fused[i], NU_ACCESS_READ, &a.bind[3 + i], &a.first[3 + i])) != NU_OK)
+            return st;
+    }
+
+    /* The kernel for the weight's dtype: repacked dtypes' own kernels take over here, with the
+     * call validated and bound; below, the two kernels of the float and block dtypes. */
     bool block = nu_dtype_block_elements(weight->dtype) > 1;
-    if (block && env_wants_dot() && dot_path_applies(d, m, k))
-        return record_dot(c, d, dst, weight, x, bind, first, m, n, k);
+    if (block && env_wants_dot() && dot_path_applies(d, m, k, a.fuse))
+        return record_dot(c, &a);
+    return record_float(c, &a);
+}
 
-    matvec_tune tune = default_tune(weight->dtype, m);
-    if ((st = env_tune(d, &tune)) != NU_OK)
-        return st;
-    bool subgroup = tune.subgroup && (d->info.subgroup_operations & NU_SUBGROUP_ARITHMETIC) && d->info.subgroup_size >= 8;
-    uint32_t flags = (subgroup ? 1u : 0u) | (!block && rows_aligned(weight, first[1]) ? 2u : 0u) |
-                     (rows_aligned(x, first[2]) ? 4u : 0u);
-    uint32_t wdt = weight->dtype == NU_DTYPE_Q8_0 ? 4u : weight->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(weight->dtype);
-    /* The reduction's shared memory (the shader's RED). */
-    uint64_t shared = 4ull * tune.rows * (uint64_t)m * (subgroup ? tune.local / 8 : tune.local);
-    if (shared > d->info.max_shared_memory || tune.local > d->info.max_workgroup_size[0] ||
-        tune.local > d->info.max_workgroup_invocations)
-        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %u threads and %u rows a workgroup need more than %s offers",
-                        tune.local, tune.rows, d->info.name);
-    uint32_t constants[8] = {wdt, nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m,
-                             tune.local, tune.rows, tune.unroll, flags};
-    /* Strides of dimensions of size 1 are never used (0 keeps them within 32 bits). */
-    uint32_t w_row = n > 1 ? (uint32_t)weight->strides[0] : 0, w_col = k > 1 ? (uint32_t)weight->strides[1] : 0;
-    if (block)
-        w_row = w_row / 32 * (nu_dtype_block_bytes(weight->dtype) / 2);
-    struct {
-        uint32_t n, k, first_w, w_row, w_col, first_x, x_row, x_col, first_dst;
-    } push = {(uint32_t)n, (uint32_t)k, first[1], w_row, w_col, first[2],
-              m > 1 ? (uint32_t)x->strides[0] : 0, k > 1 ? (uint32_t)x->strides[1] : 0, first[0]};
-    nu_kernel *kern;
-    /* A device without subgroup arithmetic must not see a module that declares it. */
-    if ((st = nu__op_kernel(d, subgroup ? NU__K_matvec_sg : NU__K_matvec, sizeof push, constants, 8, &kern)) != NU_OK)
-        return st;
-    uint32_t groups[3];
-    nu__op_groups(((uint64_t)n + tune.rows - 1) / tune.rows, 1, groups);
-    return nu_commands_dispatch(c, kern, groups, bind, 3, &push, sizeof push);
+nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x)
+{
+    return matvec(c, "nu_op_matvec", dst, weight, x, NULL);
+}
+
+nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
+                             const nu_matvec_desc *desc)
+{
+    return matvec(c, "nu_op_matvec_fused", dst, weight, x, desc);
 }
