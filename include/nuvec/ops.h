@@ -45,7 +45,10 @@ NU_BEGIN_DECLS
  * itself keeps its bits (NaN payloads included). F16/BF16 dst of a block dtype: the F32 value,
  * rounded. dst may be src itself (the same view: nothing changes). A U8 tensor must not end in
  * a last, partial 32-bit word of its buffer (a buffer size not a multiple of 4): U8 is accessed
- * as whole words (no 8-bit storage); NU_ERROR_UNSUPPORTED otherwise. */
+ * as whole words (no 8-bit storage); NU_ERROR_UNSUPPORTED otherwise. Q4_0_SOA (nuvec/tensor.h):
+ * made from Q4_0 (any view of dst's shape; the bytes repacked exactly, not overlapping dst), and
+ * dequantized to float as Q4_0 is; a dst whose rows are not a multiple of 256 elements is
+ * refused, naming K. */
 nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src);
 
 /* ---- elementwise ------------------------------------------------------------------------- */

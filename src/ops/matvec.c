@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels_table.h"
+#include "ops/matvec_soa.h"
 #include "ops/op.h"
 
 #define FN "nu_op_matvec"
@@ -185,13 +186,15 @@ static nu_status shape_of(nu_device *d, const char *name, const nu_tensor *t)
     return NU_OK;
 }
 
-nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x)
+/* nu_op_matvec, and nu_op_matvec_fused where desc is not NULL. */
+static nu_status matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
+                        const nu_matvec_desc *desc)
 {
     if (!c)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN ": NULL command buffer");
     nu_status st;
     if ((st = nu__op_check(FN, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
-        (st = nu__op_check(FN, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
+        (st = nu__op_check(FN, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA))) != NU_OK ||
         (st = nu__op_check(FN, "x", x, NU__OP_FLOAT)) != NU_OK)
         return st;
     nu_device *d = nu_buffer_device(dst->buffer);
@@ -215,6 +218,13 @@ nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *we
         return NU_OK; /* an empty dst */
     if (!k)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": k is 0 (x and weight are empty but dst is not)");
+    /* Q4_0_SOA weights have their own kernel, fused forms included (src/ops/matvec_soa.c). The
+     * fused forms of the other dtypes: not here yet (branch mvfuse). */
+    if (weight->dtype == NU_DTYPE_Q4_0_SOA)
+        return nu__matvec_soa(c, d, dst, weight, x, desc);
+    if (desc && (desc->norm_weight || desc->glu_up || desc->residual))
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "nu_op_matvec_fused: norm_weight, glu_up and residual take Q4_0_SOA "
+                        "weights only for now (weight is %s)", nu_dtype_name(weight->dtype));
 
     nu_binding bind[3];
     uint32_t first[3];
@@ -256,4 +266,15 @@ nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *we
     uint32_t groups[3];
     nu__op_groups(((uint64_t)n + tune.rows - 1) / tune.rows, 1, groups);
     return nu_commands_dispatch(c, kern, groups, bind, 3, &push, sizeof push);
+}
+
+nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x)
+{
+    return matvec(c, dst, weight, x, NULL);
+}
+
+nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
+                             const nu_matvec_desc *desc)
+{
+    return matvec(c, dst, weight, x, desc);
 }
