@@ -269,12 +269,9 @@ void main()
         for (uint i = index; i < blocks; i += threads) {
             uint row = i / bpr, b = i % bpr;
             uint hs = pc.first_src + (row * pc.stride.z + b) * 9u, hd = pc.first_dst + row * bpr * 9u;
-            uint16_t v[9];
-            for (uint k = 0u; k < 9u; k++)
-                v[k] = src_h[hs + k];
-            dst_h[hd + b] = v[0];
+            dst_h[hd + b] = src_h[hs];
             for (uint k = 0u; k < 8u; k++)
-                dst_h[hd + bpr + b * 8u + k] = v[1u + k];
+                dst_h[hd + bpr + b * 8u + k] = src_h[hs + 1u + k];
         }
         return;
     }

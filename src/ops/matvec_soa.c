@@ -159,9 +159,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     uint32_t ops = NU_SUBGROUP_ARITHMETIC | NU_SUBGROUP_SHUFFLE;
     tune.dot = tune.dot && in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (in->subgroup_operations & ops) == ops &&
                sg % 8 == 0;
-    soa_tune one = tune;
-    one.local = one.rows = 1;
-    if (tune.dot && shared_bytes(true, m, k, &one, 1, nw, false) > in->max_shared_memory)
+    if (tune.dot && shared_bytes(true, m, k, &tune, 1, nw, norm) > in->max_shared_memory)
         tune.dot = 0; /* x's quantized rows do not fit: the float path reads x from its binding */
     if (tune.local > in->max_workgroup_size[0] || tune.local > in->max_workgroup_invocations || tune.local % sg)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": NUVEC_MATVEC_SOA's %u threads a workgroup do not suit %s "
