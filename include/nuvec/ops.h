@@ -178,7 +178,12 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
  * knobs may be overridden for sweeps by the environment: NUVEC_MATVEC="local=L rows=R unroll=U
  * subgroup=0|1 dot=0|1 groups=G split=S" (dot=0: block weights on the float path, x unrounded).
  * For more rows, nuvec/ops.h's matrix products (the kernel library's second part) are the fast
- * path. */
+ * path. Q4_0_SOA weights (Q4_0 repacked by nu_op_copy: nuvec/tensor.h; any slice of rows) take
+ * their own kernel (kernels/matvec/matvec_soa.glsl), with x rounded as on the dot path where the
+ * device has integer dot products and x's rows fit in shared memory (40 bytes per 32 elements
+ * and row), in F32 on the exact values elsewhere; it needs subgroup arithmetic (else
+ * NU_ERROR_UNSUPPORTED). Its knobs: NUVEC_MATVEC_SOA="local=L rows=R unroll=U groups=G split=S
+ * dot=0|1" (NUVEC_MATVEC does not apply to it). */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
 
