@@ -411,14 +411,14 @@ static void fused_forms_match_the_reference(void **state)
 }
 
 /* More row groups than the grid holds (groups=2), and the knobs: threads, rows a subgroup (3: not
- * dividing N), runs in flight, subgroups a row group (split 2 and 4), on both paths. */
+ * dividing N), runs in flight, subgroups a row group (split 2 and 4), no prefetch, on both paths. */
 static void knobs_and_large_n(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 14;
     const char *knobs[6] = {"groups=2", "rows=3 unroll=1", "split=2 local=64", "split=4 unroll=3 rows=2",
-                            "local=1024 groups=0", "dot=0 rows=2 split=2 local=128"};
+                            "local=1024 groups=0 prefetch=0", "dot=0 rows=2 split=2 local=128"};
     for (int i = 0; i < 6; i++) {
         assert_int_equal(setenv("NUVEC_MATVEC_SOA", knobs[i], 1), 0);
         soa_case sc = {1 + i % 2, 301, i % 2 ? 4352 : 512, NU_DTYPE_F32, NU_DTYPE_F32, i % 3 == 0, i == 4, i == 2,

@@ -17,6 +17,8 @@
 //   matvec_dot.comp's rule (eight threads a block, four elements each): dx = max|v| / 127,
 //   q = roundEven(v * 127 / max|v|) clamped to -127..127; stored as xlo (elements 0..15 of the
 //   block: the low nibbles' partners) and xhi (16..31), a uvec4 each, and (dx, dx * sum q).
+// - With PREFETCH each lane issues the loads of its first chunk of weights (below) before phase 1,
+//   so that reading and quantizing x, and the barrier after it, overlap their latency.
 // - Phase 2: SPLIT subgroups compute ROWS consecutive rows at a time (with glu_up, GLU, the gate
 //   and the up row of each: one workgroup has both dots of a unit), each lane UNROLL runs of each
 //   row (and weight) in flight before using any. A Q4_0 run of 16 bytes as four words: word i's
@@ -34,7 +36,8 @@
 //   4 ROWS          weight rows a subgroup computes at a time (1..8)
 //   5 UNROLL        runs a lane has in flight per row and weight (1..8)
 //   6 FLAGS         bit 0: weight offsets 16-byte aligned (uvec4 loads; else 8 half loads a run),
-//                   1: NORM, 2: GLU, 3: RESID, 4: x's vector path (rows 16-byte aligned, stride 1)
+//                   1: NORM, 2: GLU, 3: RESID, 4: x's vector path (rows 16-byte aligned, stride 1),
+//                   5: PREFETCH (the first chunk's weight loads issued before phase 1)
 //   7 XB            blocks of x shared memory holds a row (dot path; >= K / 32, rounded up to 64)
 //   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
@@ -62,6 +65,7 @@ const bool NORM = (FLAGS & 2u) != 0u;
 const bool GLU = (FLAGS & 4u) != 0u;
 const bool RESID = (FLAGS & 8u) != 0u;
 const bool XVEC = (FLAGS & 16u) != 0u;
+const bool PREFETCH = (FLAGS & 32u) != 0u;
 const uint NW = GLU ? 2u : 1u; // weights read a row
 const uint RM = ROWS * M;
 
@@ -217,41 +221,60 @@ float run_dot_f(uvec4 q, uint d, float v[32])
 }
 #endif
 
+// The runs of chunk b0 (UNROLL runs a lane, of each of the ROWS rows at base[] and each weight)
+// into rq / rd.
+#define LOAD_CHUNK(b0)                                                                              \
+    for (uint t = 0u; t < UNROLL; t++) {                                                            \
+        uint b = (b0) + t * step;                                                                   \
+        if (b < blocks)                                                                             \
+            for (uint r = 0u; r < ROWS; r++) {                                                      \
+                uint o = (t * ROWS + r) * NW;                                                       \
+                LOAD_RUN(w, pc.first_w + base[r], blocks, b, rq[o], rd[o])                          \
+                if (GLU)                                                                            \
+                    LOAD_RUN(up, pc.first_up + base[r], blocks, b, rq[o + NW - 1u], rd[o + NW - 1u]) \
+            }                                                                                       \
+    }
+
+// A batch's row group: its first row n0 and the rows' first halves (rows past N repeat the last,
+// not stored).
+#define ROW_GROUP(bt)                                                                               \
+    gr = (bt) * slots + slot;                                                                       \
+    n0 = min(gr, groups - 1u) * ROWS;                                                               \
+    for (uint r = 0u; r < ROWS; r++)                                                                \
+        base[r] = min(n0 + r, pc.n - 1u) * pc.w_row;
+
 void main()
 {
-    read_x();
-    barrier();
     uint blocks = pc.k / 32u;
     uint lane = gl_SubgroupInvocationID, sg_size = gl_SubgroupSize;
     uint slots = gl_NumSubgroups / SPLIT, slot = gl_SubgroupID / SPLIT, part = gl_SubgroupID % SPLIT;
     uint groups = (pc.n + ROWS - 1u) / ROWS;
     uint batches = (groups + slots - 1u) / slots;
     uint step = SPLIT * sg_size; // runs between a lane's consecutive ones
+    uint gr, n0, base[ROWS];
+    uvec4 rq[UNROLL * ROWS * NW];
+    uint rd[UNROLL * ROWS * NW];
+    // PREFETCH: the first chunk's weight loads are issued before x is read and quantized (phase 1
+    // and its barrier then run while they are in flight).
+    bool pre = PREFETCH && gl_WorkGroupID.x < batches;
+    if (pre) {
+        ROW_GROUP(gl_WorkGroupID.x)
+        LOAD_CHUNK(part * sg_size + lane)
+    }
+    read_x();
+    barrier();
     float s_m[M];
     for (uint m = 0u; m < M; m++)
         s_m[m] = NORM ? srow[m] : 1.0;
     for (uint bt = gl_WorkGroupID.x; bt < batches; bt += gl_NumWorkGroups.x) { // uniform in the workgroup
-        uint gr = bt * slots + slot;
-        uint n0 = min(gr, groups - 1u) * ROWS;
-        uint base[ROWS];
-        for (uint r = 0u; r < ROWS; r++)
-            base[r] = min(n0 + r, pc.n - 1u) * pc.w_row; // rows past N repeat the last (not stored)
+        ROW_GROUP(bt)
         float acc[RM * NW];
         for (uint i = 0u; i < RM * NW; i++)
             acc[i] = 0.0;
         for (uint b0 = part * sg_size + lane; b0 < blocks; b0 += step * UNROLL) {
-            uvec4 rq[UNROLL * ROWS * NW];
-            uint rd[UNROLL * ROWS * NW];
-            for (uint t = 0u; t < UNROLL; t++) {
-                uint b = b0 + t * step;
-                if (b < blocks)
-                    for (uint r = 0u; r < ROWS; r++) {
-                        uint o = (t * ROWS + r) * NW;
-                        LOAD_RUN(w, pc.first_w + base[r], blocks, b, rq[o], rd[o])
-                        if (GLU)
-                            LOAD_RUN(up, pc.first_up + base[r], blocks, b, rq[o + NW - 1u], rd[o + NW - 1u])
-                    }
-            }
+            if (!pre)
+                LOAD_CHUNK(b0)
+            pre = false;
             for (uint t = 0u; t < UNROLL; t++) {
                 uint b = b0 + t * step;
                 if (b >= blocks)
@@ -280,6 +303,7 @@ void main()
                 }
             }
         }
+        pre = false; // (a lane with no run in this batch)
         bool store = gr < groups;
         float tot[RM * NW];
         if (SPLIT == 1u) {

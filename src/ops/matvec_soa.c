@@ -18,6 +18,7 @@ typedef struct soa_tune {
     uint32_t groups; /* most workgroups (each reads x once; the grid loops over the rows); 0: as many as the rows need */
     uint32_t split;  /* subgroups a row group; 0: chosen by auto_split */
     int dot;         /* -1: the dot path where it applies; 0: the float path */
+    uint32_t prefetch; /* 1: the first weight loads before x is read (matvec_soa.glsl's PREFETCH) */
 } soa_tune;
 
 /* Defaults, by reasoning (not measured yet; the lead sweeps them on the H200): 512 threads and
@@ -25,7 +26,7 @@ typedef struct soa_tune {
  * 2048, with room for the registers of 4 runs in flight), a row per subgroup, 4 runs (16 bytes
  * each) in flight a lane: 64 KiB in flight an SM, about 8 MiB on the device, more than the
  * ~3 MiB its bandwidth-latency product asks. */
-static soa_tune default_tune(void) { return (soa_tune){512, 1, 4, 264, 0, -1}; }
+static soa_tune default_tune(void) { return (soa_tune){512, 1, 4, 264, 0, -1, 1}; }
 
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
@@ -41,6 +42,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 0, 65535, false, &t->groups);
     if (!strcmp(key, "split"))
         return nu__op_knob_u32(value, 1, 32, true, &t->split);
+    if (!strcmp(key, "prefetch"))
+        return nu__op_knob_u32(value, 0, 1, false, &t->prefetch);
     if (!strcmp(key, "dot") && nu__op_knob_u32(value, 0, 1, false, &v))
         return t->dot = v ? -1 : 0, true;
     return false;
@@ -152,7 +155,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     soa_tune tune = default_tune();
     if ((st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
-                               "split=1..32 (a power of two), dot=0|1",
+                               "split=1..32 (a power of two), prefetch=0|1, dot=0|1",
                                apply_knob, &tune)) != NU_OK)
         return st;
     uint32_t sg = in->subgroup_size;
@@ -188,7 +191,8 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     bool wvec = first[1] % 8 == 0 && (!glu || first[3] % 8 == 0);
     bool xvec = (k == 1 || x->strides[1] == 1) && (uint64_t)first[2] * nu_dtype_size(x->dtype) % 16 == 0 &&
                 (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
-    uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u);
+    uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
+                     (tune.prefetch ? 32u : 0u);
     uint32_t constants[11] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
                               tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
