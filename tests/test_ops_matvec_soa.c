@@ -417,7 +417,7 @@ static void knobs_and_large_n(void **state)
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 14;
-    const char *knobs[6] = {"groups=2", "rows=3 unroll=1", "split=2 local=64", "split=4 unroll=3 rows=2",
+    const char *knobs[6] = {"groups=2 split=1", "rows=3 unroll=1", "split=2 local=64", "split=4 unroll=3 rows=2",
                             "local=1024 groups=0 prefetch=0", "dot=0 rows=2 split=2 local=128"};
     for (int i = 0; i < 6; i++) {
         assert_int_equal(setenv("NUVEC_MATVEC_SOA", knobs[i], 1), 0);

@@ -67,7 +67,9 @@ static double fraction(uint64_t used, uint64_t slots) { return slots ? (double)u
 /* Subgroups a row group: the power of two (1 to 8, dividing the workgroup's subgroups) that keeps
  * most lanes busy: the last batch of row groups over the grid's slots fills them unevenly (11008
  * rows over 4224 slots: 3 batches, 87% full) and a row's runs over split x lanes leave lanes idle
- * (4096 / 32 = 128 runs over 8 x 32 lanes: half). Each doubling must gain 2% (it costs barriers). */
+ * (4096 / 32 = 128 runs over 8 x 32 lanes: half). Each doubling must gain 2% (it costs barriers),
+ * and must leave each lane UNROLL runs a row where split 1 does (fewer runs a lane are fewer bytes
+ * in flight: what the bandwidth needs most). */
 static uint32_t auto_split(nu_device *d, const soa_tune *t, int64_t m, int64_t n, int64_t k, uint32_t nw, bool norm,
                            bool dot)
 {
@@ -79,7 +81,9 @@ static uint32_t auto_split(nu_device *d, const soa_tune *t, int64_t m, int64_t n
             break;
         uint64_t slots = (uint64_t)(t->groups ? t->groups : 65535) * (t->local / sg / s);
         uint64_t batches = (row_groups + slots - 1) / slots, lanes = (uint64_t)s * sg;
-        uint64_t per_lane = (blocks + lanes - 1) / lanes;
+        uint64_t per_lane = (blocks + lanes - 1) / lanes, per_lane1 = (blocks + sg - 1) / sg;
+        if (s > 1 && per_lane < (t->unroll < per_lane1 ? t->unroll : per_lane1))
+            break;
         if (!t->groups) /* a workgroup per row group's share: the hardware balances them */
             slots = batches * slots > row_groups ? row_groups : slots;
         double eff = fraction(row_groups, batches * slots) * fraction(blocks, per_lane * lanes);
@@ -91,7 +95,8 @@ static uint32_t auto_split(nu_device *d, const soa_tune *t, int64_t m, int64_t n
     return best;
 }
 
-/* 1-D float tensor of k elements (norm_weight) or [m, n] float (residual). */
+/* desc's tensors (matvec_soa.h): norm_weight [k] float and a positive finite eps, glu_up Q4_0_SOA of
+ * weight's shape, residual [m, n] float; none of them overlapping dst but residual as dst itself. */
 static nu_status check_desc(nu_device *d, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
                             const nu_matvec_desc *desc)
 {
