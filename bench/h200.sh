@@ -6,6 +6,7 @@
 # Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture llm
 # (llm is not in the default list: it writes 17 GB of model files; see its comment below)
 # ops (nuvec bench ops beside bench/torch_ops.py) matvec (a sweep of the matrix-vector knobs)
+# soa (a sweep of NUVEC_MATVEC_SOA, Q4_0_SOA's matrix-vector knobs; not in the default list)
 # random (default: all; random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0);
 # gputests runs only the tests that do GPU work. upload writes a weights file of UPLOAD_SIZE
 # (default 16G) and runs `nuvec bench upload`, `nuvec load --to-gpu` and bench/torch_upload.py on
@@ -184,6 +185,18 @@ PY
                   "local=512 rows=2 unroll=2" "local=64 rows=4 unroll=4" "local=128 rows=8 unroll=1"}; do
             echo "NUVEC_MATVEC=$k" | tee -a "$OUT/matvec.txt"
             NUVEC_MATVEC="$k" ./build/nuvec bench ops --filter matvec | grep -E '^matvec' | tee -a "$OUT/matvec.txt" || status=1
+        done ;;
+    soa)
+        # Q4_0_SOA's matrix-vector kernel (kernels/matvec/matvec_soa.glsl, NUVEC_MATVEC_SOA), a
+        # setting a run, beside Q4_0's dot path once; SOA_SWEEP replaces the list.
+        ./build/nuvec bench ops --filter "matvec Q4_0 " | grep -E '^matvec' | tee -a "$OUT/soa.txt" || status=1
+        for k in ${SOA_SWEEP:-"local=512 groups=264" "local=1024 groups=264" "local=256 groups=528" \
+                  "local=512 groups=0" "local=1024 groups=132" "local=512 groups=264 unroll=2" \
+                  "local=512 groups=264 unroll=8" "local=512 groups=264 rows=2 unroll=2" \
+                  "local=512 groups=264 split=1" "local=512 groups=264 split=2" "local=512 groups=264 split=4" \
+                  "local=256 groups=0 unroll=2"}; do
+            echo "NUVEC_MATVEC_SOA=$k" | tee -a "$OUT/soa.txt"
+            NUVEC_MATVEC_SOA="$k" ./build/nuvec bench ops --filter Q4_0_SOA | grep -E '^matvec' | tee -a "$OUT/soa.txt" || status=1
         done ;;
     random)
         start=$(date +%s)

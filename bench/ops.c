@@ -47,6 +47,7 @@ typedef enum op_kind {
     K_ROPE,    /* shape: tokens, heads, head_dim */
     K_GATHER,  /* shape: vocab, dim, tokens */
     K_MATVEC,  /* shape: n, k, m */
+    K_MATVEC_GLU, /* shape: n, k, m: nu_op_matvec_fused with glu_up, gate and up the halves of a [2n, k] weight */
     K_MATMUL,  /* shape: m, n, k; dtype: the weight's (a and dst F16, or BF16 for BF16 weights) */
     K_MATMUL_DQ, /* shape: m, n, k: a block weight dequantized to F16 (nu_op_copy), then the F16 product */
     K_ATTN_DECODE,  /* shape: context, kv_heads (32 query heads of 128, 1 token, F16) */
@@ -202,8 +203,9 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
         }
         return st;
     }
-    case K_MATVEC: {
-        int64_t w[2] = {s[0], s[1]}, x[2] = {s[2], s[1]}, out[2] = {s[2], s[0]};
+    case K_MATVEC:
+    case K_MATVEC_GLU: {
+        int64_t w[2] = {k->kind == K_MATVEC_GLU ? 2 * s[0] : s[0], s[1]}, x[2] = {s[2], s[1]}, out[2] = {s[2], s[0]};
         if ((st = new_tensor(d, bt, k->out_dtype, 2, out, FILL, &bt->t[0])) == NU_OK)
             st = new_tensor(d, bt, NU_DTYPE_F32, 2, x, FILL, &bt->t[1]);
         nu_tensor probe = nu_tensor_make(NULL, 0, k->dtype, 2, w);
@@ -347,6 +349,15 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
         return nu_op_gather(c, &t[0], &t[1], &t[2]);
     case K_MATVEC:
         return nu_op_matvec(c, k->sub ? &bt->outs[rep % bt->copies] : &t[0], &bt->weights[rep % bt->copies], &t[1]);
+    case K_MATVEC_GLU: {
+        const nu_tensor *w = &bt->weights[rep % bt->copies];
+        nu_tensor gate, up;
+        nu_status st = nu_tensor_slice(w, 0, 0, k->shape_v[0], &gate);
+        if (st == NU_OK)
+            st = nu_tensor_slice(w, 0, k->shape_v[0], k->shape_v[0], &up);
+        nu_matvec_desc desc = {.glu_up = &up};
+        return st == NU_OK ? nu_op_matvec_fused(c, &t[0], &gate, &t[1], &desc) : st;
+    }
     case K_MATMUL:
         return nu_op_matmul(c, &t[0], &t[1], &t[2], NULL);
     case K_MATMUL_DQ: {
@@ -526,6 +537,21 @@ int bench_ops(int argc, char **argv)
             cases[ncases++] = (bench_case){"matvec_fus", mvf[si].shape, K_MV_FUSED, mvf[si].form, mvfd[di], F32, 0,
                                            {mvf[si].n, mvf[si].k}, bytes, "", 0};
         }
+    /* Q4_0 repacked for decode (Q4_0_SOA: nu_op_copy makes it at load), beside Q4_0's rows above;
+     * and the FFN's gate and up products as one fused op with the SwiGLU (one stacked weight). */
+    for (int si = 0; si < 4; si++)
+        for (int sub = 0; sub < 2; sub++) {
+            nu_tensor probe = nu_tensor_make(NULL, 0, NU_DTYPE_Q4_0_SOA, 2, mvs[si]);
+            cases[ncases++] = (bench_case){sub ? "matvec_indep" : "matvec", mvn[si], K_MATVEC, sub, NU_DTYPE_Q4_0_SOA,
+                                           F32, 0, {mvs[si][0], mvs[si][1], 1}, (double)nu_tensor_span_bytes(&probe),
+                                           mq, 0};
+        }
+    for (int di = 0; di < 2; di++) {
+        int64_t gu[2] = {2 * 11008, 4096};
+        nu_tensor probe = nu_tensor_make(NULL, 0, di ? NU_DTYPE_Q4_0 : NU_DTYPE_Q4_0_SOA, 2, gu);
+        cases[ncases++] = (bench_case){"matvec_glu", "2x11008x4096", K_MATVEC_GLU, 0, probe.dtype, F32, 0,
+                                       {11008, 4096, 1}, (double)nu_tensor_span_bytes(&probe), mq, 0};
+    }
     /* Matrix products (TFLOP/s of 2 m n k) and attention. A CPU device (lavapipe: 2 to 6 GFLOP/s
      * on two shared cores) runs the square product at 512^3 instead of 1024^3 and skips the larger
      * ones, runs the prefill shapes with 16 tokens instead of 512 and without n = 32000 (its F16
@@ -613,7 +639,7 @@ int bench_ops(int argc, char **argv)
     } else {
         printf("nuvec bench ops on %s: GB/s of the bytes each op must move; 'of copy': against the\n"
                "copy bandwidth measured first (nu_commands_copy, %s)\n\n", info->name, big);
-        printf("%-10s %-6s %-15s %10s %9s %8s %8s %6s  %s\n", "op", "dtype", "shape", "us/op", "GB/s", "of copy",
+        printf("%-12s %-8s %-15s %10s %9s %8s %8s %6s  %s\n", "op", "dtype", "shape", "us/op", "GB/s", "of copy",
                "TFLOP/s", "reps", "target");
     }
     int failed = 0;
@@ -675,7 +701,7 @@ int bench_ops(int argc, char **argv)
             char tf[16] = "-";
             if (k->flops > 0)
                 snprintf(tf, sizeof tf, "%.3g", k->flops / s / 1e12);
-            printf("%-10s %-6s %-15s %10.2f %9.1f %7.0f%% %8s %6d  %s\n", k->name, nu_dtype_name(k->dtype), k->shape,
+            printf("%-12s %-8s %-15s %10.2f %9.1f %7.0f%% %8s %6d  %s\n", k->name, nu_dtype_name(k->dtype), k->shape,
                    s * 1e6, gbps, frac * 100, tf, reps, target);
         }
     }

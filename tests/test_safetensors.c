@@ -85,10 +85,10 @@ static nu_safetensors *parse_ok(const char *header, size_t data)
 static void dtypes_have_names_and_sizes(void **state)
 {
     static const char *names[] = {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
-                                  "BF16", "I32", "U32", "F32", "I64", "U64", "F64", "Q8_0", "Q4_0"};
-    static const size_t sizes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8, 0, 0};
-    static const uint32_t block_elements[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 32, 32};
-    static const uint32_t block_bytes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8, 34, 18};
+                                  "BF16", "I32", "U32", "F32", "I64", "U64", "F64", "Q8_0", "Q4_0", "Q4_0_SOA"};
+    static const size_t sizes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8, 0, 0, 0};
+    static const uint32_t block_elements[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 32, 32, 32};
+    static const uint32_t block_bytes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8, 34, 18, 18};
     assert_int_equal(sizeof names / sizeof *names, NU_DTYPE_COUNT);
     for (int i = 0; i < NU_DTYPE_COUNT; i++) {
         assert_string_equal(nu_dtype_name((nu_dtype)i), names[i]);
@@ -442,6 +442,8 @@ static void writer_refusals(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_safetensors_write(path, &t, 1, NULL, NULL, 0));
     assert_non_null(strstr(nu_error_message(NULL), "not a safetensors dtype"));
     t.dtype = NU_DTYPE_Q4_0; /* GGUF's block quantization has no safetensors spelling */
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_safetensors_write(path, &t, 1, NULL, NULL, 0));
+    t.dtype = NU_DTYPE_Q4_0_SOA; /* nor nuvec's repacked Q4_0 */
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_safetensors_write(path, &t, 1, NULL, NULL, 0));
     t = ok;
     t.rank = NU_TENSOR_MAX_RANK + 1;

@@ -31,17 +31,19 @@ typedef enum nu_dtype {
     NU_DTYPE_F64,
     NU_DTYPE_Q8_0, /* GGUF block quantization: see above (not a safetensors dtype) */
     NU_DTYPE_Q4_0,
+    NU_DTYPE_Q4_0_SOA, /* Q4_0's values with each row's scales first, then its quants (nuvec/tensor.h):
+                        * made from Q4_0 by nu_op_copy, read by nu_op_matvec (coalesced loads) */
     NU_DTYPE_COUNT
 } nu_dtype;
 
 /* Bytes per element (1 for BOOL and the F8 types); 0 for the block dtypes and values outside
  * the enum. */
 size_t nu_dtype_size(nu_dtype dtype);
-/* Elements per block: 32 for Q8_0 and Q4_0, 1 for the others (0 outside the enum). */
+/* Elements per block: 32 for Q8_0, Q4_0 and Q4_0_SOA, 1 for the others (0 outside the enum). */
 uint32_t nu_dtype_block_elements(nu_dtype dtype);
-/* Bytes per block: 34 for Q8_0, 18 for Q4_0, nu_dtype_size for the others. */
+/* Bytes per block: 34 for Q8_0, 18 for Q4_0 and Q4_0_SOA, nu_dtype_size for the others. */
 uint32_t nu_dtype_block_bytes(nu_dtype dtype);
-/* "F32", "BF16", "Q4_0", ... (the safetensors spelling; "?" outside the enum). */
+/* "F32", "BF16", "Q4_0", "Q4_0_SOA", ... (the safetensors spelling where there is one; "?" outside the enum). */
 const char *nu_dtype_name(nu_dtype dtype);
 
 NU_END_DECLS

@@ -45,7 +45,10 @@ NU_BEGIN_DECLS
  * itself keeps its bits (NaN payloads included). F16/BF16 dst of a block dtype: the F32 value,
  * rounded. dst may be src itself (the same view: nothing changes). A U8 tensor must not end in
  * a last, partial 32-bit word of its buffer (a buffer size not a multiple of 4): U8 is accessed
- * as whole words (no 8-bit storage); NU_ERROR_UNSUPPORTED otherwise. */
+ * as whole words (no 8-bit storage); NU_ERROR_UNSUPPORTED otherwise. Q4_0_SOA (nuvec/tensor.h):
+ * made from Q4_0 (any view of dst's shape; the bytes repacked exactly, not overlapping dst), and
+ * dequantized to float as Q4_0 is; a dst whose rows are not a multiple of 256 elements is
+ * refused, naming K. */
 nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src);
 
 /* ---- elementwise ------------------------------------------------------------------------- */
@@ -176,7 +179,12 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
  * subgroup=0|1 dot=0|1 groups=G split=S glurows=R" (dot=0: block weights on the float path, x
  * unrounded; glurows: the rows of nu_op_matvec_fused with glu_up, 0 as rows).
  * For more rows, nuvec/ops.h's matrix products (the kernel library's second part) are the fast
- * path. */
+ * path. Q4_0_SOA weights (Q4_0 repacked by nu_op_copy: nuvec/tensor.h; any slice of rows) take
+ * their own kernel (kernels/matvec/matvec_soa.glsl), with x rounded as on the dot path where the
+ * device has integer dot products and x's rows fit in shared memory (40 bytes per 32 elements
+ * and row), in F32 on the exact values elsewhere; it needs subgroup arithmetic (else
+ * NU_ERROR_UNSUPPORTED). Its knobs: NUVEC_MATVEC_SOA="local=L rows=R unroll=U groups=G split=S
+ * dot=0|1" (NUVEC_MATVEC does not apply to it). */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
 

@@ -16,6 +16,14 @@
  *   Q4_0, 18 bytes a block:  f16 d, then uint8 qs[16];            x[j] = d * ((qs[j] & 15) - 8),
  *                                                                 x[j + 16] = d * ((qs[j] >> 4) - 8)
  *                                                                 for j in 0..15
+ *   Q4_0_SOA, 18 bytes a block as well, but not stored block by block: a rank-2 matrix of rows of
+ *     K elements (K a multiple of 256), each row K / 32 * 18 bytes: first its K / 32 f16 scales d
+ *     (block b's at byte 2b), then its K / 32 runs of 16 bytes (block b's qs[16], as in Q4_0, at
+ *     byte K / 16 + 16b). Same values as Q4_0 (x[j] = d * ((qs[j] & 15) - 8), ...); rows and
+ *     runs start 16-byte aligned when the tensor's offset is (K / 32 is a multiple of 8), so
+ *     lanes reading consecutive runs load 16 bytes each, coalesced. Made from Q4_0 by
+ *     nu_op_copy; read by nu_op_matvec(_fused) and nu_op_copy (to floats). Its views have rank 2,
+ *     stride 1 and whole rows (strides[0] == shape[1]): slices of rows, never of columns.
  * (d is an IEEE half; the elements of a block are consecutive along the last dimension). A
  * tensor of a block dtype has its last dimension contiguous (stride 1) and a multiple of 32,
  * and every other stride a multiple of 32; element (.., i) is in block (offset_in_elements / 32)
@@ -53,7 +61,8 @@ nu_tensor nu_tensor_make(nu_buffer *buffer, uint64_t offset, nu_dtype dtype, uin
 /* NU_OK when the view is well formed and inside its buffer: a live buffer, a known dtype, rank
  * 1..4, shapes >= 0 (0: an empty tensor), strides >= 0, the block-dtype rules above,
  * every element's bytes within the buffer. Otherwise NU_ERROR_INVALID_ARGUMENT (or
- * NU_ERROR_OUT_OF_RANGE past the buffer's end) with a message naming `what`. */
+ * NU_ERROR_OUT_OF_RANGE past the buffer's end) with a message naming `what`. Q4_0_SOA: also
+ * rank 2, whole rows, rows of a multiple of 256 elements (above). */
 nu_status nu_tensor_check(const nu_tensor *t, const char *what);
 
 /* Elements (the shape's product). */

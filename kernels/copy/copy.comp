@@ -1,7 +1,8 @@
 #version 450
 // copy: dst = src, converting the dtype (nu_op_copy, nuvec/ops.h): float to float (F32, F16, BF16
-// in any combination), a dtype to itself (bits moved unchanged: I32, U32, U8, and floats), Q8_0
-// and Q4_0 to float (dequantization, exact in F32). src is any view (its strides, 0 for a broadcast
+// in any combination), a dtype to itself (bits moved unchanged: I32, U32, U8, and floats), Q8_0,
+// Q4_0 and Q4_0_SOA to float (dequantization, exact in F32), Q4_0 to Q4_0_SOA (REPACK: a thread a
+// block; nuvec/tensor.h gives the layout). src is any view (its strides, 0 for a broadcast
 // dimension); dst is contiguous.
 //
 // Conversions are done on the bits, in integer arithmetic (round to nearest even, subnormals kept,
@@ -9,7 +10,7 @@
 //
 // Specialisation constants:
 //   0 DT_DST, 1 DT_SRC: dtype codes (ops.glsl's F32 0, F16 1, BF16 2; 3 any 32-bit integer (I32,
-//     U32), 4 U8, 5 Q8_0, 6 Q4_0). DT_SRC == DT_DST moves bits.
+//     U32), 4 U8, 5 Q8_0, 6 Q4_0, 7 Q4_0_SOA). DT_SRC == DT_DST moves bits; DT_DST 7 repacks.
 //   2 FAST: 1 when dst and src are contiguous and their first elements 16-byte aligned in their
 //     bindings: 16-byte loads and stores (8 elements a step for casts, one vector for moves), the
 //     tail an element a thread. For Q8_0/Q4_0 src, 1 when dst's first element is 16-byte aligned
@@ -31,6 +32,7 @@
 #define CP_U8 4u
 #define CP_Q8_0 5u
 #define CP_Q4_0 6u
+#define CP_SOA 7u
 
 layout(local_size_x_id = 3) in;
 layout(constant_id = 0) const uint DT_DST = NU_F32;
@@ -50,7 +52,8 @@ layout(push_constant) uniform Push {
 } pc;
 
 const bool RAW = DT_SRC == DT_DST;
-const bool BLOCK = DT_SRC == CP_Q8_0 || DT_SRC == CP_Q4_0;
+const bool BLOCK = DT_SRC == CP_Q8_0 || DT_SRC == CP_Q4_0 || DT_SRC == CP_SOA;
+const bool REPACK = DT_DST == CP_SOA;
 const bool HALF = DT_SRC == NU_F16 || DT_SRC == NU_BF16;
 
 // IEEE half bits to single bits, exact (subnormal halves are normal singles).
@@ -127,28 +130,37 @@ void cp_store_bits(uint i, uint f32bits)
         dst_h[i] = uint16_t(cp_from_f32(DT_DST, f32bits));
 }
 
-// Block dtypes: the half index of the block holding dst element i's source, and the element's
-// position in it.
-uint cp_block(uint i, out uint j)
+// Block dtypes: the halves of the block holding dst element i's source (its scale d at half
+// *hq - 1 for Q8_0 / Q4_0; *hd for all), its quants from half hq, and the element's position j.
+// Q4_0_SOA is rank 2 with whole rows: row x.z's K / 32 scales, then its runs of 8 halves.
+void cp_block(uint i, out uint j, out uint hd, out uint hq)
 {
     uvec4 x = cp_index(i);
     j = x.w % 32u;
+    if (DT_SRC == CP_SOA) {
+        uint bpr = pc.shape.w / 32u, row = pc.first_src + x.z * pc.stride.z * 9u;
+        hd = row + x.w / 32u;
+        hq = row + bpr + (x.w / 32u) * 8u;
+        return;
+    }
     uint block = x.x * pc.stride.x + x.y * pc.stride.y + x.z * pc.stride.z + x.w / 32u;
-    return pc.first_src + block * (DT_SRC == CP_Q8_0 ? 17u : 9u);
+    hd = pc.first_src + block * (DT_SRC == CP_Q8_0 ? 17u : 9u);
+    hq = hd + 1u;
 }
 
 // Element i (i < count) an element at a time.
 void cp_element(uint i)
 {
     if (BLOCK) {
-        uint j, hb = cp_block(i, j);
-        float d = uintBitsToFloat(cp_f16_to_f32(uint(src_h[hb])));
+        uint j, hd, hq;
+        cp_block(i, j, hd, hq);
+        float d = uintBitsToFloat(cp_f16_to_f32(uint(src_h[hd])));
         int q;
         if (DT_SRC == CP_Q8_0) {
-            q = bitfieldExtract(int(uint(src_h[hb + 1u + j / 2u])), int(j & 1u) * 8, 8);
+            q = bitfieldExtract(int(uint(src_h[hq + j / 2u])), int(j & 1u) * 8, 8);
         } else {
             uint k = j & 15u;
-            uint byte = (uint(src_h[hb + 1u + k / 2u]) >> ((k & 1u) * 8u)) & 0xffu;
+            uint byte = (uint(src_h[hq + k / 2u]) >> ((k & 1u) * 8u)) & 0xffu;
             q = int((byte >> ((j >> 4) * 4u)) & 15u) - 8;
         }
         cp_store_bits(pc.first_dst + i, floatBitsToUint(d * float(q)));
@@ -205,15 +217,16 @@ void cp_general(uint start, uint index, uint threads)
 // Q8_0/Q4_0: elements 8u .. 8u + 7 (in one row, in one block) as single bits.
 void cp_dequant8(uint u, out uint v[8])
 {
-    uint j, hb = cp_block(u * 8u, j);
-    float d = uintBitsToFloat(cp_f16_to_f32(uint(src_h[hb])));
+    uint j, hd, hq;
+    cp_block(u * 8u, j, hd, hq);
+    float d = uintBitsToFloat(cp_f16_to_f32(uint(src_h[hd])));
     uint quarter = j / 8u;
     uint h0, h1, h2, h3, shift = 0u;
     if (DT_SRC == CP_Q8_0) {
-        uint at = hb + 1u + 4u * quarter;
+        uint at = hq + 4u * quarter;
         h0 = uint(src_h[at]); h1 = uint(src_h[at + 1u]); h2 = uint(src_h[at + 2u]); h3 = uint(src_h[at + 3u]);
     } else {
-        uint at = hb + 1u + 4u * (quarter & 1u); // bytes 8 (quarter & 1) .. +7 of qs
+        uint at = hq + 4u * (quarter & 1u); // bytes 8 (quarter & 1) .. +7 of qs
         h0 = uint(src_h[at]); h1 = uint(src_h[at + 1u]); h2 = uint(src_h[at + 2u]); h3 = uint(src_h[at + 3u]);
         shift = (quarter >> 1) * 4u; // quarters 2 and 3: the high nibbles
     }
@@ -251,6 +264,17 @@ void cp_store8(uint vd, uint u, uint v[8])
 void main()
 {
     uint index = gl_GlobalInvocationID.x, threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (REPACK) { // Q4_0 block i (row i / bpr) to its row's scale and run
+        uint bpr = pc.shape.w / 32u, blocks = pc.count / 32u;
+        for (uint i = index; i < blocks; i += threads) {
+            uint row = i / bpr, b = i % bpr;
+            uint hs = pc.first_src + (row * pc.stride.z + b) * 9u, hd = pc.first_dst + row * bpr * 9u;
+            dst_h[hd + b] = src_h[hs];
+            for (uint k = 0u; k < 8u; k++)
+                dst_h[hd + bpr + b * 8u + k] = src_h[hs + 1u + k];
+        }
+        return;
+    }
     uint vd = nu_vbase(DT_DST == NU_F32 ? NU_F32 : NU_F16, pc.first_dst);
     if (BLOCK) { // every row is a whole number of 8-element steps
         uint units = pc.count / 8u;

@@ -16,6 +16,7 @@ static const struct {
     [NU_DTYPE_F32] = {"F32", 4, 1},         [NU_DTYPE_I64] = {"I64", 8, 1}, [NU_DTYPE_U64] = {"U64", 8, 1},
     [NU_DTYPE_F64] = {"F64", 8, 1},
     [NU_DTYPE_Q8_0] = {"Q8_0", 34, 32},     [NU_DTYPE_Q4_0] = {"Q4_0", 18, 32},
+    [NU_DTYPE_Q4_0_SOA] = {"Q4_0_SOA", 18, 32},
 };
 
 size_t nu_dtype_size(nu_dtype dtype)

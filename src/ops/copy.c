@@ -1,4 +1,5 @@
-/* copy.c: copies and casts between dtypes, dequantization (nu_op_copy; kernels/copy/copy.comp). */
+/* copy.c: copies and casts between dtypes, dequantization, Q4_0's repacking to Q4_0_SOA (nu_op_copy;
+ * kernels/copy/copy.comp). */
 #include <string.h>
 
 #include "core/error.h"
@@ -10,7 +11,7 @@
 #define COPY_LOCAL 256u
 #define COPY_UNROLL 2u
 
-/* copy.comp's dtype codes: ops.glsl's floats, then 32-bit integers, U8, Q8_0, Q4_0. */
+/* copy.comp's dtype codes: ops.glsl's floats, then 32-bit integers, U8, Q8_0, Q4_0, Q4_0_SOA. */
 static uint32_t copy_code(nu_dtype dtype)
 {
     switch (dtype) {
@@ -21,11 +22,52 @@ static uint32_t copy_code(nu_dtype dtype)
     case NU_DTYPE_U32: return 3;
     case NU_DTYPE_U8: return 4;
     case NU_DTYPE_Q8_0: return 5;
-    default: return 6; /* Q4_0 */
+    case NU_DTYPE_Q4_0: return 6;
+    default: return 7; /* Q4_0_SOA */
     }
 }
 
 #define COPY_INTEGER (NU__OP_DTYPE(NU_DTYPE_I32) | NU__OP_DTYPE(NU_DTYPE_U32) | NU__OP_DTYPE(NU_DTYPE_U8))
+#define COPY_SOA NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA)
+
+/* Q4_0 -> Q4_0_SOA (the repack made once at load: nuvec/tensor.h): a thread a block, its scale to
+ * the row's scales and its 16 quant bytes to the row's runs (copy.comp's REPACK). dst's checks
+ * (rank 2, rows of a multiple of 256 elements, whole rows) were made by nu__op_check; src is any
+ * view of Q4_0 of dst's shape. */
+static nu_status repack_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, const nu_tensor *src)
+{
+    const char *fn = "nu_op_copy";
+    if (src->dtype != NU_DTYPE_Q4_0)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: Q4_0_SOA is made from Q4_0 only (src is %s)", fn,
+                        nu_dtype_name(src->dtype));
+    nu_status st;
+    if ((st = nu__op_no_alias(fn, dst, "src", src, false)) != NU_OK)
+        return st;
+    uint64_t blocks = nu_tensor_numel(dst) / 32;
+    if (!blocks)
+        return NU_OK;
+    nu_binding bind[2];
+    uint32_t first[2];
+    if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(fn, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
+        return st;
+    struct {
+        uint32_t count, first_dst, first_src, pad;
+        uint32_t shape[4], stride[4];
+    } push = {(uint32_t)nu_tensor_numel(dst), first[0], first[1], 0, {0}, {0}};
+    uint32_t unused[4];
+    nu__op_dims4(dst, push.shape, unused);
+    nu__op_dims4(src, unused, push.stride);
+    for (int i = 0; i < 3; i++) /* in blocks, as for dequantization */
+        push.stride[i] /= 32;
+    uint32_t constants[5] = {copy_code(NU_DTYPE_Q4_0_SOA), copy_code(NU_DTYPE_Q4_0), 0, COPY_LOCAL, COPY_UNROLL};
+    nu_kernel *k;
+    if ((st = nu__op_kernel(d, NU__K_copy, sizeof push, constants, 5, &k)) != NU_OK)
+        return st;
+    uint32_t groups[3];
+    nu__op_groups(blocks, COPY_LOCAL, groups);
+    return nu_commands_dispatch(c, k, groups, bind, 2, &push, sizeof push);
+}
 
 /* U8 tensors are read and written as whole 32-bit words (the kernels use no 8-bit storage): the
  * word holding the last byte must lie inside the buffer. */
@@ -46,16 +88,19 @@ nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
     if (!c)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
     nu_status st;
-    if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT | COPY_INTEGER)) != NU_OK ||
-        (st = nu__op_check(fn, "src", src, NU__OP_FLOAT | COPY_INTEGER | NU__OP_BLOCK)) != NU_OK ||
+    if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT | COPY_INTEGER | COPY_SOA)) != NU_OK ||
+        (st = nu__op_check(fn, "src", src, NU__OP_FLOAT | COPY_INTEGER | NU__OP_BLOCK | COPY_SOA)) != NU_OK ||
         (st = nu__op_contiguous(fn, "dst", dst)) != NU_OK || (st = nu__op_same_shape(fn, "dst", dst, "src", src)) != NU_OK)
         return st;
     nu_device *d = nu_buffer_device(dst->buffer);
-    bool src_float = (NU__OP_FLOAT | NU__OP_BLOCK) & NU__OP_DTYPE(src->dtype);
+    if (dst->dtype == NU_DTYPE_Q4_0_SOA)
+        return repack_soa(c, d, dst, src);
+    bool src_float = (NU__OP_FLOAT | NU__OP_BLOCK | COPY_SOA) & NU__OP_DTYPE(src->dtype);
     bool dst_float = NU__OP_FLOAT & NU__OP_DTYPE(dst->dtype);
     if (src_float != dst_float || (!src_float && src->dtype != dst->dtype))
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        "%s: no conversion from %s to %s (floats and Q8_0/Q4_0 go to floats; I32, U32 and U8 to themselves)",
+                        "%s: no conversion from %s to %s (floats, Q8_0, Q4_0 and Q4_0_SOA go to floats; Q4_0 to Q4_0_SOA; "
+                        "I32, U32 and U8 to themselves)",
                         fn, nu_dtype_name(src->dtype), nu_dtype_name(dst->dtype));
     if ((st = nu__op_no_alias(fn, dst, "src", src, true)) != NU_OK)
         return st;

@@ -34,6 +34,7 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
     nu_status st;
     if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
+        (st = nu__op_no_soa(fn, "table", table)) != NU_OK ||
         (st = nu__op_check(fn, "table", table, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
         (st = nu__op_check(fn, "ids", ids, NU__OP_DTYPE(NU_DTYPE_I32))) != NU_OK ||
         (st = nu__op_contiguous(fn, "dst", dst)) != NU_OK)

@@ -159,6 +159,7 @@ nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a,
     nu_status st;
     if ((st = nu__op_check(FN, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
         (st = nu__op_check(FN, "a", a, NU__OP_FLOAT)) != NU_OK ||
+        (st = nu__op_no_soa(FN, "b", b)) != NU_OK ||
         (st = nu__op_check(FN, "b", b, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
         (bias && (st = nu__op_check(FN, "bias", bias, NU__OP_FLOAT)) != NU_OK))
         return st;

@@ -5,7 +5,7 @@
  * Q8_0 / Q4_0 weights on devices with integer dot products the dot path
  * (kernels/matvec/matvec_dot.comp: x quantized to 8 bits per block). Each kernel's header
  * describes its layout and knobs; the fused forms are specialisation constants (FUSE 0 compiles
- * to the plain product). */
+ * to the plain product). Q4_0_SOA weights go to their own kernel (src/ops/matvec_soa.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "kernels_table.h"
+#include "ops/matvec_soa.h"
 #include "ops/op.h"
 
 /* One call's validated arguments and bindings (0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up,
@@ -341,7 +342,7 @@ static nu_status check_desc(mv_call *a, const nu_matvec_desc *desc)
     }
     if (desc->glu_up) {
         const nu_tensor *u = a->up = desc->glu_up, *w = a->weight;
-        if ((st = nu__op_check(fn, "glu_up", u, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
+        if ((st = nu__op_check(fn, "glu_up", u, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA))) != NU_OK ||
             (st = shape_of(d, fn, "glu_up", u)) != NU_OK)
             return st;
         if (u->dtype != w->dtype)
@@ -378,7 +379,7 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
     nu_status st;
     if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
-        (st = nu__op_check(fn, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK)) != NU_OK ||
+        (st = nu__op_check(fn, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA))) != NU_OK ||
         (st = nu__op_check(fn, "x", x, NU__OP_FLOAT)) != NU_OK)
         return st;
     nu_device *d = nu_buffer_device(dst->buffer);
@@ -405,6 +406,10 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
         return NU_OK; /* an empty dst */
     if (!k)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: k is 0 (x and weight are empty but dst is not)", fn);
+
+    /* Q4_0_SOA weights have their own kernel, fused forms included (src/ops/matvec_soa.c). */
+    if (weight->dtype == NU_DTYPE_Q4_0_SOA)
+        return nu__matvec_soa(c, d, dst, weight, x, desc);
 
     if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &a.bind[0], &a.first[0])) != NU_OK ||
         (st = nu__op_bind(fn, weight, NU_ACCESS_READ, &a.bind[1], &a.first[1])) != NU_OK ||
@@ -435,3 +440,4 @@ nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tens
 {
     return matvec(c, "nu_op_matvec_fused", dst, weight, x, desc);
 }
+

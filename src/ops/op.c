@@ -171,6 +171,18 @@ nu_status nu__op_check(const char *op, const char *name, const nu_tensor *t, uin
     return NU_OK;
 }
 
+nu_status nu__op_no_soa(const char *op, const char *name, const nu_tensor *t)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s: %s", op, name);
+    nu_status st = nu_tensor_check(t, what);
+    if (st != NU_OK || t->dtype != NU_DTYPE_Q4_0_SOA)
+        return st;
+    return nu__fail(t->buffer->device, NU_ERROR_INVALID_ARGUMENT,
+                    "%s is Q4_0_SOA, which only nu_op_matvec and nu_op_copy read (its rows are repacked for "
+                    "decode); %s takes the Q4_0 tensor it was made from", what, op);
+}
+
 nu_status nu__op_same_shape(const char *op, const char *an, const nu_tensor *a, const char *bn, const nu_tensor *b)
 {
     bool same = a->rank == b->rank;

@@ -42,6 +42,9 @@ uint32_t nu__op_dtype_code(nu_dtype dtype);
  * multiple of its element (or for block dtypes, 2 bytes), fewer than 2^32 elements, and the
  * device's 16-bit storage for 16-bit and block dtypes. The message names the op and the tensor. */
 nu_status nu__op_check(const char *op, const char *name, const nu_tensor *t, uint32_t dtypes);
+/* NU_ERROR_INVALID_ARGUMENT where t (checked first: nu_tensor_check) is Q4_0_SOA, which only
+ * nu_op_matvec(_fused) and nu_op_copy read: the message says to keep the Q4_0 tensor for `op`. */
+nu_status nu__op_no_soa(const char *op, const char *name, const nu_tensor *t);
 /* NU_ERROR_INVALID_ARGUMENT unless a and b have the same rank and shape. */
 nu_status nu__op_same_shape(const char *op, const char *an, const nu_tensor *a, const char *bn, const nu_tensor *b);
 /* NU_ERROR_INVALID_ARGUMENT unless dst is contiguous. */

@@ -111,6 +111,20 @@ nu_status nu_tensor_check(const nu_tensor *t, const char *what)
                 return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a %s tensor's strides are multiples of %u",
                                 what, nu_dtype_name(t->dtype), per);
     }
+    /* Q4_0_SOA's layout is per row of the matrix (scales, then quants): only whole rows of a
+     * rank-2 matrix whose rows hold whole groups of 8 blocks (16-byte aligned runs) are views of it. */
+    if (t->dtype == NU_DTYPE_Q4_0_SOA) {
+        if (t->rank != 2)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a Q4_0_SOA tensor has rank 2 (it has %u)", what, t->rank);
+        if (t->shape[1] % 256)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                            "%s: a Q4_0_SOA tensor's rows are a multiple of 256 elements (K is %lld)", what,
+                            (long long)t->shape[1]);
+        if (t->strides[0] != t->shape[1] && t->shape[1] > 0)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                            "%s: a Q4_0_SOA view has whole rows (row stride %lld elements, rows of %lld): columns "
+                            "cannot be sliced", what, (long long)t->strides[0], (long long)t->shape[1]);
+    }
     uint64_t span = nu_tensor_span_bytes(t);
     uint64_t size = t->buffer->size;
     if (span && (t->offset > size || span > size - t->offset))

@@ -1,0 +1,348 @@
+// matvec_soa.glsl: nu_op_matvec and nu_op_matvec_fused (nuvec/ops.h) against Q4_0_SOA weights
+// (nuvec/tensor.h: each row's K / 32 f16 scales, then its K / 32 runs of 16 quant bytes), built
+// as matvec_soa.comp (integer dot products against x rounded to 8 bits, SOA_DOT 1) and
+// matvec_soa_float.comp (F32 arithmetic on the exact values, for devices without them);
+// src/ops/matvec_soa.c chooses and records them.
+//
+// Why: GGUF's Q4_0 blocks are 18 bytes, so the 4-byte loads of a subgroup over them straddle cache
+// lines (matvec_dot.comp reads Q4_0 at 28-53% of the H200's copy bandwidth). Here lane l of a
+// subgroup reads run b = l, l + lanes, .. of a row: one aligned 16-byte load a lane, a subgroup's
+// loads 16 x lanes consecutive bytes, and the lanes' 2-byte scales consecutive too.
+//
+// Work:
+// - Phase 1 (the dot path; the float path only where there is a norm): the workgroup reads x's M
+//   rows once. With norm_weight (NORM) each thread sums x^2 of its elements (the row's RMS: s =
+//   1 / sqrt(mean + eps), reduced with subgroupAdd and shared memory) and what is quantized is
+//   x * g, so s is a factor of every dot, applied once at the end. Quantization is
+//   matvec_dot.comp's rule (eight threads a block, four elements each): dx = max|v| / 127,
+//   q = roundEven(v * 127 / max|v|) clamped to -127..127; stored as xlo (elements 0..15 of the
+//   block: the low nibbles' partners) and xhi (16..31), a uvec4 each, and (dx, dx * sum q).
+// - With PREFETCH each lane issues the loads of its first chunk of weights (below) before phase 1,
+//   so that reading and quantizing x, and the barrier after it, overlap their latency.
+// - Phase 2: SPLIT subgroups compute ROWS consecutive rows at a time (with glu_up, GLU, the gate
+//   and the up row of each: one workgroup has both dots of a unit), each lane UNROLL runs of each
+//   row (and weight) in flight before using any. A Q4_0 run of 16 bytes as four words: word i's
+//   low nibbles are elements 4i..4i+3, its high nibbles 16+4i..16+4i+3, so
+//   dot = sum_i dot4(w_i & 0x0f0f0f0f, xlo_i) + dot4((w_i >> 4) & 0x0f0f0f0f, xhi_i) and the run
+//   adds d * (dx * dot - 8 * dx * sum q).
+//   The float path: d * sum_j (q_j - 8) * v_j, v = x (* g), read from x's binding.
+// - Epilogue: subgroupAdd (SPLIT > 1: then through shared memory), times s (NORM), silu(gate) * up
+//   (GLU), plus residual (RESID: read by the invocation that writes the element, so it may be dst).
+//
+// Specialisation constants (src/ops/matvec_soa.c; NUVEC_MATVEC_SOA overrides the knobs):
+//   0 XDT, 1 DDT    x's and dst's dtypes (ops.glsl codes)
+//   2 M             rows of x (1..8)
+//   3 LOCAL         threads a workgroup (local_size_x), a multiple of the subgroup size
+//   4 ROWS          weight rows a subgroup computes at a time (1..8)
+//   5 UNROLL        runs a lane has in flight per row and weight (1..8)
+//   6 FLAGS         bit 0: weight offsets 16-byte aligned (uvec4 loads; else 8 half loads a run),
+//                   1: NORM, 2: GLU, 3: RESID, 4: x's vector path (rows 16-byte aligned, stride 1),
+//                   5: PREFETCH (the first chunk's weight loads issued before phase 1)
+//   7 XB            blocks of x shared memory holds a row (dot path; >= K / 32, rounded up to 64)
+//   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
+//   9 RDT, 10 GDT   residual's and norm_weight's dtypes
+// Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual (unused
+// ones are bound to x). Push: below.
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#include "ops.glsl"
+
+layout(constant_id = 0) const uint XDT = NU_F32;
+layout(constant_id = 1) const uint DDT = NU_F32;
+layout(constant_id = 2) const uint M = 1u;
+layout(constant_id = 4) const uint ROWS = 1u;
+layout(constant_id = 5) const uint UNROLL = 4u;
+layout(constant_id = 6) const uint FLAGS = 0u;
+layout(constant_id = 7) const uint XB = 64u;
+layout(constant_id = 8) const uint SPLIT = 1u;
+layout(constant_id = 9) const uint RDT = NU_F32;
+layout(constant_id = 10) const uint GDT = NU_F32;
+layout(local_size_x = 256, local_size_x_id = 3) in; // LOCAL, constant 3
+const uint LOCAL = gl_WorkGroupSize.x;
+
+const bool WVEC = (FLAGS & 1u) != 0u;
+const bool NORM = (FLAGS & 2u) != 0u;
+const bool GLU = (FLAGS & 4u) != 0u;
+const bool RESID = (FLAGS & 8u) != 0u;
+const bool XVEC = (FLAGS & 16u) != 0u;
+const bool PREFETCH = (FLAGS & 32u) != 0u;
+const uint NW = GLU ? 2u : 1u; // weights read a row
+const uint RM = ROWS * M;
+
+#if SOA_DOT
+shared uvec4 xlo[M * XB];  // x's 8-bit values, elements 0..15 of block b of row m at m * XB + b
+shared uvec4 xhi[M * XB];  // elements 16..31
+shared vec2 xds[M * XB];   // (dx, dx * sum of the block's q)
+#endif
+shared float red[SPLIT > 1u ? (LOCAL / 8u) * RM * NW : 1u]; // the SPLIT subgroups' partial sums
+shared float nsum[NORM ? (LOCAL / 8u) * M : 1u];            // the subgroups' sums of x^2
+shared float srow[M];                                        // each row's 1 / RMS
+
+NU_TENSOR(writeonly, 0, dst)
+NU_TENSOR(readonly, 1, w)
+NU_TENSOR(readonly, 2, x)
+NU_TENSOR(readonly, 3, up)
+NU_TENSOR(readonly, 4, g)
+NU_TENSOR(readonly, 5, res)
+layout(push_constant) uniform Push {
+    uint n, k;             // N and K
+    uint first_w, w_row;   // weight's first half in its binding, its row stride in halves (K / 32 * 9)
+    uint first_up;         // up's (same layout)
+    uint first_x, x_row, x_col;
+    uint first_dst;        // dst is contiguous [M, N]
+    uint first_g, g_col;   // norm weight [K]
+    uint first_r, r_row, r_col; // residual [M, N]
+    float eps;
+} pc;
+
+// Four elements of x's row m from element e (a multiple of 4), times g where NORM (and the sum
+// of the squares of x's, before g, added to *ss).
+void x_load4(uint m, uint e, out float v[4], inout float ss)
+{
+    uint i = pc.first_x + m * pc.x_row + e;
+    if (XVEC) { // 16-byte aligned rows: one 16-byte (F32) or 8-byte (F16, BF16) load
+        if (XDT == NU_F32)
+            nu_unpack4(XDT, x_v[i / 4u], v);
+        else
+            nu_unpack4(XDT, uvec4(x_v2[i / 4u], 0u, 0u), v);
+    } else {
+        for (uint j = 0u; j < 4u; j++)
+            v[j] = NU_LOAD(x, XDT, pc.first_x + m * pc.x_row + (e + j) * pc.x_col);
+    }
+    if (NORM)
+        for (uint j = 0u; j < 4u; j++) {
+            ss += v[j] * v[j];
+            v[j] *= NU_LOAD(g, GDT, pc.first_g + (e + j) * pc.g_col);
+        }
+}
+
+// Phase 1. Eight consecutive threads take a block (thread t elements 4t..4t+3); on the float
+// path only the sums of squares are wanted. The sums of x^2 per row go to srow as 1 / RMS.
+void read_x()
+{
+    uint blocks = pc.k / 32u, pieces = M * blocks * 8u;
+    float ss[M];
+    for (uint m = 0u; m < M; m++)
+        ss[m] = 0.0;
+    if (SOA_DOT == 0 && !NORM)
+        return;
+    for (uint p0 = 0u; p0 < pieces; p0 += LOCAL) { // uniform bounds: a block's 8 threads are all live or not
+        uint p = p0 + gl_LocalInvocationID.x;
+        bool live = p < pieces;
+        uint blk = p / 8u, t = p % 8u, m = min(blk / blocks, M - 1u), b = blk % blocks;
+        float v[4] = float[4](0.0, 0.0, 0.0, 0.0);
+        float s2 = 0.0;
+        if (live)
+            x_load4(m, b * 32u + 4u * t, v, s2);
+        ss[m] += s2;
+#if SOA_DOT
+        float amax = max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3])));
+        amax = max(amax, subgroupShuffleXor(amax, 1u));
+        amax = max(amax, subgroupShuffleXor(amax, 2u));
+        amax = max(amax, subgroupShuffleXor(amax, 4u));
+        float dx = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
+        uint word = 0u;
+        int sum = 0;
+        for (uint j = 0u; j < 4u; j++) {
+            int q = clamp(int(roundEven(v[j] * inv)), -127, 127);
+            word |= (uint(q) & 0xffu) << (8u * j);
+            sum += q;
+        }
+        sum += subgroupShuffleXor(sum, 1u);
+        sum += subgroupShuffleXor(sum, 2u);
+        sum += subgroupShuffleXor(sum, 4u);
+        if (live) {
+            uint i = m * XB + b;
+            if (t < 4u)
+                xlo[i][t] = word;
+            else
+                xhi[i][t - 4u] = word;
+            if (t == 0u)
+                xds[i] = vec2(dx, dx * float(sum));
+        }
+#endif
+    }
+    if (NORM) {
+        for (uint m = 0u; m < M; m++) {
+            float s = subgroupAdd(ss[m]);
+            if (gl_SubgroupInvocationID == 0u)
+                nsum[gl_SubgroupID * M + m] = s;
+        }
+        barrier();
+        if (gl_LocalInvocationID.x < M) {
+            uint m = gl_LocalInvocationID.x;
+            float s = 0.0;
+            for (uint i = 0u; i < gl_NumSubgroups; i++)
+                s += nsum[i * M + m];
+            srow[m] = 1.0 / sqrt(s / float(pc.k) + pc.eps);
+        }
+    }
+}
+
+// Run b (16 bytes) of the row whose first half is `base` (of a binding NAME), and its scale.
+#define LOAD_RUN(NAME, base, blocks, b, q, d)                                                       \
+    {                                                                                               \
+        uint h_ = (base) + (blocks) + (b) * 8u;                                                     \
+        if (WVEC) {                                                                                 \
+            q = NAME##_v[h_ / 8u];                                                                  \
+        } else {                                                                                    \
+            q = uvec4(uint(NAME##_h[h_]) | (uint(NAME##_h[h_ + 1u]) << 16),                         \
+                      uint(NAME##_h[h_ + 2u]) | (uint(NAME##_h[h_ + 3u]) << 16),                    \
+                      uint(NAME##_h[h_ + 4u]) | (uint(NAME##_h[h_ + 5u]) << 16),                    \
+                      uint(NAME##_h[h_ + 6u]) | (uint(NAME##_h[h_ + 7u]) << 16));                   \
+        }                                                                                           \
+        d = uint(NAME##_h[(base) + (b)]);                                                           \
+    }
+
+#if SOA_DOT
+// Run q (scale bits d) of block b against x's row m.
+float run_dot(uvec4 q, uint d, uint b, uint m)
+{
+    uint i = m * XB + b;
+    uvec4 lo = xlo[i], hi = xhi[i];
+    int dot = 0;
+    for (uint j = 0u; j < 4u; j++)
+        dot += dotPacked4x8EXT(int(q[j] & 0x0f0f0f0fu), int(lo[j])) + dotPacked4x8EXT(int((q[j] >> 4u) & 0x0f0f0f0fu), int(hi[j]));
+    vec2 ds = xds[i];
+    return nu_f16_to_f32(d) * (ds.x * float(dot) - 8.0 * ds.y);
+}
+#else
+// Run q (scale bits d) against v, the block's 32 elements of x (times g).
+float run_dot_f(uvec4 q, uint d, float v[32])
+{
+    float s = 0.0;
+    for (uint j = 0u; j < 4u; j++)
+        for (uint c = 0u; c < 4u; c++) {
+            uint byte = (q[j] >> (8u * c)) & 0xffu;
+            s = fma(float(int(byte & 15u) - 8), v[4u * j + c], s);
+            s = fma(float(int(byte >> 4u) - 8), v[16u + 4u * j + c], s);
+        }
+    return nu_f16_to_f32(d) * s;
+}
+#endif
+
+// The runs of chunk b0 (UNROLL runs a lane, of each of the ROWS rows at base[] and each weight)
+// into rq / rd.
+#define LOAD_CHUNK(b0)                                                                              \
+    for (uint t = 0u; t < UNROLL; t++) {                                                            \
+        uint b = (b0) + t * step;                                                                   \
+        if (b < blocks)                                                                             \
+            for (uint r = 0u; r < ROWS; r++) {                                                      \
+                uint o = (t * ROWS + r) * NW;                                                       \
+                LOAD_RUN(w, pc.first_w + base[r], blocks, b, rq[o], rd[o])                          \
+                if (GLU)                                                                            \
+                    LOAD_RUN(up, pc.first_up + base[r], blocks, b, rq[o + NW - 1u], rd[o + NW - 1u]) \
+            }                                                                                       \
+    }
+
+// A batch's row group: its first row n0 and the rows' first halves (rows past N repeat the last,
+// not stored).
+#define ROW_GROUP(bt)                                                                               \
+    gr = (bt) * slots + slot;                                                                       \
+    n0 = min(gr, groups - 1u) * ROWS;                                                               \
+    for (uint r = 0u; r < ROWS; r++)                                                                \
+        base[r] = min(n0 + r, pc.n - 1u) * pc.w_row;
+
+void main()
+{
+    uint blocks = pc.k / 32u;
+    uint lane = gl_SubgroupInvocationID, sg_size = gl_SubgroupSize;
+    uint slots = gl_NumSubgroups / SPLIT, slot = gl_SubgroupID / SPLIT, part = gl_SubgroupID % SPLIT;
+    uint groups = (pc.n + ROWS - 1u) / ROWS;
+    uint batches = (groups + slots - 1u) / slots;
+    uint step = SPLIT * sg_size; // runs between a lane's consecutive ones
+    uint gr, n0, base[ROWS];
+    uvec4 rq[UNROLL * ROWS * NW];
+    uint rd[UNROLL * ROWS * NW];
+    // PREFETCH: the first chunk's weight loads are issued before x is read and quantized (phase 1
+    // and its barrier then run while they are in flight).
+    bool pre = PREFETCH && gl_WorkGroupID.x < batches;
+    if (pre) {
+        ROW_GROUP(gl_WorkGroupID.x)
+        LOAD_CHUNK(part * sg_size + lane)
+    }
+    read_x();
+    barrier();
+    float s_m[M];
+    for (uint m = 0u; m < M; m++)
+        s_m[m] = NORM ? srow[m] : 1.0;
+    for (uint bt = gl_WorkGroupID.x; bt < batches; bt += gl_NumWorkGroups.x) { // uniform in the workgroup
+        ROW_GROUP(bt)
+        float acc[RM * NW];
+        for (uint i = 0u; i < RM * NW; i++)
+            acc[i] = 0.0;
+        for (uint b0 = part * sg_size + lane; b0 < blocks; b0 += step * UNROLL) {
+            if (!pre)
+                LOAD_CHUNK(b0)
+            pre = false;
+            for (uint t = 0u; t < UNROLL; t++) {
+                uint b = b0 + t * step;
+                if (b >= blocks)
+                    break;
+                for (uint m = 0u; m < M; m++) {
+#if SOA_DOT
+                    for (uint r = 0u; r < ROWS; r++)
+                        for (uint wi = 0u; wi < NW; wi++) {
+                            uint o = (t * ROWS + r) * NW + wi;
+                            acc[(wi * ROWS + r) * M + m] += run_dot(rq[o], rd[o], b, m);
+                        }
+#else
+                    float v[32];
+                    float ss = 0.0;
+                    for (uint e = 0u; e < 32u; e += 4u) {
+                        float v4[4];
+                        x_load4(m, b * 32u + e, v4, ss);
+                        v[e] = v4[0]; v[e + 1u] = v4[1]; v[e + 2u] = v4[2]; v[e + 3u] = v4[3];
+                    }
+                    for (uint r = 0u; r < ROWS; r++)
+                        for (uint wi = 0u; wi < NW; wi++) {
+                            uint o = (t * ROWS + r) * NW + wi;
+                            acc[(wi * ROWS + r) * M + m] += run_dot_f(rq[o], rd[o], v);
+                        }
+#endif
+                }
+            }
+        }
+        pre = false; // (a lane with no run in this batch)
+        bool store = gr < groups;
+        float tot[RM * NW];
+        if (SPLIT == 1u) {
+            for (uint i = 0u; i < RM * NW; i++)
+                tot[i] = subgroupAdd(acc[i]);
+        } else {
+            for (uint i = 0u; i < RM * NW; i++) {
+                float s = subgroupAdd(acc[i]);
+                if (lane == 0u)
+                    red[gl_SubgroupID * RM * NW + i] = s;
+            }
+            barrier();
+            for (uint i = 0u; i < RM * NW; i++) {
+                float s = 0.0;
+                for (uint p = 0u; p < SPLIT; p++)
+                    s += red[(slot * SPLIT + p) * RM * NW + i];
+                tot[i] = s;
+            }
+            barrier(); // red is reused by the next batch
+        }
+        // Lane i of the first subgroup of the row group stores element i (ROWS * M may pass the lanes).
+        for (uint i0 = 0u; i0 < RM; i0 += sg_size) {
+            uint i = i0 + lane;
+            // tot is indexed by a lane-dependent i: pick it with a loop the compiler can unroll.
+            float gv = 0.0, uv = 0.0;
+            for (uint j = 0u; j < RM; j++)
+                if (j == i) {
+                    gv = tot[j];
+                    uv = tot[(NW - 1u) * RM + j];
+                }
+            uint r = i / M, m = i % M, row = n0 + r;
+            if (part != 0u || !store || i >= RM || row >= pc.n)
+                continue;
+            float val = gv * s_m[m];
+            if (GLU)
+                val = val / (1.0 + exp(-val)) * (uv * s_m[m]);
+            if (RESID)
+                val += NU_LOAD(res, RDT, pc.first_r + m * pc.r_row + row * pc.r_col);
+            NU_STORE(dst, DDT, pc.first_dst + m * pc.n + row, val)
+        }
+    }
+}

@@ -1,0 +1,225 @@
+/* matvec_soa.c: products against Q4_0_SOA weights (see matvec_soa.h): the dot path
+ * (kernels/matvec/matvec_soa.comp: x rounded to 8 bits a block, integer dot products) where the
+ * device has integer dot products, subgroup arithmetic and shuffles and x's rows fit in shared
+ * memory; the float path (matvec_soa_float.comp) elsewhere. matvec_soa.glsl describes both. */
+#include "ops/matvec_soa.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels_table.h"
+
+#define FN "nu_op_matvec"
+
+typedef struct soa_tune {
+    uint32_t local, rows, unroll;
+    uint32_t groups; /* most workgroups (each reads x once; the grid loops over the rows); 0: as many as the rows need */
+    uint32_t split;  /* subgroups a row group; 0: chosen by auto_split */
+    int dot;         /* -1: the dot path where it applies; 0: the float path */
+    uint32_t prefetch; /* 1: the first weight loads before x is read (matvec_soa.glsl's PREFETCH) */
+} soa_tune;
+
+/* Defaults, by reasoning (not measured yet; the lead sweeps them on the H200): 512 threads and
+ * at most 264 workgroups (two a streaming multiprocessor of the H200's 132: 1024 threads of its
+ * 2048, with room for the registers of 4 runs in flight), a row per subgroup, 4 runs (16 bytes
+ * each) in flight a lane: 64 KiB in flight an SM, about 8 MiB on the device, more than the
+ * ~3 MiB its bandwidth-latency product asks. */
+static soa_tune default_tune(void) { return (soa_tune){512, 1, 4, 264, 0, -1, 1}; }
+
+static bool apply_knob(void *ctx, const char *key, const char *value)
+{
+    soa_tune *t = ctx;
+    uint32_t v;
+    if (!strcmp(key, "local"))
+        return nu__op_knob_u32(value, 32, 1024, true, &t->local);
+    if (!strcmp(key, "rows"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->rows);
+    if (!strcmp(key, "unroll"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->unroll);
+    if (!strcmp(key, "groups"))
+        return nu__op_knob_u32(value, 0, 65535, false, &t->groups);
+    if (!strcmp(key, "split"))
+        return nu__op_knob_u32(value, 1, 32, true, &t->split);
+    if (!strcmp(key, "prefetch"))
+        return nu__op_knob_u32(value, 0, 1, false, &t->prefetch);
+    if (!strcmp(key, "dot") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return t->dot = v ? -1 : 0, true;
+    return false;
+}
+
+/* x's blocks a row in shared memory, rounded up to a multiple of 64 (few pipelines serve every K). */
+static uint32_t capacity_blocks(int64_t k) { return (uint32_t)((k / 32 + 63) / 64 * 64); }
+
+/* The kernel's shared memory (matvec_soa.glsl): x's rows on the dot path (40 bytes a block and
+ * row), the split partial sums, the norm's sums and each row's 1 / RMS. */
+static uint64_t shared_bytes(bool dot, int64_t m, int64_t k, const soa_tune *t, uint32_t split, uint32_t nw, bool norm)
+{
+    uint64_t x = dot ? 40ull * (uint64_t)m * capacity_blocks(k) : 0;
+    uint64_t red = split > 1 ? (t->local / 8ull) * t->rows * (uint64_t)m * nw : 1;
+    uint64_t ns = norm ? (t->local / 8ull) * (uint64_t)m : 1;
+    return x + 4 * (red + ns + (uint64_t)m);
+}
+
+static double fraction(uint64_t used, uint64_t slots) { return slots ? (double)used / (double)slots : 0.0; }
+
+/* Subgroups a row group: the power of two (1 to 8, dividing the workgroup's subgroups) that keeps
+ * most lanes busy: the last batch of row groups over the grid's slots fills them unevenly (11008
+ * rows over 4224 slots: 3 batches, 87% full) and a row's runs over split x lanes leave lanes idle
+ * (4096 / 32 = 128 runs over 8 x 32 lanes: half). Each doubling must gain 2% (it costs barriers),
+ * and must leave each lane UNROLL runs a row where split 1 does (fewer runs a lane are fewer bytes
+ * in flight: what the bandwidth needs most). */
+static uint32_t auto_split(nu_device *d, const soa_tune *t, int64_t m, int64_t n, int64_t k, uint32_t nw, bool norm,
+                           bool dot)
+{
+    uint32_t sg = d->info.subgroup_size ? d->info.subgroup_size : 1, best = 1;
+    uint64_t row_groups = ((uint64_t)n + t->rows - 1) / t->rows, blocks = (uint64_t)k / 32;
+    double best_eff = 0;
+    for (uint32_t s = 1; s <= 8 && t->local % (sg * s) == 0; s *= 2) {
+        if (shared_bytes(dot, m, k, t, s, nw, norm) > d->info.max_shared_memory)
+            break;
+        uint64_t slots = (uint64_t)(t->groups ? t->groups : 65535) * (t->local / sg / s);
+        uint64_t batches = (row_groups + slots - 1) / slots, lanes = (uint64_t)s * sg;
+        uint64_t per_lane = (blocks + lanes - 1) / lanes, per_lane1 = (blocks + sg - 1) / sg;
+        if (s > 1 && per_lane < (t->unroll < per_lane1 ? t->unroll : per_lane1))
+            break;
+        if (!t->groups) /* a workgroup per row group's share: the hardware balances them */
+            slots = batches * slots > row_groups ? row_groups : slots;
+        double eff = fraction(row_groups, batches * slots) * fraction(blocks, per_lane * lanes);
+        if (eff > best_eff * 1.02) {
+            best_eff = eff;
+            best = s;
+        }
+    }
+    return best;
+}
+
+/* desc's tensors (matvec_soa.h): norm_weight [k] float and a positive finite eps, glu_up Q4_0_SOA of
+ * weight's shape, residual [m, n] float; none of them overlapping dst but residual as dst itself. */
+static nu_status check_desc(nu_device *d, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
+                            const nu_matvec_desc *desc)
+{
+    nu_status st;
+    int64_t m = x->shape[0], k = x->shape[1];
+    if (desc->norm_weight) {
+        const nu_tensor *g = desc->norm_weight;
+        if ((st = nu__op_check(FN, "norm_weight", g, NU__OP_FLOAT)) != NU_OK)
+            return st;
+        if (g->rank != 1 || g->shape[0] != k)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": norm_weight must be [k] = [%lld] (rank 1)", (long long)k);
+        if (!(desc->norm_eps > 0.0f) || !isfinite(desc->norm_eps))
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": norm_eps is %g; it must be positive and finite",
+                            (double)desc->norm_eps);
+        if ((st = nu__op_no_alias(FN, dst, "norm_weight", g, false)) != NU_OK)
+            return st;
+    }
+    if (desc->glu_up) {
+        const nu_tensor *u = desc->glu_up;
+        if ((st = nu__op_check(FN, "glu_up", u, NU__OP_DTYPE(weight->dtype))) != NU_OK)
+            return st;
+        if (u->rank != 2 || u->shape[0] != weight->shape[0] || u->shape[1] != weight->shape[1])
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": glu_up must have weight's shape %lldx%lld",
+                            (long long)weight->shape[0], (long long)weight->shape[1]);
+        if ((st = nu__op_no_alias(FN, dst, "glu_up", u, false)) != NU_OK)
+            return st;
+    }
+    if (desc->residual) {
+        const nu_tensor *r = desc->residual;
+        if ((st = nu__op_check(FN, "residual", r, NU__OP_FLOAT)) != NU_OK)
+            return st;
+        if (r->rank != 2 || r->shape[0] != m || r->shape[1] != dst->shape[1])
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": residual must be [m, n] = [%lld, %lld] (rank 2)",
+                            (long long)m, (long long)dst->shape[1]);
+        if ((st = nu__op_no_alias(FN, dst, "residual", r, true)) != NU_OK)
+            return st;
+    }
+    return NU_OK;
+}
+
+nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, const nu_tensor *weight,
+                         const nu_tensor *x, const nu_matvec_desc *desc)
+{
+    static const nu_matvec_desc none = {0};
+    if (!desc)
+        desc = &none;
+    nu_status st;
+    if (weight->dtype != NU_DTYPE_Q4_0_SOA)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": weight is %s; this path takes Q4_0_SOA",
+                        nu_dtype_name(weight->dtype));
+    if ((st = check_desc(d, dst, weight, x, desc)) != NU_OK)
+        return st;
+    const nu_device_info *in = &d->info;
+    if (!(in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) || in->subgroup_size < 8)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": Q4_0_SOA weights need subgroup arithmetic and subgroups of at "
+                        "least 8 threads, which %s lacks (keep Q4_0 weights there)", in->name);
+    int64_t m = x->shape[0], k = x->shape[1], n = weight->shape[0];
+    bool norm = desc->norm_weight, glu = desc->glu_up, resid = desc->residual;
+    uint32_t nw = glu ? 2 : 1;
+
+    soa_tune tune = default_tune();
+    if ((st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
+                               "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
+                               "split=1..32 (a power of two), prefetch=0|1, dot=0|1",
+                               apply_knob, &tune)) != NU_OK)
+        return st;
+    uint32_t sg = in->subgroup_size;
+    uint32_t ops = NU_SUBGROUP_ARITHMETIC | NU_SUBGROUP_SHUFFLE;
+    tune.dot = tune.dot && in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (in->subgroup_operations & ops) == ops &&
+               sg % 8 == 0;
+    if (tune.dot && shared_bytes(true, m, k, &tune, 1, nw, norm) > in->max_shared_memory)
+        tune.dot = 0; /* x's quantized rows do not fit: the float path reads x from its binding */
+    if (tune.local > in->max_workgroup_size[0] || tune.local > in->max_workgroup_invocations || tune.local % sg)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": NUVEC_MATVEC_SOA's %u threads a workgroup do not suit %s "
+                        "(at most %u, subgroups of %u)", tune.local, in->name, in->max_workgroup_size[0], sg);
+    if (!tune.split)
+        tune.split = auto_split(d, &tune, m, n, k, nw, norm, tune.dot);
+    if (tune.local % (sg * tune.split))
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": split=%u does not divide the %u subgroups of %u threads",
+                        tune.split, tune.local / sg, tune.local);
+    uint64_t shared = shared_bytes(tune.dot, m, k, &tune, tune.split, nw, norm);
+    if (shared > in->max_shared_memory)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": Q4_0_SOA with %u threads, %u rows and split=%u needs %llu bytes of "
+                        "shared memory; %s has %u", tune.local, tune.rows, tune.split, (unsigned long long)shared,
+                        in->name, in->max_shared_memory);
+
+    /* Bindings: dst, weight, x, up, norm weight, residual; x stands in for the absent ones. */
+    const nu_tensor *ts[6] = {dst, weight, x, glu ? desc->glu_up : x, norm ? desc->norm_weight : x,
+                              resid ? desc->residual : x};
+    nu_binding bind[6];
+    uint32_t first[6];
+    for (int i = 0; i < 6; i++)
+        if ((st = nu__op_bind(FN, ts[i], i ? NU_ACCESS_READ : NU_ACCESS_WRITE, &bind[i], &first[i])) != NU_OK)
+            return st;
+    /* uvec4 runs where both weights' first halves are 16-byte aligned (each row then is: K / 32 * 18
+     * bytes, a multiple of 144). */
+    bool wvec = first[1] % 8 == 0 && (!glu || first[3] % 8 == 0);
+    bool xvec = (k == 1 || x->strides[1] == 1) && (uint64_t)first[2] * nu_dtype_size(x->dtype) % 16 == 0 &&
+                (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
+    uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
+                     (tune.prefetch ? 32u : 0u);
+    uint32_t constants[11] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
+                              tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
+                              resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
+                              norm ? nu__op_dtype_code(desc->norm_weight->dtype) : 0u};
+    struct {
+        uint32_t n, k, first_w, w_row, first_up, first_x, x_row, x_col, first_dst, first_g, g_col, first_r, r_row,
+            r_col;
+        float eps;
+    } push = {(uint32_t)n, (uint32_t)k, first[1], (uint32_t)(k / 32 * 9), first[3], first[2],
+              m > 1 ? (uint32_t)x->strides[0] : 0, (uint32_t)x->strides[1], first[0], first[4],
+              norm ? (uint32_t)desc->norm_weight->strides[0] : 0, first[5],
+              resid && m > 1 ? (uint32_t)desc->residual->strides[0] : 0,
+              resid ? (uint32_t)desc->residual->strides[1] : 0, norm ? desc->norm_eps : 0.0f};
+    nu_kernel *kern;
+    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 11,
+                            &kern)) != NU_OK)
+        return st;
+    uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
+    uint64_t slots = tune.local / sg / tune.split;
+    uint64_t wanted = (row_groups + slots - 1) / slots;
+    if (tune.groups && wanted > tune.groups)
+        wanted = tune.groups;
+    uint32_t groups[3] = {(uint32_t)(wanted > 65535 ? 65535 : wanted), 1, 1};
+    return nu_commands_dispatch(c, kern, groups, bind, 6, &push, sizeof push);
+}

@@ -1,0 +1,530 @@
+/* test_ops_matvec_soa.c: Q4_0_SOA (nuvec/tensor.h), Q4_0 repacked per row for decode: nu_op_copy's
+ * repack (byte for byte against a CPU repack) and dequantization (bit for bit Q4_0's), and
+ * nu_op_matvec / nu_op_matvec_fused on it (src/ops/matvec_soa.c, kernels/matvec/matvec_soa.glsl)
+ * against a float64 CPU reference: M 1, 2, 5, K 256 and 4352, odd N, every x and dst dtype, the
+ * fused norm, glu (a stacked gate-up matrix's halves) and residual (in place too), unaligned and
+ * row-sliced weights, the knobs; and what is refused (K % 256, column slices, matmul, gather).
+ *
+ * Tolerance (as test_ops_matvec.c's): the reference sums in double the products of the exact
+ * weights with x as the kernel sees it. On the dot path (integer dot products; lavapipe has them)
+ * x (times the norm weight) is rounded to 8 bits a 32-element block with matvec_dot.comp's rule,
+ * which the reference repeats (ties within 1e-3 add |w| dx); the float path (NUVEC_MATVEC_SOA=
+ * "dot=0", or where x's rows do not fit in shared memory: lavapipe's 32 KiB with M 5 and K 4352)
+ * keeps the strict bound, F32 summation: sum |x w| / 2^16. The norm's scale s (F32 sums of x^2)
+ * adds 1e-4 relative; glu propagates the bounds of both dots through silu(g) u. */
+#include "ops_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
+
+/* A Q4_0_SOA tensor in a buffer of its own, `offset` bytes in (the rest poisoned with 0xff). */
+typedef struct soa_tensor {
+    nu_tensor t;
+    uint8_t *bytes; /* the buffer's bytes, read back after the repack */
+    size_t size;
+} soa_tensor;
+
+typedef struct copy_case {
+    const nu_tensor *dst, *src;
+} copy_case;
+
+static nu_status record_copy(nu_commands *c, void *arg)
+{
+    copy_case *k = arg;
+    return nu_op_copy(c, k->dst, k->src);
+}
+
+/* q (any Q4_0 view) repacked by nu_op_copy. */
+static soa_tensor repack(nu_device *d, const nu_tensor *q, uint64_t offset)
+{
+    soa_tensor s;
+    memset(&s, 0, sizeof s);
+    uint64_t rows = (uint64_t)q->shape[0], k = (uint64_t)q->shape[1];
+    s.size = (size_t)(offset + rows * k / 32 * 18 + 16);
+    s.bytes = malloc(s.size);
+    assert_non_null(s.bytes);
+    memset(s.bytes, 0xff, s.size);
+    nu_buffer *b;
+    NT_OK(nu_buffer_new(d, s.size, NU_STORAGE_SHARED, &b));
+    NT_OK(nu_buffer_write(b, 0, s.bytes, s.size));
+    s.t = nu_tensor_make(b, offset, NU_DTYPE_Q4_0_SOA, 2, q->shape);
+    copy_case cc = {&s.t, q};
+    nt_run(d, record_copy, &cc);
+    NT_OK(nu_buffer_read(b, 0, s.bytes, s.size));
+    return s;
+}
+
+static void soa_free(soa_tensor *s)
+{
+    if (s->t.buffer)
+        NT_OK(nu_buffer_free(s->t.buffer));
+    free(s->bytes);
+    memset(s, 0, sizeof *s);
+}
+
+/* The layout of nuvec/tensor.h, written from its definition: Q4_0 view v of `bytes` (its
+ * buffer's) as Q4_0_SOA rows into out. */
+static void cpu_repack(const uint8_t *bytes, const nu_tensor *v, uint8_t *out)
+{
+    int64_t rows = v->shape[0], bpr = v->shape[1] / 32;
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = out + r * bpr * 18;
+        for (int64_t b = 0; b < bpr; b++) {
+            const uint8_t *blk = bytes + v->offset + (uint64_t)((r * v->strides[0]) / 32 + b) * 18;
+            memcpy(row + 2 * b, blk, 2);
+            memcpy(row + 2 * bpr + 16 * b, blk + 2, 16);
+        }
+    }
+}
+
+static void repack_is_exact_and_dequantizes_as_q4_0(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 11;
+    /* rows, K, extra columns of the Q4_0 source (a column slice: strided rows), its pad blocks,
+     * the SOA tensor's byte offset (2: not 16-byte aligned). */
+    const struct {
+        int64_t n, k, extra;
+        uint64_t pad, offset;
+    } cases[4] = {{3, 256, 0, 0, 0}, {5, 4352, 0, 1, 16}, {2, 512, 256, 3, 2}, {1, 256, 64, 0, 32}};
+    for (int c = 0; c < 4; c++) {
+        int64_t n = cases[c].n, k = cases[c].k, qs[2] = {n, k + cases[c].extra};
+        nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, qs, cases[c].pad, -2, 2, &seed);
+        nu_tensor qv;
+        NT_OK(nu_tensor_slice(&q.t, 1, cases[c].extra, k, &qv)); /* the last k columns */
+        soa_tensor s = repack(d, &qv, cases[c].offset);
+        uint8_t *want = malloc((size_t)(n * k / 32 * 18));
+        cpu_repack(q.bytes, &qv, want);
+        for (int64_t i = 0; i < n * k / 32 * 18; i++)
+            if (s.bytes[cases[c].offset + i] != want[i])
+                fail_msg("case %d (%lldx%lld): byte %lld of the repack is 0x%02x, expected 0x%02x", c, (long long)n,
+                         (long long)k, (long long)i, s.bytes[cases[c].offset + i], want[i]);
+        for (uint64_t i = 0; i < cases[c].offset; i++) /* nothing before the tensor is written */
+            assert_int_equal(s.bytes[i], 0xff);
+        assert_int_equal(s.bytes[cases[c].offset + n * k / 32 * 18], 0xff);
+        /* Dequantized: bit for bit Q4_0's, to each float dtype, of the whole tensor and of a slice
+         * of its rows (the scales' and runs' offsets of a row). */
+        for (int f = 0; f < 3; f++)
+            for (int sl = 0; sl < 2; sl++) {
+                int64_t r0 = sl && n > 1 ? 1 : 0, rn = n - r0;
+                nu_tensor sv, qr;
+                NT_OK(nu_tensor_slice(&s.t, 0, r0, rn, &sv));
+                NT_OK(nu_tensor_slice(&qv, 0, r0, rn, &qr));
+                int64_t ds[2] = {rn, k};
+                nt_tensor a = nt_tensor_output(d, floats[f], 2, ds, (uint64_t)(c % 2));
+                nt_tensor b = nt_tensor_output(d, floats[f], 2, ds, 0);
+                copy_case ca = {&a.t, &sv}, cb = {&b.t, &qr};
+                nt_run(d, record_copy, &ca);
+                nt_run(d, record_copy, &cb);
+                nt_tensor_download(&a);
+                nt_tensor_download(&b);
+                size_t es = nu_dtype_size(floats[f]);
+                if (memcmp(a.bytes + a.t.offset, b.bytes, (size_t)(rn * k) * es) != 0)
+                    fail_msg("case %d: Q4_0_SOA -> %s (rows %lld..) differs from Q4_0's dequantization", c,
+                             nu_dtype_name(floats[f]), (long long)r0);
+                nt_tensor_free(&a);
+                nt_tensor_free(&b);
+            }
+        free(want);
+        soa_free(&s);
+        nt_tensor_free(&q);
+    }
+    nt_close(d);
+}
+
+/* ---- products ------------------------------------------------------------------------------ */
+
+typedef struct mv_case {
+    const nu_tensor *dst, *w, *x;
+    nu_matvec_desc desc;
+    bool fused;
+} mv_case;
+
+static nu_status record_matvec(nu_commands *c, void *arg)
+{
+    mv_case *k = arg;
+    return k->fused ? nu_op_matvec_fused(c, k->dst, k->w, k->x, &k->desc) : nu_op_matvec(c, k->dst, k->w, k->x);
+}
+
+static uint32_t env_local(void)
+{
+    const char *e = getenv("NUVEC_MATVEC_SOA"), *l = e ? strstr(e, "local=") : NULL;
+    return l ? (uint32_t)atoi(l + 6) : 512;
+}
+
+/* Whether the SOA kernel takes its dot path (src/ops/matvec_soa.c: the device's integer dot products,
+ * subgroup arithmetic and shuffles, subgroups of a multiple of 8, and x's rows in shared memory: 40
+ * bytes a block and row, K / 32 rounded up to 64, plus the norm's sums (local / 8 * m floats) and a
+ * few more). */
+static bool soa_dot(nu_device *d, int64_t m, int64_t k, bool norm)
+{
+    const char *env = getenv("NUVEC_MATVEC_SOA");
+    const nu_device_info *in = nu_device_get_info(d);
+    uint64_t cap = (uint64_t)((k / 32 + 63) / 64 * 64);
+    uint64_t shared = 40ull * (uint64_t)m * cap + 4ull * (1 + (norm ? env_local() / 8 * (uint64_t)m : 1) + (uint64_t)m);
+    return in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) &&
+           (in->subgroup_operations & NU_SUBGROUP_SHUFFLE) && in->subgroup_size % 8 == 0 &&
+           shared <= in->max_shared_memory && !(env && strstr(env, "dot=0"));
+}
+
+/* Whether nu_op_matvec takes matvec_dot.comp for Q4_0 (test_ops_matvec.c's rule). */
+static bool q4_dot(nu_device *d, int64_t m, int64_t k)
+{
+    const nu_device_info *in = nu_device_get_info(d);
+    uint64_t shared = 48ull * (uint64_t)m * (uint64_t)((k / 32 + 63) / 64 * 64) + 4;
+    return in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) &&
+           (in->subgroup_operations & NU_SUBGROUP_SHUFFLE) && in->subgroup_size % 8 == 0 &&
+           shared <= in->max_shared_memory;
+}
+
+/* sum_e w[j, e] v[i, e] for rows i < m of v and j < n of w (exact values, row-major, k columns),
+ * with v rounded as the dot path rounds it where `dot`; *tol the bound on the kernel's error. */
+static void reference(const float *w, const float *v, int64_t m, int64_t n, int64_t k, bool dot, double *out,
+                      double *tol)
+{
+    double *vh = malloc((size_t)(m * k) * sizeof *vh), *tie = calloc((size_t)(m * k), sizeof *tie);
+    assert_true(vh && tie);
+    for (int64_t b = 0; b < m * k / 32; b++) {
+        float amax = 0;
+        for (int64_t e = 32 * b; e < 32 * b + 32; e++)
+            amax = fmaxf(amax, fabsf(v[e]));
+        float inv = amax > 0 ? 127.0f / amax : 0.0f, dx = amax / 127.0f;
+        for (int64_t e = 32 * b; e < 32 * b + 32; e++) {
+            if (!dot) {
+                vh[e] = v[e];
+                continue;
+            }
+            float t = v[e] * inv;
+            vh[e] = (double)dx * (double)nearbyintf(t);
+            tie[e] = fabsf(fabsf(t - truncf(t)) - 0.5f) < 1e-3f ? dx : 0.0;
+        }
+    }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0, sabs = 0, round = 0;
+            for (int64_t e = 0; e < k; e++) {
+                double p = vh[i * k + e] * (double)w[j * k + e];
+                s += p;
+                sabs += fabs(p);
+                round += fabs((double)w[j * k + e]) * tie[i * k + e];
+            }
+            out[i * n + j] = s;
+            tol[i * n + j] = sabs / 65536.0 + round;
+        }
+    free(vh);
+    free(tie);
+}
+
+typedef struct soa_case {
+    int64_t m, n, k;
+    nu_dtype xdt, ddt;
+    bool norm, glu, resid, in_place;
+    uint64_t offset; /* the SOA tensor's byte offset in its buffer (2: the unaligned loads) */
+    int64_t row0;    /* the weight a slice of rows from row0 of the repacked matrix */
+} soa_case;
+
+/* Runs one product (fused where the case says) and checks it against the reference; returns the
+ * results (malloc) for the caller's comparisons when `keep`. */
+static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const char *label, bool keep)
+{
+    int64_t m = sc->m, n = sc->n, k = sc->k, rows = sc->row0 + (sc->glu ? 2 * n : n);
+    int64_t qs[2] = {rows, k}, xs[2] = {m, k}, ds[2] = {m, n}, gs[1] = {k};
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, qs, 1, -1, 1, seed);
+    soa_tensor s = repack(d, &q.t, sc->offset);
+    nu_tensor w, up;
+    NT_OK(nu_tensor_slice(&s.t, 0, sc->row0, n, &w));
+    up = w;
+    if (sc->glu)
+        NT_OK(nu_tensor_slice(&s.t, 0, sc->row0 + n, n, &up));
+    nt_tensor x = nt_tensor_random(d, sc->xdt, 2, xs, (uint64_t)(sc->m % 2), -3, 3, seed);
+    nt_tensor g = nt_tensor_random(d, sc->xdt == NU_DTYPE_F32 ? NU_DTYPE_F16 : NU_DTYPE_F32, 1, gs, 1, 0.25f, 2, seed);
+    /* Residual: dst itself (its values before), or a column slice of a wider F16 tensor. */
+    int64_t rs[2] = {m, n + 3};
+    nt_tensor dst = sc->in_place ? nt_tensor_random(d, sc->ddt, 2, ds, 0, -4, 4, seed) : nt_tensor_output(d, sc->ddt, 2, ds, 0);
+    nt_tensor rw = nt_tensor_random(d, NU_DTYPE_F16, 2, rs, 0, -4, 4, seed);
+    nu_tensor rv;
+    NT_OK(nu_tensor_slice(&rw.t, 1, 2, n, &rv));
+    float *resid = sc->in_place ? malloc((size_t)(m * n) * sizeof *resid) : nt_tensor_values_new(&rw, &rv);
+    if (sc->in_place)
+        memcpy(resid, dst.values, (size_t)(m * n) * sizeof *resid);
+    const float eps = 1e-5f;
+    mv_case mc = {&dst.t, &w, &x.t, {sc->norm ? &g.t : NULL, eps, sc->glu ? &up : NULL,
+                                     sc->resid ? (sc->in_place ? &dst.t : &rv) : NULL},
+                  sc->norm || sc->glu || sc->resid};
+    nt_run(d, record_matvec, &mc);
+    nt_tensor_download(&dst);
+
+    /* The reference: v = x * g (F32, as the kernel), s = 1 / RMS(x) in double. */
+    float *v = malloc((size_t)(m * k) * sizeof *v);
+    double *smul = malloc((size_t)m * sizeof *smul);
+    for (int64_t i = 0; i < m; i++) {
+        double ss = 0;
+        for (int64_t e = 0; e < k; e++) {
+            float xe = x.values[i * k + e];
+            ss += (double)xe * xe;
+            v[i * k + e] = sc->norm ? xe * g.values[e] : xe;
+        }
+        smul[i] = sc->norm ? 1.0 / sqrt(ss / (double)k + (double)eps) : 1.0;
+    }
+    bool dot = soa_dot(d, m, k, sc->norm);
+    double *gv = malloc((size_t)(m * n) * sizeof *gv), *gt = malloc((size_t)(m * n) * sizeof *gt);
+    double *uv = malloc((size_t)(m * n) * sizeof *uv), *ut = malloc((size_t)(m * n) * sizeof *ut);
+    reference(q.values + sc->row0 * k, v, m, n, k, dot, gv, gt);
+    if (sc->glu)
+        reference(q.values + (sc->row0 + n) * k, v, m, n, k, dot, uv, ut);
+    float rel = nt_dtype_tolerance(sc->ddt);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t o = i * n + j;
+            double sn = sc->norm ? 1e-4 : 0;
+            double a = gv[o] * smul[i], at = gt[o] * smul[i] + fabs(a) * sn, want = a, tol = at;
+            if (sc->glu) {
+                double u = uv[o] * smul[i], utol = ut[o] * smul[i] + fabs(u) * sn;
+                double sig = 1.0 / (1.0 + exp(-a));
+                want = a * sig * u;
+                tol = 1.1 * at * (fabs(u) + utol) + fabs(a * sig) * utol + 1e-6 * fabs(want);
+            }
+            if (sc->resid) {
+                want += resid[o];
+                tol += fabs(want) * 2.4e-7;
+            }
+            float wr = nt_round_to(sc->ddt, (float)want), got = dst.values[o];
+            tol += rel * fabs((double)wr) + 1e-30;
+            if (!(fabs((double)got - (double)wr) <= tol))
+                fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld, %s path)",
+                         label, (long long)i, (long long)j, (double)got, (double)wr, tol, (long long)m, (long long)n,
+                         (long long)k, dot ? "dot" : "float");
+        }
+    float *kept = NULL;
+    if (keep) {
+        kept = malloc((size_t)(m * n) * sizeof *kept);
+        memcpy(kept, dst.values, (size_t)(m * n) * sizeof *kept);
+    }
+    /* The plain product: Q4_0's (nu_op_matvec on the tensor SOA was made from) within its bound. */
+    if (!mc.fused) {
+        nu_tensor qw;
+        NT_OK(nu_tensor_slice(&q.t, 0, sc->row0, n, &qw));
+        nt_tensor d4 = nt_tensor_output(d, sc->ddt, 2, ds, 0);
+        mv_case m4 = {&d4.t, &qw, &x.t, {0}, false};
+        nt_run(d, record_matvec, &m4);
+        nt_tensor_download(&d4);
+        reference(q.values + sc->row0 * k, v, m, n, k, q4_dot(d, m, k), gv, gt);
+        for (int64_t o = 0; o < m * n; o++) {
+            float wr = nt_round_to(sc->ddt, (float)gv[o]);
+            if (!(fabs((double)d4.values[o] - wr) <= gt[o] + rel * fabs((double)wr) + 1e-30))
+                fail_msg("%s: the Q4_0 product's element %lld is %.9g, expected %.9g", label, (long long)o,
+                         (double)d4.values[o], (double)wr);
+        }
+        nt_tensor_free(&d4);
+    }
+    free(v);
+    free(smul);
+    free(gv);
+    free(gt);
+    free(uv);
+    free(ut);
+    free(resid);
+    nt_tensor_free(&q);
+    soa_free(&s);
+    nt_tensor_free(&x);
+    nt_tensor_free(&g);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&rw);
+    return kept;
+}
+
+/* Plain products at M 1, 2, 5, K 256 and 4352, odd N, each x and dst dtype, aligned and unaligned
+ * weights, a slice of rows; on the dot path where it applies (lavapipe: all but M 5 with K
+ * 4352), checked (F32 dst) to differ from the float path's results (the dot path really ran),
+ * whose results meet the strict bound. */
+static void products_match_the_reference_and_q4_0(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 12;
+    const int64_t ms[3] = {1, 2, 5}, ks[2] = {256, 4352}, ns[3] = {37, 5, 129};
+    int i = 0;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 2; b++, i++) {
+            nu_dtype ddt = i % 2 == 0 ? NU_DTYPE_F32 : floats[1 + (i / 2) % 2];
+            soa_case sc = {ms[a], ns[(a + b) % 3], ks[b], floats[i % 3], ddt, false, false, false,
+                           false, i % 3 == 1 ? 2 : 16 * (uint64_t)(i % 2), i % 4 == 3 ? 3 : 0};
+            char label[160];
+            snprintf(label, sizeof label, "%s dst = %s x * Q4_0_SOA^T, offset %llu, row0 %lld", nu_dtype_name(sc.ddt),
+                     nu_dtype_name(sc.xdt), (unsigned long long)sc.offset, (long long)sc.row0);
+            bool dot = soa_dot(d, sc.m, sc.k, false);
+            uint64_t s0 = seed;
+            float *dot_res = run_case(d, &sc, &seed, label, true);
+            assert_int_equal(setenv("NUVEC_MATVEC_SOA", "dot=0", 1), 0);
+            seed = s0; /* the same tensors */
+            float *flt = run_case(d, &sc, &seed, label, true);
+            unsetenv("NUVEC_MATVEC_SOA");
+            int64_t differ = 0;
+            for (int64_t o = 0; o < sc.m * sc.n; o++)
+                differ += dot_res[o] != flt[o];
+            if (dot && sc.ddt == NU_DTYPE_F32 && differ < sc.m * sc.n / 2)
+                fail_msg("%s: only %lld of %lld results differ from the float path's: did the dot path run?", label,
+                         (long long)differ, (long long)(sc.m * sc.n));
+            free(dot_res);
+            free(flt);
+        }
+    nt_close(d);
+}
+
+/* The fused forms against the CPU: norm, glu (gate and up the halves of one repacked matrix),
+ * residual (a strided view, or dst itself in place), all three; both paths. */
+static void fused_forms_match_the_reference(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 13;
+    const struct {
+        int64_t m, n, k;
+        bool norm, glu, resid, in_place;
+    } cases[8] = {
+        {1, 37, 4352, true, false, false, false}, {2, 5, 256, true, false, false, false},
+        {1, 29, 256, false, true, false, false},  {5, 7, 4352, false, true, false, false},
+        {2, 33, 256, false, false, true, true},   {1, 9, 4352, false, false, true, false},
+        {1, 31, 4352, true, true, true, true},    {5, 3, 256, true, true, true, false},
+    };
+    for (int dotp = 0; dotp < 2; dotp++) {
+        if (!dotp)
+            assert_int_equal(setenv("NUVEC_MATVEC_SOA", "dot=0", 1), 0);
+        for (int c = 0; c < 8; c++) {
+            soa_case sc = {cases[c].m, cases[c].n, cases[c].k, floats[c % 3], floats[(c + dotp) % 2],
+                           cases[c].norm, cases[c].glu, cases[c].resid, cases[c].in_place, c % 3 == 2 ? 2 : 0,
+                           c % 2};
+            char label[160];
+            snprintf(label, sizeof label, "fused%s%s%s%s, %s x, %s dst", sc.norm ? " norm" : "", sc.glu ? " glu" : "",
+                     sc.resid ? " residual" : "", sc.in_place ? " (in place)" : "", nu_dtype_name(sc.xdt),
+                     nu_dtype_name(sc.ddt));
+            run_case(d, &sc, &seed, label, false);
+        }
+        unsetenv("NUVEC_MATVEC_SOA");
+    }
+    nt_close(d);
+}
+
+/* More row groups than the grid holds (groups=2), and the knobs: threads, rows a subgroup (3: not
+ * dividing N), runs in flight, subgroups a row group (split 2 and 4), no prefetch, on both paths. */
+static void knobs_and_large_n(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 14;
+    const char *knobs[6] = {"groups=2 split=1", "rows=3 unroll=1", "split=2 local=64", "split=4 unroll=3 rows=2",
+                            "local=1024 groups=0 prefetch=0", "dot=0 rows=2 split=2 local=128"};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(setenv("NUVEC_MATVEC_SOA", knobs[i], 1), 0);
+        soa_case sc = {1 + i % 2, 301, i % 2 ? 4352 : 512, NU_DTYPE_F32, NU_DTYPE_F32, i % 3 == 0, i == 4, i == 2,
+                       false, 0, 0};
+        char label[96];
+        snprintf(label, sizeof label, "NUVEC_MATVEC_SOA=\"%s\"", knobs[i]);
+        run_case(d, &sc, &seed, label, false);
+        unsetenv("NUVEC_MATVEC_SOA");
+    }
+    nt_close(d);
+}
+
+static void refuses_what_it_cannot_do(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 15;
+    int64_t qs[2] = {4, 512}, q288[2] = {2, 288}, xs[2] = {1, 512}, ds[2] = {1, 4}, ds2[2] = {1, 2}, gs[1] = {512};
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, qs, 0, -1, 1, &seed);
+    nt_tensor q2 = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, q288, 0, -1, 1, &seed);
+    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+    nt_tensor g = nt_tensor_random(d, NU_DTYPE_F32, 1, gs, 0, -1, 1, &seed);
+    nt_tensor f = nt_tensor_random(d, NU_DTYPE_F32, 2, qs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    nt_tensor dst2 = nt_tensor_output(d, NU_DTYPE_F32, 2, ds2, 0);
+    soa_tensor s = repack(d, &q.t, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    /* K = 288: not a multiple of 256 (the copy names K). */
+    nu_tensor s288 = nu_tensor_make(s.t.buffer, 0, NU_DTYPE_Q4_0_SOA, 2, q288);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_copy(c, &s288, &q2.t));
+    assert_non_null(strstr(nu_error_message(NULL), "K is 288"));
+    /* Made from Q4_0 only; not to integers; a rank other than 2. */
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_copy(c, &s.t, &f.t));
+    assert_non_null(strstr(nu_error_message(NULL), "from Q4_0 only"));
+    int64_t r3[3] = {2, 2, 512};
+    nu_tensor s3 = nu_tensor_make(s.t.buffer, 0, NU_DTYPE_Q4_0_SOA, 3, r3);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_copy(c, &f.t, &s3));
+    assert_non_null(strstr(nu_error_message(NULL), "rank 2"));
+    /* A column slice: refused by every op (the view is not whole rows). */
+    nu_tensor cols;
+    NT_OK(nu_tensor_slice(&s.t, 1, 256, 256, &cols));
+    int64_t xs256[2] = {1, 256};
+    nu_tensor x256 = nu_tensor_make(x.t.buffer, 0, NU_DTYPE_F32, 2, xs256);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &cols, &x256));
+    assert_non_null(strstr(nu_error_message(NULL), "columns cannot be sliced"));
+    /* matmul and gather keep Q4_0. */
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &x.t, &s.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "Q4_0_SOA, which only nu_op_matvec"));
+    int32_t ids[1] = {1};
+    nt_tensor id = nt_tensor_i32(d, ids, 1, 0, 1);
+    int64_t gd[2] = {1, 512};
+    nt_tensor gdst = nt_tensor_output(d, NU_DTYPE_F32, 2, gd, 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_gather(c, &gdst.t, &s.t, &id.t));
+    assert_non_null(strstr(nu_error_message(NULL), "nu_op_gather takes the Q4_0 tensor"));
+    /* The fused forms' arguments. */
+    nu_matvec_desc desc = {&g.t, 0.0f, NULL, NULL};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "norm_eps"));
+    nu_tensor half;
+    NT_OK(nu_tensor_slice(&s.t, 0, 0, 2, &half));
+    desc = (nu_matvec_desc){NULL, 0, &half, NULL};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "glu_up must have weight's shape"));
+    desc = (nu_matvec_desc){NULL, 0, &q.t, NULL}; /* a Q4_0 up with a Q4_0_SOA gate */
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "glu_up"));
+    nu_tensor over = nu_tensor_make(dst.t.buffer, 4, NU_DTYPE_F32, 2, ds2); /* overlaps dst, not its view */
+    desc = (nu_matvec_desc){NULL, 0, NULL, &dst.t};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst2.t, &half, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "residual must be"));
+    nu_tensor d2 = nu_tensor_make(dst.t.buffer, 0, NU_DTYPE_F32, 2, ds2);
+    desc = (nu_matvec_desc){NULL, 0, NULL, &over};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &d2, &half, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "dst overlaps residual"));
+    /* Other dtypes' fused forms are not in this branch's nu_op_matvec_fused. */
+    desc = (nu_matvec_desc){&g.t, 1e-5f, NULL, NULL};
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_matvec_fused(c, &dst.t, &q.t, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "Q4_0_SOA"));
+    /* A bad knob. */
+    assert_int_equal(setenv("NUVEC_MATVEC_SOA", "unroll=9", 1), 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &s.t, &x.t));
+    assert_non_null(strstr(nu_error_message(NULL), "NUVEC_MATVEC_SOA"));
+    unsetenv("NUVEC_MATVEC_SOA");
+    nu_commands_free(c);
+    soa_free(&s);
+    nt_tensor_free(&q);
+    nt_tensor_free(&q2);
+    nt_tensor_free(&x);
+    nt_tensor_free(&g);
+    nt_tensor_free(&f);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&dst2);
+    nt_tensor_free(&id);
+    nt_tensor_free(&gdst);
+    nt_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(repack_is_exact_and_dequantizes_as_q4_0),
+        cmocka_unit_test(products_match_the_reference_and_q4_0),
+        cmocka_unit_test(fused_forms_match_the_reference),
+        cmocka_unit_test(knobs_and_large_n),
+        cmocka_unit_test(refuses_what_it_cannot_do),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
