@@ -1,21 +1,26 @@
 /* attention.c: scaled dot-product attention with grouped-query heads (nu_op_attention) and the KV
- * cache's append (nu_op_kv_append). Kernels under kernels/attention/: attn_decode.comp (a few
- * query rows, the keys split over workgroups) with attn_combine.comp (merges the splits),
- * attn_prefill.comp (flash-attention style tiles), kv_append.comp. Each .comp's header describes
- * its layout and constants.
+ * cache's append (nu_op_kv_append; nu_op_kv_append_rope, with nu_op_rope's rotation on the way in).
+ * Kernels under kernels/attention/: attn_decode.comp and attn_decode_sg.comp (a few query rows,
+ * the keys split over workgroups, the splits merged by the last split to finish: attn_splits.glsl;
+ * or by attn_combine.comp, a second dispatch, with NUVEC_ATTENTION="combine=separate"),
+ * attn_prefill.comp (flash-attention style tiles), kv_append.comp, kv_append_rope.comp. Each
+ * .comp's header describes its layout and constants.
  *
  * The KV cache: one K and one V tensor per layer, [max_positions, kv_heads, head_dim], position p
  * at row p (F32, F16 or BF16). Decode appends the new token's k and v (nu_op_kv_append at
- * position p), then runs attention with q_position = p and kv_length = p + 1; prefill appends
- * its tokens at 0.. and runs with q_position 0, kv_length = tokens, causal.
+ * position p, or nu_op_kv_append_rope for k), then runs attention with q_position = p and
+ * kv_length = p + 1; prefill appends its tokens at 0.. and runs with q_position 0, kv_length =
+ * tokens, causal.
  *
  * The decode path's partials: a temporary device buffer (nu_buffer_new_gpu: it may reuse memory
  * of freed buffers whose GPU work has not finished, ordered after it) made by the op and handed
- * to the recording (nu__commands_adopt): a command buffer frees it as soon as both dispatches are
+ * to the recording (nu__commands_adopt): a command buffer frees it as soon as the dispatches are
  * recorded, since nuvec keeps a freed buffer's memory until the GPU work recorded on it completes
  * (buffer.c's guard; tests/test_ops_attention.c checks it by freeing before commit); a graph
  * recording keeps it until the graph is freed, since every launch reuses it (tested too). So
- * callers need no workspace argument. */
+ * callers need no workspace argument. The fused merge's counters are a second, small buffer
+ * (nu_buffer_from: fresh memory, zeros written when it is made, so no fill is recorded; each
+ * launch leaves them zero again), handed over the same way. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -31,6 +36,7 @@
 
 #define FN "nu_op_attention"
 #define FN_APPEND "nu_op_kv_append"
+#define FN_ROPE "nu_op_kv_append_rope"
 
 /* Threads of the decode and prefill workgroups. */
 #define ATTN_LOCAL 128u
@@ -372,39 +378,50 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     return st != NU_OK ? st : st2 != NU_OK ? st2 : st3;
 }
 
-nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position)
+/* What nu_op_kv_append and nu_op_kv_append_rope check (messages under fn's name); binds cache and
+ * src into bind[0..1] with their first elements. *count: src's elements (0: nothing to record). */
+static nu_status append_check(const char *fn, const nu_tensor *cache, const nu_tensor *src,
+                              uint32_t position, nu_binding bind[2], uint32_t first[2], uint64_t *count)
 {
-    if (!c)
-        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN_APPEND ": NULL command buffer");
+    *count = 0;
     nu_status st;
-    if ((st = nu__op_check(FN_APPEND, "cache", cache, NU__OP_FLOAT)) != NU_OK ||
-        (st = nu__op_check(FN_APPEND, "src", src, NU__OP_FLOAT)) != NU_OK)
+    if ((st = nu__op_check(fn, "cache", cache, NU__OP_FLOAT)) != NU_OK || (st = nu__op_check(fn, "src", src, NU__OP_FLOAT)) != NU_OK)
         return st;
     nu_device *d = nu_buffer_device(cache->buffer);
     if (cache->rank != 3 || src->rank != 3)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        FN_APPEND ": cache (rank %u) must be [positions, kv_heads, head_dim] and src (rank %u) "
-                        "[tokens, kv_heads, head_dim]", cache->rank, src->rank);
+                        "%s: cache (rank %u) must be [positions, kv_heads, head_dim] and src (rank %u) "
+                        "[tokens, kv_heads, head_dim]", fn, cache->rank, src->rank);
     if (cache->shape[1] != src->shape[1] || cache->shape[2] != src->shape[2])
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        FN_APPEND ": src has %lld heads of %lld but the cache %lld heads of %lld",
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: src has %lld heads of %lld but the cache %lld heads of %lld", fn,
                         (long long)src->shape[1], (long long)src->shape[2], (long long)cache->shape[1],
                         (long long)cache->shape[2]);
     if ((uint64_t)position + (uint64_t)src->shape[0] > (uint64_t)cache->shape[0])
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        FN_APPEND ": %lld tokens at position %u overflow the cache's %lld positions",
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %lld tokens at position %u overflow the cache's %lld positions", fn,
                         (long long)src->shape[0], position, (long long)cache->shape[0]);
-    if ((st = nu__op_contiguous(FN_APPEND, "cache", cache)) != NU_OK ||
-        (st = nu__op_no_alias(FN_APPEND, cache, "src", src, false)) != NU_OK)
+    if ((st = nu__op_contiguous(fn, "cache", cache)) != NU_OK || (st = nu__op_no_alias(fn, cache, "src", src, false)) != NU_OK)
         return st;
-    uint64_t count = nu_tensor_numel(src);
-    if (!count)
+    uint64_t n = nu_tensor_numel(src);
+    if (!n)
         return NU_OK;
+    if ((st = nu__op_bind(fn, cache, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(fn, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
+        return st;
+    *count = n;
+    return NU_OK;
+}
+
+nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN_APPEND ": NULL command buffer");
     nu_binding bind[2];
     uint32_t first[2];
-    if ((st = nu__op_bind(FN_APPEND, cache, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
-        (st = nu__op_bind(FN_APPEND, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
+    uint64_t count;
+    nu_status st = append_check(FN_APPEND, cache, src, position, bind, first, &count);
+    if (st != NU_OK || !count)
         return st;
+    nu_device *d = nu_buffer_device(cache->buffer);
     uint32_t constants[2] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype)};
     struct append_push {
         uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim;
@@ -419,5 +436,54 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
     nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, offsetof(struct append_push, position)};
     if (st == NU_OK)
         nu__graph_note_values(c, FN_APPEND, &value, 1);
+    return st;
+}
+
+nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position,
+                               const nu_rope_desc *rope)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN_ROPE ": NULL command buffer");
+    if (!rope)
+        return nu__fail(c->s.device, NU_ERROR_INVALID_ARGUMENT, FN_ROPE ": NULL rope desc");
+    nu_binding bind[2];
+    uint32_t first[2];
+    uint64_t count;
+    nu_status st = append_check(FN_ROPE, cache, src, position, bind, first, &count);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = nu_buffer_device(cache->buffer);
+    /* The append's position drives the rotation: one graph parameter moves both. */
+    if (rope->positions)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN_ROPE ": rope->positions must be NULL (token t turns by position "
+                        "+ t)");
+    if (rope->position_offset)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN_ROPE ": rope->position_offset is %d; it must be 0 (the "
+                        "append's position is the rotation's)", (int)rope->position_offset);
+    uint32_t rot;
+    float step;
+    if ((st = nu__rope_angles(d, FN_ROPE, rope, src->shape[2], &rot, &step)) != NU_OK || !count)
+        return st;
+    uint64_t slots = rot / 2 + ((uint64_t)src->shape[2] - rot);
+    uint64_t threads = (uint64_t)src->shape[0] * (uint64_t)src->shape[1] * slots;
+    if (threads > UINT32_MAX)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN_ROPE ": %llu pairs and copied elements; at most 2^32 - 1",
+                        (unsigned long long)threads);
+    uint32_t constants[3] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype),
+                             rope->layout == NU_ROPE_HALF ? 1u : 0u};
+    struct append_rope_push {
+        uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim, rotary, slots;
+        float step;
+    } push = {(uint32_t)threads, (uint32_t)src->shape[1], (uint32_t)src->shape[2], position, (uint32_t)cache->shape[0],
+              first[0], first[1], stride_of(src, 0), stride_of(src, 1), stride_of(src, 2), rot, (uint32_t)slots, step};
+    nu_kernel *kern;
+    if ((st = nu__op_kernel(d, NU__K_kv_append_rope, sizeof push, constants, 3, &kern)) != NU_OK)
+        return st;
+    uint32_t groups[3];
+    nu__op_groups(threads, 256, groups);
+    st = nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
+    nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, offsetof(struct append_rope_push, position)};
+    if (st == NU_OK)
+        nu__graph_note_values(c, FN_ROPE, &value, 1);
     return st;
 }
