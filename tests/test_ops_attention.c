@@ -931,7 +931,8 @@ static void kv_append_rope_refusals(void **state)
 
 /* ---- the fused merge of the decode splits ------------------------------------------------- */
 
-/* One graph per shape, recorded for the cache's 700 keys (chunk=64: 11 splits), launched over
+/* One graph per shape, recorded for the cache's 700 keys (chunk=64: 11 splits; or split=200 and
+ * 130: more splits than the merging workgroup's invocations), launched over
  * kv_length values whose keys fall in 1 split, 3, 6 (12 keys: 2 a split), all 11 (700, 300, 11,
  * 65) and 2 (a split holds ceil(kv_length / 11) keys): each launch's dst
  * (poisoned before it) matches the reference, so every launch found its counters at zero (the
@@ -951,6 +952,8 @@ static void fused_merge_in_a_graph(void **state)
     const fm_case cases[] = {
         {1, 8, 2, 128, "chunk=64"},           {1, 4, 4, 64, "chunk=64 subgroup=0"}, {3, 8, 1, 32, "chunk=64"},
         {1, 16, 2, 16, "chunk=64 heads=4"},   {2, 4, 1, 8, "chunk=64 subgroup=0"},  {1, 32, 8, 128, "chunk=64 keys=3"},
+        /* more splits than a workgroup's 128 invocations: the merge takes them 128 at a time */
+        {1, 8, 2, 64, "split=200"},           {2, 4, 4, 32, "split=130 subgroup=0"},
     };
     const uint32_t lengths[] = {1, 3, 12, 700, 2, 300, 11, 65};
     const int64_t P = 700;

@@ -62,6 +62,8 @@ layout(push_constant) uniform Push {
     uint first_v, v_pos, v_head, v_dim;
     uint first_dst;
 } pc;
+#define ATTN_HG 1u
+#define ATTN_LOCAL LOCAL
 #include "attention/attn_splits.glsl"
 
 float score(uint kbase)
@@ -147,8 +149,5 @@ void main()
         }
     }
     if (FINAL == 2u && attn_last_split(t * gl_NumWorkGroups.x + h, splits))
-        for (uint i = tid; i < D; i += LOCAL) {
-            float y = attn_merged((t * pc.q_heads + h) * splits * (D + 2u), splits, i);
-            NU_STORE(dst, DDT, pc.first_dst + (t * pc.q_heads + h) * D + i, y)
-        }
+        attn_merge_store(t, h, splits);
 }

@@ -70,6 +70,8 @@ layout(push_constant) uniform Push {
     uint first_v, v_pos, v_head, v_dim;
     uint first_dst;
 } pc;
+#define ATTN_HG HG
+#define ATTN_LOCAL LOCAL
 #include "attention/attn_splits.glsl"
 
 // The head element in a lane's slot u.
@@ -183,9 +185,5 @@ void main()
         }
     }
     if (FINAL == 2u && attn_last_split(t * gl_NumWorkGroups.x + x, splits))
-        for (uint i = tid; i < HG * D; i += LOCAL) {
-            uint hh = i / D, dd = i % D, h = h0 + hh;
-            float y = attn_merged((t * pc.q_heads + h) * splits * (D + 2u), splits, dd);
-            NU_STORE(dst, DDT, pc.first_dst + (t * pc.q_heads + h) * D + dd, y)
-        }
+        attn_merge_store(t, h0, splits);
 }

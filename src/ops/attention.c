@@ -300,8 +300,10 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     /* Query heads a workgroup: those sharing a KV head read its keys once (tune.heads, dividing the
      * group) ... */
     uint32_t group = (uint32_t)(qh / kvh), hg = tune.heads, nsg = sg ? ATTN_LOCAL / sg : 1;
-    /* ... and whose subgroups' (m, l, o) fit the shared memory (sm, sl, so). */
-    while (hg > 1 && (group % hg || 4ull * nsg * hg * (2 + (uint64_t)hd) > d->info.max_shared_memory))
+    /* ... and whose subgroups' (m, l, o) fit the shared memory (sm, sl, so), with the merge's
+     * weights and sums (attn_splits.glsl: 2 * LOCAL + 1 floats a head). */
+    while (hg > 1 &&
+           (group % hg || 4ull * hg * (nsg * (2 + (uint64_t)hd) + 2 * ATTN_LOCAL + 1) > d->info.max_shared_memory))
         hg--;
     if (subgroup) {
         uint32_t pk = row_pack(k, first[2], sg), pv = row_pack(v, first[3], sg);
