@@ -954,6 +954,8 @@ static void fused_merge_in_a_graph(void **state)
         {1, 16, 2, 16, "chunk=64 heads=4"},   {2, 4, 1, 8, "chunk=64 subgroup=0"},  {1, 32, 8, 128, "chunk=64 keys=3"},
         /* more splits than a workgroup's 128 invocations: the merge takes them 128 at a time */
         {1, 8, 2, 64, "split=200"},           {2, 4, 4, 32, "split=130 subgroup=0"},
+        /* one split: dst written directly (the unused bindings empty ranges), in a graph too */
+        {1, 8, 2, 64, "split=1"},
     };
     const uint32_t lengths[] = {1, 3, 12, 700, 2, 300, 11, 65};
     const int64_t P = 700;

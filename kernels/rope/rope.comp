@@ -4,14 +4,9 @@
 // dtype (it may be src itself: each thread reads its elements before it writes them).
 //
 // Pair i (0 <= i < rotary/2) of a head at position p turns by a = p * theta^(-2i / rotary), in
-// F32 (rope/rope.glsl, shared with kv_append_rope.comp): the inverse frequency is exp2(-i * step) with step = 2 log2(theta) / rotary (from the host,
-// rounded once), its exponent split into an integer (exact, by ldexp) and a fraction in
-// [-1/2, 1/2] whose exp2 is a polynomial fitted there (about 1 ulp, the same on every device,
-// where Vulkan lets exp2 be off by 3 + 2|x| ulp). The angle is reduced modulo pi/2 (Cody-Waite:
-// pi/2 in four parts, the first three of 8 significant bits, so k * part is exact for |k| < 2^16,
-// angles up to about 100000), and sin and cos come from polynomials fitted on [-pi/4, pi/4]
-// (about 1 ulp), so no device's sin and cos are asked for large arguments, where Vulkan promises
-// nothing. Pairs: (x[2i], x[2i+1]) (INTERLEAVED) or (x[i], x[i + rotary/2]) (HALF);
+// F32 by rope/rope.glsl (shared with kv_append_rope.comp, which turns a KV cache's keys the same
+// way, bit for bit; its header says how the angle, sin and cos are computed). Pairs: (x[2i],
+// x[2i+1]) (INTERLEAVED) or (x[i], x[i + rotary/2]) (HALF);
 // y0 = x0 cos a - x1 sin a, y1 = x0 sin a + x1 cos a. Dimensions rotary..head_dim are copied.
 //
 // Specialisation constants (the tuning knobs LOCAL and HEADS: defaults in src/ops/rope.c, which
