@@ -3,7 +3,10 @@
  * 1024^3 to 8192^3 and the 512-token prefill shapes, also with Q8_0 / Q4_0 weights against
  * "dequantize to F16, then the F16 product") and attention (decode at 512 to 32k keys, prefill of
  * 512 and 4096 tokens) as TFLOP/s (products, attention) and, for decode attention, GB/s of the KV
- * bytes read, and elementwise ops at large
+ * bytes read ("attn_dec": the splits merged by the last split, in one dispatch; "attn_dec2": by
+ * attn_combine.comp, a second dispatch: NUVEC_ATTENTION combine=separate; "attn_kvr": a decode
+ * step's keys appended with RoPE by nu_op_kv_append_rope, "attn_kvr2": by nu_op_rope then
+ * nu_op_kv_append), and elementwise ops at large
  * sizes (--size bytes a tensor: 2 GiB on a GPU, 32 MiB on a CPU device), as GB/s of the bytes
  * each op must move (every input read once, the output written once; for matrix-vector products
  * the weights' bytes) and as a fraction of the copy bandwidth measured in the same run (a
@@ -50,7 +53,11 @@ typedef enum op_kind {
     K_MATVEC_GLU, /* shape: n, k, m: nu_op_matvec_fused with glu_up, gate and up the halves of a [2n, k] weight */
     K_MATMUL,  /* shape: m, n, k; dtype: the weight's (a and dst F16, or BF16 for BF16 weights) */
     K_MATMUL_DQ, /* shape: m, n, k: a block weight dequantized to F16 (nu_op_copy), then the F16 product */
-    K_ATTN_DECODE,  /* shape: context, kv_heads (32 query heads of 128, 1 token, F16) */
+    K_ATTN_DECODE,  /* shape: context, kv_heads (32 query heads of 128, 1 token, F16); sub 1: the
+                       splits merged by attn_combine.comp (NUVEC_ATTENTION combine=separate) */
+    K_KV_ROPE,      /* shape: positions, kv_heads (1 token of 128, F32 into an F16 cache, the
+                       interleaved layout); sub 0 nu_op_kv_append_rope, 1 nu_op_rope then
+                       nu_op_kv_append (an F16 temporary) */
     K_ATTN_PREFILL, /* shape: tokens (32 heads of 128, causal, F16) */
     K_MV_FUSED,     /* nu_op_matvec_fused (sub: mv_form); shape: n, k */
     K_MV_SEPARATE,  /* the separate ops the fused form replaces (sub: mv_form); shape: n, k */
@@ -267,6 +274,13 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
                 st = new_tensor(d, bt, NU_DTYPE_F16, 3, kv, FILL, &bt->outs[i]);
         return st;
     }
+    case K_KV_ROPE: {
+        int64_t cache[3] = {s[0], s[1], 128}, tok[3] = {1, s[1], 128};
+        if ((st = new_tensor(d, bt, NU_DTYPE_F16, 3, cache, FILL, &bt->t[0])) == NU_OK &&
+            (st = new_tensor(d, bt, NU_DTYPE_F32, 3, tok, FILL, &bt->t[1])) == NU_OK)
+            st = new_tensor(d, bt, NU_DTYPE_F16, 3, tok, FILL, &bt->t[2]);
+        return st;
+    }
     case K_ATTN_PREFILL: {
         int64_t q[3] = {s[0], 32, 128};
         for (int i = 0; i < 4 && st == NU_OK; i++)
@@ -314,6 +328,33 @@ static nu_status record_mv_form(nu_commands *c, const bench_case *k, const bench
         (st = nu_tensor_slice(gu, 1, n, n, &u)) != NU_OK)
         return st;
     return nu_op_swiglu(c, &t[0], &g, &u);
+
+/* NUVEC_ATTENTION with " combine=separate" appended (the user's sweep knobs kept); *saved: the
+ * value before (NULL: unset), for restore_env. False when out of host memory. */
+static bool combine_separate(char **saved)
+{
+    const char *now = getenv("NUVEC_ATTENTION");
+    *saved = now ? strdup(now) : NULL;
+    size_t n = (now ? strlen(now) : 0) + sizeof " combine=separate";
+    char *v = malloc(n);
+    if (!v || (now && !*saved)) {
+        free(v);
+        free(*saved);
+        return false;
+    }
+    snprintf(v, n, "%s combine=separate", now ? now : "");
+    setenv("NUVEC_ATTENTION", v, 1);
+    free(v);
+    return true;
+}
+
+static void restore_env(char *saved)
+{
+    if (saved)
+        setenv("NUVEC_ATTENTION", saved, 1);
+    else
+        unsetenv("NUVEC_ATTENTION");
+    free(saved);
 }
 
 static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors *bt, int rep)
@@ -366,7 +407,23 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
     }
     case K_ATTN_DECODE: {
         nu_attention_desc ad = {0, true, (uint32_t)k->shape_v[0] - 1, (uint32_t)k->shape_v[0]};
-        return nu_op_attention(c, &t[0], &t[1], &bt->weights[rep % bt->copies], &bt->outs[rep % bt->copies], &ad);
+        char *saved = NULL;
+        if (k->sub && !combine_separate(&saved))
+            return NU_ERROR_HOST_OUT_OF_MEMORY;
+        nu_status st = nu_op_attention(c, &t[0], &t[1], &bt->weights[rep % bt->copies], &bt->outs[rep % bt->copies], &ad);
+        if (k->sub)
+            restore_env(saved);
+        return st;
+    }
+    case K_KV_ROPE: {
+        /* A decode step's position; the op's rows are written each repetition (a barrier between). */
+        uint32_t pos = (uint32_t)k->shape_v[0] - 1;
+        nu_rope_desc rd = {NU_ROPE_INTERLEAVED, 10000.0f, 0, 0, NULL};
+        if (!k->sub)
+            return nu_op_kv_append_rope(c, &t[0], &t[1], pos, &rd);
+        rd.position_offset = (int32_t)pos;
+        nu_status st = nu_op_rope(c, &t[2], &t[1], &rd);
+        return st == NU_OK ? nu_op_kv_append(c, &t[0], &t[2], pos) : st;
     }
     case K_ATTN_PREFILL: {
         nu_attention_desc ad = {0, true, 0, (uint32_t)k->shape_v[0]};
@@ -607,10 +664,18 @@ int bench_ops(int argc, char **argv)
                 skipped[nskipped++] = name;
                 continue;
             }
-            cases[ncases++] = (bench_case){"attn_dec", name, K_ATTN_DECODE, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0,
-                                           {ctx[ci], kvh}, 2.0 * ctx[ci] * kvh * 128 * 2,
-                                           ctx[ci] == 4096 ? ">= 80% of copy" : "", 4.0 * ctx[ci] * 32 * 128};
+            for (int sep = 0; sep < 2; sep++)
+                cases[ncases++] = (bench_case){sep ? "attn_dec2" : "attn_dec", name, K_ATTN_DECODE, sep, NU_DTYPE_F16,
+                                               NU_DTYPE_F16, 0, {ctx[ci], kvh}, 2.0 * ctx[ci] * kvh * 128 * 2,
+                                               sep ? "combine=separate" : ctx[ci] == 4096 ? ">= 80% of copy" : "",
+                                               4.0 * ctx[ci] * 32 * 128};
         }
+    /* The decode step's key append with RoPE (32 KV heads of 128, an F32 token into an F16 cache of
+     * 4096 positions): one dispatch against rope then kv_append; bytes: src read, the row written. */
+    for (int two = 0; two < 2; two++)
+        cases[ncases++] = (bench_case){two ? "attn_kvr2" : "attn_kvr", "1 x 32 x 128", K_KV_ROPE, two, NU_DTYPE_F32,
+                                       NU_DTYPE_F16, 0, {4096, 32}, 32.0 * 128 * (4 + 2),
+                                       two ? "rope + kv_append" : "< attn_kvr2", 0};
     static const int64_t ptoks[2] = {512, 4096};
     for (int ti = 0; ti < 2; ti++) {
         int64_t T = cpu && ti == 0 ? 128 : ptoks[ti];

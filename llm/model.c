@@ -6,8 +6,9 @@
  *   x = embed[ids]                                               nu_op_gather
  *   per layer: xn = rms_norm(x) * attn_norm                        nu_op_rms_norm
  *              q, k, v = xn Wq^T, xn Wk^T, xn Wv^T                 matvec (<= 8 rows) or matmul
- *              q, k = rope(q), rope(k)  (in place)                 nu_op_rope
- *              K[start ..], V[start ..] = k, v                     nu_op_kv_append
+ *              q = rope(q)  (in place)                            nu_op_rope
+ *              K[start ..] = rope(k), V[start ..] = v              nu_op_kv_append_rope, nu_op_kv_append
+ *                                                                  (one dependency level for the three)
  *              att = attention(q, K, V), causal                    nu_op_attention
  *              x += att Wo^T; xn = rms_norm(x) * ffn_norm         nu_op_add_rms_norm (one op)
  *              x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T               nu_op_swiglu; the add with
@@ -17,7 +18,8 @@
  * Decode: the same pass for one token recorded once as a graph at open (nuvec/graph.h). The token
  * id is data (a one-element I32 buffer the CPU writes before each launch, the gather's ids); the
  * position reaches the ops as graph parameters declared by name with nu_op_graph_param: rope's
- * position offset (q and k), kv_append's position (k and v) and attention's kv_length (pos + 1;
+ * position offset (q), kv_append_rope's and kv_append's position (k and v; kv_append_rope's also
+ * turns k) and attention's kv_length (pos + 1;
  * one query row, so no causal mask). Attention is recorded with kv_length = the cache's
  * positions, so its split count suits the longest context (each split loops over its share of a
  * launch's kv_length). Where the graph cannot be built, decode falls back to recording a command
@@ -45,7 +47,7 @@ typedef struct llm_layer {
     bool qkv_stacked, gu_stacked;
     nu_buffer *kbuf, *vbuf;
     nu_tensor kc, vc; /* [positions, kv_heads, head_dim] */
-    uint32_t p_qrope, p_krope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
+    uint32_t p_qrope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
 } llm_layer;
 
 enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_COUNT };
@@ -461,10 +463,11 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         TRY(nu_op_rope(c, &q3, &q3, &rope));
         if (graph)
             TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope));
-        TRY(nu_op_rope(c, &k3, &k3, &rope));
-        if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_krope));
-        TRY(nu_op_kv_append(c, &y->kc, &k3, start));
+        /* k turned on its way into the cache (the same bits as nu_op_rope into F32, then the
+         * append's rounding), its position the append's. */
+        nu_rope_desc krope = rope;
+        krope.position_offset = 0;
+        TRY(nu_op_kv_append_rope(c, &y->kc, &k3, start, &krope));
         if (graph)
             TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos));
         TRY(nu_op_kv_append(c, &y->vc, &v3, start));
@@ -657,7 +660,6 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     for (uint32_t l = 0; l < m->cfg.layers; l++) {
         llm_layer *y = &m->layers[l];
         if ((st = nv(m, nu_graph_set_param(m->graph, y->p_qrope, &ipos, 4), "a graph parameter")) != NU_OK ||
-            (!m->fused && (st = nv(m, nu_graph_set_param(m->graph, y->p_krope, &ipos, 4), "a graph parameter")) != NU_OK) ||
             (st = nv(m, nu_graph_set_param(m->graph, y->p_kpos, &pos, 4), "a graph parameter")) != NU_OK ||
             (st = nv(m, nu_graph_set_param(m->graph, y->p_vpos, &pos, 4), "a graph parameter")) != NU_OK ||
             (st = nv(m, nu_graph_set_param(m->graph, y->p_kvlen, &len, 4), "a graph parameter")) != NU_OK)

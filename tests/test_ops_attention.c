@@ -1,11 +1,14 @@
-/* test_ops_attention.c: nu_op_attention (src/ops/attention.c, kernels/attention/) and
- * nu_op_kv_append against a float64 CPU reference: the decode path (one split written straight
- * to dst, and split keys merged by attn_combine, with kv_length not a multiple of the split and
- * splits that see no key) and the prefill path, GQA ratios 1, 4 and 8, head dims 8 to 128,
+/* test_ops_attention.c: nu_op_attention (src/ops/attention.c, kernels/attention/),
+ * nu_op_kv_append and nu_op_kv_append_rope against a float64 CPU reference: the decode path (one
+ * split written straight to dst, and split keys merged by the last split to finish or by
+ * attn_combine.comp, with kv_length not a multiple of the split and splits that see no key; in
+ * graphs whose launches change kv_length, so that the merge's counters must be back at zero after
+ * each) and the prefill path, GQA ratios 1, 4 and 8, head dims 8 to 128,
  * causal on and off with q_position offsets, every float dtype for q, k, v and dst, the default
  * and explicit scales, strided, sliced, transposed and unaligned views, the NUVEC_ATTENTION knobs,
  * a decode step reading what kv_append wrote, the partials' temporary buffer outliving its free,
- * and what both ops refuse.
+ * kv_append_rope against the reference and bit-equal to nu_op_rope then nu_op_kv_append, and what
+ * the ops refuse.
  *
  * Tolerance: the reference computes scores, softmax and the weighted sum in double from the exact
  * element values. The kernels work in F32: each score scale * q . k is off by at most about
@@ -153,6 +156,11 @@ static void decode_path(void **state)
         {2, 32, 8, 128, 1024, 1000, 990, true, 0, "heads=3"},
         {1, 16, 2, 64, 300, 299, 298, true, 0, "heads=8 keys=5"},
         {1, 16, 2, 128, 300, 299, 298, true, 0, "heads=1"},
+        /* the splits merged by attn_combine.comp (a second dispatch) instead of the last split */
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "combine=separate"},
+        {4, 4, 4, 128, 64, 37, 33, true, 0.2f, "split=64 combine=separate"},
+        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7 subgroup=0 combine=separate"},
+        {2, 16, 2, 64, 1100, 1001, 999, true, 0, "combine=fused heads=8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i / 3 + 2) % 3], floats[(i + 2) % 3], &seed);
@@ -508,6 +516,9 @@ static void refuses_bad_tensors(void **state)
     assert_int_equal(setenv("NUVEC_ATTENTION", "path=sideways", 1), 0);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "NUVEC_ATTENTION"));
+    assert_int_equal(setenv("NUVEC_ATTENTION", "combine=later", 1), 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "combine=fused|separate"));
     assert_int_equal(setenv("NUVEC_ATTENTION", "path=prefill br=64 bc=128", 1), 0); /* too much shared memory */
     NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "shared memory"));
@@ -562,12 +573,16 @@ static void refuses_bad_tensors(void **state)
 
 /* One decode step recorded once as a graph whose launches change the position: rope's
  * position_offset, both kv_appends' position, attention's q_position and kv_length (not causal,
- * so that kv_length alone limits the keys) (nu_op_graph_param), launched for 40 steps with new q, k, v uploaded before each; every step's
- * output is bit-equal to the same ops recorded with the step's values in a command buffer (the
- * same split count in both: NUVEC_ATTENTION split=3). Also the refusals. */
-static void decode_step_with_graph_params(void **state)
+ * so that kv_length alone limits the keys) (nu_op_graph_param), launched for 40 steps with new q,
+ * k, v uploaded before each; every step's output is bit-equal to the same ops recorded with the
+ * step's values in a command buffer (the same split count in both: NUVEC_ATTENTION split=3, so
+ * the launches' keys fall in 1, 2, then 3 splits) and matches the reference. Three variants: the
+ * splits merged by the last split (the default), k appended by nu_op_kv_append_rope (its
+ * position a parameter; the command buffer ropes k with nu_op_rope into an F16 tensor, then
+ * nu_op_kv_append: the caches stay bit-equal), and that with combine=separate. Also the
+ * refusals. */
+static void decode_step_variant(int variant)
 {
-    (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 12;
     const int64_t P = 64, hkv = 2, hq = 4, D = 64, steps = 40;
@@ -582,7 +597,9 @@ static void decode_step_with_graph_params(void **state)
     nt_tensor vn = nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed);
     nt_tensor qr = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
     nt_tensor out[2] = {nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0), nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0)};
-    assert_int_equal(setenv("NUVEC_ATTENTION", "split=3", 1), 0);
+    nt_tensor kr = nt_tensor_output(d, NU_DTYPE_F16, 3, ns, 0); /* the command buffer's roped k */
+    bool fused_rope = variant > 0;
+    assert_int_equal(setenv("NUVEC_ATTENTION", variant == 2 ? "split=3 combine=separate" : "split=3", 1), 0);
 
     nu_commands *rec;
     uint32_t p_rope, p_k, p_v, p_q, p_len, bad;
@@ -594,7 +611,11 @@ static void decode_step_with_graph_params(void **state)
     NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_rope));
     assert_int_equal(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &bad), NU_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(nu_error_message(d), "kv_length"));
-    NT_OK(nu_op_kv_append(rec, &kc[0].t, &kn.t, (uint32_t)P - 1));
+    nu_rope_desc krd = {NU_ROPE_INTERLEAVED, 0, 0, 0, NULL};
+    if (fused_rope)
+        NT_OK(nu_op_kv_append_rope(rec, &kc[0].t, &kn.t, (uint32_t)P - 1, &krd));
+    else
+        NT_OK(nu_op_kv_append(rec, &kc[0].t, &kn.t, (uint32_t)P - 1));
     NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_k));
     NT_OK(nu_op_kv_append(rec, &vc[0].t, &vn.t, (uint32_t)P - 1));
     NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_v));
@@ -643,7 +664,12 @@ static void decode_step_with_graph_params(void **state)
         nu_rope_desc rd2 = {NU_ROPE_INTERLEAVED, 0, 0, pos, NULL};
         nu_attention_desc ad2 = {0, false, upos, len};
         NT_OK(nu_op_rope(c, &qr.t, &q.t, &rd2));
-        NT_OK(nu_op_kv_append(c, &kc[1].t, &kn.t, upos));
+        if (fused_rope) {
+            NT_OK(nu_op_rope(c, &kr.t, &kn.t, &rd2));
+            NT_OK(nu_op_kv_append(c, &kc[1].t, &kr.t, upos));
+        } else {
+            NT_OK(nu_op_kv_append(c, &kc[1].t, &kn.t, upos));
+        }
         NT_OK(nu_op_kv_append(c, &vc[1].t, &vn.t, upos));
         NT_OK(nu_op_attention(c, &out[1].t, &qr.t, &kc[1].t, &vc[1].t, &ad2));
         NT_OK(nu_commands_commit(c));
@@ -652,8 +678,19 @@ static void decode_step_with_graph_params(void **state)
         nt_tensor_download(&out[1]);
         for (size_t i = 0; i < n; i++)
             if (memcmp(&got[i], &out[1].values[i], sizeof *got))
-                fail_msg("step %lld: the graph's dst[%zu] is %.9g, the command buffer's %.9g", (long long)t, i,
-                         (double)got[i], (double)out[1].values[i]);
+                fail_msg("variant %d, step %lld: the graph's dst[%zu] is %.9g, the command buffer's %.9g", variant,
+                         (long long)t, i, (double)got[i], (double)out[1].values[i]);
+        /* The caches alike, and the step against the reference (from the command buffer's). */
+        for (int i = 0; i < 2; i++) {
+            nt_tensor_download(&kc[i]);
+            nt_tensor_download(&vc[i]);
+        }
+        if (memcmp(kc[0].bytes, kc[1].bytes, kc[0].size) || memcmp(vc[0].bytes, vc[1].bytes, vc[0].size))
+            fail_msg("variant %d, step %lld: the graph's caches differ from the command buffer's", variant, (long long)t);
+        nt_tensor_download(&qr);
+        char what[64];
+        snprintf(what, sizeof what, "decode step variant %d, step %lld", variant, (long long)t);
+        expect_attention(&out[0], qr.values, kc[1].values, vc[1].values, 1, hq, hkv, D, &ad2, what);
         for (int i = 0; i < 3; i++)
             nt_tensor_free(&fresh[i]);
     }
@@ -669,6 +706,319 @@ static void decode_step_with_graph_params(void **state)
     nt_tensor_free(&kn);
     nt_tensor_free(&vn);
     nt_tensor_free(&qr);
+    nt_tensor_free(&kr);
+    nt_close(d);
+}
+
+static void decode_step_with_graph_params(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 3; variant++)
+        decode_step_variant(variant);
+}
+
+/* ---- nu_op_kv_append_rope ------------------------------------------------------------------ */
+
+/* nu_op_rope's bound on the angle (tests/test_ops_rope.c's ANGLE_TOL): (|p| + 1) 2^-22 radians. */
+static double rope_angle_tol(double pmax) { return (fabs(pmax) + 1) * ldexp(1.0, -22); }
+
+/* The rotated rows in float64: x [T, H, D] row-major, token t at position p0 + t. */
+static void ref_rope_rows(const float *x, double *y, int64_t T, int64_t H, int64_t D, uint32_t p0, const nu_rope_desc *rd)
+{
+    int64_t rot = rd->rotary_dims ? rd->rotary_dims : D;
+    double theta = rd->theta ? rd->theta : 10000.0;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *xr = x + (t * H + h) * D;
+            double *yr = y + (t * H + h) * D, p = (double)p0 + (double)t;
+            for (int64_t e = rot; e < D; e++)
+                yr[e] = xr[e];
+            for (int64_t i = 0; i < rot / 2; i++) {
+                double a = p * pow(theta, -2.0 * (double)i / (double)rot);
+                int64_t e0 = rd->layout == NU_ROPE_INTERLEAVED ? 2 * i : i;
+                int64_t e1 = rd->layout == NU_ROPE_INTERLEAVED ? 2 * i + 1 : i + rot / 2;
+                yr[e0] = xr[e0] * cos(a) - xr[e1] * sin(a);
+                yr[e1] = xr[e0] * sin(a) + xr[e1] * cos(a);
+            }
+        }
+}
+
+typedef struct append_rope_case {
+    const nu_tensor *cache, *src;
+    uint32_t position;
+    const nu_rope_desc *rope;
+    const nu_tensor *tmp; /* the two-op version: nu_op_rope into tmp, then nu_op_kv_append (NULL: fused) */
+} append_rope_case;
+
+static nu_status record_append_rope(nu_commands *c, void *arg)
+{
+    append_rope_case *a = arg;
+    if (!a->tmp)
+        return nu_op_kv_append_rope(c, a->cache, a->src, a->position, a->rope);
+    nu_rope_desc rd = *a->rope;
+    rd.position_offset = (int32_t)a->position;
+    nu_status st = nu_op_rope(c, a->tmp, a->src, &rd);
+    return st == NU_OK ? nu_op_kv_append(c, a->cache, a->tmp, a->position) : st;
+}
+
+/* kv_append_rope against the float64 reference (nu_op_rope's bound before the cache's rounding)
+ * for both layouts, rotary_dims below head_dim, every cache and src dtype, 1 to 5 tokens at
+ * positions past 0 (to 3000), head dims 8 to 128 (and 10), a transposed src: the rows written hold
+ * rope(src), the other rows keep their bytes; and the whole cache bit-equal to nu_op_rope (into a
+ * tensor of the cache's dtype, so that it rounds once, as the fused op does) then
+ * nu_op_kv_append. */
+static void kv_append_rope_matches_rope_then_append(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 21;
+    typedef struct {
+        int64_t T, H, D, P;
+        uint32_t pos, rotary;
+        nu_rope_layout layout;
+        float theta;
+    } kr_case;
+    const kr_case cases[] = {
+        {1, 8, 128, 64, 37, 0, NU_ROPE_INTERLEAVED, 0},    {1, 8, 128, 64, 63, 0, NU_ROPE_HALF, 0},
+        {3, 2, 64, 50, 20, 32, NU_ROPE_INTERLEAVED, 0},    {3, 2, 64, 50, 47, 48, NU_ROPE_HALF, 500000.0f},
+        {5, 4, 16, 3100, 3000, 0, NU_ROPE_HALF, 0},        {2, 3, 8, 20, 1, 4, NU_ROPE_INTERLEAVED, 0},
+        {4, 2, 10, 12, 8, 6, NU_ROPE_HALF, 100.0f},        {1, 32, 128, 2, 1, 64, NU_ROPE_HALF, 0},
+        {2, 1, 32, 9, 7, 0, NU_ROPE_INTERLEAVED, 1000.0f},
+    };
+    int i = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int cd = 0; cd < 3; cd++, i++) {
+            const kr_case *k = &cases[ci];
+            nu_dtype sd = floats[(ci + (size_t)cd) % 3];
+            int64_t cs[3] = {k->P, k->H, k->D}, ss[3] = {k->T, k->H, k->D}, sts[3] = {k->H, k->T, k->D};
+            nt_tensor cache = nt_tensor_random(d, floats[cd], 3, cs, 0, -1, 1, &seed);
+            nt_tensor cache2 = nt_tensor_output(d, floats[cd], 3, cs, 0);
+            NT_OK(nu_buffer_write(cache2.t.buffer, 0, cache.bytes, cache.size)); /* the same bytes */
+            nt_tensor tmp = nt_tensor_output(d, floats[cd], 3, ss, 0);
+            nt_tensor src;
+            nu_tensor sv;
+            if (i % 4 == 3) { /* a transposed src: stored [H, T, D] */
+                src = nt_tensor_random(d, sd, 3, sts, 1, -1, 1, &seed);
+                NT_OK(nu_tensor_transpose(&src.t, 0, 1, &sv));
+            } else {
+                src = nt_tensor_random(d, sd, 3, ss, (uint64_t)(i % 2), -1, 1, &seed);
+                sv = src.t;
+            }
+            float *x = nt_tensor_values_new(&src, &sv);
+            size_t n = (size_t)(k->P * k->H * k->D), row = (size_t)(k->H * k->D);
+            float *before = malloc(n * sizeof *before);
+            memcpy(before, cache.values, n * sizeof *before);
+            double *y = malloc((size_t)k->T * row * sizeof *y);
+            nu_rope_desc rd = {k->layout, k->theta, k->rotary, 0, NULL};
+            ref_rope_rows(x, y, k->T, k->H, k->D, k->pos, &rd);
+            append_rope_case a = {&cache.t, &sv, k->pos, &rd, NULL};
+            nt_run(d, record_append_rope, &a);
+            nt_tensor_download(&cache);
+            double atol = 2 * rope_angle_tol((double)k->pos + (double)k->T) + 1e-6, rel = 2 * nt_dtype_tolerance(floats[cd]);
+            for (size_t e = 0; e < n; e++) {
+                size_t r = e / row;
+                if (r < k->pos || r >= k->pos + (size_t)k->T) {
+                    if (memcmp(&before[e], &cache.values[e], sizeof before[e]))
+                        fail_msg("kv_append_rope case %zu: element %zu (row %zu, not appended) changed from %.9g to %.9g",
+                                 ci, e, r, (double)before[e], (double)cache.values[e]);
+                    continue;
+                }
+                double want = y[e - (size_t)k->pos * row];
+                float got = cache.values[e];
+                if (!(fabs((double)got - want) <= atol + rel * fabs(want)))
+                    fail_msg("kv_append_rope case %zu (%s cache, %s src, %s, rotary %u of %lld, position %u): element %zu "
+                             "is %.9g, expected %.9g", ci, nu_dtype_name(floats[cd]), nu_dtype_name(sd),
+                             k->layout == NU_ROPE_HALF ? "half" : "interleaved", k->rotary, (long long)k->D, k->pos, e,
+                             (double)got, want);
+            }
+            /* The two ops, into a cache that held the same bytes: the same bytes after. */
+            append_rope_case two = {&cache2.t, &sv, k->pos, &rd, &tmp.t};
+            nt_run(d, record_append_rope, &two);
+            nt_tensor_download(&cache2);
+            if (cache.size != cache2.size || memcmp(cache.bytes, cache2.bytes, cache.size))
+                for (size_t e = 0; e < n; e++)
+                    if (memcmp(&cache.values[e], &cache2.values[e], sizeof cache.values[e]))
+                        fail_msg("kv_append_rope case %zu (%s cache, %s src): element %zu is %.9g, nu_op_rope then "
+                                 "nu_op_kv_append gave %.9g", ci, nu_dtype_name(floats[cd]), nu_dtype_name(sd), e,
+                                 (double)cache.values[e], (double)cache2.values[e]);
+            free(x);
+            free(y);
+            free(before);
+            nt_tensor_free(&cache);
+            nt_tensor_free(&cache2);
+            nt_tensor_free(&tmp);
+            nt_tensor_free(&src);
+        }
+    nt_close(d);
+}
+
+/* kv_append_rope's refusals, each with its message: a NULL desc, positions, an offset, an odd
+ * head_dim, rotary_dims odd or past head_dim, an unknown layout, a bad theta, and what kv_append
+ * refuses (overflow, heads, rank, a strided cache, overlap, NULLs). */
+static void kv_append_rope_refusals(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 22;
+    int64_t cs[3] = {16, 2, 64}, ss[3] = {3, 2, 64}, sh[3] = {3, 3, 64}, c9[3] = {16, 2, 9}, s9[3] = {1, 2, 9};
+    int64_t k2d[2] = {16, 128};
+    nt_tensor cache = nt_tensor_random(d, NU_DTYPE_F16, 3, cs, 0, -1, 1, &seed);
+    nt_tensor src = nt_tensor_random(d, NU_DTYPE_F32, 3, ss, 0, -1, 1, &seed);
+    nt_tensor srch = nt_tensor_random(d, NU_DTYPE_F32, 3, sh, 0, -1, 1, &seed);
+    nt_tensor cache9 = nt_tensor_random(d, NU_DTYPE_F32, 3, c9, 0, -1, 1, &seed);
+    nt_tensor src9 = nt_tensor_random(d, NU_DTYPE_F32, 3, s9, 0, -1, 1, &seed);
+    nt_tensor pos = nt_tensor_i32(d, (const int32_t[3]){0, 1, 2}, 3, 0, 1);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_rope_desc ok = {NU_ROPE_HALF, 0, 0, 0, NULL};
+    NT_OK(nu_op_kv_append_rope(c, &cache.t, &src.t, 13, &ok)); /* rows 13..15: fits */
+    struct {
+        nu_rope_desc rd;
+        const char *msg;
+    } bad[] = {
+        {{NU_ROPE_HALF, 0, 0, 0, &pos.t}, "positions"},
+        {{NU_ROPE_HALF, 0, 0, 5, NULL}, "position_offset"},
+        {{NU_ROPE_HALF, 0, 63, 0, NULL}, "rotary_dims"},
+        {{NU_ROPE_HALF, 0, 66, 0, NULL}, "rotary_dims"},
+        {{(nu_rope_layout)7, 0, 0, 0, NULL}, "layout"},
+        {{NU_ROPE_INTERLEAVED, -1.0f, 0, 0, NULL}, "theta"},
+        {{NU_ROPE_INTERLEAVED, NAN, 0, 0, NULL}, "theta"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, &bad[i].rd));
+        if (!strstr(nu_error_message(d), bad[i].msg) || !strstr(nu_error_message(d), "nu_op_kv_append_rope"))
+            fail_msg("refusal %zu: the message '%s' does not name %s", i, nu_error_message(d), bad[i].msg);
+    }
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, NULL));
+    assert_non_null(strstr(nu_error_message(d), "NULL rope"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache9.t, &src9.t, 0, &ok));
+    assert_non_null(strstr(nu_error_message(d), "odd"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 14, &ok));
+    assert_non_null(strstr(nu_error_message(d), "overflow"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0xffffffffu, &ok));
+    assert_non_null(strstr(nu_error_message(d), "overflow"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &srch.t, 0, &ok));
+    assert_non_null(strstr(nu_error_message(d), "heads"));
+    nu_tensor kt;
+    NT_OK(nu_tensor_transpose(&cache.t, 0, 1, &kt));
+    int64_t s2[3] = {1, 16, 64};
+    nt_tensor src2 = nt_tensor_random(d, NU_DTYPE_F32, 3, s2, 0, -1, 1, &seed);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &kt, &src2.t, 0, &ok));
+    assert_non_null(strstr(nu_error_message(d), "contiguous"));
+    nu_tensor over = nu_tensor_make(cache.t.buffer, 0, NU_DTYPE_F16, 3, ss);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &over, 5, &ok));
+    assert_non_null(strstr(nu_error_message(d), "overlaps"));
+    nu_tensor k2 = nu_tensor_make(cache.t.buffer, 0, NU_DTYPE_F16, 2, k2d);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &k2, &src.t, 0, &ok));
+    assert_non_null(strstr(nu_error_message(d), "rank"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, NULL, 0, &ok));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(NULL, &cache.t, &src.t, 0, &ok));
+    /* No tokens: nothing recorded, but the desc is still checked. */
+    int64_t s0[3] = {0, 2, 64};
+    nu_tensor empty = nu_tensor_make(src.t.buffer, 0, NU_DTYPE_F32, 3, s0);
+    NT_OK(nu_op_kv_append_rope(c, &cache.t, &empty, 16, &ok));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &empty, 16, &bad[1].rd));
+    nu_commands_free(c);
+    nt_tensor_free(&cache);
+    nt_tensor_free(&src);
+    nt_tensor_free(&srch);
+    nt_tensor_free(&cache9);
+    nt_tensor_free(&src9);
+    nt_tensor_free(&src2);
+    nt_tensor_free(&pos);
+    nt_close(d);
+}
+
+/* ---- the fused merge of the decode splits ------------------------------------------------- */
+
+/* One graph per shape, recorded for the cache's 700 keys (chunk=64: 11 splits; or split=200 and
+ * 130: more splits than the merging workgroup's invocations), launched over
+ * kv_length values whose keys fall in 1 split, 3, 6 (12 keys: 2 a split), all 11 (700, 300, 11,
+ * 65) and 2 (a split holds ceil(kv_length / 11) keys): each launch's dst
+ * (poisoned before it) matches the reference, so every launch found its counters at zero (the
+ * last split of the previous launch reset them, also when most splits had no key) and its last
+ * split saw every partial. GQA 1, 4 and 8, head dims 8 to 128, 1 and 3 query rows (causal with
+ * q_position at kv_length - 1: row t sees q_position + t + 1 keys, kv_length caps them), both
+ * decode kernels; and combine=separate (attn_combine.comp) gives the same bits. */
+static void fused_merge_in_a_graph(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 23;
+    typedef struct {
+        int64_t tokens, hq, hkv, D;
+        const char *env;
+    } fm_case;
+    const fm_case cases[] = {
+        {1, 8, 2, 128, "chunk=64"},           {1, 4, 4, 64, "chunk=64 subgroup=0"}, {3, 8, 1, 32, "chunk=64"},
+        {1, 16, 2, 16, "chunk=64 heads=4"},   {2, 4, 1, 8, "chunk=64 subgroup=0"},  {1, 32, 8, 128, "chunk=64 keys=3"},
+        /* more splits than a workgroup's 128 invocations: the merge takes them 128 at a time */
+        {1, 8, 2, 64, "split=200"},           {2, 4, 4, 32, "split=130 subgroup=0"},
+        /* one split: dst written directly (the unused bindings empty ranges), in a graph too */
+        {1, 8, 2, 64, "split=1"},
+    };
+    const uint32_t lengths[] = {1, 3, 12, 700, 2, 300, 11, 65};
+    const int64_t P = 700;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const fm_case *fc = &cases[ci];
+        int64_t qs[3] = {fc->tokens, fc->hq, fc->D}, ks[3] = {P, fc->hkv, fc->D};
+        nt_tensor q = nt_tensor_random(d, floats[ci % 3], 3, qs, 0, -1, 1, &seed);
+        nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+        nt_tensor v = nt_tensor_random(d, floats[(ci + 1) % 3], 3, ks, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, floats[(ci + 2) % 3], 3, qs, 0);
+        size_t n = (size_t)(fc->tokens * fc->hq * fc->D);
+        float *fused = malloc(n * sizeof *fused);
+        nu_graph *g[2];
+        uint32_t p_len[2], p_q[2];
+        for (int sep = 0; sep < 2; sep++) {
+            char env[64];
+            snprintf(env, sizeof env, "%s combine=%s", fc->env, sep ? "separate" : "fused");
+            assert_int_equal(setenv("NUVEC_ATTENTION", env, 1), 0);
+            nu_commands *rec;
+            nu_attention_desc ad = {0, true, (uint32_t)P - 1, (uint32_t)P};
+            NT_OK(nu_graph_record(d, &rec));
+            NT_OK(nu_op_attention(rec, &dst.t, &q.t, &k.t, &v.t, &ad));
+            NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_Q_POSITION, &p_q[sep]));
+            NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &p_len[sep]));
+            NT_OK(nu_graph_new(rec, &g[sep]));
+        }
+        unsetenv("NUVEC_ATTENTION");
+        for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+            for (int sep = 0; sep < 2; sep++) {
+                uint32_t len = lengths[li], qp = len - 1;
+                nu_commands *poison;
+                NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &poison));
+                NT_OK(nu_commands_fill(poison, dst.t.buffer, 0, nu_buffer_size(dst.t.buffer) / 4 * 4, 0xffffffffu));
+                NT_OK(nu_commands_commit(poison));
+                NT_OK(nu_commands_wait(poison, NU_WAIT_FOREVER));
+                NT_OK(nu_commands_free(poison));
+                NT_OK(nu_graph_set_param(g[sep], p_len[sep], &len, 4));
+                NT_OK(nu_graph_set_param(g[sep], p_q[sep], &qp, 4));
+                NT_OK(nu_graph_launch(g[sep]));
+                NT_OK(nu_graph_wait(g[sep], NU_WAIT_FOREVER));
+                nt_tensor_download(&dst);
+                char what[160];
+                snprintf(what, sizeof what, "case %zu (%s), launch %zu, kv_length %u, combine=%s", ci, fc->env, li, len,
+                         sep ? "separate" : "fused");
+                nu_attention_desc want = {0, true, qp, len};
+                expect_attention(&dst, q.values, k.values, v.values, fc->tokens, fc->hq, fc->hkv, fc->D, &want, what);
+                if (!sep) {
+                    memcpy(fused, dst.values, n * sizeof *fused);
+                    continue;
+                }
+                for (size_t e = 0; e < n; e++)
+                    if (memcmp(&fused[e], &dst.values[e], sizeof *fused))
+                        fail_msg("%s: dst[%zu] is %.9g, the fused merge's %.9g", what, e, (double)dst.values[e],
+                                 (double)fused[e]);
+            }
+        for (int sep = 0; sep < 2; sep++)
+            NT_OK(nu_graph_free(g[sep]));
+        free(fused);
+        nt_tensor_free(&q);
+        nt_tensor_free(&k);
+        nt_tensor_free(&v);
+        nt_tensor_free(&dst);
+    }
     nt_close(d);
 }
 
@@ -736,6 +1086,9 @@ int main(void)
         cmocka_unit_test(partials_outlive_their_free),
         cmocka_unit_test(decode_inside_a_graph),
         cmocka_unit_test(decode_step_with_graph_params),
+        cmocka_unit_test(kv_append_rope_matches_rope_then_append),
+        cmocka_unit_test(kv_append_rope_refusals),
+        cmocka_unit_test(fused_merge_in_a_graph),
         cmocka_unit_test(prefill_on_the_matrix_units),
         cmocka_unit_test(refuses_bad_tensors),
     };

@@ -15,17 +15,20 @@
 // .., so that consecutive threads read consecutive elements of v's rows) rescaled by
 // exp(m_old - m_new). At the end the groups' sums are added. FINAL (one split): dst = o / l.
 // Otherwise the split's partial (m, l, o[D]) goes to the partials buffer at ((t * q_heads + h) *
-// splits + s) * (D + 2) floats, and attn_combine.comp merges the splits.
+// splits + s) * (D + 2) floats, and attn_combine.comp (FINAL 0) or the last split (FINAL 2)
+// merges the splits.
 //
 // Specialisation constants:
 //   0 QDT, 1 KDT, 2 VDT, 3 DDT   dtypes of q, k, v and the output (ops.glsl codes; DDT unused
 //                                unless FINAL: the partials are F32)
 //   4 LOCAL  threads a workgroup, a multiple of D (and a power of two: the tree); default 128
 //   5 D      head_dim (a power of two, 8 to 128)
-//   6 FINAL  1: one split, write dst; 0: write the partials
+//   6 FINAL  1: one split, write dst; 0: write the partials; 2: write the partials, and the last
+//            split of each (row, head) to finish merges them into dst (attention/attn_splits.glsl)
 //   7 FLAGS  bit 0: k's rows contiguous and 16-byte aligned (vector loads)
-// Bindings: 0 dst (FINAL) or the partials (F32), 1 q, 2 k, 3 v. Push: below (strides in elements;
-// dst contiguous [tokens, q_heads, D]).
+// Bindings: 0 dst (FINAL 1 and 2; an empty range otherwise), 1 q, 2 k, 3 v, 4 the partials (F32;
+// FINAL 0 and 2, empty otherwise), 5 the counters (FINAL 2, empty otherwise). Push: below
+// (strides in elements; dst contiguous [tokens, q_heads, D]).
 #include "ops.glsl"
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
@@ -59,6 +62,9 @@ layout(push_constant) uniform Push {
     uint first_v, v_pos, v_head, v_dim;
     uint first_dst;
 } pc;
+#define ATTN_HG 1u
+#define ATTN_LOCAL LOCAL
+#include "attention/attn_splits.glsl"
 
 float score(uint kbase)
 {
@@ -136,15 +142,12 @@ void main()
             ot += osum[i * D + tid];
             lt += red[i * D + tid];
         }
-        if (FINAL != 0u) {
+        if (FINAL == 1u) {
             NU_STORE(dst, DDT, pc.first_dst + (t * pc.q_heads + h) * D + tid, lt > 0.0 ? ot / lt : 0.0)
         } else {
-            uint base = ((t * pc.q_heads + h) * splits + s) * (D + 2u);
-            if (tid == 0u) {
-                dst_w[base] = floatBitsToUint(m);
-                dst_w[base + 1u] = floatBitsToUint(lt);
-            }
-            dst_w[base + 2u + tid] = floatBitsToUint(ot);
+            attn_store_partial(((t * pc.q_heads + h) * splits + s) * (D + 2u), tid, m, lt, ot);
         }
     }
+    if (FINAL == 2u && attn_last_split(t * gl_NumWorkGroups.x + h, splits))
+        attn_merge_store(t, h, splits);
 }

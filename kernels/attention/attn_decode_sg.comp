@@ -23,12 +23,16 @@
 //   0 QDT, 1 KDT, 2 VDT, 3 DDT   dtypes (ops.glsl codes; DDT unused unless FINAL)
 //   4 LOCAL  threads a workgroup, a multiple of SG; default 128
 //   5 D      head_dim (a power of two, 8 to 128)
-//   6 FINAL  1: one split, write dst; 0: write the partials ((m, l, o[D]) for attn_combine.comp)
+//   6 FINAL  1: one split, write dst; 0: write the partials ((m, l, o[D]) for attn_combine.comp);
+//            2: write the partials, and the last split of each (row, head group) to finish
+//            merges them into dst (attention/attn_splits.glsl: no combine dispatch)
 //   7 PACK   1, 2 or 4 elements a lane reads at once from k's and v's rows (2 and 4: both
 //            contiguous, every row starting at a multiple of PACK elements)
 //   8 SG     subgroup size
 //   9 KEYS   keys a subgroup has in flight (default 8)
 //   10 HG    query heads a workgroup (dividing group)
+// Bindings: 0 dst (FINAL 1 and 2; an empty range otherwise), 1 q, 2 k, 3 v, 4 the partials (FINAL
+// 0 and 2; empty otherwise), 5 the counters (FINAL 2; empty otherwise).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -66,6 +70,9 @@ layout(push_constant) uniform Push {
     uint first_v, v_pos, v_head, v_dim;
     uint first_dst;
 } pc;
+#define ATTN_HG HG
+#define ATTN_LOCAL LOCAL
+#include "attention/attn_splits.glsl"
 
 // The head element in a lane's slot u.
 uint elem(uint u, uint lane) { return PACK * ((u / PACK) * SG + lane) + u % PACK; }
@@ -171,15 +178,12 @@ void main()
                 ot += w * so[(j * HG + hh) * D + dd];
                 lt += w * sl[j * HG + hh];
             }
-        if (FINAL != 0u) {
+        if (FINAL == 1u) {
             NU_STORE(dst, DDT, pc.first_dst + (t * pc.q_heads + h) * D + dd, lt > 0.0 ? ot / lt : 0.0)
         } else {
-            uint base = ((t * pc.q_heads + h) * splits + s) * (D + 2u);
-            if (dd == 0u) {
-                dst_w[base] = floatBitsToUint(mt);
-                dst_w[base + 1u] = floatBitsToUint(lt);
-            }
-            dst_w[base + 2u + dd] = floatBitsToUint(ot);
+            attn_store_partial(((t * pc.q_heads + h) * splits + s) * (D + 2u), dd, mt, lt, ot);
         }
     }
+    if (FINAL == 2u && attn_last_split(t * gl_NumWorkGroups.x + x, splits))
+        attn_merge_store(t, h0, splits);
 }

@@ -4,14 +4,9 @@
 // dtype (it may be src itself: each thread reads its elements before it writes them).
 //
 // Pair i (0 <= i < rotary/2) of a head at position p turns by a = p * theta^(-2i / rotary), in
-// F32: the inverse frequency is exp2(-i * step) with step = 2 log2(theta) / rotary (from the host,
-// rounded once), its exponent split into an integer (exact, by ldexp) and a fraction in
-// [-1/2, 1/2] whose exp2 is a polynomial fitted there (about 1 ulp, the same on every device,
-// where Vulkan lets exp2 be off by 3 + 2|x| ulp). The angle is reduced modulo pi/2 (Cody-Waite:
-// pi/2 in four parts, the first three of 8 significant bits, so k * part is exact for |k| < 2^16,
-// angles up to about 100000), and sin and cos come from polynomials fitted on [-pi/4, pi/4]
-// (about 1 ulp), so no device's sin and cos are asked for large arguments, where Vulkan promises
-// nothing. Pairs: (x[2i], x[2i+1]) (INTERLEAVED) or (x[i], x[i + rotary/2]) (HALF);
+// F32 by rope/rope.glsl (shared with kv_append_rope.comp, which turns a KV cache's keys the same
+// way, bit for bit; its header says how the angle, sin and cos are computed). Pairs: (x[2i],
+// x[2i+1]) (INTERLEAVED) or (x[i], x[i + rotary/2]) (HALF);
 // y0 = x0 cos a - x1 sin a, y1 = x0 sin a + x1 cos a. Dimensions rotary..head_dim are copied.
 //
 // Specialisation constants (the tuning knobs LOCAL and HEADS: defaults in src/ops/rope.c, which
@@ -32,6 +27,7 @@
 // Push: see Push below (shape, src strides, first elements, rotary, positions' strides, offset,
 // step, head groups and slots a row).
 #include "ops.glsl"
+#include "rope/rope.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint DT_SRC = NU_F32;
 layout(constant_id = 2) const uint DT_DST = NU_F32;
@@ -56,26 +52,7 @@ layout(push_constant) uniform Push {
 #define HMAX 8u
 
 // sin and cos of p * exp2(-i * step).
-void rotation(float p, uint i, out float c, out float s)
-{
-    float x = -float(i) * pc.step;
-    float n = round(x), f = x - n; // f in [-1/2, 1/2], exact
-    float e2 = 1.0f + f * (0.6931471824645996f + f * (0.24022647738456726f + f * (0.05550329014658928f +
-               f * (0.009618373587727547f + f * (0.0013399848248809576f + f * 0.00015370706387329847f)))));
-    float inv = ldexp(e2, int(n));
-    float a = p * inv;
-    float k = round(a * 0.636619772f);
-    float r = a - k * 1.5703125f;
-    r = r - k * 4.825592041015625e-4f;
-    r = r - k * 1.2665987014770508e-6f;
-    r = r - k * 9.920936294705030e-10f;
-    float z = r * r;
-    float sn = r + r * z * (-0.16666655242443085f + z * (0.008332165889441967f + z * -0.00019515953317750245f));
-    float cs = 1.0f - 0.5f * z + z * z * (0.04166664555668831f + z * (-0.0013887342065572739f + z * 2.4435852537862957e-05f));
-    int q = int(k) & 3;
-    s = q == 0 ? sn : (q == 1 ? cs : (q == 2 ? -sn : -cs));
-    c = q == 0 ? cs : (q == 1 ? -sn : (q == 2 ? -cs : sn));
-}
+void rotation(float p, uint i, out float c, out float s) { nu_rope_rotation(p, i, pc.step, c, s); }
 
 // Eight elements from src element e / to dst element e (16-byte aligned in the binding).
 void load8(uint e, out float x[8])

@@ -474,7 +474,7 @@ nu_status nu__graph_value_param(nu_commands *c, const char *fn, uint32_t value, 
     if (!g->noted_count || g->noted_nodes != g->node_count)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "%s: the last command recorded is not an op with values a launch may change (nu_op_rope, "
-                        "nu_op_kv_append, nu_op_attention)", fn);
+                        "nu_op_kv_append, nu_op_kv_append_rope, nu_op_attention)", fn);
     for (uint32_t i = 0; i < g->noted_count; i++) {
         const nu__op_value_at *a = &g->noted[i];
         if (a->value != value)

@@ -1,21 +1,26 @@
 /* attention.c: scaled dot-product attention with grouped-query heads (nu_op_attention) and the KV
- * cache's append (nu_op_kv_append). Kernels under kernels/attention/: attn_decode.comp (a few
- * query rows, the keys split over workgroups) with attn_combine.comp (merges the splits),
- * attn_prefill.comp (flash-attention style tiles), kv_append.comp. Each .comp's header describes
- * its layout and constants.
+ * cache's append (nu_op_kv_append; nu_op_kv_append_rope, with nu_op_rope's rotation on the way in).
+ * Kernels under kernels/attention/: attn_decode.comp and attn_decode_sg.comp (a few query rows,
+ * the keys split over workgroups, the splits merged by the last split to finish: attn_splits.glsl;
+ * or by attn_combine.comp, a second dispatch, with NUVEC_ATTENTION="combine=separate"),
+ * attn_prefill.comp (flash-attention style tiles), kv_append.comp, kv_append_rope.comp. Each
+ * .comp's header describes its layout and constants.
  *
  * The KV cache: one K and one V tensor per layer, [max_positions, kv_heads, head_dim], position p
  * at row p (F32, F16 or BF16). Decode appends the new token's k and v (nu_op_kv_append at
- * position p), then runs attention with q_position = p and kv_length = p + 1; prefill appends
- * its tokens at 0.. and runs with q_position 0, kv_length = tokens, causal.
+ * position p, or nu_op_kv_append_rope for k), then runs attention with q_position = p and
+ * kv_length = p + 1; prefill appends its tokens at 0.. and runs with q_position 0, kv_length =
+ * tokens, causal.
  *
  * The decode path's partials: a temporary device buffer (nu_buffer_new_gpu: it may reuse memory
  * of freed buffers whose GPU work has not finished, ordered after it) made by the op and handed
- * to the recording (nu__commands_adopt): a command buffer frees it as soon as both dispatches are
+ * to the recording (nu__commands_adopt): a command buffer frees it as soon as the dispatches are
  * recorded, since nuvec keeps a freed buffer's memory until the GPU work recorded on it completes
  * (buffer.c's guard; tests/test_ops_attention.c checks it by freeing before commit); a graph
  * recording keeps it until the graph is freed, since every launch reuses it (tested too). So
- * callers need no workspace argument. */
+ * callers need no workspace argument. The fused merge's counters are a second, small buffer
+ * (nu_buffer_from: fresh memory, zeros written when it is made, so no fill is recorded; each
+ * launch leaves them zero again), handed over the same way. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -23,6 +28,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/host.h"
 #include "kernels_table.h"
 #include "exec/commands.h"
 #include "exec/graph.h"
@@ -30,6 +36,7 @@
 
 #define FN "nu_op_attention"
 #define FN_APPEND "nu_op_kv_append"
+#define FN_ROPE "nu_op_kv_append_rope"
 
 /* Threads of the decode and prefill workgroups. */
 #define ATTN_LOCAL 128u
@@ -52,10 +59,11 @@ typedef struct attn_tune {
     uint32_t heads;    /* decode, subgroup kernel: query heads a workgroup (at most; dividing the group) */
     uint32_t tc;       /* prefill: 1 attn_prefill_coopmat.comp where the device allows it, 0 attn_prefill.comp */
     uint32_t tc_rows;  /* prefill, matrix units: query rows a workgroup (64 or 128) */
+    uint32_t fused;    /* decode with splits: 1 the last split merges them (FINAL 2), 0 attn_combine.comp */
 } attn_tune;
 
 /* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H
- * tc=0|1 tc_rows=64|128" (read at each call). */
+ * tc=0|1 tc_rows=64|128 combine=fused|separate" (read at each call). */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     attn_tune *t = ctx;
@@ -79,13 +87,16 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 0, 1, false, &t->tc);
     if (!strcmp(key, "tc_rows") && nu__op_knob_u32(value, 64, 128, true, &t->tc_rows))
         return true;
+    if (!strcmp(key, "combine") && (!strcmp(value, "fused") || !strcmp(value, "separate")))
+        return t->fused = !strcmp(value, "fused"), true;
     return false;
 }
 
 static nu_status env_tune(nu_device *d, attn_tune *t)
 {
     return nu__op_env_knobs(d, FN, "NUVEC_ATTENTION", "path=decode|prefill, split=1..65535, chunk=1.., br=4|8|16|32|64, "
-                            "bc=1..128, subgroup=0|1, keys=1..16, heads=1..8, tc=0|1, tc_rows=64|128", apply_knob, t);
+                            "bc=1..128, subgroup=0|1, keys=1..16, heads=1..8, tc=0|1, tc_rows=64|128, "
+                            "combine=fused|separate", apply_knob, t);
 }
 
 /* Whether view t's [.., .., D] rows are contiguous and every row starts 16-byte aligned in its
@@ -151,6 +162,20 @@ static nu_status prefill_dispatch(nu_commands *c, nu_kernel *kern, const uint32_
     return st;
 }
 
+/* A private buffer of n zeroed 32-bit counters (the fused merge's, attn_splits.glsl). */
+static nu_status new_counters(nu_device *d, size_t n, nu_buffer **out)
+{
+    *out = NULL;
+    uint32_t *zero = nu__calloc(n, sizeof *zero);
+    if (!zero)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, FN ": out of host memory");
+    nu_status st = nu_buffer_from(d, zero, n * sizeof *zero, NU_STORAGE_PRIVATE, out);
+    nu__free(zero);
+    if (st == NU_OK)
+        nu_buffer_set_name(*out, "nu_op_attention counters");
+    return st;
+}
+
 nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor *q, const nu_tensor *k,
                           const nu_tensor *v, const nu_attention_desc *desc)
 {
@@ -193,7 +218,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (qh > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %lld query heads; at most 65535", (long long)qh);
 
-    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1, 128};
+    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1, 128, 1};
     if ((st = env_tune(d, &tune)) != NU_OK)
         return st;
     bool decode = tune.path < 0 ? tokens <= NU_ATTENTION_DECODE_ROWS : tune.path == 0;
@@ -262,6 +287,10 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         splits = 65535;
     if (splits < 1)
         splits = 1;
+    /* FINAL: 1 one split straight to dst; 2 the splits' partials, merged by the last split to
+     * finish (attn_splits.glsl: one dispatch, one dependency level in a graph); 0 the partials,
+     * merged by attn_combine.comp (a second dispatch after a barrier). */
+    uint32_t final = splits == 1 ? 1u : tune.fused ? 2u : 0u;
     uint32_t groups[3] = {(uint32_t)qh, (uint32_t)splits, (uint32_t)tokens};
     /* The subgroup kernel where the device has subgroup arithmetic and head_dim is a multiple of its
      * subgroups (a device without it must not see a module that declares it). */
@@ -271,97 +300,130 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     /* Query heads a workgroup: those sharing a KV head read its keys once (tune.heads, dividing the
      * group) ... */
     uint32_t group = (uint32_t)(qh / kvh), hg = tune.heads, nsg = sg ? ATTN_LOCAL / sg : 1;
-    /* ... and whose subgroups' (m, l, o) fit the shared memory (sm, sl, so). */
-    while (hg > 1 && (group % hg || 4ull * nsg * hg * (2 + (uint64_t)hd) > d->info.max_shared_memory))
+    /* ... and whose subgroups' (m, l, o) fit the shared memory (sm, sl, so), with the merge's
+     * weights and sums (attn_splits.glsl: 2 * LOCAL + 1 floats a head). */
+    while (hg > 1 &&
+           (group % hg || 4ull * hg * (nsg * (2 + (uint64_t)hd) + 2 * ATTN_LOCAL + 1) > d->info.max_shared_memory))
         hg--;
     if (subgroup) {
         uint32_t pk = row_pack(k, first[2], sg), pv = row_pack(v, first[3], sg);
-        uint32_t constants[11] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, splits == 1 ? 1u : 0u,
+        uint32_t constants[11] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, final,
                                   pk < pv ? pk : pv, sg, tune.keys, hg};
         if ((st = nu__op_kernel(d, NU__K_attn_decode_sg, sizeof push, constants, 11, &kern)) != NU_OK)
             return st;
         groups[0] = (uint32_t)qh / hg;
     } else {
         uint32_t flags = rows_aligned(k, first[2]) ? 1u : 0u;
-        uint32_t constants[8] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, splits == 1 ? 1u : 0u, flags};
+        uint32_t constants[8] = {qdt, kdt, vdt, ddt, ATTN_LOCAL, (uint32_t)hd, final, flags};
         if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof push, constants, 8, &kern)) != NU_OK)
             return st;
     }
     /* q_position and kv_length are in the dispatch that reads the keys (the op's only dispatch,
      * or the one before the combine). */
-    nu__op_value_at values[2] = {{NU_OP_VALUE_Q_POSITION, splits == 1 ? 0u : 1u, offsetof(attn_push, q_position)},
-                                 {NU_OP_VALUE_KV_LENGTH, splits == 1 ? 0u : 1u, offsetof(attn_push, kv_length)}};
-    if (splits == 1) {
-        st = nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+    nu__op_value_at values[2] = {{NU_OP_VALUE_Q_POSITION, final == 0 ? 1u : 0u, offsetof(attn_push, q_position)},
+                                 {NU_OP_VALUE_KV_LENGTH, final == 0 ? 1u : 0u, offsetof(attn_push, kv_length)}};
+    /* Bindings the mode does not use are empty ranges (bound as placeholders, no use of a buffer). */
+    nu_binding none = {.buffer = bind[0].buffer, .access = NU_ACCESS_READ, .offset = nu_buffer_size(bind[0].buffer),
+                       .size = 0};
+    if (final == 1) {
+        nu_binding b6[6] = {bind[0], bind[1], bind[2], bind[3], none, none};
+        st = nu_commands_dispatch(c, kern, groups, b6, 6, &push, sizeof push);
         if (st == NU_OK)
             nu__graph_note_values(c, FN, values, 2);
         return st;
     }
 
-    uint32_t cconst[2] = {ddt, (uint32_t)hd};
-    struct {
-        uint32_t q_heads, splits, first_dst;
-    } cpush = {(uint32_t)qh, (uint32_t)splits, first[0]};
-    nu_kernel *combine;
-    if ((st = nu__op_kernel(d, NU__K_attn_combine, sizeof cpush, cconst, 2, &combine)) != NU_OK)
-        return st;
     uint64_t bytes = (uint64_t)tokens * (uint64_t)qh * splits * ((uint64_t)hd + 2) * 4;
     if (bytes > d->info.max_storage_buffer_range)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": the split partials need %llu bytes, more than one binding covers",
                         (unsigned long long)bytes);
-    nu_buffer *part = NULL;
+    nu_buffer *part = NULL, *count = NULL;
     if ((st = nu_buffer_new_gpu(d, (size_t)bytes, NU_STORAGE_PRIVATE, &part)) != NU_OK)
         return st;
     nu_buffer_set_name(part, "nu_op_attention partials");
-    nu_binding pbind[4] = {{.buffer = part, .access = NU_ACCESS_WRITE, .offset = 0, .size = (size_t)bytes},
-                           bind[1], bind[2], bind[3]};
-    st = nu_commands_dispatch(c, kern, groups, pbind, 4, &push, sizeof push);
-    if (st == NU_OK) {
-        nu_binding cbind[2] = {bind[0], {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)bytes}};
-        uint32_t cgroups[3] = {(uint32_t)qh, (uint32_t)tokens, 1};
-        st = nu_commands_dispatch(c, combine, cgroups, cbind, 2, &cpush, sizeof cpush);
+    nu_binding pb = {.buffer = part, .access = final == 2 ? NU_ACCESS_READ_WRITE : NU_ACCESS_WRITE, .offset = 0,
+                     .size = (size_t)bytes};
+    if (final == 2) {
+        /* The counters, one a workgroup column (row, head group), zero before the first launch:
+         * written here (fresh memory, nu_buffer_new: no GPU work of a previous owner pending), and
+         * put back to zero by each launch's last split, so a graph's launches need no fill. */
+        if ((st = new_counters(d, (size_t)tokens * groups[0], &count)) != NU_OK) {
+            nu_buffer_free(part);
+            return st;
+        }
+        nu_binding b6[6] = {bind[0], bind[1], bind[2], bind[3], pb,
+                            {.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0}};
+        st = nu_commands_dispatch(c, kern, groups, b6, 6, &push, sizeof push);
+    } else {
+        nu_kernel *combine;
+        uint32_t cconst[2] = {ddt, (uint32_t)hd};
+        struct {
+            uint32_t q_heads, splits, first_dst;
+        } cpush = {(uint32_t)qh, (uint32_t)splits, first[0]};
+        st = nu__op_kernel(d, NU__K_attn_combine, sizeof cpush, cconst, 2, &combine);
+        nu_binding b6[6] = {none, bind[1], bind[2], bind[3], pb, none};
+        if (st == NU_OK)
+            st = nu_commands_dispatch(c, kern, groups, b6, 6, &push, sizeof push);
+        if (st == NU_OK) {
+            nu_binding cbind[2] = {bind[0], {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)bytes}};
+            uint32_t cgroups[3] = {(uint32_t)qh, (uint32_t)tokens, 1};
+            st = nu_commands_dispatch(c, combine, cgroups, cbind, 2, &cpush, sizeof cpush);
+        }
     }
-    /* Handed to the recording: a command buffer frees it now (its memory stays with the recorded
-     * work until that completes), a graph when the graph is freed (its launches reuse it). */
+    /* Handed to the recording: a command buffer frees them now (their memory stays with the
+     * recorded work until that completes), a graph when the graph is freed (its launches reuse
+     * them). */
     nu_status st2 = nu__commands_adopt(c, part);
-    if (st == NU_OK && st2 == NU_OK)
+    nu_status st3 = count ? nu__commands_adopt(c, count) : NU_OK;
+    if (st == NU_OK && st2 == NU_OK && st3 == NU_OK)
         nu__graph_note_values(c, FN, values, 2);
-    return st != NU_OK ? st : st2;
+    return st != NU_OK ? st : st2 != NU_OK ? st2 : st3;
+}
+
+/* What nu_op_kv_append and nu_op_kv_append_rope check (messages under fn's name); binds cache and
+ * src into bind[0..1] with their first elements. *count: src's elements (0: nothing to record). */
+static nu_status append_check(const char *fn, const nu_tensor *cache, const nu_tensor *src,
+                              uint32_t position, nu_binding bind[2], uint32_t first[2], uint64_t *count)
+{
+    *count = 0;
+    nu_status st;
+    if ((st = nu__op_check(fn, "cache", cache, NU__OP_FLOAT)) != NU_OK || (st = nu__op_check(fn, "src", src, NU__OP_FLOAT)) != NU_OK)
+        return st;
+    nu_device *d = nu_buffer_device(cache->buffer);
+    if (cache->rank != 3 || src->rank != 3)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        "%s: cache (rank %u) must be [positions, kv_heads, head_dim] and src (rank %u) "
+                        "[tokens, kv_heads, head_dim]", fn, cache->rank, src->rank);
+    if (cache->shape[1] != src->shape[1] || cache->shape[2] != src->shape[2])
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: src has %lld heads of %lld but the cache %lld heads of %lld", fn,
+                        (long long)src->shape[1], (long long)src->shape[2], (long long)cache->shape[1],
+                        (long long)cache->shape[2]);
+    if ((uint64_t)position + (uint64_t)src->shape[0] > (uint64_t)cache->shape[0])
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %lld tokens at position %u overflow the cache's %lld positions", fn,
+                        (long long)src->shape[0], position, (long long)cache->shape[0]);
+    if ((st = nu__op_contiguous(fn, "cache", cache)) != NU_OK || (st = nu__op_no_alias(fn, cache, "src", src, false)) != NU_OK)
+        return st;
+    uint64_t n = nu_tensor_numel(src);
+    if (!n)
+        return NU_OK;
+    if ((st = nu__op_bind(fn, cache, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (st = nu__op_bind(fn, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
+        return st;
+    *count = n;
+    return NU_OK;
 }
 
 nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position)
 {
     if (!c)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN_APPEND ": NULL command buffer");
-    nu_status st;
-    if ((st = nu__op_check(FN_APPEND, "cache", cache, NU__OP_FLOAT)) != NU_OK ||
-        (st = nu__op_check(FN_APPEND, "src", src, NU__OP_FLOAT)) != NU_OK)
-        return st;
-    nu_device *d = nu_buffer_device(cache->buffer);
-    if (cache->rank != 3 || src->rank != 3)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        FN_APPEND ": cache (rank %u) must be [positions, kv_heads, head_dim] and src (rank %u) "
-                        "[tokens, kv_heads, head_dim]", cache->rank, src->rank);
-    if (cache->shape[1] != src->shape[1] || cache->shape[2] != src->shape[2])
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        FN_APPEND ": src has %lld heads of %lld but the cache %lld heads of %lld",
-                        (long long)src->shape[1], (long long)src->shape[2], (long long)cache->shape[1],
-                        (long long)cache->shape[2]);
-    if ((uint64_t)position + (uint64_t)src->shape[0] > (uint64_t)cache->shape[0])
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        FN_APPEND ": %lld tokens at position %u overflow the cache's %lld positions",
-                        (long long)src->shape[0], position, (long long)cache->shape[0]);
-    if ((st = nu__op_contiguous(FN_APPEND, "cache", cache)) != NU_OK ||
-        (st = nu__op_no_alias(FN_APPEND, cache, "src", src, false)) != NU_OK)
-        return st;
-    uint64_t count = nu_tensor_numel(src);
-    if (!count)
-        return NU_OK;
     nu_binding bind[2];
     uint32_t first[2];
-    if ((st = nu__op_bind(FN_APPEND, cache, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
-        (st = nu__op_bind(FN_APPEND, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
+    uint64_t count;
+    nu_status st = append_check(FN_APPEND, cache, src, position, bind, first, &count);
+    if (st != NU_OK || !count)
         return st;
+    nu_device *d = nu_buffer_device(cache->buffer);
     uint32_t constants[2] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype)};
     struct append_push {
         uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim;
@@ -376,5 +438,54 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
     nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, offsetof(struct append_push, position)};
     if (st == NU_OK)
         nu__graph_note_values(c, FN_APPEND, &value, 1);
+    return st;
+}
+
+nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position,
+                               const nu_rope_desc *rope)
+{
+    if (!c)
+        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN_ROPE ": NULL command buffer");
+    if (!rope)
+        return nu__fail(c->s.device, NU_ERROR_INVALID_ARGUMENT, FN_ROPE ": NULL rope desc");
+    nu_binding bind[2];
+    uint32_t first[2];
+    uint64_t count;
+    nu_status st = append_check(FN_ROPE, cache, src, position, bind, first, &count);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = nu_buffer_device(cache->buffer);
+    /* The append's position drives the rotation: one graph parameter moves both. */
+    if (rope->positions)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN_ROPE ": rope->positions must be NULL (token t turns by position "
+                        "+ t)");
+    if (rope->position_offset)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN_ROPE ": rope->position_offset is %d; it must be 0 (the "
+                        "append's position is the rotation's)", (int)rope->position_offset);
+    uint32_t rot;
+    float step;
+    if ((st = nu__rope_angles(d, FN_ROPE, rope, src->shape[2], &rot, &step)) != NU_OK || !count)
+        return st;
+    uint64_t slots = rot / 2 + ((uint64_t)src->shape[2] - rot);
+    uint64_t threads = (uint64_t)src->shape[0] * (uint64_t)src->shape[1] * slots;
+    if (threads > UINT32_MAX)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN_ROPE ": %llu pairs and copied elements; at most 2^32 - 1",
+                        (unsigned long long)threads);
+    uint32_t constants[3] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype),
+                             rope->layout == NU_ROPE_HALF ? 1u : 0u};
+    struct append_rope_push {
+        uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim, rotary, slots;
+        float step;
+    } push = {(uint32_t)threads, (uint32_t)src->shape[1], (uint32_t)src->shape[2], position, (uint32_t)cache->shape[0],
+              first[0], first[1], stride_of(src, 0), stride_of(src, 1), stride_of(src, 2), rot, (uint32_t)slots, step};
+    nu_kernel *kern;
+    if ((st = nu__op_kernel(d, NU__K_kv_append_rope, sizeof push, constants, 3, &kern)) != NU_OK)
+        return st;
+    uint32_t groups[3];
+    nu__op_groups(threads, 256, groups);
+    st = nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
+    nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, offsetof(struct append_rope_push, position)};
+    if (st == NU_OK)
+        nu__graph_note_values(c, FN_ROPE, &value, 1);
     return st;
 }

@@ -83,6 +83,13 @@ nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const 
 /* A knob's value: a decimal number in min..max (a power of two too when pow2). */
 bool nu__op_knob_u32(const char *value, uint32_t min, uint32_t max, bool pow2, uint32_t *out);
 
+/* nu_op_rope's desc checks for heads of `dim` elements (rope.c; nu_op_kv_append_rope makes them
+ * too): the layout, theta, dim even, rotary_dims even and at most dim, with fn's messages. On
+ * success *rotary is the dimensions rotated and *step 2 log2(theta) / *rotary, rounded once to
+ * F32 (rope/rope.glsl's angle step); both 0 on failure. */
+nu_status nu__rope_angles(nu_device *d, const char *fn, const nu_rope_desc *desc, int64_t dim, uint32_t *rotary,
+                          float *step);
+
 /* The strides of `t` seen as 4 dimensions aligned at the last (padded in front with 0s); shape
  * likewise (padded with 1s). Values fit 32 bits (checked by nu__op_check). */
 void nu__op_dims4(const nu_tensor *t, uint32_t shape[4], uint32_t strides[4]);

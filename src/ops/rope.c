@@ -42,6 +42,28 @@ static bool rows_aligned(uint64_t first, const nu_tensor *t, uint32_t dims, size
     return true;
 }
 
+nu_status nu__rope_angles(nu_device *d, const char *fn, const nu_rope_desc *desc, int64_t dim, uint32_t *rotary,
+                          float *step)
+{
+    *rotary = 0;
+    *step = 0;
+    if (desc->layout != NU_ROPE_INTERLEAVED && desc->layout != NU_ROPE_HALF)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: unknown layout %d", fn, (int)desc->layout);
+    float theta = desc->theta == 0 ? 10000.0f : desc->theta;
+    if (!(theta > 0) || !isfinite(theta))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: theta %g is not a positive number", fn,
+                        (double)desc->theta);
+    if (dim % 2)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: head_dim %lld is odd", fn, (long long)dim);
+    int64_t rot = desc->rotary_dims ? (int64_t)desc->rotary_dims : dim;
+    if (rot % 2 || rot > dim)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: rotary_dims %lld must be even and at most head_dim (%lld)", fn,
+                        (long long)rot, (long long)dim);
+    *rotary = (uint32_t)rot;
+    *step = rot ? (float)(2.0 * log2((double)theta) / (double)rot) : 0.0f;
+    return NU_OK;
+}
+
 nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_rope_desc *desc)
 {
     const char *fn = "nu_op_rope";
@@ -60,12 +82,6 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
                         src->rank);
     if ((st = nu__op_same_shape(fn, "dst", dst, "src", src)) != NU_OK)
         return st;
-    if (desc->layout != NU_ROPE_INTERLEAVED && desc->layout != NU_ROPE_HALF)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: unknown layout %d", fn, (int)desc->layout);
-    float theta = desc->theta == 0 ? 10000.0f : desc->theta;
-    if (!(theta > 0) || !isfinite(theta))
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: theta %g is not a positive number", fn,
-                        (double)desc->theta);
     uint32_t r4 = src->rank == 4 ? 0 : 1; /* src's dimension i is the 4-D one i + r4 */
     int64_t shape4[4] = {1, 1, 1, 1}, stride4[4] = {0, 0, 0, 0};
     for (uint32_t i = 0; i < src->rank; i++) {
@@ -73,12 +89,11 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
         stride4[i + r4] = src->strides[i];
     }
     int64_t batch = shape4[0], tokens = shape4[1], heads = shape4[2], dim = shape4[3];
-    if (dim % 2)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: head_dim %lld is odd", fn, (long long)dim);
-    int64_t rot = desc->rotary_dims ? (int64_t)desc->rotary_dims : dim;
-    if (rot % 2 || rot > dim)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: rotary_dims %lld must be even and at most head_dim (%lld)", fn,
-                        (long long)rot, (long long)dim);
+    uint32_t rot32;
+    float step;
+    if ((st = nu__rope_angles(d, fn, desc, dim, &rot32, &step)) != NU_OK)
+        return st;
+    int64_t rot = rot32;
     const nu_tensor *pos = desc->positions;
     uint32_t pos_sb = 0, pos_st = 0;
     if (pos) {
@@ -133,8 +148,8 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
         uint32_t head_groups, slots;
     } push = {{(uint32_t)batch, (uint32_t)tokens, (uint32_t)heads, (uint32_t)dim},
               {(uint32_t)stride4[0], (uint32_t)stride4[1], (uint32_t)stride4[2], (uint32_t)stride4[3]},
-              first[1], first[0], first[2], (uint32_t)rot, pos_sb, pos_st, desc->position_offset,
-              (float)(2.0 * log2((double)theta) / (double)rot), head_groups, slots};
+              first[1], first[0], first[2], (uint32_t)rot, pos_sb, pos_st, desc->position_offset, step,
+              head_groups, slots};
     nu_kernel *k;
     if ((st = nu__op_kernel(d, NU__K_rope, sizeof push, constants, 7, &k)) != NU_OK)
         return st;

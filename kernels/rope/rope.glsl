@@ -1,0 +1,35 @@
+// rope/rope.glsl: the angle and rotation of rotary position embeddings, shared by rope.comp
+// (nu_op_rope) and attention/kv_append_rope.comp (nu_op_kv_append_rope), so that both turn a pair
+// by the same F32 angle, bit for bit.
+//
+// Pair i (0 <= i < rotary/2) at position p turns by a = p * exp2(-i * step), step = 2 log2(theta)
+// / rotary (from the host, rounded once). The inverse frequency's exponent is split into an
+// integer (exact, by ldexp) and a fraction in [-1/2, 1/2] whose exp2 is a polynomial fitted there
+// (about 1 ulp, the same on every device, where Vulkan lets exp2 be off by 3 + 2|x| ulp). The
+// angle is reduced modulo pi/2 (Cody-Waite: pi/2 in four parts, the first three of 8 significant
+// bits, so k * part is exact for |k| < 2^16, angles up to about 100000), and sin and cos come from
+// polynomials fitted on [-pi/4, pi/4] (about 1 ulp), so no device's sin and cos are asked for
+// large arguments, where Vulkan promises nothing.
+
+// c = cos a, s = sin a for a = p * exp2(-i * step).
+void nu_rope_rotation(float p, uint i, float step, out float c, out float s)
+{
+    float x = -float(i) * step;
+    float n = round(x), f = x - n; // f in [-1/2, 1/2], exact
+    float e2 = 1.0f + f * (0.6931471824645996f + f * (0.24022647738456726f + f * (0.05550329014658928f +
+               f * (0.009618373587727547f + f * (0.0013399848248809576f + f * 0.00015370706387329847f)))));
+    float inv = ldexp(e2, int(n));
+    float a = p * inv;
+    float k = round(a * 0.636619772f);
+    float r = a - k * 1.5703125f;
+    r = r - k * 4.825592041015625e-4f;
+    r = r - k * 1.2665987014770508e-6f;
+    r = r - k * 9.920936294705030e-10f;
+    float z = r * r;
+    float sn = r + r * z * (-0.16666655242443085f + z * (0.008332165889441967f + z * -0.00019515953317750245f));
+    float cs = 1.0f - 0.5f * z + z * z * (0.04166664555668831f + z * (-0.0013887342065572739f + z * 2.4435852537862957e-05f));
+    int q = int(k) & 3;
+    s = q == 0 ? sn : (q == 1 ? cs : (q == 2 ? -sn : -cs));
+    c = q == 0 ? cs : (q == 1 ? -sn : (q == 2 ? -cs : sn));
+}
+
