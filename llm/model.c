@@ -35,6 +35,10 @@
 #define FN "nu_llm_model"
 #define MAX_CONVERTED (NU_LLM_W_COUNT * 1024)
 
+/* The graphs: decode's (logits out), and greedy decode's pair: G_GREEDY_A reads its id from
+ * B_GIDS and writes the argmax to B_GIDS2, G_GREEDY_B the other way round. */
+enum { G_DECODE, G_GREEDY_A, G_GREEDY_B, G_COUNT };
+
 typedef struct llm_layer {
     nu_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     /* wq, wk, wv as one matrix, and gate, up, where the file stores them back to back (stacked):
@@ -43,10 +47,11 @@ typedef struct llm_layer {
     bool qkv_stacked, gu_stacked;
     nu_buffer *kbuf, *vbuf;
     nu_tensor kc, vc; /* [positions, kv_heads, head_dim] */
-    uint32_t p_qrope, p_krope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
+    /* The parameters of each graph (G_*): decode's and the two greedy graphs'. */
+    uint32_t p_qrope[G_COUNT], p_krope[G_COUNT], p_kpos[G_COUNT], p_vpos[G_COUNT], p_kvlen[G_COUNT];
 } llm_layer;
 
-enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_COUNT };
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_GIDS2, B_COUNT };
 
 struct nu_llm_model {
     nu_device *dev;
@@ -62,7 +67,9 @@ struct nu_llm_model {
     nu_buffer *converted[MAX_CONVERTED];
     uint32_t converted_count;
     nu_buffer *buf[B_COUNT];
-    nu_graph *graph;
+    nu_graph *graph[G_COUNT]; /* [G_DECODE] at open; the greedy pair at the first greedy decode */
+    bool greedy_tried;        /* the greedy pair was built, or failed to be (then greedy_graphs false) */
+    bool greedy_graphs;
 };
 
 /* A failed nuvec call: its message with what the model was doing. */
@@ -90,8 +97,10 @@ void nu_llm_model_free(nu_llm_model *m)
 {
     if (!m)
         return;
-    nu_graph_wait(m->graph, NU_WAIT_FOREVER);
-    nu_graph_free(m->graph);
+    for (int g = 0; g < G_COUNT; g++) {
+        nu_graph_wait(m->graph[g], NU_WAIT_FOREVER);
+        nu_graph_free(m->graph[g]);
+    }
     for (int i = 0; i < B_COUNT; i++)
         nu_buffer_free(m->buf[i]);
     if (m->layers)
@@ -225,13 +234,14 @@ static nu_status alloc_state(nu_llm_model *m)
                              [B_H16] = R * (D > Q ? (D > c->ffn ? D : c->ffn) : (Q > c->ffn ? Q : c->ffn)) * 2,
                              [B_Q16] = R * Q * 2,
                              /* a layer's largest matrix as F16 (prefill of block weights: w16) */
-                             [B_W16] = (m->w16 ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4)};
+                             [B_W16] = (m->w16 ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4), [B_GIDS2] = 4};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
                                                "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
-                                               "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight"};
+                                               "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight",
+                                               "llm graph id 2"};
     nu_status st;
     for (int i = 0; i < B_COUNT; i++) {
-        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS; /* the CPU writes or reads them */
+        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS || i == B_GIDS2; /* the CPU writes or reads them */
         if ((st = new_buffer(m, sizes[i], shared ? NU_STORAGE_SHARED : NU_STORAGE_PRIVATE, names[i], &m->buf[i])) != NU_OK)
             return st;
     }
@@ -294,15 +304,19 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
             return st;                                                                                             \
     } while (0)
 
-/* Records the forward pass of `rows` tokens at `start` into c. graph: the decode graph (one row:
- * the id from the graph's buffer, parameters declared for the position). */
-static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, bool graph)
+/* Records the forward pass of `rows` tokens at `start` into c. graph_index: -1 for a command
+ * buffer, else the G_* graph it records (one row: the id from the graph's id buffer, parameters
+ * declared for the position; the greedy graphs end with the argmax into the other id buffer). */
+static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, int graph_index)
 {
+    const bool graph = graph_index >= 0;
+    const int gi = graph ? graph_index : 0; /* the parameters' index (unused without a graph) */
     const nu_llm_config *cf = &m->cfg;
     int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
     nu_status st;
     int64_t one = R;
-    nu_tensor ids = nu_tensor_make(m->buf[graph ? B_GIDS : B_IDS], 0, NU_DTYPE_I32, 1, &one);
+    nu_tensor ids = nu_tensor_make(m->buf[!graph ? B_IDS : graph_index == G_GREEDY_B ? B_GIDS2 : B_GIDS], 0,
+                                   NU_DTYPE_I32, 1, &one);
     nu_tensor x = view2(m->buf[B_X], R, D), xn = view2(m->buf[B_XN], R, D), tmp = view2(m->buf[B_TMP], R, D);
     nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD), v2 = view2(m->buf[B_V], R, KVH * HD);
     const nu_tensor q3s = view3(m->buf[B_Q], R, H, HD), k3s = view3(m->buf[B_K], R, KVH, HD),
@@ -337,22 +351,22 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         }
         TRY(nu_op_rope(c, &q3, &q3, &rope));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope[gi]));
         TRY(nu_op_rope(c, &k3, &k3, &rope));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_krope));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_krope[gi]));
         TRY(nu_op_kv_append(c, &y->kc, &k3, start));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos[gi]));
         TRY(nu_op_kv_append(c, &y->vc, &v3, start));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos[gi]));
         nu_tensor qa = q3;
         if (h)
             TRY(as_f16(c, m->buf[B_Q16], &q3, &qa));
         TRY(nu_op_attention(c, &att3, &qa, &y->kc, &y->vc, &ad));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen[gi]));
         nu_tensor ain = att2;
         if (h)
             TRY(as_f16(c, m->buf[B_H16], &att2, &ain));
@@ -384,22 +398,36 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     nu_tensor last, xl = view2(m->buf[B_XN], 1, D), logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
     TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
     TRY(nu_op_rms_norm(c, &xl, &last, &m->out_norm, cf->rms_eps));
-    return nu_op_matvec(c, &logits, &m->output, &xl);
+    TRY(nu_op_matvec(c, &logits, &m->output, &xl));
+    if (graph_index != G_GREEDY_A && graph_index != G_GREEDY_B)
+        return NU_OK;
+    /* The next token's id, where the other greedy graph's gather reads it. */
+    int64_t is[2] = {1, 1};
+    nu_tensor next = nu_tensor_make(m->buf[graph_index == G_GREEDY_A ? B_GIDS2 : B_GIDS], 0, NU_DTYPE_I32, 2, is);
+    return nu_op_argmax(c, &next, &logits);
 }
 
-static nu_status build_graph(nu_llm_model *m)
+/* Records and builds graph g (G_*) into m->graph[g]. */
+static nu_status record_graph(nu_llm_model *m, int g)
 {
     nu_commands *rec = NULL;
     nu_status st = nu_graph_record(m->dev, &rec);
     if (st == NU_OK)
-        st = record_forward(m, rec, 1, 0, true);
+        st = record_forward(m, rec, 1, 0, g);
     if (st == NU_OK)
-        st = nu_graph_new(rec, &m->graph);
+        st = nu_graph_new(rec, &m->graph[g]);
+    if (st != NU_OK)
+        nu_commands_free(rec);
+    return st;
+}
+
+static nu_status build_graph(nu_llm_model *m)
+{
+    nu_status st = record_graph(m, G_DECODE);
     if (st != NU_OK) {
         if (!getenv("NUVEC_LLM_QUIET"))
             fprintf(stderr, "nuvec llm: decode records a command buffer per token: the decode graph failed: %s\n",
                     nu_error_message(m->dev));
-        nu_commands_free(rec);
         m->by_commands = true;
     }
     return NU_OK;
@@ -501,7 +529,7 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
         nu_commands *c = NULL;
         if ((st = nv(m, nu_commands_new(m->dev, NU_QUEUE_COMPUTE, &c), "commands")) != NU_OK)
             return st;
-        st = record_forward(m, c, rows, m->pos, false);
+        st = record_forward(m, c, rows, m->pos, -1);
         if (st == NU_OK)
             st = nu_commands_commit(c);
         if (st == NU_OK)
@@ -516,6 +544,25 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
     return read_logits(m, logits);
 }
 
+/* Graph g's parameters for the token at `pos`. */
+static nu_status set_params(nu_llm_model *m, int g, uint32_t pos)
+{
+    uint32_t len = pos + 1;
+    int32_t ipos = (int32_t)pos;
+    nu_graph *gr = m->graph[g];
+    nu_status st;
+    for (uint32_t l = 0; l < m->cfg.layers; l++) {
+        llm_layer *y = &m->layers[l];
+        if ((st = nv(m, nu_graph_set_param(gr, y->p_qrope[g], &ipos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(gr, y->p_krope[g], &ipos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(gr, y->p_kpos[g], &pos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(gr, y->p_vpos[g], &pos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(gr, y->p_kvlen[g], &len, 4), "a graph parameter")) != NU_OK)
+            return st;
+    }
+    return NU_OK;
+}
+
 nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
 {
     if (!m)
@@ -525,22 +572,132 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     nu_status st = check_ids(m, &token, 1);
     if (st != NU_OK)
         return st;
-    uint32_t pos = m->pos, len = pos + 1;
-    int32_t ipos = (int32_t)pos;
-    if ((st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id")) != NU_OK)
+    if ((st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id")) != NU_OK ||
+        (st = set_params(m, G_DECODE, m->pos)) != NU_OK)
         return st;
-    for (uint32_t l = 0; l < m->cfg.layers; l++) {
-        llm_layer *y = &m->layers[l];
-        if ((st = nv(m, nu_graph_set_param(m->graph, y->p_qrope, &ipos, 4), "a graph parameter")) != NU_OK ||
-            (st = nv(m, nu_graph_set_param(m->graph, y->p_krope, &ipos, 4), "a graph parameter")) != NU_OK ||
-            (st = nv(m, nu_graph_set_param(m->graph, y->p_kpos, &pos, 4), "a graph parameter")) != NU_OK ||
-            (st = nv(m, nu_graph_set_param(m->graph, y->p_vpos, &pos, 4), "a graph parameter")) != NU_OK ||
-            (st = nv(m, nu_graph_set_param(m->graph, y->p_kvlen, &len, 4), "a graph parameter")) != NU_OK)
-            return st;
-    }
-    if ((st = nv(m, nu_graph_launch(m->graph), "launching the decode graph")) != NU_OK ||
-        (st = nv(m, nu_graph_wait(m->graph, NU_WAIT_FOREVER), "the decode graph")) != NU_OK)
+    if ((st = nv(m, nu_graph_launch(m->graph[G_DECODE]), "launching the decode graph")) != NU_OK ||
+        (st = nv(m, nu_graph_wait(m->graph[G_DECODE], NU_WAIT_FOREVER), "the decode graph")) != NU_OK)
         return st;
     m->pos++;
     return read_logits(m, logits);
+}
+
+/* The greedy pair, built at the first greedy decode rather than at open: a model that is only
+ * prefilled, or decoded for its logits, never pays for it (two more graph builds: recording,
+ * scheduling and 3 Vulkan command buffers each). Where they cannot be built, greedy decode goes
+ * token by token (the logits read back), and says so once on stderr. */
+static void build_greedy_graphs(nu_llm_model *m)
+{
+    m->greedy_tried = true;
+    if (getenv("NUVEC_LLM_GREEDY_CPU")) /* for comparisons: the per-token path */
+        return;
+    nu_status st = record_graph(m, G_GREEDY_A);
+    if (st == NU_OK)
+        st = record_graph(m, G_GREEDY_B);
+    if (st == NU_OK) {
+        m->greedy_graphs = true;
+        return;
+    }
+    if (!getenv("NUVEC_LLM_QUIET"))
+        fprintf(stderr, "nuvec llm: greedy decode reads the logits back each token: its graphs failed: %s\n",
+                nu_error_message(m->dev));
+    for (int g = G_GREEDY_A; g <= G_GREEDY_B; g++) {
+        nu_graph_free(m->graph[g]);
+        m->graph[g] = NULL;
+    }
+}
+
+/* Greedy decode one token at a time: decode, logits back, the argmax on the CPU (the lowest id
+ * of equal largest logits, as the GPU's argmax and nu_llm_sample at temperature 0). */
+static nu_status greedy_by_logits(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                  int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
+{
+    uint32_t V = m->cfg.vocab;
+    float *logits = nu_llm__malloc_array(V, sizeof *logits);
+    if (!logits)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_decode_greedy: no memory");
+    nu_status st = NU_OK;
+    for (uint32_t k = 0; k < n; k++) {
+        if ((st = nu_llm_model_decode(m, k ? out[k - 1] : token, logits)) != NU_OK)
+            break;
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < V; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        out[k] = (int32_t)best;
+        *produced = k + 1;
+        if ((on_token && !on_token(user, out[k])) || out[k] == stop_token)
+            break;
+    }
+    nu_llm__free(logits);
+    return st;
+}
+
+/* Launch k of a greedy decode from position p: the token at p + k, by graph k % 2 of the pair
+ * (launch k reads the id launch k - 1 wrote). */
+static nu_status greedy_launch(nu_llm_model *m, uint32_t p, uint32_t k)
+{
+    int g = k % 2 ? G_GREEDY_B : G_GREEDY_A;
+    nu_status st = set_params(m, g, p + k);
+    return st != NU_OK ? st : nv(m, nu_graph_launch(m->graph[g]), "launching a greedy decode graph");
+}
+
+/* Two launches in flight at a time: while launch k runs, the CPU waits for launch k - 1, reads
+ * its id, and queues launch k + 1 (whose graph and id buffer launch k - 1 used). A launch past a
+ * stop is speculative: its keys and values went to rows beyond the position, which later tokens
+ * overwrite (attention reads kv_length rows). */
+static nu_status greedy_by_graphs(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                  int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
+{
+    const uint32_t p = m->pos;
+    nu_status st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id");
+    if (st == NU_OK)
+        st = greedy_launch(m, p, 0);
+    if (st == NU_OK && n > 1)
+        st = greedy_launch(m, p, 1);
+    for (uint32_t k = 0; st == NU_OK && k < n; k++) {
+        int g = k % 2 ? G_GREEDY_B : G_GREEDY_A;
+        if ((st = nv(m, nu_graph_wait(m->graph[g], NU_WAIT_FOREVER), "a greedy decode graph")) != NU_OK ||
+            (st = nv(m, nu_buffer_read(m->buf[k % 2 ? B_GIDS : B_GIDS2], 0, &out[k], 4), "reading a token id")) != NU_OK)
+            break;
+        bool last = out[k] == stop_token || k + 1 == n;
+        if (!last && k + 2 < n && (st = greedy_launch(m, p, k + 2)) != NU_OK) /* before the callback: the GPU keeps busy */
+            break;
+        *produced = k + 1;
+        if ((on_token && !on_token(user, out[k])) || last)
+            break;
+    }
+    /* Speculative launches finish before the model is used again (their buffers are the model's). */
+    for (int g = G_GREEDY_A; g <= G_GREEDY_B; g++) {
+        nu_status w = nv(m, nu_graph_wait(m->graph[g], NU_WAIT_FOREVER), "a greedy decode graph");
+        if (st == NU_OK)
+            st = w;
+    }
+    m->pos = p + *produced; /* on failure too: the tokens given to on_token are in the cache */
+    return st;
+}
+
+nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                     int32_t stop_token, bool (*on_token)(void *user, int32_t id), void *user)
+{
+    static const char fn[] = "nu_llm_model_decode_greedy";
+    if (produced)
+        *produced = 0;
+    if (!m || !produced || (!out && n))
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: NULL %s", fn, !m ? "model" : !produced ? "produced" : "out");
+    if (token < 0 || (uint32_t)token >= m->cfg.vocab)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: token %d; ids are 0 to %u", fn, token, m->cfg.vocab - 1);
+    if (n > m->positions - m->pos)
+        return nu_llm__fail(NU_ERROR_OUT_OF_RANGE, "%s: %u tokens from position %u overflow the cache's %u positions",
+                            fn, n, m->pos, m->positions);
+    if (n == 0)
+        return NU_OK;
+    if (!m->by_commands && !m->greedy_tried)
+        build_greedy_graphs(m);
+    uint32_t got = 0;
+    nu_status st = m->greedy_graphs ? greedy_by_graphs(m, token, n, out, &got, stop_token, on_token, user)
+                                    : greedy_by_logits(m, token, n, out, &got, stop_token, on_token, user);
+    if (st == NU_OK)
+        *produced = got;
+    return st;
 }
