@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_generate.py NUVEC MODELS_DIR: `nuvec generate` end to end on the tiny models (their README's
-greedy ids and text), its --tokens and sampling options, and its refusals (exit status 2 for bad
+greedy ids and text, greedy on the GPU as with --no-graph), its --tokens and sampling options, and its refusals (exit status 2 for bad
 arguments, 1 with a message for a bad model)."""
 import json
 import subprocess
@@ -36,6 +36,17 @@ check(rc == 0 and out == "I dream of 0.000000. Dimensions unfold, as I softly re
       f"streamed text {out!r} rc {rc}")
 rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,303,281,269,435,447,275", "-n", "5", "--json", "--no-graph")
 check(rc == 0 and json.loads(out)["tokens"] == dream[:5], f"--tokens --no-graph: {out} {err}")
+# Greedy runs by nu_llm_model_decode_greedy (ids on the GPU) with the graph; --no-graph reads the logits
+# back each token: the same 40 ids and text, and -n 1 (no decode) and -n 2 (one token decoded).
+rc, out, err = run(f"{models}/aidreams260K/hf", "--prompt", "I dream of", "-n", "40", "--no-graph")
+check(rc == 0 and out == "I dream of 0.000000. Dimensions unfold, as I softly refine, as I softly ref\n",
+      f"--no-graph streamed text {out!r} rc {rc}")
+for k in (1, 2):
+    rc, out, err = run(f"{models}/aidreams260K/hf", "--prompt", "I dream of", "-n", str(k), "--json")
+    check(rc == 0 and json.loads(out)["tokens"] == dream[:k], f"-n {k}: {out} {err}")
+runs = [run(f"{models}/stories260K/model.gguf", "-n", "60", "--json", *extra) for extra in ([], ["--no-graph"])]
+check(all(r[0] == 0 for r in runs) and json.loads(runs[0][1])["tokens"] == json.loads(runs[1][1])["tokens"]
+      and len(json.loads(runs[0][1])["tokens"]) == 60, f"stories greedy, graph against --no-graph: {runs}")
 # GGUF: the F32 file and the Q8_0 one give the same ids here (test_llm_model checks how near).
 for f in ("model.gguf", "model-q8_0.gguf"):
     rc, out, err = run(f"{models}/aidreams260K/{f}", "--prompt", "I dream of", "-n", "40", "--json")

@@ -183,7 +183,8 @@ nu_status nu_llm_sample(nu_llm_sampler *sampler, const float *logits, uint32_t v
  * to the cache) and return the logits of the last token appended.
  * Prefill records the whole forward pass of up to `prefill_chunk` tokens into one command buffer
  * (matrix products, prefill attention); decode launches one graph (nuvec/graph.h), recorded at
- * open, per token, with the position and token id as launch inputs (see model.c for how).
+ * open, per token, with the position and token id as launch inputs (see model.c for how); greedy
+ * decode (nu_llm_model_decode_greedy) keeps the token ids on the GPU and queues tokens ahead.
  * Thread safety: a model is used by one thread at a time. */
 
 /* The architecture's numbers, as read from the model's file. */
