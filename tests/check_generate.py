@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_generate.py NUVEC MODELS_DIR: `nuvec generate` end to end on the tiny models (their README's
-greedy ids and text, greedy on the GPU as with --no-graph), its --tokens and sampling options, and its refusals (exit status 2 for bad
+greedy ids and text, greedy on the GPU as with --no-graph), its --tokens and sampling options, `nuvec
+bench llm`'s two decode figures (the same ids), and its refusals (exit status 2 for bad
 arguments, 1 with a message for a bad model)."""
 import json
 import subprocess
@@ -64,6 +65,14 @@ check(rc == 1 and "tokenizer" in err, f"--prompt without a tokenizer: rc {rc}: {
 for bad in (["--temp"], ["-n", "x"], ["--tokens", "1,x"], ["--prompt", "a", "--tokens", "1"], ["--frobnicate"], []):
     rc, out, err = run(*([f"{models}/aidreams260K/hf"] if bad != [] else []), *bad)
     check(rc in (1, 2) and err, f"{bad}: rc {rc}")
+# `nuvec bench llm` times greedy decode both ways (ids on the GPU; logits read back): same ids.
+p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "20", "--json"],
+                   capture_output=True, text=True, timeout=600)
+check(p.returncode == 0, f"bench llm: rc {p.returncode}: {p.stderr}")
+if p.returncode == 0:
+    o = json.loads(p.stdout)
+    check(o["decode_ids_match"] is True and o["decode_tokens_per_s"] > 0 and o["decode_readback_tokens_per_s"] > 0,
+          f"bench llm: {o}")
 rc, out, err = run(f"{models}/no_such_model")
 check(rc == 1 and "config.json" in err, f"missing model: rc {rc}: {err}")
 rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,9999")
