@@ -21,14 +21,13 @@
  * launch's kv_length). Where the graph cannot be built, decode falls back to recording a command
  * buffer per token, and says so once on stderr.
  *
- * Greedy decode (nu_llm_model_decode_greedy): two more graphs of the same pass that end with
- * nu_op_argmax of the logits into an id buffer the other one's gather reads: G_GREEDY_A reads
- * B_GIDS and writes B_GIDS2, G_GREEDY_B the other way, so a launch's token needs no CPU. They
- * alternate, and two launches are in flight at a time: the CPU waits for launch k, reads its id
- * (the CPU may read a buffer that queued work only reads: launch k + 1 reads it) and queues
- * launch k + 2 on the graph and id buffer launch k used, while launch k + 1 runs. Built at the
- * first greedy decode (on lavapipe, 4-5 layers: 0.2 ms for both, plus the argmax kernel's first
- * creation), not at open.
+ * Greedy decode (nu_llm_model_decode_greedy): a ring of `depth` more graphs of the same pass
+ * (NUVEC_LLM_GREEDY_DEPTH, default 2: a ping-pong pair) that end with nu_op_argmax of the logits
+ * into an id buffer the ring's next graph's gather reads, so a launch's token needs no CPU.
+ * `depth` launches are in flight: the CPU waits for launch k, reads its id (the CPU may read a
+ * buffer that queued work only reads: launch k + 1 reads it) and queues launch k + depth on the
+ * graph launch k used, while the others run. Built at the first greedy decode (on lavapipe, 4-5
+ * layers: 0.2 ms for two, plus the argmax kernel's first creation, ~11 ms), not at open.
  *
  * Buffers: the weights (the source's, or F16 copies), the KV cache (a K and a V buffer a layer),
  * and activations for prefill_chunk rows, allocated at open and reused by every pass; logits in
@@ -44,9 +43,12 @@
 #define FN "nu_llm_model"
 #define MAX_CONVERTED (NU_LLM_W_COUNT * 1024)
 
-/* The graphs: decode's (logits out), and greedy decode's pair: G_GREEDY_A reads its id from
- * B_GIDS and writes the argmax to B_GIDS2, G_GREEDY_B the other way round. */
-enum { G_DECODE, G_GREEDY_A, G_GREEDY_B, G_COUNT };
+/* The graphs: decode's (logits out), and greedy decode's ring of up to GREEDY_MAX_DEPTH:
+ * G_GREEDY + j reads its id from ring buffer j and writes the argmax to ring buffer j + 1 (mod the
+ * depth); ring buffer 0 is B_GIDS, j > 0 B_GID1 + j - 1. */
+#define GREEDY_MAX_DEPTH 4
+#define GREEDY_DEPTH 2 /* NUVEC_LLM_GREEDY_DEPTH's default: see greedy_depth */
+enum { G_DECODE, G_GREEDY, G_COUNT = G_GREEDY + GREEDY_MAX_DEPTH };
 
 typedef struct llm_layer {
     nu_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
@@ -60,7 +62,7 @@ typedef struct llm_layer {
     uint32_t p_qrope[G_COUNT], p_krope[G_COUNT], p_kpos[G_COUNT], p_vpos[G_COUNT], p_kvlen[G_COUNT];
 } llm_layer;
 
-enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_GIDS2, B_COUNT };
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_GID1, B_GID2, B_GID3, B_COUNT };
 
 struct nu_llm_model {
     nu_device *dev;
@@ -76,9 +78,9 @@ struct nu_llm_model {
     nu_buffer *converted[MAX_CONVERTED];
     uint32_t converted_count;
     nu_buffer *buf[B_COUNT];
-    nu_graph *graph[G_COUNT]; /* [G_DECODE] at open; the greedy pair at the first greedy decode */
-    bool greedy_tried;        /* the greedy pair was built, or failed to be (then greedy_graphs false) */
-    bool greedy_graphs;
+    nu_graph *graph[G_COUNT]; /* [G_DECODE] at open; the greedy ring at the first greedy decode */
+    uint32_t depth;           /* the greedy ring's graphs (launches in flight); 0: not built yet */
+    bool greedy_by_cpu;       /* greedy decode goes token by token (no graphs, or the ring failed) */
 };
 
 /* A failed nuvec call: its message with what the model was doing. */
@@ -243,14 +245,14 @@ static nu_status alloc_state(nu_llm_model *m)
                              [B_H16] = R * (D > Q ? (D > c->ffn ? D : c->ffn) : (Q > c->ffn ? Q : c->ffn)) * 2,
                              [B_Q16] = R * Q * 2,
                              /* a layer's largest matrix as F16 (prefill of block weights: w16) */
-                             [B_W16] = (m->w16 ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4), [B_GIDS2] = 4};
+                             [B_W16] = (m->w16 ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4), [B_GID1] = 4, [B_GID2] = 4, [B_GID3] = 4};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
                                                "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
                                                "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight",
-                                               "llm graph id 2"};
+                                               "llm greedy id 1", "llm greedy id 2", "llm greedy id 3"};
     nu_status st;
     for (int i = 0; i < B_COUNT; i++) {
-        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS || i == B_GIDS2; /* the CPU writes or reads them */
+        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS || i >= B_GID1; /* the CPU writes or reads them */
         if ((st = new_buffer(m, sizes[i], shared ? NU_STORAGE_SHARED : NU_STORAGE_PRIVATE, names[i], &m->buf[i])) != NU_OK)
             return st;
     }
@@ -316,6 +318,8 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
 /* Records the forward pass of `rows` tokens at `start` into c. graph_index: -1 for a command
  * buffer, else the G_* graph it records (one row: the id from the graph's id buffer, parameters
  * declared for the position; the greedy graphs end with the argmax into the other id buffer). */
+static int ring_buffer(uint32_t j) { return j == 0 ? B_GIDS : B_GID1 + (int)j - 1; }
+
 static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, int graph_index)
 {
     const bool graph = graph_index >= 0;
@@ -324,8 +328,9 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
     nu_status st;
     int64_t one = R;
-    nu_tensor ids = nu_tensor_make(m->buf[!graph ? B_IDS : graph_index == G_GREEDY_B ? B_GIDS2 : B_GIDS], 0,
-                                   NU_DTYPE_I32, 1, &one);
+    const bool greedy = graph_index >= G_GREEDY;
+    const uint32_t j = greedy ? (uint32_t)(graph_index - G_GREEDY) : 0; /* its place in the greedy ring */
+    nu_tensor ids = nu_tensor_make(m->buf[!graph ? B_IDS : ring_buffer(j)], 0, NU_DTYPE_I32, 1, &one);
     nu_tensor x = view2(m->buf[B_X], R, D), xn = view2(m->buf[B_XN], R, D), tmp = view2(m->buf[B_TMP], R, D);
     nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD), v2 = view2(m->buf[B_V], R, KVH * HD);
     const nu_tensor q3s = view3(m->buf[B_Q], R, H, HD), k3s = view3(m->buf[B_K], R, KVH, HD),
@@ -408,11 +413,11 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
     TRY(nu_op_rms_norm(c, &xl, &last, &m->out_norm, cf->rms_eps));
     TRY(nu_op_matvec(c, &logits, &m->output, &xl));
-    if (graph_index != G_GREEDY_A && graph_index != G_GREEDY_B)
+    if (!greedy)
         return NU_OK;
-    /* The next token's id, where the other greedy graph's gather reads it. */
+    /* The next token's id, where the ring's next graph's gather reads it. */
     int64_t is[2] = {1, 1};
-    nu_tensor next = nu_tensor_make(m->buf[graph_index == G_GREEDY_A ? B_GIDS2 : B_GIDS], 0, NU_DTYPE_I32, 2, is);
+    nu_tensor next = nu_tensor_make(m->buf[ring_buffer((j + 1) % m->depth)], 0, NU_DTYPE_I32, 2, is);
     return nu_op_argmax(c, &next, &logits);
 }
 
@@ -591,29 +596,50 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     return read_logits(m, logits);
 }
 
-/* The greedy pair, built at the first greedy decode rather than at open: a model that is only
- * prefilled, or decoded for its logits, never pays for it (two more graph builds: recording,
- * scheduling and 3 Vulkan command buffers each). Where they cannot be built, greedy decode goes
- * token by token (the logits read back), and says so once on stderr. */
+/* Launches in flight in greedy decode: NUVEC_LLM_GREEDY_DEPTH, 1 .. GREEDY_MAX_DEPTH (1: the ids
+ * stay on the GPU but each launch waits for the CPU to see the previous token; 2, the default,
+ * lets the CPU read a token and queue the next launch while one runs; more gives the CPU's wake-up
+ * and submission more slack, and runs up to depth - 1 discarded tokens past a stop). */
+static uint32_t greedy_depth(void)
+{
+    const char *e = getenv("NUVEC_LLM_GREEDY_DEPTH");
+    if (!e || !*e)
+        return GREEDY_DEPTH;
+    char *end;
+    unsigned long v = strtoul(e, &end, 10);
+    if (*end || v < 1 || v > GREEDY_MAX_DEPTH) {
+        if (!getenv("NUVEC_LLM_QUIET"))
+            fprintf(stderr, "nuvec llm: NUVEC_LLM_GREEDY_DEPTH=%s is not 1 to %d; it is %d\n", e, GREEDY_MAX_DEPTH, GREEDY_DEPTH);
+        return GREEDY_DEPTH;
+    }
+    return (uint32_t)v;
+}
+
+/* The greedy ring, built at the first greedy decode rather than at open: a model that is only
+ * prefilled, or decoded for its logits, never pays for it (depth more graph builds: recording and
+ * scheduling; their Vulkan command buffers are recorded at their first launches). Where they
+ * cannot be built, greedy decode goes token by token (the logits read back), and says so once on
+ * stderr; NUVEC_LLM_GREEDY_CPU=1 asks for that path (for comparisons). */
 static void build_greedy_graphs(nu_llm_model *m)
 {
-    m->greedy_tried = true;
-    if (getenv("NUVEC_LLM_GREEDY_CPU")) /* for comparisons: the per-token path */
-        return;
-    nu_status st = record_graph(m, G_GREEDY_A);
-    if (st == NU_OK)
-        st = record_graph(m, G_GREEDY_B);
-    if (st == NU_OK) {
-        m->greedy_graphs = true;
+    m->depth = greedy_depth();
+    if (getenv("NUVEC_LLM_GREEDY_CPU")) {
+        m->greedy_by_cpu = true;
         return;
     }
+    nu_status st = NU_OK;
+    for (uint32_t j = 0; st == NU_OK && j < m->depth; j++)
+        st = record_graph(m, G_GREEDY + (int)j);
+    if (st == NU_OK)
+        return;
     if (!getenv("NUVEC_LLM_QUIET"))
         fprintf(stderr, "nuvec llm: greedy decode reads the logits back each token: its graphs failed: %s\n",
                 nu_error_message(m->dev));
-    for (int g = G_GREEDY_A; g <= G_GREEDY_B; g++) {
+    for (int g = G_GREEDY; g < G_COUNT; g++) {
         nu_graph_free(m->graph[g]);
         m->graph[g] = NULL;
     }
+    m->greedy_by_cpu = true;
 }
 
 /* Greedy decode one token at a time: decode, logits back, the argmax on the CPU (the lowest id
@@ -642,43 +668,41 @@ static nu_status greedy_by_logits(nu_llm_model *m, int32_t token, uint32_t n, in
     return st;
 }
 
-/* Launch k of a greedy decode from position p: the token at p + k, by graph k % 2 of the pair
- * (launch k reads the id launch k - 1 wrote). */
+/* Launch k of a greedy decode from position p: the token at p + k, by the ring's graph k % depth
+ * (it reads the id launch k - 1 wrote). */
 static nu_status greedy_launch(nu_llm_model *m, uint32_t p, uint32_t k)
 {
-    int g = k % 2 ? G_GREEDY_B : G_GREEDY_A;
+    int g = G_GREEDY + (int)(k % m->depth);
     nu_status st = set_params(m, g, p + k);
     return st != NU_OK ? st : nv(m, nu_graph_launch(m->graph[g]), "launching a greedy decode graph");
 }
 
-/* Two launches in flight at a time: while launch k runs, the CPU waits for launch k - 1, reads
- * its id, and queues launch k + 1 (whose graph and id buffer launch k - 1 used). A launch past a
- * stop is speculative: its keys and values went to rows beyond the position, which later tokens
- * overwrite (attention reads kv_length rows). */
+/* `depth` launches in flight: while launches k + 1 .. k + depth - 1 run, the CPU waits for launch
+ * k, reads its id (ring buffer k + 1: the CPU may read a buffer that queued work only reads) and
+ * queues launch k + depth on the graph launch k used. Launches past a stop are speculative: their
+ * keys and values went to rows beyond the position, which later tokens overwrite (attention
+ * reads kv_length rows). */
 static nu_status greedy_by_graphs(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
                                   int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
 {
-    const uint32_t p = m->pos;
+    const uint32_t p = m->pos, D = m->depth;
     nu_status st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id");
-    if (st == NU_OK)
-        st = greedy_launch(m, p, 0);
-    if (st == NU_OK && n > 1)
-        st = greedy_launch(m, p, 1);
+    for (uint32_t k = 0; st == NU_OK && k < D && k < n; k++)
+        st = greedy_launch(m, p, k);
     for (uint32_t k = 0; st == NU_OK && k < n; k++) {
-        int g = k % 2 ? G_GREEDY_B : G_GREEDY_A;
-        if ((st = nv(m, nu_graph_wait(m->graph[g], NU_WAIT_FOREVER), "a greedy decode graph")) != NU_OK ||
-            (st = nv(m, nu_buffer_read(m->buf[k % 2 ? B_GIDS : B_GIDS2], 0, &out[k], 4), "reading a token id")) != NU_OK)
+        if ((st = nv(m, nu_graph_wait(m->graph[G_GREEDY + k % D], NU_WAIT_FOREVER), "a greedy decode graph")) != NU_OK ||
+            (st = nv(m, nu_buffer_read(m->buf[ring_buffer((k + 1) % D)], 0, &out[k], 4), "reading a token id")) != NU_OK)
             break;
         bool last = out[k] == stop_token || k + 1 == n;
-        if (!last && k + 2 < n && (st = greedy_launch(m, p, k + 2)) != NU_OK) /* before the callback: the GPU keeps busy */
+        if (!last && k + D < n && (st = greedy_launch(m, p, k + D)) != NU_OK) /* before the callback: the GPU keeps busy */
             break;
         *produced = k + 1;
         if ((on_token && !on_token(user, out[k])) || last)
             break;
     }
     /* Speculative launches finish before the model is used again (their buffers are the model's). */
-    for (int g = G_GREEDY_A; g <= G_GREEDY_B; g++) {
-        nu_status w = nv(m, nu_graph_wait(m->graph[g], NU_WAIT_FOREVER), "a greedy decode graph");
+    for (uint32_t j = 0; j < D; j++) {
+        nu_status w = nv(m, nu_graph_wait(m->graph[G_GREEDY + j], NU_WAIT_FOREVER), "a greedy decode graph");
         if (st == NU_OK)
             st = w;
     }
@@ -701,11 +725,11 @@ nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n,
                             fn, n, m->pos, m->positions);
     if (n == 0)
         return NU_OK;
-    if (!m->by_commands && !m->greedy_tried)
+    if (!m->by_commands && !m->depth)
         build_greedy_graphs(m);
     uint32_t got = 0;
-    nu_status st = m->greedy_graphs ? greedy_by_graphs(m, token, n, out, &got, stop_token, on_token, user)
-                                    : greedy_by_logits(m, token, n, out, &got, stop_token, on_token, user);
+    nu_status st = m->by_commands || m->greedy_by_cpu ? greedy_by_logits(m, token, n, out, &got, stop_token, on_token, user)
+                                                      : greedy_by_graphs(m, token, n, out, &got, stop_token, on_token, user);
     if (st == NU_OK)
         *produced = got;
     return st;

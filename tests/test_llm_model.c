@@ -307,7 +307,8 @@ static void continues_like_reference(nu_llm_model *m, uint32_t np, int32_t last,
  * against the logits read back and the argmax on the CPU, on every shared model file: the same
  * 40 ids; a stop_token and an on_token stop at the right id, with the position as if decoded one
  * by one (the next decode's logits are the reference's, though speculative launches wrote rows
- * past the stop); two calls in a row; n = 0 and 1; the per-token path (decode_by_commands). */
+ * past the stop); two calls in a row; n = 0 and 1; the per-token path (decode_by_commands) and
+ * 1 and 3 launches in flight (NUVEC_LLM_GREEDY_DEPTH). */
 static void greedy_decode_matches_cpu_argmax(void **state)
 {
     (void)state;
@@ -320,11 +321,16 @@ static void greedy_decode_matches_cpu_argmax(void **state)
         bool dream = f < 4;
         const int32_t *prompt = dream ? DREAM_PROMPT : &bos;
         uint32_t np = dream ? 7 : 1;
-        for (int by_commands = 0; by_commands < (f == 0 ? 2 : 1); by_commands++) {
+        /* The first file also with the per-token path and with 1 and 3 launches in flight. */
+        static const char *const variants[] = {NULL, "commands", "1", "3"};
+        for (int v = 0; v < (f == 0 ? 4 : 1); v++) {
             char what[160];
-            snprintf(what, sizeof what, "%s%s", files[f], by_commands ? " (decode_by_commands)" : "");
-            nu_llm_model_options o = {.decode_by_commands = by_commands};
+            snprintf(what, sizeof what, "%s%s%s", files[f], v == 1 ? " (decode_by_commands)" : v > 1 ? " depth " : "",
+                     v > 1 ? variants[v] : "");
+            nu_llm_model_options o = {.decode_by_commands = v == 1};
             nu_llm_model *m;
+            if (v > 1)
+                setenv("NUVEC_LLM_GREEDY_DEPTH", variants[v], 1);
             LLM_OK(nu_llm_model_open(d, model_path(files[f]), &o, &m));
             uint32_t V = nu_llm_model_config(m)->vocab;
             int32_t ref[R], out[N + 1];
@@ -390,6 +396,7 @@ static void greedy_decode_matches_cpu_argmax(void **state)
             continues_like_reference(m, np, ref[1], ref, ref_logits, 1, what);
             free(ref_logits);
             nu_llm_model_free(m);
+            unsetenv("NUVEC_LLM_GREEDY_DEPTH");
         }
     }
     nt_close(d);
