@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common.h" /* nu_llm__fail_after */
 #include "nuvec_llm.h"
 
 static const char *models_dir(void)
@@ -403,7 +404,7 @@ static void greedy_decode_matches_cpu_argmax(void **state)
 }
 
 /* decode_greedy's refusals: NULL arguments, bad ids, a cache that n tokens would overflow
- * (nothing runs); *produced cleared. */
+ * (nothing runs), no host memory; *produced cleared. */
 static void greedy_decode_refusals(void **state)
 {
     (void)state;
@@ -442,6 +443,21 @@ static void greedy_decode_refusals(void **state)
     assert_int_equal(nu_llm_model_decode_greedy(m, out[8], 1, out, &produced, -1, NULL, NULL), NU_ERROR_OUT_OF_RANGE);
     LLM_OK(nu_llm_model_decode_greedy(m, out[8], 0, out, &produced, -1, NULL, NULL));
     assert_int_equal(nu_llm_model_decode(m, out[8], NULL), NU_ERROR_OUT_OF_RANGE);
+    nu_llm_model_free(m);
+
+    /* The per-token path's logits allocation failed: refused, nothing decoded. */
+    nu_llm_model_options cmds = {.decode_by_commands = true};
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &cmds, &m));
+    LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, NULL));
+    nu_llm__fail_after(0);
+    produced = 99;
+    nu_status st = nu_llm_model_decode_greedy(m, 429, 4, out, &produced, -1, NULL, NULL);
+    assert_true(nu_llm__fail_after(-1) > 0);
+    assert_int_equal(st, NU_ERROR_HOST_OUT_OF_MEMORY);
+    assert_int_equal(produced, 0);
+    assert_int_equal(nu_llm_model_position(m), 7);
+    LLM_OK(nu_llm_model_decode_greedy(m, 429, 4, out, &produced, -1, NULL, NULL));
+    assert_memory_equal(out, DREAM_IDS + 1, 4 * sizeof *out);
     nu_llm_model_free(m);
     nt_close(d);
 }
