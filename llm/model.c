@@ -58,7 +58,7 @@ typedef struct llm_layer {
     bool qkv_stacked, gu_stacked;
     nu_buffer *kbuf, *vbuf;
     nu_tensor kc, vc; /* [positions, kv_heads, head_dim] */
-    /* The parameters of each graph (G_*): decode's and the two greedy graphs'. */
+    /* The parameters of each graph (G_*): decode's and the greedy ring's. */
     uint32_t p_qrope[G_COUNT], p_krope[G_COUNT], p_kpos[G_COUNT], p_vpos[G_COUNT], p_kvlen[G_COUNT];
 } llm_layer;
 
@@ -317,7 +317,8 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
 
 /* Records the forward pass of `rows` tokens at `start` into c. graph_index: -1 for a command
  * buffer, else the G_* graph it records (one row: the id from the graph's id buffer, parameters
- * declared for the position; the greedy graphs end with the argmax into the other id buffer). */
+ * declared for the position; the greedy ring's end with the argmax into the ring's next id
+ * buffer). */
 static int ring_buffer(uint32_t j) { return j == 0 ? B_GIDS : B_GID1 + (int)j - 1; }
 
 static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, int graph_index)
