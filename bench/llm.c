@@ -206,10 +206,10 @@ int bench_llm(int argc, char **argv)
         prefill_s = s < prefill_s ? s : prefill_s;
     }
     /* Decode, greedy with the ids on the GPU, after a warm-up from position 0 (the greedy graphs
-     * are built at the first greedy decode, and each launch of their first 3 records a copy). */
+     * are built at the first greedy decode, and each of their first 3 launches records a copy). */
     int32_t start = argmax(logits, cfg->vocab), next = start;
-    int32_t warm_ids[8];
-    uint32_t produced = 0, warm = mo.max_positions < 8 ? mo.max_positions : 8;
+    int32_t warm_ids[32];
+    uint32_t produced = 0, warm = mo.max_positions < 32 ? mo.max_positions : 32;
     nu_llm_model_reset(m);
     if ((st = nu_llm_model_decode_greedy(m, start, warm, warm_ids, &produced, NU_LLM_NO_TOKEN, NULL, NULL)) != NU_OK)
         goto model_failed;

@@ -21,13 +21,15 @@
  * launch's kv_length). Where the graph cannot be built, decode falls back to recording a command
  * buffer per token, and says so once on stderr.
  *
- * Greedy decode (nu_llm_model_decode_greedy): a ring of `depth` more graphs of the same pass
- * (NUVEC_LLM_GREEDY_DEPTH, default 2: a ping-pong pair) that end with nu_op_argmax of the logits
- * into an id buffer the ring's next graph's gather reads, so a launch's token needs no CPU.
- * `depth` launches are in flight: the CPU waits for launch k, reads its id (the CPU may read a
- * buffer that queued work only reads: launch k + 1 reads it) and queues launch k + depth on the
- * graph launch k used, while the others run. Built at the first greedy decode (on lavapipe, 4-5
- * layers: 0.2 ms for two, plus the argmax kernel's first creation, ~11 ms), not at open.
+ * Greedy decode (nu_llm_model_decode_greedy): a ring of `depth` more graphs (NUVEC_LLM_GREEDY_DEPTH,
+ * default 2: a ping-pong pair) of `unroll` passes each (NUVEC_LLM_GREEDY_UNROLL, default 1); each
+ * pass ends with nu_op_argmax of the logits into an id buffer the next pass's gather reads (the
+ * next graph's, for a graph's last pass), so no token needs the CPU. `depth` launches are in
+ * flight: the CPU waits for launch k, reads its ids (the CPU may read a buffer that queued work
+ * only reads: launch k + 1 reads it) and queues launch k + depth on the graph launch k used,
+ * while the others run. Built at the first greedy decode (on lavapipe, 4-5 layers: 0.2 ms for
+ * two, plus the argmax kernel's first creation, ~11 ms), not at open. The KV cache has KV_SLACK
+ * rows past max_positions for the speculative passes of a launch that runs past its end.
  *
  * Buffers: the weights (the source's, or F16 copies), the KV cache (a K and a V buffer a layer),
  * and activations for prefill_chunk rows, allocated at open and reused by every pass; logits in
@@ -43,12 +45,22 @@
 #define FN "nu_llm_model"
 #define MAX_CONVERTED (NU_LLM_W_COUNT * 1024)
 
-/* The graphs: decode's (logits out), and greedy decode's ring of up to GREEDY_MAX_DEPTH:
- * G_GREEDY + j reads its id from ring buffer j and writes the argmax to ring buffer j + 1 (mod the
- * depth); ring buffer 0 is B_GIDS, j > 0 B_GID1 + j - 1. */
+/* The graphs: decode's (logits out), and greedy decode's ring of `depth` (up to GREEDY_MAX_DEPTH)
+ * graphs of `unroll` passes each (up to GREEDY_MAX_UNROLL): pass u of G_GREEDY + j writes its
+ * argmax to id u of ring buffer j + 1 (mod depth), which pass u + 1 reads, and the next graph's
+ * pass 0 reads the last id (unroll - 1). Ids lie ID_STRIDE bytes apart (the largest storage
+ * buffer offset alignment Vulkan allows), in ring buffers B_GID0 + j. */
 #define GREEDY_MAX_DEPTH 4
-#define GREEDY_DEPTH 2 /* NUVEC_LLM_GREEDY_DEPTH's default: see greedy_depth */
+#define GREEDY_DEPTH 2 /* NUVEC_LLM_GREEDY_DEPTH's default: see greedy_knob */
+#define GREEDY_MAX_UNROLL 8
+#define GREEDY_UNROLL 1 /* NUVEC_LLM_GREEDY_UNROLL's default */
+#define ID_STRIDE 256
 enum { G_DECODE, G_GREEDY, G_COUNT = G_GREEDY + GREEDY_MAX_DEPTH };
+/* The graphs' parameter slots: decode's 0, pass u of greedy graph j 1 + j * GREEDY_MAX_UNROLL + u. */
+#define P_SLOTS (1 + GREEDY_MAX_DEPTH * GREEDY_MAX_UNROLL)
+/* Cache rows past max_positions: an unrolled launch's last passes may run past the end of the
+ * cache (speculative tokens, discarded), and write their keys and values there. */
+#define KV_SLACK (GREEDY_MAX_UNROLL - 1)
 
 typedef struct llm_layer {
     nu_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
@@ -57,12 +69,12 @@ typedef struct llm_layer {
     nu_tensor wqkv, wgu;
     bool qkv_stacked, gu_stacked;
     nu_buffer *kbuf, *vbuf;
-    nu_tensor kc, vc; /* [positions, kv_heads, head_dim] */
-    /* The parameters of each graph (G_*): decode's and the greedy ring's. */
-    uint32_t p_qrope[G_COUNT], p_krope[G_COUNT], p_kpos[G_COUNT], p_vpos[G_COUNT], p_kvlen[G_COUNT];
+    nu_tensor kc, vc; /* [positions + KV_SLACK, kv_heads, head_dim] */
+    /* The graphs' parameters, by slot (P_SLOTS). */
+    uint32_t p_qrope[P_SLOTS], p_krope[P_SLOTS], p_kpos[P_SLOTS], p_vpos[P_SLOTS], p_kvlen[P_SLOTS];
 } llm_layer;
 
-enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_GID1, B_GID2, B_GID3, B_COUNT };
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_GID0, B_GID1, B_GID2, B_GID3, B_COUNT };
 
 struct nu_llm_model {
     nu_device *dev;
@@ -80,6 +92,7 @@ struct nu_llm_model {
     nu_buffer *buf[B_COUNT];
     nu_graph *graph[G_COUNT]; /* [G_DECODE] at open; the greedy ring at the first greedy decode */
     uint32_t depth;           /* the greedy ring's graphs (launches in flight); 0: not built yet */
+    uint32_t unroll;          /* tokens a greedy launch decodes */
     bool greedy_by_cpu;       /* greedy decode goes token by token (no graphs, or the ring failed) */
 };
 
@@ -245,23 +258,27 @@ static nu_status alloc_state(nu_llm_model *m)
                              [B_H16] = R * (D > Q ? (D > c->ffn ? D : c->ffn) : (Q > c->ffn ? Q : c->ffn)) * 2,
                              [B_Q16] = R * Q * 2,
                              /* a layer's largest matrix as F16 (prefill of block weights: w16) */
-                             [B_W16] = (m->w16 ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4), [B_GID1] = 4, [B_GID2] = 4, [B_GID3] = 4};
+                             [B_W16] = (m->w16 ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4), [B_GID0] = ID_STRIDE * GREEDY_MAX_UNROLL,
+                             [B_GID1] = ID_STRIDE * GREEDY_MAX_UNROLL, [B_GID2] = ID_STRIDE * GREEDY_MAX_UNROLL,
+                             [B_GID3] = ID_STRIDE * GREEDY_MAX_UNROLL};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
                                                "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
                                                "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight",
-                                               "llm greedy id 1", "llm greedy id 2", "llm greedy id 3"};
+                                               "llm greedy ids 0", "llm greedy ids 1", "llm greedy ids 2",
+                                               "llm greedy ids 3"};
     nu_status st;
     for (int i = 0; i < B_COUNT; i++) {
-        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS || i >= B_GID1; /* the CPU writes or reads them */
+        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS || i >= B_GID0; /* the CPU writes or reads them */
         if ((st = new_buffer(m, sizes[i], shared ? NU_STORAGE_SHARED : NU_STORAGE_PRIVATE, names[i], &m->buf[i])) != NU_OK)
             return st;
     }
     size_t es = nu_dtype_size(m->kv_dtype);
-    int64_t shape[3] = {m->positions, c->kv_heads, c->head_dim};
+    int64_t shape[3] = {(int64_t)m->positions + KV_SLACK, c->kv_heads, c->head_dim};
+    size_t rows = (size_t)m->positions + KV_SLACK;
     for (uint32_t l = 0; l < c->layers; l++) {
         llm_layer *y = &m->layers[l];
-        if ((st = new_buffer(m, (size_t)m->positions * KV * es, NU_STORAGE_PRIVATE, "llm K cache", &y->kbuf)) != NU_OK ||
-            (st = new_buffer(m, (size_t)m->positions * KV * es, NU_STORAGE_PRIVATE, "llm V cache", &y->vbuf)) != NU_OK)
+        if ((st = new_buffer(m, rows * KV * es, NU_STORAGE_PRIVATE, "llm K cache", &y->kbuf)) != NU_OK ||
+            (st = new_buffer(m, rows * KV * es, NU_STORAGE_PRIVATE, "llm V cache", &y->vbuf)) != NU_OK)
             return st;
         y->kc = nu_tensor_make(y->kbuf, 0, m->kv_dtype, 3, shape);
         y->vc = nu_tensor_make(y->vbuf, 0, m->kv_dtype, 3, shape);
@@ -315,23 +332,20 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
             return st;                                                                                             \
     } while (0)
 
-/* Records the forward pass of `rows` tokens at `start` into c. graph_index: -1 for a command
- * buffer, else the G_* graph it records (one row: the id from the graph's id buffer, parameters
- * declared for the position; the greedy ring's end with the argmax into the ring's next id
- * buffer). */
-static int ring_buffer(uint32_t j) { return j == 0 ? B_GIDS : B_GID1 + (int)j - 1; }
-
-static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, int graph_index)
+/* Records the forward pass of `rows` tokens at `start` into c. slot: -1 for a command buffer,
+ * else a pass of a graph: one row, its id from gid (I32 [1]), parameters declared for the
+ * position into parameter slot `slot`, and where next is not NULL, the argmax of the logits
+ * into it (I32 [1, 1]). */
+static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, int slot,
+                                const nu_tensor *gid, const nu_tensor *next)
 {
-    const bool graph = graph_index >= 0;
-    const int gi = graph ? graph_index : 0; /* the parameters' index (unused without a graph) */
+    const bool graph = slot >= 0;
+    const int gi = graph ? slot : 0; /* the parameters' slot (unused without a graph) */
     const nu_llm_config *cf = &m->cfg;
     int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
     nu_status st;
     int64_t one = R;
-    const bool greedy = graph_index >= G_GREEDY;
-    const uint32_t j = greedy ? (uint32_t)(graph_index - G_GREEDY) : 0; /* its place in the greedy ring */
-    nu_tensor ids = nu_tensor_make(m->buf[!graph ? B_IDS : ring_buffer(j)], 0, NU_DTYPE_I32, 1, &one);
+    nu_tensor ids = graph ? *gid : nu_tensor_make(m->buf[B_IDS], 0, NU_DTYPE_I32, 1, &one);
     nu_tensor x = view2(m->buf[B_X], R, D), xn = view2(m->buf[B_XN], R, D), tmp = view2(m->buf[B_TMP], R, D);
     nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD), v2 = view2(m->buf[B_V], R, KVH * HD);
     const nu_tensor q3s = view3(m->buf[B_Q], R, H, HD), k3s = view3(m->buf[B_K], R, KVH, HD),
@@ -414,21 +428,36 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
     TRY(nu_op_rms_norm(c, &xl, &last, &m->out_norm, cf->rms_eps));
     TRY(nu_op_matvec(c, &logits, &m->output, &xl));
-    if (!greedy)
-        return NU_OK;
-    /* The next token's id, where the ring's next graph's gather reads it. */
-    int64_t is[2] = {1, 1};
-    nu_tensor next = nu_tensor_make(m->buf[ring_buffer((j + 1) % m->depth)], 0, NU_DTYPE_I32, 2, is);
-    return nu_op_argmax(c, &next, &logits);
+    return next ? nu_op_argmax(c, next, &logits) : NU_OK;
 }
 
-/* Records and builds graph g (G_*) into m->graph[g]. */
+/* Id u of greedy ring buffer j, as a gather's ids (rank 1) or an argmax's output (rank 2). */
+static nu_tensor ring_id(nu_llm_model *m, uint32_t j, uint32_t u, uint32_t rank)
+{
+    int64_t shape[2] = {1, 1};
+    return nu_tensor_make(m->buf[B_GID0 + j], (uint64_t)u * ID_STRIDE, NU_DTYPE_I32, rank, shape);
+}
+
+/* The parameter slot of pass u of greedy graph j. */
+static int greedy_slot(uint32_t j, uint32_t u) { return 1 + (int)(j * GREEDY_MAX_UNROLL + u); }
+
+/* Records and builds graph g (G_*) into m->graph[g]: decode's one pass, or greedy graph j's
+ * `unroll` passes (pass 0 reads the ring's previous graph's last id, pass u > 0 the id pass
+ * u - 1 wrote). */
 static nu_status record_graph(nu_llm_model *m, int g)
 {
     nu_commands *rec = NULL;
     nu_status st = nu_graph_record(m->dev, &rec);
-    if (st == NU_OK)
-        st = record_forward(m, rec, 1, 0, g);
+    int64_t one = 1;
+    if (st == NU_OK && g == G_DECODE) {
+        nu_tensor gid = nu_tensor_make(m->buf[B_GIDS], 0, NU_DTYPE_I32, 1, &one);
+        st = record_forward(m, rec, 1, 0, 0, &gid, NULL);
+    }
+    uint32_t j = (uint32_t)(g - G_GREEDY), to = (j + 1) % (m->depth ? m->depth : 1);
+    for (uint32_t u = 0; st == NU_OK && g != G_DECODE && u < m->unroll; u++) {
+        nu_tensor gid = u ? ring_id(m, to, u - 1, 1) : ring_id(m, j, m->unroll - 1, 1), next = ring_id(m, to, u, 2);
+        st = record_forward(m, rec, 1, 0, greedy_slot(j, u), &gid, &next);
+    }
     if (st == NU_OK)
         st = nu_graph_new(rec, &m->graph[g]);
     if (st != NU_OK)
@@ -544,7 +573,7 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
         nu_commands *c = NULL;
         if ((st = nv(m, nu_commands_new(m->dev, NU_QUEUE_COMPUTE, &c), "commands")) != NU_OK)
             return st;
-        st = record_forward(m, c, rows, m->pos, -1);
+        st = record_forward(m, c, rows, m->pos, -1, NULL, NULL);
         if (st == NU_OK)
             st = nu_commands_commit(c);
         if (st == NU_OK)
@@ -559,12 +588,11 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
     return read_logits(m, logits);
 }
 
-/* Graph g's parameters for the token at `pos`. */
-static nu_status set_params(nu_llm_model *m, int g, uint32_t pos)
+/* The parameters in slot g of graph gr for the token at `pos`. */
+static nu_status set_params(nu_llm_model *m, nu_graph *gr, int g, uint32_t pos)
 {
     uint32_t len = pos + 1;
     int32_t ipos = (int32_t)pos;
-    nu_graph *gr = m->graph[g];
     nu_status st;
     for (uint32_t l = 0; l < m->cfg.layers; l++) {
         llm_layer *y = &m->layers[l];
@@ -588,7 +616,7 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     if (st != NU_OK)
         return st;
     if ((st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id")) != NU_OK ||
-        (st = set_params(m, G_DECODE, m->pos)) != NU_OK)
+        (st = set_params(m, m->graph[G_DECODE], 0, m->pos)) != NU_OK)
         return st;
     if ((st = nv(m, nu_graph_launch(m->graph[G_DECODE]), "launching the decode graph")) != NU_OK ||
         (st = nv(m, nu_graph_wait(m->graph[G_DECODE], NU_WAIT_FOREVER), "the decode graph")) != NU_OK)
@@ -597,21 +625,24 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     return read_logits(m, logits);
 }
 
-/* Launches in flight in greedy decode: NUVEC_LLM_GREEDY_DEPTH, 1 .. GREEDY_MAX_DEPTH (1: the ids
- * stay on the GPU but each launch waits for the CPU to see the previous token; 2, the default,
- * lets the CPU read a token and queue the next launch while one runs; more gives the CPU's wake-up
- * and submission more slack, and runs up to depth - 1 discarded tokens past a stop). */
-static uint32_t greedy_depth(void)
+/* A greedy decode knob from the environment: 1 .. max, else `def` (said on stderr when set badly).
+ * NUVEC_LLM_GREEDY_DEPTH, launches in flight (1: the ids stay on the GPU but each launch waits
+ * for the CPU to see the previous one's tokens; 2, the default, lets the CPU read a launch's
+ * tokens and queue the next while one runs; more gives the CPU's wake-up and submission more
+ * slack). NUVEC_LLM_GREEDY_UNROLL, tokens a launch decodes (passes recorded back to back in one
+ * graph: a barrier between tokens instead of a submission; default 1). Past a stop, up to
+ * depth * unroll tokens run and are discarded. */
+static uint32_t greedy_knob(const char *name, uint32_t def, uint32_t max)
 {
-    const char *e = getenv("NUVEC_LLM_GREEDY_DEPTH");
+    const char *e = getenv(name);
     if (!e || !*e)
-        return GREEDY_DEPTH;
+        return def;
     char *end;
     unsigned long v = strtoul(e, &end, 10);
-    if (*end || v < 1 || v > GREEDY_MAX_DEPTH) {
+    if (*end || v < 1 || v > max) {
         if (!getenv("NUVEC_LLM_QUIET"))
-            fprintf(stderr, "nuvec llm: NUVEC_LLM_GREEDY_DEPTH=%s is not 1 to %d; it is %d\n", e, GREEDY_MAX_DEPTH, GREEDY_DEPTH);
-        return GREEDY_DEPTH;
+            fprintf(stderr, "nuvec llm: %s=%s is not 1 to %u; it is %u\n", name, e, max, def);
+        return def;
     }
     return (uint32_t)v;
 }
@@ -623,7 +654,8 @@ static uint32_t greedy_depth(void)
  * stderr; NUVEC_LLM_GREEDY_CPU=1 asks for that path (for comparisons). */
 static void build_greedy_graphs(nu_llm_model *m)
 {
-    m->depth = greedy_depth();
+    m->depth = greedy_knob("NUVEC_LLM_GREEDY_DEPTH", GREEDY_DEPTH, GREEDY_MAX_DEPTH);
+    m->unroll = greedy_knob("NUVEC_LLM_GREEDY_UNROLL", GREEDY_UNROLL, GREEDY_MAX_UNROLL);
     if (getenv("NUVEC_LLM_GREEDY_CPU")) {
         m->greedy_by_cpu = true;
         return;
@@ -669,37 +701,54 @@ static nu_status greedy_by_logits(nu_llm_model *m, int32_t token, uint32_t n, in
     return st;
 }
 
-/* Launch k of a greedy decode from position p: the token at p + k, by the ring's graph k % depth
- * (it reads the id launch k - 1 wrote). */
+/* Launch k of a greedy decode from position p: tokens at p + k * unroll + u (u < unroll), by the
+ * ring's graph k % depth (its pass 0 reads the last id launch k - 1 wrote). */
 static nu_status greedy_launch(nu_llm_model *m, uint32_t p, uint32_t k)
 {
-    int g = G_GREEDY + (int)(k % m->depth);
-    nu_status st = set_params(m, g, p + k);
-    return st != NU_OK ? st : nv(m, nu_graph_launch(m->graph[g]), "launching a greedy decode graph");
+    uint32_t j = k % m->depth;
+    nu_graph *g = m->graph[G_GREEDY + j];
+    nu_status st = NU_OK;
+    for (uint32_t u = 0; st == NU_OK && u < m->unroll; u++)
+        st = set_params(m, g, greedy_slot(j, u), p + k * m->unroll + u);
+    return st != NU_OK ? st : nv(m, nu_graph_launch(g), "launching a greedy decode graph");
 }
 
 /* `depth` launches in flight: while launches k + 1 .. k + depth - 1 run, the CPU waits for launch
- * k, reads its id (ring buffer k + 1: the CPU may read a buffer that queued work only reads) and
- * queues launch k + depth on the graph launch k used. Launches past a stop are speculative: their
- * keys and values went to rows beyond the position, which later tokens overwrite (attention
- * reads kv_length rows). */
+ * k, reads its ids (ring buffer k + 1: the CPU may read a buffer that queued work only reads) and
+ * queues launch k + depth on the graph launch k used. Tokens past a stop are speculative: their
+ * keys and values went to rows beyond the position (KV_SLACK rows past the cache's end at most),
+ * which later tokens overwrite (attention reads kv_length rows). */
 static nu_status greedy_by_graphs(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
                                   int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
 {
-    const uint32_t p = m->pos, D = m->depth;
-    nu_status st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id");
-    for (uint32_t k = 0; st == NU_OK && k < D && k < n; k++)
+    const uint32_t p = m->pos, D = m->depth, U = m->unroll, launches = (n + U - 1) / U;
+    int32_t ids[GREEDY_MAX_UNROLL * ID_STRIDE / 4];
+    nu_status st = nv(m, nu_buffer_write(m->buf[B_GID0], (size_t)(U - 1) * ID_STRIDE, &token, 4), "writing the token id");
+    for (uint32_t k = 0; st == NU_OK && k < D && k < launches; k++)
         st = greedy_launch(m, p, k);
-    for (uint32_t k = 0; st == NU_OK && k < n; k++) {
+    bool done = false;
+    for (uint32_t k = 0; st == NU_OK && !done && k < launches; k++) {
+        uint32_t first = k * U, count = n - first < U ? n - first : U; /* tokens of this launch wanted */
         if ((st = nv(m, nu_graph_wait(m->graph[G_GREEDY + k % D], NU_WAIT_FOREVER), "a greedy decode graph")) != NU_OK ||
-            (st = nv(m, nu_buffer_read(m->buf[ring_buffer((k + 1) % D)], 0, &out[k], 4), "reading a token id")) != NU_OK)
+            (st = nv(m, nu_buffer_read(m->buf[B_GID0 + (k + 1) % D], 0, ids, (size_t)(count - 1) * ID_STRIDE + 4),
+                     "reading token ids")) != NU_OK)
             break;
-        bool last = out[k] == stop_token || k + 1 == n;
-        if (!last && k + D < n && (st = greedy_launch(m, p, k + D)) != NU_OK) /* before the callback: the GPU keeps busy */
+        uint32_t give = 0; /* tokens to give: up to and with a stop_token */
+        bool stopped = false;
+        while (give < count && !stopped) {
+            out[first + give] = ids[give * (ID_STRIDE / 4)];
+            stopped = out[first + give++] == stop_token;
+        }
+        done = stopped || first + count == n;
+        if (!done && k + D < launches && (st = greedy_launch(m, p, k + D)) != NU_OK) /* before the callback: the GPU keeps busy */
             break;
-        *produced = k + 1;
-        if ((on_token && !on_token(user, out[k])) || last)
-            break;
+        for (uint32_t u = 0; u < give; u++) {
+            *produced = first + u + 1;
+            if (on_token && !on_token(user, out[first + u])) {
+                done = true;
+                break;
+            }
+        }
     }
     /* Speculative launches finish before the model is used again (their buffers are the model's). */
     for (uint32_t j = 0; j < D; j++) {

@@ -308,8 +308,8 @@ static void continues_like_reference(nu_llm_model *m, uint32_t np, int32_t last,
  * against the logits read back and the argmax on the CPU, on every shared model file: the same
  * 40 ids; a stop_token and an on_token stop at the right id, with the position as if decoded one
  * by one (the next decode's logits are the reference's, though speculative launches wrote rows
- * past the stop); two calls in a row; n = 0 and 1; the per-token path (decode_by_commands) and
- * 1 and 3 launches in flight (NUVEC_LLM_GREEDY_DEPTH). */
+ * past the stop); two calls in a row; n = 0 and 1; the per-token path (decode_by_commands), 1 and
+ * 3 launches in flight and 3 and 8 tokens a launch. */
 static void greedy_decode_matches_cpu_argmax(void **state)
 {
     (void)state;
@@ -322,16 +322,23 @@ static void greedy_decode_matches_cpu_argmax(void **state)
         bool dream = f < 4;
         const int32_t *prompt = dream ? DREAM_PROMPT : &bos;
         uint32_t np = dream ? 7 : 1;
-        /* The first file also with the per-token path and with 1 and 3 launches in flight. */
-        static const char *const variants[] = {NULL, "commands", "1", "3"};
-        for (int v = 0; v < (f == 0 ? 4 : 1); v++) {
+        /* The first file also by the per-token path, with 1 and 3 launches in flight, and with 3
+         * and 8 tokens a launch (NUVEC_LLM_GREEDY_DEPTH, NUVEC_LLM_GREEDY_UNROLL). */
+        static const struct {
+            bool commands;
+            const char *depth, *unroll;
+        } variants[] = {{false, NULL, NULL}, {true, NULL, NULL}, {false, "1", NULL},
+                        {false, "3", NULL},  {false, "2", "3"},  {false, "1", "8"}};
+        for (size_t v = 0; v < (f == 0 ? sizeof variants / sizeof *variants : 1); v++) {
             char what[160];
-            snprintf(what, sizeof what, "%s%s%s", files[f], v == 1 ? " (decode_by_commands)" : v > 1 ? " depth " : "",
-                     v > 1 ? variants[v] : "");
-            nu_llm_model_options o = {.decode_by_commands = v == 1};
+            snprintf(what, sizeof what, "%s%s depth %s unroll %s", files[f], variants[v].commands ? " (decode_by_commands)" : "",
+                     variants[v].depth ? variants[v].depth : "-", variants[v].unroll ? variants[v].unroll : "-");
+            nu_llm_model_options o = {.decode_by_commands = variants[v].commands};
             nu_llm_model *m;
-            if (v > 1)
-                setenv("NUVEC_LLM_GREEDY_DEPTH", variants[v], 1);
+            if (variants[v].depth)
+                setenv("NUVEC_LLM_GREEDY_DEPTH", variants[v].depth, 1);
+            if (variants[v].unroll)
+                setenv("NUVEC_LLM_GREEDY_UNROLL", variants[v].unroll, 1);
             LLM_OK(nu_llm_model_open(d, model_path(files[f]), &o, &m));
             uint32_t V = nu_llm_model_config(m)->vocab;
             int32_t ref[R], out[N + 1];
@@ -398,6 +405,7 @@ static void greedy_decode_matches_cpu_argmax(void **state)
             free(ref_logits);
             nu_llm_model_free(m);
             unsetenv("NUVEC_LLM_GREEDY_DEPTH");
+            unsetenv("NUVEC_LLM_GREEDY_UNROLL");
         }
     }
     nt_close(d);
@@ -443,6 +451,18 @@ static void greedy_decode_refusals(void **state)
     assert_int_equal(nu_llm_model_decode_greedy(m, out[8], 1, out, &produced, -1, NULL, NULL), NU_ERROR_OUT_OF_RANGE);
     LLM_OK(nu_llm_model_decode_greedy(m, out[8], 0, out, &produced, -1, NULL, NULL));
     assert_int_equal(nu_llm_model_decode(m, out[8], NULL), NU_ERROR_OUT_OF_RANGE);
+    nu_llm_model_free(m);
+
+    /* 8 tokens a launch: the second launch's passes run to position 22, past the cache's end
+     * (the speculative tokens' rows are the cache's slack). */
+    setenv("NUVEC_LLM_GREEDY_UNROLL", "8", 1);
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+    LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, NULL));
+    LLM_OK(nu_llm_model_decode_greedy(m, 429, 9, out, &produced, -1, NULL, NULL));
+    unsetenv("NUVEC_LLM_GREEDY_UNROLL");
+    assert_int_equal(produced, 9);
+    assert_memory_equal(out, DREAM_IDS + 1, 9 * sizeof *out);
+    assert_int_equal(nu_llm_model_position(m), 16);
     nu_llm_model_free(m);
 
     /* The per-token path's logits allocation failed: refused, nothing decoded. */

@@ -258,10 +258,12 @@ nu_status nu_llm_model_decode(nu_llm_model *model, int32_t token, float *logits)
  * stop_token included) returns false. Afterwards the position is as if `token` and every
  * produced token but the last had been appended by nu_llm_model_decode (position + *produced),
  * so nu_llm_model_decode(out[*produced - 1]) continues. No logits are given.
- * With the decode graph, the argmax runs on the GPU and feeds the next launch, and launches are
- * queued ahead (NUVEC_LLM_GREEDY_DEPTH of them in flight, 1 to 4, default 2; as many tokens past a
- * stop run and are discarded). Without it (decode_by_commands, or where the greedy graphs cannot
- * be built) it is decode and a CPU argmax token by token. n = 0 does nothing.
+ * With the decode graph, the argmax runs on the GPU and feeds the next pass, and launches are
+ * queued ahead: NUVEC_LLM_GREEDY_DEPTH launches in flight (1 to 4, default 2) of
+ * NUVEC_LLM_GREEDY_UNROLL tokens each (1 to 8, default 1); up to depth * unroll tokens past a stop
+ * run and are discarded (out[*produced .. n) may be written). Without it (decode_by_commands, or
+ * where the greedy graphs cannot be built) it is decode and a CPU argmax token by token. n = 0
+ * does nothing.
  * Errors: NU_ERROR_INVALID_ARGUMENT (NULL model or produced, NULL out with n > 0, token outside
  * [0, vocab)), NU_ERROR_OUT_OF_RANGE when n tokens from the position would overflow the cache
  * (nothing runs), nuvec errors from the GPU; *produced is 0 on failure, and the position then
