@@ -266,7 +266,7 @@ int bench_llm(int argc, char **argv)
                cfg->heads, cfg->kv_heads, cfg->ffn, cfg->vocab, kv);
         printf("  device open to first token  %10.1f ms (model open + 1-token prefill: %.1f ms)\n", ttft_ms, open_ms);
         printf("  prompt (%ld tokens)          %10.0f tokens/s\n", prompt, pps);
-        printf("  decode (%ld tokens, greedy)  %10.1f tokens/s (%.3f ms a token; ids on the GPU, 2 launches queued)\n",
+        printf("  decode (%ld tokens, greedy)  %10.1f tokens/s (%.3f ms a token; ids on the GPU, launches queued ahead)\n",
                gen, dps, 1e3 / dps);
         printf("  decode, logits read back    %10.1f tokens/s (%.3f ms a token; the logits read back each token, the "
                "argmax on the CPU)%s\n", rps, 1e3 / rps, same == gen ? "" : " (ids differ: see the warning)");
