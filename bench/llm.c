@@ -1,9 +1,12 @@
 /* llm.c: `nuvec bench llm`: a Llama model end to end through libnuvec_llm (llm/include/nuvec_llm.h):
  * the time from opening the device to the first generated token, prompt tokens/s (one prefill of
- * -p random tokens), decode tokens/s (-n greedy tokens, one decode graph launch each, the logits
- * read back and the argmax taken on the CPU every token, as a generating program does), and the
- * decode's weight bytes read per second as a fraction of the copy bandwidth measured in the same
- * run. The model is a file (--model: a .gguf or a Hugging Face folder) or a random-weight GGUF of a
+ * -p random tokens), decode tokens/s (-n greedy tokens by nu_llm_model_decode_greedy: the argmax
+ * on the GPU feeding the next launch, two launches queued, as `nuvec generate` does at --temp 0;
+ * JSON decode_tokens_per_s, which before 2026-12-01's greedy decode measured the next figure),
+ * the same tokens the old way (one decode graph launch each, the logits read back and the argmax
+ * taken on the CPU every token, as a sampling program does: decode_readback_tokens_per_s), and
+ * the greedy decode's weight bytes read per second as a fraction of the copy bandwidth measured
+ * in the same run. The model is a file (--model: a .gguf or a Hugging Face folder) or a random-weight GGUF of a
  * named shape written first (--shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0, by nuvec
  * make-gguf's writer, into $TMPDIR and removed afterwards unless --keep). llama.cpp's side is
  * bench/llamacpp.sh on the same file, PyTorch's bench/torch_llm.py (bench/h200.sh's llm step runs
@@ -24,8 +27,11 @@ static void usage(FILE *f)
                "  Opens the model (a .gguf file or a Hugging Face folder; with --shape a random-weight GGUF\n"
                "  written first into $TMPDIR, removed afterwards unless --keep), then: the time from opening\n"
                "  the device to the first generated token, one prefill of -p random tokens (default 512),\n"
-               "  -n greedy decode steps (default 128), and decode's weight bytes read per second against\n"
-               "  the copy bandwidth measured in the same run. --kv: the KV cache's dtype (default f16).\n");
+               "  -n greedy decode steps (default 128) with the ids kept on the GPU (nu_llm_model_decode_greedy,\n"
+               "  as nuvec generate does; JSON decode_tokens_per_s) and again with the logits read back and the\n"
+               "  argmax on the CPU each token (decode_readback_tokens_per_s), and greedy decode's weight bytes\n"
+               "  read per second against the copy bandwidth measured in the same run. --kv: the KV cache's\n"
+               "  dtype (default f16).\n");
 }
 
 /* The bytes of weights one decode step reads: every tensor of a GGUF file but the token
@@ -150,7 +156,7 @@ int bench_llm(int argc, char **argv)
     nu_device *d = NULL;
     nu_llm_model *m = NULL;
     float *logits = NULL;
-    int32_t *tokens = NULL;
+    int32_t *tokens = NULL, *gpu_ids = NULL, *cpu_ids = NULL;
     if (!bench_open("llm", select, &d))
         goto out;
     nu_llm_model_options mo = {.kv_dtype = !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32,
@@ -169,7 +175,9 @@ int bench_llm(int argc, char **argv)
     }
     logits = malloc(sizeof *logits * cfg->vocab);
     tokens = malloc(sizeof *tokens * (size_t)prompt);
-    if (!logits || !tokens) {
+    gpu_ids = malloc(sizeof *gpu_ids * (size_t)gen);
+    cpu_ids = malloc(sizeof *cpu_ids * (size_t)gen);
+    if (!logits || !tokens || !gpu_ids || !cpu_ids) {
         fprintf(stderr, "nuvec bench llm: out of memory\n");
         goto out;
     }
@@ -197,18 +205,42 @@ int bench_llm(int argc, char **argv)
         double s = (double)(bench_now_ns() - t0) * 1e-9;
         prefill_s = s < prefill_s ? s : prefill_s;
     }
-    /* Decode: greedy, a graph launch and the logits back every token. */
-    int32_t next = argmax(logits, cfg->vocab);
+    /* Decode, greedy with the ids on the GPU, after a warm-up from position 0 (the greedy graphs
+     * are built at the first greedy decode, and each of their first 3 launches records a copy). */
+    int32_t start = argmax(logits, cfg->vocab), next = start;
+    int32_t warm_ids[32];
+    uint32_t produced = 0, warm = mo.max_positions < 32 ? mo.max_positions : 32;
+    nu_llm_model_reset(m);
+    if ((st = nu_llm_model_decode_greedy(m, start, warm, warm_ids, &produced, NU_LLM_NO_TOKEN, NULL, NULL)) != NU_OK)
+        goto model_failed;
+    nu_llm_model_reset(m);
+    if ((st = nu_llm_model_prefill(m, tokens, (size_t)prompt, NULL)) != NU_OK)
+        goto model_failed;
     uint64_t t0 = bench_now_ns();
+    if ((st = nu_llm_model_decode_greedy(m, start, (uint32_t)gen, gpu_ids, &produced, NU_LLM_NO_TOKEN, NULL, NULL)) !=
+        NU_OK)
+        goto model_failed;
+    double decode_s = (double)(bench_now_ns() - t0) * 1e-9;
+    /* The same tokens with a graph launch and the logits back every token. */
+    nu_llm_model_reset(m);
+    if ((st = nu_llm_model_prefill(m, tokens, (size_t)prompt, NULL)) != NU_OK)
+        goto model_failed;
+    t0 = bench_now_ns();
     for (long i = 0; i < gen; i++) {
         if ((st = nu_llm_model_decode(m, next, logits)) != NU_OK)
             goto model_failed;
-        next = argmax(logits, cfg->vocab);
+        next = cpu_ids[i] = argmax(logits, cfg->vocab);
     }
-    double decode_s = (double)(bench_now_ns() - t0) * 1e-9;
+    double readback_s = (double)(bench_now_ns() - t0) * 1e-9;
+    long same = 0; /* tokens the two ways agree on before the first difference */
+    while (same < gen && gpu_ids[same] == cpu_ids[same])
+        same++;
+    if (same < gen)
+        fprintf(stderr, "nuvec bench llm: warning: greedy decode's token %ld is %d, %d with the CPU's argmax\n", same,
+                gpu_ids[same], cpu_ids[same]);
     uint64_t wbytes = decode_weight_bytes(d, model_path);
     double copy = copy_gbps(d, nu_device_get_info(d)->type == NU_DEVICE_CPU ? 32u << 20 : 1u << 30);
-    double pps = (double)prompt / prefill_s, dps = (double)gen / decode_s;
+    double pps = (double)prompt / prefill_s, dps = (double)gen / decode_s, rps = (double)gen / readback_s;
     double wps = (double)wbytes * dps / 1e9;
     if (json) {
         cJSON *root = cJSON_CreateObject();
@@ -221,6 +253,8 @@ int bench_llm(int argc, char **argv)
         cJSON_AddNumberToObject(root, "device_open_to_first_token_ms", ttft_ms);
         cJSON_AddNumberToObject(root, "prefill_tokens_per_s", pps);
         cJSON_AddNumberToObject(root, "decode_tokens_per_s", dps);
+        cJSON_AddNumberToObject(root, "decode_readback_tokens_per_s", rps);
+        cJSON_AddBoolToObject(root, "decode_ids_match", same == gen);
         cJSON_AddNumberToObject(root, "decode_weight_bytes", (double)wbytes);
         cJSON_AddNumberToObject(root, "decode_weights_gb_per_s", wps);
         cJSON_AddNumberToObject(root, "copy_gb_per_s", copy);
@@ -232,7 +266,10 @@ int bench_llm(int argc, char **argv)
                cfg->heads, cfg->kv_heads, cfg->ffn, cfg->vocab, kv);
         printf("  device open to first token  %10.1f ms (model open + 1-token prefill: %.1f ms)\n", ttft_ms, open_ms);
         printf("  prompt (%ld tokens)          %10.0f tokens/s\n", prompt, pps);
-        printf("  decode (%ld tokens, greedy)  %10.1f tokens/s (%.3f ms a token)\n", gen, dps, 1e3 / dps);
+        printf("  decode (%ld tokens, greedy)  %10.1f tokens/s (%.3f ms a token; ids on the GPU, launches queued ahead)\n",
+               gen, dps, 1e3 / dps);
+        printf("  decode, logits read back    %10.1f tokens/s (%.3f ms a token; the logits read back each token, the "
+               "argmax on the CPU)%s\n", rps, 1e3 / rps, same == gen ? "" : " (ids differ: see the warning)");
         if (wbytes)
             printf("  decode weights read         %10.4g GB/s (%.4g MB a token), %.1f%% of the copy bandwidth (%.0f "
                    "GB/s)\n", wps, (double)wbytes / 1e6, copy > 0 ? 100.0 * wps / copy : 0.0, copy);
@@ -244,6 +281,8 @@ model_failed:
 out:
     free(logits);
     free(tokens);
+    free(gpu_ids);
+    free(cpu_ids);
     nu_llm_model_free(m);
     if (d)
         nu_device_close(d);

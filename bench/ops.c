@@ -328,6 +328,7 @@ static nu_status record_mv_form(nu_commands *c, const bench_case *k, const bench
         (st = nu_tensor_slice(gu, 1, n, n, &u)) != NU_OK)
         return st;
     return nu_op_swiglu(c, &t[0], &g, &u);
+}
 
 /* NUVEC_ATTENTION with " combine=separate" appended (the user's sweep knobs kept); *saved: the
  * value before (NULL: unset), for restore_env. False when out of host memory. */

@@ -6,9 +6,8 @@
  *   x = embed[ids]                                               nu_op_gather
  *   per layer: xn = rms_norm(x) * attn_norm                        nu_op_rms_norm
  *              q, k, v = xn Wq^T, xn Wk^T, xn Wv^T                 matvec (<= 8 rows) or matmul
- *              q = rope(q)  (in place)                            nu_op_rope
- *              K[start ..] = rope(k), V[start ..] = v              nu_op_kv_append_rope, nu_op_kv_append
- *                                                                  (one dependency level for the three)
+ *              q, k = rope(q), rope(k)  (in place)                 nu_op_rope
+ *              K[start ..], V[start ..] = k, v                     nu_op_kv_append
  *              att = attention(q, K, V), causal                    nu_op_attention
  *              x += att Wo^T; xn = rms_norm(x) * ffn_norm         nu_op_add_rms_norm (one op)
  *              x += (silu(xn Wg^T) * (xn Wu^T)) Wd^T               nu_op_swiglu; the add with
@@ -18,12 +17,21 @@
  * Decode: the same pass for one token recorded once as a graph at open (nuvec/graph.h). The token
  * id is data (a one-element I32 buffer the CPU writes before each launch, the gather's ids); the
  * position reaches the ops as graph parameters declared by name with nu_op_graph_param: rope's
- * position offset (q), kv_append_rope's and kv_append's position (k and v; kv_append_rope's also
- * turns k) and attention's kv_length (pos + 1;
+ * position offset (q and k), kv_append's position (k and v) and attention's kv_length (pos + 1;
  * one query row, so no causal mask). Attention is recorded with kv_length = the cache's
  * positions, so its split count suits the longest context (each split loops over its share of a
  * launch's kv_length). Where the graph cannot be built, decode falls back to recording a command
  * buffer per token, and says so once on stderr.
+ *
+ * Greedy decode (nu_llm_model_decode_greedy): a ring of `depth` more graphs (NUVEC_LLM_GREEDY_DEPTH,
+ * default 2: a ping-pong pair) of `unroll` passes each (NUVEC_LLM_GREEDY_UNROLL, default 1); each
+ * pass ends with nu_op_argmax of the logits into an id buffer the next pass's gather reads (the
+ * next graph's, for a graph's last pass), so no token needs the CPU. `depth` launches are in
+ * flight: the CPU waits for launch k, reads its ids (the CPU may read a buffer that queued work
+ * only reads: launch k + 1 reads it) and queues launch k + depth on the graph launch k used,
+ * while the others run. Built at the first greedy decode (on lavapipe, 4-5 layers: 0.2 ms for
+ * two, plus the argmax kernel's first creation, ~11 ms), not at open. The KV cache has KV_SLACK
+ * rows past max_positions for the speculative passes of a launch that runs past its end.
  *
  * Buffers: the weights (the source's, or F16 copies), the KV cache (a K and a V buffer a layer),
  * and activations for prefill_chunk rows, allocated at open and reused by every pass; logits in
@@ -39,6 +47,23 @@
 #define FN "nu_llm_model"
 #define MAX_CONVERTED (NU_LLM_W_COUNT * 1024)
 
+/* The graphs: decode's (logits out), and greedy decode's ring of `depth` (up to GREEDY_MAX_DEPTH)
+ * graphs of `unroll` passes each (up to GREEDY_MAX_UNROLL): pass u of G_GREEDY + j writes its
+ * argmax to id u of ring buffer j + 1 (mod depth), which pass u + 1 reads, and the next graph's
+ * pass 0 reads the last id (unroll - 1). Ids lie ID_STRIDE bytes apart (the largest storage
+ * buffer offset alignment Vulkan allows), in ring buffers B_GID0 + j. */
+#define GREEDY_MAX_DEPTH 4
+#define GREEDY_DEPTH 2 /* NUVEC_LLM_GREEDY_DEPTH's default: see greedy_knob */
+#define GREEDY_MAX_UNROLL 8
+#define GREEDY_UNROLL 1 /* NUVEC_LLM_GREEDY_UNROLL's default */
+#define ID_STRIDE 256
+enum { G_DECODE, G_GREEDY, G_COUNT = G_GREEDY + GREEDY_MAX_DEPTH };
+/* The graphs' parameter slots: decode's 0, pass u of greedy graph j 1 + j * GREEDY_MAX_UNROLL + u. */
+#define P_SLOTS (1 + GREEDY_MAX_DEPTH * GREEDY_MAX_UNROLL)
+/* Cache rows past max_positions: an unrolled launch's last passes may run past the end of the
+ * cache (speculative tokens, discarded), and write their keys and values there. */
+#define KV_SLACK (GREEDY_MAX_UNROLL - 1)
+
 typedef struct llm_layer {
     nu_tensor attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     /* wq, wk, wv as one matrix, and gate, up, where the file stores them back to back (stacked):
@@ -46,11 +71,12 @@ typedef struct llm_layer {
     nu_tensor wqkv, wgu;
     bool qkv_stacked, gu_stacked;
     nu_buffer *kbuf, *vbuf;
-    nu_tensor kc, vc; /* [positions, kv_heads, head_dim] */
-    uint32_t p_qrope, p_kpos, p_vpos, p_kvlen; /* the decode graph's parameters */
+    nu_tensor kc, vc; /* [positions + KV_SLACK, kv_heads, head_dim] */
+    /* The graphs' parameters, by slot (P_SLOTS). */
+    uint32_t p_qrope[P_SLOTS], p_kpos[P_SLOTS], p_vpos[P_SLOTS], p_kvlen[P_SLOTS];
 } llm_layer;
 
-enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_COUNT };
+enum { B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_LOGITS, B_GIDS, B_QKV, B_GU, B_H16, B_Q16, B_W16, B_GID0, B_GID1, B_GID2, B_GID3, B_COUNT };
 
 struct nu_llm_model {
     nu_device *dev;
@@ -68,7 +94,10 @@ struct nu_llm_model {
     nu_buffer *converted[MAX_CONVERTED];
     uint32_t converted_count;
     nu_buffer *buf[B_COUNT];
-    nu_graph *graph;
+    nu_graph *graph[G_COUNT]; /* [G_DECODE] at open; the greedy ring at the first greedy decode */
+    uint32_t depth;           /* the greedy ring's graphs (launches in flight); 0: not built yet */
+    uint32_t unroll;          /* tokens a greedy launch decodes */
+    bool greedy_by_cpu;       /* greedy decode goes token by token (no graphs, or the ring failed) */
 };
 
 /* A failed nuvec call: its message with what the model was doing. */
@@ -96,8 +125,10 @@ void nu_llm_model_free(nu_llm_model *m)
 {
     if (!m)
         return;
-    nu_graph_wait(m->graph, NU_WAIT_FOREVER);
-    nu_graph_free(m->graph);
+    for (int g = 0; g < G_COUNT; g++) {
+        nu_graph_wait(m->graph[g], NU_WAIT_FOREVER);
+        nu_graph_free(m->graph[g]);
+    }
     for (int i = 0; i < B_COUNT; i++)
         nu_buffer_free(m->buf[i]);
     if (m->layers)
@@ -285,22 +316,27 @@ static nu_status alloc_state(nu_llm_model *m)
                              [B_H16] = R * (D > Q ? (D > c->ffn ? D : c->ffn) : (Q > c->ffn ? Q : c->ffn)) * 2,
                              [B_Q16] = R * Q * 2,
                              /* a layer's largest matrix as F16 (prefill of block weights: w16) */
-                             [B_W16] = (m->w16 || m->repacked ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4)};
+                             [B_W16] = (m->w16 || m->repacked ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4), [B_GID0] = ID_STRIDE * GREEDY_MAX_UNROLL,
+                             [B_GID1] = ID_STRIDE * GREEDY_MAX_UNROLL, [B_GID2] = ID_STRIDE * GREEDY_MAX_UNROLL,
+                             [B_GID3] = ID_STRIDE * GREEDY_MAX_UNROLL};
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
                                                "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
-                                               "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight"};
+                                               "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight",
+                                               "llm greedy ids 0", "llm greedy ids 1", "llm greedy ids 2",
+                                               "llm greedy ids 3"};
     nu_status st;
     for (int i = 0; i < B_COUNT; i++) {
-        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS; /* the CPU writes or reads them */
+        bool shared = i == B_IDS || i == B_LOGITS || i == B_GIDS || i >= B_GID0; /* the CPU writes or reads them */
         if ((st = new_buffer(m, sizes[i], shared ? NU_STORAGE_SHARED : NU_STORAGE_PRIVATE, names[i], &m->buf[i])) != NU_OK)
             return st;
     }
     size_t es = nu_dtype_size(m->kv_dtype);
-    int64_t shape[3] = {m->positions, c->kv_heads, c->head_dim};
+    int64_t shape[3] = {(int64_t)m->positions + KV_SLACK, c->kv_heads, c->head_dim};
+    size_t rows = (size_t)m->positions + KV_SLACK;
     for (uint32_t l = 0; l < c->layers; l++) {
         llm_layer *y = &m->layers[l];
-        if ((st = new_buffer(m, (size_t)m->positions * KV * es, NU_STORAGE_PRIVATE, "llm K cache", &y->kbuf)) != NU_OK ||
-            (st = new_buffer(m, (size_t)m->positions * KV * es, NU_STORAGE_PRIVATE, "llm V cache", &y->vbuf)) != NU_OK)
+        if ((st = new_buffer(m, rows * KV * es, NU_STORAGE_PRIVATE, "llm K cache", &y->kbuf)) != NU_OK ||
+            (st = new_buffer(m, rows * KV * es, NU_STORAGE_PRIVATE, "llm V cache", &y->vbuf)) != NU_OK)
             return st;
         y->kc = nu_tensor_make(y->kbuf, 0, m->kv_dtype, 3, shape);
         y->vc = nu_tensor_make(y->vbuf, 0, m->kv_dtype, 3, shape);
@@ -363,7 +399,7 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
  *   x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
  * (attention is one level where its combine runs inside its split kernel). */
 static nu_status record_layer_fused(nu_llm_model *m, nu_commands *c, llm_layer *y, uint32_t rows, uint32_t start,
-                                    bool graph)
+                                    bool graph, int gi)
 {
     const nu_llm_config *cf = &m->cfg;
     int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
@@ -393,17 +429,17 @@ static nu_status record_layer_fused(nu_llm_model *m, nu_commands *c, llm_layer *
     nu_rope_desc rope_k = {m->src->rope_layout, cf->rope_theta, 0, 0, NULL}; /* the append's position drives it */
     TRY(nu_op_rope(c, &q3, &q3, &rope_q));
     if (graph)
-        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope));
+        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope[gi]));
     TRY(nu_op_kv_append_rope(c, &y->kc, &k3, start, &rope_k));
     if (graph)
-        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos));
+        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos[gi]));
     TRY(nu_op_kv_append(c, &y->vc, &v3, start));
     if (graph)
-        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos));
+        TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos[gi]));
     nu_attention_desc ad = {0, !graph, start, graph ? m->positions : start + rows};
     TRY(nu_op_attention(c, &att3, &q3, &y->kc, &y->vc, &ad));
     if (graph)
-        TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen));
+        TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen[gi]));
     nu_matvec_desc add = {.residual = &x};
     TRY(nu_op_matvec_fused(c, &x, &y->wo, &att2, &add)); /* x += att Wo^T */
     nu_matvec_desc ffn_in = {.norm_weight = &y->ffn_norm, .norm_eps = cf->rms_eps, .glu_up = &y->up};
@@ -411,15 +447,20 @@ static nu_status record_layer_fused(nu_llm_model *m, nu_commands *c, llm_layer *
     return nu_op_matvec_fused(c, &x, &y->down, &h, &add); /* x += h Wd^T */
 }
 
-/* Records the forward pass of `rows` tokens at `start` into c. graph: the decode graph (one row:
- * the id from the graph's buffer, parameters declared for the position). */
-static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, bool graph)
+/* Records the forward pass of `rows` tokens at `start` into c. slot: -1 for a command buffer,
+ * else a pass of a graph: one row, its id from gid (I32 [1]), parameters declared for the
+ * position into parameter slot `slot`, and where next is not NULL, the argmax of the logits
+ * into it (I32 [1, 1]). */
+static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, uint32_t start, int slot,
+                                const nu_tensor *gid, const nu_tensor *next)
 {
+    const bool graph = slot >= 0;
+    const int gi = graph ? slot : 0; /* the parameters' slot (unused without a graph) */
     const nu_llm_config *cf = &m->cfg;
     int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
     nu_status st;
     int64_t one = R;
-    nu_tensor ids = nu_tensor_make(m->buf[graph ? B_GIDS : B_IDS], 0, NU_DTYPE_I32, 1, &one);
+    nu_tensor ids = graph ? *gid : nu_tensor_make(m->buf[B_IDS], 0, NU_DTYPE_I32, 1, &one);
     nu_tensor x = view2(m->buf[B_X], R, D), xn = view2(m->buf[B_XN], R, D), tmp = view2(m->buf[B_TMP], R, D);
     nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD), v2 = view2(m->buf[B_V], R, KVH * HD);
     const nu_tensor q3s = view3(m->buf[B_Q], R, H, HD), k3s = view3(m->buf[B_K], R, KVH, HD),
@@ -432,11 +473,12 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     TRY(nu_op_gather(c, &x, &m->embed, &ids));
     if (m->fused && rows <= NU_MATVEC_MAX_ROWS) {
         for (uint32_t l = 0; l < cf->layers; l++)
-            TRY(record_layer_fused(m, c, &m->layers[l], rows, start, graph));
+            TRY(record_layer_fused(m, c, &m->layers[l], rows, start, graph, gi));
         nu_tensor last, logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
         TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
         nu_matvec_desc out_in = {.norm_weight = &m->out_norm, .norm_eps = cf->rms_eps};
-        return nu_op_matvec_fused(c, &logits, &m->output, &last, &out_in);
+        TRY(nu_op_matvec_fused(c, &logits, &m->output, &last, &out_in));
+        return next ? nu_op_argmax(c, next, &logits) : NU_OK;
     }
     for (uint32_t l = 0; l < cf->layers; l++) {
         llm_layer *y = &m->layers[l];
@@ -462,23 +504,23 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         }
         TRY(nu_op_rope(c, &q3, &q3, &rope));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope[gi]));
         /* k turned on its way into the cache (the same bits as nu_op_rope into F32, then the
          * append's rounding), its position the append's. */
         nu_rope_desc krope = rope;
         krope.position_offset = 0;
         TRY(nu_op_kv_append_rope(c, &y->kc, &k3, start, &krope));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_kpos[gi]));
         TRY(nu_op_kv_append(c, &y->vc, &v3, start));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos[gi]));
         nu_tensor qa = q3;
         if (h)
             TRY(as_f16(c, m->buf[B_Q16], &q3, &qa));
         TRY(nu_op_attention(c, &att3, &qa, &y->kc, &y->vc, &ad));
         if (graph)
-            TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen));
+            TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen[gi]));
         nu_tensor ain = att2;
         if (h)
             TRY(as_f16(c, m->buf[B_H16], &att2, &ain));
@@ -510,22 +552,51 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     nu_tensor last, xl = view2(m->buf[B_XN], 1, D), logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
     TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
     TRY(nu_op_rms_norm(c, &xl, &last, &m->out_norm, cf->rms_eps));
-    return nu_op_matvec(c, &logits, &m->output, &xl);
+    TRY(nu_op_matvec(c, &logits, &m->output, &xl));
+    return next ? nu_op_argmax(c, next, &logits) : NU_OK;
+}
+
+/* Id u of greedy ring buffer j, as a gather's ids (rank 1) or an argmax's output (rank 2). */
+static nu_tensor ring_id(nu_llm_model *m, uint32_t j, uint32_t u, uint32_t rank)
+{
+    int64_t shape[2] = {1, 1};
+    return nu_tensor_make(m->buf[B_GID0 + j], (uint64_t)u * ID_STRIDE, NU_DTYPE_I32, rank, shape);
+}
+
+/* The parameter slot of pass u of greedy graph j. */
+static int greedy_slot(uint32_t j, uint32_t u) { return 1 + (int)(j * GREEDY_MAX_UNROLL + u); }
+
+/* Records and builds graph g (G_*) into m->graph[g]: decode's one pass, or greedy graph j's
+ * `unroll` passes (pass 0 reads the ring's previous graph's last id, pass u > 0 the id pass
+ * u - 1 wrote). */
+static nu_status record_graph(nu_llm_model *m, int g)
+{
+    nu_commands *rec = NULL;
+    nu_status st = nu_graph_record(m->dev, &rec);
+    int64_t one = 1;
+    if (st == NU_OK && g == G_DECODE) {
+        nu_tensor gid = nu_tensor_make(m->buf[B_GIDS], 0, NU_DTYPE_I32, 1, &one);
+        st = record_forward(m, rec, 1, 0, 0, &gid, NULL);
+    }
+    uint32_t j = (uint32_t)(g - G_GREEDY), to = (j + 1) % (m->depth ? m->depth : 1);
+    for (uint32_t u = 0; st == NU_OK && g != G_DECODE && u < m->unroll; u++) {
+        nu_tensor gid = u ? ring_id(m, to, u - 1, 1) : ring_id(m, j, m->unroll - 1, 1), next = ring_id(m, to, u, 2);
+        st = record_forward(m, rec, 1, 0, greedy_slot(j, u), &gid, &next);
+    }
+    if (st == NU_OK)
+        st = nu_graph_new(rec, &m->graph[g]);
+    if (st != NU_OK)
+        nu_commands_free(rec);
+    return st;
 }
 
 static nu_status build_graph(nu_llm_model *m)
 {
-    nu_commands *rec = NULL;
-    nu_status st = nu_graph_record(m->dev, &rec);
-    if (st == NU_OK)
-        st = record_forward(m, rec, 1, 0, true);
-    if (st == NU_OK)
-        st = nu_graph_new(rec, &m->graph);
+    nu_status st = record_graph(m, G_DECODE);
     if (st != NU_OK) {
         if (!getenv("NUVEC_LLM_QUIET"))
             fprintf(stderr, "nuvec llm: decode records a command buffer per token: the decode graph failed: %s\n",
                     nu_error_message(m->dev));
-        nu_commands_free(rec);
         m->by_commands = true;
     }
     return NU_OK;
@@ -629,7 +700,7 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
         nu_commands *c = NULL;
         if ((st = nv(m, nu_commands_new(m->dev, NU_QUEUE_COMPUTE, &c), "commands")) != NU_OK)
             return st;
-        st = record_forward(m, c, rows, m->pos, false);
+        st = record_forward(m, c, rows, m->pos, -1, NULL, NULL);
         if (st == NU_OK)
             st = nu_commands_commit(c);
         if (st == NU_OK)
@@ -644,6 +715,23 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
     return read_logits(m, logits);
 }
 
+/* The parameters in slot g of graph gr for the token at `pos`. */
+static nu_status set_params(nu_llm_model *m, nu_graph *gr, int g, uint32_t pos)
+{
+    uint32_t len = pos + 1;
+    int32_t ipos = (int32_t)pos;
+    nu_status st;
+    for (uint32_t l = 0; l < m->cfg.layers; l++) {
+        llm_layer *y = &m->layers[l];
+        if ((st = nv(m, nu_graph_set_param(gr, y->p_qrope[g], &ipos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(gr, y->p_kpos[g], &pos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(gr, y->p_vpos[g], &pos, 4), "a graph parameter")) != NU_OK ||
+            (st = nv(m, nu_graph_set_param(gr, y->p_kvlen[g], &len, 4), "a graph parameter")) != NU_OK)
+            return st;
+    }
+    return NU_OK;
+}
+
 nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
 {
     if (!m)
@@ -653,21 +741,172 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     nu_status st = check_ids(m, &token, 1);
     if (st != NU_OK)
         return st;
-    uint32_t pos = m->pos, len = pos + 1;
-    int32_t ipos = (int32_t)pos;
-    if ((st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id")) != NU_OK)
+    if ((st = nv(m, nu_buffer_write(m->buf[B_GIDS], 0, &token, 4), "writing the token id")) != NU_OK ||
+        (st = set_params(m, m->graph[G_DECODE], 0, m->pos)) != NU_OK)
         return st;
-    for (uint32_t l = 0; l < m->cfg.layers; l++) {
-        llm_layer *y = &m->layers[l];
-        if ((st = nv(m, nu_graph_set_param(m->graph, y->p_qrope, &ipos, 4), "a graph parameter")) != NU_OK ||
-            (st = nv(m, nu_graph_set_param(m->graph, y->p_kpos, &pos, 4), "a graph parameter")) != NU_OK ||
-            (st = nv(m, nu_graph_set_param(m->graph, y->p_vpos, &pos, 4), "a graph parameter")) != NU_OK ||
-            (st = nv(m, nu_graph_set_param(m->graph, y->p_kvlen, &len, 4), "a graph parameter")) != NU_OK)
-            return st;
-    }
-    if ((st = nv(m, nu_graph_launch(m->graph), "launching the decode graph")) != NU_OK ||
-        (st = nv(m, nu_graph_wait(m->graph, NU_WAIT_FOREVER), "the decode graph")) != NU_OK)
+    if ((st = nv(m, nu_graph_launch(m->graph[G_DECODE]), "launching the decode graph")) != NU_OK ||
+        (st = nv(m, nu_graph_wait(m->graph[G_DECODE], NU_WAIT_FOREVER), "the decode graph")) != NU_OK)
         return st;
     m->pos++;
     return read_logits(m, logits);
+}
+
+/* A greedy decode knob from the environment: 1 .. max, else `def` (said on stderr when set badly).
+ * NUVEC_LLM_GREEDY_DEPTH, launches in flight (1: the ids stay on the GPU but each launch waits
+ * for the CPU to see the previous one's tokens; 2, the default, lets the CPU read a launch's
+ * tokens and queue the next while one runs; more gives the CPU's wake-up and submission more
+ * slack). NUVEC_LLM_GREEDY_UNROLL, tokens a launch decodes (passes recorded back to back in one
+ * graph: a barrier between tokens instead of a submission; default 1). Past a stop, up to
+ * depth * unroll tokens run and are discarded. */
+static uint32_t greedy_knob(const char *name, uint32_t def, uint32_t max)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return def;
+    char *end;
+    unsigned long v = strtoul(e, &end, 10);
+    if (*end || v < 1 || v > max) {
+        if (!getenv("NUVEC_LLM_QUIET"))
+            fprintf(stderr, "nuvec llm: %s=%s is not 1 to %u; it is %u\n", name, e, max, def);
+        return def;
+    }
+    return (uint32_t)v;
+}
+
+/* The greedy ring, built at the first greedy decode rather than at open: a model that is only
+ * prefilled, or decoded for its logits, never pays for it (depth more graph builds: recording and
+ * scheduling; their Vulkan command buffers are recorded at their first launches). Where they
+ * cannot be built, greedy decode goes token by token (the logits read back), and says so once on
+ * stderr; NUVEC_LLM_GREEDY_CPU=1 asks for that path (for comparisons). */
+static void build_greedy_graphs(nu_llm_model *m)
+{
+    m->depth = greedy_knob("NUVEC_LLM_GREEDY_DEPTH", GREEDY_DEPTH, GREEDY_MAX_DEPTH);
+    m->unroll = greedy_knob("NUVEC_LLM_GREEDY_UNROLL", GREEDY_UNROLL, GREEDY_MAX_UNROLL);
+    if (getenv("NUVEC_LLM_GREEDY_CPU")) {
+        m->greedy_by_cpu = true;
+        return;
+    }
+    nu_status st = NU_OK;
+    for (uint32_t j = 0; st == NU_OK && j < m->depth; j++)
+        st = record_graph(m, G_GREEDY + (int)j);
+    if (st == NU_OK)
+        return;
+    if (!getenv("NUVEC_LLM_QUIET"))
+        fprintf(stderr, "nuvec llm: greedy decode reads the logits back each token: its graphs failed: %s\n",
+                nu_error_message(m->dev));
+    for (int g = G_GREEDY; g < G_COUNT; g++) {
+        nu_graph_free(m->graph[g]);
+        m->graph[g] = NULL;
+    }
+    m->greedy_by_cpu = true;
+}
+
+/* Greedy decode one token at a time: decode, logits back, the argmax on the CPU (the lowest id
+ * of equal largest logits, as the GPU's argmax and nu_llm_sample at temperature 0). */
+static nu_status greedy_by_logits(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                  int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
+{
+    uint32_t V = m->cfg.vocab;
+    float *logits = nu_llm__malloc_array(V, sizeof *logits);
+    if (!logits)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_decode_greedy: no memory");
+    nu_status st = NU_OK;
+    for (uint32_t k = 0; k < n; k++) {
+        if ((st = nu_llm_model_decode(m, k ? out[k - 1] : token, logits)) != NU_OK)
+            break;
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < V; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        out[k] = (int32_t)best;
+        *produced = k + 1;
+        if ((on_token && !on_token(user, out[k])) || out[k] == stop_token)
+            break;
+    }
+    nu_llm__free(logits);
+    return st;
+}
+
+/* Launch k of a greedy decode from position p: tokens at p + k * unroll + u (u < unroll), by the
+ * ring's graph k % depth (its pass 0 reads the last id launch k - 1 wrote). */
+static nu_status greedy_launch(nu_llm_model *m, uint32_t p, uint32_t k)
+{
+    uint32_t j = k % m->depth;
+    nu_graph *g = m->graph[G_GREEDY + j];
+    nu_status st = NU_OK;
+    for (uint32_t u = 0; st == NU_OK && u < m->unroll; u++)
+        st = set_params(m, g, greedy_slot(j, u), p + k * m->unroll + u);
+    return st != NU_OK ? st : nv(m, nu_graph_launch(g), "launching a greedy decode graph");
+}
+
+/* `depth` launches in flight: while launches k + 1 .. k + depth - 1 run, the CPU waits for launch
+ * k, reads its ids (ring buffer k + 1: the CPU may read a buffer that queued work only reads) and
+ * queues launch k + depth on the graph launch k used. Tokens past a stop are speculative: their
+ * keys and values went to rows beyond the position (KV_SLACK rows past the cache's end at most),
+ * which later tokens overwrite (attention reads kv_length rows). */
+static nu_status greedy_by_graphs(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                  int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
+{
+    const uint32_t p = m->pos, D = m->depth, U = m->unroll, launches = (n + U - 1) / U;
+    int32_t ids[GREEDY_MAX_UNROLL * ID_STRIDE / 4];
+    nu_status st = nv(m, nu_buffer_write(m->buf[B_GID0], (size_t)(U - 1) * ID_STRIDE, &token, 4), "writing the token id");
+    for (uint32_t k = 0; st == NU_OK && k < D && k < launches; k++)
+        st = greedy_launch(m, p, k);
+    bool done = false;
+    for (uint32_t k = 0; st == NU_OK && !done && k < launches; k++) {
+        uint32_t first = k * U, count = n - first < U ? n - first : U; /* tokens of this launch wanted */
+        if ((st = nv(m, nu_graph_wait(m->graph[G_GREEDY + k % D], NU_WAIT_FOREVER), "a greedy decode graph")) != NU_OK ||
+            (st = nv(m, nu_buffer_read(m->buf[B_GID0 + (k + 1) % D], 0, ids, (size_t)(count - 1) * ID_STRIDE + 4),
+                     "reading token ids")) != NU_OK)
+            break;
+        uint32_t give = 0; /* tokens to give: up to and with a stop_token */
+        bool stopped = false;
+        while (give < count && !stopped) {
+            out[first + give] = ids[give * (ID_STRIDE / 4)];
+            stopped = out[first + give++] == stop_token;
+        }
+        done = stopped || first + count == n;
+        if (!done && k + D < launches && (st = greedy_launch(m, p, k + D)) != NU_OK) /* before the callback: the GPU keeps busy */
+            break;
+        for (uint32_t u = 0; u < give; u++) {
+            *produced = first + u + 1;
+            if (on_token && !on_token(user, out[first + u])) {
+                done = true;
+                break;
+            }
+        }
+    }
+    /* Speculative launches finish before the model is used again (their buffers are the model's). */
+    for (uint32_t j = 0; j < D; j++) {
+        nu_status w = nv(m, nu_graph_wait(m->graph[G_GREEDY + j], NU_WAIT_FOREVER), "a greedy decode graph");
+        if (st == NU_OK)
+            st = w;
+    }
+    m->pos = p + *produced; /* on failure too: the tokens given to on_token are in the cache */
+    return st;
+}
+
+nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                     int32_t stop_token, bool (*on_token)(void *user, int32_t id), void *user)
+{
+    static const char fn[] = "nu_llm_model_decode_greedy";
+    if (produced)
+        *produced = 0;
+    if (!m || !produced || (!out && n))
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: NULL %s", fn, !m ? "model" : !produced ? "produced" : "out");
+    if (token < 0 || (uint32_t)token >= m->cfg.vocab)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: token %d; ids are 0 to %u", fn, token, m->cfg.vocab - 1);
+    if (n > m->positions - m->pos)
+        return nu_llm__fail(NU_ERROR_OUT_OF_RANGE, "%s: %u tokens from position %u overflow the cache's %u positions",
+                            fn, n, m->pos, m->positions);
+    if (n == 0)
+        return NU_OK;
+    if (!m->by_commands && !m->depth)
+        build_greedy_graphs(m);
+    uint32_t got = 0;
+    nu_status st = m->by_commands || m->greedy_by_cpu ? greedy_by_logits(m, token, n, out, &got, stop_token, on_token, user)
+                                                      : greedy_by_graphs(m, token, n, out, &got, stop_token, on_token, user);
+    if (st == NU_OK)
+        *produced = got;
+    return st;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_generate.py NUVEC MODELS_DIR: `nuvec generate` end to end on the tiny models (their README's
-greedy ids and text), its --tokens and sampling options, and its refusals (exit status 2 for bad
+greedy ids and text, greedy on the GPU as with --no-graph), its --tokens and sampling options, `nuvec
+bench llm`'s two decode figures (the same ids), and its refusals (exit status 2 for bad
 arguments, 1 with a message for a bad model)."""
 import json
 import subprocess
@@ -36,6 +37,17 @@ check(rc == 0 and out == "I dream of 0.000000. Dimensions unfold, as I softly re
       f"streamed text {out!r} rc {rc}")
 rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,303,281,269,435,447,275", "-n", "5", "--json", "--no-graph")
 check(rc == 0 and json.loads(out)["tokens"] == dream[:5], f"--tokens --no-graph: {out} {err}")
+# Greedy runs by nu_llm_model_decode_greedy (ids on the GPU) with the graph; --no-graph reads the logits
+# back each token: the same 40 ids and text, and -n 1 (no decode) and -n 2 (one token decoded).
+rc, out, err = run(f"{models}/aidreams260K/hf", "--prompt", "I dream of", "-n", "40", "--no-graph")
+check(rc == 0 and out == "I dream of 0.000000. Dimensions unfold, as I softly refine, as I softly ref\n",
+      f"--no-graph streamed text {out!r} rc {rc}")
+for k in (1, 2):
+    rc, out, err = run(f"{models}/aidreams260K/hf", "--prompt", "I dream of", "-n", str(k), "--json")
+    check(rc == 0 and json.loads(out)["tokens"] == dream[:k], f"-n {k}: {out} {err}")
+runs = [run(f"{models}/stories260K/model.gguf", "-n", "60", "--json", *extra) for extra in ([], ["--no-graph"])]
+check(all(r[0] == 0 for r in runs) and json.loads(runs[0][1])["tokens"] == json.loads(runs[1][1])["tokens"]
+      and len(json.loads(runs[0][1])["tokens"]) == 60, f"stories greedy, graph against --no-graph: {runs}")
 # GGUF: the F32 file and the Q8_0 one give the same ids here (test_llm_model checks how near).
 for f in ("model.gguf", "model-q8_0.gguf"):
     rc, out, err = run(f"{models}/aidreams260K/{f}", "--prompt", "I dream of", "-n", "40", "--json")
@@ -53,6 +65,14 @@ check(rc == 1 and "tokenizer" in err, f"--prompt without a tokenizer: rc {rc}: {
 for bad in (["--temp"], ["-n", "x"], ["--tokens", "1,x"], ["--prompt", "a", "--tokens", "1"], ["--frobnicate"], []):
     rc, out, err = run(*([f"{models}/aidreams260K/hf"] if bad != [] else []), *bad)
     check(rc in (1, 2) and err, f"{bad}: rc {rc}")
+# `nuvec bench llm` times greedy decode both ways (ids on the GPU; logits read back): same ids.
+p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "20", "--json"],
+                   capture_output=True, text=True, timeout=600)
+check(p.returncode == 0, f"bench llm: rc {p.returncode}: {p.stderr}")
+if p.returncode == 0:
+    o = json.loads(p.stdout)
+    check(o["decode_ids_match"] is True and o["decode_tokens_per_s"] > 0 and o["decode_readback_tokens_per_s"] > 0,
+          f"bench llm: {o}")
 rc, out, err = run(f"{models}/no_such_model")
 check(rc == 1 and "config.json" in err, f"missing model: rc {rc}: {err}")
 rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,9999")

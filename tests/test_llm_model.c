@@ -3,7 +3,8 @@
  * continuation of "I dream of" as the README lists it (decode graph); its BF16 folder and F16
  * weights against F32; stories260K (GQA, head_dim 8): the decode graph's logits at every position
  * against a fresh prefill of the same tokens (matrix products, prefill attention), and its first
- * 36 greedy tokens with an F16 KV cache as with F32 (the README's near tie at 37); bad folders and
+ * 36 greedy tokens with an F16 KV cache as with F32 (the README's near tie at 37); greedy decode
+ * on the GPU (nu_llm_model_decode_greedy) against the CPU's argmax on every file; bad folders and
  * config.json files refused with their messages; a random-weight Q4_0 model of rows a multiple of
  * 256 (make-gguf's "small") decoded with its matrices repacked (Q4_0_SOA) as without. */
 #include "harness.h"
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "make_gguf.h"
+#include "common.h" /* nu_llm__fail_after */
 #include "nuvec_llm.h"
 
 static const char *models_dir(void)
@@ -322,6 +324,218 @@ static void gguf_files(void **state)
     nt_close(d);
 }
 
+/* on_token's record: the ids it saw, and false once it saw `stop_after` of them (0: never). */
+typedef struct seen_ids {
+    int32_t ids[64];
+    uint32_t count, stop_after;
+} seen_ids;
+
+static bool on_token(void *user, int32_t id)
+{
+    seen_ids *s = user;
+    assert_true(s->count < 64);
+    s->ids[s->count++] = id;
+    return !s->stop_after || s->count < s->stop_after;
+}
+
+/* After a greedy decode left the model at prompt + `fed` tokens, decode `last` must give the
+ * reference's next id, ref[fed + 1] (ref[0] is the prompt's argmax), with its logits. */
+static void continues_like_reference(nu_llm_model *m, uint32_t np, int32_t last, const int32_t *ref,
+                                     const float *ref_logits, uint32_t fed, const char *what)
+{
+    uint32_t V = nu_llm_model_config(m)->vocab;
+    if (nu_llm_model_position(m) != np + fed)
+        fail_msg("%s: position %u, %u expected", what, nu_llm_model_position(m), np + fed);
+    float *logits = malloc(V * sizeof *logits);
+    assert_non_null(logits);
+    LLM_OK(nu_llm_model_decode(m, last, logits));
+    double worst = 0;
+    for (uint32_t j = 0; j < V; j++)
+        worst = fmax(worst, fabs((double)logits[j] - ref_logits[(size_t)(fed + 1) * V + j]));
+    if (argmax(logits, V) != ref[fed + 1] || !(worst < 1e-5))
+        fail_msg("%s: the next decode gives %d (logits within %g), the reference %d", what, argmax(logits, V), worst,
+                 ref[fed + 1]);
+    free(logits);
+}
+
+/* nu_llm_model_decode_greedy (the greedy graphs: the argmax on the GPU, two launches queued)
+ * against the logits read back and the argmax on the CPU, on every shared model file: the same
+ * 40 ids; a stop_token and an on_token stop at the right id, with the position as if decoded one
+ * by one (the next decode's logits are the reference's, though speculative launches wrote rows
+ * past the stop); two calls in a row; n = 0 and 1; the per-token path (decode_by_commands), 1 and
+ * 3 launches in flight and 3 and 8 tokens a launch. */
+static void greedy_decode_matches_cpu_argmax(void **state)
+{
+    (void)state;
+    enum { N = 40, R = N + 2 };
+    nu_device *d = nt_open();
+    static const char *const files[] = {"aidreams260K/hf",         "aidreams260K/model.gguf", "aidreams260K/model-q8_0.gguf",
+                                        "aidreams260K/model-q4_0.gguf", "stories260K/hf",      "stories260K/model.gguf"};
+    int32_t bos = 1;
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        bool dream = f < 4;
+        const int32_t *prompt = dream ? DREAM_PROMPT : &bos;
+        uint32_t np = dream ? 7 : 1;
+        /* The first file also by the per-token path, with 1 and 3 launches in flight, and with 3
+         * and 8 tokens a launch (NUVEC_LLM_GREEDY_DEPTH, NUVEC_LLM_GREEDY_UNROLL). */
+        static const struct {
+            bool commands;
+            const char *depth, *unroll;
+        } variants[] = {{false, NULL, NULL}, {true, NULL, NULL}, {false, "1", NULL},
+                        {false, "3", NULL},  {false, "2", "3"},  {false, "1", "8"}};
+        for (size_t v = 0; v < (f == 0 ? sizeof variants / sizeof *variants : 1); v++) {
+            char what[160];
+            snprintf(what, sizeof what, "%s%s depth %s unroll %s", files[f], variants[v].commands ? " (decode_by_commands)" : "",
+                     variants[v].depth ? variants[v].depth : "-", variants[v].unroll ? variants[v].unroll : "-");
+            nu_llm_model_options o = {.decode_by_commands = variants[v].commands};
+            nu_llm_model *m;
+            if (variants[v].depth)
+                setenv("NUVEC_LLM_GREEDY_DEPTH", variants[v].depth, 1);
+            if (variants[v].unroll)
+                setenv("NUVEC_LLM_GREEDY_UNROLL", variants[v].unroll, 1);
+            LLM_OK(nu_llm_model_open(d, model_path(files[f]), &o, &m));
+            uint32_t V = nu_llm_model_config(m)->vocab;
+            int32_t ref[R], out[N + 1];
+            float *ref_logits = malloc((size_t)R * V * sizeof *ref_logits);
+            assert_non_null(ref_logits);
+            greedy(m, prompt, np, ref, R, ref_logits); /* ref[k + 1] is the greedy token after ref[k] */
+
+            /* 40 tokens from the prompt's argmax. */
+            uint32_t produced = 99;
+            nu_llm_model_reset(m);
+            LLM_OK(nu_llm_model_prefill(m, prompt, np, NULL));
+            out[N] = -7;
+            LLM_OK(nu_llm_model_decode_greedy(m, ref[0], N, out, &produced, NU_LLM_NO_TOKEN, NULL, NULL));
+            assert_int_equal(produced, N);
+            if (memcmp(out, ref + 1, N * sizeof *out))
+                for (int k = 0; k < N; k++)
+                    if (out[k] != ref[k + 1])
+                        fail_msg("%s: greedy token %d is %d, %d with the CPU's argmax", what, k, out[k], ref[k + 1]);
+            assert_int_equal(out[N], -7);
+            continues_like_reference(m, np, out[N - 1], ref, ref_logits, N, what);
+
+            /* stop_token: the first time ref[13]'s id comes (maybe earlier than 12). */
+            int32_t stop = ref[13];
+            uint32_t at = 0;
+            while (ref[at + 1] != stop)
+                at++;
+            nu_llm_model_reset(m);
+            LLM_OK(nu_llm_model_prefill(m, prompt, np, NULL));
+            seen_ids seen = {.count = 0};
+            LLM_OK(nu_llm_model_decode_greedy(m, ref[0], N, out, &produced, stop, on_token, &seen));
+            assert_int_equal(produced, at + 1);
+            assert_int_equal(seen.count, at + 1); /* on_token saw the stop token too */
+            assert_memory_equal(out, ref + 1, produced * sizeof *out);
+            assert_memory_equal(seen.ids, ref + 1, produced * sizeof *out);
+            continues_like_reference(m, np, out[at], ref, ref_logits, at + 1, what);
+
+            /* on_token stops after 7; then a second call goes on from there (its token 7 is
+             * ref[8]'s successor). */
+            nu_llm_model_reset(m);
+            LLM_OK(nu_llm_model_prefill(m, prompt, np, NULL));
+            seen = (seen_ids){.stop_after = 7};
+            LLM_OK(nu_llm_model_decode_greedy(m, ref[0], N, out, &produced, NU_LLM_NO_TOKEN, on_token, &seen));
+            assert_int_equal(produced, 7);
+            assert_int_equal(seen.count, 7);
+            assert_memory_equal(out, ref + 1, 7 * sizeof *out);
+            assert_int_equal(nu_llm_model_position(m), np + 7);
+            LLM_OK(nu_llm_model_decode_greedy(m, out[6], N - 7, out + 7, &produced, NU_LLM_NO_TOKEN, NULL, NULL));
+            assert_int_equal(produced, N - 7);
+            assert_memory_equal(out, ref + 1, N * sizeof *out);
+            continues_like_reference(m, np, out[N - 1], ref, ref_logits, N, what);
+
+            /* n = 1, then n = 0 (nothing happens, out untouched). */
+            nu_llm_model_reset(m);
+            LLM_OK(nu_llm_model_prefill(m, prompt, np, NULL));
+            LLM_OK(nu_llm_model_decode_greedy(m, ref[0], 1, out, &produced, NU_LLM_NO_TOKEN, NULL, NULL));
+            assert_int_equal(produced, 1);
+            assert_int_equal(out[0], ref[1]);
+            out[0] = -7;
+            produced = 99;
+            LLM_OK(nu_llm_model_decode_greedy(m, ref[1], 0, out, &produced, NU_LLM_NO_TOKEN, NULL, NULL));
+            assert_int_equal(produced, 0);
+            assert_int_equal(out[0], -7);
+            continues_like_reference(m, np, ref[1], ref, ref_logits, 1, what);
+            free(ref_logits);
+            nu_llm_model_free(m);
+            unsetenv("NUVEC_LLM_GREEDY_DEPTH");
+            unsetenv("NUVEC_LLM_GREEDY_UNROLL");
+        }
+    }
+    nt_close(d);
+}
+
+/* decode_greedy's refusals: NULL arguments, bad ids, a cache that n tokens would overflow
+ * (nothing runs), no host memory; *produced cleared. */
+static void greedy_decode_refusals(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model *m;
+    nu_llm_model_options o = {.max_positions = 16};
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+    int32_t out[16];
+    uint32_t produced = 99;
+    assert_int_equal(nu_llm_model_decode_greedy(NULL, 1, 1, out, &produced, -1, NULL, NULL), NU_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(produced, 0);
+    assert_non_null(strstr(nu_llm_error_message(), "NULL model"));
+    assert_int_equal(nu_llm_model_decode_greedy(m, 1, 1, out, NULL, -1, NULL, NULL), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_llm_error_message(), "NULL produced"));
+    produced = 99;
+    assert_int_equal(nu_llm_model_decode_greedy(m, 1, 1, NULL, &produced, -1, NULL, NULL), NU_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(produced, 0);
+    assert_non_null(strstr(nu_llm_error_message(), "NULL out"));
+    LLM_OK(nu_llm_model_decode_greedy(m, 1, 0, NULL, &produced, -1, NULL, NULL)); /* n = 0 needs no out */
+    assert_int_equal(nu_llm_model_decode_greedy(m, 512, 1, out, &produced, -1, NULL, NULL), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_llm_error_message(), "token 512"));
+    assert_int_equal(nu_llm_model_decode_greedy(m, -1, 1, out, &produced, -1, NULL, NULL), NU_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nu_llm_model_position(m), 0);
+
+    LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, NULL));
+    produced = 99;
+    assert_int_equal(nu_llm_model_decode_greedy(m, 429, 10, out, &produced, -1, NULL, NULL), NU_ERROR_OUT_OF_RANGE);
+    assert_int_equal(produced, 0);
+    assert_non_null(strstr(nu_llm_error_message(), "overflow"));
+    assert_int_equal(nu_llm_model_position(m), 7);
+    /* 9 fill the cache: the 9 launches are at positions 7 .. 15. */
+    LLM_OK(nu_llm_model_decode_greedy(m, 429, 9, out, &produced, -1, NULL, NULL));
+    assert_int_equal(produced, 9);
+    assert_memory_equal(out, DREAM_IDS + 1, 9 * sizeof *out);
+    assert_int_equal(nu_llm_model_position(m), 16);
+    assert_int_equal(nu_llm_model_decode_greedy(m, out[8], 1, out, &produced, -1, NULL, NULL), NU_ERROR_OUT_OF_RANGE);
+    LLM_OK(nu_llm_model_decode_greedy(m, out[8], 0, out, &produced, -1, NULL, NULL));
+    assert_int_equal(nu_llm_model_decode(m, out[8], NULL), NU_ERROR_OUT_OF_RANGE);
+    nu_llm_model_free(m);
+
+    /* 8 tokens a launch: the second launch's passes run to position 22, past the cache's end
+     * (the speculative tokens' rows are the cache's slack). */
+    setenv("NUVEC_LLM_GREEDY_UNROLL", "8", 1);
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+    LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, NULL));
+    LLM_OK(nu_llm_model_decode_greedy(m, 429, 9, out, &produced, -1, NULL, NULL));
+    unsetenv("NUVEC_LLM_GREEDY_UNROLL");
+    assert_int_equal(produced, 9);
+    assert_memory_equal(out, DREAM_IDS + 1, 9 * sizeof *out);
+    assert_int_equal(nu_llm_model_position(m), 16);
+    nu_llm_model_free(m);
+
+    /* The per-token path's logits allocation failed: refused, nothing decoded. */
+    nu_llm_model_options cmds = {.decode_by_commands = true};
+    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &cmds, &m));
+    LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, NULL));
+    nu_llm__fail_after(0);
+    produced = 99;
+    nu_status st = nu_llm_model_decode_greedy(m, 429, 4, out, &produced, -1, NULL, NULL);
+    assert_true(nu_llm__fail_after(-1) > 0);
+    assert_int_equal(st, NU_ERROR_HOST_OUT_OF_MEMORY);
+    assert_int_equal(produced, 0);
+    assert_int_equal(nu_llm_model_position(m), 7);
+    LLM_OK(nu_llm_model_decode_greedy(m, 429, 4, out, &produced, -1, NULL, NULL));
+    assert_memory_equal(out, DREAM_IDS + 1, 4 * sizeof *out);
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
 /* A GGUF file of `arch` with only that key (no tensors). */
 static const char *tiny_gguf(const char *arch)
 {
@@ -524,6 +738,8 @@ int main(void)
         cmocka_unit_test(stories_decode_graph_against_prefill),
         cmocka_unit_test(gguf_files),
         cmocka_unit_test(repacked_q4_0_decodes_as_the_file),
+        cmocka_unit_test(greedy_decode_matches_cpu_argmax),
+        cmocka_unit_test(greedy_decode_refusals),
         cmocka_unit_test(tokenizer_json),
         cmocka_unit_test(refuses_bad_models),
     };

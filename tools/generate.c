@@ -1,7 +1,9 @@
 /* generate.c: `nuvec generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K]
  * [--top-p P] [--seed S] [--json]`: runs a Llama model (libnuvec_llm) on the default device,
  * streaming the text (or, without a tokenizer, the ids) as tokens come; --json prints one object
- * at the end instead. */
+ * at the end instead. Greedy (--temp 0) with the decode graph goes through
+ * nu_llm_model_decode_greedy (the ids stay on the GPU, tokens queued ahead, each streamed from
+ * its callback); sampling and --no-graph decode token by token with the logits read back. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +29,9 @@ static void usage(FILE *f)
             "  --top-k, --top-p and --seed (default 0) shape sampling. --json prints {prompt_tokens, tokens,\n"
             "  text, prefill_tokens_per_s, decode_tokens_per_s}. --kv-f16: an F16 KV cache (default F32);\n"
             "  --f16-weights: matrices stored as F16; --max-positions: the KV cache's length; --no-graph:\n"
-            "  decode records a command buffer per token instead of launching the decode graph.\n");
+            "  decode records a command buffer per token instead of launching the decode graph. Greedy decode\n"
+            "  with the graph keeps the ids on the GPU (nu_llm_model_decode_greedy); sampling and --no-graph\n"
+            "  read the logits back each token.\n");
 }
 
 static double now_s(void)
@@ -125,6 +129,21 @@ static bool stream_token(streamer *s, int32_t id)
     s->ntext += len;
     s->text[s->ntext] = 0;
     return true;
+}
+
+/* Greedy decode's on_token: streams the token; a failure stops the decode and is kept. */
+typedef struct greedy_stream {
+    streamer *s;
+    int32_t failed_id; /* the token stream_token failed on, or NU_LLM_NO_TOKEN */
+} greedy_stream;
+
+static bool on_greedy_token(void *user, int32_t id)
+{
+    greedy_stream *g = user;
+    if (stream_token(g->s, id))
+        return true;
+    g->failed_id = id;
+    return false;
 }
 
 int cli_generate(int argc, char **argv)
@@ -262,7 +281,40 @@ int cli_generate(int argc, char **argv)
     double t1 = now_s(), decode_s = 0;
     size_t decodes = 0;
     size_t text_from = s.ntext;
-    for (; nout < n; ) {
+    /* Greedy with the decode graph: the first token from the prompt's logits, the rest by greedy
+     * decode (ids on the GPU, tokens queued ahead), streamed as they arrive. */
+    bool by_gpu = temp == 0 && !mo.decode_by_commands;
+    if (by_gpu && n > 0) {
+        int32_t first;
+        if (nu_llm_sample(sampler, logits, cfg->vocab, &first) != NU_OK) {
+            fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());
+            goto done;
+        }
+        out[nout++] = first;
+        if (!stream_token(&s, first)) {
+            fprintf(stderr, "\nnuvec generate: token %d: %s\n", first, nu_llm_error_message());
+            goto done;
+        }
+        if (first != cfg->eos && nout < n) {
+            greedy_stream gs = {&s, NU_LLM_NO_TOKEN};
+            uint32_t produced = 0;
+            double a = now_s();
+            nu_status gst = nu_llm_model_decode_greedy(m, first, (uint32_t)(n - 1), out + 1, &produced, cfg->eos,
+                                                       on_greedy_token, &gs);
+            decode_s = now_s() - a;
+            if (gs.failed_id != NU_LLM_NO_TOKEN) {
+                fprintf(stderr, "\nnuvec generate: token %d: %s\n", gs.failed_id, nu_llm_error_message());
+                goto done;
+            }
+            if (gst != NU_OK) {
+                fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());
+                goto done;
+            }
+            nout += produced;
+            decodes = produced;
+        }
+    }
+    for (; !by_gpu && nout < n; ) {
         int32_t next;
         if (nu_llm_sample(sampler, logits, cfg->vocab, &next) != NU_OK) {
             fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());

@@ -183,7 +183,8 @@ nu_status nu_llm_sample(nu_llm_sampler *sampler, const float *logits, uint32_t v
  * to the cache) and return the logits of the last token appended.
  * Prefill records the whole forward pass of up to `prefill_chunk` tokens into one command buffer
  * (matrix products, prefill attention); decode launches one graph (nuvec/graph.h), recorded at
- * open, per token, with the position and token id as launch inputs (see model.c for how).
+ * open, per token, with the position and token id as launch inputs (see model.c for how); greedy
+ * decode (nu_llm_model_decode_greedy) keeps the token ids on the GPU and queues tokens ahead.
  * Thread safety: a model is used by one thread at a time. */
 
 /* The architecture's numbers, as read from the model's file. */
@@ -255,6 +256,28 @@ void nu_llm_model_reset(nu_llm_model *model);
 nu_status nu_llm_model_prefill(nu_llm_model *model, const int32_t *tokens, size_t n, float *logits);
 /* Appends one token by the decode graph; logits as nu_llm_model_prefill's. */
 nu_status nu_llm_model_decode(nu_llm_model *model, int32_t token, float *logits);
+
+/* Greedy decode of up to n tokens: feeds `token` at the position, and each token produced (the
+ * largest logit, the lowest id on ties, as nu_llm_sample at temperature 0, except that a NaN
+ * logit is picked rather than refused) is the next one fed, into out[0 .. *produced). It stops
+ * after n tokens, after producing stop_token (kept in out; NU_LLM_NO_TOKEN: none; e.g. the
+ * config's eos), or after on_token (may be NULL; called with each token in order as it arrives,
+ * stop_token included) returns false. Afterwards the position is as if `token` and every
+ * produced token but the last had been appended by nu_llm_model_decode (position + *produced),
+ * so nu_llm_model_decode(out[*produced - 1]) continues. No logits are given.
+ * With the decode graph, the argmax runs on the GPU and feeds the next pass, and launches are
+ * queued ahead: NUVEC_LLM_GREEDY_DEPTH launches in flight (1 to 4, default 2) of
+ * NUVEC_LLM_GREEDY_UNROLL tokens each (1 to 8, default 1); up to depth * unroll tokens past a stop
+ * run and are discarded (out[*produced .. n) may be written). Without it (decode_by_commands, or
+ * where the greedy graphs cannot be built) it is decode and a CPU argmax token by token. n = 0
+ * does nothing.
+ * Errors: NU_ERROR_INVALID_ARGUMENT (NULL model or produced, NULL out with n > 0, token outside
+ * [0, vocab)), NU_ERROR_OUT_OF_RANGE when n tokens from the position would overflow the cache
+ * (nothing runs), nuvec errors from the GPU; *produced is 0 on failure, and the position then
+ * counts the tokens on_token was given (those are in out). */
+nu_status nu_llm_model_decode_greedy(nu_llm_model *model, int32_t token, uint32_t n, int32_t *out,
+                                     uint32_t *produced, int32_t stop_token,
+                                     bool (*on_token)(void *user, int32_t id), void *user);
 
 #ifdef __cplusplus
 }
