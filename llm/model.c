@@ -419,15 +419,19 @@ static nu_status record_layer_fused(nu_llm_model *m, nu_commands *c, llm_layer *
         v3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
         q3.strides[0] = k3.strides[0] = v3.strides[0] = row; /* rows of [q | k | v] */
     } else {
-        nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD),
+        /* q's product into B_ATT's rows (rotated into B_Q below, before attention writes B_ATT) */
+        int64_t qs[3] = {R, H, HD};
+        nu_tensor q2 = view2(m->buf[B_ATT], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD),
                   v2 = view2(m->buf[B_V], R, KVH * HD);
+        q3 = nu_tensor_make(m->buf[B_ATT], 0, NU_DTYPE_F32, 3, qs);
         TRY(nu_op_matvec_fused(c, &q2, &y->wq, &x, &attn_in));
         TRY(nu_op_matvec_fused(c, &k2, &y->wk, &x, &attn_in));
         TRY(nu_op_matvec_fused(c, &v2, &y->wv, &x, &attn_in));
     }
     nu_rope_desc rope_q = {m->src->rope_layout, cf->rope_theta, 0, (int32_t)start, NULL};
     nu_rope_desc rope_k = {m->src->rope_layout, cf->rope_theta, 0, 0, NULL}; /* the append's position drives it */
-    TRY(nu_op_rope(c, &q3, &q3, &rope_q));
+    nu_tensor qr = view3(m->buf[B_Q], R, H, HD); /* q turned into its own rows (rope's dst is contiguous) */
+    TRY(nu_op_rope(c, &qr, &q3, &rope_q));
     if (graph)
         TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope[gi]));
     TRY(nu_op_kv_append_rope(c, &y->kc, &k3, start, &rope_k));
@@ -437,7 +441,7 @@ static nu_status record_layer_fused(nu_llm_model *m, nu_commands *c, llm_layer *
     if (graph)
         TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos[gi]));
     nu_attention_desc ad = {0, !graph, start, graph ? m->positions : start + rows};
-    TRY(nu_op_attention(c, &att3, &q3, &y->kc, &y->vc, &ad));
+    TRY(nu_op_attention(c, &att3, &qr, &y->kc, &y->vc, &ad));
     if (graph)
         TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen[gi]));
     nu_matvec_desc add = {.residual = &x};
