@@ -763,7 +763,8 @@ static nu_status record_append_rope(nu_commands *c, void *arg)
 
 /* kv_append_rope against the float64 reference (nu_op_rope's bound before the cache's rounding)
  * for both layouts, rotary_dims below head_dim, every cache and src dtype, 1 to 5 tokens at
- * positions past 0 (to 3000), head dims 8 to 128 (and 10), a transposed src: the rows written hold
+ * positions past 0 (to 3000), head dims 8 to 128 (and 10), a transposed src, workgroups of 64
+ * (the default), 32 and 1024 threads (NUVEC_KV_APPEND_ROPE): the rows written hold
  * rope(src), the other rows keep their bytes; and the whole cache bit-equal to nu_op_rope (into a
  * tensor of the cache's dtype, so that it rounds once, as the fused op does) then
  * nu_op_kv_append. */
@@ -812,7 +813,11 @@ static void kv_append_rope_matches_rope_then_append(void **state)
             nu_rope_desc rd = {k->layout, k->theta, k->rotary, 0, NULL};
             ref_rope_rows(x, y, k->T, k->H, k->D, k->pos, &rd);
             append_rope_case a = {&cache.t, &sv, k->pos, &rd, NULL};
+            static const char *const locals[3] = {NULL, "local=32", "local=1024"}; /* the default 64, and others */
+            if (locals[i % 3])
+                assert_int_equal(setenv("NUVEC_KV_APPEND_ROPE", locals[i % 3], 1), 0);
             nt_run(d, record_append_rope, &a);
+            unsetenv("NUVEC_KV_APPEND_ROPE");
             nt_tensor_download(&cache);
             double atol = 2 * rope_angle_tol((double)k->pos + (double)k->T) + 1e-6, rel = 2 * nt_dtype_tolerance(floats[cd]);
             for (size_t e = 0; e < n; e++) {
@@ -891,6 +896,10 @@ static void kv_append_rope_refusals(void **state)
     }
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, NULL));
     assert_non_null(strstr(nu_error_message(d), "NULL rope"));
+    assert_int_equal(setenv("NUVEC_KV_APPEND_ROPE", "local=48", 1), 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, &ok));
+    assert_non_null(strstr(nu_error_message(d), "NUVEC_KV_APPEND_ROPE"));
+    unsetenv("NUVEC_KV_APPEND_ROPE");
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache9.t, &src9.t, 0, &ok));
     assert_non_null(strstr(nu_error_message(d), "odd"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 14, &ok));

@@ -276,7 +276,8 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
  * token t turns by sequence position position + t. rope is nu_op_rope's desc with positions NULL
  * and position_offset 0 (the append's position drives both, so one graph parameter,
  * NU_OP_VALUE_POSITION, moves both); its layout, theta and rotary_dims apply as in nu_op_rope,
- * with nu_op_rope's accuracy bound before cache's rounding. cache and src as nu_op_kv_append's. */
+ * with nu_op_rope's accuracy bound before cache's rounding. cache and src as nu_op_kv_append's.
+ * NUVEC_KV_APPEND_ROPE="local=N" overrides its threads a workgroup (sweeps; default 64). */
 nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position,
                                const nu_rope_desc *rope);
 

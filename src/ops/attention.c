@@ -441,6 +441,14 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
     return st;
 }
 
+/* kv_append_rope.comp's threads a workgroup: 64 by default (a decode step's keys are a few
+ * thousand pairs: spread over more workgroups than 256 a workgroup would); not measured yet.
+ * NUVEC_KV_APPEND_ROPE="local=N" (32..1024, a power of two) overrides it (read at each call). */
+static bool apply_append_knob(void *ctx, const char *key, const char *value)
+{
+    return !strcmp(key, "local") && nu__op_knob_u32(value, 32, 1024, true, ctx);
+}
+
 nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position,
                                const nu_rope_desc *rope)
 {
@@ -471,18 +479,24 @@ nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_
     if (threads > UINT32_MAX)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN_ROPE ": %llu pairs and copied elements; at most 2^32 - 1",
                         (unsigned long long)threads);
-    uint32_t constants[3] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype),
-                             rope->layout == NU_ROPE_HALF ? 1u : 0u};
+    uint32_t local = 64;
+    if ((st = nu__op_env_knobs(d, FN_ROPE, "NUVEC_KV_APPEND_ROPE", "local=32..1024 (a power of two)", apply_append_knob,
+                               &local)) != NU_OK)
+        return st;
+    while (local > 32 && (local > d->info.max_workgroup_size[0] || local > d->info.max_workgroup_invocations))
+        local /= 2;
+    uint32_t constants[4] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype),
+                             rope->layout == NU_ROPE_HALF ? 1u : 0u, local};
     struct append_rope_push {
         uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim, rotary, slots;
         float step;
     } push = {(uint32_t)threads, (uint32_t)src->shape[1], (uint32_t)src->shape[2], position, (uint32_t)cache->shape[0],
               first[0], first[1], stride_of(src, 0), stride_of(src, 1), stride_of(src, 2), rot, (uint32_t)slots, step};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, NU__K_kv_append_rope, sizeof push, constants, 3, &kern)) != NU_OK)
+    if ((st = nu__op_kernel(d, NU__K_kv_append_rope, sizeof push, constants, 4, &kern)) != NU_OK)
         return st;
     uint32_t groups[3];
-    nu__op_groups(threads, 256, groups);
+    nu__op_groups(threads, local, groups);
     st = nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
     nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, offsetof(struct append_rope_push, position)};
     if (st == NU_OK)
