@@ -161,6 +161,8 @@ static void decode_path(void **state)
         {4, 4, 4, 128, 64, 37, 33, true, 0.2f, "split=64 combine=separate"},
         {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7 subgroup=0 combine=separate"},
         {2, 16, 2, 64, 1100, 1001, 999, true, 0, "combine=fused heads=8"},
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=9 fused_max=8"}, /* past fused_max: attn_combine */
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=8 fused_max=8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i / 3 + 2) % 3], floats[(i + 2) % 3], &seed);
@@ -519,6 +521,9 @@ static void refuses_bad_tensors(void **state)
     assert_int_equal(setenv("NUVEC_ATTENTION", "combine=later", 1), 0);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "combine=fused|separate"));
+    assert_int_equal(setenv("NUVEC_ATTENTION", "fused_max=1", 1), 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "fused_max"));
     assert_int_equal(setenv("NUVEC_ATTENTION", "path=prefill br=64 bc=128", 1), 0); /* too much shared memory */
     NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "shared memory"));
