@@ -161,6 +161,8 @@ static void decode_path(void **state)
         {4, 4, 4, 128, 64, 37, 33, true, 0.2f, "split=64 combine=separate"},
         {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7 subgroup=0 combine=separate"},
         {2, 16, 2, 64, 1100, 1001, 999, true, 0, "combine=fused heads=8"},
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=9 fused_max=8"}, /* past fused_max: attn_combine */
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=8 fused_max=8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i / 3 + 2) % 3], floats[(i + 2) % 3], &seed);
@@ -519,6 +521,9 @@ static void refuses_bad_tensors(void **state)
     assert_int_equal(setenv("NUVEC_ATTENTION", "combine=later", 1), 0);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "combine=fused|separate"));
+    assert_int_equal(setenv("NUVEC_ATTENTION", "fused_max=1", 1), 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "fused_max"));
     assert_int_equal(setenv("NUVEC_ATTENTION", "path=prefill br=64 bc=128", 1), 0); /* too much shared memory */
     NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "shared memory"));
@@ -763,7 +768,8 @@ static nu_status record_append_rope(nu_commands *c, void *arg)
 
 /* kv_append_rope against the float64 reference (nu_op_rope's bound before the cache's rounding)
  * for both layouts, rotary_dims below head_dim, every cache and src dtype, 1 to 5 tokens at
- * positions past 0 (to 3000), head dims 8 to 128 (and 10), a transposed src: the rows written hold
+ * positions past 0 (to 3000), head dims 8 to 128 (and 10), a transposed src, workgroups of 64
+ * (the default), 32 and 1024 threads (NUVEC_KV_APPEND_ROPE): the rows written hold
  * rope(src), the other rows keep their bytes; and the whole cache bit-equal to nu_op_rope (into a
  * tensor of the cache's dtype, so that it rounds once, as the fused op does) then
  * nu_op_kv_append. */
@@ -812,7 +818,11 @@ static void kv_append_rope_matches_rope_then_append(void **state)
             nu_rope_desc rd = {k->layout, k->theta, k->rotary, 0, NULL};
             ref_rope_rows(x, y, k->T, k->H, k->D, k->pos, &rd);
             append_rope_case a = {&cache.t, &sv, k->pos, &rd, NULL};
+            static const char *const locals[3] = {NULL, "local=32", "local=1024"}; /* the default 64, and others */
+            if (locals[i % 3])
+                assert_int_equal(setenv("NUVEC_KV_APPEND_ROPE", locals[i % 3], 1), 0);
             nt_run(d, record_append_rope, &a);
+            unsetenv("NUVEC_KV_APPEND_ROPE");
             nt_tensor_download(&cache);
             double atol = 2 * rope_angle_tol((double)k->pos + (double)k->T) + 1e-6, rel = 2 * nt_dtype_tolerance(floats[cd]);
             for (size_t e = 0; e < n; e++) {
@@ -891,6 +901,10 @@ static void kv_append_rope_refusals(void **state)
     }
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, NULL));
     assert_non_null(strstr(nu_error_message(d), "NULL rope"));
+    assert_int_equal(setenv("NUVEC_KV_APPEND_ROPE", "local=48", 1), 0);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, &ok));
+    assert_non_null(strstr(nu_error_message(d), "NUVEC_KV_APPEND_ROPE"));
+    unsetenv("NUVEC_KV_APPEND_ROPE");
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache9.t, &src9.t, 0, &ok));
     assert_non_null(strstr(nu_error_message(d), "odd"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 14, &ok));

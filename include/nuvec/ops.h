@@ -263,10 +263,11 @@ typedef struct nu_attention_desc {
  * (kernels/attention/attn_decode_sg.comp); devices with cooperative matrices take a prefill
  * kernel on them for F16 q, k, v with 16-byte aligned rows (attn_prefill_coopmat.comp; its p and
  * scaled q are rounded to F16). NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC
- * subgroup=0|1 keys=K heads=H tc=0|1 tc_rows=64|128 combine=fused|separate" overrides the choices
- * (sweeps, tests: splits, keys a split, the prefill tile's rows and keys, the subgroup decode
- * kernel, its keys in flight and query heads a workgroup, the matrix-unit prefill and its rows a
- * workgroup, and the splits merged by attn_combine.comp in a second dispatch instead). desc is
+ * subgroup=0|1 keys=K heads=H tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N" overrides
+ * the choices (sweeps, tests: splits, keys a split, the prefill tile's rows and keys, the subgroup
+ * decode kernel, its keys in flight and query heads a workgroup, the matrix-unit prefill and its
+ * rows a workgroup, and the splits merged by attn_combine.comp in a second dispatch instead:
+ * always, or beyond N splits). desc is
  * required. In a graph, q_position and kv_length may be launch parameters (nu_op_graph_param);
  * record with the largest kv_length the launches will have (the split count is chosen from it). */
 #define NU_ATTENTION_DECODE_ROWS 4
@@ -285,7 +286,8 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
  * token t turns by sequence position position + t. rope is nu_op_rope's desc with positions NULL
  * and position_offset 0 (the append's position drives both, so one graph parameter,
  * NU_OP_VALUE_POSITION, moves both); its layout, theta and rotary_dims apply as in nu_op_rope,
- * with nu_op_rope's accuracy bound before cache's rounding. cache and src as nu_op_kv_append's. */
+ * with nu_op_rope's accuracy bound before cache's rounding. cache and src as nu_op_kv_append's.
+ * NUVEC_KV_APPEND_ROPE="local=N" overrides its threads a workgroup (sweeps; default 64). */
 nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position,
                                const nu_rope_desc *rope);
 

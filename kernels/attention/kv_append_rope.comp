@@ -9,7 +9,8 @@
 // Rows at or past the cache's positions are never written (position is a push constant a graph
 // launch may change; the host refuses an overflow when recording).
 // Specialisation constants: 0 CDT cache's dtype, 1 SDT src's (ops.glsl codes), 2 LAYOUT 0
-// INTERLEAVED, 1 HALF.
+// INTERLEAVED, 1 HALF, 3 LOCAL threads a workgroup (default 64: a decode step's few thousand
+// threads over more workgroups; NUVEC_KV_APPEND_ROPE="local=N" for sweeps, src/ops/attention.c).
 // Bindings: 0 cache (all of it: the rows written depend on the push constant), 1 src.
 #include "ops.glsl"
 #include "rope/rope.glsl"
@@ -17,7 +18,7 @@
 layout(constant_id = 0) const uint CDT = NU_F32;
 layout(constant_id = 1) const uint SDT = NU_F32;
 layout(constant_id = 2) const uint LAYOUT = 0u;
-layout(local_size_x = NU_OPS_LOCAL) in;
+layout(local_size_x = 64, local_size_x_id = 3) in;
 
 NU_TENSOR(writeonly, 0, cache)
 NU_TENSOR(readonly, 1, src)
@@ -34,7 +35,7 @@ layout(push_constant) uniform Push {
 void main()
 {
     uint npairs = pc.rotary / 2u;
-    for (uint i = nu_ops_index(); i < pc.count; i += nu_ops_threads()) {
+    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
         uint slot = i % pc.slots, rest = i / pc.slots, h = rest % pc.heads, t = rest / pc.heads;
         if (pc.position >= pc.positions || t >= pc.positions - pc.position) // no wrap past 2^32
             continue;

@@ -60,10 +60,11 @@ typedef struct attn_tune {
     uint32_t tc;       /* prefill: 1 attn_prefill_coopmat.comp where the device allows it, 0 attn_prefill.comp */
     uint32_t tc_rows;  /* prefill, matrix units: query rows a workgroup (64 or 128) */
     uint32_t fused;    /* decode with splits: 1 the last split merges them (FINAL 2), 0 attn_combine.comp */
+    uint32_t fused_max; /* decode: the most splits the last split merges (more: attn_combine.comp) */
 } attn_tune;
 
 /* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H
- * tc=0|1 tc_rows=64|128 combine=fused|separate" (read at each call). */
+ * tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N" (read at each call). */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     attn_tune *t = ctx;
@@ -89,6 +90,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return true;
     if (!strcmp(key, "combine") && (!strcmp(value, "fused") || !strcmp(value, "separate")))
         return t->fused = !strcmp(value, "fused"), true;
+    if (!strcmp(key, "fused_max"))
+        return nu__op_knob_u32(value, 2, 65535, false, &t->fused_max);
     return false;
 }
 
@@ -96,7 +99,7 @@ static nu_status env_tune(nu_device *d, attn_tune *t)
 {
     return nu__op_env_knobs(d, FN, "NUVEC_ATTENTION", "path=decode|prefill, split=1..65535, chunk=1.., br=4|8|16|32|64, "
                             "bc=1..128, subgroup=0|1, keys=1..16, heads=1..8, tc=0|1, tc_rows=64|128, "
-                            "combine=fused|separate", apply_knob, t);
+                            "combine=fused|separate, fused_max=2..65535", apply_knob, t);
 }
 
 /* Whether view t's [.., .., D] rows are contiguous and every row starts 16-byte aligned in its
@@ -218,7 +221,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (qh > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %lld query heads; at most 65535", (long long)qh);
 
-    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1, 128, 1};
+    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1, 128, 1, 65535};
     if ((st = env_tune(d, &tune)) != NU_OK)
         return st;
     bool decode = tune.path < 0 ? tokens <= NU_ATTENTION_DECODE_ROWS : tune.path == 0;
@@ -289,8 +292,10 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         splits = 1;
     /* FINAL: 1 one split straight to dst; 2 the splits' partials, merged by the last split to
      * finish (attn_splits.glsl: one dispatch, one dependency level in a graph); 0 the partials,
-     * merged by attn_combine.comp (a second dispatch after a barrier). */
-    uint32_t final = splits == 1 ? 1u : tune.fused ? 2u : 0u;
+     * merged by attn_combine.comp (a second dispatch after a barrier): where asked, and for more
+     * than fused_max splits (a knob for the sweep: the merge's work in the last split grows with
+     * the splits; all by default until measured). */
+    uint32_t final = splits == 1 ? 1u : tune.fused && splits <= tune.fused_max ? 2u : 0u;
     uint32_t groups[3] = {(uint32_t)qh, (uint32_t)splits, (uint32_t)tokens};
     /* The subgroup kernel where the device has subgroup arithmetic and head_dim is a multiple of its
      * subgroups (a device without it must not see a module that declares it). */
@@ -441,6 +446,14 @@ nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tenso
     return st;
 }
 
+/* kv_append_rope.comp's threads a workgroup: 64 by default (a decode step's keys are a few
+ * thousand pairs: spread over more workgroups than 256 a workgroup would); not measured yet.
+ * NUVEC_KV_APPEND_ROPE="local=N" (32..1024, a power of two) overrides it (read at each call). */
+static bool apply_append_knob(void *ctx, const char *key, const char *value)
+{
+    return !strcmp(key, "local") && nu__op_knob_u32(value, 32, 1024, true, ctx);
+}
+
 nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position,
                                const nu_rope_desc *rope)
 {
@@ -471,18 +484,24 @@ nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_
     if (threads > UINT32_MAX)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN_ROPE ": %llu pairs and copied elements; at most 2^32 - 1",
                         (unsigned long long)threads);
-    uint32_t constants[3] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype),
-                             rope->layout == NU_ROPE_HALF ? 1u : 0u};
+    uint32_t local = 64;
+    if ((st = nu__op_env_knobs(d, FN_ROPE, "NUVEC_KV_APPEND_ROPE", "local=32..1024 (a power of two)", apply_append_knob,
+                               &local)) != NU_OK)
+        return st;
+    while (local > 32 && (local > d->info.max_workgroup_size[0] || local > d->info.max_workgroup_invocations))
+        local /= 2;
+    uint32_t constants[4] = {nu__op_dtype_code(cache->dtype), nu__op_dtype_code(src->dtype),
+                             rope->layout == NU_ROPE_HALF ? 1u : 0u, local};
     struct append_rope_push {
         uint32_t count, heads, dim, position, positions, first_cache, first_src, s_tok, s_head, s_dim, rotary, slots;
         float step;
     } push = {(uint32_t)threads, (uint32_t)src->shape[1], (uint32_t)src->shape[2], position, (uint32_t)cache->shape[0],
               first[0], first[1], stride_of(src, 0), stride_of(src, 1), stride_of(src, 2), rot, (uint32_t)slots, step};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, NU__K_kv_append_rope, sizeof push, constants, 3, &kern)) != NU_OK)
+    if ((st = nu__op_kernel(d, NU__K_kv_append_rope, sizeof push, constants, 4, &kern)) != NU_OK)
         return st;
     uint32_t groups[3];
-    nu__op_groups(threads, 256, groups);
+    nu__op_groups(threads, local, groups);
     st = nu_commands_dispatch(c, kern, groups, bind, 2, &push, sizeof push);
     nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, offsetof(struct append_rope_push, position)};
     if (st == NU_OK)
