@@ -3,8 +3,8 @@
  * 1024^3 to 8192^3 and the 512-token prefill shapes, also with Q8_0 / Q4_0 weights against
  * "dequantize to F16, then the F16 product") and attention (decode at 512 to 32k keys, prefill of
  * 512 and 4096 tokens) as TFLOP/s (products, attention) and, for decode attention, GB/s of the KV
- * bytes read ("attn_dec": the splits merged by the last split, in one dispatch; "attn_dec2": by
- * attn_combine.comp, a second dispatch: NUVEC_ATTENTION combine=separate; "attn_kvr": a decode
+ * bytes read ("attn_dec": the splits merged by attn_combine.comp, a second dispatch (the
+ * default); "attn_dec2": by the last split, in one dispatch: NUVEC_ATTENTION combine=fused; "attn_kvr": a decode
  * step's keys appended with RoPE by nu_op_kv_append_rope, "attn_kvr2": by nu_op_rope then
  * nu_op_kv_append), and elementwise ops at large
  * sizes (--size bytes a tensor: 2 GiB on a GPU, 32 MiB on a CPU device), as GB/s of the bytes
@@ -54,7 +54,7 @@ typedef enum op_kind {
     K_MATMUL,  /* shape: m, n, k; dtype: the weight's (a and dst F16, or BF16 for BF16 weights) */
     K_MATMUL_DQ, /* shape: m, n, k: a block weight dequantized to F16 (nu_op_copy), then the F16 product */
     K_ATTN_DECODE,  /* shape: context, kv_heads (32 query heads of 128, 1 token, F16); sub 1: the
-                       splits merged by attn_combine.comp (NUVEC_ATTENTION combine=separate) */
+                       splits merged by the last split (NUVEC_ATTENTION combine=fused) */
     K_KV_ROPE,      /* shape: positions, kv_heads (1 token of 128, F32 into an F16 cache, the
                        interleaved layout); sub 0 nu_op_kv_append_rope, 1 nu_op_rope then
                        nu_op_kv_append (an F16 temporary) */
@@ -330,20 +330,20 @@ static nu_status record_mv_form(nu_commands *c, const bench_case *k, const bench
     return nu_op_swiglu(c, &t[0], &g, &u);
 }
 
-/* NUVEC_ATTENTION with " combine=separate" appended (the user's sweep knobs kept); *saved: the
+/* NUVEC_ATTENTION with " combine=fused" appended (the user's sweep knobs kept); *saved: the
  * value before (NULL: unset), for restore_env. False when out of host memory. */
-static bool combine_separate(char **saved)
+static bool combine_fused(char **saved)
 {
     const char *now = getenv("NUVEC_ATTENTION");
     *saved = now ? strdup(now) : NULL;
-    size_t n = (now ? strlen(now) : 0) + sizeof " combine=separate";
+    size_t n = (now ? strlen(now) : 0) + sizeof " combine=fused";
     char *v = malloc(n);
     if (!v || (now && !*saved)) {
         free(v);
         free(*saved);
         return false;
     }
-    snprintf(v, n, "%s combine=separate", now ? now : "");
+    snprintf(v, n, "%s combine=fused", now ? now : "");
     setenv("NUVEC_ATTENTION", v, 1);
     free(v);
     return true;
@@ -409,7 +409,7 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
     case K_ATTN_DECODE: {
         nu_attention_desc ad = {0, true, (uint32_t)k->shape_v[0] - 1, (uint32_t)k->shape_v[0]};
         char *saved = NULL;
-        if (k->sub && !combine_separate(&saved))
+        if (k->sub && !combine_fused(&saved))
             return NU_ERROR_HOST_OUT_OF_MEMORY;
         nu_status st = nu_op_attention(c, &t[0], &t[1], &bt->weights[rep % bt->copies], &bt->outs[rep % bt->copies], &ad);
         if (k->sub)
@@ -668,7 +668,7 @@ int bench_ops(int argc, char **argv)
             for (int sep = 0; sep < 2; sep++)
                 cases[ncases++] = (bench_case){sep ? "attn_dec2" : "attn_dec", name, K_ATTN_DECODE, sep, NU_DTYPE_F16,
                                                NU_DTYPE_F16, 0, {ctx[ci], kvh}, 2.0 * ctx[ci] * kvh * 128 * 2,
-                                               sep ? "combine=separate" : ctx[ci] == 4096 ? ">= 80% of copy" : "",
+                                               sep ? "combine=fused" : ctx[ci] == 4096 ? ">= 80% of copy" : "",
                                                4.0 * ctx[ci] * 32 * 128};
         }
     /* The decode step's key append with RoPE (32 KV heads of 128, an F32 token into an F16 cache of

@@ -156,12 +156,12 @@ static void decode_path(void **state)
         {2, 32, 8, 128, 1024, 1000, 990, true, 0, "heads=3"},
         {1, 16, 2, 64, 300, 299, 298, true, 0, "heads=8 keys=5"},
         {1, 16, 2, 128, 300, 299, 298, true, 0, "heads=1"},
-        /* the splits merged by attn_combine.comp (a second dispatch) instead of the last split */
+        /* the splits merged by attn_combine.comp (a second dispatch, the default), and by the last split */
         {1, 32, 8, 128, 1024, 1000, 999, true, 0, "combine=separate"},
         {4, 4, 4, 128, 64, 37, 33, true, 0.2f, "split=64 combine=separate"},
         {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7 subgroup=0 combine=separate"},
         {2, 16, 2, 64, 1100, 1001, 999, true, 0, "combine=fused heads=8"},
-        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=9 fused_max=8"}, /* past fused_max: attn_combine */
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=9 combine=fused fused_max=8"}, /* past fused_max: attn_combine */
         {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=8 fused_max=8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -582,9 +582,10 @@ static void refuses_bad_tensors(void **state)
  * k, v uploaded before each; every step's output is bit-equal to the same ops recorded with the
  * step's values in a command buffer (the same split count in both: NUVEC_ATTENTION split=3, so
  * the launches' keys fall in 1, 2, then 3 splits) and matches the reference. Three variants: the
- * splits merged by the last split (the default), k appended by nu_op_kv_append_rope (its
+ * splits merged by attn_combine.comp (the default), k appended by nu_op_kv_append_rope (its
  * position a parameter; the command buffer ropes k with nu_op_rope into an F16 tensor, then
- * nu_op_kv_append: the caches stay bit-equal), and that with combine=separate. Also the
+ * nu_op_kv_append: the caches stay bit-equal), and that with combine=fused (the last split
+ * merges). Also the
  * refusals. */
 static void decode_step_variant(int variant)
 {
@@ -604,7 +605,7 @@ static void decode_step_variant(int variant)
     nt_tensor out[2] = {nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0), nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0)};
     nt_tensor kr = nt_tensor_output(d, NU_DTYPE_F16, 3, ns, 0); /* the command buffer's roped k */
     bool fused_rope = variant > 0;
-    assert_int_equal(setenv("NUVEC_ATTENTION", variant == 2 ? "split=3 combine=separate" : "split=3", 1), 0);
+    assert_int_equal(setenv("NUVEC_ATTENTION", variant == 2 ? "split=3 combine=fused" : "split=3", 1), 0);
 
     nu_commands *rec;
     uint32_t p_rope, p_k, p_v, p_q, p_len, bad;

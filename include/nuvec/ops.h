@@ -255,10 +255,12 @@ typedef struct nu_attention_desc {
  * prefill kernel (flash-attention style tiles: kernels/attention/attn_prefill.comp).
  * q_position and kv_length are push constants; the decode split count is chosen from kv_length
  * when recording (each split loops over its share of whatever kv_length a launch has). Where the
- * keys are split, the last split of each query row and head to finish merges the splits' partial
- * results in the same dispatch (one dependency level; kernels/attention/attn_splits.glsl); the
- * op makes temporary device buffers for the partials and the merge's counters and frees them
- * right after recording (nuvec keeps them alive for the recorded work). Devices with subgroup
+ * keys are split, a second dispatch merges the splits' partial results
+ * (kernels/attention/attn_combine.comp), or with combine=fused the last split of each query row
+ * and head to finish merges them in the same dispatch (one dependency level fewer, but slower on
+ * the H200 except at 32768 keys with 32 KV heads: bench/RESULTS.md); the op makes temporary
+ * device buffers for the partials (and the fused merge's counters) and frees them right after
+ * recording (nuvec keeps them alive for the recorded work). Devices with subgroup
  * arithmetic take a decode kernel that reads each key row with a subgroup
  * (kernels/attention/attn_decode_sg.comp); devices with cooperative matrices take a prefill
  * kernel on them for F16 q, k, v with 16-byte aligned rows (attn_prefill_coopmat.comp; its p and
@@ -266,8 +268,8 @@ typedef struct nu_attention_desc {
  * subgroup=0|1 keys=K heads=H tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N" overrides
  * the choices (sweeps, tests: splits, keys a split, the prefill tile's rows and keys, the subgroup
  * decode kernel, its keys in flight and query heads a workgroup, the matrix-unit prefill and its
- * rows a workgroup, and the splits merged by attn_combine.comp in a second dispatch instead:
- * always, or beyond N splits). desc is
+ * rows a workgroup, and the splits merged by the last split instead of a second dispatch, up to
+ * N splits). desc is
  * required. In a graph, q_position and kv_length may be launch parameters (nu_op_graph_param);
  * record with the largest kv_length the launches will have (the split count is chosen from it). */
 #define NU_ATTENTION_DECODE_ROWS 4

@@ -1,8 +1,8 @@
 /* attention.c: scaled dot-product attention with grouped-query heads (nu_op_attention) and the KV
  * cache's append (nu_op_kv_append; nu_op_kv_append_rope, with nu_op_rope's rotation on the way in).
  * Kernels under kernels/attention/: attn_decode.comp and attn_decode_sg.comp (a few query rows,
- * the keys split over workgroups, the splits merged by the last split to finish: attn_splits.glsl;
- * or by attn_combine.comp, a second dispatch, with NUVEC_ATTENTION="combine=separate"),
+ * the keys split over workgroups, the splits merged by attn_combine.comp, a second dispatch; or
+ * with NUVEC_ATTENTION="combine=fused" by the last split to finish: attn_splits.glsl),
  * attn_prefill.comp (flash-attention style tiles), kv_append.comp, kv_append_rope.comp. Each
  * .comp's header describes its layout and constants.
  *
@@ -47,7 +47,10 @@
  * of the copy bandwidth with 32 KV heads (256: 36%, 512: 19%), 64 at 512 keys 15% (128: 9%), 256
  * at 32768 keys 79% (128: 77%); 2 heads and 4 keys lifted 8 KV heads at 4096 keys from 14% to 18%
  * and at 32768 from 25% to 30% (4 heads or 16 keys were slower). */
-static uint32_t default_chunk(uint32_t kv_length) { return kv_length <= 1024 ? 64u : kv_length <= 8192 ? 128u : 256u; }
+/* Then (third session, with the splits merged by attn_combine.comp; `nuvec bench ops --filter
+ * attn_dec` with NUVEC_ATTENTION chunk=32..256): chunk 32 at 512 keys took 7.07 us with 8 KV
+ * heads and 9.67 with 32, against 10.04 and 14.71 for 64: short contexts want more splits. */
+static uint32_t default_chunk(uint32_t kv_length) { return kv_length <= 1024 ? 32u : kv_length <= 8192 ? 128u : 256u; }
 
 typedef struct attn_tune {
     int path;        /* -1: by tokens; 0 decode; 1 prefill */
@@ -221,7 +224,12 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (qh > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %lld query heads; at most 65535", (long long)qh);
 
-    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1, 128, 1, 65535};
+    /* The splits merged by attn_combine.comp by default: the merge in the last split to finish
+     * (combine=fused) was slower on the H200 at 512 and 4096 keys (12.3 / 41.1 us against 7.1 /
+     * 21.5 with 8 KV heads at chunk 32; 13.0 / 36.4 against 9.7 / 37.5 with 32), faster only at
+     * 32768 keys with 32 KV heads (150 against 165 us): the merging workgroup's work comes after
+     * every other's, where the second dispatch spreads it over the device. */
+    attn_tune tune = {-1, 0, 0, 0, 0, 1, 4, 2, 1, 128, 0, 65535};
     if ((st = env_tune(d, &tune)) != NU_OK)
         return st;
     bool decode = tune.path < 0 ? tokens <= NU_ATTENTION_DECODE_ROWS : tune.path == 0;
@@ -292,9 +300,9 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         splits = 1;
     /* FINAL: 1 one split straight to dst; 2 the splits' partials, merged by the last split to
      * finish (attn_splits.glsl: one dispatch, one dependency level in a graph); 0 the partials,
-     * merged by attn_combine.comp (a second dispatch after a barrier): where asked, and for more
-     * than fused_max splits (a knob for the sweep: the merge's work in the last split grows with
-     * the splits; all by default until measured). */
+     * merged by attn_combine.comp (a second dispatch after a barrier): the default (see tune
+     * above), and for more than fused_max splits with combine=fused (the merge's work in the last
+     * split grows with the splits). */
     uint32_t final = splits == 1 ? 1u : tune.fused && splits <= tune.fused_max ? 2u : 0u;
     uint32_t groups[3] = {(uint32_t)qh, (uint32_t)splits, (uint32_t)tokens};
     /* The subgroup kernel where the device has subgroup arithmetic and head_dim is a multiple of its

@@ -21,12 +21,13 @@ typedef struct soa_tune {
     uint32_t prefetch; /* 1: the first weight loads before x is read (matvec_soa.glsl's PREFETCH) */
 } soa_tune;
 
-/* Defaults, by reasoning (not measured yet; the lead sweeps them on the H200): 512 threads and
- * at most 264 workgroups (two a streaming multiprocessor of the H200's 132: 1024 threads of its
- * 2048, with room for the registers of 4 runs in flight), a row per subgroup, 4 runs (16 bytes
- * each) in flight a lane: 64 KiB in flight an SM, about 8 MiB on the device, more than the
- * ~3 MiB its bandwidth-latency product asks. */
-static soa_tune default_tune(void) { return (soa_tune){512, 1, 4, 264, 0, -1, 1}; }
+/* Defaults: 1024 threads, at most 132 workgroups (one a streaming multiprocessor of the H200),
+ * a row per subgroup, 2 runs (16 bytes each) in flight a lane, x read before the first weight
+ * loads: the best of 15 settings on the H200 (bench/RESULTS.md, 2026-12-01, `nuvec bench ops
+ * --filter Q4_0_SOA` with NUVEC_MATVEC_SOA): 6.38 / 10.81 / 11.95 / 22.85 us at 4096x4096,
+ * 11008x4096, 4096x11008, 32000x4096 and 17.68 for the fused gate-up, against 7.03 / 11.86 /
+ * 12.99 / 23.55 / 19.30 for the first guess (512 threads, 264 workgroups, 4 runs, prefetch). */
+static soa_tune default_tune(void) { return (soa_tune){1024, 1, 2, 132, 0, -1, 0}; }
 
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
