@@ -1,6 +1,6 @@
 /* model.c: the Llama decoder on nuvec's public API (nuvec_llm.h's Model section).
  *
- * Passes of at most NU_MATVEC_MAX_ROWS tokens (decode) run the fused layer, 6 dependency levels a
+ * Passes of at most NU_MATVEC_MAX_ROWS tokens (decode) run the fused layer, 7 dependency levels a
  * layer (record_layer_fused; NUVEC_LLM_NO_FUSION=1 keeps the separate ops below, for
  * comparisons). Longer passes (prefill), recorded into one command buffer:
  *   x = embed[ids]                                               nu_op_gather
@@ -391,13 +391,16 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
             return st;                                                                                             \
     } while (0)
 
-/* One layer of a pass of at most NU_MATVEC_MAX_ROWS rows (decode) in 6 dependency levels: x is
+/* One layer of a pass of at most NU_MATVEC_MAX_ROWS rows (decode) in 7 dependency levels: x is
  * the residual stream, never normalised in place; each RMSNorm is done by the product that reads
  * it, the residual adds by the products that end each half, and the SwiGLU by the gate-up product
  * (nu_op_matvec_fused); the keys are rotated on their way into the cache (nu_op_kv_append_rope):
  *   qkv = norm(x) Wqkv^T | q = rope(q); K[pos] = rope(k); V[pos] = v | att = attention(q, K, V) |
  *   x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
- * (attention is one level where its combine runs inside its split kernel). */
+ * (attention is two levels, its splits then their merge; one with NUVEC_ATTENTION=combine=fused,
+ * slower on the H200 at decode's lengths: bench/RESULTS.md). On the H200 the fusion took 7B Q4_0
+ * decode from 347 to 418 tokens/s and F16 from 194 to 203 (NUVEC_LLM_NO_FUSION=1 against the
+ * default, same run). */
 static nu_status record_layer_fused(nu_llm_model *m, nu_commands *c, llm_layer *y, uint32_t rows, uint32_t start,
                                     bool graph, int gi)
 {
