@@ -305,3 +305,19 @@ void nt_run(nu_device *d, nu_status (*record)(nu_commands *c, void *arg), void *
     NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
     nu_commands_free(c);
 }
+
+typedef struct copy_args {
+    const nu_tensor *dst, *src;
+} copy_args;
+
+static nu_status record_copy(nu_commands *c, void *arg)
+{
+    copy_args *a = arg;
+    return nu_op_copy(c, a->dst, a->src);
+}
+
+void nt_run_copy(nu_device *d, const nu_tensor *dst, const nu_tensor *src)
+{
+    copy_args a = {dst, src};
+    nt_run(d, record_copy, &a);
+}

@@ -63,5 +63,7 @@ float nt_dtype_tolerance(nu_dtype dtype);
 
 /* Records, commits and waits; fails the test on an error. */
 void nt_run(nu_device *d, nu_status (*record)(nu_commands *c, void *arg), void *arg);
+/* nt_run of nu_op_copy(dst, src). */
+void nt_run_copy(nu_device *d, const nu_tensor *dst, const nu_tensor *src);
 
 #endif

@@ -14,21 +14,6 @@
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
-typedef struct copy_case {
-    const nu_tensor *dst, *src;
-} copy_case;
-
-static nu_status record_copy(nu_commands *c, void *arg)
-{
-    copy_case *k = arg;
-    return nu_op_copy(c, k->dst, k->src);
-}
-
-static void run_copy(nu_device *d, const nu_tensor *dst, const nu_tensor *src)
-{
-    copy_case k = {dst, src};
-    nt_run(d, record_copy, &k);
-}
 
 static uint32_t f32_bits(float f)
 {
@@ -89,7 +74,7 @@ static void expect_bits(const char *what, const nt_tensor *dst, const uint32_t *
 /* dst = copy of view `src` of h: dst's bits against the reference conversion of each value. */
 static void check_cast(nu_device *d, nt_tensor *dst, const nt_tensor *h, const nu_tensor *src, const char *what)
 {
-    run_copy(d, &dst->t, src);
+    nt_run_copy(d, &dst->t, src);
     nt_tensor_download(dst);
     uint64_t n = dst->numel;
     float *x = malloc(n * sizeof *x);
@@ -198,7 +183,7 @@ static void copy_rounds_special_values_to_nearest_even(void **state)
                 const nt_tensor *src = srcs[si];
                 int64_t shape[1] = {(int64_t)src->numel};
                 nt_tensor dst = nt_tensor_output(d, floats[dt], 1, shape, 0);
-                run_copy(d, &dst.t, &src->t);
+                nt_run_copy(d, &dst.t, &src->t);
                 nt_tensor_download(&dst);
                 for (uint64_t i = 0; i < src->numel; i++) {
                     const uint32_t *b = si == 0 ? specials : all;
@@ -275,7 +260,7 @@ static void check_move(nu_device *d, const nt_tensor *h, const nu_tensor *src, u
     nt_tensor dst = int_tensor(d, src->dtype, src->rank, src->shape, pad, seed);
     uint8_t *before = malloc(dst.size);
     memcpy(before, dst.bytes, dst.size);
-    run_copy(d, &dst.t, src);
+    nt_run_copy(d, &dst.t, src);
     NT_OK(nu_buffer_read(dst.t.buffer, 0, dst.bytes, dst.size));
     uint64_t n = dst.numel;
     uint32_t *want = malloc((n ? n : 1) * sizeof *want);
@@ -351,7 +336,7 @@ static void check_dequant(nu_device *d, const nt_tensor *h, const nu_tensor *src
                           const char *what)
 {
     nt_tensor dst = nt_tensor_output(d, dtype, src->rank, src->shape, pad);
-    run_copy(d, &dst.t, src);
+    nt_run_copy(d, &dst.t, src);
     nt_tensor_download(&dst);
     uint64_t n = dst.numel;
     float *x = malloc(n * sizeof *x);

@@ -28,15 +28,6 @@ typedef struct soa_tensor {
     size_t size;
 } soa_tensor;
 
-typedef struct copy_case {
-    const nu_tensor *dst, *src;
-} copy_case;
-
-static nu_status record_copy(nu_commands *c, void *arg)
-{
-    copy_case *k = arg;
-    return nu_op_copy(c, k->dst, k->src);
-}
 
 /* q (any Q4_0 view) repacked by nu_op_copy. */
 static soa_tensor repack(nu_device *d, const nu_tensor *q, uint64_t offset)
@@ -52,8 +43,7 @@ static soa_tensor repack(nu_device *d, const nu_tensor *q, uint64_t offset)
     NT_OK(nu_buffer_new(d, s.size, NU_STORAGE_SHARED, &b));
     NT_OK(nu_buffer_write(b, 0, s.bytes, s.size));
     s.t = nu_tensor_make(b, offset, NU_DTYPE_Q4_0_SOA, 2, q->shape);
-    copy_case cc = {&s.t, q};
-    nt_run(d, record_copy, &cc);
+    nt_run_copy(d, &s.t, q);
     NT_OK(nu_buffer_read(b, 0, s.bytes, s.size));
     return s;
 }
@@ -118,9 +108,8 @@ static void repack_is_exact_and_dequantizes_as_q4_0(void **state)
                 int64_t ds[2] = {rn, k};
                 nt_tensor a = nt_tensor_output(d, floats[f], 2, ds, (uint64_t)(c % 2));
                 nt_tensor b = nt_tensor_output(d, floats[f], 2, ds, 0);
-                copy_case ca = {&a.t, &sv}, cb = {&b.t, &qr};
-                nt_run(d, record_copy, &ca);
-                nt_run(d, record_copy, &cb);
+                nt_run_copy(d, &a.t, &sv);
+                nt_run_copy(d, &b.t, &qr);
                 nt_tensor_download(&a);
                 nt_tensor_download(&b);
                 size_t es = nu_dtype_size(floats[f]);
