@@ -53,7 +53,7 @@ typedef enum nu_feature {
                                           4x8-bit dot products (the quantized products' fast path) */
     NU_FEATURE_VULKAN_MEMORY_MODEL,    /* vulkanMemoryModel with device scope: needed by cooperative-matrix
                                           shaders (enabled only with them) */
-    NU_FEATURE_NV_COOPERATIVE_MATRIX2, /* VK_NV_cooperative_matrix2 (reported; nuvec does not use it) */
+    NU_FEATURE_NV_COOPERATIVE_MATRIX2, /* VK_NV_cooperative_matrix2 (reported; enabled only with NUVEC_COOPMAT2=1, for bench/probes/coopmat2_matmul: no kernel uses it) */
     NU_FEATURE_COUNT
 } nu_feature;
 

@@ -39,6 +39,18 @@ nu_status nu__logical_create(nu_device *d)
         d->info.features[NU_FEATURE_COOPERATIVE_MATRIX] = false;
         d->info.cooperative_matrix_count = 0;
     }
+    /* VK_NV_cooperative_matrix2 (workgroup-scope matrices, tensor addressing) only where asked
+     * (NUVEC_COOPMAT2=1) with the KHR extension on: bench/probes/coopmat2_matmul measures it; no
+     * nuvec kernel uses it yet. Its features are enabled as the device reports them. */
+    bool coop2 = coop && info->features[NU_FEATURE_NV_COOPERATIVE_MATRIX2] && nu__env_on("NUVEC_COOPMAT2");
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV coop2f = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+    if (coop2) {
+        VkPhysicalDeviceFeatures2 q2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &coop2f};
+        d->vki.vkGetPhysicalDeviceFeatures2(d->physical, &q2);
+        coop2f.pNext = NULL;
+        enable[count++] = NU__EXT_COOPMAT2;
+    }
     if (!v13) {
         enable[count++] = NU__EXT_SYNC2;
         if (info->features[NU_FEATURE_INTEGER_DOT_PRODUCT])
@@ -75,9 +87,10 @@ nu_status nu__logical_create(nu_device *d)
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .pNext = &sync2,
         .shaderIntegerDotProduct = VK_TRUE};
+    coop2f.pNext = info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] ? (void *)&dot : (void *)&sync2;
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
-        .pNext = info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] ? (void *)&dot : (void *)&sync2,
+        .pNext = coop2 ? (void *)&coop2f : coop2f.pNext,
         .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .pNext = coop ? (void *)&coopf : coopf.pNext,

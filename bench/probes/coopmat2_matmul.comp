@@ -1,0 +1,43 @@
+#version 450
+// bench/probes/coopmat2_matmul.comp: the F16 product dst[m, n] = sum_k a[m, k] w[n, k] (F32
+// accumulation, F32 dst) with VK_NV_cooperative_matrix2's workgroup-scope matrices and tensor
+// addressing: one BM x BN tile a workgroup, k BK a step, the driver choosing how the tiles reach
+// the matrix units (the question the probe asks: how close that comes to the hardware, against
+// nu_op_matmul's VK_KHR_cooperative_matrix kernel). A throwaway measurement driven by
+// bench/probes/coopmat2_matmul.c; m, n, k multiples of the tile.
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+layout(constant_id = 0) const uint BM = 128u;
+layout(constant_id = 1) const uint BN = 128u;
+layout(constant_id = 2) const uint BK = 32u;
+layout(local_size_x = 256, local_size_x_id = 3) in;
+
+layout(set = 0, binding = 0) buffer Dst { float dst[]; };
+layout(set = 0, binding = 1) readonly buffer A { float16_t a[]; };
+layout(set = 0, binding = 2) readonly buffer W { float16_t w[]; };
+layout(push_constant) uniform Push { uint m, n, k; } pc;
+
+void main()
+{
+    uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    tensorLayoutNV<2> ta = createTensorLayoutNV(2);
+    ta = setTensorLayoutDimensionNV(ta, pc.m, pc.k);
+    tensorLayoutNV<2> tw = createTensorLayoutNV(2);
+    tw = setTensorLayoutDimensionNV(tw, pc.n, pc.k);
+    tensorLayoutNV<2> td = createTensorLayoutNV(2);
+    td = setTensorLayoutDimensionNV(td, pc.m, pc.n);
+    tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0); // w's [n, k] as [k, n]
+    coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+        coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+    for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ma;
+        coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> mb;
+        coopMatLoadTensorNV(ma, a, 0, sliceTensorLayoutNV(ta, m0, BM, k0, BK));
+        coopMatLoadTensorNV(mb, w, 0, sliceTensorLayoutNV(tw, n0, BN, k0, BK), transposed);
+        acc = coopMatMulAdd(ma, mb, acc);
+    }
+    coopMatStoreTensorNV(acc, dst, 0, sliceTensorLayoutNV(td, m0, BM, n0, BN));
+}
