@@ -184,7 +184,7 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
  * device has integer dot products and x's rows fit in shared memory (40 bytes per 32 elements
  * and row), in F32 on the exact values elsewhere; it needs subgroup arithmetic (else
  * NU_ERROR_UNSUPPORTED). Its knobs: NUVEC_MATVEC_SOA="local=L rows=R unroll=U groups=G split=S
- * dot=0|1" (NUVEC_MATVEC does not apply to it). */
+ * prefetch=0|1 dot=0|1" (NUVEC_MATVEC does not apply to it). */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
 
