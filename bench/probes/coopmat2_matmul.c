@@ -97,7 +97,7 @@ int main(int argc, char **argv)
         for (int s = 0; s < 3; s++) {
             uint32_t push[3] = {shapes[s][0], shapes[s][1], shapes[s][2]};
             uint32_t g[3] = {push[1] / bn, push[0] / bm, 1};
-            if (push[1] % bn || push[0] % bm || push[2] % bk) {
+            if (push[1] % bn || push[0] % bm || push[2] % (8 * bk)) {
                 tf[s] = 0;
                 continue;
             }
