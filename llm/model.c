@@ -34,8 +34,10 @@
  * rows past max_positions for the speculative passes of a launch that runs past its end.
  *
  * Buffers: the weights (the source's, or F16 copies), the KV cache (a K and a V buffer a layer),
- * and activations for prefill_chunk rows, allocated at open and reused by every pass; logits in
- * a shared buffer read back after each pass. */
+ * the decode graphs' activations, allocated at open; each prefill pass's activations from
+ * nu_buffer_new_gpu, freed right after its commit so that the next pass, recorded while it runs,
+ * reuses their memory in flight (pass_buffers); logits in a shared buffer read back after each
+ * pass. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +96,7 @@ struct nu_llm_model {
     nu_buffer *converted[MAX_CONVERTED];
     uint32_t converted_count;
     nu_buffer *buf[B_COUNT];
+    nu_buffer **act; /* the buffers the pass being recorded uses: buf, or a prefill pass's own (pass_buffers) */
     nu_graph *graph[G_COUNT]; /* [G_DECODE] at open; the greedy ring at the first greedy decode */
     uint32_t depth;           /* the greedy ring's graphs (launches in flight); 0: not built yet */
     uint32_t unroll;          /* tokens a greedy launch decodes */
@@ -304,11 +307,12 @@ static void stack_layers(nu_llm_model *m)
 }
 
 
-static nu_status alloc_state(nu_llm_model *m)
+/* The buffers' sizes for passes of R rows. */
+static void state_sizes(const nu_llm_model *m, size_t R, size_t sizes[B_COUNT])
 {
     const nu_llm_config *c = &m->cfg;
-    size_t R = m->chunk, D = c->dim, Q = (size_t)c->heads * c->head_dim, KV = (size_t)c->kv_heads * c->head_dim;
-    size_t sizes[B_COUNT] = {[B_IDS] = R * 4, [B_X] = R * D * 4, [B_XN] = R * D * 4, [B_Q] = R * Q * 4,
+    size_t D = c->dim, Q = (size_t)c->heads * c->head_dim, KV = (size_t)c->kv_heads * c->head_dim;
+    size_t s[B_COUNT] = {[B_IDS] = R * 4, [B_X] = R * D * 4, [B_XN] = R * D * 4, [B_Q] = R * Q * 4,
                              [B_K] = R * KV * 4, [B_V] = R * KV * 4, [B_ATT] = R * Q * 4, [B_TMP] = R * D * 4,
                              [B_GATE] = R * c->ffn * 4, [B_UP] = R * c->ffn * 4, [B_LOGITS] = (size_t)c->vocab * 4,
                              [B_GIDS] = 4, [B_QKV] = (R < NU_MATVEC_MAX_ROWS ? R : NU_MATVEC_MAX_ROWS) * (Q + 2 * KV) * 4,
@@ -319,6 +323,14 @@ static nu_status alloc_state(nu_llm_model *m)
                              [B_W16] = (m->w16 || m->repacked ? (size_t)D * (Q > c->ffn ? Q : c->ffn) * 2 : 4), [B_GID0] = ID_STRIDE * GREEDY_MAX_UNROLL,
                              [B_GID1] = ID_STRIDE * GREEDY_MAX_UNROLL, [B_GID2] = ID_STRIDE * GREEDY_MAX_UNROLL,
                              [B_GID3] = ID_STRIDE * GREEDY_MAX_UNROLL};
+    memcpy(sizes, s, sizeof s);
+}
+
+static nu_status alloc_state(nu_llm_model *m)
+{
+    const nu_llm_config *c = &m->cfg;
+    size_t sizes[B_COUNT], KV = (size_t)c->kv_heads * c->head_dim;
+    state_sizes(m, m->chunk, sizes);
     static const char *const names[B_COUNT] = {"llm ids", "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att",
                                                "llm tmp", "llm gate", "llm up", "llm logits", "llm graph id",
                                                "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight",
@@ -361,7 +373,7 @@ static nu_status prefill_linear(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     bool soa = w->dtype == NU_DTYPE_Q4_0_SOA; /* the products take it only as F16 */
     if (rows <= NU_MATVEC_MAX_ROWS || (!soa && (!m->w16 || (w->dtype != NU_DTYPE_Q8_0 && w->dtype != NU_DTYPE_Q4_0))))
         return linear(c, rows, y, w, x);
-    nu_tensor w16 = nu_tensor_make(m->buf[B_W16], 0, NU_DTYPE_F16, 2, w->shape);
+    nu_tensor w16 = nu_tensor_make(m->act[B_W16], 0, NU_DTYPE_F16, 2, w->shape);
     nu_status st = nu_op_copy(c, &w16, w);
     return st != NU_OK ? st : nu_op_matmul(c, y, x, &w16, NULL);
 }
@@ -407,33 +419,33 @@ static nu_status record_layer_fused(nu_llm_model *m, nu_commands *c, llm_layer *
     const nu_llm_config *cf = &m->cfg;
     int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
     nu_status st;
-    nu_tensor x = view2(m->buf[B_X], R, D);
-    nu_tensor q3 = view3(m->buf[B_Q], R, H, HD), k3 = view3(m->buf[B_K], R, KVH, HD), v3 = view3(m->buf[B_V], R, KVH, HD);
-    nu_tensor att3 = view3(m->buf[B_ATT], R, H, HD), att2 = view2(m->buf[B_ATT], R, H * HD);
-    nu_tensor h = view2(m->buf[B_GATE], R, F);
+    nu_tensor x = view2(m->act[B_X], R, D);
+    nu_tensor q3 = view3(m->act[B_Q], R, H, HD), k3 = view3(m->act[B_K], R, KVH, HD), v3 = view3(m->act[B_V], R, KVH, HD);
+    nu_tensor att3 = view3(m->act[B_ATT], R, H, HD), att2 = view2(m->act[B_ATT], R, H * HD);
+    nu_tensor h = view2(m->act[B_GATE], R, F);
     nu_matvec_desc attn_in = {.norm_weight = &y->attn_norm, .norm_eps = cf->rms_eps};
     if (y->qkv_stacked) { /* one product into [q | k | v] a row */
         int64_t all = (H + 2 * KVH) * HD;
-        nu_tensor qkv = view2(m->buf[B_QKV], R, all);
+        nu_tensor qkv = view2(m->act[B_QKV], R, all);
         TRY(nu_op_matvec_fused(c, &qkv, &y->wqkv, &x, &attn_in));
         int64_t qs[3] = {R, H, HD}, ks[3] = {R, KVH, HD}, row = all;
-        q3 = nu_tensor_make(m->buf[B_QKV], 0, NU_DTYPE_F32, 3, qs);
-        k3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
-        v3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
+        q3 = nu_tensor_make(m->act[B_QKV], 0, NU_DTYPE_F32, 3, qs);
+        k3 = nu_tensor_make(m->act[B_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
+        v3 = nu_tensor_make(m->act[B_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
         q3.strides[0] = k3.strides[0] = v3.strides[0] = row; /* rows of [q | k | v] */
     } else {
         /* q's product into B_ATT's rows (rotated into B_Q below, before attention writes B_ATT) */
         int64_t qs[3] = {R, H, HD};
-        nu_tensor q2 = view2(m->buf[B_ATT], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD),
-                  v2 = view2(m->buf[B_V], R, KVH * HD);
-        q3 = nu_tensor_make(m->buf[B_ATT], 0, NU_DTYPE_F32, 3, qs);
+        nu_tensor q2 = view2(m->act[B_ATT], R, H * HD), k2 = view2(m->act[B_K], R, KVH * HD),
+                  v2 = view2(m->act[B_V], R, KVH * HD);
+        q3 = nu_tensor_make(m->act[B_ATT], 0, NU_DTYPE_F32, 3, qs);
         TRY(nu_op_matvec_fused(c, &q2, &y->wq, &x, &attn_in));
         TRY(nu_op_matvec_fused(c, &k2, &y->wk, &x, &attn_in));
         TRY(nu_op_matvec_fused(c, &v2, &y->wv, &x, &attn_in));
     }
     nu_rope_desc rope_q = {m->src->rope_layout, cf->rope_theta, 0, (int32_t)start, NULL};
     nu_rope_desc rope_k = {m->src->rope_layout, cf->rope_theta, 0, 0, NULL}; /* the append's position drives it */
-    nu_tensor qr = view3(m->buf[B_Q], R, H, HD); /* q turned into its own rows (rope's dst is contiguous) */
+    nu_tensor qr = view3(m->act[B_Q], R, H, HD); /* q turned into its own rows (rope's dst is contiguous) */
     TRY(nu_op_rope(c, &qr, &q3, &rope_q));
     if (graph)
         TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_qrope[gi]));
@@ -467,13 +479,13 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     int64_t R = rows, D = cf->dim, H = cf->heads, KVH = cf->kv_heads, HD = cf->head_dim, F = cf->ffn;
     nu_status st;
     int64_t one = R;
-    nu_tensor ids = graph ? *gid : nu_tensor_make(m->buf[B_IDS], 0, NU_DTYPE_I32, 1, &one);
-    nu_tensor x = view2(m->buf[B_X], R, D), xn = view2(m->buf[B_XN], R, D), tmp = view2(m->buf[B_TMP], R, D);
-    nu_tensor q2 = view2(m->buf[B_Q], R, H * HD), k2 = view2(m->buf[B_K], R, KVH * HD), v2 = view2(m->buf[B_V], R, KVH * HD);
-    const nu_tensor q3s = view3(m->buf[B_Q], R, H, HD), k3s = view3(m->buf[B_K], R, KVH, HD),
-                    v3s = view3(m->buf[B_V], R, KVH, HD); /* separate products' outputs */
-    nu_tensor att3 = view3(m->buf[B_ATT], R, H, HD), att2 = view2(m->buf[B_ATT], R, H * HD);
-    nu_tensor gate = view2(m->buf[B_GATE], R, F), up = view2(m->buf[B_UP], R, F);
+    nu_tensor ids = graph ? *gid : nu_tensor_make(m->act[B_IDS], 0, NU_DTYPE_I32, 1, &one);
+    nu_tensor x = view2(m->act[B_X], R, D), xn = view2(m->act[B_XN], R, D), tmp = view2(m->act[B_TMP], R, D);
+    nu_tensor q2 = view2(m->act[B_Q], R, H * HD), k2 = view2(m->act[B_K], R, KVH * HD), v2 = view2(m->act[B_V], R, KVH * HD);
+    const nu_tensor q3s = view3(m->act[B_Q], R, H, HD), k3s = view3(m->act[B_K], R, KVH, HD),
+                    v3s = view3(m->act[B_V], R, KVH, HD); /* separate products' outputs */
+    nu_tensor att3 = view3(m->act[B_ATT], R, H, HD), att2 = view2(m->act[B_ATT], R, H * HD);
+    nu_tensor gate = view2(m->act[B_GATE], R, F), up = view2(m->act[B_UP], R, F);
     nu_rope_desc rope = {m->src->rope_layout, cf->rope_theta, 0, (int32_t)start, NULL};
     nu_attention_desc ad = {0, !graph, start, graph ? m->positions : start + rows};
 
@@ -481,7 +493,7 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
     if (m->fused && rows <= NU_MATVEC_MAX_ROWS) {
         for (uint32_t l = 0; l < cf->layers; l++)
             TRY(record_layer_fused(m, c, &m->layers[l], rows, start, graph, gi));
-        nu_tensor last, logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
+        nu_tensor last, logits = view2(m->act[B_LOGITS], 1, cf->vocab);
         TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
         nu_matvec_desc out_in = {.norm_weight = &m->out_norm, .norm_eps = cf->rms_eps};
         TRY(nu_op_matvec_fused(c, &logits, &m->output, &last, &out_in));
@@ -495,16 +507,16 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         nu_tensor q3 = q3s, k3 = k3s, v3 = v3s;
         bool h = !graph && m->prefill_f16 && rows > NU_MATVEC_MAX_ROWS; /* prefill through the matrix units */
         if (qkv) { /* one product into [q | k | v] of one row */
-            nu_tensor all = view2(m->buf[B_QKV], 1, (H + 2 * KVH) * HD);
+            nu_tensor all = view2(m->act[B_QKV], 1, (H + 2 * KVH) * HD);
             TRY(linear(c, rows, &all, &y->wqkv, &xn));
             int64_t qs[3] = {1, H, HD}, ks[3] = {1, KVH, HD};
-            q3 = nu_tensor_make(m->buf[B_QKV], 0, NU_DTYPE_F32, 3, qs);
-            k3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
-            v3 = nu_tensor_make(m->buf[B_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
+            q3 = nu_tensor_make(m->act[B_QKV], 0, NU_DTYPE_F32, 3, qs);
+            k3 = nu_tensor_make(m->act[B_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
+            v3 = nu_tensor_make(m->act[B_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
         } else {
             nu_tensor in = xn;
             if (h)
-                TRY(as_f16(c, m->buf[B_H16], &xn, &in));
+                TRY(as_f16(c, m->act[B_H16], &xn, &in));
             TRY(prefill_linear(m, c, rows, &q2, &y->wq, &in));
             TRY(prefill_linear(m, c, rows, &k2, &y->wk, &in));
             TRY(prefill_linear(m, c, rows, &v2, &y->wv, &in));
@@ -524,17 +536,17 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
             TRY(nu_op_graph_param(c, NU_OP_VALUE_POSITION, &y->p_vpos[gi]));
         nu_tensor qa = q3;
         if (h)
-            TRY(as_f16(c, m->buf[B_Q16], &q3, &qa));
+            TRY(as_f16(c, m->act[B_Q16], &q3, &qa));
         TRY(nu_op_attention(c, &att3, &qa, &y->kc, &y->vc, &ad));
         if (graph)
             TRY(nu_op_graph_param(c, NU_OP_VALUE_KV_LENGTH, &y->p_kvlen[gi]));
         nu_tensor ain = att2;
         if (h)
-            TRY(as_f16(c, m->buf[B_H16], &att2, &ain));
+            TRY(as_f16(c, m->act[B_H16], &att2, &ain));
         TRY(prefill_linear(m, c, rows, &tmp, &y->wo, &ain));
         TRY(nu_op_add_rms_norm(c, &x, &xn, &x, &tmp, &y->ffn_norm, cf->rms_eps)); /* x += tmp; xn = norm(x) */
         if (gu) { /* one product into [gate | up] of one row */
-            nu_tensor all = view2(m->buf[B_GU], 1, 2 * F), g1, u1;
+            nu_tensor all = view2(m->act[B_GU], 1, 2 * F), g1, u1;
             TRY(linear(c, rows, &all, &y->wgu, &xn));
             TRY(nu_tensor_slice(&all, 1, 0, F, &g1));
             TRY(nu_tensor_slice(&all, 1, F, F, &u1));
@@ -543,12 +555,12 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         } else {
             nu_tensor in = xn, gin = gate;
             if (h)
-                TRY(as_f16(c, m->buf[B_H16], &xn, &in));
+                TRY(as_f16(c, m->act[B_H16], &xn, &in));
             TRY(prefill_linear(m, c, rows, &gate, &y->gate, &in));
             TRY(prefill_linear(m, c, rows, &up, &y->up, &in));
             TRY(nu_op_swiglu(c, &gate, &gate, &up));
             if (h)
-                TRY(as_f16(c, m->buf[B_H16], &gate, &gin));
+                TRY(as_f16(c, m->act[B_H16], &gate, &gin));
             TRY(prefill_linear(m, c, rows, &tmp, &y->down, &gin));
         }
         if (l + 1 < cf->layers) /* x += tmp, and the next layer's first norm */
@@ -556,7 +568,7 @@ static nu_status record_forward(nu_llm_model *m, nu_commands *c, uint32_t rows, 
         else
             TRY(nu_op_add(c, &x, &x, &tmp));
     }
-    nu_tensor last, xl = view2(m->buf[B_XN], 1, D), logits = view2(m->buf[B_LOGITS], 1, cf->vocab);
+    nu_tensor last, xl = view2(m->act[B_XN], 1, D), logits = view2(m->act[B_LOGITS], 1, cf->vocab);
     TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
     TRY(nu_op_rms_norm(c, &xl, &last, &m->out_norm, cf->rms_eps));
     TRY(nu_op_matvec(c, &logits, &m->output, &xl));
@@ -631,6 +643,7 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
                      (opt.prefill_f16 == 0 && nu_device_get_info(device)->features[NU_FEATURE_COOPERATIVE_MATRIX]);
     m->w16 = m->prefill_f16;
     m->fused = !getenv("NUVEC_LLM_NO_FUSION"); /* the separate ops, for comparisons */
+    m->act = m->buf;
     size_t plen = strlen(path);
     nu_status st = plen > 5 && !strcmp(path + plen - 5, ".gguf") ? nu_llm__gguf_open(device, path, &m->src)
                                                                   : nu_llm__hf_open(device, path, &m->src);
@@ -693,6 +706,43 @@ static nu_status read_logits(nu_llm_model *m, float *logits)
     return nv(m, nu_buffer_read(m->buf[B_LOGITS], 0, logits, (size_t)m->cfg.vocab * 4), "reading the logits");
 }
 
+/* A prefill pass's buffers: the model's (the logits and the KV cache are every pass's), with the
+ * pass's activations and ids (the ones a pass of `rows` rows writes) from nu_buffer_new_gpu. Each
+ * pass frees its own right after its commit; the next pass's come from that memory while the GPU
+ * still runs the previous pass, ordered after its uses (in-flight reuse: nuvec/buffer.h), so the
+ * CPU records pass i + 1 while pass i runs and the activations hold about one pass's memory. */
+static const int PASS_OWN[] = {B_IDS, B_X, B_XN, B_Q, B_K, B_V, B_ATT, B_TMP, B_GATE, B_UP, B_QKV, B_H16, B_Q16, B_W16};
+#define PASS_OWN_COUNT (sizeof PASS_OWN / sizeof *PASS_OWN)
+
+static void free_pass_buffers(nu_buffer *set[B_COUNT])
+{
+    for (size_t i = 0; i < PASS_OWN_COUNT; i++) {
+        nu_buffer_free(set[PASS_OWN[i]]);
+        set[PASS_OWN[i]] = NULL;
+    }
+}
+
+static nu_status pass_buffers(nu_llm_model *m, uint32_t rows, nu_buffer *set[B_COUNT])
+{
+    size_t sizes[B_COUNT];
+    state_sizes(m, rows, sizes);
+    memcpy(set, m->buf, sizeof *set * B_COUNT);
+    for (size_t i = 0; i < PASS_OWN_COUNT; i++)
+        set[PASS_OWN[i]] = NULL;
+    for (size_t i = 0; i < PASS_OWN_COUNT; i++) {
+        nu_status st = nv(m, nu_buffer_new_gpu(m->dev, sizes[PASS_OWN[i]], NU_STORAGE_PRIVATE, &set[PASS_OWN[i]]),
+                          "a prefill pass's activations");
+        if (st != NU_OK) {
+            free_pass_buffers(set);
+            return st;
+        }
+    }
+    return NU_OK;
+}
+
+/* Passes of at most `chunk` rows, each committed without waiting for the one before (which the
+ * next commit waits for instead): the KV cache orders them (nuvec/command.h). On failure the
+ * position is as before the call. */
 nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n, float *logits)
 {
     if (!m || !tokens || !n)
@@ -700,24 +750,43 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
     nu_status st = check_ids(m, tokens, n);
     if (st != NU_OK)
         return st;
-    for (size_t done = 0; done < n;) {
+    uint32_t start = m->pos;
+    nu_commands *prev = NULL;
+    for (size_t done = 0; done < n && st == NU_OK;) {
         uint32_t rows = (uint32_t)(n - done < m->chunk ? n - done : m->chunk);
-        if ((st = nv(m, nu_buffer_write(m->buf[B_IDS], 0, tokens + done, (size_t)rows * 4), "writing the token ids")) != NU_OK)
-            return st;
+        nu_buffer *set[B_COUNT];
+        if ((st = pass_buffers(m, rows, set)) != NU_OK)
+            break;
         nu_commands *c = NULL;
-        if ((st = nv(m, nu_commands_new(m->dev, NU_QUEUE_COMPUTE, &c), "commands")) != NU_OK)
-            return st;
-        st = record_forward(m, c, rows, m->pos, -1, NULL, NULL);
+        if ((st = nv(m, nu_commands_new(m->dev, NU_QUEUE_COMPUTE, &c), "commands")) == NU_OK &&
+            (st = nv(m, nu_commands_upload(c, set[B_IDS], 0, tokens + done, (size_t)rows * 4), "the token ids")) == NU_OK) {
+            m->act = set;
+            st = nv(m, record_forward(m, c, rows, m->pos, -1, NULL, NULL), "recording the forward pass");
+            m->act = m->buf;
+        }
         if (st == NU_OK)
-            st = nu_commands_commit(c);
-        if (st == NU_OK)
-            st = nu_commands_wait(c, NU_WAIT_FOREVER);
-        st = nv(m, st, "the forward pass");
-        nu_commands_free(c);
-        if (st != NU_OK)
-            return st;
+            st = nv(m, nu_commands_commit(c), "the forward pass");
+        free_pass_buffers(set); /* the next pass may take their memory, after this one's uses */
+        if (st != NU_OK) {
+            nu_commands_free(c);
+            break;
+        }
+        if (prev) {
+            st = nv(m, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
+            nu_commands_free(prev);
+        }
+        prev = c;
         m->pos += rows;
         done += rows;
+    }
+    if (prev) {
+        nu_status w = nv(m, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
+        st = st != NU_OK ? st : w;
+        nu_commands_free(prev);
+    }
+    if (st != NU_OK) {
+        m->pos = start;
+        return st;
     }
     return read_logits(m, logits);
 }

@@ -6,7 +6,8 @@
  * 36 greedy tokens with an F16 KV cache as with F32 (the README's near tie at 37); greedy decode
  * on the GPU (nu_llm_model_decode_greedy) against the CPU's argmax on every file; bad folders and
  * config.json files refused with their messages; a random-weight Q4_0 model of rows a multiple of
- * 256 (make-gguf's "small") decoded with its matrices repacked (Q4_0_SOA) as without. */
+ * 256 (make-gguf's "small") decoded with its matrices repacked (Q4_0_SOA) as without; a prompt in
+ * pipelined passes of 3 rows as in one pass. */
 #include "harness.h"
 
 #include <math.h>
@@ -287,6 +288,36 @@ static void repacked_q4_0_decodes_as_the_file(void **state)
     free(logits[0]);
     free(logits[1]);
     unlink(path);
+    nt_close(d);
+}
+
+/* A 20-token prompt in passes of 3 rows (7 passes, each recorded while the one before runs, its
+ * activations from the memory the previous pass freed: in-flight reuse) gives the logits of one
+ * 20-row pass (the matrix products) within 1e-4, and leaves no activation memory behind. */
+static void prefill_passes_pipelined(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    int32_t prompt[20];
+    for (int i = 0; i < 20; i++)
+        prompt[i] = (int32_t)(1 + 29 * i % 500);
+    float one[512], passes[512];
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_prefill(m, prompt, 20, one));
+    nu_llm_model_free(m);
+    nu_llm_model_options o = {.prefill_chunk = 3};
+    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), &o, &m));
+    uint64_t before = nu_memory_active(d);
+    LLM_OK(nu_llm_model_prefill(m, prompt, 20, passes));
+    assert_int_equal(nu_llm_model_position(m), 20);
+    assert_int_equal(nu_memory_active(d), before);
+    double worst = 0;
+    for (uint32_t j = 0; j < nu_llm_model_config(m)->vocab; j++)
+        worst = fmax(worst, fabs((double)one[j] - passes[j]));
+    if (!(worst < 1e-4))
+        fail_msg("7 passes of 3 rows and one of 20 give logits %g apart", worst);
+    nu_llm_model_free(m);
     nt_close(d);
 }
 
@@ -757,6 +788,7 @@ int main(void)
         cmocka_unit_test(aidreams_greedy_matches_the_readme),
         cmocka_unit_test(aidreams_bf16_and_f16_weights),
         cmocka_unit_test(stories_decode_graph_against_prefill),
+        cmocka_unit_test(prefill_passes_pipelined),
         cmocka_unit_test(gguf_files),
         cmocka_unit_test(repacked_q4_0_decodes_as_the_file),
         cmocka_unit_test(greedy_decode_matches_cpu_argmax),
