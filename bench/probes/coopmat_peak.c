@@ -14,22 +14,8 @@
 #include <time.h>
 
 #include "nuvec.h"
+#include "probe.h"
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        nu_status s_ = (x);                                                                        \
-        if (s_ != NU_OK) {                                                                         \
-            fprintf(stderr, "%s: %s (%s)\n", #x, nu_status_string(s_), nu_error_message(NULL));   \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
