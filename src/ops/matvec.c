@@ -97,26 +97,40 @@ static bool env_wants_dot(void)
     return !s || !strstr(s, "dot=0");
 }
 
+int nu__matvec_knob(const char *key, const char *value, uint32_t *local, uint32_t *rows, uint32_t *unroll,
+                    uint32_t *groups, uint32_t *split, int *dot)
+{
+    uint32_t v;
+    if (!strcmp(key, "local"))
+        return nu__op_knob_u32(value, 32, 1024, true, local);
+    if (!strcmp(key, "rows"))
+        return nu__op_knob_u32(value, 1, 8, false, rows);
+    if (!strcmp(key, "unroll"))
+        return nu__op_knob_u32(value, 1, 8, false, unroll);
+    if (!strcmp(key, "groups"))
+        return nu__op_knob_u32(value, 0, 65535, false, groups);
+    if (!strcmp(key, "split"))
+        return nu__op_knob_u32(value, 1, 32, true, split);
+    if (!strcmp(key, "dot")) {
+        if (!nu__op_knob_u32(value, 0, 1, false, &v))
+            return 0;
+        *dot = v ? -1 : 0;
+        return 1;
+    }
+    return -1;
+}
+
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     matvec_tune *t = ctx;
     uint32_t v;
-    if (!strcmp(key, "local"))
-        return nu__op_knob_u32(value, 32, 1024, true, &t->local);
-    if (!strcmp(key, "rows"))
-        return nu__op_knob_u32(value, 1, 8, false, &t->rows);
-    if (!strcmp(key, "unroll"))
-        return nu__op_knob_u32(value, 1, 8, false, &t->unroll);
-    if (!strcmp(key, "groups"))
-        return nu__op_knob_u32(value, 0, 65535, false, &t->groups);
+    int common = nu__matvec_knob(key, value, &t->local, &t->rows, &t->unroll, &t->groups, &t->split, &t->dot);
+    if (common >= 0)
+        return common == 1;
     if (!strcmp(key, "glurows"))
         return nu__op_knob_u32(value, 0, 8, false, &t->glu_rows);
-    if (!strcmp(key, "split"))
-        return nu__op_knob_u32(value, 1, 32, true, &t->split);
     if (!strcmp(key, "subgroup") && nu__op_knob_u32(value, 0, 1, false, &v))
         return t->subgroup = v ? -1 : 0, true;
-    if (!strcmp(key, "dot") && nu__op_knob_u32(value, 0, 1, false, &v))
-        return t->dot = v ? -1 : 0, true;
     return false;
 }
 

@@ -32,21 +32,11 @@ static soa_tune default_tune(void) { return (soa_tune){1024, 1, 2, 132, 0, -1, 0
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     soa_tune *t = ctx;
-    uint32_t v;
-    if (!strcmp(key, "local"))
-        return nu__op_knob_u32(value, 32, 1024, true, &t->local);
-    if (!strcmp(key, "rows"))
-        return nu__op_knob_u32(value, 1, 8, false, &t->rows);
-    if (!strcmp(key, "unroll"))
-        return nu__op_knob_u32(value, 1, 8, false, &t->unroll);
-    if (!strcmp(key, "groups"))
-        return nu__op_knob_u32(value, 0, 65535, false, &t->groups);
-    if (!strcmp(key, "split"))
-        return nu__op_knob_u32(value, 1, 32, true, &t->split);
+    int common = nu__matvec_knob(key, value, &t->local, &t->rows, &t->unroll, &t->groups, &t->split, &t->dot);
+    if (common >= 0)
+        return common == 1;
     if (!strcmp(key, "prefetch"))
         return nu__op_knob_u32(value, 0, 1, false, &t->prefetch);
-    if (!strcmp(key, "dot") && nu__op_knob_u32(value, 0, 1, false, &v))
-        return t->dot = v ? -1 : 0, true;
     return false;
 }
 

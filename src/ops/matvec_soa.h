@@ -14,4 +14,11 @@
 nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, const nu_tensor *weight,
                          const nu_tensor *x, const nu_matvec_desc *desc);
 
+/* The knobs both matrix-vector hosts take (NUVEC_MATVEC in matvec.c, NUVEC_MATVEC_SOA here):
+ * local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, split=1..32 (a power
+ * of two), dot=0|1 (into *dot: -1 for 1, 0 for 0). Returns 1 when key is one of them and value
+ * is good (the field set), 0 when the value is bad, -1 for another key. Defined in matvec.c. */
+int nu__matvec_knob(const char *key, const char *value, uint32_t *local, uint32_t *rows, uint32_t *unroll,
+                    uint32_t *groups, uint32_t *split, int *dot);
+
 #endif
