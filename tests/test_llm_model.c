@@ -19,6 +19,7 @@
 
 #include "make_gguf.h"
 #include "common.h" /* nu_llm__fail_after */
+#include "llm_util.h"
 #include "nuvec_llm.h"
 
 static const char *models_dir(void)
@@ -36,13 +37,6 @@ static const char *model_path(const char *rel)
         fail_msg("%s is missing (set NUVEC_MODELS_DIR to the folder of the test models)", path);
     return path;
 }
-
-#define LLM_OK(expr)                                                                                               \
-    do {                                                                                                           \
-        nu_status st_ = (expr);                                                                                    \
-        if (st_ != NU_OK)                                                                                          \
-            fail_msg("%s: %s: %s", #expr, nu_status_string(st_), nu_llm_error_message());                         \
-    } while (0)
 
 static int32_t argmax(const float *x, uint32_t n)
 {

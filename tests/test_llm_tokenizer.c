@@ -16,25 +16,10 @@
 #include <time.h>
 
 #include "common.h"
+#include "llm_util.h"
 #include "nuvec_llm.h"
 
 #define SP "\xE2\x96\x81" /* U+2581 */
-
-#define LLM_OK(expr)                                                                           \
-    do {                                                                                       \
-        nu_status st_ = (expr);                                                                \
-        if (st_ != NU_OK)                                                                      \
-            fail_msg("%s: %s: %s", #expr, nu_status_string(st_), nu_llm_error_message());      \
-    } while (0)
-#define LLM_STATUS(status, expr)                                                               \
-    do {                                                                                       \
-        nu_status st_ = (expr);                                                                \
-        if (st_ != (status))                                                                   \
-            fail_msg("%s: expected %s, got %s: %s", #expr, nu_status_string(status),           \
-                     nu_status_string(st_), nu_llm_error_message());                           \
-        if (st_ != NU_OK && !nu_llm_error_message()[0])                                        \
-            fail_msg("%s: no message", #expr);                                                 \
-    } while (0)
 
 /* ---- A vocabulary built by the test ------------------------------------------------------- */
 
