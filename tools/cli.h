@@ -10,4 +10,6 @@ int cli_bench(int argc, char **argv);  /* bench/bench.c: benchmarks, `nuvec benc
 int cli_make_gguf(int argc, char **argv); /* tools/make_gguf.c: random-weight Llama GGUF files */
 int cli_generate(int argc, char **argv); /* tools/generate.c: a Llama model's text (libnuvec_llm) */
 
+double cli_now_s(void); /* seconds on the monotonic clock, for the subcommands' timings (tools/nuvec.c) */
+
 #endif

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -51,13 +50,6 @@ static int roundtrip(nu_buffer *b, unsigned seed)
     free(in);
     free(out);
     return bad;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 /* Writes `layers` F32 tensors of `elements` values pipeline_weight(layer + 1, i) to `path`:
@@ -114,13 +106,13 @@ static int run_weights(nu_device *d, uint64_t size, uint32_t elements, uint32_t 
     uint64_t *offsets = calloc(layers, sizeof *offsets);
     if (st == NU_OK && !offsets)
         st = NU_ERROR_HOST_OUT_OF_MEMORY;
-    double t0 = now_s();
+    double t0 = cli_now_s();
     if (st == NU_OK)
         st = nu_safetensors_open(d, path, &f);
-    double t1 = now_s();
+    double t1 = cli_now_s();
     if (st == NU_OK)
         st = nu_safetensors_to_device(f, NULL, 0, NULL, &w, offsets);
-    double t2 = now_s();
+    double t2 = cli_now_s();
     int bad = 0;
     if (st != NU_OK) {
         bad = fail("the weights file", st);

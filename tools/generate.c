@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -32,13 +31,6 @@ static void usage(FILE *f)
             "  decode records a command buffer per token instead of launching the decode graph. Greedy decode\n"
             "  with the graph keeps the ids on the GPU (nu_llm_model_decode_greedy); sampling and --no-graph\n"
             "  read the logits back each token.\n");
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -273,12 +265,12 @@ int cli_generate(int argc, char **argv)
             }
     } else if (tok)
         s.prev = nids ? ids[nids - 1] : NU_LLM_NO_TOKEN;
-    double t0 = now_s();
+    double t0 = cli_now_s();
     if (nu_llm_model_prefill(m, ids, nids, logits) != NU_OK) {
         fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());
         goto done;
     }
-    double t1 = now_s(), decode_s = 0;
+    double t1 = cli_now_s(), decode_s = 0;
     size_t decodes = 0;
     size_t text_from = s.ntext;
     /* Greedy with the decode graph: the first token from the prompt's logits, the rest by greedy
@@ -298,10 +290,10 @@ int cli_generate(int argc, char **argv)
         if (first != cfg->eos && nout < n) {
             greedy_stream gs = {&s, NU_LLM_NO_TOKEN};
             uint32_t produced = 0;
-            double a = now_s();
+            double a = cli_now_s();
             nu_status gst = nu_llm_model_decode_greedy(m, first, (uint32_t)(n - 1), out + 1, &produced, cfg->eos,
                                                        on_greedy_token, &gs);
-            decode_s = now_s() - a;
+            decode_s = cli_now_s() - a;
             if (gs.failed_id != NU_LLM_NO_TOKEN) {
                 fprintf(stderr, "\nnuvec generate: token %d: %s\n", gs.failed_id, nu_llm_error_message());
                 goto done;
@@ -327,12 +319,12 @@ int cli_generate(int argc, char **argv)
         }
         if (next == cfg->eos || nout == n)
             break;
-        double a = now_s();
+        double a = cli_now_s();
         if (nu_llm_model_decode(m, next, logits) != NU_OK) {
             fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());
             goto done;
         }
-        decode_s += now_s() - a;
+        decode_s += cli_now_s() - a;
         decodes++;
     }
     double prefill_tps = t1 > t0 ? (double)nids / (t1 - t0) : 0, decode_tps = decode_s > 0 ? (double)decodes / decode_s : 0;

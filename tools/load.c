@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -19,13 +18,6 @@ static void usage(FILE *f)
                "  (nu_move_options: MiB imported or staged at a time, default 4; threads, default 8).\n");
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 typedef struct bar {
     double start, last_draw;
     bool drawn;
@@ -34,7 +26,7 @@ typedef struct bar {
 static void draw(void *user, uint64_t done, uint64_t total)
 {
     bar *b = user;
-    double t = now_s();
+    double t = cli_now_s();
     if (done < total && t - b->last_draw < 0.1)
         return;
     b->last_draw = t;
@@ -105,14 +97,14 @@ int cli_load(int argc, char **argv)
         fprintf(stderr, "nuvec load: %s: %s\n", nu_status_string(st), nu_error_message(NULL));
         return 1;
     }
-    double t0 = now_s();
+    double t0 = cli_now_s();
     nu_safetensors *f;
     if ((st = nu_safetensors_open(d, path, &f)) != NU_OK) {
         fprintf(stderr, "nuvec load: %s: %s\n", nu_status_string(st), nu_error_message(d));
         nu_device_close(d);
         return 1;
     }
-    double opened = now_s() - t0;
+    double opened = cli_now_s() - t0;
     size_t n = nu_safetensors_count(f);
     if (!quiet) {
         printf("%-48s %-8s %-24s %14s %14s\n", "tensor", "dtype", "shape", "bytes", "offset");
@@ -130,12 +122,12 @@ int cli_load(int argc, char **argv)
            nu_buffer_is_zero_copy(file) ? "mapped, zero-copy" : "copied: the device cannot import the file's pages");
     int rc = 0;
     if (to_gpu) {
-        bar b = {.start = now_s()};
+        bar b = {.start = cli_now_s()};
         o.progress = isatty(2) ? draw : NULL;
         o.user = &b;
         nu_buffer *dev_buf = NULL;
         st = nu_safetensors_to_device(f, NULL, 0, &o, &dev_buf, NULL);
-        double secs = now_s() - b.start;
+        double secs = cli_now_s() - b.start;
         if (b.drawn)
             fprintf(stderr, "\n");
         if (st != NU_OK) {

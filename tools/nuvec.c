@@ -1,9 +1,17 @@
 /* nuvec: the command-line tool. `nuvec help` lists the subcommands. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "nuvec.h"
+
+double cli_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
 
 static void usage(FILE *f)
 {

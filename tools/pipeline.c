@@ -13,14 +13,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "cli.h"
 
 typedef struct step {
     nu_commands *c;
@@ -72,7 +66,7 @@ nu_status pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elemen
     uint32_t groups[3];
     if (st == NU_OK)
         st = nu_groups_for(elements, 256, groups);
-    double t0 = now();
+    double t0 = cli_now_s();
     for (uint32_t s = 0; st == NU_OK && s < steps + in_flight; s++) {
         step *slot = &ring[s % in_flight];
         if (slot->c) {
@@ -117,7 +111,7 @@ nu_status pipeline_run(nu_device *d, bool reuse, uint32_t steps, uint32_t elemen
         if (ms.active + ms.cache + ms.pending > out->held_peak)
             out->held_peak = ms.active + ms.cache + ms.pending;
     }
-    out->seconds = now() - t0;
+    out->seconds = cli_now_s() - t0;
     /* Per step: mul reads 2n, writes n; add 2n + n; copy n + n; axpy 2n + n: 11 n floats. */
     out->gbps = (double)steps * 11.0 * (double)bytes / out->seconds / 1e9;
     nu_memory_stats ms;
