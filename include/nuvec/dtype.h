@@ -33,15 +33,28 @@ typedef enum nu_dtype {
     NU_DTYPE_Q4_0,
     NU_DTYPE_Q4_0_SOA, /* Q4_0's values with each row's scales first, then its quants (nuvec/tensor.h):
                         * made from Q4_0 by nu_op_copy, read by nu_op_matvec (coalesced loads) */
+    /* More of GGUF's block formats (ggml's layouts, nuvec/tensor.h): 32-element blocks */
+    NU_DTYPE_Q4_1,
+    NU_DTYPE_Q5_0,
+    NU_DTYPE_Q5_1,
+    /* 256-element super-blocks (the K quants) */
+    NU_DTYPE_Q4_K,
+    NU_DTYPE_Q5_K,
+    NU_DTYPE_Q6_K,
+    /* non-linear 4-bit codebooks: 32-element blocks, 256-element super-blocks */
+    NU_DTYPE_IQ4_NL,
+    NU_DTYPE_IQ4_XS,
     NU_DTYPE_COUNT
 } nu_dtype;
 
 /* Bytes per element (1 for BOOL and the F8 types); 0 for the block dtypes and values outside
  * the enum. */
 size_t nu_dtype_size(nu_dtype dtype);
-/* Elements per block: 32 for Q8_0, Q4_0 and Q4_0_SOA, 1 for the others (0 outside the enum). */
+/* Elements per block: 32 for Q8_0, Q4_0, Q4_0_SOA, Q4_1, Q5_0, Q5_1 and IQ4_NL, 256 for Q4_K, Q5_K,
+ * Q6_K and IQ4_XS, 1 for the others (0 outside the enum). */
 uint32_t nu_dtype_block_elements(nu_dtype dtype);
-/* Bytes per block: 34 for Q8_0, 18 for Q4_0 and Q4_0_SOA, nu_dtype_size for the others. */
+/* Bytes per block: 34 for Q8_0, 18 for Q4_0, Q4_0_SOA and IQ4_NL, 20 for Q4_1, 22 for Q5_0, 24 for
+ * Q5_1, 144 for Q4_K, 176 for Q5_K, 210 for Q6_K, 136 for IQ4_XS, nu_dtype_size for the others. */
 uint32_t nu_dtype_block_bytes(nu_dtype dtype);
 /* "F32", "BF16", "Q4_0", "Q4_0_SOA", ... (the safetensors spelling where there is one; "?" outside the enum). */
 const char *nu_dtype_name(nu_dtype dtype);
