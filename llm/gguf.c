@@ -73,6 +73,168 @@ static nu_status gg(nu_device *d, nu_status st)
 
 static bool string_is(const char *s, uint64_t n, const char *want) { return n == strlen(want) && !memcmp(s, want, n); }
 
+/* ---- what a llama file may say --------------------------------------------------------------
+ * nuvec runs a file only when it knows everything in it that changes the model's arithmetic: each
+ * llama.* key is one nuvec reads, one that leaves the arithmetic alone as nuvec runs it (checked
+ * where a value matters), or refused by name; so is every tensor that is not part of the roster
+ * (a bias, a norm, RoPE factors, experts). Keys of other prefixes (general.*, tokenizer.*,
+ * quantize.*) say nothing about the arithmetic; split.count above 1 (a model split over files) is
+ * refused. llama.cpp's defaults apply to the optional keys (src/llama-model.cpp, load_hparams). */
+
+/* The llama.* keys read_config reads. */
+static const char *const READ_KEYS[] = {
+    "context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count",
+    "attention.head_count_kv", "attention.layer_norm_rms_epsilon", "rope.freq_base", "vocab_size",
+    "rope.dimension_count", "attention.key_length", "attention.value_length", "rope.scaling.type",
+    "rope.scaling.factor", "rope.scale_linear", "rope.scaling.attn_factor", "expert_count", "expert_used_count",
+    "attention.causal"};
+/* Keys that change nothing as nuvec runs a file: the YaRN parameters and the original context only
+ * matter to YaRN and LongRoPE scaling (refused by their type), `finetuned` is a note. */
+static const char *const HARMLESS_KEYS[] = {
+    "rope.scaling.original_context_length", "rope.scaling.finetuned", "rope.scaling.yarn_log_multiplier",
+    "rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor", "rope.scaling.yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow"};
+/* Keys that change the arithmetic in ways nuvec does not implement, with what they do. */
+static const struct {
+    const char *key, *what;
+} REFUSED_KEYS[] = {
+    {"attention.sliding_window", "sliding-window attention"},
+    {"attn_logit_softcapping", "attention logit softcapping"},
+    {"final_logit_softcapping", "final logit softcapping"},
+    {"attention.scale", "an attention scale other than 1/sqrt(head_dim)"},
+    {"embedding_scale", "a scaled token embedding"},
+    {"residual_scale", "scaled residual connections"},
+    {"logit_scale", "scaled output logits"},
+    {"attention.layer_norm_epsilon", "LayerNorm (llama has RMSNorm)"},
+    {"attention.clamp_kqv", "clamped q, k and v"},
+    {"attention.max_alibi_bias", "ALiBi attention biases"},
+    {"pooling_type", "an embedding model's pooling"},
+    {"rope.dimension_sections", "multi-section RoPE"},
+    {"expert_shared_count", "shared experts"},
+    {"expert_feed_forward_length", "mixture-of-experts layers"},
+};
+
+static bool in_list(const char *k, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k, list[i]))
+            return true;
+    return false;
+}
+
+/* Every metadata key: llama.* keys known (read, harmless) or refused by name; split files refused. */
+static nu_status check_keys(gguf_source *g)
+{
+    nu_gguf *f = g->file;
+    uint64_t n = nu_gguf_kv_count(f);
+    for (uint64_t i = 0; i < n; i++) {
+        const char *key;
+        nu_gguf_value v;
+        nu_status st = gg(g->device, nu_gguf_kv(f, i, &key, &v));
+        if (st != NU_OK)
+            return st;
+        if (!strcmp(key, "split.count")) {
+            uint32_t count = 1;
+            if ((st = gg(g->device, nu_gguf_get_u32(f, key, NULL, &count))) != NU_OK)
+                return st;
+            if (count > 1)
+                return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": the model is split over %u files (split.count); "
+                                    "nuvec opens single-file models (llama.cpp's gguf-split --merge joins them)", count);
+            continue;
+        }
+        if (strncmp(key, "llama.", 6))
+            continue;
+        const char *k = key + 6;
+        if (in_list(k, READ_KEYS, sizeof READ_KEYS / sizeof *READ_KEYS) ||
+            in_list(k, HARMLESS_KEYS, sizeof HARMLESS_KEYS / sizeof *HARMLESS_KEYS))
+            continue;
+        for (size_t r = 0; r < sizeof REFUSED_KEYS / sizeof *REFUSED_KEYS; r++)
+            if (!strcmp(k, REFUSED_KEYS[r].key))
+                return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": %s (%s) is not supported", key, REFUSED_KEYS[r].what);
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": %s is not a key nuvec knows for llama; it may change the "
+                            "model's arithmetic, so the file is refused", key);
+    }
+    return NU_OK;
+}
+
+/* The tensors a llama file of `layers` layers may hold: token_embd, output_norm, output (optional)
+ * and each layer's nine; anything else is refused by name (the reason where it is a known kind). */
+static const char *const LAYER_TENSORS[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                            "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+
+static const char *tensor_kind(const char *name)
+{
+    static const struct {
+        const char *part, *what;
+    } kinds[] = {{"rope_freqs", "RoPE frequency factors (Llama 3.1-style RoPE scaling)"},
+                 {"rope_factors", "LongRoPE frequency factors"},
+                 {".bias", "a bias"},
+                 {"_exps", "mixture-of-experts weights"},
+                 {"ffn_gate_inp", "a mixture-of-experts router"},
+                 {"attn_q_norm", "a per-head q norm"},
+                 {"attn_k_norm", "a per-head k norm"},
+                 {"post_norm", "a post-norm (sandwich norms)"},
+                 {"attn_qkv", "a fused q/k/v matrix"}};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (strstr(name, kinds[i].part))
+            return kinds[i].what;
+    return NULL;
+}
+
+static nu_status check_tensors(gguf_source *g)
+{
+    uint32_t layers = g->base.config.layers;
+    uint64_t n = nu_gguf_tensor_count(g->file);
+    for (uint64_t i = 0; i < n; i++) {
+        const char *name = nu_gguf_tensor(g->file, i)->name;
+        unsigned layer;
+        int used = 0;
+        bool known = !strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
+                     !strcmp(name, "output.weight");
+        if (!known && sscanf(name, "blk.%u.%n", &layer, &used) == 1 && used && layer < layers)
+            for (size_t t = 0; t < sizeof LAYER_TENSORS / sizeof *LAYER_TENSORS && !known; t++) {
+                size_t len = strlen(LAYER_TENSORS[t]);
+                known = !strncmp(name + used, LAYER_TENSORS[t], len) && !strcmp(name + used + len, ".weight");
+            }
+        if (known)
+            continue;
+        const char *kind = tensor_kind(name);
+        if (kind)
+            return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s (%s) is not supported", name, kind);
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s is not part of a llama model as nuvec runs it; it "
+                            "may change the model's arithmetic, so the file is refused", name);
+    }
+    return NU_OK;
+}
+
+/* RoPE scaling as llama.cpp reads it: the type defaults to linear and the factor to 1 (0 means 1),
+ * so that only a factor other than 1, a type other than none or linear, or an attention factor
+ * other than 1 changes the arithmetic; nuvec runs none of those yet. */
+static nu_status check_rope_scaling(gguf_source *g)
+{
+    nu_gguf *f = g->file;
+    nu_device *d = g->device;
+    const char *type;
+    uint64_t tlen;
+    float factor = 0, attn = 1, one = 1, zero = 0;
+    nu_status st;
+    if ((st = gg(d, nu_gguf_get_string(f, "llama.rope.scaling.type", "linear", &type, &tlen))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_f32(f, "llama.rope.scale_linear", &zero, &factor))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_f32(f, "llama.rope.scaling.factor", &factor, &factor))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_f32(f, "llama.rope.scaling.attn_factor", &one, &attn))) != NU_OK)
+        return st;
+    if (!string_is(type, tlen, "none") && !string_is(type, tlen, "linear"))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": RoPE scaling of type %.*s (llama.rope.scaling.type) is not "
+                            "supported", (int)(tlen > 64 ? 64 : tlen), type);
+    if (string_is(type, tlen, "linear") && factor != 0 && factor != 1)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": linear RoPE scaling by %g (llama.rope.scaling.factor) is not "
+                            "supported", (double)factor);
+    if (attn != 1)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": a RoPE attention factor of %g (llama.rope.scaling.attn_factor) "
+                            "is not supported", (double)attn);
+    return NU_OK;
+}
+
 static nu_status read_config(gguf_source *g)
 {
     nu_gguf *f = g->file;
@@ -86,6 +248,8 @@ static nu_status read_config(gguf_source *g)
     if (!string_is(arch, alen, "llama"))
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": architecture %.*s is not supported (only llama)",
                             (int)(alen > 64 ? 64 : alen), arch);
+    if ((st = check_keys(g)) != NU_OK)
+        return st;
     float theta = 10000.0f, eps_default = 1e-5f;
     const nu_gguf_tensor_info *embed = nu_gguf_find_tensor(f, "token_embd.weight");
     uint32_t vocab_default = embed && embed->rank == 2 ? (uint32_t)embed->shape[0] : 0;
@@ -99,19 +263,45 @@ static nu_status read_config(gguf_source *g)
         (st = gg(d, nu_gguf_get_f32(f, "llama.rope.freq_base", &theta, &c->rope_theta))) != NU_OK ||
         (st = gg(d, nu_gguf_get_u32(f, "llama.vocab_size", vocab_default ? &vocab_default : NULL, &c->vocab))) != NU_OK)
         return st;
-    if (!c->dim || !c->ffn || !c->layers || !c->heads || !c->kv_heads || !c->max_positions || !c->vocab ||
-        c->dim % c->heads)
-        return nu_llm__fail(NU_ERROR_FORMAT, FN ": llama.* sizes of 0, or embedding_length %u not a multiple of %u heads",
-                            c->dim, c->heads);
-    c->head_dim = c->dim / c->heads;
-    uint32_t rot = c->head_dim;
-    if ((st = gg(d, nu_gguf_get_u32(f, "llama.rope.dimension_count", &rot, &rot))) != NU_OK)
+    if (!c->dim || !c->ffn || !c->layers || !c->heads || !c->kv_heads || !c->max_positions || !c->vocab)
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": llama.* sizes of 0 (embedding_length %u, feed_forward_length %u, "
+                            "block_count %u, head_count %u, head_count_kv %u, context_length %u, vocab %u)", c->dim,
+                            c->ffn, c->layers, c->heads, c->kv_heads, c->max_positions, c->vocab);
+    /* head_dim: attention.key_length where present (Mistral Nemo and Small: 128 where dim / heads
+     * is 160), else dim / heads; values the same length (llama.cpp's defaults for both). */
+    bool has_key_length = nu_gguf_has(f, "llama.attention.key_length");
+    if (!has_key_length && c->dim % c->heads)
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": llama.embedding_length %u is not a multiple of %u heads and the "
+                            "file has no llama.attention.key_length", c->dim, c->heads);
+    uint32_t split = c->dim / c->heads, value_dim;
+    if ((st = gg(d, nu_gguf_get_u32(f, "llama.attention.key_length", &split, &c->head_dim))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "llama.attention.value_length", &split, &value_dim))) != NU_OK)
+        return st;
+    if (!c->head_dim)
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": llama.attention.key_length is 0");
+    if (value_dim != c->head_dim)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": values of %u elements a head (llama.attention.value_length) "
+                            "with keys of %u (key_length) are not supported", value_dim, c->head_dim);
+    uint32_t rot;
+    if ((st = gg(d, nu_gguf_get_u32(f, "llama.rope.dimension_count", &c->head_dim, &rot))) != NU_OK)
         return st;
     if (rot != c->head_dim)
-        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": llama.rope.dimension_count %u is not head_dim %u (partial "
-                            "rotary dims)", rot, c->head_dim);
-    if (nu_gguf_has(f, "llama.rope.scaling.type") || nu_gguf_has(f, "rope_freqs.weight"))
-        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": RoPE scaling is not supported");
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": RoPE on %u of a head's %u dimensions (llama.rope.dimension_count) "
+                            "is not supported (llama rotates whole heads)", rot, c->head_dim);
+    uint32_t zero = 0, experts, experts_used;
+    bool causal, yes = true;
+    if ((st = gg(d, nu_gguf_get_u32(f, "llama.expert_count", &zero, &experts))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_u32(f, "llama.expert_used_count", &zero, &experts_used))) != NU_OK ||
+        (st = gg(d, nu_gguf_get_bool(f, "llama.attention.causal", &yes, &causal))) != NU_OK)
+        return st;
+    if (experts || experts_used)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": mixture-of-experts layers (llama.expert_count %u) are not "
+                            "supported", experts);
+    if (!causal)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": non-causal attention (llama.attention.causal false) is not "
+                            "supported");
+    if ((st = check_rope_scaling(g)) != NU_OK || (st = check_tensors(g)) != NU_OK)
+        return st;
     c->tied_embeddings = !nu_gguf_find_tensor(f, "output.weight");
     uint32_t none = UINT32_MAX, bos, eos;
     if ((st = gg(d, nu_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &none, &bos))) != NU_OK ||

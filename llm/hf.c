@@ -182,6 +182,77 @@ static int32_t get_token(const cJSON *root, const char *key)
     return NU_LLM_NO_TOKEN;
 }
 
+/* ---- what a config.json may say -------------------------------------------------------------
+ * As for GGUF files (llm/gguf.c): nuvec runs a folder only when it knows every key of config.json
+ * that changes the model's arithmetic. Each key is read, known not to change the forward pass
+ * (PretrainedConfig's generation and bookkeeping fields), checked for the value nuvec runs, or
+ * refused by name; so is every tensor that is not part of the roster. */
+
+/* Keys of transformers' PretrainedConfig and LlamaConfig that do not change the forward pass:
+ * bookkeeping, training-time dropout and initialisation, generation defaults, token ids other than
+ * bos/eos, and pretraining_tp (a slicing of the same products). */
+static const char *const HARMLESS_CONFIG_KEYS[] = {
+    "_name_or_path", "model_type", "torch_dtype", "dtype", "transformers_version", "initializer_range",
+    "use_cache", "pretraining_tp", "attention_dropout", "hidden_dropout", "pad_token_id", "sep_token_id",
+    "decoder_start_token_id", "output_attentions", "output_hidden_states", "return_dict", "use_return_dict",
+    "is_decoder", "is_encoder_decoder", "add_cross_attention", "tie_encoder_decoder", "cross_attention_hidden_size",
+    "chunk_size_feed_forward", "tokenizer_class", "prefix", "task_specific_params", "problem_type",
+    "finetuning_task", "id2label", "label2id", "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "architectures",
+    "bos_token_id", "eos_token_id", "hidden_size", "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "vocab_size", "max_position_embeddings", "head_dim",
+    "rms_norm_eps", "rope_theta", "tie_word_embeddings", "hidden_act", "rope_scaling", "attention_bias",
+    "mlp_bias", "sliding_window", "partial_rotary_factor"};
+
+/* The value-checked keys: what nuvec runs (silu, no biases, no RoPE scaling, no window, whole-head
+ * RoPE). */
+static nu_status check_config_values(const cJSON *root)
+{
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": hidden_act %s is not supported (only silu)",
+                            cJSON_IsString(act) ? act->valuestring : "(not a string)");
+    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (scaling && !cJSON_IsNull(scaling)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(scaling, "rope_type");
+        if (!type)
+            type = cJSON_GetObjectItemCaseSensitive(scaling, "type");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "default")) /* transformers' "default" is none */
+            return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": rope_scaling of type %s is not supported",
+                                cJSON_IsString(type) ? type->valuestring : "(none given)");
+    }
+    static const char *const biases[] = {"attention_bias", "mlp_bias"};
+    for (int i = 0; i < 2; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, biases[i])))
+            return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": %s (biases) is not supported", biases[i]);
+    const cJSON *window = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (window && !cJSON_IsNull(window))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": sliding_window (sliding-window attention) is not supported");
+    const cJSON *partial = cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor");
+    if (partial && !(cJSON_IsNumber(partial) && partial->valuedouble == 1.0))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": partial_rotary_factor (RoPE on part of each head) is not "
+                            "supported");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "llama")))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": model_type %s is not supported (only llama)",
+                            cJSON_IsString(type) ? type->valuestring : "(not a string)");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root)
+    {
+        bool known = false;
+        for (size_t i = 0; i < sizeof HARMLESS_CONFIG_KEYS / sizeof *HARMLESS_CONFIG_KEYS && !known; i++)
+            known = !strcmp(e->string, HARMLESS_CONFIG_KEYS[i]);
+        if (!known)
+            return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": config.json's %s is not a key nuvec knows for llama; it "
+                                "may change the model's arithmetic, so the model is refused", e->string);
+    }
+    return NU_OK;
+}
+
 static nu_status parse_config(const char *text, nu_llm_config *c)
 {
     cJSON *root = cJSON_Parse(text);
@@ -206,23 +277,8 @@ static nu_status parse_config(const char *text, nu_llm_config *c)
                           cJSON_IsString(first) ? first->valuestring : "(not a string)");
         goto done;
     }
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu"))) {
-        st = nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": hidden_act %s is not supported (only silu)",
-                          cJSON_IsString(act) ? act->valuestring : "(not a string)");
+    if ((st = check_config_values(root)) != NU_OK)
         goto done;
-    }
-    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (scaling && !cJSON_IsNull(scaling)) {
-        st = nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": rope_scaling is not supported");
-        goto done;
-    }
-    static const char *const biases[] = {"attention_bias", "mlp_bias"};
-    for (int i = 0; i < 2; i++)
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, biases[i]))) {
-            st = nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": %s is not supported", biases[i]);
-            goto done;
-        }
     if ((st = get_u32(root, "hidden_size", true, 0, &c->dim)) != NU_OK ||
         (st = get_u32(root, "intermediate_size", true, 0, &c->ffn)) != NU_OK ||
         (st = get_u32(root, "num_hidden_layers", true, 0, &c->layers)) != NU_OK ||
@@ -234,12 +290,53 @@ static nu_status parse_config(const char *text, nu_llm_config *c)
         (st = get_float(root, "rms_norm_eps", 1e-6f, &c->rms_eps)) != NU_OK || /* transformers' default */
         (st = get_float(root, "rope_theta", 10000.0f, &c->rope_theta)) != NU_OK)
         goto done;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "head_dim") && c->dim % c->heads) {
+        st = nu_llm__fail(NU_ERROR_FORMAT, FN ": config.json's hidden_size %u is not a multiple of %u heads and it "
+                          "has no head_dim", c->dim, c->heads);
+        goto done;
+    }
     c->tied_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings"));
     c->bos = get_token(root, "bos_token_id");
     c->eos = get_token(root, "eos_token_id");
 done:
     cJSON_Delete(root);
     return st;
+}
+
+/* Every tensor of the folder is one of the roster's (model.embed_tokens, model.norm, lm_head and
+ * each layer's nine weights, layer < layers) or refused by name. rotary_emb.inv_freq, which older
+ * checkpoints still hold, is skipped as transformers skips it (a non-persistent buffer, recomputed
+ * from rope_theta at load). */
+static const char *const HF_LAYER_TENSORS[] = {
+    "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+    "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+
+static nu_status check_hf_tensors(const hf_source *h)
+{
+    uint32_t layers = h->base.config.layers;
+    for (size_t f = 0; f < h->file_count; f++) {
+        size_t n = nu_safetensors_count(h->files[f].st);
+        for (size_t i = 0; i < n; i++) {
+            const char *name = nu_safetensors_tensor(h->files[f].st, i)->name;
+            unsigned layer;
+            int used = 0;
+            bool known = !strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "model.norm.weight") ||
+                         !strcmp(name, "lm_head.weight");
+            if (!known && sscanf(name, "model.layers.%u.%n", &layer, &used) == 1 && used && layer < layers) {
+                known = !strcmp(name + used, "self_attn.rotary_emb.inv_freq");
+                for (size_t t = 0; t < sizeof HF_LAYER_TENSORS / sizeof *HF_LAYER_TENSORS && !known; t++) {
+                    size_t len = strlen(HF_LAYER_TENSORS[t]);
+                    known = !strncmp(name + used, HF_LAYER_TENSORS[t], len) && !strcmp(name + used + len, ".weight");
+                }
+            }
+            if (!known && strstr(name, ".bias"))
+                return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s (a bias) is not supported", name);
+            if (!known)
+                return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s is not part of a llama model as nuvec runs "
+                                    "it; it may change the model's arithmetic, so the model is refused", name);
+        }
+    }
+    return NU_OK;
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -316,13 +413,18 @@ nu_status nu_llm__hf_open(nu_device *device, const char *path, nu_llm_source **o
             goto fail;
         }
         h->file_count++;
+    }
+    if ((st = check_hf_tensors(h)) != NU_OK) /* before any weight moves */
+        goto fail;
+    for (size_t i = 0; i < count; i++) {
+        hf_file *f = &h->files[i];
         size_t n = nu_safetensors_count(f->st);
         if (!(f->offsets = nu_llm__calloc(n ? n : 1, sizeof *f->offsets))) {
             st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
             goto fail;
         }
         if (n && (st = nu_safetensors_to_device(f->st, NULL, 0, NULL, &f->weights, f->offsets)) != NU_OK) {
-            st = nu_llm__fail(st, FN ": moving %s to the device: %s", file, nu_error_message(device));
+            st = nu_llm__fail(st, FN ": moving %s/%s to the device: %s", path, names[i], nu_error_message(device));
             goto fail;
         }
         if (f->weights)

@@ -367,6 +367,17 @@ static void typed_getters(void **state)
     assert_true(t);
     NT_OK(nu_gguf_get_string(g, "nope", "dflt", &s, &len));
     assert_bytes(s, len, "dflt");
+    /* The fallback may be the output itself (a default kept in place): it is read before the
+     * output is cleared. */
+    u32 = 79, u64 = 80, f = 3.5f, t = true;
+    NT_OK(nu_gguf_get_u32(g, "nope", &u32, &u32));
+    assert_int_equal(u32, 79);
+    NT_OK(nu_gguf_get_u64(g, "nope", &u64, &u64));
+    assert_int_equal(u64, 80);
+    NT_OK(nu_gguf_get_f32(g, "nope", &f, &f));
+    assert_true(f == 3.5f);
+    NT_OK(nu_gguf_get_bool(g, "nope", &t, &t));
+    assert_true(t);
     NT_STATUS(NU_ERROR_FORMAT, nu_gguf_get_u32(g, "llama.block_count", NULL, &u32));
     assert_non_null(strstr(nu_error_message(NULL), "'llama.block_count' (required)"));
     NT_STATUS(NU_ERROR_FORMAT, nu_gguf_get_string(g, "nope", NULL, &s, &len));

@@ -19,24 +19,9 @@
 
 #include "make_gguf.h"
 #include "common.h" /* nu_llm__fail_after */
+#include "llm_files.h"
 #include "llm_util.h"
 #include "nuvec_llm.h"
-
-static const char *models_dir(void)
-{
-    const char *env = getenv("NUVEC_MODELS_DIR");
-    return env && env[0] ? env : NUVEC_MODELS_DIR;
-}
-
-static const char *model_path(const char *rel)
-{
-    static char path[1024];
-    snprintf(path, sizeof path, "%s/%s", models_dir(), rel);
-    struct stat sb;
-    if (stat(path, &sb))
-        fail_msg("%s is missing (set NUVEC_MODELS_DIR to the folder of the test models)", path);
-    return path;
-}
 
 static int32_t argmax(const float *x, uint32_t n)
 {
@@ -75,7 +60,7 @@ static void aidreams_greedy_matches_the_readme(void **state)
     (void)state;
     nu_device *d = nt_open();
     nu_llm_model *m;
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), NULL, &m));
     const nu_llm_config *c = nu_llm_model_config(m);
     assert_int_equal(c->dim, 64);
     assert_int_equal(c->head_dim, 16);
@@ -93,7 +78,7 @@ static void aidreams_greedy_matches_the_readme(void **state)
     nu_llm_model_free(m);
     /* The per-token command buffers give the same ids, with a prefill chunk of 3 (three passes). */
     nu_llm_model_options o = {.decode_by_commands = true, .prefill_chunk = 3};
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), &o, &m));
     greedy(m, DREAM_PROMPT, 7, ids, 40, NULL);
     assert_memory_equal(ids, DREAM_IDS, sizeof ids);
     nu_llm_model_free(m);
@@ -109,7 +94,7 @@ static void aidreams_bf16_and_f16_weights(void **state)
     nu_device *d = nt_open();
     float ref[512], got[512];
     nu_llm_model *m;
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), NULL, &m));
     LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, ref));
     int32_t bos = 1, ref_ids[32], ids[32];
     nu_llm_model_reset(m);
@@ -120,7 +105,7 @@ static void aidreams_bf16_and_f16_weights(void **state)
     const double tol[2] = {0.05, 0.01};
     for (int i = 0; i < 2; i++) {
         nu_llm_model_options o = {.weights_f16 = i == 1};
-        LLM_OK(nu_llm_model_open(d, model_path(paths[i]), &o, &m));
+        LLM_OK(nu_llm_model_open(d, llm_model_path(paths[i]), &o, &m));
         LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, got));
         double worst = 0;
         for (int j = 0; j < 512; j++)
@@ -140,7 +125,7 @@ static void aidreams_bf16_and_f16_weights(void **state)
     assert_non_null(f32);
     for (int i = 0; i < 2; i++) {
         nu_llm_model_options o = {.prefill_f16 = i ? 1 : -1};
-        LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+        LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), &o, &m));
         LLM_OK(nu_llm_model_prefill(m, seq, 20, i ? got : f32));
         nu_llm_model_free(m);
     }
@@ -152,7 +137,7 @@ static void aidreams_bf16_and_f16_weights(void **state)
     /* The same with Q4_0 weights, which F16 prefill dequantizes to F16 before each product. */
     for (int i = 0; i < 2; i++) {
         nu_llm_model_options o = {.prefill_f16 = i ? 1 : -1};
-        LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/model-q4_0.gguf"), &o, &m));
+        LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model-q4_0.gguf"), &o, &m));
         LLM_OK(nu_llm_model_prefill(m, seq, 20, i ? got : f32));
         nu_llm_model_free(m);
     }
@@ -175,7 +160,7 @@ static void stories_decode_graph_against_prefill(void **state)
     nu_device *d = nt_open();
     enum { N = 36 };
     nu_llm_model *m;
-    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), NULL, &m));
     const nu_llm_config *c = nu_llm_model_config(m);
     assert_int_equal(c->heads, 8);
     assert_int_equal(c->kv_heads, 4);
@@ -189,7 +174,7 @@ static void stories_decode_graph_against_prefill(void **state)
     nu_llm_model_free(m);
 
     nu_llm_model_options o = {.decode_by_commands = true, .prefill_f16 = -1}; /* F32 like the graph's */
-    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), &o, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), &o, &m));
     double worst = 0;
     for (int t = 0; t < N; t++) {
         nu_llm_model_reset(m);
@@ -203,7 +188,7 @@ static void stories_decode_graph_against_prefill(void **state)
 
     nu_llm_model_options f16 = {.kv_dtype = NU_DTYPE_F16};
     int32_t ids[N];
-    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), &f16, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), &f16, &m));
     greedy(m, seq, 1, ids, N, NULL);
     assert_memory_equal(ids, seq + 1, sizeof ids);
     nu_llm_model_free(m);
@@ -297,11 +282,11 @@ static void prefill_passes_pipelined(void **state)
         prompt[i] = (int32_t)(1 + 29 * i % 500);
     float one[512], passes[512];
     nu_llm_model *m;
-    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), NULL, &m));
     LLM_OK(nu_llm_model_prefill(m, prompt, 20, one));
     nu_llm_model_free(m);
     nu_llm_model_options o = {.prefill_chunk = 3};
-    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), &o, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), &o, &m));
     uint64_t before = nu_memory_active(d);
     LLM_OK(nu_llm_model_prefill(m, prompt, 20, passes));
     assert_int_equal(nu_llm_model_position(m), 20);
@@ -328,7 +313,7 @@ static void gguf_files(void **state)
     nu_llm_model *m;
     float ref[512], got[512];
     int32_t ids[40];
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/model.gguf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), NULL, &m));
     const nu_llm_tokenizer *tok = nu_llm_model_tokenizer(m);
     assert_non_null(tok);
     size_t n = 0;
@@ -345,7 +330,7 @@ static void gguf_files(void **state)
     const double tol[2] = {0.1, 0.8};
     const size_t same[2] = {40, 16};
     for (int i = 0; i < 2; i++) {
-        LLM_OK(nu_llm_model_open(d, model_path(files[i]), NULL, &m));
+        LLM_OK(nu_llm_model_open(d, llm_model_path(files[i]), NULL, &m));
         LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, got));
         double worst = 0;
         for (int j = 0; j < 512; j++)
@@ -360,10 +345,10 @@ static void gguf_files(void **state)
     }
 
     int32_t bos = 1, hf[36], gg[36];
-    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), NULL, &m));
     greedy(m, &bos, 1, hf, 36, NULL);
     nu_llm_model_free(m);
-    LLM_OK(nu_llm_model_open(d, model_path("stories260K/model.gguf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/model.gguf"), NULL, &m));
     greedy(m, &bos, 1, gg, 36, NULL);
     assert_memory_equal(gg, hf, sizeof gg);
     nu_llm_model_free(m);
@@ -439,7 +424,7 @@ static void greedy_decode_matches_cpu_argmax(void **state)
                 setenv("NUVEC_LLM_GREEDY_DEPTH", variants[v].depth, 1);
             if (variants[v].unroll)
                 setenv("NUVEC_LLM_GREEDY_UNROLL", variants[v].unroll, 1);
-            LLM_OK(nu_llm_model_open(d, model_path(files[f]), &o, &m));
+            LLM_OK(nu_llm_model_open(d, llm_model_path(files[f]), &o, &m));
             uint32_t V = nu_llm_model_config(m)->vocab;
             int32_t ref[R], out[N + 1];
             float *ref_logits = malloc((size_t)R * V * sizeof *ref_logits);
@@ -519,7 +504,7 @@ static void greedy_decode_refusals(void **state)
     nu_device *d = nt_open();
     nu_llm_model *m;
     nu_llm_model_options o = {.max_positions = 16};
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), &o, &m));
     int32_t out[16];
     uint32_t produced = 99;
     assert_int_equal(nu_llm_model_decode_greedy(NULL, 1, 1, out, &produced, -1, NULL, NULL), NU_ERROR_INVALID_ARGUMENT);
@@ -556,7 +541,7 @@ static void greedy_decode_refusals(void **state)
     /* 8 tokens a launch: the second launch's passes run to position 22, past the cache's end
      * (the speculative tokens' rows are the cache's slack). */
     setenv("NUVEC_LLM_GREEDY_UNROLL", "8", 1);
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &o, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), &o, &m));
     LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, NULL));
     LLM_OK(nu_llm_model_decode_greedy(m, 429, 9, out, &produced, -1, NULL, NULL));
     unsetenv("NUVEC_LLM_GREEDY_UNROLL");
@@ -567,7 +552,7 @@ static void greedy_decode_refusals(void **state)
 
     /* The per-token path's logits allocation failed: refused, nothing decoded. */
     nu_llm_model_options cmds = {.decode_by_commands = true};
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), &cmds, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), &cmds, &m));
     LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, NULL));
     nu_llm__fail_after(0);
     produced = 99;
@@ -611,7 +596,7 @@ static void tokenizer_json(void **state)
     (void)state;
     nu_device *d = nt_open();
     nu_llm_model *m;
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), NULL, &m));
     const nu_llm_tokenizer *tok = nu_llm_model_tokenizer(m);
     assert_non_null(tok);
     assert_string_equal(nu_llm_model_tokenizer_note(m), "");
@@ -637,7 +622,7 @@ static void tokenizer_json(void **state)
     LLM_OK(nu_llm_detokenize(tok, all, 47, text, sizeof text, &len));
     assert_string_equal(text, "I dream of 0.000000. Dimensions unfold, as I softly refine, as I softly ref");
     nu_llm_model_free(m);
-    LLM_OK(nu_llm_model_open(d, model_path("stories260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), NULL, &m));
     assert_null(nu_llm_model_tokenizer(m));
     assert_non_null(strstr(nu_llm_model_tokenizer_note(m), "tokenizer.json"));
     nu_llm_model_free(m);
@@ -649,62 +634,11 @@ static void tokenizer_json(void **state)
 static const char *make_folder(const char *name, const char *config, bool weights)
 {
     static char dir[1024];
-    char file[1200];
+    char target[1024];
     snprintf(dir, sizeof dir, "%s/llm_%s", nt_tmp_dir(), name);
-    mkdir(dir, 0755);
-    snprintf(file, sizeof file, "%s/config.json", dir);
-    unlink(file);
-    if (config) {
-        FILE *f = fopen(file, "w");
-        assert_non_null(f);
-        fputs(config, f);
-        fclose(f);
-    }
-    snprintf(file, sizeof file, "%s/model.safetensors", dir);
-    unlink(file);
-    if (weights) {
-        char target[1024];
-        int n = snprintf(target, sizeof target, "%s/model.safetensors", model_path("aidreams260K/hf"));
-        assert_true(n > 0 && (size_t)n < sizeof target);
-        assert_int_equal(symlink(target, file), 0);
-    }
-    return dir;
-}
-
-static void expect_refused(nu_device *d, const char *path, nu_status status, const char *words)
-{
-    nu_llm_model *m = (nu_llm_model *)1;
-    nu_status st = nu_llm_model_open(d, path, NULL, &m);
-    if (st != status)
-        fail_msg("%s: expected %s, got %s: %s", path, nu_status_string(status), nu_status_string(st), nu_llm_error_message());
-    assert_null(m);
-    if (!strstr(nu_llm_error_message(), words))
-        fail_msg("%s: the message \"%s\" does not say \"%s\"", path, nu_llm_error_message(), words);
-}
-
-/* aidreams260K's config.json with key `key` set to the JSON `value` (added when new; NULL value:
- * removed). */
-static const char *config_with(const char *key, const char *value)
-{
-    static const char *const base[][2] = {
-        {"architectures", "[\"LlamaForCausalLM\"]"}, {"hidden_size", "64"}, {"intermediate_size", "172"},
-        {"num_hidden_layers", "4"}, {"num_attention_heads", "4"}, {"num_key_value_heads", "4"},
-        {"vocab_size", "512"}, {"max_position_embeddings", "128"}, {"rms_norm_eps", "1e-05"},
-        {"tie_word_embeddings", "true"}};
-    static char text[2048];
-    size_t at = (size_t)snprintf(text, sizeof text, "{");
-    bool found = false;
-    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) {
-        const char *v = base[i][1];
-        if (key && !strcmp(key, base[i][0]))
-            v = value, found = true;
-        if (v)
-            at += (size_t)snprintf(text + at, sizeof text - at, "%s\"%s\": %s", at > 1 ? ", " : "", base[i][0], v);
-    }
-    if (key && !found && value)
-        at += (size_t)snprintf(text + at, sizeof text - at, ", \"%s\": %s", key, value);
-    snprintf(text + at, sizeof text - at, "}");
-    return text;
+    int n = snprintf(target, sizeof target, "%s/model.safetensors", llm_model_path("aidreams260K/hf"));
+    assert_true(n > 0 && (size_t)n < sizeof target);
+    return llm_make_folder(dir, config, weights ? target : NULL);
 }
 
 static void refuses_bad_models(void **state)
@@ -716,48 +650,48 @@ static void refuses_bad_models(void **state)
     assert_null(m);
     assert_int_equal(nu_llm_model_open(NULL, "x", NULL, &m), NU_ERROR_INVALID_ARGUMENT);
     nu_llm_model_options bad_kv = {.kv_dtype = NU_DTYPE_I32};
-    assert_int_equal(nu_llm_model_open(d, model_path("aidreams260K/hf"), &bad_kv, &m), NU_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), &bad_kv, &m), NU_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(nu_llm_error_message(), "kv_dtype"));
     nu_llm_model_options too_long = {.max_positions = 129};
-    assert_int_equal(nu_llm_model_open(d, model_path("aidreams260K/hf"), &too_long, &m), NU_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), &too_long, &m), NU_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(nu_llm_error_message(), "max_positions"));
 
     char missing[1100];
     snprintf(missing, sizeof missing, "%s/llm_no_such_folder", nt_tmp_dir());
-    expect_refused(d, missing, NU_ERROR_IO, "config.json");
-    expect_refused(d, tiny_gguf("mistral"), NU_ERROR_UNSUPPORTED, "architecture mistral");
-    expect_refused(d, tiny_gguf("llama"), NU_ERROR_FORMAT, "llama.embedding_length");
+    llm_expect_refused(d, missing, NU_ERROR_IO, "config.json");
+    llm_expect_refused(d, tiny_gguf("mistral"), NU_ERROR_UNSUPPORTED, "architecture mistral");
+    llm_expect_refused(d, tiny_gguf("llama"), NU_ERROR_FORMAT, "llama.embedding_length");
     char no_gguf[1100];
     snprintf(no_gguf, sizeof no_gguf, "%s/llm_no_such.gguf", nt_tmp_dir());
-    expect_refused(d, no_gguf, NU_ERROR_IO, "llm_no_such.gguf");
-    expect_refused(d, make_folder("no_weights", config_with(NULL, NULL), false), NU_ERROR_IO,
+    llm_expect_refused(d, no_gguf, NU_ERROR_IO, "llm_no_such.gguf");
+    llm_expect_refused(d, make_folder("no_weights", llm_config_with(NULL, NULL), false), NU_ERROR_IO,
                    "no .safetensors");
-    expect_refused(d, make_folder("not_json", "{\"architectures\": [", true), NU_ERROR_FORMAT, "not valid JSON");
-    expect_refused(d, make_folder("mistral", config_with("architectures", "[\"MistralForCausalLM\"]"), true), NU_ERROR_UNSUPPORTED,
+    llm_expect_refused(d, make_folder("not_json", "{\"architectures\": [", true), NU_ERROR_FORMAT, "not valid JSON");
+    llm_expect_refused(d, make_folder("mistral", llm_config_with("architectures", "[\"MistralForCausalLM\"]"), true), NU_ERROR_UNSUPPORTED,
                    "MistralForCausalLM");
-    expect_refused(d, make_folder("no_arch", config_with("architectures", NULL), true), NU_ERROR_FORMAT, "architectures");
-    expect_refused(d, make_folder("no_layers", config_with("num_hidden_layers", NULL), true),
+    llm_expect_refused(d, make_folder("no_arch", llm_config_with("architectures", NULL), true), NU_ERROR_FORMAT, "architectures");
+    llm_expect_refused(d, make_folder("no_layers", llm_config_with("num_hidden_layers", NULL), true),
                    NU_ERROR_FORMAT, "num_hidden_layers");
-    expect_refused(d, make_folder("bad_dim", config_with("hidden_size", "-3"), true),
+    llm_expect_refused(d, make_folder("bad_dim", llm_config_with("hidden_size", "-3"), true),
                    NU_ERROR_FORMAT, "hidden_size");
     /* Shapes: the file's embedding is [512, 64], its FFN 172 wide, its q_proj [64, 64]. */
-    expect_refused(d, make_folder("vocab", config_with("vocab_size", "1000"), true),
+    llm_expect_refused(d, make_folder("vocab", llm_config_with("vocab_size", "1000"), true),
                    NU_ERROR_FORMAT, "embed");
-    expect_refused(d, make_folder("ffn", config_with("intermediate_size", "100"), true),
+    llm_expect_refused(d, make_folder("ffn", llm_config_with("intermediate_size", "100"), true),
                    NU_ERROR_FORMAT, "gate");
-    expect_refused(d, make_folder("layers", config_with("num_hidden_layers", "5"), true),
+    llm_expect_refused(d, make_folder("layers", llm_config_with("num_hidden_layers", "5"), true),
                    NU_ERROR_FORMAT, "model.layers.4");
-    expect_refused(d, make_folder("untied", config_with("tie_word_embeddings", "false"), true),
+    llm_expect_refused(d, make_folder("untied", llm_config_with("tie_word_embeddings", "false"), true),
                    NU_ERROR_FORMAT, "lm_head.weight");
-    expect_refused(d, make_folder("head_dim", config_with("num_attention_heads", "16"), true),
+    llm_expect_refused(d, make_folder("head_dim", llm_config_with("num_attention_heads", "16"), true),
                    NU_ERROR_UNSUPPORTED, "head_dim 4");
-    expect_refused(d, make_folder("gqa", config_with("num_key_value_heads", "3"), true),
+    llm_expect_refused(d, make_folder("gqa", llm_config_with("num_key_value_heads", "3"), true),
                    NU_ERROR_FORMAT, "multiple");
-    expect_refused(d, make_folder("scaling", config_with("rope_scaling", "{\"type\": \"llama3\"}"), true),
+    llm_expect_refused(d, make_folder("scaling", llm_config_with("rope_scaling", "{\"type\": \"llama3\"}"), true),
                    NU_ERROR_UNSUPPORTED, "rope_scaling");
 
     /* Bad calls on a good model. */
-    LLM_OK(nu_llm_model_open(d, model_path("aidreams260K/hf"), NULL, &m));
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), NULL, &m));
     int32_t bad[2] = {1, 512};
     assert_int_equal(nu_llm_model_prefill(m, bad, 2, NULL), NU_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(nu_llm_error_message(), "token 1 is 512"));

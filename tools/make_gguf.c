@@ -16,10 +16,10 @@
 #include "make_gguf.h"
 
 static const make_gguf_shape SHAPES[] = {
-    {"tiny", 64, 2, 4, 2, 128, 512, 128, 10000.0f},
-    {"small", 256, 2, 4, 2, 512, 512, 128, 10000.0f}, /* rows of 256 and 512: Q4_0_SOA's multiples of 256 */
-    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f},
-    {"llama-8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f},
+    {"tiny", 64, 2, 4, 2, 128, 512, 128, 10000.0f, 0},
+    {"small", 256, 2, 4, 2, 512, 512, 128, 10000.0f, 0}, /* rows of 256 and 512: Q4_0_SOA's multiples of 256 */
+    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, 0},
+    {"llama-8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 0},
 };
 
 const make_gguf_shape *make_gguf_find_shape(const char *name)
@@ -231,8 +231,13 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
         st = gguf_writer_u32(w, "llama.attention.head_count", s->heads);
     if (st == NU_OK)
         st = gguf_writer_u32(w, "llama.attention.head_count_kv", s->kv_heads);
+    uint32_t head_dim = s->head_dim ? s->head_dim : s->dim / s->heads;
+    if (st == NU_OK && s->head_dim)
+        st = gguf_writer_u32(w, "llama.attention.key_length", head_dim);
+    if (st == NU_OK && s->head_dim)
+        st = gguf_writer_u32(w, "llama.attention.value_length", head_dim);
     if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.rope.dimension_count", s->dim / s->heads);
+        st = gguf_writer_u32(w, "llama.rope.dimension_count", head_dim);
     if (st == NU_OK)
         st = gguf_writer_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     if (st == NU_OK)
@@ -295,7 +300,8 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
 static tensor_def *tensor_list(const make_gguf_options *o, uint32_t layers, size_t *count)
 {
     const make_gguf_shape *s = o->shape;
-    uint64_t dim = s->dim, kv = (uint64_t)s->dim / s->heads * s->kv_heads, ffn = s->ffn, vocab = s->vocab;
+    uint64_t head_dim = s->head_dim ? s->head_dim : s->dim / s->heads;
+    uint64_t dim = s->dim, q = head_dim * s->heads, kv = head_dim * s->kv_heads, ffn = s->ffn, vocab = s->vocab;
     tensor_def *t = calloc((size_t)layers * 9 + 3, sizeof *t);
     if (!t)
         return NULL;
@@ -312,8 +318,8 @@ static tensor_def *tensor_list(const make_gguf_options *o, uint32_t layers, size
         char nm[64];
         static const char *const parts[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
                                              "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
-        const uint64_t rows[9] = {1, dim, kv, kv, dim, 1, ffn, ffn, dim};
-        const uint64_t cols[9] = {dim, dim, dim, dim, dim, dim, dim, dim, ffn};
+        const uint64_t rows[9] = {1, q, kv, kv, dim, 1, ffn, ffn, dim};
+        const uint64_t cols[9] = {dim, dim, dim, dim, q, dim, dim, dim, ffn};
         for (int p = 0; p < 9; p++) {
             snprintf(nm, sizeof nm, "blk.%u.%s.weight", l, parts[p]);
             ADD(nm, rows[p], cols[p], p == 0 || p == 5);

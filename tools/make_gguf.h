@@ -11,6 +11,8 @@ typedef struct make_gguf_shape {
     const char *name;       /* "tiny", "llama-7b", "llama-8b" */
     uint32_t dim, layers, heads, kv_heads, ffn, vocab, context;
     float rope_theta;
+    uint32_t head_dim;      /* 0: dim / heads; otherwise written as llama.attention.key_length and
+                             * value_length (as Mistral Nemo's files have: head_dim 128, dim / heads 160) */
 } make_gguf_shape;
 
 typedef struct make_gguf_options {

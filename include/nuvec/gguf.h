@@ -140,14 +140,14 @@ uint64_t nu_gguf_kv_count(const nu_gguf *file);
 /* Entry `index` in file order: its key (NUL-terminated; `key` may be NULL) and value.
  * NU_ERROR_OUT_OF_RANGE past the end. */
 nu_status nu_gguf_kv(const nu_gguf *file, uint64_t index, const char **key, nu_gguf_value *out);
-/* Whether the file has `key`. */
+/* Whether the file has the metadata key `key` (tensors: nu_gguf_find_tensor). */
 bool nu_gguf_has(const nu_gguf *file, const char *key);
 /* The value of `key`. A missing key is NU_ERROR_FORMAT naming it (for a model loader, a
  * required key that is missing makes a malformed file); probe optional keys with nu_gguf_has. */
 nu_status nu_gguf_find(const nu_gguf *file, const char *key, nu_gguf_value *out);
 
 /* Typed getters. `fallback` NULL makes the key required (missing: NU_ERROR_FORMAT); otherwise a
- * missing key gives *fallback. A value of another type is NU_ERROR_FORMAT naming the key and
+ * missing key gives *fallback (which may be `out` itself: a default kept in place). A value of another type is NU_ERROR_FORMAT naming the key and
  * both types. Integers convert when the value fits exactly: get_u32 and get_u64 take any
  * integer type that holds a value in their range (negative or too large values are refused with
  * the value); get_f32 takes FLOAT32 and FLOAT64 (rounded); get_bool BOOL only. */

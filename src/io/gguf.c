@@ -825,12 +825,13 @@ nu_status nu_gguf_get_u32(const nu_gguf *file, const char *key, const uint32_t *
 {
     if (!out)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_gguf_get_u32: NULL out");
+    const uint32_t fb = fallback ? *fallback : 0; /* read before *out is cleared: fallback may be out */
     *out = 0;
     uint64_t v = 0;
     bool found;
     nu_status st = get_unsigned(file, key, UINT32_MAX, "UINT32", "nu_gguf_get_u32", fallback != NULL, &v, &found);
     if (st == NU_OK)
-        *out = found ? (uint32_t)v : *fallback;
+        *out = found ? (uint32_t)v : fb;
     return st;
 }
 
@@ -838,12 +839,13 @@ nu_status nu_gguf_get_u64(const nu_gguf *file, const char *key, const uint64_t *
 {
     if (!out)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_gguf_get_u64: NULL out");
+    const uint64_t fb = fallback ? *fallback : 0; /* read before *out is cleared: fallback may be out */
     *out = 0;
     uint64_t v = 0;
     bool found;
     nu_status st = get_unsigned(file, key, UINT64_MAX, "UINT64", "nu_gguf_get_u64", fallback != NULL, &v, &found);
     if (st == NU_OK)
-        *out = found ? v : *fallback;
+        *out = found ? v : fb;
     return st;
 }
 
@@ -851,6 +853,7 @@ nu_status nu_gguf_get_f32(const nu_gguf *file, const char *key, const float *fal
 {
     if (!out)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_gguf_get_f32: NULL out");
+    const float fb = fallback ? *fallback : 0; /* read before *out is cleared: fallback may be out */
     *out = 0;
     nu_gguf_value v;
     bool found;
@@ -858,7 +861,7 @@ nu_status nu_gguf_get_f32(const nu_gguf *file, const char *key, const float *fal
     if (st != NU_OK)
         return st;
     if (!found)
-        *out = *fallback;
+        *out = fb;
     else if (v.type == NU_GGUF_FLOAT32)
         *out = v.scalar.f32;
     else if (v.type == NU_GGUF_FLOAT64)
@@ -872,6 +875,7 @@ nu_status nu_gguf_get_bool(const nu_gguf *file, const char *key, const bool *fal
 {
     if (!out)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "nu_gguf_get_bool: NULL out");
+    const bool fb = fallback ? *fallback : false; /* read before *out is cleared: fallback may be out */
     *out = false;
     nu_gguf_value v;
     bool found;
@@ -880,7 +884,7 @@ nu_status nu_gguf_get_bool(const nu_gguf *file, const char *key, const bool *fal
         return st;
     if (found && v.type != NU_GGUF_BOOL)
         return wrong_type(file, key, &v, "BOOL");
-    *out = found ? v.scalar.b : *fallback;
+    *out = found ? v.scalar.b : fb;
     return NU_OK;
 }
 
