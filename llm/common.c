@@ -1,11 +1,13 @@
 /* common.c: llm failure messages and host allocation (see common.h). */
 #include "common.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nuvec_llm.h"
 
@@ -79,3 +81,47 @@ void nu_llm__free(void *ptr)
 {
     free(ptr);
 }
+
+nu_status nu_llm__read_text(const char *path, char **out, size_t *len)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return nu_llm__fail(NU_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    nu_status st = NU_OK;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            size_t ncap = cap ? cap * 2 : 8192;
+            char *nb = ncap > (64u << 20) ? NULL : nu_llm__malloc(ncap);
+            if (!nb) {
+                st = ncap > (64u << 20) ? nu_llm__fail(NU_ERROR_FORMAT, "%s is larger than 64 MiB", path)
+                                        : nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "no memory for %s", path);
+                break;
+            }
+            if (buf)
+                memcpy(nb, buf, n);
+            nu_llm__free(buf);
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + n, 1, 4096, f);
+        n += got;
+        if (got < 4096)
+            break;
+    }
+    if (st == NU_OK && ferror(f))
+        st = nu_llm__fail(NU_ERROR_IO, "cannot read %s", path);
+    fclose(f);
+    if (st != NU_OK) {
+        nu_llm__free(buf);
+        return st;
+    }
+    buf[n] = 0;
+    *out = buf;
+    if (len)
+        *len = n;
+    return NU_OK;
+}
+

@@ -19,6 +19,10 @@ void *nu_llm__calloc(size_t count, size_t size);
 void *nu_llm__malloc_array(size_t count, size_t size);
 void nu_llm__free(void *ptr);
 
+/* The whole file at `path`, NUL-terminated, in *out (nu_llm__free it); *len (may be NULL) its
+ * length. NU_ERROR_IO naming the path; files over 64 MiB are NU_ERROR_FORMAT. */
+nu_status nu_llm__read_text(const char *path, char **out, size_t *len);
+
 /* Tests: after nu_llm__fail_after(n) the next n allocations succeed and every later one fails,
  * until nu_llm__fail_after(-1) (the default). Applies to all threads. Returns how many allocations
  * were failed since the previous call. */

@@ -198,7 +198,8 @@ static void stories_decode_graph_against_prefill(void **state)
 }
 
 /* make-gguf's "small" shape in Q4_0 (rows of 256 and 512), opened with the matrices repacked
- * (NU_DTYPE_Q4_0_SOA, the default; the model then holds the repacked bytes on top) and without
+ * (NU_DTYPE_Q4_0_SOA, the default; the repacked matrices replace the file's, so the model holds no
+ * more device memory than without: within the allocator's rounding of its extra buffers) and without
  * (repack_q4_0 = -1); a prompt through prefill (the repacked matrices dequantized to F16 for the
  * products) and greedy decode (the fused layer on the repacked products). With x unrounded
  * (NUVEC_MATVEC=dot=0 and NUVEC_MATVEC_SOA=dot=0: the float paths of both kernels) the logits
@@ -238,9 +239,6 @@ static void repacked_q4_0_decodes_as_the_file(void **state)
     assert_non_null(logits[0]);
     assert_non_null(logits[1]);
     uint64_t active[2];
-    /* the repacked copies: 2 layers of q, o (256 x 256), k, v (128 x 256), gate, up (512 x 256)
-     * and down (256 x 512) at 18 bytes a block of 32, and the output matrix (512 x 256) */
-    const uint64_t matrices = 2 * ((256 + 128 + 128 + 256) * 256 + 3 * 512 * 256) / 32 * 18 + 512 * 256 / 32 * 18;
     for (int pass = 0; pass < 2; pass++) { /* 0: the float paths, 1: the defaults */
         if (!pass) {
             setenv("NUVEC_MATVEC", "dot=0", 1);
@@ -250,9 +248,12 @@ static void repacked_q4_0_decodes_as_the_file(void **state)
             small_q4_0_decode(d, path, r ? -1 : 0, ids[r], logits[r], &active[r]);
         unsetenv("NUVEC_MATVEC");
         unsetenv("NUVEC_MATVEC_SOA");
-        if (active[0] < active[1] + matrices)
-            fail_msg("the repacked model holds %llu bytes more than the file's layout; the repacked matrices are %llu",
-                     (unsigned long long)(active[0] - active[1]), (unsigned long long)matrices);
+        /* The repacked matrices (2 layers of q, o 256 x 256, k, v 128 x 256, gate, up 512 x 256 and
+         * down 256 x 512, and the output 512 x 256, 18 bytes a block of 32: 737,280 bytes) replace
+         * the file's: 3 buffers more (one a layer and the output's) cost at most their rounding. */
+        if (active[0] > active[1] + 3 * 65536)
+            fail_msg("the repacked model holds %llu bytes more than the file's layout",
+                     (unsigned long long)(active[0] - active[1]));
         assert_memory_equal(ids[0], ids[1], sizeof ids[0]);
         double worst = 0, big = 0;
         for (size_t i = 0; i < (size_t)N * V; i++) {
@@ -260,6 +261,8 @@ static void repacked_q4_0_decodes_as_the_file(void **state)
             big = fmax(big, fabs((double)logits[1][i]));
         }
         double bound = pass ? 0.03 * big : 1e-3;
+        if (pass && worst == 0) /* the SOA kernel rounds x on its own: its logits differ a little */
+            fail_msg("the repacked and the file's logits are bit-equal on the dot paths: no matrix was repacked");
         if (!(worst < bound))
             fail_msg("%s: repacked and file-layout Q4_0 logits differ by %g (bound %g)", pass ? "dot paths" : "float paths",
                      worst, bound);

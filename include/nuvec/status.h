@@ -62,7 +62,8 @@ typedef struct nu_device nu_device;
     X(ERROR_IO, "input/output error")                   /* a file could not be opened, read or written */ \
     X(ERROR_FORMAT, "malformed data")                   /* a file's (or SPIR-V's) contents are malformed */ \
     X(ERROR_VULKAN, "Vulkan error")                     /* any other Vulkan failure; the message names the VkResult */ \
-    X(ERROR_CAPTURE, "capture refused")                 /* a GPU capture cannot be taken (see nuvec/capture.h) */
+    X(ERROR_CAPTURE, "capture refused")                 /* a GPU capture cannot be taken (see nuvec/capture.h) */ \
+    X(ERROR_BUSY, "all in use")                         /* every one of a fixed set is taken (a model's sequence slots) */
 
 typedef enum nu_status {
 #define NU__STATUS_ENUM(name, text) NU_##name,

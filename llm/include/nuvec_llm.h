@@ -223,6 +223,14 @@ typedef struct nu_llm_model_options {
                               * length is a multiple of 256; -1 never. Costs the matrices' bytes
                               * again in device memory (the file's copy stays for the embedding
                               * rows and the norms) */
+    int fusion;              /* 0 (default) and 1: decode passes run the fused layer (norms, residual
+                              * adds and SwiGLU inside the matrix-vector products: 7 dependency
+                              * levels a layer); -1: the separate ops (for comparisons) */
+    int stack_weights;       /* 0 (default) and 1: q, k, v (and gate, up) that the file stores back to
+                              * back run as one product where a path takes it; -1: never */
+    uint32_t greedy_depth;   /* greedy decode's launches in flight (0: 2; 1 to 4) */
+    uint32_t greedy_unroll;  /* greedy decode's tokens a launch (0: 4; 1 to 8) */
+    bool greedy_on_cpu;      /* greedy decode token by token with the logits read back (comparisons) */
 } nu_llm_model_options;
 
 typedef struct nu_llm_model nu_llm_model;
@@ -244,6 +252,10 @@ const nu_llm_config *nu_llm_model_config(const nu_llm_model *model); /* NULL for
  * owned by the model; NULL when there is none, and then nu_llm_model_tokenizer_note says why. */
 const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *model);
 const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a tokenizer */
+/* Why decode or greedy decode runs a slower path than asked ("" when neither does): the decode
+ * graph or greedy decode's graphs could not be built (the message says why), so decode records a
+ * command buffer a token, or greedy decode reads the logits back each token. */
+const char *nu_llm_model_note(const nu_llm_model *model);
 /* Tokens in the cache: the position the next token goes to. */
 uint32_t nu_llm_model_position(const nu_llm_model *model);
 /* Forgets the cached tokens (position 0); the cache's bytes are overwritten as tokens come. */

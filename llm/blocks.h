@@ -1,0 +1,83 @@
+/* blocks.h: the pieces a decoder layer is built from, shared by every architecture (llm/arch/):
+ * the attention half (norm, q/k/v products, RoPE on the way into the KV cache, attention, the
+ * output product and its residual add) and the feed-forward half (norm, gate/up products, the
+ * GLU, the down product and its residual add), plus the embedding lookup and the logits. A pass
+ * (nu_llm_pass) is one forward pass being recorded, of `rows` rows; the blocks choose its path:
+ * - rows <= NU_MATVEC_MAX_ROWS (decode) with fusion on: the fused layer, 7 dependency levels: each
+ *   RMSNorm done by the product that reads it, the residual adds by the products that end each
+ *   half, the SwiGLU by the gate-up product (nu_op_matvec_fused), the keys rotated on their way
+ *   into the cache (nu_op_kv_append_rope):
+ *     qkv = norm(x) Wqkv^T | q = rope(q); K[pos] = rope(k); V[pos] = v | att = attention(q, K, V) |
+ *     x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
+ *   (attention is two levels, its splits then their merge). On the H200 the fusion took 7B Q4_0
+ *   decode from 347 to 418 tokens/s and F16 from 194 to 203 (bench/RESULTS.md).
+ * - more rows (prefill): matrix products (nu_op_matmul; inputs in F16 for the matrix units where
+ *   f16_inputs), the residual add fused with the next RMSNorm (nu_op_add_rms_norm): a block leaves
+ *   its output to add in `tmp` (pending) and the next norm adds it.
+ * Where the rows go in the KV cache: one slot's consecutive positions from `start` (prefill chunks
+ * and the single-sequence decode graph, through the ops' scalar forms and graph parameters). */
+#ifndef NU_LLM_BLOCKS_H
+#define NU_LLM_BLOCKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+#include "kv_cache.h"
+#include "weights.h"
+
+/* A pass's activation buffers. */
+enum {
+    NU_LLM_A_X,      /* [rows, dim] the residual stream */
+    NU_LLM_A_XN,     /* [rows, dim] normalised */
+    NU_LLM_A_Q,      /* [rows, heads * head_dim] */
+    NU_LLM_A_K,      /* [rows, kv_heads * head_dim] */
+    NU_LLM_A_V,
+    NU_LLM_A_ATT,    /* [rows, heads * head_dim] */
+    NU_LLM_A_TMP,    /* [rows, dim] a block's output to add */
+    NU_LLM_A_GATE,   /* [rows, ffn] */
+    NU_LLM_A_UP,
+    NU_LLM_A_QKV,    /* [min(rows, 8), (heads + 2 kv_heads) * head_dim]: stacked products' output */
+    NU_LLM_A_GU,     /* [1, 2 ffn] */
+    NU_LLM_A_H16,    /* [rows, max(dim, q, ffn)] F16 inputs of the products */
+    NU_LLM_A_Q16,    /* [rows, q] F16 */
+    NU_LLM_A_W16,    /* the largest matrix as F16 (block weights dequantized before a product) */
+    NU_LLM_A_COUNT
+};
+
+/* The graph parameters of a layer (scalar forms), as nu_op_graph_param numbered them. */
+typedef struct nu_llm_layer_params {
+    uint32_t q_rope, k_pos, v_pos, kv_len;
+} nu_llm_layer_params;
+
+struct nu_llm_pass {
+    nu_commands *c;
+    const nu_llm_hparams *hp;
+    const nu_llm_kv *kv;
+    nu_buffer *act[NU_LLM_A_COUNT];
+    uint32_t rows;
+    uint32_t slot, start;     /* the rows' slot and the first row's position */
+    bool graph;               /* recording a graph: positions are launch parameters */
+    uint32_t max_kv;          /* graph: the most keys a launch attends to (attention's split count) */
+    nu_llm_layer_params *params; /* graph: one a layer, filled as the ops are recorded */
+    bool fused;               /* the fused decode layer (rows <= NU_MATVEC_MAX_ROWS, fusion on) */
+    bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
+    bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
+    bool pending;             /* tmp holds a block's output not yet added to x */
+};
+
+/* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes). */
+void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, bool w16, size_t *sizes);
+
+/* x = embed[ids] (ids: I32 [rows]). */
+nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_tensor *ids);
+/* The attention half: x += attention(rope(norm(x) Wq), K, V) Wo, with the keys and values of the
+ * rows appended to the cache of layer `layer`. */
+nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer);
+/* The feed-forward half with SwiGLU: x += (silu(norm(x) Wg) * (norm(x) Wu)) Wd. */
+nu_status nu_llm__blk_ffn_swiglu(nu_llm_pass *p, const nu_llm_layer_w *w);
+/* logits [1, vocab] = norm(x[last row]) W_out^T; where next is not NULL, its argmax (I32 [1, 1]). */
+nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu_tensor *output,
+                             const nu_tensor *logits, const nu_tensor *next);
+
+#endif

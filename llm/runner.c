@@ -1,0 +1,425 @@
+/* runner.c: prefill passes, the decode graph and greedy decode's ring of graphs (runner.h). */
+#include "runner.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+#define FN "nu_llm_model"
+
+/* Greedy ring ids lie ID_STRIDE bytes apart (the largest storage buffer offset alignment Vulkan
+ * allows), U of them in each of the depth ring buffers. */
+#define ID_STRIDE 256
+/* The graphs: decode's, then the greedy ring's. Parameter slots: decode's 0, pass u of greedy
+ * graph j 1 + j * NU_LLM_GREEDY_MAX_UNROLL + u. */
+enum { G_DECODE, G_GREEDY, G_COUNT = G_GREEDY + NU_LLM_GREEDY_MAX_DEPTH };
+#define P_SLOTS (1 + NU_LLM_GREEDY_MAX_DEPTH * NU_LLM_GREEDY_MAX_UNROLL)
+
+struct nu_llm_runner {
+    nu_device *dev;
+    const nu_llm_arch *arch;
+    const nu_llm_hparams *hp;
+    const nu_llm_weights *w;
+    nu_llm_kv *kv;
+    nu_llm_runner_options o;
+    bool w16;                       /* prefill passes have an A_W16: block weights dequantized there */
+    nu_buffer *act[NU_LLM_A_COUNT]; /* the decode graphs' activations */
+    nu_buffer *ids, *logits, *gid;  /* a pass's ids (shared), the logits (shared), decode's id */
+    nu_buffer *ring[NU_LLM_GREEDY_MAX_DEPTH];
+    nu_graph *graph[G_COUNT];
+    nu_llm_layer_params *params;    /* [P_SLOTS][layers] */
+    uint32_t depth;                 /* greedy ring graphs built (0: not yet) */
+    bool greedy_by_cpu;
+    uint64_t bytes;
+    char note[256];
+};
+
+#define TRY(call)                                                                                                  \
+    do {                                                                                                           \
+        nu_status st_ = (call);                                                                                    \
+        if (st_ != NU_OK)                                                                                          \
+            return st_;                                                                                            \
+    } while (0)
+
+static nu_status nv(nu_llm_runner *r, nu_status st, const char *what)
+{
+    if (st != NU_OK)
+        return nu_llm__fail(st, FN ": %s: %s", what, nu_error_message(r->dev));
+    return NU_OK;
+}
+
+const char *nu_llm__runner_note(const nu_llm_runner *r) { return r->note; }
+uint64_t nu_llm__runner_bytes(const nu_llm_runner *r) { return r->bytes; }
+
+uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r)
+{
+    size_t sizes[NU_LLM_A_COUNT];
+    nu_llm__act_sizes(r->hp, r->o.chunk, r->w16, sizes);
+    uint64_t sum = (uint64_t)r->o.chunk * 4;
+    for (int i = 0; i < NU_LLM_A_COUNT; i++)
+        sum += sizes[i];
+    return sum;
+}
+
+static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
+{
+    nu_status st = nv(r, nu_buffer_new(r->dev, bytes, storage, out), name);
+    if (st == NU_OK) {
+        nu_buffer_set_name(*out, name);
+        r->bytes += nu_buffer_size(*out);
+    }
+    return st;
+}
+
+/* A pass over the runner's state; the caller sets the rows, slot, start and buffers. */
+static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, uint32_t slot, uint32_t start)
+{
+    nu_llm_pass p = {.c = c, .hp = r->hp, .kv = r->kv, .rows = rows, .slot = slot, .start = start};
+    p.fused = r->o.fusion && rows <= NU_MATVEC_MAX_ROWS;
+    p.f16_inputs = r->o.prefill_f16 && rows > NU_MATVEC_MAX_ROWS;
+    p.w16 = r->o.prefill_f16;
+    return p;
+}
+
+/* Records the forward pass `p` with its token ids, the logits out, and where next is not NULL the
+ * argmax of the logits into it. */
+static nu_status record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tensor *ids, const nu_tensor *next)
+{
+    const nu_llm_weights *w = r->w;
+    TRY(nu_llm__blk_embed(p, &w->global[NU_LLM_W_EMBED], ids));
+    for (uint32_t l = 0; l < r->hp->cfg.layers; l++)
+        TRY(r->arch->layer(p, &w->layers[l], l));
+    int64_t shape[2] = {1, r->hp->cfg.vocab};
+    nu_tensor logits = nu_tensor_make(r->logits, 0, NU_DTYPE_F32, 2, shape);
+    return nu_llm__blk_logits(p, &w->global[NU_LLM_W_OUT_NORM], &w->global[NU_LLM_W_OUTPUT], &logits, next);
+}
+
+/* Id u of greedy ring buffer j, as a gather's ids (rank 1) or an argmax's output (rank 2). */
+static nu_tensor ring_id(nu_llm_runner *r, uint32_t j, uint32_t u, uint32_t rank)
+{
+    int64_t shape[2] = {1, 1};
+    return nu_tensor_make(r->ring[j], (uint64_t)u * ID_STRIDE, NU_DTYPE_I32, rank, shape);
+}
+
+static int greedy_slot(uint32_t j, uint32_t u) { return 1 + (int)(j * NU_LLM_GREEDY_MAX_UNROLL + u); }
+
+/* Records and builds graph g: decode's one pass, or greedy graph j's `unroll` passes (pass 0 reads
+ * the ring's previous graph's last id, pass u > 0 the id pass u - 1 wrote). */
+static nu_status record_graph(nu_llm_runner *r, int g)
+{
+    nu_commands *rec = NULL;
+    nu_status st = nu_graph_record(r->dev, &rec);
+    int64_t one = 1;
+    uint32_t U = r->o.greedy_unroll, layers = r->hp->cfg.layers;
+    if (st == NU_OK && g == G_DECODE) {
+        nu_tensor gid = nu_tensor_make(r->gid, 0, NU_DTYPE_I32, 1, &one);
+        nu_llm_pass p = make_pass(r, rec, 1, 0, 0);
+        memcpy(p.act, r->act, sizeof p.act);
+        p.graph = true, p.max_kv = r->kv->positions, p.params = r->params;
+        st = record_forward(r, &p, &gid, NULL);
+    }
+    uint32_t j = (uint32_t)(g - G_GREEDY), to = (j + 1) % (r->o.greedy_depth ? r->o.greedy_depth : 1);
+    for (uint32_t u = 0; st == NU_OK && g != G_DECODE && u < U; u++) {
+        nu_tensor gid = u ? ring_id(r, to, u - 1, 1) : ring_id(r, j, U - 1, 1), next = ring_id(r, to, u, 2);
+        nu_llm_pass p = make_pass(r, rec, 1, 0, 0);
+        memcpy(p.act, r->act, sizeof p.act);
+        p.graph = true, p.max_kv = r->kv->positions, p.params = r->params + (size_t)greedy_slot(j, u) * layers;
+        st = record_forward(r, &p, &gid, &next);
+    }
+    if (st == NU_OK)
+        st = nu_graph_new(rec, &r->graph[g]);
+    if (st != NU_OK)
+        nu_commands_free(rec);
+    return st;
+}
+
+nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hparams *hp, const nu_llm_weights *w,
+                             nu_llm_kv *kv, const nu_llm_runner_options *o, nu_llm_runner **out)
+{
+    *out = NULL;
+    nu_llm_runner *r = nu_llm__calloc(1, sizeof *r);
+    if (!r || !(r->params = nu_llm__calloc((size_t)P_SLOTS * hp->cfg.layers, sizeof *r->params))) {
+        nu_llm__free(r);
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_open: no memory");
+    }
+    r->dev = d, r->arch = a, r->hp = hp, r->w = w, r->kv = kv, r->o = *o;
+    r->w16 = (o->prefill_f16 && w->blocks) || w->repacked;
+    size_t sizes[NU_LLM_A_COUNT];
+    nu_llm__act_sizes(hp, NU_MATVEC_MAX_ROWS, false, sizes); /* decode passes: one row (greedy: one a pass) */
+    static const char *const names[NU_LLM_A_COUNT] = {
+        "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att", "llm tmp", "llm gate", "llm up",
+        "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight"};
+    nu_status st = NU_OK;
+    for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
+        st = new_buffer(r, sizes[i], NU_STORAGE_PRIVATE, names[i], &r->act[i]);
+    if (st == NU_OK)
+        st = new_buffer(r, (size_t)o->chunk * 4, NU_STORAGE_SHARED, "llm ids", &r->ids);
+    if (st == NU_OK)
+        st = new_buffer(r, (size_t)hp->cfg.vocab * 4, NU_STORAGE_SHARED, "llm logits", &r->logits);
+    if (st == NU_OK)
+        st = new_buffer(r, 4, NU_STORAGE_SHARED, "llm graph id", &r->gid);
+    for (int j = 0; st == NU_OK && j < NU_LLM_GREEDY_MAX_DEPTH; j++)
+        st = new_buffer(r, ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL, NU_STORAGE_SHARED, "llm greedy ids", &r->ring[j]);
+    if (st == NU_OK && !r->o.by_commands && record_graph(r, G_DECODE) != NU_OK) {
+        snprintf(r->note, sizeof r->note, "decode records a command buffer per token: the decode graph failed: %s",
+                 nu_error_message(d));
+        r->o.by_commands = true;
+    }
+    if (st != NU_OK) {
+        nu_llm__runner_free(r);
+        return st;
+    }
+    *out = r;
+    return NU_OK;
+}
+
+void nu_llm__runner_free(nu_llm_runner *r)
+{
+    if (!r)
+        return;
+    for (int g = 0; g < G_COUNT; g++) {
+        nu_graph_wait(r->graph[g], NU_WAIT_FOREVER);
+        nu_graph_free(r->graph[g]);
+    }
+    for (int i = 0; i < NU_LLM_A_COUNT; i++)
+        nu_buffer_free(r->act[i]);
+    nu_buffer_free(r->ids);
+    nu_buffer_free(r->logits);
+    nu_buffer_free(r->gid);
+    for (int j = 0; j < NU_LLM_GREEDY_MAX_DEPTH; j++)
+        nu_buffer_free(r->ring[j]);
+    nu_llm__free(r->params);
+    nu_llm__free(r);
+}
+
+static nu_status read_logits(nu_llm_runner *r, float *logits)
+{
+    if (!logits)
+        return NU_OK;
+    return nv(r, nu_buffer_read(r->logits, 0, logits, (size_t)r->hp->cfg.vocab * 4), "reading the logits");
+}
+
+/* A prefill pass's activations from nu_buffer_new_gpu: each pass frees its own right after its
+ * commit; the next pass's come from that memory while the GPU still runs the previous pass,
+ * ordered after its uses (in-flight reuse: nuvec/buffer.h), so the CPU records pass i + 1 while
+ * pass i runs and the activations hold about one pass's memory. */
+static void free_pass(nu_buffer **set)
+{
+    for (int i = 0; i < NU_LLM_A_COUNT; i++) {
+        nu_buffer_free(set[i]);
+        set[i] = NULL;
+    }
+}
+
+static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, nu_buffer **ids)
+{
+    size_t sizes[NU_LLM_A_COUNT];
+    nu_llm__act_sizes(r->hp, rows, r->w16, sizes);
+    memset(set, 0, sizeof *set * NU_LLM_A_COUNT);
+    nu_status st = nv(r, nu_buffer_new_gpu(r->dev, (size_t)rows * 4, NU_STORAGE_PRIVATE, ids), "a prefill pass's ids");
+    for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
+        st = nv(r, nu_buffer_new_gpu(r->dev, sizes[i], NU_STORAGE_PRIVATE, &set[i]), "a prefill pass's activations");
+    if (st != NU_OK) {
+        free_pass(set);
+        nu_buffer_free(*ids);
+        *ids = NULL;
+    }
+    return st;
+}
+
+/* Passes of at most `chunk` rows, each committed without waiting for the one before (which the
+ * next commit waits for instead): the KV cache orders them (nuvec/command.h). */
+nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits)
+{
+    uint32_t start = r->kv->length[slot], pos = start;
+    nu_commands *prev = NULL;
+    nu_status st = NU_OK;
+    for (uint32_t done = 0; done < n && st == NU_OK;) {
+        uint32_t rows = n - done < r->o.chunk ? n - done : r->o.chunk;
+        nu_buffer *set[NU_LLM_A_COUNT], *ids = NULL;
+        if ((st = pass_buffers(r, rows, set, &ids)) != NU_OK)
+            break;
+        nu_commands *c = NULL;
+        if ((st = nv(r, nu_commands_new(r->dev, NU_QUEUE_COMPUTE, &c), "commands")) == NU_OK &&
+            (st = nv(r, nu_commands_upload(c, ids, 0, tokens + done, (size_t)rows * 4), "the token ids")) == NU_OK) {
+            int64_t shape = rows;
+            nu_tensor t = nu_tensor_make(ids, 0, NU_DTYPE_I32, 1, &shape);
+            nu_llm_pass p = make_pass(r, c, rows, slot, pos);
+            memcpy(p.act, set, sizeof p.act);
+            st = nv(r, record_forward(r, &p, &t, NULL), "recording the forward pass");
+        }
+        if (st == NU_OK)
+            st = nv(r, nu_commands_commit(c), "the forward pass");
+        free_pass(set); /* the next pass may take their memory, after this one's uses */
+        nu_buffer_free(ids);
+        if (st != NU_OK) {
+            nu_commands_free(c);
+            break;
+        }
+        if (prev) {
+            st = nv(r, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
+            nu_commands_free(prev);
+        }
+        prev = c;
+        pos += rows;
+        done += rows;
+    }
+    if (prev) {
+        nu_status w = nv(r, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
+        st = st != NU_OK ? st : w;
+        nu_commands_free(prev);
+    }
+    if (st != NU_OK)
+        return st;
+    memcpy(r->kv->tokens + (size_t)slot * r->kv->positions + start, tokens, (size_t)n * sizeof *tokens);
+    r->kv->length[slot] = pos;
+    return read_logits(r, logits);
+}
+
+/* The parameters in slot g of graph gr for the token at `pos`. */
+static nu_status set_params(nu_llm_runner *r, nu_graph *gr, int g, uint32_t pos)
+{
+    uint32_t len = pos + 1, layers = r->hp->cfg.layers;
+    int32_t ipos = (int32_t)pos;
+    const nu_llm_layer_params *pp = r->params + (size_t)g * layers;
+    for (uint32_t l = 0; l < layers; l++) {
+        TRY(nv(r, nu_graph_set_param(gr, pp[l].q_rope, &ipos, 4), "a graph parameter"));
+        TRY(nv(r, nu_graph_set_param(gr, pp[l].k_pos, &pos, 4), "a graph parameter"));
+        TRY(nv(r, nu_graph_set_param(gr, pp[l].v_pos, &pos, 4), "a graph parameter"));
+        TRY(nv(r, nu_graph_set_param(gr, pp[l].kv_len, &len, 4), "a graph parameter"));
+    }
+    return NU_OK;
+}
+
+nu_status nu_llm__runner_decode(nu_llm_runner *r, int32_t token, float *logits)
+{
+    if (r->o.by_commands)
+        return nu_llm__runner_prefill(r, 0, &token, 1, logits);
+    uint32_t pos = r->kv->length[0];
+    TRY(nv(r, nu_buffer_write(r->gid, 0, &token, 4), "writing the token id"));
+    TRY(set_params(r, r->graph[G_DECODE], 0, pos));
+    TRY(nv(r, nu_graph_launch(r->graph[G_DECODE]), "launching the decode graph"));
+    TRY(nv(r, nu_graph_wait(r->graph[G_DECODE], NU_WAIT_FOREVER), "the decode graph"));
+    r->kv->tokens[pos] = token;
+    r->kv->length[0] = pos + 1;
+    return read_logits(r, logits);
+}
+
+/* The greedy ring, built at the first greedy decode: a model that is only prefilled, or decoded
+ * for its logits, never pays for it. Where it cannot be built, greedy decode goes token by token
+ * (the logits read back) and the note says why. */
+static void build_greedy_graphs(nu_llm_runner *r)
+{
+    if (r->o.greedy_on_cpu) {
+        r->greedy_by_cpu = true;
+        return;
+    }
+    nu_status st = NU_OK;
+    for (uint32_t j = 0; st == NU_OK && j < r->o.greedy_depth; j++)
+        st = record_graph(r, G_GREEDY + (int)j);
+    if (st == NU_OK) {
+        r->depth = r->o.greedy_depth;
+        return;
+    }
+    snprintf(r->note, sizeof r->note, "greedy decode reads the logits back each token: its graphs failed: %s",
+             nu_error_message(r->dev));
+    for (int g = G_GREEDY; g < G_COUNT; g++) {
+        nu_graph_free(r->graph[g]);
+        r->graph[g] = NULL;
+    }
+    r->greedy_by_cpu = true;
+}
+
+/* Greedy decode one token at a time: decode, logits back, the argmax on the CPU (the lowest id of
+ * equal largest logits, as the GPU's argmax and nu_llm_sample at temperature 0). */
+static nu_status greedy_by_logits(nu_llm_runner *r, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                  int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
+{
+    uint32_t V = r->hp->cfg.vocab;
+    float *logits = nu_llm__malloc_array(V, sizeof *logits);
+    if (!logits)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_decode_greedy: no memory");
+    nu_status st = NU_OK;
+    for (uint32_t k = 0; k < n; k++) {
+        if ((st = nu_llm__runner_decode(r, k ? out[k - 1] : token, logits)) != NU_OK)
+            break;
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < V; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        out[k] = (int32_t)best;
+        *produced = k + 1;
+        if ((on_token && !on_token(user, out[k])) || out[k] == stop_token)
+            break;
+    }
+    nu_llm__free(logits);
+    return st;
+}
+
+/* Launch k of a greedy decode from position p: tokens at p + k * unroll + u, by the ring's graph
+ * k % depth (its pass 0 reads the last id launch k - 1 wrote). */
+static nu_status greedy_launch(nu_llm_runner *r, uint32_t p, uint32_t k)
+{
+    uint32_t j = k % r->depth, U = r->o.greedy_unroll;
+    nu_graph *g = r->graph[G_GREEDY + j];
+    for (uint32_t u = 0; u < U; u++)
+        TRY(set_params(r, g, greedy_slot(j, u), p + k * U + u));
+    return nv(r, nu_graph_launch(g), "launching a greedy decode graph");
+}
+
+static nu_status greedy_by_graphs(nu_llm_runner *r, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                  int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
+{
+    const uint32_t p = r->kv->length[0], D = r->depth, U = r->o.greedy_unroll, launches = (n + U - 1) / U;
+    int32_t ids[NU_LLM_GREEDY_MAX_UNROLL * ID_STRIDE / 4];
+    nu_status st = nv(r, nu_buffer_write(r->ring[0], (size_t)(U - 1) * ID_STRIDE, &token, 4), "writing the token id");
+    for (uint32_t k = 0; st == NU_OK && k < D && k < launches; k++)
+        st = greedy_launch(r, p, k);
+    bool done = false;
+    for (uint32_t k = 0; st == NU_OK && !done && k < launches; k++) {
+        uint32_t first = k * U, count = n - first < U ? n - first : U; /* tokens of this launch wanted */
+        if ((st = nv(r, nu_graph_wait(r->graph[G_GREEDY + k % D], NU_WAIT_FOREVER), "a greedy decode graph")) != NU_OK ||
+            (st = nv(r, nu_buffer_read(r->ring[(k + 1) % D], 0, ids, (size_t)(count - 1) * ID_STRIDE + 4),
+                     "reading token ids")) != NU_OK)
+            break;
+        uint32_t give = 0; /* tokens to give: up to and with a stop_token */
+        bool stopped = false;
+        while (give < count && !stopped) {
+            out[first + give] = ids[give * (ID_STRIDE / 4)];
+            stopped = out[first + give++] == stop_token;
+        }
+        done = stopped || first + count == n;
+        if (!done && k + D < launches && (st = greedy_launch(r, p, k + D)) != NU_OK) /* before the callback: the GPU keeps busy */
+            break;
+        for (uint32_t u = 0; u < give; u++) {
+            *produced = first + u + 1;
+            if (on_token && !on_token(user, out[first + u])) {
+                done = true;
+                break;
+            }
+        }
+    }
+    /* Speculative launches finish before the model is used again (their buffers are the model's). */
+    for (uint32_t j = 0; j < D; j++) {
+        nu_status w = nv(r, nu_graph_wait(r->graph[G_GREEDY + j], NU_WAIT_FOREVER), "a greedy decode graph");
+        if (st == NU_OK)
+            st = w;
+    }
+    /* On failure too: the tokens given to on_token are in the cache. */
+    uint32_t fed = *produced;
+    int32_t *cached = r->kv->tokens + p;
+    for (uint32_t i = 0; i < fed; i++)
+        cached[i] = i ? out[i - 1] : token;
+    r->kv->length[0] = p + fed;
+    return st;
+}
+
+nu_status nu_llm__runner_greedy(nu_llm_runner *r, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                int32_t stop_token, bool (*on_token)(void *user, int32_t id), void *user)
+{
+    if (!r->o.by_commands && !r->depth && !r->greedy_by_cpu)
+        build_greedy_graphs(r);
+    return r->o.by_commands || r->greedy_by_cpu ? greedy_by_logits(r, token, n, out, produced, stop_token, on_token, user)
+                                                : greedy_by_graphs(r, token, n, out, produced, stop_token, on_token, user);
+}

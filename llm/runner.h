@@ -1,0 +1,66 @@
+/* runner.h: running forward passes of a model over its weights and KV cache.
+ * - Prefill: a slot's tokens in passes of at most `chunk` rows, each recorded into one command
+ *   buffer and committed without waiting for the one before (the KV cache orders them); each
+ *   pass's activations come from nu_buffer_new_gpu and are freed right after its commit, so that
+ *   the next pass, recorded while it runs, reuses their memory in flight.
+ * - Decode: one token a launch of a graph (nuvec/graph.h) recorded at open; the token id is data
+ *   (a one-element I32 buffer the CPU writes), the position reaches the ops as graph parameters
+ *   (rope's offset, the appends' position, attention's kv_length). Attention is recorded with the
+ *   cache's length, so its split count suits the longest context. Where the graph cannot be built,
+ *   decode records a command buffer per token (nu_llm__runner_note says why).
+ * - Greedy decode: a ring of `depth` graphs of `unroll` passes each; each pass ends with the argmax
+ *   of its logits into an id buffer the next pass's gather reads (the next graph's, for a graph's
+ *   last pass), so no token needs the CPU. `depth` launches are in flight: the CPU waits for
+ *   launch k, reads its ids (the CPU may read a buffer that queued work only reads) and queues
+ *   launch k + depth on the graph launch k used. Built at the first greedy decode, not at open.
+ *   Tokens past a stop run speculatively and are discarded; their keys go to rows past the slot's
+ *   length (and past the cache's end the kernels write nothing), which later tokens overwrite.
+ * Thread safety: the model's (one thread at a time). */
+#ifndef NU_LLM_RUNNER_H
+#define NU_LLM_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "blocks.h"
+
+#define NU_LLM_GREEDY_MAX_DEPTH 4
+#define NU_LLM_GREEDY_MAX_UNROLL 8
+
+typedef struct nu_llm_runner_options {
+    uint32_t chunk;         /* prefill rows a pass */
+    bool fusion;            /* the fused decode layer */
+    bool prefill_f16;       /* prefill's product inputs and q in F16 (the matrix units' kernels) */
+    bool by_commands;       /* decode records a command buffer a token instead of launching a graph */
+    uint32_t greedy_depth;  /* 1 .. NU_LLM_GREEDY_MAX_DEPTH */
+    uint32_t greedy_unroll; /* 1 .. NU_LLM_GREEDY_MAX_UNROLL */
+    bool greedy_on_cpu;     /* greedy decode reads the logits back each token */
+} nu_llm_runner_options;
+
+typedef struct nu_llm_runner nu_llm_runner;
+
+/* The runner over `w` and `kv` (which outlive it): the decode activations and, unless by_commands,
+ * the decode graph. */
+nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hparams *hp, const nu_llm_weights *w,
+                             nu_llm_kv *kv, const nu_llm_runner_options *o, nu_llm_runner **out);
+/* Waits for the runner's GPU work and frees it. */
+void nu_llm__runner_free(nu_llm_runner *r);
+
+/* Why decode or greedy decode took a slower path ("" when neither did). */
+const char *nu_llm__runner_note(const nu_llm_runner *r);
+/* Device bytes the runner holds (activations, id and logits buffers; graphs' own memory aside). */
+uint64_t nu_llm__runner_bytes(const nu_llm_runner *r);
+/* Device bytes a prefill pass's activations take at most (freed after each pass). */
+uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r);
+
+/* Appends tokens[0 .. n) to slot `slot` and writes the logits of the last one (vocab floats) to
+ * `logits` (may be NULL). On failure the slot's length is as before. Ids and room are the
+ * caller's to check. */
+nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits);
+/* One token of slot 0 by the decode graph (or a one-row pass). */
+nu_status nu_llm__runner_decode(nu_llm_runner *r, int32_t token, float *logits);
+/* Greedy decode of slot 0 (nuvec_llm.h's nu_llm_model_decode_greedy; arguments checked). */
+nu_status nu_llm__runner_greedy(nu_llm_runner *r, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                                int32_t stop_token, bool (*on_token)(void *user, int32_t id), void *user);
+
+#endif

@@ -1,0 +1,397 @@
+/* weights.c: the roster's tensors onto the device, once each (weights.h). */
+#include "weights.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+#define FN "nu_llm_model_open"
+
+static const char *const ROLE_NAMES[NU_LLM_W_ROLE_COUNT] = {
+    [NU_LLM_W_EMBED] = "embed",        [NU_LLM_W_OUT_NORM] = "out_norm", [NU_LLM_W_OUTPUT] = "output",
+    [NU_LLM_W_ATTN_NORM] = "attn_norm", [NU_LLM_W_Q] = "q",              [NU_LLM_W_K] = "k",
+    [NU_LLM_W_V] = "v",                [NU_LLM_W_O] = "o",               [NU_LLM_W_FFN_NORM] = "ffn_norm",
+    [NU_LLM_W_GATE] = "gate",          [NU_LLM_W_UP] = "up",             [NU_LLM_W_DOWN] = "down"};
+
+const char *nu_llm__role_name(nu_llm_role r) { return r < NU_LLM_W_ROLE_COUNT ? ROLE_NAMES[r] : "?"; }
+
+/* One roster tensor of the file, planned: where its view goes and in what dtype. */
+typedef struct planned {
+    const nu_llm_file_tensor *file;
+    nu_llm_role role;
+    uint32_t layer;  /* UINT32_MAX for the global ones */
+    nu_dtype target; /* the file's dtype (moved as it is), F16 or Q4_0_SOA (converted) */
+    uint32_t rank;
+    int64_t shape[2];
+} planned;
+
+static int64_t dim_of(const nu_llm_hparams *hp, nu_llm_dim d)
+{
+    const nu_llm_config *c = &hp->cfg;
+    switch (d) {
+    case NU_LLM_DIM_MODEL: return c->dim;
+    case NU_LLM_DIM_Q: return (int64_t)c->heads * c->head_dim;
+    case NU_LLM_DIM_KV: return (int64_t)c->kv_heads * c->head_dim;
+    case NU_LLM_DIM_FFN: return c->ffn;
+    case NU_LLM_DIM_VOCAB: return c->vocab;
+    default: return 0;
+    }
+}
+
+static bool is_float(nu_dtype t) { return t == NU_DTYPE_F32 || t == NU_DTYPE_F16 || t == NU_DTYPE_BF16; }
+
+/* A block dtype the products and the gather read from a file. */
+static bool is_block(nu_dtype t)
+{
+    return t < NU_DTYPE_COUNT && nu_dtype_block_elements(t) > 1 && t != NU_DTYPE_Q4_0_SOA;
+}
+
+static void tensor_name(const nu_llm_source *s, const nu_llm_tensor_spec *spec, uint32_t layer, char *out, size_t n)
+{
+    const char *pattern = nu_llm__source_kind(s) == NU_LLM_SOURCE_GGUF ? spec->gguf : spec->hf;
+    if (strstr(pattern, "%u"))
+        snprintf(out, n, pattern, layer);
+    else
+        snprintf(out, n, "%s", pattern);
+}
+
+/* Checks a file tensor against its roster entry. */
+static nu_status check(const nu_llm_file_tensor *f, const nu_llm_tensor_spec *spec, const nu_llm_hparams *hp,
+                       uint32_t layer, planned *p)
+{
+    p->rank = spec->cols == NU_LLM_DIM_NONE ? 1 : 2;
+    p->shape[0] = dim_of(hp, spec->rows);
+    p->shape[1] = p->rank == 2 ? dim_of(hp, spec->cols) : 1;
+    bool shape_ok = f->rank == p->rank && f->shape[0] == p->shape[0] && (p->rank == 1 || f->shape[1] == p->shape[1]);
+    if (!shape_ok) {
+        char got[96] = "", want[64];
+        size_t at = 0;
+        for (uint32_t d = 0; d < f->rank; d++)
+            at += (size_t)snprintf(got + at, sizeof got - at, "%s%lld", d ? ", " : "", (long long)f->shape[d]);
+        if (p->rank == 2)
+            snprintf(want, sizeof want, "%lld, %lld", (long long)p->shape[0], (long long)p->shape[1]);
+        else
+            snprintf(want, sizeof want, "%lld", (long long)p->shape[0]);
+        if (layer == UINT32_MAX)
+            return nu_llm__fail(NU_ERROR_FORMAT, FN ": weight %s (%s) has shape [%s]; [%s] expected",
+                                nu_llm__role_name(spec->role), f->name, got, want);
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": weight %s of layer %u (%s) has shape [%s]; [%s] expected",
+                            nu_llm__role_name(spec->role), layer, f->name, got, want);
+    }
+    if (f->dtype == NU_DTYPE_COUNT || (!is_float(f->dtype) && !(is_block(f->dtype) && (spec->flags & NU_LLM_T_MATRIX))))
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s is %s; F32, F16, BF16%s expected", f->name,
+                            f->type_name ? f->type_name : nu_dtype_name(f->dtype),
+                            spec->flags & NU_LLM_T_MATRIX ? " or a block format the products read" : " (a vector)");
+    p->file = f;
+    p->role = spec->role;
+    p->layer = layer;
+    p->target = f->dtype;
+    return NU_OK;
+}
+
+static uint64_t target_bytes(const planned *p)
+{
+    uint64_t n = (uint64_t)p->shape[0] * (uint64_t)p->shape[1];
+    return n / nu_dtype_block_elements(p->target) * nu_dtype_block_bytes(p->target);
+}
+
+/* Whether every planned matrix of layer l's span [from, to) may be repacked to Q4_0_SOA. */
+static bool layer_repacks(const planned *p, size_t from, size_t to)
+{
+    bool any = false;
+    for (size_t i = from; i < to; i++) {
+        if (p[i].rank != 2)
+            continue;
+        if (p[i].file->dtype != NU_DTYPE_Q4_0 || p[i].shape[1] % 256)
+            return false;
+        any = true;
+    }
+    return any;
+}
+
+/* The plan: every roster tensor the file has, global ones first, then each layer's in roster order;
+ * targets chosen by the options. *count receives how many. */
+static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
+                          const nu_llm_weights_options *o, planned **out, size_t *count)
+{
+    const nu_llm_config *c = &hp->cfg;
+    size_t cap = a->roster_count * (size_t)(c->layers + 1), n = 0;
+    planned *p = nu_llm__calloc(cap, sizeof *p);
+    if (!p)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+    nu_status st = NU_OK;
+    for (uint32_t pass = 0; st == NU_OK && pass <= c->layers; pass++) {
+        uint32_t layer = pass == 0 ? UINT32_MAX : pass - 1;
+        size_t first = n;
+        for (uint32_t r = 0; st == NU_OK && r < a->roster_count; r++) {
+            const nu_llm_tensor_spec *spec = &a->roster[r];
+            bool global = spec->role < NU_LLM_W_GLOBAL_COUNT;
+            if (global != (pass == 0))
+                continue;
+            if (spec->role == NU_LLM_W_OUTPUT && c->tied_embeddings)
+                continue; /* tied: the embedding serves (a stored lm_head is what transformers ties away) */
+            char name[160];
+            tensor_name(s, spec, layer, name, sizeof name);
+            const nu_llm_file_tensor *f = nu_llm__source_find(s, name);
+            if (!f) {
+                if (spec->flags & NU_LLM_T_OPTIONAL && !(spec->role == NU_LLM_W_OUTPUT))
+                    continue;
+                st = nu_llm__fail(NU_ERROR_FORMAT, FN ": the model has no tensor %s", name);
+                break;
+            }
+            if ((st = check(f, spec, hp, layer, &p[n])) != NU_OK)
+                break;
+            if (o->f16 && (spec->flags & NU_LLM_T_MATRIX) && is_float(f->dtype) && f->dtype != NU_DTYPE_F16)
+                p[n].target = NU_DTYPE_F16;
+            n++;
+        }
+        bool repack = o->repack_q4_0 && st == NU_OK &&
+                      (pass > 0 ? layer_repacks(p, first, n)
+                                : !c->tied_embeddings && n > first && p[n - 1].role == NU_LLM_W_OUTPUT &&
+                                      layer_repacks(p, n - 1, n));
+        for (size_t i = pass > 0 ? first : n - (repack ? 1 : 0); repack && i < n; i++)
+            if (p[i].rank == 2)
+                p[i].target = NU_DTYPE_Q4_0_SOA;
+    }
+    if (st != NU_OK) {
+        nu_llm__free(p);
+        return st;
+    }
+    *out = p;
+    *count = n;
+    return NU_OK;
+}
+
+uint64_t nu_llm__weights_bytes(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
+                               const nu_llm_weights_options *o)
+{
+    planned *p;
+    size_t n;
+    if (plan_all(s, a, hp, o, &p, &n) != NU_OK)
+        return 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += target_bytes(&p[i]);
+    nu_llm__free(p);
+    return bytes;
+}
+
+static nu_status keep(nu_llm_weights *w, nu_buffer *b)
+{
+    if (w->buffer_count == w->buffer_cap) {
+        uint32_t cap = w->buffer_cap ? w->buffer_cap * 2 : 16;
+        nu_buffer **nb = nu_llm__calloc(cap, sizeof *nb);
+        if (!nb) {
+            nu_buffer_free(b);
+            return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+        }
+        if (w->buffers)
+            memcpy(nb, w->buffers, w->buffer_count * sizeof *nb);
+        nu_llm__free(w->buffers);
+        w->buffers = nb;
+        w->buffer_cap = cap;
+    }
+    w->buffers[w->buffer_count++] = b;
+    w->bytes += nu_buffer_size(b);
+    return NU_OK;
+}
+
+static nu_tensor *slot_of(nu_llm_weights *w, const planned *p, bool **has)
+{
+    if (p->layer == UINT32_MAX) {
+        *has = &w->has_global[p->role];
+        return &w->global[p->role];
+    }
+    *has = &w->layers[p->layer].has[p->role];
+    return &w->layers[p->layer].w[p->role];
+}
+
+static nu_tensor view_of(const planned *p, nu_buffer *b, uint64_t offset, nu_dtype dtype)
+{
+    return nu_tensor_make(b, offset, dtype, p->rank, p->shape);
+}
+
+/* Moves planned tensors pick[0 .. k) (all of one target group) to the device as they are. */
+static nu_status move_as_is(nu_device *d, nu_llm_source *s, nu_llm_weights *w, planned *p, const size_t *pick,
+                            size_t k)
+{
+    const nu_llm_file_tensor **t = nu_llm__malloc_array(k, sizeof *t);
+    uint32_t *where = nu_llm__malloc_array(k, sizeof *where);
+    uint64_t *offset = nu_llm__malloc_array(k, sizeof *offset);
+    size_t files = nu_llm__source_files(s), count = 0;
+    nu_buffer **bufs = nu_llm__calloc(files, sizeof *bufs);
+    nu_status st = t && where && offset && bufs ? NU_OK : nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+    for (size_t i = 0; st == NU_OK && i < k; i++)
+        t[i] = p[pick[i]].file;
+    if (st == NU_OK)
+        st = nu_llm__source_move(s, t, k, "llm weights", bufs, &count, where, offset);
+    uint32_t first = w->buffer_count;
+    for (size_t b = 0; b < count; b++)
+        if (st == NU_OK)
+            st = keep(w, bufs[b]);
+        else
+            nu_buffer_free(bufs[b]);
+    for (size_t i = 0; st == NU_OK && i < k; i++) {
+        bool *has;
+        nu_tensor *dst = slot_of(w, &p[pick[i]], &has);
+        *dst = view_of(&p[pick[i]], w->buffers[first + where[i]], offset[i], p[pick[i]].file->dtype);
+        *has = true;
+        if ((st = nu_tensor_check(dst, p[pick[i]].file->name)) != NU_OK)
+            st = nu_llm__fail(st, FN ": %s", nu_error_message(d));
+    }
+    nu_llm__free(t), nu_llm__free(where), nu_llm__free(offset), nu_llm__free(bufs);
+    return st;
+}
+
+/* Converts planned tensors pick[0 .. k) (one layer's, say): their file bytes into staging, then
+ * nu_op_copy into one new buffer in pick order; staging freed after the commit (its memory returns
+ * when the copies are done). The commit's command buffer goes to *inflight (the caller waits). */
+static nu_status convert(nu_device *d, nu_llm_source *s, nu_llm_weights *w, planned *p, const size_t *pick, size_t k,
+                         nu_commands **inflight)
+{
+    size_t files = nu_llm__source_files(s), count = 0;
+    const nu_llm_file_tensor **t = nu_llm__malloc_array(k, sizeof *t);
+    uint32_t *where = nu_llm__malloc_array(k, sizeof *where);
+    uint64_t *offset = nu_llm__malloc_array(k, sizeof *offset);
+    nu_buffer **staging = nu_llm__calloc(files, sizeof *staging), *out = NULL;
+    nu_commands *c = NULL;
+    nu_status st = t && where && offset && staging ? NU_OK : nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+    uint64_t bytes = 0;
+    for (size_t i = 0; st == NU_OK && i < k; i++) {
+        t[i] = p[pick[i]].file;
+        bytes += target_bytes(&p[pick[i]]);
+    }
+    if (st == NU_OK)
+        st = nu_llm__source_move(s, t, k, "llm weights staging", staging, &count, where, offset);
+    if (st == NU_OK && (st = nu_buffer_new(d, bytes, NU_STORAGE_PRIVATE, &out)) != NU_OK)
+        st = nu_llm__fail(st, FN ": converted weights (%llu bytes): %s", (unsigned long long)bytes, nu_error_message(d));
+    if (st == NU_OK) {
+        nu_buffer_set_name(out, "llm weights");
+        st = keep(w, out);
+    }
+    if (st == NU_OK && (st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c)) != NU_OK)
+        st = nu_llm__fail(st, FN ": %s", nu_error_message(d));
+    uint64_t at = 0;
+    for (size_t i = 0; st == NU_OK && i < k; i++) {
+        planned *q = &p[pick[i]];
+        nu_tensor src = view_of(q, staging[where[i]], offset[i], q->file->dtype), dst = view_of(q, out, at, q->target);
+        bool *has;
+        if ((st = nu_op_copy(c, &dst, &src)) != NU_OK) {
+            st = nu_llm__fail(st, FN ": converting %s to %s: %s", q->file->name, nu_dtype_name(q->target),
+                              nu_error_message(d));
+            break;
+        }
+        *slot_of(w, q, &has) = dst;
+        *has = true;
+        at += target_bytes(q);
+        w->repacked |= q->target == NU_DTYPE_Q4_0_SOA;
+    }
+    if (st == NU_OK && (st = nu_commands_commit(c)) != NU_OK)
+        st = nu_llm__fail(st, FN ": converting weights: %s", nu_error_message(d));
+    for (size_t b = 0; b < count; b++)
+        nu_buffer_free(staging[b]); /* its memory is kept until the copies complete */
+    if (st == NU_OK)
+        *inflight = c;
+    else
+        nu_commands_free(c);
+    nu_llm__free(t), nu_llm__free(where), nu_llm__free(offset), nu_llm__free(staging);
+    return st;
+}
+
+static nu_status finish(nu_device *d, nu_commands **c)
+{
+    if (!*c)
+        return NU_OK;
+    nu_status st = nu_commands_wait(*c, NU_WAIT_FOREVER);
+    if (st != NU_OK)
+        st = nu_llm__fail(st, FN ": converting weights: %s", nu_error_message(d));
+    nu_commands_free(*c);
+    *c = NULL;
+    return st;
+}
+
+/* a's and b's rows as one matrix where b follows a in the same buffer with the same dtype. */
+static bool stacked(const nu_tensor *a, const nu_tensor *b, nu_tensor *out)
+{
+    if (a->buffer != b->buffer || a->dtype != b->dtype || a->rank != 2 || b->rank != 2 || a->shape[1] != b->shape[1] ||
+        !nu_tensor_is_contiguous(a) || !nu_tensor_is_contiguous(b) || b->offset != a->offset + nu_tensor_span_bytes(a))
+        return false;
+    int64_t shape[2] = {a->shape[0] + b->shape[0], a->shape[1]};
+    *out = nu_tensor_make(a->buffer, a->offset, a->dtype, 2, shape);
+    return true;
+}
+
+nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
+                               const nu_llm_weights_options *o, nu_llm_weights *w)
+{
+    memset(w, 0, sizeof *w);
+    const nu_llm_config *c = &hp->cfg;
+    planned *p = NULL;
+    size_t n = 0;
+    size_t *pick = NULL;
+    nu_commands *inflight = NULL;
+    nu_status st = plan_all(s, a, hp, o, &p, &n);
+    if (st == NU_OK && !(w->layers = nu_llm__calloc(c->layers, sizeof *w->layers)))
+        st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+    if (st == NU_OK && !(pick = nu_llm__malloc_array(n ? n : 1, sizeof *pick)))
+        st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+    w->layer_count = c->layers;
+    /* Everything kept as the file has it, in one move (roster order). */
+    size_t k = 0;
+    for (size_t i = 0; st == NU_OK && i < n; i++) {
+        if (p[i].target == p[i].file->dtype)
+            pick[k++] = i;
+        w->blocks |= is_block(p[i].file->dtype);
+    }
+    if (st == NU_OK && k)
+        st = move_as_is(d, s, w, p, pick, k);
+    /* The converted ones a group (the globals, then each layer) at a time, one group in flight. */
+    bool converted = false;
+    for (size_t i = 0; st == NU_OK && i < n;) {
+        size_t j = i;
+        k = 0;
+        while (j < n && p[j].layer == p[i].layer) {
+            if (p[j].target != p[j].file->dtype)
+                pick[k++] = j;
+            j++;
+        }
+        if (k) {
+            nu_commands *next = NULL;
+            st = convert(d, s, w, p, pick, k, &next);
+            nu_status done = finish(d, &inflight);
+            st = st != NU_OK ? st : done;
+            inflight = next;
+            converted = true;
+        }
+        i = j;
+    }
+    nu_status done = finish(d, &inflight);
+    st = st != NU_OK ? st : done;
+    if (st == NU_OK && converted && !o->keep_cache)
+        nu_memory_clear_cache(d); /* the staging's memory, returned when the copies completed */
+    if (st == NU_OK && c->tied_embeddings) {
+        w->global[NU_LLM_W_OUTPUT] = w->global[NU_LLM_W_EMBED];
+        w->has_global[NU_LLM_W_OUTPUT] = true;
+    }
+    for (uint32_t l = 0; st == NU_OK && o->stack && l < c->layers; l++) {
+        nu_llm_layer_w *y = &w->layers[l];
+        nu_tensor qk;
+        y->qkv_stacked = stacked(&y->w[NU_LLM_W_Q], &y->w[NU_LLM_W_K], &qk) && stacked(&qk, &y->w[NU_LLM_W_V], &y->qkv);
+        y->gate_up_stacked = stacked(&y->w[NU_LLM_W_GATE], &y->w[NU_LLM_W_UP], &y->gate_up);
+    }
+    nu_llm__free(p);
+    nu_llm__free(pick);
+    if (st != NU_OK)
+        nu_llm__weights_free(w);
+    return st;
+}
+
+void nu_llm__weights_free(nu_llm_weights *w)
+{
+    for (uint32_t i = 0; i < w->buffer_count; i++)
+        nu_buffer_free(w->buffers[i]);
+    nu_llm__free(w->buffers);
+    nu_llm__free(w->layers);
+    memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,62 @@
+/* weights.h: a model's weights on the device, each once, in the layout the kernels read. The
+ * architecture's roster names them; each tensor of the file is checked (shape, dtype) and then:
+ * - kept as the file has it: moved to the device by DMA in one pass, in the roster's order so
+ *   that a layer's q, k, v and its gate, up lie back to back (stacked: one product in decode);
+ * - or converted: float matrices to F16 (weights_f16), a layer's Q4_0 matrices repacked to
+ *   Q4_0_SOA (coalesced decode loads). Their file bytes go to the device once, into staging that
+ *   the conversion reads and that is freed after it, a layer at a time (so staging holds about one
+ *   layer's matrices); the converted tensors of a layer share one buffer in roster order, stacked.
+ * After loading, the memory the staging used is released from nuvec's cache (unless asked to keep
+ * it), so what stays is the weights' own bytes (`bytes`). */
+#ifndef NU_LLM_WEIGHTS_H
+#define NU_LLM_WEIGHTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+
+/* One layer's tensors by role (roles below NU_LLM_W_GLOBAL_COUNT unused), and the stacked views. */
+struct nu_llm_layer_w {
+    nu_tensor w[NU_LLM_W_ROLE_COUNT];
+    bool has[NU_LLM_W_ROLE_COUNT];
+    nu_tensor qkv, gate_up; /* q|k|v and gate|up rows as one matrix where they lie back to back */
+    bool qkv_stacked, gate_up_stacked;
+};
+
+typedef struct nu_llm_weights_options {
+    bool f16;          /* float matrices as F16 (norms stay as in the file) */
+    bool repack_q4_0;  /* a layer's Q4_0 matrices (and a Q4_0 output) as Q4_0_SOA where every row is a
+                        * multiple of 256 elements */
+    bool stack;        /* q|k|v and gate|up views where they lie back to back */
+    bool keep_cache;   /* leave the staging's memory in nuvec's cache */
+} nu_llm_weights_options;
+
+typedef struct nu_llm_weights {
+    nu_tensor global[NU_LLM_W_GLOBAL_COUNT];
+    bool has_global[NU_LLM_W_GLOBAL_COUNT];
+    nu_llm_layer_w *layers;
+    uint32_t layer_count;
+    nu_buffer **buffers;   /* owned */
+    uint32_t buffer_count, buffer_cap;
+    uint64_t bytes;        /* device bytes of the weights */
+    bool repacked;         /* some matrices are Q4_0_SOA */
+    bool blocks;           /* some matrices are of a block dtype (Q8_0, Q4_0, ...) */
+} nu_llm_weights;
+
+/* Loads the roster's tensors of `s` for `hp` onto the device. NU_ERROR_FORMAT (a missing tensor, a
+ * wrong shape), NU_ERROR_UNSUPPORTED (a dtype the ops do not take), device errors; messages name
+ * the tensor. On failure nothing is left allocated. */
+nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
+                               const nu_llm_weights_options *o, nu_llm_weights *out);
+void nu_llm__weights_free(nu_llm_weights *w);
+
+/* The bytes the roster's tensors of `s` would take on the device with options `o` (no device
+ * work; for the memory cap before anything moves). */
+uint64_t nu_llm__weights_bytes(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
+                               const nu_llm_weights_options *o);
+
+/* A short name of a role ("q", "ffn_norm", ...) for messages. */
+const char *nu_llm__role_name(nu_llm_role r);
+
+#endif
