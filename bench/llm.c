@@ -17,6 +17,8 @@
 
 #include "bench.h"
 #include "bench_util.h"
+#include "cli.h"
+#include "llm_memory.h"
 #include "make_gguf.h"
 #include "nuvec_llm.h"
 
@@ -160,7 +162,7 @@ int bench_llm(int argc, char **argv)
     if (!bench_open("llm", select, &d))
         goto out;
     nu_llm_model_options mo = {.kv_dtype = !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32,
-                               .max_positions = (uint32_t)(prompt + gen + 1)};
+                               .max_positions = (uint32_t)(prompt + gen + 1), .measure_peaks = true};
     uint64_t t_open = bench_now_ns();
     nu_status st = nu_llm_model_open(d, model_path, &mo, &m);
     if (st != NU_OK) {
@@ -259,6 +261,7 @@ int bench_llm(int argc, char **argv)
         cJSON_AddNumberToObject(root, "decode_weights_gb_per_s", wps);
         cJSON_AddNumberToObject(root, "copy_gb_per_s", copy);
         cJSON_AddNumberToObject(root, "decode_fraction_of_copy", copy > 0 ? wps / copy : 0);
+        cli_llm_memory_json(root, m);
         status = bench_json_print("llm", root);
     } else {
         printf("nuvec bench llm on %s: %s\n", nu_device_get_info(d)->name, model_path);
@@ -273,6 +276,8 @@ int bench_llm(int argc, char **argv)
         if (wbytes)
             printf("  decode weights read         %10.4g GB/s (%.4g MB a token), %.1f%% of the copy bandwidth (%.0f "
                    "GB/s)\n", wps, (double)wbytes / 1e6, copy > 0 ? 100.0 * wps / copy : 0.0, copy);
+        printf("  ");
+        cli_llm_memory_line(stdout, m);
         status = 0;
     }
     goto out;

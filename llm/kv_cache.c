@@ -40,8 +40,8 @@ nu_status nu_llm__kv_new(nu_device *d, uint32_t layers, uint32_t slots, uint32_t
         }
         nu_buffer_set_name(kv->k[l], "llm K cache");
         nu_buffer_set_name(kv->v[l], "llm V cache");
+        kv->bytes += nu_buffer_accounted_bytes(kv->k[l]) + nu_buffer_accounted_bytes(kv->v[l]);
     }
-    kv->bytes = 2ull * layers * bytes;
     return NU_OK;
 }
 

@@ -26,7 +26,8 @@ struct nu_llm_model {
     nu_llm_runner *run;
     nu_llm_tokenizer *tok;
     char tok_note[256];
-    uint64_t open_peak; /* the device's peak active bytes while the model opened */
+    bool measure_peaks;
+    uint64_t need, open_peak, prefill_peak, decode_peak; /* nu_llm_memory's */
 };
 
 const nu_llm_config *nu_llm_model_config(const nu_llm_model *m) { return m ? &m->hp.cfg : NULL; }
@@ -127,6 +128,83 @@ static void special_ids(nu_llm_model *m)
     }
 }
 
+/* The heap private buffers come from. */
+static uint32_t private_heap(nu_device *d)
+{
+    return nu_device_get_info(d)->memory_types[nu_device_memory_choice(d)->private_type].heap;
+}
+
+/* The cap: max_memory, and where the driver reports a budget, what is left of it. The model's
+ * weights, KV cache, decode activations and two prefill passes in flight must fit, before any
+ * weight moves. */
+static nu_status check_fit(nu_llm_model *m, const nu_llm_model_options *o, const nu_llm_weights_options *wo,
+                           const nu_llm_runner_options *ro, uint32_t positions)
+{
+    const nu_llm_config *c = &m->hp.cfg;
+    uint64_t weights, held, pass;
+    bool blocks, repacked;
+    nu_status st = nu_llm__weights_plan(m->src, m->arch, &m->hp, wo, &weights, &blocks, &repacked);
+    if (st != NU_OK)
+        return st;
+    nu_llm__runner_sizes(&m->hp, ro, (ro->prefill_f16 && blocks) || repacked, &held, &pass);
+    uint64_t kv = nu_llm__kv_bytes(c->layers, 1, positions, c->kv_heads, c->head_dim, o->kv_dtype);
+    m->need = weights + kv + held + 2 * pass;
+    uint64_t cap = o->max_memory ? o->max_memory : UINT64_MAX;
+    const char *what = "the cap (max_memory)";
+    nu_memory_budget b;
+    if (nu_device_memory_budget(m->dev, &b) == NU_OK && b.from_driver) {
+        uint32_t h = private_heap(m->dev);
+        uint64_t left = b.budget[h] > b.usage[h] ? b.budget[h] - b.usage[h] : 0;
+        if (left < cap)
+            cap = left, what = "what the driver's budget leaves of the device's memory";
+    }
+    if (m->need <= cap)
+        return NU_OK;
+    return nu_llm__fail(NU_ERROR_OUT_OF_MEMORY, "nu_llm_model_open: the model needs %llu bytes of device memory (weights "
+                        "%llu, KV cache %llu for %u positions, activations %llu, two prefill passes %llu); %s is %llu",
+                        (unsigned long long)m->need, (unsigned long long)weights, (unsigned long long)kv, positions,
+                        (unsigned long long)held, (unsigned long long)(2 * pass), what, (unsigned long long)cap);
+}
+
+nu_status nu_llm_model_memory(const nu_llm_model *m, nu_llm_memory *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!m || !out)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_memory: NULL %s", m ? "out" : "model");
+    out->weights = m->w.bytes;
+    out->kv_cache = m->kv.bytes;
+    out->activations = nu_llm__runner_bytes(m->run);
+    out->total = out->weights + out->kv_cache + out->activations;
+    out->prefill_pass = nu_llm__runner_pass_bytes(m->run);
+    out->need = m->need;
+    out->open_peak = m->open_peak;
+    out->prefill_peak = m->prefill_peak;
+    out->decode_peak = m->decode_peak;
+    nu_memory_stats ms;
+    if (nu_memory_get_stats(m->dev, &ms) == NU_OK)
+        out->device_active = ms.active, out->device_reserved = ms.reserved;
+    nu_memory_budget b;
+    if (nu_device_memory_budget(m->dev, &b) == NU_OK && b.from_driver) {
+        uint32_t h = private_heap(m->dev);
+        out->heap_budget = b.budget[h], out->heap_usage = b.usage[h];
+    }
+    return NU_OK;
+}
+
+/* With measure_peaks: the device's peak reset before a call's work, read after. */
+static void peak_start(nu_llm_model *m)
+{
+    if (m->measure_peaks)
+        nu_memory_reset_peak(m->dev);
+}
+
+static void peak_end(nu_llm_model *m, uint64_t *into)
+{
+    if (m->measure_peaks)
+        *into = nu_memory_peak(m->dev);
+}
+
 /* The tokenizer is optional: without a usable one the model runs on token ids (the note says why). */
 static void open_tokenizer(nu_llm_model *m)
 {
@@ -186,17 +264,29 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     }
     special_ids(m);
     uint32_t positions = o.max_positions ? o.max_positions : c->max_positions;
-    nu_llm_weights_options wo = {o.weights_f16, o.repack_q4_0 >= 0, o.stack_weights >= 0, false};
+    uint32_t chunk = o.prefill_chunk ? o.prefill_chunk : 512;
+    nu_llm_weights_options wo = {o.weights_f16, o.repack_q4_0 >= 0, o.stack_weights >= 0, o.keep_load_cache};
+    nu_llm_runner_options ro = {chunk < positions ? chunk : positions, o.fusion >= 0, o.prefill_f16 > 0,
+                                o.decode_by_commands, o.greedy_depth, o.greedy_unroll, o.greedy_on_cpu};
+    if ((st = check_fit(m, &o, &wo, &ro, positions)) != NU_OK)
+        goto fail;
+    m->measure_peaks = o.measure_peaks;
+    uint64_t before = nu_memory_active(device);
+    if (m->measure_peaks)
+        nu_memory_reset_peak(device);
     if ((st = nu_llm__weights_load(device, m->src, m->arch, &m->hp, &wo, &m->w)) != NU_OK ||
         (st = nu_llm__kv_new(device, c->layers, 1, positions, c->kv_heads, hd, o.kv_dtype, &m->kv)) != NU_OK)
         goto fail;
     m->kv.used[0] = true; /* the model's own sequence (prefill, decode) */
-    uint32_t chunk = o.prefill_chunk ? o.prefill_chunk : 512;
-    nu_llm_runner_options ro = {chunk < positions ? chunk : positions, o.fusion >= 0, o.prefill_f16 > 0,
-                                o.decode_by_commands, o.greedy_depth, o.greedy_unroll, o.greedy_on_cpu};
     if ((st = nu_llm__runner_new(device, m->arch, &m->hp, &m->w, &m->kv, &ro, &m->run)) != NU_OK)
         goto fail;
+    if (m->measure_peaks)
+        m->open_peak = nu_memory_peak(device) - before;
     open_tokenizer(m);
+    /* The file's mapping counts in nuvec's active bytes (nuvec/mapped.h), and nothing needs it
+     * once the weights are on the device and the tokenizer has copied its vocabulary. */
+    nu_llm__source_close(m->src);
+    m->src = NULL;
     *out = m;
     return NU_OK;
 fail:
@@ -223,7 +313,12 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_prefill: %s",
                             !m ? "NULL model" : !tokens ? "NULL tokens" : "no tokens");
     nu_status st = check_ids(m, tokens, n, "nu_llm_model_prefill");
-    return st != NU_OK ? st : nu_llm__runner_prefill(m->run, 0, tokens, (uint32_t)n, logits);
+    if (st != NU_OK)
+        return st;
+    peak_start(m);
+    st = nu_llm__runner_prefill(m->run, 0, tokens, (uint32_t)n, logits);
+    peak_end(m, &m->prefill_peak);
+    return st;
 }
 
 nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
@@ -231,7 +326,12 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     if (!m)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_decode: NULL model");
     nu_status st = check_ids(m, &token, 1, "nu_llm_model_decode");
-    return st != NU_OK ? st : nu_llm__runner_decode(m->run, token, logits);
+    if (st != NU_OK)
+        return st;
+    peak_start(m);
+    st = nu_llm__runner_decode(m->run, token, logits);
+    peak_end(m, &m->decode_peak);
+    return st;
 }
 
 nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
@@ -251,7 +351,9 @@ nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n,
     if (n == 0)
         return NU_OK;
     uint32_t got = 0;
+    peak_start(m);
     nu_status st = nu_llm__runner_greedy(m->run, token, n, out, &got, stop_token, on_token, user);
+    peak_end(m, &m->decode_peak);
     if (st == NU_OK)
         *produced = got;
     return st;

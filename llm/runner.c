@@ -52,22 +52,32 @@ static nu_status nv(nu_llm_runner *r, nu_status st, const char *what)
 const char *nu_llm__runner_note(const nu_llm_runner *r) { return r->note; }
 uint64_t nu_llm__runner_bytes(const nu_llm_runner *r) { return r->bytes; }
 
-uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r)
+static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, bool w16)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, r->o.chunk, r->w16, sizes);
-    uint64_t sum = (uint64_t)r->o.chunk * 4;
+    nu_llm__act_sizes(hp, rows, w16, sizes);
+    uint64_t sum = 0;
     for (int i = 0; i < NU_LLM_A_COUNT; i++)
         sum += sizes[i];
     return sum;
 }
+
+void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16, uint64_t *held,
+                          uint64_t *pass)
+{
+    *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, false) + (uint64_t)o->chunk * 4 + (uint64_t)hp->cfg.vocab * 4 + 4 +
+            (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL;
+    *pass = act_bytes(hp, o->chunk, w16) + (uint64_t)o->chunk * 4;
+}
+
+uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r) { return act_bytes(r->hp, r->o.chunk, r->w16) + (uint64_t)r->o.chunk * 4; }
 
 static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
 {
     nu_status st = nv(r, nu_buffer_new(r->dev, bytes, storage, out), name);
     if (st == NU_OK) {
         nu_buffer_set_name(*out, name);
-        r->bytes += nu_buffer_size(*out);
+        r->bytes += nu_buffer_accounted_bytes(*out);
     }
     return st;
 }
@@ -134,6 +144,20 @@ static nu_status record_graph(nu_llm_runner *r, int g)
     return st;
 }
 
+/* record_graph, with the device memory the graph keeps (the ops' temporary buffers its recording
+ * holds: attention's partials) counted in the runner's bytes: the device's active bytes before
+ * and after (the model is used by one thread at a time; other users of the device at the same
+ * time would be counted too). */
+static nu_status build_graph(nu_llm_runner *r, int g)
+{
+    uint64_t before = nu_memory_active(r->dev);
+    nu_status st = record_graph(r, g);
+    uint64_t after = nu_memory_active(r->dev);
+    if (st == NU_OK && after > before)
+        r->bytes += after - before;
+    return st;
+}
+
 nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hparams *hp, const nu_llm_weights *w,
                              nu_llm_kv *kv, const nu_llm_runner_options *o, nu_llm_runner **out)
 {
@@ -161,7 +185,7 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
         st = new_buffer(r, 4, NU_STORAGE_SHARED, "llm graph id", &r->gid);
     for (int j = 0; st == NU_OK && j < NU_LLM_GREEDY_MAX_DEPTH; j++)
         st = new_buffer(r, ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL, NU_STORAGE_SHARED, "llm greedy ids", &r->ring[j]);
-    if (st == NU_OK && !r->o.by_commands && record_graph(r, G_DECODE) != NU_OK) {
+    if (st == NU_OK && !r->o.by_commands && build_graph(r, G_DECODE) != NU_OK) {
         snprintf(r->note, sizeof r->note, "decode records a command buffer per token: the decode graph failed: %s",
                  nu_error_message(d));
         r->o.by_commands = true;
@@ -317,7 +341,7 @@ static void build_greedy_graphs(nu_llm_runner *r)
     }
     nu_status st = NU_OK;
     for (uint32_t j = 0; st == NU_OK && j < r->o.greedy_depth; j++)
-        st = record_graph(r, G_GREEDY + (int)j);
+        st = build_graph(r, G_GREEDY + (int)j);
     if (st == NU_OK) {
         r->depth = r->o.greedy_depth;
         return;

@@ -48,6 +48,11 @@ void nu_llm__runner_free(nu_llm_runner *r);
 
 /* Why decode or greedy decode took a slower path ("" when neither did). */
 const char *nu_llm__runner_note(const nu_llm_runner *r);
+/* What a runner of these options would hold (*held: the decode activations, ids, logits) and what
+ * a prefill pass takes at most (*pass), without device work; w16: the passes dequantize block or
+ * repacked weights (an F16 copy of the largest matrix). */
+void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16, uint64_t *held,
+                          uint64_t *pass);
 /* Device bytes the runner holds (activations, id and logits buffers; graphs' own memory aside). */
 uint64_t nu_llm__runner_bytes(const nu_llm_runner *r);
 /* Device bytes a prefill pass's activations take at most (freed after each pass). */

@@ -163,18 +163,22 @@ static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu
     return NU_OK;
 }
 
-uint64_t nu_llm__weights_bytes(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
-                               const nu_llm_weights_options *o)
+nu_status nu_llm__weights_plan(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
+                               const nu_llm_weights_options *o, uint64_t *bytes, bool *blocks, bool *repacked)
 {
     planned *p;
     size_t n;
-    if (plan_all(s, a, hp, o, &p, &n) != NU_OK)
-        return 0;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        bytes += target_bytes(&p[i]);
+    *bytes = 0, *blocks = *repacked = false;
+    nu_status st = plan_all(s, a, hp, o, &p, &n);
+    if (st != NU_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        *bytes += target_bytes(&p[i]);
+        *blocks |= is_block(p[i].file->dtype);
+        *repacked |= p[i].target == NU_DTYPE_Q4_0_SOA;
+    }
     nu_llm__free(p);
-    return bytes;
+    return NU_OK;
 }
 
 static nu_status keep(nu_llm_weights *w, nu_buffer *b)
@@ -193,7 +197,7 @@ static nu_status keep(nu_llm_weights *w, nu_buffer *b)
         w->buffer_cap = cap;
     }
     w->buffers[w->buffer_count++] = b;
-    w->bytes += nu_buffer_size(b);
+    w->bytes += nu_buffer_accounted_bytes(b);
     return NU_OK;
 }
 

@@ -51,10 +51,11 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
                                const nu_llm_weights_options *o, nu_llm_weights *out);
 void nu_llm__weights_free(nu_llm_weights *w);
 
-/* The bytes the roster's tensors of `s` would take on the device with options `o` (no device
- * work; for the memory cap before anything moves). */
-uint64_t nu_llm__weights_bytes(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
-                               const nu_llm_weights_options *o);
+/* What loading would give, without device work (the memory cap checks it before anything moves):
+ * the weights' device bytes, and whether some matrices would be of a block dtype or repacked.
+ * Failures as nu_llm__weights_load's checks. */
+nu_status nu_llm__weights_plan(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
+                               const nu_llm_weights_options *o, uint64_t *bytes, bool *blocks, bool *repacked);
 
 /* A short name of a role ("q", "ffn_norm", ...) for messages. */
 const char *nu_llm__role_name(nu_llm_role r);

@@ -32,6 +32,10 @@ if rc == 0:
     check(o["tokens"] == dream, f"tokens {o['tokens']}")
     check(o["text"] == " 0.000000. Dimensions unfold, as I softly refine, as I softly ref", f"text {o['text']!r}")
     check(o["prefill_tokens_per_s"] > 0 and o["decode_tokens_per_s"] > 0, "tokens/s")
+    mem = o.get("device_memory", {})
+    check(mem.get("total", 0) == mem.get("weights", 0) + mem.get("kv_cache", 0) + mem.get("activations", 0) > 0
+          and mem.get("weights", 0) >= 923904 and mem.get("decode_peak", 0) >= mem.get("total", 1),
+          f"device_memory {mem}")
 rc, out, err = run(f"{models}/aidreams260K/hf", "--prompt", "I dream of", "-n", "40")
 check(rc == 0 and out == "I dream of 0.000000. Dimensions unfold, as I softly refine, as I softly ref\n",
       f"streamed text {out!r} rc {rc}")
@@ -73,6 +77,12 @@ if p.returncode == 0:
     o = json.loads(p.stdout)
     check(o["decode_ids_match"] is True and o["decode_tokens_per_s"] > 0 and o["decode_readback_tokens_per_s"] > 0,
           f"bench llm: {o}")
+    check(o.get("device_memory", {}).get("prefill_peak", 0) > 0, f"bench llm device_memory: {o}")
+# --max-memory: a model that needs more is refused, saying what it needs.
+rc, out, err = run(f"{models}/aidreams260K/model.gguf", "-n", "3", "--max-memory", "100000")
+check(rc == 1 and "needs" in err and "max_memory" in err, f"--max-memory: rc {rc}: {err}")
+rc, out, err = run(f"{models}/aidreams260K/model.gguf", "-n", "3", "--max-memory", "100000000")
+check(rc == 0, f"--max-memory that fits: rc {rc}: {err}")
 rc, out, err = run(f"{models}/no_such_model")
 check(rc == 1 and "config.json" in err, f"missing model: rc {rc}: {err}")
 rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,9999")

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "llm_memory.h"
 #include "nuvec.h"
 #include "nuvec_llm.h"
 
@@ -20,7 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: nuvec generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K]\n"
             "                      [--top-p P] [--seed S] [--json] [--device NAME] [--kv-f16] [--f16-weights]\n"
-            "                      [--max-positions N] [--no-graph]\n"
+            "                      [--max-positions N] [--max-memory BYTES] [--no-graph]\n"
             "  MODEL: a GGUF file (.gguf: its vocabulary gives text) or a Hugging Face folder (config.json,\n"
             "  *.safetensors; tokenizer.json for text).\n"
             "  --prompt TEXT is tokenized with BOS first; --tokens gives the ids as they are (default: BOS\n"
@@ -28,7 +29,10 @@ static void usage(FILE *f)
             "  --top-k, --top-p and --seed (default 0) shape sampling. --json prints {prompt_tokens, tokens,\n"
             "  text, prefill_tokens_per_s, decode_tokens_per_s}. --kv-f16: an F16 KV cache (default F32);\n"
             "  --f16-weights: matrices stored as F16; --max-positions: the KV cache's length; --no-graph:\n"
-            "  decode records a command buffer per token instead of launching the decode graph. Greedy decode\n"
+            "  decode records a command buffer per token instead of launching the decode graph; --max-memory:\n"
+            "  refuse a model that needs more device memory (said before anything moves). --json adds\n"
+            "  device_memory {weights, kv_cache, activations, total, peaks, ...} in bytes; without it the\n"
+            "  same goes to stderr in one line. Greedy decode\n"
             "  with the graph keeps the ids on the GPU (nu_llm_model_decode_greedy); sampling and --no-graph\n"
             "  read the logits back each token.\n");
 }
@@ -141,7 +145,7 @@ static bool on_greedy_token(void *user, int32_t id)
 int cli_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *tokens = NULL;
-    uint64_t n = 64, seed = 0, top_k = 0, maxpos = 0;
+    uint64_t n = 64, seed = 0, top_k = 0, maxpos = 0, maxmem = 0;
     float temp = 0, top_p = 0;
     bool json = false;
     nu_device_desc desc = {0};
@@ -175,6 +179,8 @@ int cli_generate(int argc, char **argv)
             ok = parse_u64(argv[++i], UINT32_MAX, &top_k);
         else if (!strcmp(a, "--max-positions"))
             ok = parse_u64(argv[++i], UINT32_MAX, &maxpos);
+        else if (!strcmp(a, "--max-memory"))
+            ok = parse_u64(argv[++i], UINT64_MAX, &maxmem) && maxmem > 0;
         else if (!strcmp(a, "--temp"))
             ok = parse_float(argv[++i], &temp);
         else if (!strcmp(a, "--top-p"))
@@ -196,6 +202,8 @@ int cli_generate(int argc, char **argv)
         return 2;
     }
     mo.max_positions = (uint32_t)maxpos;
+    mo.max_memory = maxmem;
+    mo.measure_peaks = true; /* the peaks reported below (this process owns the device) */
     int rc = 1;
     nu_device *d = NULL;
     nu_llm_model *m = NULL;
@@ -341,6 +349,7 @@ int cli_generate(int argc, char **argv)
             cJSON_AddNullToObject(o, "text");
         cJSON_AddNumberToObject(o, "prefill_tokens_per_s", prefill_tps);
         cJSON_AddNumberToObject(o, "decode_tokens_per_s", decode_tps);
+        cli_llm_memory_json(o, m);
         char *text = cJSON_PrintUnformatted(o);
         if (text)
             printf("%s\n", text);
@@ -352,6 +361,7 @@ int cli_generate(int argc, char **argv)
         fflush(stdout);
         fprintf(stderr, "prompt %zu tokens, %.1f tokens/s; generated %zu, decode %.1f tokens/s\n", nids, prefill_tps, nout,
                 decode_tps);
+        cli_llm_memory_line(stderr, m);
     }
     rc = 0;
 done:

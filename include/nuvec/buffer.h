@@ -78,6 +78,10 @@ nu_status nu_buffer_set_name(nu_buffer *buffer, const char *name);
 const char *nu_buffer_name(const nu_buffer *buffer); /* "" when unnamed */
 
 size_t nu_buffer_size(const nu_buffer *buffer);
+/* The device memory the caching allocator accounts to the buffer in nu_memory_stats' `active`:
+ * its size rounded as nuvec/memory.h says. 0 for empty buffers and for those whose bytes are not
+ * the allocator's (a mapped file's pages). */
+uint64_t nu_buffer_accounted_bytes(const nu_buffer *buffer);
 nu_storage nu_buffer_storage(const nu_buffer *buffer);
 nu_device *nu_buffer_device(const nu_buffer *buffer);
 /* Whether submitted GPU work (committed, not completed) still uses (reads or writes) the

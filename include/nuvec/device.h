@@ -211,6 +211,20 @@ typedef struct nu_memory_choice {
 } nu_memory_choice;
 const nu_memory_choice *nu_device_memory_choice(const nu_device *device); /* NULL for NULL */
 
+/* What the driver lets the process use of each memory heap now, and what the process uses of it
+ * (all of its allocations, nuvec's and any other): VK_EXT_memory_budget's heapBudget and
+ * heapUsage where the device has it (NU_FEATURE_MEMORY_BUDGET; from_driver true). Without it the
+ * budget is the heap's size and the usage is not known (0; from_driver false): nu_memory_stats'
+ * `reserved` is then the best figure of nuvec's own use. */
+typedef struct nu_memory_budget {
+    uint32_t heap_count;
+    uint64_t budget[NU_MAX_MEMORY_HEAPS];
+    uint64_t usage[NU_MAX_MEMORY_HEAPS];
+    bool from_driver;
+} nu_memory_budget;
+/* NU_ERROR_INVALID_ARGUMENT for NULL pointers (*out cleared). */
+nu_status nu_device_memory_budget(nu_device *device, nu_memory_budget *out);
+
 /* Errors the validation layer reported so far (always 0 without validation, and for NULL). */
 uint32_t nu_device_validation_errors(const nu_device *device);
 

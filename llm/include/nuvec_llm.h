@@ -231,6 +231,15 @@ typedef struct nu_llm_model_options {
     uint32_t greedy_depth;   /* greedy decode's launches in flight (0: 2; 1 to 4) */
     uint32_t greedy_unroll;  /* greedy decode's tokens a launch (0: 4; 1 to 8) */
     bool greedy_on_cpu;      /* greedy decode token by token with the logits read back (comparisons) */
+    uint64_t max_memory;     /* refuse to open (NU_ERROR_OUT_OF_MEMORY, before any weight moves, with
+                              * what the model needs) a model whose weights, KV cache, activations
+                              * and two prefill passes need more device bytes than this (0: no cap
+                              * but the device's own budget where VK_EXT_memory_budget reports it) */
+    bool measure_peaks;      /* prefill and decode reset the device's peak statistic
+                              * (nu_memory_reset_peak) before they run and record it after, for
+                              * nu_llm_model_memory (the device's peak is then the model's to set) */
+    bool keep_load_cache;    /* leave the memory that converting weights used in nuvec's cache (by
+                              * default open releases the device's cache after converting) */
 } nu_llm_model_options;
 
 typedef struct nu_llm_model nu_llm_model;
@@ -256,6 +265,29 @@ const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a
  * graph or greedy decode's graphs could not be built (the message says why), so decode records a
  * command buffer a token, or greedy decode reads the logits back each token. */
 const char *nu_llm_model_note(const nu_llm_model *model);
+/* What the model holds in device memory, and what its work took (bytes). */
+typedef struct nu_llm_memory {
+    uint64_t weights;       /* the weights, each once, in the layout the kernels read */
+    uint64_t kv_cache;      /* K and V of every layer (and sequence slot) */
+    uint64_t activations;   /* the decode graphs' activations, the ids, the logits */
+    uint64_t total;         /* weights + kv_cache + activations: what the open model holds */
+    uint64_t prefill_pass;  /* a prefill pass's activations at most: taken for each pass and freed
+                             * after it (two passes may overlap: the next is recorded while one runs) */
+    uint64_t need;          /* what open checked against the cap: total + 2 prefill passes */
+    uint64_t open_peak;     /* the device's active bytes at their highest while the model opened,
+                             * above what was active before (weights' conversion staging included) */
+    uint64_t prefill_peak;  /* with measure_peaks: the device's peak active bytes during the last
+                             * prefill (0 before one, or without measure_peaks) */
+    uint64_t decode_peak;   /* likewise for the last decode or greedy decode */
+    uint64_t device_active; /* nu_memory_stats' active and reserved bytes of the device now */
+    uint64_t device_reserved;
+    uint64_t heap_budget;   /* nu_device_memory_budget of the heap private buffers use (0 where the
+                             * driver does not report it) and the process's usage of it */
+    uint64_t heap_usage;
+} nu_llm_memory;
+/* NU_ERROR_INVALID_ARGUMENT for NULL pointers (*out cleared). */
+nu_status nu_llm_model_memory(const nu_llm_model *model, nu_llm_memory *out);
+
 /* Tokens in the cache: the position the next token goes to. */
 uint32_t nu_llm_model_position(const nu_llm_model *model);
 /* Forgets the cached tokens (position 0); the cache's bytes are overwritten as tokens come. */

@@ -326,6 +326,10 @@ static bool live(const nu_buffer *b) { return b && nu__buffer_live(b); }
 
 const char *nu_buffer_name(const nu_buffer *b) { return live(b) ? b->name : ""; }
 size_t nu_buffer_size(const nu_buffer *b) { return live(b) ? b->size : 0; }
+uint64_t nu_buffer_accounted_bytes(const nu_buffer *b)
+{
+    return live(b) && b->size && nu__buffer_backing(b) == NU__BACKING_POOL ? nu__round_size(b->size) : 0;
+}
 nu_storage nu_buffer_storage(const nu_buffer *b) { return live(b) ? b->storage : NU_STORAGE_SHARED; }
 nu_device *nu_buffer_device(const nu_buffer *b) { return live(b) ? b->device : NULL; }
 bool nu_buffer_in_use(const nu_buffer *b) { return live(b) && !nu__guard_committed_idle(&b->guard, false); }

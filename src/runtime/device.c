@@ -188,6 +188,29 @@ nu_status nu_device_close(nu_device *device)
 /* Getters give NULL or 0 for NULL (nuvec/status.h). */
 const nu_device_info *nu_device_get_info(const nu_device *device) { return device ? &device->info : NULL; }
 const nu_memory_choice *nu_device_memory_choice(const nu_device *device) { return device ? &device->memory : NULL; }
+nu_status nu_device_memory_budget(nu_device *device, nu_memory_budget *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!device || !out)
+        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_device_memory_budget: NULL %s", device ? "out" : "device");
+    out->heap_count = device->info.heap_count;
+    if (!device->info.features[NU_FEATURE_MEMORY_BUDGET]) {
+        for (uint32_t h = 0; h < out->heap_count; h++)
+            out->budget[h] = device->info.heaps[h].size;
+        return NU_OK;
+    }
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &budget};
+    device->vki.vkGetPhysicalDeviceMemoryProperties2(device->physical, &props);
+    for (uint32_t h = 0; h < out->heap_count && h < NU_MAX_MEMORY_HEAPS; h++) {
+        out->budget[h] = budget.heapBudget[h];
+        out->usage[h] = budget.heapUsage[h];
+    }
+    out->from_driver = true;
+    return NU_OK;
+}
+
 uint32_t nu_device_validation_errors(const nu_device *device)
 {
     return device ? atomic_load(&((nu_device *)device)->validation_errors) : 0;

@@ -1,0 +1,176 @@
+/* test_llm_memory.c: what a model costs in device memory (nu_llm_model_memory): after opening each
+ * shared model file (and a random-weight Q4_0 model whose matrices are repacked to Q4_0_SOA), the
+ * device's active bytes grew by exactly what the model reports (weights + KV cache + activations),
+ * the weights are the file's tensors once (the repacked ones replace the file's copy: the weights
+ * cost what the file's tensors do), and nothing is left after free; the memory cap refuses a model
+ * that does not fit before any weight moves and leaves the device as it was. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm_files.h"
+#include "llm_util.h"
+#include "make_gguf.h"
+#include "nuvec_llm.h"
+
+/* The bytes of the file's tensors, for a GGUF file (each tensor's size) and a Hugging Face folder
+ * (its safetensors file). */
+static uint64_t gguf_tensor_bytes(nu_device *d, const char *path, size_t *count)
+{
+    nu_gguf *g;
+    NT_OK(nu_gguf_open(d, path, &g));
+    uint64_t sum = 0;
+    *count = (size_t)nu_gguf_tensor_count(g);
+    for (uint64_t i = 0; i < nu_gguf_tensor_count(g); i++)
+        sum += nu_gguf_tensor(g, i)->size;
+    nu_gguf_close(g);
+    return sum;
+}
+
+/* Opens `path` and checks the report against the device's statistics. */
+static void check_model(nu_device *d, const char *path, const nu_llm_model_options *o, uint64_t file_bytes,
+                        size_t tensors)
+{
+    nu_memory_clear_cache(d);
+    uint64_t before = nu_memory_active(d);
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, path, o, &m));
+    nu_llm_memory mem;
+    LLM_OK(nu_llm_model_memory(m, &mem));
+    uint64_t grew = nu_memory_active(d) - before;
+    printf("%s: weights %llu (file's tensors %llu), KV %llu, activations %llu, total %llu; active grew %llu; "
+           "a prefill pass %llu; need %llu\n",
+           path, (unsigned long long)mem.weights, (unsigned long long)file_bytes, (unsigned long long)mem.kv_cache,
+           (unsigned long long)mem.activations, (unsigned long long)mem.total, (unsigned long long)grew,
+           (unsigned long long)mem.prefill_pass, (unsigned long long)mem.need);
+    assert_int_equal(mem.total, mem.weights + mem.kv_cache + mem.activations);
+    assert_int_equal(grew, mem.total); /* the conversions' staging is gone too */
+    /* The weights are the file's tensors once: each padded to the binding alignment and the
+     * buffers rounded (at most 256 bytes a tensor and 64 KiB a buffer here). */
+    if (file_bytes && (mem.weights < file_bytes || mem.weights > file_bytes + 256 * tensors + 8 * 65536))
+        fail_msg("%s: the weights take %llu bytes on the device; the file's tensors are %llu", path,
+                 (unsigned long long)mem.weights, (unsigned long long)file_bytes);
+    assert_true(mem.kv_cache > 0 && mem.activations > 0 && mem.prefill_pass > 0);
+    assert_true(mem.need >= mem.total + 2 * mem.prefill_pass - 65536 * 8);
+    assert_int_equal(mem.device_active, nu_memory_active(d));
+    nu_llm_model_free(m);
+    assert_int_equal(nu_memory_active(d), before);
+}
+
+static void models_cost_what_they_report(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    static const char *const ggufs[] = {"aidreams260K/model.gguf", "aidreams260K/model-q8_0.gguf",
+                                        "aidreams260K/model-q4_0.gguf", "stories260K/model.gguf"};
+    for (size_t i = 0; i < sizeof ggufs / sizeof *ggufs; i++) {
+        const char *path = llm_model_path(ggufs[i]);
+        size_t n;
+        uint64_t bytes = gguf_tensor_bytes(d, path, &n);
+        check_model(d, path, NULL, bytes, n);
+    }
+    /* Hugging Face folders (the weights: the safetensors' tensors). */
+    check_model(d, llm_model_path("aidreams260K/hf"), NULL, 0, 0);
+    check_model(d, llm_model_path("stories260K/hf"), NULL, 0, 0);
+    /* F16 weights converted from F32: the F16 copies replace the file's (half its matrices' bytes). */
+    nu_llm_model_options f16 = {.weights_f16 = true};
+    nu_llm_model *m;
+    nu_llm_memory a, b;
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), NULL, &m));
+    LLM_OK(nu_llm_model_memory(m, &a));
+    nu_llm_model_free(m);
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), &f16, &m));
+    LLM_OK(nu_llm_model_memory(m, &b));
+    nu_llm_model_free(m);
+    assert_true(b.weights < a.weights * 6 / 10); /* matrices halved; the norms (F32) are a few KiB */
+    check_model(d, llm_model_path("aidreams260K/model.gguf"), &f16, 0, 0);
+    nt_close(d);
+}
+
+/* A Q4_0 model whose matrices are all repacked (make-gguf's small shape: rows of 256 and 512): the
+ * repacked tensors replace the file's, so the weights cost the file's tensors' bytes. */
+static void repacked_weights_replace_the_file(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    char path[1100];
+    snprintf(path, sizeof path, "%s/llm_mem_small_q4_0.gguf", nt_tmp_dir());
+    make_gguf_options mo = {.shape = make_gguf_find_shape("small"), .dtype = NU_DTYPE_Q4_0, .path = path, .seed = 3};
+    NT_OK(make_gguf(&mo, NULL));
+    size_t n;
+    uint64_t bytes = gguf_tensor_bytes(d, path, &n);
+    check_model(d, path, NULL, bytes, n);
+    nu_llm_model_options no_repack = {.repack_q4_0 = -1};
+    check_model(d, path, &no_repack, bytes, n);
+    nt_close(d);
+}
+
+/* The cap: a model that needs more is refused before any weight moves (the device as it was);
+ * at exactly its need it opens. */
+static void memory_cap(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const char *path = llm_model_path("aidreams260K/model.gguf");
+    nu_llm_model *m;
+    nu_llm_memory mem;
+    LLM_OK(nu_llm_model_open(d, path, NULL, &m));
+    LLM_OK(nu_llm_model_memory(m, &mem));
+    nu_llm_model_free(m);
+    nu_memory_clear_cache(d);
+    nu_memory_stats before, after;
+    NT_OK(nu_memory_get_stats(d, &before));
+    nu_llm_model_options cap = {.max_memory = mem.need - 1};
+    m = (nu_llm_model *)1;
+    LLM_STATUS(NU_ERROR_OUT_OF_MEMORY, nu_llm_model_open(d, path, &cap, &m));
+    assert_null(m);
+    assert_non_null(strstr(nu_llm_error_message(), "needs"));
+    assert_non_null(strstr(nu_llm_error_message(), "max_memory"));
+    NT_OK(nu_memory_get_stats(d, &after));
+    assert_int_equal(after.active, before.active);
+    assert_int_equal(after.peak, before.peak); /* nothing was allocated on the way */
+    assert_int_equal(after.buffers, before.buffers);
+    cap.max_memory = mem.need;
+    LLM_OK(nu_llm_model_open(d, path, &cap, &m));
+    nu_llm_model_free(m);
+    /* A smaller cache needs less. */
+    nu_llm_model_options small = {.max_positions = 16, .max_memory = mem.need - 1};
+    LLM_OK(nu_llm_model_open(d, path, &small, &m));
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
+/* measure_peaks: prefill and decode record the device's peak while they ran. */
+static void peaks(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model_options o = {.measure_peaks = true};
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), &o, &m));
+    nu_llm_memory mem;
+    LLM_OK(nu_llm_model_memory(m, &mem));
+    assert_true(mem.open_peak >= mem.total);
+    assert_int_equal(mem.prefill_peak, 0);
+    int32_t prompt[7] = {1, 303, 281, 269, 435, 447, 275};
+    LLM_OK(nu_llm_model_prefill(m, prompt, 7, NULL));
+    LLM_OK(nu_llm_model_decode(m, 429, NULL));
+    LLM_OK(nu_llm_model_memory(m, &mem));
+    assert_true(mem.prefill_peak >= mem.device_active); /* the pass's activations on top */
+    assert_true(mem.decode_peak >= mem.total);
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(models_cost_what_they_report),
+        cmocka_unit_test(repacked_weights_replace_the_file),
+        cmocka_unit_test(memory_cap),
+        cmocka_unit_test(peaks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
