@@ -4,7 +4,8 @@
  * "dequantize to F16, then the F16 product") and attention (decode at 512 to 32k keys, prefill of
  * 512 and 4096 tokens) as TFLOP/s (products, attention) and, for decode attention, GB/s of the KV
  * bytes read ("attn_dec": the splits merged by attn_combine.comp, a second dispatch (the
- * default); "attn_dec2": by the last split, in one dispatch: NUVEC_ATTENTION combine=fused; "attn_kvr": a decode
+ * default); "attn_dec2": by the last split, in one dispatch: tune.combine FUSED; "attn_decr": the
+ * per-row form (the row's position from an I32 tensor), the same work as attn_dec; "attn_kvr": a decode
  * step's keys appended with RoPE by nu_op_kv_append_rope, "attn_kvr2": by nu_op_rope then
  * nu_op_kv_append), and elementwise ops at large
  * sizes (--size bytes a tensor: 2 GiB on a GPU, 32 MiB on a CPU device), as GB/s of the bytes
@@ -54,7 +55,7 @@ typedef enum op_kind {
     K_MATMUL,  /* shape: m, n, k; dtype: the weight's (a and dst F16, or BF16 for BF16 weights) */
     K_MATMUL_DQ, /* shape: m, n, k: a block weight dequantized to F16 (nu_op_copy), then the F16 product */
     K_ATTN_DECODE,  /* shape: context, kv_heads (32 query heads of 128, 1 token, F16); sub 1: the
-                       splits merged by the last split (NUVEC_ATTENTION combine=fused) */
+                       splits merged by the last split (tune.combine FUSED); sub 2: the per-row form */
     K_KV_ROPE,      /* shape: positions, kv_heads (1 token of 128, F32 into an F16 cache, the
                        interleaved layout); sub 0 nu_op_kv_append_rope, 1 nu_op_rope then
                        nu_op_kv_append (an F16 temporary) */
@@ -264,8 +265,10 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
     case K_ATTN_DECODE: {
         /* K and V caches rotated over copies of at least ROTATE_BYTES in all (from memory, not L2). */
         int64_t q[3] = {1, 32, 128}, kv[3] = {s[0], s[1], 128};
-        if ((st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[0])) == NU_OK)
-            st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[1]);
+        int64_t one[1] = {1};
+        if ((st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[0])) == NU_OK &&
+            (st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[1])) == NU_OK)
+            st = new_tensor(d, bt, NU_DTYPE_I32, 1, one, (uint32_t)s[0] - 1, &bt->t[2]); /* the per-row position */
         uint64_t per = 2ull * (uint64_t)s[0] * (uint64_t)s[1] * 128 * 2;
         bt->copies = (int)((ROTATE_BYTES + per - 1) / per);
         bt->copies = bt->copies > MAX_COPIES ? MAX_COPIES : bt->copies < 1 ? 1 : bt->copies;
@@ -330,34 +333,6 @@ static nu_status record_mv_form(nu_commands *c, const bench_case *k, const bench
     return nu_op_swiglu(c, &t[0], &g, &u);
 }
 
-/* NUVEC_ATTENTION with " combine=fused" appended (the user's sweep knobs kept); *saved: the
- * value before (NULL: unset), for restore_env. False when out of host memory. */
-static bool combine_fused(char **saved)
-{
-    const char *now = getenv("NUVEC_ATTENTION");
-    *saved = now ? strdup(now) : NULL;
-    size_t n = (now ? strlen(now) : 0) + sizeof " combine=fused";
-    char *v = malloc(n);
-    if (!v || (now && !*saved)) {
-        free(v);
-        free(*saved);
-        return false;
-    }
-    snprintf(v, n, "%s combine=fused", now ? now : "");
-    setenv("NUVEC_ATTENTION", v, 1);
-    free(v);
-    return true;
-}
-
-static void restore_env(char *saved)
-{
-    if (saved)
-        setenv("NUVEC_ATTENTION", saved, 1);
-    else
-        unsetenv("NUVEC_ATTENTION");
-    free(saved);
-}
-
 static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors *bt, int rep)
 {
     const nu_tensor *t = bt->t;
@@ -407,19 +382,19 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
         return st == NU_OK ? nu_op_matmul(c, &t[0], &t[1], &t[3], NULL) : st;
     }
     case K_ATTN_DECODE: {
-        nu_attention_desc ad = {0, true, (uint32_t)k->shape_v[0] - 1, (uint32_t)k->shape_v[0]};
-        char *saved = NULL;
-        if (k->sub && !combine_fused(&saved))
-            return NU_ERROR_HOST_OUT_OF_MEMORY;
-        nu_status st = nu_op_attention(c, &t[0], &t[1], &bt->weights[rep % bt->copies], &bt->outs[rep % bt->copies], &ad);
-        if (k->sub)
-            restore_env(saved);
-        return st;
+        /* sub 2: the per-row form, its one row's position (context - 1) from t[2]. */
+        nu_attention_desc ad = {.causal = true, .q_position = (uint32_t)k->shape_v[0] - 1,
+                                .kv_length = (uint32_t)k->shape_v[0]};
+        if (k->sub == 1)
+            ad.tune.combine = NU_ATTENTION_COMBINE_FUSED;
+        if (k->sub == 2)
+            ad = (nu_attention_desc){.positions = &t[2], .max_length = (uint32_t)k->shape_v[0]};
+        return nu_op_attention(c, &t[0], &t[1], &bt->weights[rep % bt->copies], &bt->outs[rep % bt->copies], &ad);
     }
     case K_KV_ROPE: {
         /* A decode step's position; the op's rows are written each repetition (a barrier between). */
         uint32_t pos = (uint32_t)k->shape_v[0] - 1;
-        nu_rope_desc rd = {NU_ROPE_INTERLEAVED, 10000.0f, 0, 0, NULL};
+        nu_rope_desc rd = {.layout = NU_ROPE_INTERLEAVED, .theta = 10000.0f};
         if (!k->sub)
             return nu_op_kv_append_rope(c, &t[0], &t[1], pos, &rd);
         rd.position_offset = (int32_t)pos;
@@ -427,7 +402,7 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
         return st == NU_OK ? nu_op_kv_append(c, &t[0], &t[2], pos) : st;
     }
     case K_ATTN_PREFILL: {
-        nu_attention_desc ad = {0, true, 0, (uint32_t)k->shape_v[0]};
+        nu_attention_desc ad = {.causal = true, .kv_length = (uint32_t)k->shape_v[0]};
         return nu_op_attention(c, &t[0], &t[1], &t[2], &t[3], &ad);
     }
     case K_MV_FUSED:
@@ -665,10 +640,13 @@ int bench_ops(int argc, char **argv)
                 skipped[nskipped++] = name;
                 continue;
             }
-            for (int sep = 0; sep < 2; sep++)
-                cases[ncases++] = (bench_case){sep ? "attn_dec2" : "attn_dec", name, K_ATTN_DECODE, sep, NU_DTYPE_F16,
-                                               NU_DTYPE_F16, 0, {ctx[ci], kvh}, 2.0 * ctx[ci] * kvh * 128 * 2,
-                                               sep ? "combine=fused" : ctx[ci] == 4096 ? ">= 80% of copy" : "",
+            static const char *const forms[3] = {"attn_dec", "attn_dec2", "attn_decr"};
+            for (int sub = 0; sub < 3; sub++)
+                cases[ncases++] = (bench_case){forms[sub], name, K_ATTN_DECODE, sub, NU_DTYPE_F16, NU_DTYPE_F16, 0,
+                                               {ctx[ci], kvh}, 2.0 * ctx[ci] * kvh * 128 * 2,
+                                               sub == 1   ? "combine=fused"
+                                               : sub == 2 ? "per-row form = attn_dec"
+                                               : ctx[ci] == 4096 ? ">= 80% of copy" : "",
                                                4.0 * ctx[ci] * 32 * 128};
         }
     /* The decode step's key append with RoPE (32 KV heads of 128, an F32 token into an F16 cache of

@@ -10,14 +10,10 @@
  * kv_append_rope against the reference and bit-equal to nu_op_rope then nu_op_kv_append, and what
  * the ops refuse.
  *
- * Tolerance: the reference computes scores, softmax and the weighted sum in double from the exact
- * element values. The kernels work in F32: each score scale * q . k is off by at most about
- * head_dim * 2^-24 * scale * sum |q k| (< 1e-5 here: inputs in [-1, 1], scale <= 0.2), which moves
- * each p by that relative amount; exp adds a few ulps (Vulkan: 3 + 2|x| ulps, |x| < 30 here:
- * < 4e-6); the sums over at most a few thousand keys and the rescalings add at most keys * 2^-24
- * relative. All are below 2^-13 (1.2e-4) of max_j |v_jd| (the output is a weighted mean of v), the
- * absolute bound allowed, plus dst's one rounding (its dtype's tolerance, relative). */
-#include "ops_util.h"
+ * Tolerance: tests/attn_ref.h's (float64 reference, 2^-13 of max |v| plus dst's rounding). The
+ * kernels' choices are made through desc.tune (nu_attention_tune); NUVEC_ATTENTION, the
+ * developer override, is tried on devices opened after it is set (refuses_bad_tensors). */
+#include "attn_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -37,55 +33,13 @@ static nu_status record_attention(nu_commands *c, void *arg)
     return nu_op_attention(c, a->dst, a->q, a->k, a->v, a->desc);
 }
 
-/* The part of v's largest magnitude the result may be off besides dst's rounding: 1/8192, or
- * 1/1024 for the matrix units' kernel (its p and scaled q are rounded to F16). */
-static double v_tolerance = 1.0 / 8192.0;
-
-/* Checks dst (downloaded) against the reference: qv [T, Hq, D], kv and vv [P, Hkv, D] row-major. */
+/* Checks dst (downloaded) against the reference: qv [T, Hq, D], kv and vv [P, Hkv, D] row-major
+ * (the scalar form, one slot: P at least desc->kv_length). */
 static void expect_attention(const nt_tensor *dst, const float *qv, const float *kv, const float *vv, int64_t T,
                              int64_t hq, int64_t hkv, int64_t D, const nu_attention_desc *desc, const char *what)
 {
-    double scale = desc->scale == 0 ? 1.0 / sqrt((double)D) : (double)desc->scale;
-    float rel = nt_dtype_tolerance(dst->t.dtype);
-    int64_t g = hq / hkv;
-    double *s = malloc(sizeof *s * desc->kv_length);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < hq; h++) {
-            int64_t kh = h / g, limit = desc->kv_length;
-            if (desc->causal && (int64_t)desc->q_position + t + 1 < limit)
-                limit = (int64_t)desc->q_position + t + 1;
-            double mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < limit; j++) {
-                double x = 0;
-                for (int64_t e = 0; e < D; e++)
-                    x += (double)qv[(t * hq + h) * D + e] * (double)kv[(j * hkv + kh) * D + e];
-                s[j] = x * scale;
-                mx = fmax(mx, s[j]);
-            }
-            for (int64_t j = 0; j < limit; j++) {
-                s[j] = exp(s[j] - mx);
-                sum += s[j];
-            }
-            for (int64_t e = 0; e < D; e++) {
-                double o = 0, vmax = 0;
-                for (int64_t j = 0; j < limit; j++) {
-                    double ve = (double)vv[(j * hkv + kh) * D + e];
-                    o += s[j] * ve;
-                    vmax = fmax(vmax, fabs(ve));
-                }
-                o /= sum;
-                float want = nt_round_to(dst->t.dtype, (float)o);
-                float got = dst->values[(t * hq + h) * D + e];
-                double tol = vmax * v_tolerance + rel * fabs((double)want) + 1e-30;
-                if (!(fabs((double)got - (double)want) <= tol))
-                    fail_msg("%s: dst[%lld, %lld, %lld] is %.9g, expected %.9g (tolerance %.3g; tokens %lld, heads %lld/%lld, "
-                             "D %lld, kv_length %u, q_position %u, causal %d)",
-                             what, (long long)t, (long long)h, (long long)e, (double)got, (double)want, tol, (long long)T,
-                             (long long)hq, (long long)hkv, (long long)D, desc->kv_length, desc->q_position,
-                             (int)desc->causal);
-            }
-        }
-    free(s);
+    nt_attn a = {qv, kv, vv, T, hq, hkv, D, 1, desc->kv_length, desc, NULL, NULL};
+    nt_expect_attention(dst, &a, what);
 }
 
 static void run_check(nu_device *d, nt_tensor *dst, const nu_tensor *q, const float *qv, const nu_tensor *k,
@@ -102,7 +56,7 @@ typedef struct shape_case {
     uint32_t kv_length, q_position;
     bool causal;
     float scale;
-    const char *env; /* NUVEC_ATTENTION, or NULL */
+    nu_attention_tune tune;
 } shape_case;
 
 /* Contiguous q, k, v of dtypes qd, kd, vd (k and v [positions, hkv, D], the cache), dst of dd. */
@@ -114,14 +68,12 @@ static void run_case(nu_device *d, const shape_case *sc, nu_dtype qd, nu_dtype k
     nt_tensor k = nt_tensor_random(d, kd, 3, ks, 1, -1, 1, seed);
     nt_tensor v = nt_tensor_random(d, vd, 3, ks, 0, -1, 1, seed);
     nt_tensor dst = nt_tensor_output(d, dd, 3, qs, 0);
-    nu_attention_desc desc = {sc->scale, sc->causal, sc->q_position, sc->kv_length};
-    if (sc->env)
-        assert_int_equal(setenv("NUVEC_ATTENTION", sc->env, 1), 0);
-    char what[200];
-    snprintf(what, sizeof what, "%s q, %s k, %s v, %s dst, NUVEC_ATTENTION=\"%s\"", nu_dtype_name(qd), nu_dtype_name(kd),
-             nu_dtype_name(vd), nu_dtype_name(dd), sc->env ? sc->env : "");
+    nu_attention_desc desc = {.scale = sc->scale, .causal = sc->causal, .q_position = sc->q_position,
+                              .kv_length = sc->kv_length, .tune = sc->tune};
+    char what[200], tn[120];
+    snprintf(what, sizeof what, "%s q, %s k, %s v, %s dst, tune %s", nu_dtype_name(qd), nu_dtype_name(kd),
+             nu_dtype_name(vd), nu_dtype_name(dd), nt_attn_tune_name(&sc->tune, tn, sizeof tn));
     run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
-    unsetenv("NUVEC_ATTENTION");
     nt_tensor_free(&q);
     nt_tensor_free(&k);
     nt_tensor_free(&v);
@@ -140,29 +92,29 @@ static void decode_path(void **state)
     nu_device *d = nt_open();
     uint64_t seed = 1;
     const shape_case cases[] = {
-        {1, 8, 8, 64, 300, 200, 199, true, 0, NULL},        /* GQA 1, one split */
-        {1, 32, 8, 128, 1024, 1000, 999, true, 0, NULL},    /* GQA 4, 4 splits, the last partial */
-        {2, 16, 2, 64, 1100, 1001, 999, true, 0, NULL},     /* GQA 8, 2 rows */
-        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7"},
-        {4, 4, 4, 128, 64, 37, 33, true, 0.2f, "split=64"}, /* more splits than keys */
-        {1, 8, 1, 64, 40, 1, 0, true, 0, NULL},             /* one key */
-        {2, 8, 1, 128, 700, 600, 100, true, 0, "chunk=100"}, /* causal limits below kv_length */
+        {1, 8, 8, 64, 300, 200, 199, true, 0, {0}},        /* GQA 1, one split */
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, {0}},    /* GQA 4, 4 splits, the last partial */
+        {2, 16, 2, 64, 1100, 1001, 999, true, 0, {0}},     /* GQA 8, 2 rows */
+        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, {.splits = 7}},
+        {4, 4, 4, 128, 64, 37, 33, true, 0.2f, {.splits = 64}}, /* more splits than keys */
+        {1, 8, 1, 64, 40, 1, 0, true, 0, {0}},             /* one key */
+        {2, 8, 1, 128, 700, 600, 100, true, 0, {.chunk = 100}}, /* causal limits below kv_length */
         /* the subgroup kernel's keys in flight, and attn_decode.comp where the subgroup one is the default */
-        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "subgroup=0"},
-        {2, 16, 2, 64, 1100, 1001, 999, true, 0, "keys=3"},
-        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7 keys=1 subgroup=0"},
-        {1, 8, 4, 64, 513, 513, 512, true, 0, "keys=16"},
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, {.no_subgroup = true}},
+        {2, 16, 2, 64, 1100, 1001, 999, true, 0, {.keys = 3}},
+        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, {.splits = 7, .keys = 1, .no_subgroup = true}},
+        {1, 8, 4, 64, 513, 513, 512, true, 0, {.keys = 16}},
         /* query heads a workgroup: 3 does not divide the group of 4 (2 are taken), 8 of 8, 1 */
-        {2, 32, 8, 128, 1024, 1000, 990, true, 0, "heads=3"},
-        {1, 16, 2, 64, 300, 299, 298, true, 0, "heads=8 keys=5"},
-        {1, 16, 2, 128, 300, 299, 298, true, 0, "heads=1"},
+        {2, 32, 8, 128, 1024, 1000, 990, true, 0, {.heads = 3}},
+        {1, 16, 2, 64, 300, 299, 298, true, 0, {.heads = 8, .keys = 5}},
+        {1, 16, 2, 128, 300, 299, 298, true, 0, {.heads = 1}},
         /* the splits merged by attn_combine.comp (a second dispatch, the default), and by the last split */
-        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "combine=separate"},
-        {4, 4, 4, 128, 64, 37, 33, true, 0.2f, "split=64 combine=separate"},
-        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, "split=7 subgroup=0 combine=separate"},
-        {2, 16, 2, 64, 1100, 1001, 999, true, 0, "combine=fused heads=8"},
-        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=9 combine=fused fused_max=8"}, /* past fused_max: attn_combine */
-        {1, 32, 8, 128, 1024, 1000, 999, true, 0, "split=8 fused_max=8"},
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, {.combine = NU_ATTENTION_COMBINE_SEPARATE}},
+        {4, 4, 4, 128, 64, 37, 33, true, 0.2f, {.splits = 64, .combine = NU_ATTENTION_COMBINE_SEPARATE}},
+        {3, 8, 2, 128, 320, 300, 0, false, 0.15f, {.splits = 7, .no_subgroup = true, .combine = NU_ATTENTION_COMBINE_SEPARATE}},
+        {2, 16, 2, 64, 1100, 1001, 999, true, 0, {.combine = NU_ATTENTION_COMBINE_FUSED, .heads = 8}},
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, {.splits = 9, .combine = NU_ATTENTION_COMBINE_FUSED, .fused_max = 8}}, /* past fused_max: attn_combine */
+        {1, 32, 8, 128, 1024, 1000, 999, true, 0, {.splits = 8, .fused_max = 8}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i / 3 + 2) % 3], floats[(i + 2) % 3], &seed);
@@ -179,14 +131,14 @@ static void prefill_path(void **state)
     nu_device *d = nt_open();
     uint64_t seed = 2;
     const shape_case cases[] = {
-        {37, 8, 8, 128, 37, 37, 0, true, 0, NULL},
-        {70, 8, 2, 64, 100, 70, 0, true, 0, NULL},
-        {21, 16, 2, 64, 128, 71, 50, true, 0, NULL},   /* a second chunk: q_position 50 */
-        {19, 4, 1, 128, 90, 83, 0, false, 0.1f, NULL}, /* not causal, GQA 4 */
-        {33, 8, 1, 128, 40, 40, 0, true, 0, "br=8 bc=5"},
-        {9, 8, 2, 64, 50, 30, 21, true, 0, "path=decode"},
-        {1, 8, 4, 128, 50, 45, 44, true, 0, "path=prefill"},
-        {6, 4, 4, 64, 20, 20, 14, true, 0, "path=prefill br=4 bc=3"},
+        {37, 8, 8, 128, 37, 37, 0, true, 0, {0}},
+        {70, 8, 2, 64, 100, 70, 0, true, 0, {0}},
+        {21, 16, 2, 64, 128, 71, 50, true, 0, {0}},   /* a second chunk: q_position 50 */
+        {19, 4, 1, 128, 90, 83, 0, false, 0.1f, {0}}, /* not causal, GQA 4 */
+        {33, 8, 1, 128, 40, 40, 0, true, 0, {.br = 8, .bc = 5}},
+        {9, 8, 2, 64, 50, 30, 21, true, 0, {.path = NU_ATTENTION_PATH_DECODE}},
+        {1, 8, 4, 128, 50, 45, 44, true, 0, {.path = NU_ATTENTION_PATH_PREFILL}},
+        {6, 4, 4, 64, 20, 20, 14, true, 0, {.path = NU_ATTENTION_PATH_PREFILL, .br = 4, .bc = 3}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(d, &cases[i], floats[(i + 1) % 3], floats[i % 3], floats[(i + 2) % 3], floats[(i / 2) % 3], &seed);
@@ -205,12 +157,12 @@ static void small_head_dims(void **state)
     for (int i = 0; i < 3; i++) {
         int64_t D = dims[i];
         const shape_case cases[] = {
-            {1, 8, 4, D, 128, 100, 99, true, 0, NULL},           /* GQA 2, one split */
-            {1, 4, 4, D, 512, 300, 299, true, 0, NULL},          /* 5 splits, combined */
-            {2, 8, 2, D, 200, 150, 148, true, 0, "subgroup=0"},  /* attn_decode.comp, 3 splits */
-            {3, 4, 1, D, 64, 40, 0, false, 0.2f, "split=3 keys=3"},
-            {37, 8, 4, D, 64, 37, 0, true, 0, NULL},             /* prefill, default tile */
-            {21, 8, 2, D, 128, 71, 50, true, 0, "br=16 bc=5"},   /* prefill, a later chunk */
+            {1, 8, 4, D, 128, 100, 99, true, 0, {0}},           /* GQA 2, one split */
+            {1, 4, 4, D, 512, 300, 299, true, 0, {0}},          /* 5 splits, combined */
+            {2, 8, 2, D, 200, 150, 148, true, 0, {.no_subgroup = true}},  /* attn_decode.comp, 3 splits */
+            {3, 4, 1, D, 64, 40, 0, false, 0.2f, {.splits = 3, .keys = 3}},
+            {37, 8, 4, D, 64, 37, 0, true, 0, {0}},             /* prefill, default tile */
+            {21, 8, 2, D, 128, 71, 50, true, 0, {.br = 16, .bc = 5}},   /* prefill, a later chunk */
         };
         for (size_t j = 0; j < sizeof cases / sizeof cases[0]; j++)
             run_case(d, &cases[j], floats[j % 3], floats[(j + i) % 3], floats[(j + 1) % 3], floats[(j + 2 * i) % 3], &seed);
@@ -238,9 +190,7 @@ static void strided_and_transposed_views(void **state)
         float *qv = nt_tensor_values_new(&fused, &q), *kv = nt_tensor_values_new(&fused, &k), *vv = nt_tensor_values_new(&fused, &v);
         int64_t ds[3] = {T, hq, D};
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, ds, 1);
-        nu_attention_desc desc = {0, true, 0, (uint32_t)T};
-        if (!path)
-            assert_int_equal(setenv("NUVEC_ATTENTION", "split=2", 1), 0);
+        nu_attention_desc desc = {.causal = true, .kv_length = (uint32_t)T, .tune.splits = path ? 0 : 2};
         run_check(d, &dst, &q, qv, &k, kv, &v, vv, &desc, path ? "fused qkv slices, prefill" : "fused qkv slices, decode");
         /* k transposed from [hkv, P, D], unaligned. */
         int64_t P = 77, kts[3] = {hkv, P, D}, vs[3] = {P, hkv, D};
@@ -249,10 +199,10 @@ static void strided_and_transposed_views(void **state)
         nu_tensor k2;
         NT_OK(nu_tensor_transpose(&kt.t, 0, 1, &k2));
         float *k2v = nt_tensor_values_new(&kt, &k2);
-        nu_attention_desc desc2 = {0, true, (uint32_t)(P - T), (uint32_t)P};
+        nu_attention_desc desc2 = {.causal = true, .q_position = (uint32_t)(P - T), .kv_length = (uint32_t)P,
+                                   .tune.splits = path ? 0 : 2};
         run_check(d, &dst, &q, qv, &k2, k2v, &vb.t, vb.values, &desc2,
                   path ? "transposed unaligned k, prefill" : "transposed unaligned k, decode");
-        unsetenv("NUVEC_ATTENTION");
         free(qv);
         free(kv);
         free(vv);
@@ -262,98 +212,6 @@ static void strided_and_transposed_views(void **state)
         nt_tensor_free(&vb);
         nt_tensor_free(&dst);
     }
-    nt_close(d);
-}
-
-typedef struct append_case {
-    const nu_tensor *cache, *src;
-    uint32_t position;
-} append_case;
-
-static nu_status record_append(nu_commands *c, void *arg)
-{
-    append_case *a = arg;
-    return nu_op_kv_append(c, a->cache, a->src, a->position);
-}
-
-/* kv_append into every cache dtype from every src dtype (a transposed view too): the rows written
- * hold src's values rounded to the cache's dtype (exactly), the others keep their bytes; then a
- * decode step: append the new token's k and v at position p, attention over p + 1 keys. */
-static void kv_append_and_a_decode_step(void **state)
-{
-    (void)state;
-    nu_device *d = nt_open();
-    uint64_t seed = 4;
-    const int64_t P = 40, H = 2, D = 64;
-    int i = 0;
-    for (int cd = 0; cd < 3; cd++)
-        for (int sd = 0; sd < 3; sd++, i++) {
-            int64_t T = 1 + i % 5;
-            uint32_t pos = (uint32_t)(i * 3 % (int)(P - T));
-            int64_t cs[3] = {P, H, D}, ss[3] = {T, H, D}, sts[3] = {H, T, D};
-            nt_tensor cache = nt_tensor_random(d, floats[cd], 3, cs, (uint64_t)(i % 2), -1, 1, &seed);
-            nt_tensor src;
-            nu_tensor sv;
-            float *want_src;
-            if (i % 4 == 3) { /* a transposed src: stored [H, T, D] */
-                src = nt_tensor_random(d, floats[sd], 3, sts, 1, -1, 1, &seed);
-                NT_OK(nu_tensor_transpose(&src.t, 0, 1, &sv));
-            } else {
-                src = nt_tensor_random(d, floats[sd], 3, ss, 0, -1, 1, &seed);
-                sv = src.t;
-            }
-            want_src = nt_tensor_values_new(&src, &sv);
-            float *before = malloc((size_t)(P * H * D) * sizeof *before);
-            memcpy(before, cache.values, (size_t)(P * H * D) * sizeof *before);
-            append_case a = {&cache.t, &sv, pos};
-            nt_run(d, record_append, &a);
-            nt_tensor_download(&cache);
-            for (int64_t e = 0; e < P * H * D; e++) {
-                int64_t row = e / (H * D);
-                float want = row >= pos && row < pos + T ? nt_round_to(floats[cd], want_src[(row - pos) * H * D + e % (H * D)])
-                                                         : before[e];
-                if (memcmp(&want, &cache.values[e], sizeof want))
-                    fail_msg("kv_append %s <- %s at %u (%lld tokens): element %lld is %.9g, expected %.9g",
-                             nu_dtype_name(floats[cd]), nu_dtype_name(floats[sd]), pos, (long long)T, (long long)e,
-                             (double)cache.values[e], (double)want);
-            }
-            free(want_src);
-            free(before);
-            nt_tensor_free(&cache);
-            nt_tensor_free(&src);
-        }
-
-    /* A decode step: caches of 600 positions, 500 already there, token 500's k and v appended. */
-    const int64_t P2 = 600, hkv = 2, hq = 8, D2 = 128;
-    uint32_t p = 500;
-    int64_t cs[3] = {P2, hkv, D2}, ts[3] = {1, hkv, D2}, qs[3] = {1, hq, D2};
-    nt_tensor kc = nt_tensor_random(d, NU_DTYPE_F16, 3, cs, 0, -1, 1, &seed);
-    nt_tensor vc = nt_tensor_random(d, NU_DTYPE_F16, 3, cs, 0, -1, 1, &seed);
-    nt_tensor kn = nt_tensor_random(d, NU_DTYPE_F32, 3, ts, 0, -1, 1, &seed);
-    nt_tensor vn = nt_tensor_random(d, NU_DTYPE_F32, 3, ts, 0, -1, 1, &seed);
-    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
-    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
-    nu_commands *c;
-    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
-    NT_OK(nu_op_kv_append(c, &kc.t, &kn.t, p));
-    NT_OK(nu_op_kv_append(c, &vc.t, &vn.t, p));
-    nu_attention_desc desc = {0, true, p, p + 1};
-    NT_OK(nu_op_attention(c, &dst.t, &q.t, &kc.t, &vc.t, &desc));
-    NT_OK(nu_commands_commit(c));
-    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
-    nu_commands_free(c);
-    nt_tensor_download(&dst);
-    for (int64_t e = 0; e < hkv * D2; e++) {
-        kc.values[p * hkv * D2 + e] = nt_round_to(NU_DTYPE_F16, kn.values[e]);
-        vc.values[p * hkv * D2 + e] = nt_round_to(NU_DTYPE_F16, vn.values[e]);
-    }
-    expect_attention(&dst, q.values, kc.values, vc.values, 1, hq, hkv, D2, &desc, "decode step after kv_append");
-    nt_tensor_free(&kc);
-    nt_tensor_free(&vc);
-    nt_tensor_free(&kn);
-    nt_tensor_free(&vn);
-    nt_tensor_free(&q);
-    nt_tensor_free(&dst);
     nt_close(d);
 }
 
@@ -372,7 +230,7 @@ static void partials_outlive_their_free(void **state)
     nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
     nt_tensor q = nt_tensor_random(d, NU_DTYPE_F16, 3, qs, 0, -1, 1, &seed);
     nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
-    nu_attention_desc desc = {0, false, 0, (uint32_t)P};
+    nu_attention_desc desc = {.causal = false, .kv_length = (uint32_t)P};
     nu_commands *c, *c2;
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
     NT_OK(nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc)); /* 8 splits: 8 * 16 * 130 floats */
@@ -418,8 +276,7 @@ static void decode_inside_a_graph(void **state)
     nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
     nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
     nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
-    nu_attention_desc desc = {0, true, (uint32_t)P - 1, (uint32_t)P};
-    assert_int_equal(setenv("NUVEC_ATTENTION", "split=4", 1), 0);
+    nu_attention_desc desc = {.causal = true, .q_position = (uint32_t)P - 1, .kv_length = (uint32_t)P, .tune.splits = 4};
     nu_commands *rec;
     nu_graph *g;
     NT_OK(nu_graph_record(d, &rec));
@@ -458,7 +315,6 @@ static void decode_inside_a_graph(void **state)
         }
         free(plain);
     }
-    unsetenv("NUVEC_ATTENTION");
     NT_OK(nu_graph_free(g));
     nt_tensor_free(&k);
     nt_tensor_free(&v);
@@ -467,25 +323,51 @@ static void decode_inside_a_graph(void **state)
     nt_close(d);
 }
 
+/* NUVEC_ATTENTION (the developer override) set to `value` before a device is opened (so that it
+ * is read whether the environment is read at each call or once a device): nu_op_attention of a
+ * small decode step returns `want`, naming `msg`. */
+static void env_refusal(const char *value, nu_status want, const char *msg)
+{
+    assert_int_equal(setenv("NUVEC_ATTENTION", value, 1), 0);
+    nu_device *d = nt_open();
+    uint64_t seed = 7;
+    int64_t qs[3] = {2, 8, 64}, ks[3] = {16, 2, 64};
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    nu_attention_desc desc = {.causal = true, .kv_length = 16};
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_STATUS(want, nu_op_attention(c, &dst.t, &q.t, &k.t, &k.t, &desc));
+    if (!strstr(nu_error_message(d), msg))
+        fail_msg("NUVEC_ATTENTION=\"%s\": the message '%s' does not name %s", value, nu_error_message(d), msg);
+    nu_commands_free(c);
+    nt_tensor_free(&q);
+    nt_tensor_free(&k);
+    nt_tensor_free(&dst);
+    nt_close(d);
+    unsetenv("NUVEC_ATTENTION");
+}
+
 static void refuses_bad_tensors(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 6;
-    int64_t qs[3] = {2, 8, 64}, ks[3] = {16, 2, 64}, k3s[3] = {16, 3, 64}, d96[3] = {2, 8, 96}, k96[3] = {16, 2, 96};
+    int64_t qs[3] = {2, 8, 64}, ks[3] = {16, 2, 64}, k3s[3] = {16, 3, 64}, d12[3] = {2, 8, 12}, k12[3] = {16, 2, 12};
     int64_t bad_ds[3] = {2, 8, 32}, k2d[2] = {16, 128}, vks[3] = {15, 2, 64};
     nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
     nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
     nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
     nt_tensor k3 = nt_tensor_random(d, NU_DTYPE_F16, 3, k3s, 0, -1, 1, &seed);
     nt_tensor vshort = nt_tensor_random(d, NU_DTYPE_F16, 3, vks, 0, -1, 1, &seed);
-    nt_tensor q96 = nt_tensor_random(d, NU_DTYPE_F32, 3, d96, 0, -1, 1, &seed);
-    nt_tensor k96t = nt_tensor_random(d, NU_DTYPE_F32, 3, k96, 0, -1, 1, &seed);
+    nt_tensor q12 = nt_tensor_random(d, NU_DTYPE_F32, 3, d12, 0, -1, 1, &seed);
+    nt_tensor k12t = nt_tensor_random(d, NU_DTYPE_F32, 3, k12, 0, -1, 1, &seed);
     nt_tensor qi = nt_tensor_random(d, NU_DTYPE_I32, 3, qs, 0, -1, 1, &seed);
     nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
-    nt_tensor d96t = nt_tensor_output(d, NU_DTYPE_F32, 3, d96, 0);
+    nt_tensor d12t = nt_tensor_output(d, NU_DTYPE_F32, 3, d12, 0);
     nt_tensor bad = nt_tensor_output(d, NU_DTYPE_F32, 3, bad_ds, 0);
-    nu_attention_desc desc = {0, true, 0, 16};
+    nu_attention_desc desc = {.causal = true, .kv_length = 16};
     nu_commands *c;
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, NULL));
@@ -494,8 +376,8 @@ static void refuses_bad_tensors(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, NULL, &k.t, &v.t, &desc));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k3.t, &k3.t, &desc)); /* 8 % 3 */
     assert_non_null(strstr(nu_error_message(NULL), "multiple of kv_heads"));
-    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &d96t.t, &q96.t, &k96t.t, &k96t.t, &desc));
-    assert_non_null(strstr(nu_error_message(NULL), "64 or 128"));
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &d12t.t, &q12.t, &k12t.t, &k12t.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "multiples of 8"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &bad.t, &q.t, &k.t, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "dst is"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &vshort.t, &desc));
@@ -505,7 +387,8 @@ static void refuses_bad_tensors(void **state)
     nu_tensor k2 = nu_tensor_make(k.t.buffer, 0, NU_DTYPE_F16, 2, k2d);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k2, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "rank"));
-    nu_attention_desc bad_len = {0, true, 0, 17}, zero_len = {0, true, 0, 0}, bad_scale = {INFINITY, true, 0, 16};
+    nu_attention_desc bad_len = {.causal = true, .kv_length = 17}, zero_len = {.causal = true, .kv_length = 0};
+    nu_attention_desc bad_scale = {.scale = INFINITY, .causal = true, .kv_length = 16};
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &bad_len));
     assert_non_null(strstr(nu_error_message(NULL), "kv_length"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &zero_len));
@@ -515,64 +398,50 @@ static void refuses_bad_tensors(void **state)
     nu_tensor over_q = nu_tensor_make(q.t.buffer, 0, NU_DTYPE_F32, 3, qs);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &over_q, &q.t, &k.t, &v.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "overlaps q"));
-    assert_int_equal(setenv("NUVEC_ATTENTION", "path=sideways", 1), 0);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
-    assert_non_null(strstr(nu_error_message(NULL), "NUVEC_ATTENTION"));
-    assert_int_equal(setenv("NUVEC_ATTENTION", "combine=later", 1), 0);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
-    assert_non_null(strstr(nu_error_message(NULL), "combine=fused|separate"));
-    assert_int_equal(setenv("NUVEC_ATTENTION", "fused_max=1", 1), 0);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
-    assert_non_null(strstr(nu_error_message(NULL), "fused_max"));
-    assert_int_equal(setenv("NUVEC_ATTENTION", "path=prefill br=64 bc=128", 1), 0); /* too much shared memory */
-    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &desc));
+    /* The tuning's fields out of range, each named. */
+    struct {
+        nu_attention_tune tune;
+        const char *name;
+    } bad_tune[] = {
+        {{.path = (nu_attention_path)3}, "tune.path"}, {{.splits = 65536}, "tune.splits"}, {{.br = 3}, "tune.br"},
+        {{.br = 128}, "tune.br"}, {{.bc = 129}, "tune.bc"}, {{.keys = 17}, "tune.keys"}, {{.heads = 9}, "tune.heads"},
+        {{.tc_rows = 32}, "tune.tc_rows"}, {{.combine = (nu_attention_combine)3}, "tune.combine"},
+        {{.fused_max = 1}, "tune.fused_max"},
+    };
+    for (size_t i = 0; i < sizeof bad_tune / sizeof bad_tune[0]; i++) {
+        nu_attention_desc bd = {.causal = true, .kv_length = 16, .tune = bad_tune[i].tune};
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &bd));
+        if (!strstr(nu_error_message(d), bad_tune[i].name))
+            fail_msg("tune case %zu: the message '%s' does not name %s", i, nu_error_message(d), bad_tune[i].name);
+    }
+    /* A tile too large for the shared memory, asked for in the desc. */
+    nu_attention_desc big = {.causal = true, .kv_length = 16, .tune = {.path = NU_ATTENTION_PATH_PREFILL, .br = 64, .bc = 128}};
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu_op_attention(c, &dst.t, &q.t, &k.t, &v.t, &big));
     assert_non_null(strstr(nu_error_message(NULL), "shared memory"));
-    unsetenv("NUVEC_ATTENTION");
+    /* The developer override: bad values refused, naming the variable; a good one applies (the
+     * same tile through it). */
+    env_refusal("path=sideways", NU_ERROR_INVALID_ARGUMENT, "NUVEC_ATTENTION");
+    env_refusal("combine=later", NU_ERROR_INVALID_ARGUMENT, "combine=fused|separate");
+    env_refusal("fused_max=1", NU_ERROR_INVALID_ARGUMENT, "fused_max");
+    env_refusal("subgroup=2", NU_ERROR_INVALID_ARGUMENT, "subgroup=0|1");
+    env_refusal("path=prefill br=64 bc=128", NU_ERROR_UNSUPPORTED, "shared memory");
     /* Empty: no tokens records nothing. */
     int64_t q0[3] = {0, 8, 64};
     nu_tensor qe = nu_tensor_make(q.t.buffer, 0, NU_DTYPE_F32, 3, q0), de = nu_tensor_make(dst.t.buffer, 0, NU_DTYPE_F32, 3, q0);
     NT_OK(nu_op_attention(c, &de, &qe, &k.t, &v.t, &desc));
 
-    /* kv_append: overflow, heads that differ, a strided cache, NULLs, overlap. */
-    int64_t s3[3] = {3, 2, 64}, s3h[3] = {3, 3, 64};
-    nt_tensor src = nt_tensor_random(d, NU_DTYPE_F32, 3, s3, 0, -1, 1, &seed);
-    nt_tensor srch = nt_tensor_random(d, NU_DTYPE_F32, 3, s3h, 0, -1, 1, &seed);
-    NT_OK(nu_op_kv_append(c, &k.t, &src.t, 13)); /* rows 13..15: fits */
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, &src.t, 14));
-    assert_non_null(strstr(nu_error_message(NULL), "overflow"));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, &src.t, 0xffffffffu));
-    assert_non_null(strstr(nu_error_message(NULL), "overflow"));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, &srch.t, 0));
-    assert_non_null(strstr(nu_error_message(NULL), "heads"));
-    nu_tensor kt;
-    NT_OK(nu_tensor_transpose(&k.t, 0, 1, &kt));
-    int64_t s2[3] = {1, 16, 64};
-    nt_tensor src2 = nt_tensor_random(d, NU_DTYPE_F32, 3, s2, 0, -1, 1, &seed);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &kt, &src2.t, 0));
-    assert_non_null(strstr(nu_error_message(NULL), "contiguous"));
-    nu_tensor over = nu_tensor_make(k.t.buffer, 0, NU_DTYPE_F16, 3, s3);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, &over, 5));
-    assert_non_null(strstr(nu_error_message(NULL), "overlaps"));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k.t, NULL, 0));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(NULL, &k.t, &src.t, 0));
-    nu_tensor k2s = nu_tensor_make(k.t.buffer, 0, NU_DTYPE_F16, 2, k2d);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append(c, &k2s, &src.t, 0));
-    assert_non_null(strstr(nu_error_message(NULL), "rank"));
     nu_commands_free(c);
     nt_tensor_free(&q);
     nt_tensor_free(&k);
     nt_tensor_free(&v);
     nt_tensor_free(&k3);
     nt_tensor_free(&vshort);
-    nt_tensor_free(&q96);
-    nt_tensor_free(&k96t);
+    nt_tensor_free(&q12);
+    nt_tensor_free(&k12t);
     nt_tensor_free(&qi);
     nt_tensor_free(&dst);
-    nt_tensor_free(&d96t);
+    nt_tensor_free(&d12t);
     nt_tensor_free(&bad);
-    nt_tensor_free(&src);
-    nt_tensor_free(&srch);
-    nt_tensor_free(&src2);
     nt_close(d);
 }
 
@@ -605,19 +474,19 @@ static void decode_step_variant(int variant)
     nt_tensor out[2] = {nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0), nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0)};
     nt_tensor kr = nt_tensor_output(d, NU_DTYPE_F16, 3, ns, 0); /* the command buffer's roped k */
     bool fused_rope = variant > 0;
-    assert_int_equal(setenv("NUVEC_ATTENTION", variant == 2 ? "split=3 combine=fused" : "split=3", 1), 0);
+    nu_attention_tune tune = {.splits = 3, .combine = variant == 2 ? NU_ATTENTION_COMBINE_FUSED : NU_ATTENTION_COMBINE_AUTO};
 
     nu_commands *rec;
     uint32_t p_rope, p_k, p_v, p_q, p_len, bad;
     NT_OK(nu_graph_record(d, &rec));
     /* Before any op: nothing to declare. */
     assert_int_equal(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &bad), NU_ERROR_INVALID_ARGUMENT);
-    nu_rope_desc rd = {NU_ROPE_INTERLEAVED, 0, 0, (int32_t)(P - 1), NULL};
+    nu_rope_desc rd = {.layout = NU_ROPE_INTERLEAVED, .position_offset = (int32_t)(P - 1)};
     NT_OK(nu_op_rope(rec, &qr.t, &q.t, &rd));
     NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_rope));
     assert_int_equal(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &bad), NU_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(nu_error_message(d), "kv_length"));
-    nu_rope_desc krd = {NU_ROPE_INTERLEAVED, 0, 0, 0, NULL};
+    nu_rope_desc krd = {.layout = NU_ROPE_INTERLEAVED};
     if (fused_rope)
         NT_OK(nu_op_kv_append_rope(rec, &kc[0].t, &kn.t, (uint32_t)P - 1, &krd));
     else
@@ -625,7 +494,8 @@ static void decode_step_variant(int variant)
     NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_k));
     NT_OK(nu_op_kv_append(rec, &vc[0].t, &vn.t, (uint32_t)P - 1));
     NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_POSITION, &p_v));
-    nu_attention_desc ad = {0, false, (uint32_t)P - 1, (uint32_t)P}; /* not causal: kv_length alone limits the keys */
+    /* not causal: kv_length alone limits the keys */
+    nu_attention_desc ad = {.q_position = (uint32_t)P - 1, .kv_length = (uint32_t)P, .tune = tune};
     NT_OK(nu_op_attention(rec, &out[0].t, &qr.t, &kc[0].t, &vc[0].t, &ad));
     NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_Q_POSITION, &p_q));
     NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &p_len));
@@ -667,8 +537,8 @@ static void decode_step_variant(int variant)
         /* The same step, recorded with its values, on the other caches. */
         nu_commands *c;
         NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
-        nu_rope_desc rd2 = {NU_ROPE_INTERLEAVED, 0, 0, pos, NULL};
-        nu_attention_desc ad2 = {0, false, upos, len};
+        nu_rope_desc rd2 = {.layout = NU_ROPE_INTERLEAVED, .position_offset = pos};
+        nu_attention_desc ad2 = {.q_position = upos, .kv_length = len, .tune = tune};
         NT_OK(nu_op_rope(c, &qr.t, &q.t, &rd2));
         if (fused_rope) {
             NT_OK(nu_op_rope(c, &kr.t, &kn.t, &rd2));
@@ -701,7 +571,6 @@ static void decode_step_variant(int variant)
             nt_tensor_free(&fresh[i]);
     }
     free(got);
-    unsetenv("NUVEC_ATTENTION");
     NT_OK(nu_graph_free(g));
     for (int i = 0; i < 2; i++) {
         nt_tensor_free(&kc[i]);
@@ -723,227 +592,6 @@ static void decode_step_with_graph_params(void **state)
         decode_step_variant(variant);
 }
 
-/* ---- nu_op_kv_append_rope ------------------------------------------------------------------ */
-
-/* nu_op_rope's bound on the angle (tests/test_ops_rope.c's ANGLE_TOL): (|p| + 1) 2^-22 radians. */
-static double rope_angle_tol(double pmax) { return (fabs(pmax) + 1) * ldexp(1.0, -22); }
-
-/* The rotated rows in float64: x [T, H, D] row-major, token t at position p0 + t. */
-static void ref_rope_rows(const float *x, double *y, int64_t T, int64_t H, int64_t D, uint32_t p0, const nu_rope_desc *rd)
-{
-    int64_t rot = rd->rotary_dims ? rd->rotary_dims : D;
-    double theta = rd->theta ? rd->theta : 10000.0;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *xr = x + (t * H + h) * D;
-            double *yr = y + (t * H + h) * D, p = (double)p0 + (double)t;
-            for (int64_t e = rot; e < D; e++)
-                yr[e] = xr[e];
-            for (int64_t i = 0; i < rot / 2; i++) {
-                double a = p * pow(theta, -2.0 * (double)i / (double)rot);
-                int64_t e0 = rd->layout == NU_ROPE_INTERLEAVED ? 2 * i : i;
-                int64_t e1 = rd->layout == NU_ROPE_INTERLEAVED ? 2 * i + 1 : i + rot / 2;
-                yr[e0] = xr[e0] * cos(a) - xr[e1] * sin(a);
-                yr[e1] = xr[e0] * sin(a) + xr[e1] * cos(a);
-            }
-        }
-}
-
-typedef struct append_rope_case {
-    const nu_tensor *cache, *src;
-    uint32_t position;
-    const nu_rope_desc *rope;
-    const nu_tensor *tmp; /* the two-op version: nu_op_rope into tmp, then nu_op_kv_append (NULL: fused) */
-} append_rope_case;
-
-static nu_status record_append_rope(nu_commands *c, void *arg)
-{
-    append_rope_case *a = arg;
-    if (!a->tmp)
-        return nu_op_kv_append_rope(c, a->cache, a->src, a->position, a->rope);
-    nu_rope_desc rd = *a->rope;
-    rd.position_offset = (int32_t)a->position;
-    nu_status st = nu_op_rope(c, a->tmp, a->src, &rd);
-    return st == NU_OK ? nu_op_kv_append(c, a->cache, a->tmp, a->position) : st;
-}
-
-/* kv_append_rope against the float64 reference (nu_op_rope's bound before the cache's rounding)
- * for both layouts, rotary_dims below head_dim, every cache and src dtype, 1 to 5 tokens at
- * positions past 0 (to 3000), head dims 8 to 128 (and 10), a transposed src, workgroups of 64
- * (the default), 32 and 1024 threads (NUVEC_KV_APPEND_ROPE): the rows written hold
- * rope(src), the other rows keep their bytes; and the whole cache bit-equal to nu_op_rope (into a
- * tensor of the cache's dtype, so that it rounds once, as the fused op does) then
- * nu_op_kv_append. */
-static void kv_append_rope_matches_rope_then_append(void **state)
-{
-    (void)state;
-    nu_device *d = nt_open();
-    uint64_t seed = 21;
-    typedef struct {
-        int64_t T, H, D, P;
-        uint32_t pos, rotary;
-        nu_rope_layout layout;
-        float theta;
-    } kr_case;
-    const kr_case cases[] = {
-        {1, 8, 128, 64, 37, 0, NU_ROPE_INTERLEAVED, 0},    {1, 8, 128, 64, 63, 0, NU_ROPE_HALF, 0},
-        {3, 2, 64, 50, 20, 32, NU_ROPE_INTERLEAVED, 0},    {3, 2, 64, 50, 47, 48, NU_ROPE_HALF, 500000.0f},
-        {5, 4, 16, 3100, 3000, 0, NU_ROPE_HALF, 0},        {2, 3, 8, 20, 1, 4, NU_ROPE_INTERLEAVED, 0},
-        {4, 2, 10, 12, 8, 6, NU_ROPE_HALF, 100.0f},        {1, 32, 128, 2, 1, 64, NU_ROPE_HALF, 0},
-        {2, 1, 32, 9, 7, 0, NU_ROPE_INTERLEAVED, 1000.0f},
-    };
-    int i = 0;
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
-        for (int cd = 0; cd < 3; cd++, i++) {
-            const kr_case *k = &cases[ci];
-            nu_dtype sd = floats[(ci + (size_t)cd) % 3];
-            int64_t cs[3] = {k->P, k->H, k->D}, ss[3] = {k->T, k->H, k->D}, sts[3] = {k->H, k->T, k->D};
-            nt_tensor cache = nt_tensor_random(d, floats[cd], 3, cs, 0, -1, 1, &seed);
-            nt_tensor cache2 = nt_tensor_output(d, floats[cd], 3, cs, 0);
-            NT_OK(nu_buffer_write(cache2.t.buffer, 0, cache.bytes, cache.size)); /* the same bytes */
-            nt_tensor tmp = nt_tensor_output(d, floats[cd], 3, ss, 0);
-            nt_tensor src;
-            nu_tensor sv;
-            if (i % 4 == 3) { /* a transposed src: stored [H, T, D] */
-                src = nt_tensor_random(d, sd, 3, sts, 1, -1, 1, &seed);
-                NT_OK(nu_tensor_transpose(&src.t, 0, 1, &sv));
-            } else {
-                src = nt_tensor_random(d, sd, 3, ss, (uint64_t)(i % 2), -1, 1, &seed);
-                sv = src.t;
-            }
-            float *x = nt_tensor_values_new(&src, &sv);
-            size_t n = (size_t)(k->P * k->H * k->D), row = (size_t)(k->H * k->D);
-            float *before = malloc(n * sizeof *before);
-            memcpy(before, cache.values, n * sizeof *before);
-            double *y = malloc((size_t)k->T * row * sizeof *y);
-            nu_rope_desc rd = {k->layout, k->theta, k->rotary, 0, NULL};
-            ref_rope_rows(x, y, k->T, k->H, k->D, k->pos, &rd);
-            append_rope_case a = {&cache.t, &sv, k->pos, &rd, NULL};
-            static const char *const locals[3] = {NULL, "local=32", "local=1024"}; /* the default 64, and others */
-            if (locals[i % 3])
-                assert_int_equal(setenv("NUVEC_KV_APPEND_ROPE", locals[i % 3], 1), 0);
-            nt_run(d, record_append_rope, &a);
-            unsetenv("NUVEC_KV_APPEND_ROPE");
-            nt_tensor_download(&cache);
-            double atol = 2 * rope_angle_tol((double)k->pos + (double)k->T) + 1e-6, rel = 2 * nt_dtype_tolerance(floats[cd]);
-            for (size_t e = 0; e < n; e++) {
-                size_t r = e / row;
-                if (r < k->pos || r >= k->pos + (size_t)k->T) {
-                    if (memcmp(&before[e], &cache.values[e], sizeof before[e]))
-                        fail_msg("kv_append_rope case %zu: element %zu (row %zu, not appended) changed from %.9g to %.9g",
-                                 ci, e, r, (double)before[e], (double)cache.values[e]);
-                    continue;
-                }
-                double want = y[e - (size_t)k->pos * row];
-                float got = cache.values[e];
-                if (!(fabs((double)got - want) <= atol + rel * fabs(want)))
-                    fail_msg("kv_append_rope case %zu (%s cache, %s src, %s, rotary %u of %lld, position %u): element %zu "
-                             "is %.9g, expected %.9g", ci, nu_dtype_name(floats[cd]), nu_dtype_name(sd),
-                             k->layout == NU_ROPE_HALF ? "half" : "interleaved", k->rotary, (long long)k->D, k->pos, e,
-                             (double)got, want);
-            }
-            /* The two ops, into a cache that held the same bytes: the same bytes after. */
-            append_rope_case two = {&cache2.t, &sv, k->pos, &rd, &tmp.t};
-            nt_run(d, record_append_rope, &two);
-            nt_tensor_download(&cache2);
-            if (cache.size != cache2.size || memcmp(cache.bytes, cache2.bytes, cache.size))
-                for (size_t e = 0; e < n; e++)
-                    if (memcmp(&cache.values[e], &cache2.values[e], sizeof cache.values[e]))
-                        fail_msg("kv_append_rope case %zu (%s cache, %s src): element %zu is %.9g, nu_op_rope then "
-                                 "nu_op_kv_append gave %.9g", ci, nu_dtype_name(floats[cd]), nu_dtype_name(sd), e,
-                                 (double)cache.values[e], (double)cache2.values[e]);
-            free(x);
-            free(y);
-            free(before);
-            nt_tensor_free(&cache);
-            nt_tensor_free(&cache2);
-            nt_tensor_free(&tmp);
-            nt_tensor_free(&src);
-        }
-    nt_close(d);
-}
-
-/* kv_append_rope's refusals, each with its message: a NULL desc, positions, an offset, an odd
- * head_dim, rotary_dims odd or past head_dim, an unknown layout, a bad theta, and what kv_append
- * refuses (overflow, heads, rank, a strided cache, overlap, NULLs). */
-static void kv_append_rope_refusals(void **state)
-{
-    (void)state;
-    nu_device *d = nt_open();
-    uint64_t seed = 22;
-    int64_t cs[3] = {16, 2, 64}, ss[3] = {3, 2, 64}, sh[3] = {3, 3, 64}, c9[3] = {16, 2, 9}, s9[3] = {1, 2, 9};
-    int64_t k2d[2] = {16, 128};
-    nt_tensor cache = nt_tensor_random(d, NU_DTYPE_F16, 3, cs, 0, -1, 1, &seed);
-    nt_tensor src = nt_tensor_random(d, NU_DTYPE_F32, 3, ss, 0, -1, 1, &seed);
-    nt_tensor srch = nt_tensor_random(d, NU_DTYPE_F32, 3, sh, 0, -1, 1, &seed);
-    nt_tensor cache9 = nt_tensor_random(d, NU_DTYPE_F32, 3, c9, 0, -1, 1, &seed);
-    nt_tensor src9 = nt_tensor_random(d, NU_DTYPE_F32, 3, s9, 0, -1, 1, &seed);
-    nt_tensor pos = nt_tensor_i32(d, (const int32_t[3]){0, 1, 2}, 3, 0, 1);
-    nu_commands *c;
-    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
-    nu_rope_desc ok = {NU_ROPE_HALF, 0, 0, 0, NULL};
-    NT_OK(nu_op_kv_append_rope(c, &cache.t, &src.t, 13, &ok)); /* rows 13..15: fits */
-    struct {
-        nu_rope_desc rd;
-        const char *msg;
-    } bad[] = {
-        {{NU_ROPE_HALF, 0, 0, 0, &pos.t}, "positions"},
-        {{NU_ROPE_HALF, 0, 0, 5, NULL}, "position_offset"},
-        {{NU_ROPE_HALF, 0, 63, 0, NULL}, "rotary_dims"},
-        {{NU_ROPE_HALF, 0, 66, 0, NULL}, "rotary_dims"},
-        {{(nu_rope_layout)7, 0, 0, 0, NULL}, "layout"},
-        {{NU_ROPE_INTERLEAVED, -1.0f, 0, 0, NULL}, "theta"},
-        {{NU_ROPE_INTERLEAVED, NAN, 0, 0, NULL}, "theta"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, &bad[i].rd));
-        if (!strstr(nu_error_message(d), bad[i].msg) || !strstr(nu_error_message(d), "nu_op_kv_append_rope"))
-            fail_msg("refusal %zu: the message '%s' does not name %s", i, nu_error_message(d), bad[i].msg);
-    }
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, NULL));
-    assert_non_null(strstr(nu_error_message(d), "NULL rope"));
-    assert_int_equal(setenv("NUVEC_KV_APPEND_ROPE", "local=48", 1), 0);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0, &ok));
-    assert_non_null(strstr(nu_error_message(d), "NUVEC_KV_APPEND_ROPE"));
-    unsetenv("NUVEC_KV_APPEND_ROPE");
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache9.t, &src9.t, 0, &ok));
-    assert_non_null(strstr(nu_error_message(d), "odd"));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 14, &ok));
-    assert_non_null(strstr(nu_error_message(d), "overflow"));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &src.t, 0xffffffffu, &ok));
-    assert_non_null(strstr(nu_error_message(d), "overflow"));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &srch.t, 0, &ok));
-    assert_non_null(strstr(nu_error_message(d), "heads"));
-    nu_tensor kt;
-    NT_OK(nu_tensor_transpose(&cache.t, 0, 1, &kt));
-    int64_t s2[3] = {1, 16, 64};
-    nt_tensor src2 = nt_tensor_random(d, NU_DTYPE_F32, 3, s2, 0, -1, 1, &seed);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &kt, &src2.t, 0, &ok));
-    assert_non_null(strstr(nu_error_message(d), "contiguous"));
-    nu_tensor over = nu_tensor_make(cache.t.buffer, 0, NU_DTYPE_F16, 3, ss);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &over, 5, &ok));
-    assert_non_null(strstr(nu_error_message(d), "overlaps"));
-    nu_tensor k2 = nu_tensor_make(cache.t.buffer, 0, NU_DTYPE_F16, 2, k2d);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &k2, &src.t, 0, &ok));
-    assert_non_null(strstr(nu_error_message(d), "rank"));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, NULL, 0, &ok));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(NULL, &cache.t, &src.t, 0, &ok));
-    /* No tokens: nothing recorded, but the desc is still checked. */
-    int64_t s0[3] = {0, 2, 64};
-    nu_tensor empty = nu_tensor_make(src.t.buffer, 0, NU_DTYPE_F32, 3, s0);
-    NT_OK(nu_op_kv_append_rope(c, &cache.t, &empty, 16, &ok));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_kv_append_rope(c, &cache.t, &empty, 16, &bad[1].rd));
-    nu_commands_free(c);
-    nt_tensor_free(&cache);
-    nt_tensor_free(&src);
-    nt_tensor_free(&srch);
-    nt_tensor_free(&cache9);
-    nt_tensor_free(&src9);
-    nt_tensor_free(&src2);
-    nt_tensor_free(&pos);
-    nt_close(d);
-}
-
 /* ---- the fused merge of the decode splits ------------------------------------------------- */
 
 /* One graph per shape, recorded for the cache's 700 keys (chunk=64: 11 splits; or split=200 and
@@ -962,15 +610,20 @@ static void fused_merge_in_a_graph(void **state)
     uint64_t seed = 23;
     typedef struct {
         int64_t tokens, hq, hkv, D;
-        const char *env;
+        nu_attention_tune tune;
     } fm_case;
     const fm_case cases[] = {
-        {1, 8, 2, 128, "chunk=64"},           {1, 4, 4, 64, "chunk=64 subgroup=0"}, {3, 8, 1, 32, "chunk=64"},
-        {1, 16, 2, 16, "chunk=64 heads=4"},   {2, 4, 1, 8, "chunk=64 subgroup=0"},  {1, 32, 8, 128, "chunk=64 keys=3"},
+        {1, 8, 2, 128, {.chunk = 64}},
+        {1, 4, 4, 64, {.chunk = 64, .no_subgroup = true}},
+        {3, 8, 1, 32, {.chunk = 64}},
+        {1, 16, 2, 16, {.chunk = 64, .heads = 4}},
+        {2, 4, 1, 8, {.chunk = 64, .no_subgroup = true}},
+        {1, 32, 8, 128, {.chunk = 64, .keys = 3}},
         /* more splits than a workgroup's 128 invocations: the merge takes them 128 at a time */
-        {1, 8, 2, 64, "split=200"},           {2, 4, 4, 32, "split=130 subgroup=0"},
+        {1, 8, 2, 64, {.splits = 200}},
+        {2, 4, 4, 32, {.splits = 130, .no_subgroup = true}},
         /* one split: dst written directly (the unused bindings empty ranges), in a graph too */
-        {1, 8, 2, 64, "split=1"},
+        {1, 8, 2, 64, {.splits = 1}},
     };
     const uint32_t lengths[] = {1, 3, 12, 700, 2, 300, 11, 65};
     const int64_t P = 700;
@@ -986,18 +639,15 @@ static void fused_merge_in_a_graph(void **state)
         nu_graph *g[2];
         uint32_t p_len[2], p_q[2];
         for (int sep = 0; sep < 2; sep++) {
-            char env[64];
-            snprintf(env, sizeof env, "%s combine=%s", fc->env, sep ? "separate" : "fused");
-            assert_int_equal(setenv("NUVEC_ATTENTION", env, 1), 0);
             nu_commands *rec;
-            nu_attention_desc ad = {0, true, (uint32_t)P - 1, (uint32_t)P};
+            nu_attention_desc ad = {.causal = true, .q_position = (uint32_t)P - 1, .kv_length = (uint32_t)P, .tune = fc->tune};
+            ad.tune.combine = sep ? NU_ATTENTION_COMBINE_SEPARATE : NU_ATTENTION_COMBINE_FUSED;
             NT_OK(nu_graph_record(d, &rec));
             NT_OK(nu_op_attention(rec, &dst.t, &q.t, &k.t, &v.t, &ad));
             NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_Q_POSITION, &p_q[sep]));
             NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &p_len[sep]));
             NT_OK(nu_graph_new(rec, &g[sep]));
         }
-        unsetenv("NUVEC_ATTENTION");
         for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
             for (int sep = 0; sep < 2; sep++) {
                 uint32_t len = lengths[li], qp = len - 1;
@@ -1012,10 +662,10 @@ static void fused_merge_in_a_graph(void **state)
                 NT_OK(nu_graph_launch(g[sep]));
                 NT_OK(nu_graph_wait(g[sep], NU_WAIT_FOREVER));
                 nt_tensor_download(&dst);
-                char what[160];
-                snprintf(what, sizeof what, "case %zu (%s), launch %zu, kv_length %u, combine=%s", ci, fc->env, li, len,
-                         sep ? "separate" : "fused");
-                nu_attention_desc want = {0, true, qp, len};
+                char what[200], tn[120];
+                snprintf(what, sizeof what, "case %zu (%s), launch %zu, kv_length %u, combine=%s", ci,
+                         nt_attn_tune_name(&fc->tune, tn, sizeof tn), li, len, sep ? "separate" : "fused");
+                nu_attention_desc want = {.causal = true, .q_position = qp, .kv_length = len};
                 expect_attention(&dst, q.values, k.values, v.values, fc->tokens, fc->hq, fc->hkv, fc->D, &want, what);
                 if (!sep) {
                     memcpy(fused, dst.values, n * sizeof *fused);
@@ -1049,11 +699,15 @@ static void prefill_on_the_matrix_units(void **state)
     nu_device *d = nt_open_matrix_units("prefill_on_the_matrix_units");
     uint64_t seed = 9;
     const shape_case cases[] = {
-        {37, 8, 8, 128, 37, 37, 0, true, 0, NULL},     {130, 8, 2, 64, 200, 130, 0, true, 0, "tc_rows=64"},
-        {64, 16, 4, 128, 128, 128, 64, true, 0, NULL}, {100, 4, 1, 128, 90, 83, 0, false, 0.1f, "tc_rows=64"},
-        {200, 8, 8, 64, 260, 250, 50, true, 0, NULL},  {300, 8, 2, 128, 300, 300, 0, true, 0, NULL},
+        {37, 8, 8, 128, 37, 37, 0, true, 0, {0}},     {130, 8, 2, 64, 200, 130, 0, true, 0, {.tc_rows = 64}},
+        {64, 16, 4, 128, 128, 128, 64, true, 0, {0}}, {100, 4, 1, 128, 90, 83, 0, false, 0.1f, {.tc_rows = 64}},
+        {200, 8, 8, 64, 260, 250, 50, true, 0, {0}},  {300, 8, 2, 128, 300, 300, 0, true, 0, {0}},
+        /* the other head dims that are multiples of 16 (256: 64 rows a workgroup, 128 do not fit) */
+        {70, 8, 2, 80, 80, 75, 5, true, 0, {0}},      {90, 4, 2, 96, 100, 90, 0, true, 0, {0}},
+        {150, 8, 4, 256, 160, 150, 0, true, 0, {0}},  {40, 4, 4, 16, 40, 40, 0, false, 0, {0}},
+        {50, 8, 2, 32, 64, 60, 10, true, 0, {0}},
     };
-    v_tolerance = 1.0 / 1024.0;
+    nt_attn_v_tolerance = 1.0 / 1024.0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const shape_case *sc = &cases[i];
         int64_t qs[3] = {sc->tokens, sc->hq, sc->D}, ks[3] = {sc->positions, sc->hkv, sc->D};
@@ -1061,19 +715,18 @@ static void prefill_on_the_matrix_units(void **state)
         nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
         nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
         nt_tensor dst = nt_tensor_output(d, floats[i % 3], 3, qs, 0);
-        nu_attention_desc desc = {sc->scale, sc->causal, sc->q_position, sc->kv_length};
-        char what[160];
-        snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld, NUVEC_ATTENTION=\"%s\"",
-                 nu_dtype_name(dst.t.dtype), (long long)sc->tokens, sc->env ? sc->env : "");
-        if (sc->env)
-            assert_int_equal(setenv("NUVEC_ATTENTION", sc->env, 1), 0);
+        nu_attention_desc desc = {.scale = sc->scale, .causal = sc->causal, .q_position = sc->q_position,
+                                  .kv_length = sc->kv_length, .tune = sc->tune};
+        char what[200], tn[120];
+        snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld, head_dim %lld, tune %s",
+                 nu_dtype_name(dst.t.dtype), (long long)sc->tokens, (long long)sc->D,
+                 nt_attn_tune_name(&sc->tune, tn, sizeof tn));
         run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
         size_t count = (size_t)(sc->tokens * sc->hq * sc->D);
         float *tc = malloc(count * sizeof *tc);
         memcpy(tc, dst.values, count * sizeof *tc);
-        assert_int_equal(setenv("NUVEC_ATTENTION", "tc=0", 1), 0);
+        desc.tune.no_matrix_units = true;
         run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, "attn_prefill.comp beside it");
-        unsetenv("NUVEC_ATTENTION");
         size_t differ = 0;
         for (size_t e = 0; e < count; e++)
             differ += tc[e] != dst.values[e];
@@ -1086,7 +739,7 @@ static void prefill_on_the_matrix_units(void **state)
         nt_tensor_free(&v);
         nt_tensor_free(&dst);
     }
-    v_tolerance = 1.0 / 8192.0;
+    nt_attn_v_tolerance = 1.0 / 8192.0;
     NT_OK(nu_device_close(d));
 }
 
@@ -1097,12 +750,9 @@ int main(void)
         cmocka_unit_test(prefill_path),
         cmocka_unit_test(small_head_dims),
         cmocka_unit_test(strided_and_transposed_views),
-        cmocka_unit_test(kv_append_and_a_decode_step),
         cmocka_unit_test(partials_outlive_their_free),
         cmocka_unit_test(decode_inside_a_graph),
         cmocka_unit_test(decode_step_with_graph_params),
-        cmocka_unit_test(kv_append_rope_matches_rope_then_append),
-        cmocka_unit_test(kv_append_rope_refusals),
         cmocka_unit_test(fused_merge_in_a_graph),
         cmocka_unit_test(prefill_on_the_matrix_units),
         cmocka_unit_test(refuses_bad_tensors),

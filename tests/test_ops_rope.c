@@ -14,7 +14,7 @@
  * (rope_is_accurate_at_large_positions prints it): |got - want| / 2 at most 1.06e-3 at positions
  * to 32767 on lavapipe, against ANGLE_TOL(32767) = 7.8e-3; one F32 rounding of the angle alone
  * is up to 32767 * 2^-24 = 2e-3. */
-#include "ops_util.h"
+#include "attn_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,39 +36,11 @@ static nu_status record_rope(nu_commands *c, void *arg)
     return nu_op_rope(c, k->dst, k->src, &k->desc);
 }
 
-/* The reference, in float64: x row-major over [B, T, H, D]; pos[b * T + t] the positions
- * (offset included). Returns the largest |position|. */
-static double ref_rope(const float *x, double *want, int64_t B, int64_t T, int64_t H, int64_t D, const nu_rope_desc *desc,
-                       const int32_t *pos)
-{
-    int64_t rot = desc->rotary_dims ? desc->rotary_dims : D;
-    double theta = desc->theta ? desc->theta : 10000.0, pmax = 0;
-    for (int64_t bt = 0; bt < B * T; bt++) {
-        double p = pos[bt];
-        pmax = fmax(pmax, fabs(p));
-        for (int64_t h = 0; h < H; h++) {
-            const float *xr = x + (bt * H + h) * D;
-            double *yr = want + (bt * H + h) * D;
-            for (int64_t e = rot; e < D; e++)
-                yr[e] = xr[e];
-            for (int64_t i = 0; i < rot / 2; i++) {
-                double a = p * pow(theta, -2.0 * (double)i / (double)rot);
-                int64_t e0 = desc->layout == NU_ROPE_INTERLEAVED ? 2 * i : i;
-                int64_t e1 = desc->layout == NU_ROPE_INTERLEAVED ? 2 * i + 1 : i + rot / 2;
-                double x0 = xr[e0], x1 = xr[e1];
-                yr[e0] = x0 * cos(a) - x1 * sin(a);
-                yr[e1] = x0 * sin(a) + x1 * cos(a);
-            }
-        }
-    }
-    return pmax;
-}
-
 /* Runs the op on src's view `sv` (of s's buffer) into dst and checks it against the reference
  * (inputs in [-1, 1]); pos: the positions the op sees, per (batch, token), offset included.
  * Returns the largest |got - want| / 2 (the angle error it shows; 0 for a row copied). */
-static double check_rope(nu_device *d, nt_tensor *dst, nt_tensor *s, const nu_tensor *sv, const nu_rope_desc *desc,
-                         const int32_t *pos, const char *what)
+static double check_rope_ff(nu_device *d, nt_tensor *dst, nt_tensor *s, const nu_tensor *sv, const nu_rope_desc *desc,
+                            const int32_t *pos, const float *ff, const char *what)
 {
     rope_case k = {&dst->t, sv, *desc};
     int64_t sh[4] = {1, 1, 1, 1};
@@ -81,18 +53,25 @@ static double check_rope(nu_device *d, nt_tensor *dst, nt_tensor *s, const nu_te
     nt_tensor_values(s, sv, x); /* before the op: it may run in place */
     nt_run(d, record_rope, &k);
     nt_tensor_download(dst);
-    double pmax = ref_rope(x, w, sh[0], sh[1], sh[2], sh[3], desc, pos);
+    double amax = nt_rope_ref(x, w, sh[0] * sh[1], sh[2], sh[3], pos, desc, ff);
     double worst = 0;
     for (uint64_t i = 0; i < n; i++) {
         want[i] = nt_round_to(dst->t.dtype, (float)w[i]);
         if (dst->t.dtype == NU_DTYPE_F32)
             worst = fmax(worst, fabs(dst->values[i] - w[i]) / 2);
     }
-    nt_expect_close(what, dst->values, want, n, (float)(2 * angle_tol(pmax) + 1e-6), 2 * nt_dtype_tolerance(dst->t.dtype));
+    nt_expect_close(what, dst->values, want, n, (float)nt_rope_tol(amax, desc), 2 * nt_dtype_tolerance(dst->t.dtype));
     free(x);
     free(want);
     free(w);
     return worst;
+}
+
+/* check_rope_ff without frequency factors. */
+static double check_rope(nu_device *d, nt_tensor *dst, nt_tensor *s, const nu_tensor *sv, const nu_rope_desc *desc,
+                         const int32_t *pos, const char *what)
+{
+    return check_rope_ff(d, dst, s, sv, desc, pos, NULL, what);
 }
 
 /* Positions 0, 1, 2, ... plus offset, per (batch, token). */
@@ -324,26 +303,152 @@ static void rope_takes_strided_views(void **state)
     nt_close(d);
 }
 
-static void rope_tuning_knobs_keep_results(void **state)
+/* The tuning (desc.tune: threads a workgroup, heads a thread) keeps the results within the
+ * reference's bound; NUVEC_TUNE_ROPE, the developer override, read on a device opened after it is
+ * set: a good value runs, a bad one is refused naming the variable. */
+static void rope_tuning_keeps_results(void **state)
 {
     nu_device *d = nt_open();
     uint64_t seed = 7;
-    const char *tunings[3] = {"local=32,heads=8", "local=1,heads=3", "local=1024,heads=1"};
-    for (int i = 0; i < 3; i++) {
-        setenv("NUVEC_TUNE_ROPE", tunings[i], 1);
+    const nu_rope_tune tunings[3] = {{32, 8}, {1, 3}, {1024, 1}};
+    for (int i = 0; i < 3; i++)
         for (int layout = 0; layout < 2; layout++) {
             int64_t s[3] = {7, 5, 32};
             nt_tensor src = nt_tensor_random(d, NU_DTYPE_F32, 3, s, (uint64_t)layout, -1, 1, &seed);
             nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, s, 0);
-            nu_rope_desc desc = {.layout = (nu_rope_layout)layout};
+            nu_rope_desc desc = {.layout = (nu_rope_layout)layout, .tune = tunings[i]};
             int32_t *pos = iota_positions(1, 7, 0);
-            check_rope(d, &dst, &src, &src.t, &desc, pos, tunings[i]);
+            char what[64];
+            snprintf(what, sizeof what, "tune local=%u heads=%u", tunings[i].local, tunings[i].heads);
+            check_rope(d, &dst, &src, &src.t, &desc, pos, what);
             free(pos);
             nt_tensor_free(&src);
             nt_tensor_free(&dst);
         }
+    nt_close(d);
+    const char *env[2] = {"local=64 heads=4", "heads=9"};
+    for (int i = 0; i < 2; i++) {
+        setenv("NUVEC_TUNE_ROPE", env[i], 1);
+        d = nt_open();
+        int64_t s[3] = {3, 4, 16};
+        nt_tensor src = nt_tensor_random(d, NU_DTYPE_F32, 3, s, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, s, 0);
+        nu_rope_desc desc = {.layout = NU_ROPE_HALF};
+        if (i == 0) {
+            int32_t *pos = iota_positions(1, 3, 0);
+            check_rope(d, &dst, &src, &src.t, &desc, pos, "NUVEC_TUNE_ROPE=local=64 heads=4");
+            free(pos);
+        } else {
+            nu_commands *c;
+            NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+            NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_rope(c, &dst.t, &src.t, &desc));
+            assert_non_null(strstr(nu_error_message(d), "NUVEC_TUNE_ROPE"));
+            nu_commands_free(c);
+        }
+        nt_tensor_free(&src);
+        nt_tensor_free(&dst);
+        nt_close(d);
+        unsetenv("NUVEC_TUNE_ROPE");
     }
-    unsetenv("NUVEC_TUNE_ROPE");
+}
+
+/* Frequency scaling against the reference: linear factors (8, a power of two: exact; 1.5), per-pair
+ * frequency factors (Llama 3.1's rope_freqs shape: 1 for the high frequencies, up to 8 for the
+ * low, smooth between; LongRoPE's: between 1 and 2), LongRoPE's attention factor (1.19), alone and
+ * together, both layouts, the vector and the general path (rotary_dims below head_dim, an
+ * unaligned src), a strided factors view, positions to 131071 (a 128K context). */
+static void rope_scaling_matches_the_reference(void **state)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 9;
+    const int64_t D = 64;
+    float ffv[2 * 32]; /* every other element: the strided view */
+    for (int i = 0; i < 32; i++) {
+        double f = i < 8 ? 1.0 : i > 24 ? 8.0 : 1.0 + 7.0 * (i - 8) / 16.0;
+        ffv[2 * i] = (float)f;
+        ffv[2 * i + 1] = NAN; /* never read */
+    }
+    int32_t p[6] = {0, 1, 4095, 8191, 100000, 131071};
+    nt_tensor pos = nt_tensor_i32(d, p, 6, 0, 1);
+    struct {
+        float linear, attn;
+        int ff;           /* 0 none, 1 Llama 3 shaped (all pairs), 2 LongRoPE-like, 16 pairs (rotary 32) */
+        uint32_t rotary;
+        uint64_t pad;
+    } cases[] = {
+        {8, 0, 0, 0, 0},    {1.5f, 0, 0, 0, 1},  {0, 0, 1, 0, 0},     {0, 1.19f, 0, 0, 0},
+        {4, 1.19f, 1, 0, 1}, {0, 1.19f, 2, 32, 0}, {2, 0.5f, 2, 32, 1},
+    };
+    float lr[16];
+    for (int i = 0; i < 16; i++)
+        lr[i] = (float)(1.0 + i / 15.0);
+    nt_tensor ffl = nt_tensor_random(d, NU_DTYPE_F32, 1, (int64_t[1]){16}, 0, 1, 2, &seed);
+    NT_OK(nu_buffer_write(ffl.t.buffer, ffl.t.offset, lr, sizeof lr));
+    memcpy(ffl.values, lr, sizeof lr);
+    int64_t fs[1] = {64};
+    nt_tensor ffs = nt_tensor_random(d, NU_DTYPE_F32, 1, fs, 0, 1, 2, &seed);
+    NT_OK(nu_buffer_write(ffs.t.buffer, ffs.t.offset, ffv, sizeof ffv));
+    nu_tensor ff32 = ffs.t;
+    ff32.shape[0] = 32;
+    ff32.strides[0] = 2;
+    float ffd[32];
+    for (int i = 0; i < 32; i++)
+        ffd[i] = ffv[2 * i];
+    for (int layout = 0; layout < 2; layout++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            int64_t sh[3] = {6, 3, D};
+            nu_dtype ds = floats[(ci + (size_t)layout) % 3], dd = floats[ci % 3];
+            nt_tensor src = nt_tensor_random(d, ds, 3, sh, cases[ci].pad, -1, 1, &seed);
+            nt_tensor dst = nt_tensor_output(d, dd, 3, sh, 0);
+            nu_rope_desc desc = {.layout = (nu_rope_layout)layout, .rotary_dims = cases[ci].rotary, .positions = &pos.t,
+                                 .linear_factor = cases[ci].linear, .attn_factor = cases[ci].attn,
+                                 .freq_factors = cases[ci].ff == 1 ? &ff32 : cases[ci].ff == 2 ? &ffl.t : NULL};
+            char what[160];
+            snprintf(what, sizeof what, "%s, linear %g, attn %g, factors %d, rotary %u, %s -> %s",
+                     layout ? "half" : "interleaved", (double)cases[ci].linear, (double)cases[ci].attn, cases[ci].ff,
+                     cases[ci].rotary, nu_dtype_name(ds), nu_dtype_name(dd));
+            check_rope_ff(d, &dst, &src, &src.t, &desc, p, cases[ci].ff == 1 ? ffd : cases[ci].ff == 2 ? lr : NULL, what);
+            nt_tensor_free(&src);
+            nt_tensor_free(&dst);
+        }
+    nt_tensor_free(&pos);
+    nt_tensor_free(&ffl);
+    nt_tensor_free(&ffs);
+    nt_close(d);
+}
+
+/* Scaling that changes nothing (linear_factor 1, attn_factor 1, factors all 1) gives the unscaled
+ * op's bits, on both paths. */
+static void rope_neutral_scaling_is_bit_exact(void **state)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 10;
+    float ones[32];
+    for (int i = 0; i < 32; i++)
+        ones[i] = 1.0f;
+    nt_tensor ff = nt_tensor_random(d, NU_DTYPE_F32, 1, (int64_t[1]){32}, 0, 1, 2, &seed);
+    NT_OK(nu_buffer_write(ff.t.buffer, ff.t.offset, ones, sizeof ones));
+    for (int layout = 0; layout < 2; layout++)
+        for (int pad = 0; pad < 2; pad++) {
+            int64_t sh[3] = {5, 2, 64};
+            nt_tensor src = nt_tensor_random(d, NU_DTYPE_F32, 3, sh, (uint64_t)pad, -1, 1, &seed);
+            nt_tensor a = nt_tensor_output(d, NU_DTYPE_F32, 3, sh, 0), b = nt_tensor_output(d, NU_DTYPE_F32, 3, sh, 0);
+            nu_rope_desc plain = {.layout = (nu_rope_layout)layout, .position_offset = 3000};
+            nu_rope_desc neutral = plain;
+            neutral.linear_factor = 1;
+            neutral.attn_factor = 1;
+            neutral.freq_factors = &ff.t;
+            rope_case ra = {&a.t, &src.t, plain}, rb = {&b.t, &src.t, neutral};
+            nt_run(d, record_rope, &ra);
+            nt_run(d, record_rope, &rb);
+            nt_tensor_download(&a);
+            nt_tensor_download(&b);
+            assert_memory_equal(a.bytes, b.bytes, a.size);
+            nt_tensor_free(&src);
+            nt_tensor_free(&a);
+            nt_tensor_free(&b);
+        }
+    nt_tensor_free(&ff);
     nt_close(d);
 }
 
@@ -416,6 +521,40 @@ static void rope_refuses_bad_arguments(void **state)
     nu_rope_desc pd = {.positions = &p1};
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_rope(c, &over, &xs, &pd));
     assert_non_null(strstr(nu_error_message(NULL), "overlaps positions"));
+    /* Scaling and tuning out of range, each named. */
+    int64_t four[1] = {4}, three[1] = {3};
+    nt_tensor ff4 = nt_tensor_random(d, NU_DTYPE_F32, 1, four, 0, 1, 2, &seed);
+    nt_tensor ff3 = nt_tensor_random(d, NU_DTYPE_F32, 1, three, 0, 1, 2, &seed);
+    nt_tensor ffh = nt_tensor_random(d, NU_DTYPE_F16, 1, four, 0, 1, 2, &seed);
+    nu_rope_desc ffok = {.freq_factors = &ff4.t};
+    NT_OK(nu_op_rope(c, &y.t, &x.t, &ffok)); /* head_dim 8: 4 pairs */
+    struct {
+        nu_rope_desc rd;
+        const char *msg;
+    } bad[] = {
+        {{.linear_factor = -2}, "linear_factor"},   {{.linear_factor = INFINITY}, "linear_factor"},
+        {{.linear_factor = NAN}, "linear_factor"},  {{.attn_factor = -1}, "attn_factor"},
+        {{.attn_factor = NAN}, "attn_factor"},      {{.freq_factors = &ff3.t}, "freq_factors"},
+        {{.freq_factors = &ffh.t}, "freq_factors"}, {{.rotary_dims = 6, .freq_factors = &ff4.t}, "freq_factors"},
+        {{.tune = {.local = 1025}}, "tune.local"},  {{.tune = {.heads = 9}}, "tune.heads"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_rope(c, &y.t, &x.t, &bad[i].rd));
+        if (!strstr(nu_error_message(d), bad[i].msg))
+            fail_msg("refusal %zu: the message '%s' does not name %s", i, nu_error_message(d), bad[i].msg);
+    }
+    /* dst over the factors. */
+    int64_t sixteen[1] = {16};
+    nt_tensor ff16 = nt_tensor_random(d, NU_DTYPE_F32, 1, sixteen, 0, 1, 2, &seed);
+    nu_tensor ffv, over_ff = nu_tensor_make(ff16.t.buffer, 0, NU_DTYPE_F32, 3, (int64_t[3]){1, 1, 8}), xs8;
+    NT_OK(nu_tensor_slice(&ff16.t, 0, 8, 4, &ffv));
+    NT_OK(nu_tensor_slice(&x.t, 0, 0, 1, &xs8));
+    NT_OK(nu_tensor_slice(&xs8, 1, 0, 1, &xs8));
+    nu_rope_desc ffover = {.freq_factors = &ffv};
+    NT_OK(nu_op_rope(c, &y.t, &x.t, &ffover));
+    over_ff.offset = 8 * 4;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_rope(c, &over_ff, &xs8, &ffover));
+    assert_non_null(strstr(nu_error_message(NULL), "overlaps freq_factors"));
     NT_OK(nu_commands_commit(c));
     NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
     nu_commands_free(c);
@@ -430,6 +569,10 @@ static void rope_refuses_bad_arguments(void **state)
     nt_tensor_free(&pos3);
     nt_tensor_free(&pos2);
     nt_tensor_free(&posf);
+    nt_tensor_free(&ff4);
+    nt_tensor_free(&ff3);
+    nt_tensor_free(&ffh);
+    nt_tensor_free(&ff16);
     nt_close(d);
 }
 
@@ -442,7 +585,9 @@ int main(void)
         cmocka_unit_test(rope_is_accurate_at_large_positions),
         cmocka_unit_test(rope_runs_in_place),
         cmocka_unit_test(rope_takes_strided_views),
-        cmocka_unit_test(rope_tuning_knobs_keep_results),
+        cmocka_unit_test(rope_tuning_keeps_results),
+        cmocka_unit_test(rope_scaling_matches_the_reference),
+        cmocka_unit_test(rope_neutral_scaling_is_bit_exact),
         cmocka_unit_test(rope_refuses_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,8 +7,9 @@
  * of the magnitude of exp's argument a (Vulkan allows exp 3 + 2|a| ulps, and a's own rounding
  * error scales with |a|: a = x, -x, -2 sqrt(2/pi) (x + 0.044715 x^3)), plus 1e-30 absolute for
  * results that underflow; GELU 1e-6 absolute plus that relative error with a = x^2 / 2 (erf's
- * approximation: 1.5e-7; erf itself is checked to 1e-6 absolute); SwiGLU as SILU's, relative to
- * |silu(gate) * up|. */
+ * approximation: 1.5e-7; erf itself is checked to 1e-6 absolute); SOFTCAP 2e-6 relative (tanh's
+ * polynomial a few ulps, its exp form a few ulps of 1 against a result >= 0.24, the division of x
+ * by the cap 2.5 ulps); SwiGLU as SILU's, relative to |silu(gate) * up|. */
 #include "ops_util.h"
 
 #include <math.h>
@@ -17,7 +18,7 @@
 #include <string.h>
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
-static const char *const op_names[NU_UNARY_OP_COUNT] = {"scale", "exp", "silu", "gelu", "gelu_tanh"};
+static const char *const op_names[NU_UNARY_OP_COUNT] = {"scale", "exp", "silu", "gelu", "gelu_tanh", "softcap"};
 
 static double ref_unary(nu_unary_op op, double x, double alpha)
 {
@@ -28,6 +29,7 @@ static double ref_unary(nu_unary_op op, double x, double alpha)
     /* x (1 + erf(x / sqrt 2)) / 2 and x (1 + tanh u) / 2, written without cancellation in
      * double below 0 (1 + erf(z) = erfc(-z), 1 + tanh u = 2 / (1 + e^-2u)). */
     case NU_UNARY_GELU: return 0.5 * x * erfc(-x / sqrt(2.0));
+    case NU_UNARY_SOFTCAP: return alpha * tanh(x / alpha);
     default: return x / (1 + exp(-2 * sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     }
 }
@@ -45,6 +47,8 @@ static void tolerance(nu_unary_op op, nu_dtype dst, double x, float *abs, float 
     }
     *abs = op == NU_UNARY_SCALE ? 0 : (op == NU_UNARY_GELU ? 1e-6f : 1e-30f);
     *rel = op == NU_UNARY_SCALE ? 1.2e-7f : (float)(4e-6 + 1.5e-6 * (a < 200 ? a : 200)); /* past 104, exp is 0 or inf */
+    if (op == NU_UNARY_SOFTCAP)
+        *rel = 2e-6f;
     if (dst != NU_DTYPE_F32)
         *rel += 2 * nt_dtype_tolerance(dst);
 }
@@ -101,7 +105,7 @@ static void unary_ops_match_the_reference_for_every_dtype(void **state)
     nu_device *d = nt_open();
     uint64_t seed = 21;
     const int64_t shapes[][4] = {{1, 1, 1, 1}, {1, 1, 1, 7}, {1, 1, 3, 33}, {1, 2, 5, 64}, {2, 3, 4, 129}};
-    const float lo[NU_UNARY_OP_COUNT] = {-100, -20, -30, -8, -8}, hi[NU_UNARY_OP_COUNT] = {100, 20, 30, 8, 8};
+    const float lo[NU_UNARY_OP_COUNT] = {-100, -20, -30, -8, -8, -90}, hi[NU_UNARY_OP_COUNT] = {100, 20, 30, 8, 8, 90};
     for (int op = 0; op < NU_UNARY_OP_COUNT; op++)
         for (int dt = 0; dt < 3; dt++)
             for (int ds = 0; ds < 3; ds++) {
@@ -114,7 +118,8 @@ static void unary_ops_match_the_reference_for_every_dtype(void **state)
                 char what[128];
                 snprintf(what, sizeof what, "%s %s <- %s, %llu elements, pad %llu", op_names[op], nu_dtype_name(floats[dt]),
                          nu_dtype_name(floats[ds]), (unsigned long long)dst.numel, (unsigned long long)pad);
-                check_unary(d, (nu_unary_op)op, op ? 1.0f : (dt ? 0.5f : -3.25f), &dst, &src, &src.t, what);
+                float alpha = op == NU_UNARY_SOFTCAP ? (ds ? 30.0f : 1.0f) : op ? 1.0f : (dt ? 0.5f : -3.25f);
+                check_unary(d, (nu_unary_op)op, alpha, &dst, &src, &src.t, what);
                 nt_tensor_free(&src);
                 nt_tensor_free(&dst);
             }
@@ -152,6 +157,36 @@ static void gelu_erf_is_accurate_to_1e_6(void **state)
     nt_close(d);
 }
 
+/* SOFTCAP's tanh over [-12, 12] in steps of 1/1000 (both of its branches, and the switch at 1/4):
+ * within 2e-6 relative of tanh in double; the largest error printed. */
+static void softcap_tanh_is_accurate(void **state)
+{
+    nu_device *d = nt_open();
+    int64_t n[1] = {24001};
+    nt_tensor src = nt_tensor_output(d, NU_DTYPE_F32, 1, n, 0);
+    for (int64_t i = 0; i < n[0]; i++) {
+        src.values[i] = -12.0f + 24.0f * (float)i / (float)(n[0] - 1);
+        memcpy(src.bytes + i * 4, &src.values[i], 4);
+    }
+    NT_OK(nu_buffer_write(src.t.buffer, 0, src.bytes, src.size));
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 1, n, 0);
+    unary_case k = {NU_UNARY_SOFTCAP, &dst.t, &src.t, NULL, 1.0f, false};
+    nt_run(d, record_unary, &k);
+    nt_tensor_download(&dst);
+    double worst = 0;
+    for (int64_t i = 0; i < n[0]; i++) {
+        double x = src.values[i], want = tanh(x), err = want ? fabs(dst.values[i] - want) / fabs(want) : fabs(dst.values[i]);
+        if (!(err <= 2e-6))
+            fail_msg("softcap 1 (tanh) of %.9g is %.9g, expected %.9g (relative error %.3g)", x, (double)dst.values[i], want,
+                     err);
+        worst = err > worst ? err : worst;
+    }
+    print_message("tanh's largest relative error through SOFTCAP: %.3g\n", worst);
+    nt_tensor_free(&src);
+    nt_tensor_free(&dst);
+    nt_close(d);
+}
+
 static void unary_ops_handle_special_values(void **state)
 {
     nu_device *d = nt_open();
@@ -174,6 +209,10 @@ static void unary_ops_handle_special_values(void **state)
             assert_true(dst.values[2] == INFINITY);
             assert_true(dst.values[12] == 1e30f && dst.values[14] == 3e38f);
             assert_true(dst.values[13] == 0.0f && dst.values[15] == 0.0f);
+        }
+        if (op == NU_UNARY_SOFTCAP) { /* the cap (2) at +-inf and far out; tanh odd, -0 kept */
+            assert_true(dst.values[2] == 2.0f && dst.values[14] == 2.0f && dst.values[15] == -2.0f);
+            assert_true(dst.values[1] == 0.0f && signbit(dst.values[1]));
         }
         assert_true(isnan(dst.values[3]));
         nt_tensor_free(&dst);
@@ -299,6 +338,12 @@ static void unary_ops_refuse_bad_tensors(void **state)
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_unary(c, NU_UNARY_OP_COUNT, &a.t, &a.t, 1));
     assert_non_null(strstr(nu_error_message(NULL), "unknown op"));
+    const float bad_caps[4] = {0.0f, -1.0f, NAN, INFINITY};
+    for (int k = 0; k < 4; k++) {
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_unary(c, NU_UNARY_SOFTCAP, &a.t, &a.t, bad_caps[k]));
+        assert_non_null(strstr(nu_error_message(NULL), "SOFTCAP"));
+        assert_non_null(strstr(nu_error_message(NULL), "alpha"));
+    }
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_unary(c, NU_UNARY_EXP, &a.t, &b.t, 1)); /* 4 vs 5 */
     assert_non_null(strstr(nu_error_message(NULL), "src is 5"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_scale(c, &a.t, &r.t, 1)); /* [1, 4] vs [4]: no broadcasting */
@@ -349,6 +394,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unary_ops_match_the_reference_for_every_dtype),
         cmocka_unit_test(gelu_erf_is_accurate_to_1e_6),
+        cmocka_unit_test(softcap_tanh_is_accurate),
         cmocka_unit_test(unary_ops_handle_special_values),
         cmocka_unit_test(unary_ops_take_strided_views_and_run_in_place),
         cmocka_unit_test(swiglu_matches_the_reference),

@@ -70,13 +70,16 @@ typedef enum nu_unary_op {
     NU_UNARY_SILU,      /* x / (1 + e^-x) */
     NU_UNARY_GELU,      /* x * (1 + erf(x / sqrt 2)) / 2 (PyTorch's default) */
     NU_UNARY_GELU_TANH, /* x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) / 2 */
+    NU_UNARY_SOFTCAP,   /* alpha * tanh(x / alpha): Gemma 2's final logit softcap (alpha 30); alpha 1
+                         * is tanh. alpha positive and finite */
     NU_UNARY_OP_COUNT
 } nu_unary_op;
 
-/* dst = op(src), floats, same shape (alpha is used by NU_UNARY_SCALE only). In F32: EXP, SILU and
- * GELU_TANH to the device's exp (Vulkan allows 3 + 2|x| ulps), GELU's erf by a rational
- * approximation (within about 5e-7); large arguments give the limits (SILU(-100) is -0, not
- * NaN). dst may be src's view (in place). */
+/* dst = op(src), floats, same shape (alpha is used by NU_UNARY_SCALE and NU_UNARY_SOFTCAP only).
+ * In F32: EXP, SILU and GELU_TANH to the device's exp (Vulkan allows 3 + 2|x| ulps), GELU's erf by
+ * a rational approximation (within about 5e-7), SOFTCAP's tanh by a polynomial below |x| 1/4 and
+ * from the device's exp above (within about 1e-6 relative); large arguments give the limits
+ * (SILU(-100) is -0, not NaN; SOFTCAP(+-inf) is +-alpha). dst may be src's view (in place). */
 nu_status nu_op_unary(nu_commands *c, nu_unary_op op, const nu_tensor *dst, const nu_tensor *src, float alpha);
 nu_status nu_op_scale(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, float alpha);
 /* SwiGLU's gate: dst = silu(gate) * up, floats, all three of one shape (gate and up may be any
@@ -127,8 +130,18 @@ nu_status nu_op_add_rms_norm(nu_commands *c, const nu_tensor *sum, const nu_tens
 
 typedef enum nu_rope_layout {
     NU_ROPE_INTERLEAVED, /* pairs (x[2i], x[2i+1]): GGUF, llama.cpp, Meta's Llama */
-    NU_ROPE_HALF,        /* pairs (x[i], x[i + rotary_dims/2]): Hugging Face's rotate_half */
+    NU_ROPE_HALF,        /* pairs (x[i], x[i + rotary_dims/2]): Hugging Face's rotate_half, llama.cpp's
+                          * NEOX (Qwen2/3, Gemma, Phi-3, Mistral's HF files) */
 } nu_rope_layout;
+
+/* The rotating kernels' tuning (nu_op_rope, and the cache writes with RoPE: nu_op_kv_write,
+ * nu_op_kv_append_rope). Zero fields take the defaults; out of range is refused, naming the
+ * field. The environment may override them for sweeps (docs/knobs.md). */
+typedef struct nu_rope_tune {
+    uint32_t local; /* threads a workgroup: nu_op_rope 1..1024 (0: 256); the cache writes a power of two
+                     * 32..1024 (0: 64, fewer where the device allows fewer) */
+    uint32_t heads; /* nu_op_rope: heads a thread shares its sines and cosines with, 1..8 (0: 2) */
+} nu_rope_tune;
 
 typedef struct nu_rope_desc {
     nu_rope_layout layout;
@@ -138,19 +151,36 @@ typedef struct nu_rope_desc {
     int32_t position_offset;/* added to every position */
     /* Positions: an I32 tensor (any view) with one entry per token: [tokens] (for a 4-D src,
      * shared by every batch), [batch, tokens] or [batch * tokens]; or NULL for 0, 1, 2, ... in
-     * each batch. The offset is added to either. */
+     * each batch. The offset is added to either. A batch of sequences passes its rows' positions
+     * here and the same tensor to nu_op_kv_write and nu_attention_desc.positions. */
     const nu_tensor *positions;
+    /* Frequency scaling (zero: none), as llama.cpp's rope with freq_scale and freq_factors:
+     * linear_factor: positions divided by it (Hugging Face rope_scaling "linear", GGUF
+     *   rope.scaling.type linear with rope.scaling.factor); 0 or 1: none, else positive, finite.
+     * freq_factors: F32 [rotary_dims / 2], any view: pair i's frequency divided by
+     *   freq_factors[i] (Llama 3.x's rope_freqs.weight, Phi-3's LongRoPE long or short factors).
+     *   NULL: none. Factors must be positive and finite (not checked: they are buffer contents).
+     * attn_factor: cos and sin multiplied by it (LongRoPE's and YaRN's magnitude scaling, GGUF
+     *   rope.scaling.attn_factor: Phi-3 128K's sqrt(1 + ln(s) / ln(original context))); 0: 1. */
+    float linear_factor;
+    const nu_tensor *freq_factors;
+    float attn_factor;
+    nu_rope_tune tune;
 } nu_rope_desc;
 
 /* dst = src rotated: src is [tokens, heads, head_dim] or [batch, tokens, heads, head_dim], floats,
  * any view (a slice of a fused qkv projection's output, say); dst contiguous of src's shape, or
  * src itself (in place, the same view). head_dim is even. Pair i of a head at position p turns
- * by p * theta^(-2i / rotary_dims): (y0, y1) = (x0 cos a - x1 sin a, x0 sin a + x1 cos a). The
- * angle is computed in F32 (the inverse frequency by exp2 of -2i log2(theta) / rotary_dims), as
- * Hugging Face and llama.cpp do, so it is off from the exact angle by a few F32 roundings of
- * the angle: each output is within (|x0| + |x1|) (|p| + 1) 2^-22 of the float64 value, plus
- * dst's rounding (the test's bound; measured on lavapipe with inputs in [-1, 1] and positions
- * to 32767: at most 2.1e-3, against a bound of 1.6e-2). desc is required (NULL is refused). */
+ * by a = (p / linear_factor) * theta^(-2i / rotary_dims) / freq_factors[i]:
+ * (y0, y1) = attn_factor (x0 cos a - x1 sin a, x0 sin a + x1 cos a). The angle is computed in F32
+ * (the inverse frequency by exp2 of -2i log2(theta) / rotary_dims, divided by the pair's factor;
+ * the position times 1 / linear_factor, rounded once on the host), as Hugging Face and llama.cpp
+ * do, so it is off from the exact angle by a few F32 roundings of the angle: each output is
+ * within attn_factor (|x0| + |x1|) (|a_max| + 1) 2^-22 of the float64 value, a_max the largest
+ * angle (|p| / linear_factor / the smallest factor), plus dst's rounding (the test's bound;
+ * measured on lavapipe with inputs in [-1, 1] and positions to 32767: at most 2.1e-3, against a
+ * bound of 1.6e-2). Without scaling the results are those of the unscaled kernel, bit for bit.
+ * desc is required (NULL is refused). */
 nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_rope_desc *desc);
 
 /* ---- embeddings -------------------------------------------------------------------------- */
@@ -232,64 +262,147 @@ nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tens
 nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
                        const nu_tensor *bias);
 
-/* ---- attention --------------------------------------------------------------------------- */
+/* ---- attention and the KV cache ---------------------------------------------------------- */
 
-/* The KV cache: per layer one K tensor and one V tensor, each [max_positions, kv_heads, head_dim]
- * (F32, F16 or BF16; contiguous for nu_op_kv_append, any view for nu_op_attention), position p's
- * keys at row p, written by nu_op_kv_append before the attention that reads them. */
+/* The KV cache: per layer one K tensor and one V tensor, each [slots, positions, kv_heads,
+ * head_dim] (F32, F16 or BF16), slot s holding one sequence, its position p's keys at [s, p]; a
+ * rank-3 tensor [positions, kv_heads, head_dim] is one slot. The ops come in two forms:
+ * - The per-row (batched) form, for a batch of sequences as the unit of work: each row of a step
+ *   is {token, sequence slot, position}, and the slots and positions are I32 tensors (buffer
+ *   contents): nu_op_kv_write writes the rows' keys and values (RoPE on the way in), nu_op_rope
+ *   with desc.positions turns q, nu_op_attention with desc.positions and desc.slots attends.
+ *   One recorded graph then serves any mix of sequences, positions and lengths (continuous
+ *   batching: decode rows of B sequences, a prefill chunk of one, or both), and a step changes
+ *   buffer contents only (no per-layer parameters).
+ * - The scalar form, one sequence in slot 0: nu_op_kv_append(_rope) at a position,
+ *   nu_attention_desc.q_position and kv_length, push constants a graph may declare parameters
+ *   (nu_op_graph_param). Kept for single-sequence callers; it reads no I32 tensors, but each
+ *   step sets the parameters of every layer.
+ * A row whose position is negative or at least the cache's positions, or whose slot is negative
+ * or at least the cache's slots, is out of range: it writes nothing, reads nothing outside the
+ * ops' bindings, and its attention output is zeros. */
+
+typedef enum nu_attention_path {
+    NU_ATTENTION_PATH_AUTO,    /* decode up to NU_ATTENTION_DECODE_ROWS rows, prefill past them */
+    NU_ATTENTION_PATH_DECODE,  /* each row on its own, its keys split over workgroups: the path for
+                                * a batch of decode rows of different sequences, any row count */
+    NU_ATTENTION_PATH_PREFILL, /* tiles of rows sharing each block of keys: rows of one sequence */
+} nu_attention_path;
+
+typedef enum nu_attention_combine {
+    NU_ATTENTION_COMBINE_AUTO,     /* SEPARATE */
+    NU_ATTENTION_COMBINE_SEPARATE, /* a second dispatch merges the decode splits (attn_combine.comp) */
+    NU_ATTENTION_COMBINE_FUSED,    /* the last split of each row and head merges them (one dispatch,
+                                    * one dependency level fewer; slower on the H200 except at 32768
+                                    * keys with 32 KV heads: bench/RESULTS.md) */
+} nu_attention_combine;
+
+/* nu_op_attention's kernel choices (policy, not semantics: every setting gives the same result
+ * within the op's accuracy). Zero fields take the defaults; out of range is refused, naming the
+ * field. The environment may override them for sweeps (docs/knobs.md). */
+typedef struct nu_attention_tune {
+    nu_attention_path path;
+    uint32_t splits;      /* decode: key splits, 1..65535 (0: max_length / chunk, rounded up) */
+    uint32_t chunk;       /* decode: keys a split (0: 32 up to 1024 keys, 128 up to 8192, 256 past) */
+    uint32_t br, bc;      /* prefill tile: query rows (a power of two, 4..64) and keys (1..128; 0: br)
+                           * (0: 16 x 16 for head_dim >= 128, 32 x 32 below; keys then rows halved
+                           * to fit the device's shared memory). Setting them turns off the
+                           * matrix units' kernel */
+    bool no_subgroup;     /* decode: attn_decode.comp where the subgroup kernel would run */
+    uint32_t keys;        /* subgroup decode: keys a subgroup has in flight, 1..16 (0: 4) */
+    uint32_t heads;       /* subgroup decode: query heads a workgroup, 1..8 (0: 2; fewer where they
+                           * do not divide q_heads / kv_heads or do not fit shared memory) */
+    bool no_matrix_units; /* prefill: attn_prefill.comp where attn_prefill_coopmat.comp would run */
+    uint32_t tc_rows;     /* matrix-unit prefill: query rows a workgroup, 64 or 128 (0: 128, or 64
+                           * where 128 does not fit shared memory) */
+    nu_attention_combine combine;
+    uint32_t fused_max;   /* COMBINE_FUSED: the most splits the last split merges, 2..65535 (0:
+                           * 65535); more go to attn_combine.comp */
+} nu_attention_tune;
+
 typedef struct nu_attention_desc {
     float scale;          /* multiplies q . k (0: 1 / sqrt(head_dim)); finite */
-    bool causal;          /* q row i sees keys 0 .. q_position + i only */
-    uint32_t q_position;  /* sequence position of q's first row (causal masks only) */
-    uint32_t kv_length;   /* cache positions valid: keys 0 .. kv_length - 1 (1 .. max_positions) */
+    /* The scalar form (positions NULL): row t is at position q_position + t of slot 0. */
+    bool causal;          /* row t sees keys 0 .. q_position + t only */
+    uint32_t q_position;  /* sequence position of q's first row (causal masks and windows) */
+    uint32_t kv_length;   /* cache positions valid: keys 0 .. kv_length - 1 (1 .. positions) */
+    /* The per-row form: row t at position positions[t] of slot slots[t] sees keys 0 ..
+     * positions[t] of that slot (causal), so rows of one sequence in one step see each other as
+     * their positions allow. q_position and kv_length must be 0 (causal is implied). */
+    const nu_tensor *positions; /* I32 [tokens], any view */
+    const nu_tensor *slots;     /* I32 [tokens], any view; NULL: slot 0 */
+    /* The most keys any row will see in the launches of what is recorded (the decode path's split
+     * count is chosen from it; a row with more keys is still right, its splits longer). 0: the
+     * scalar form's kv_length, the per-row form's cache positions; either capped by window. */
+    uint32_t max_length;
+    /* Both forms: */
+    uint32_t window;      /* sliding window: the row at position p sees keys j > p - window only
+                           * (0: none; Gemma 2's 4096, Mistral's). The scalar form needs causal */
+    float softcap;        /* logit softcap: s = softcap * tanh(s / softcap) on each scaled score
+                           * before the softmax (0: none; else positive, finite; Gemma 2's 50) */
+    nu_attention_tune tune;
 } nu_attention_desc;
 
 /* Scaled dot-product attention with grouped-query heads: dst[t, h, :] = sum_j p_j v[j, h / g, :]
- * with p = softmax_j(scale * q[t, h, :] . k[j, h / g, :]) over the keys j row t sees (all j <
- * kv_length; causal: also j <= q_position + t), g = q_heads / kv_heads. q [tokens, q_heads,
+ * with p = softmax_j(s_j), s_j = scale * q[t, h, :] . k[j, h / g, :] (softcapped if asked), over
+ * the keys j row t sees (the desc's forms above), g = q_heads / kv_heads. q [tokens, q_heads,
  * head_dim] float, any view (a slice of a fused projection); k and v [positions, kv_heads,
- * head_dim] float, any views (the KV cache); dst [tokens, q_heads, head_dim] float, contiguous;
- * q_heads a multiple of kv_heads; head_dim 8, 16, 32, 64 or 128. F32 arithmetic, the softmax online (the
- * running maximum subtracted: no overflow). Up to NU_ATTENTION_DECODE_ROWS tokens take the decode
- * kernel (keys split over workgroups, then combined: kernels/attention/attn_decode.comp), more the
- * prefill kernel (flash-attention style tiles: kernels/attention/attn_prefill.comp).
- * q_position and kv_length are push constants; the decode split count is chosen from kv_length
- * when recording (each split loops over its share of whatever kv_length a launch has). Where the
- * keys are split, a second dispatch merges the splits' partial results
- * (kernels/attention/attn_combine.comp), or with combine=fused the last split of each query row
- * and head to finish merges them in the same dispatch (one dependency level fewer, but slower on
- * the H200 except at 32768 keys with 32 KV heads: bench/RESULTS.md); the op makes temporary
- * device buffers for the partials (and the fused merge's counters) and frees them right after
- * recording (nuvec keeps them alive for the recorded work). Devices with subgroup
- * arithmetic take a decode kernel that reads each key row with a subgroup
- * (kernels/attention/attn_decode_sg.comp); devices with cooperative matrices take a prefill
- * kernel on them for F16 q, k, v with 16-byte aligned rows (attn_prefill_coopmat.comp; its p and
- * scaled q are rounded to F16). NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC
- * subgroup=0|1 keys=K heads=H tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N" overrides
- * the choices (sweeps, tests: splits, keys a split, the prefill tile's rows and keys, the subgroup
- * decode kernel, its keys in flight and query heads a workgroup, the matrix-unit prefill and its
- * rows a workgroup, and the splits merged by the last split instead of a second dispatch, up to
- * N splits). desc is
- * required. In a graph, q_position and kv_length may be launch parameters (nu_op_graph_param);
- * record with the largest kv_length the launches will have (the split count is chosen from it). */
+ * head_dim] or [slots, positions, kv_heads, head_dim] float, any views of one shape (the KV
+ * cache); dst [tokens, q_heads, head_dim] float, contiguous; q_heads a multiple of kv_heads;
+ * head_dim a multiple of 8 from 8 to 256 (64, 80, 96, 128 and 256 for the architectures; 8 and
+ * 16 for tiny test models). A row that sees no key (out of range, or kv_length / window leaving
+ * none) gives zeros. F32 arithmetic, the softmax online (the running maximum subtracted: no
+ * overflow); within 2^-13 of max |v| of the float64 result plus dst's rounding (the tests').
+ * The decode path (kernels/attention/attn_decode.comp; on devices with subgroup arithmetic
+ * attn_decode_sg.comp, which reads each key row with a subgroup) splits each row's keys over
+ * workgroups and merges the splits (attn_combine.comp, or the last split: tune.combine); the
+ * split count is chosen when recording from max_length, and each launch splits the keys each
+ * row has then. The op makes temporary device buffers for the partials (and the fused merge's
+ * counters) and frees them right after recording (nuvec keeps them alive for the recorded work).
+ * The prefill path (flash-attention style tiles: attn_prefill.comp) shares each block of keys
+ * among a tile's rows; a tile whose rows belong to different slots takes its slots one after
+ * the other (right, but with a pass over each slot's keys), so batches of decode rows of many
+ * sequences want tune.path DECODE. Devices with cooperative matrices take a prefill kernel on
+ * them (attn_prefill_coopmat.comp; its p and scaled q rounded to F16, within 2^-10 of max |v|)
+ * for F16 q, k, v with 16-byte aligned rows and head_dim a multiple of 16 that fits its shared
+ * memory, in the scalar form without window or softcap; everything else takes attn_prefill.comp.
+ * desc is required. In a graph, the scalar form's q_position and kv_length may be launch
+ * parameters (nu_op_graph_param); the per-row form's are buffer contents. */
 #define NU_ATTENTION_DECODE_ROWS 4
 nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor *q, const nu_tensor *k,
                           const nu_tensor *v, const nu_attention_desc *desc);
 
-/* Appends to a KV cache: cache[position + t, :, :] = src[t, :, :] for each of src's tokens,
+typedef struct nu_kv_write_desc {
+    const nu_tensor *positions; /* I32 [rows], any view: row r's position (required) */
+    const nu_tensor *slots;     /* I32 [rows], any view: row r's slot; NULL: slot 0 */
+    /* RoPE on the way in (a step's keys: one dispatch instead of nu_op_rope then the write): each
+     * row turned by its position as nu_op_rope turns it, bit for bit (the same F32 angle), then
+     * rounded once to cache's dtype. positions and position_offset must be NULL and 0 (the rows'
+     * positions drive the rotation). NULL: stored as they are. */
+    const nu_rope_desc *rope;
+} nu_kv_write_desc;
+
+/* The per-row cache write: cache[slots[r], positions[r], :, :] = src[r, :, :] (rope'd if asked)
+ * for each of src's rows, converting the dtype (rounded to nearest even). cache [positions,
+ * kv_heads, head_dim] or [slots, positions, kv_heads, head_dim] float, contiguous; src [rows,
+ * kv_heads, head_dim] float, any view, not overlapping cache or the I32 tensors. Rows out of
+ * range write nothing; two rows at one (slot, position) leave one of them there. */
+nu_status nu_op_kv_write(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, const nu_kv_write_desc *desc);
+
+/* The scalar form's append: cache[position + t, :, :] = src[t, :, :] for each of src's tokens,
  * converting the dtype (rounded to nearest even). cache [max_positions, kv_heads, head_dim] float,
- * contiguous; src [tokens, kv_heads, head_dim] float, any view, not overlapping cache. Refused
- * when position + tokens > max_positions. position is a push constant (graphs may change it per
- * launch; the kernel writes no row past max_positions whatever it is). */
+ * contiguous (a rank-4 cache's slot is a rank-3 view of it); src [tokens, kv_heads, head_dim]
+ * float, any view, not overlapping cache. Refused when position + tokens > max_positions.
+ * position is a push constant (graphs may change it per launch; the kernel writes no row past
+ * max_positions whatever it is). */
 nu_status nu_op_kv_append(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position);
 
-/* nu_op_kv_append with RoPE on the way in (a decode step's keys: one dispatch, one dependency
- * level, instead of nu_op_rope then nu_op_kv_append): cache[position + t] = rope(src[t]) where
- * token t turns by sequence position position + t. rope is nu_op_rope's desc with positions NULL
- * and position_offset 0 (the append's position drives both, so one graph parameter,
- * NU_OP_VALUE_POSITION, moves both); its layout, theta and rotary_dims apply as in nu_op_rope,
- * with nu_op_rope's accuracy bound before cache's rounding. cache and src as nu_op_kv_append's.
- * NUVEC_KV_APPEND_ROPE="local=N" overrides its threads a workgroup (sweeps; default 64). */
+/* nu_op_kv_append with RoPE on the way in: cache[position + t] = rope(src[t]) where token t turns
+ * by sequence position position + t. rope is nu_op_rope's desc with positions NULL and
+ * position_offset 0 (the append's position drives both, so one graph parameter,
+ * NU_OP_VALUE_POSITION, moves both); its layout, theta, rotary_dims and scaling apply as in
+ * nu_op_rope, with nu_op_rope's accuracy bound before cache's rounding. cache and src as
+ * nu_op_kv_append's. */
 nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_tensor *src, uint32_t position,
                                const nu_rope_desc *rope);
 
@@ -299,8 +412,9 @@ nu_status nu_op_kv_append_rope(nu_commands *c, const nu_tensor *cache, const nu_
 typedef enum nu_op_value {
     NU_OP_VALUE_POSITION = 0,   /* nu_op_kv_append's and nu_op_kv_append_rope's position; nu_op_rope's
                                  * desc->position_offset (I32) */
-    NU_OP_VALUE_Q_POSITION = 1, /* nu_op_attention's desc->q_position */
-    NU_OP_VALUE_KV_LENGTH = 2,  /* nu_op_attention's desc->kv_length (at most the cache's positions) */
+    NU_OP_VALUE_Q_POSITION = 1, /* nu_op_attention's desc->q_position (the scalar form) */
+    NU_OP_VALUE_KV_LENGTH = 2,  /* nu_op_attention's desc->kv_length (the scalar form; at most the
+                                 * cache's positions) */
 } nu_op_value;
 
 /* Declares `value` of the op recorded last into `recording` (made by nu_graph_record) a graph

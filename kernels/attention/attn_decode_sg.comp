@@ -16,13 +16,16 @@
 // (as attn_decode.comp); subgroup g of the workgroup takes the runs of KEYS keys g, g + NSG, .. of
 // the split. Lane i holds the head elements PACK * (i + SG c) + 0 .. PACK - 1 (c = 0, 1, ..) of
 // q, k, v and o: PACK contiguous elements per load (up to 16 bytes) where the rows allow it.
-// The host chooses this kernel where D is a multiple of SG * PACK (SG the device's subgroup size,
-// assumed to be what compute dispatches get, as matvec_sg.comp does).
+// A row has U = D / PACK units; where U is not a multiple of SG, the lanes past the last unit
+// (PARTIAL) read and hold zeros. The host chooses this kernel where D >= SG (SG the device's
+// subgroup size, assumed to be what compute dispatches get, as matvec_sg.comp does). Each row's
+// keys (attention/attn_rows.glsl: the scalar or the per-row form, its slot, a window) are split
+// as in attn_decode.comp; scores are softcapped where SOFTCAP is 1.
 //
 // Specialisation constants:
 //   0 QDT, 1 KDT, 2 VDT, 3 DDT   dtypes (ops.glsl codes; DDT unused unless FINAL)
 //   4 LOCAL  threads a workgroup, a multiple of SG; default 128
-//   5 D      head_dim (a power of two, 8 to 128)
+//   5 D      head_dim (a multiple of 8, 8 to 256)
 //   6 FINAL  1: one split, write dst; 0: write the partials ((m, l, o[D]) for attn_combine.comp);
 //            2: write the partials, and the last split of each (row, head group) to finish
 //            merges them into dst (attention/attn_splits.glsl: no combine dispatch)
@@ -31,8 +34,10 @@
 //   8 SG     subgroup size
 //   9 KEYS   keys a subgroup has in flight (default 8)
 //   10 HG    query heads a workgroup (dividing group)
+//   11 SOFTCAP  1: the scores softcapped
 // Bindings: 0 dst (FINAL 1 and 2; an empty range otherwise), 1 q, 2 k, 3 v, 4 the partials (FINAL
-// 0 and 2; empty otherwise), 5 the counters (FINAL 2; empty otherwise).
+// 0 and 2; empty otherwise), 5 the counters (FINAL 2; empty otherwise), 6 positions, 7 slots (I32;
+// the per-row form, empty otherwise). Push: attention/attn_rows.glsl.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -49,10 +54,14 @@ layout(constant_id = 7) const uint PACK = 1u;
 layout(constant_id = 8) const uint SG = 32u;
 layout(constant_id = 9) const uint KEYS = 8u;
 layout(constant_id = 10) const uint HG = 1u;
+layout(constant_id = 11) const uint SOFTCAP = 0u;
 layout(local_size_x = 128, local_size_x_id = 4) in;
 const uint LOCAL = gl_WorkGroupSize.x;
 const uint NSG = LOCAL / SG;
-const uint E = D / SG; // elements a lane
+const uint U = D / PACK;                // PACK-element units a row
+const uint UL = (U + SG - 1u) / SG;     // units a lane
+const uint E = UL * PACK;               // elements a lane
+const bool PARTIAL = U % SG != 0u;      // the last units of a row leave lanes without one
 
 shared float sm[NSG * HG], sl[NSG * HG];
 shared float so[NSG * HG * D];
@@ -61,21 +70,17 @@ NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, q)
 NU_TENSOR(readonly, 2, k)
 NU_TENSOR(readonly, 3, v)
-layout(push_constant) uniform Push {
-    uint tokens, q_heads, group;    // group = q_heads / kv_heads
-    uint q_position, kv_length, positions, causal;
-    float scale;
-    uint first_q, q_tok, q_head, q_dim;
-    uint first_k, k_pos, k_head, k_dim;
-    uint first_v, v_pos, v_head, v_dim;
-    uint first_dst;
-} pc;
+#define ATTN_POS_BINDING 6
+#define ATTN_SLOT_BINDING 7
+#include "attention/attn_rows.glsl"
 #define ATTN_HG HG
 #define ATTN_LOCAL LOCAL
 #include "attention/attn_splits.glsl"
 
 // The head element in a lane's slot u.
 uint elem(uint u, uint lane) { return PACK * ((u / PACK) * SG + lane) + u % PACK; }
+// Whether the lane's unit c is in the row.
+bool unit_in(uint c, uint lane) { return !PARTIAL || c * SG + lane < U; }
 
 // A lane's E elements of the k (is_k) or v row starting at element `base`.
 void load_row(uint dt, bool is_k, uint base, uint lane, out float x[E])
@@ -83,13 +88,16 @@ void load_row(uint dt, bool is_k, uint base, uint lane, out float x[E])
     if (PACK == 1u) {
         uint stride = is_k ? pc.k_dim : pc.v_dim;
         [[unroll]] for (uint u = 0u; u < E; u++)
-            x[u] = is_k ? NU_LOAD(k, dt, base + elem(u, lane) * stride) : NU_LOAD(v, dt, base + elem(u, lane) * stride);
+            x[u] = !unit_in(u, lane) ? 0.0
+                 : (is_k ? NU_LOAD(k, dt, base + elem(u, lane) * stride) : NU_LOAD(v, dt, base + elem(u, lane) * stride));
         return;
     }
-    [[unroll]] for (uint c = 0u; c < E / PACK; c++) {
+    [[unroll]] for (uint c = 0u; c < UL; c++) {
         uint i = c * SG + lane; // the lane's PACK-element unit
         uvec4 w = uvec4(0u);
-        if (dt == NU_F32 && PACK == 4u)
+        if (!unit_in(c, lane))
+            w = uvec4(0u);
+        else if (dt == NU_F32 && PACK == 4u)
             w = is_k ? k_v[base / 4u + i] : v_v[base / 4u + i];
         else if (dt == NU_F32 || PACK == 4u)
             w.xy = is_k ? k_v2[base / PACK + i] : v_v2[base / PACK + i];
@@ -109,22 +117,23 @@ void main()
     uint x = gl_WorkGroupID.x, s = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
     uint splits = gl_NumWorkGroups.y;
     uint per_kv = pc.group / HG, kvh = x / per_kv, h0 = kvh * pc.group + (x % per_kv) * HG;
-    uint limit = min(pc.kv_length, pc.positions);
-    if (pc.causal != 0u)
-        limit = min(limit, pc.q_position + t + 1u);
-    uint per = (limit + splits - 1u) / splits;
-    uint start = min(s * per, limit), end = min(start + per, limit);
+    uint slot, lo, hi;
+    attn_row(t, slot, lo, hi);
+    uint per = (hi - lo + splits - 1u) / splits;
+    uint start = lo + min(s * per, hi - lo), end = min(start + per, hi);
 
     float qv[HG][E], o[HG][E], m[HG], l[HG];
     [[unroll]] for (uint hh = 0u; hh < HG; hh++) {
         [[unroll]] for (uint u = 0u; u < E; u++) {
-            qv[hh][u] = pc.scale * NU_LOAD(q, QDT, pc.first_q + t * pc.q_tok + (h0 + hh) * pc.q_head + elem(u, lane) * pc.q_dim);
+            qv[hh][u] = unit_in(u / PACK, lane)
+                      ? pc.scale * NU_LOAD(q, QDT, pc.first_q + t * pc.q_tok + (h0 + hh) * pc.q_head + elem(u, lane) * pc.q_dim)
+                      : 0.0;
             o[hh][u] = 0.0;
         }
         m[hh] = NEG_INF;
         l[hh] = 0.0;
     }
-    uint kh = pc.first_k + kvh * pc.k_head, vh = pc.first_v + kvh * pc.v_head;
+    uint kh = pc.first_k + slot * pc.k_slot + kvh * pc.k_head, vh = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
     for (uint j0 = start + g * KEYS; j0 < end; j0 += NSG * KEYS) {
         float kx[KEYS][E], vx[KEYS][E];
         [[unroll]] for (uint c = 0u; c < KEYS; c++) { // every load first, then the arithmetic
@@ -139,7 +148,7 @@ void main()
                 float part = 0.0;
                 [[unroll]] for (uint u = 0u; u < E; u++)
                     part = fma(qv[hh][u], kx[c][u], part);
-                sc[c] = j0 + c < end ? subgroupAdd(part) : NEG_INF;
+                sc[c] = j0 + c < end ? attn_cap(subgroupAdd(part)) : NEG_INF;
                 mx = max(mx, sc[c]);
             }
             float mnew = max(m[hh], mx); // finite: key j0 is in the split
@@ -163,7 +172,8 @@ void main()
             sl[g * HG + hh] = l[hh];
         }
         [[unroll]] for (uint u = 0u; u < E; u++)
-            so[(g * HG + hh) * D + elem(u, lane)] = o[hh][u];
+            if (unit_in(u / PACK, lane))
+                so[(g * HG + hh) * D + elem(u, lane)] = o[hh][u];
     }
     barrier();
     for (uint i = tid; i < HG * D; i += LOCAL) {

@@ -3,7 +3,9 @@
 // online softmax, causal or not, GQA; same push constants and bindings) on the matrix units through
 // VK_KHR_cooperative_matrix, for F16 q, k and v (F32 accumulation, any dst dtype). src/ops/attention.c
 // takes it where the device offers 16x16x16 F16 x F16 + F32 products at subgroup scope, subgroups
-// of 32, head_dim 64 or 128 and k's and v's rows 16-byte aligned (else attn_prefill.comp).
+// of 32, head_dim a multiple of 16 whose tiles fit shared memory, k's and v's rows 16-byte
+// aligned, and the scalar form (slot 0, q_position and kv_length) without window or softcap
+// (else attn_prefill.comp).
 //
 // Layout of the work: workgroup (x, h) takes query rows BR x .. BR x + BR - 1 of head h (KV head
 // h / group), a 16-row fragment row per subgroup (NSG = BR / 16 subgroups: 4 or 8). q is staged once through shared
@@ -19,8 +21,9 @@
 // At the end dst = O / l, through shared memory a fragment at a time (bounds, dtype). O's
 // fragments go through the subgroup's score area (free by then).
 // Specialisation constants: 0 QDT (F16), 1 KDT (F16), 2 VDT (F16), 3 DDT (ops.glsl code),
-// 4 LOCAL (threads: 32 NSG, 128 or 256), 5 D.
-// Bindings: 0 dst, 1 q, 2 k, 3 v. Push: as attn_decode.comp's.
+// 4 LOCAL (threads: 32 NSG, 128 or 256), 5 D (a multiple of 16).
+// Bindings: 0 dst, 1 q, 2 k, 3 v, 4 and 5 (the per-row form's positions and slots: empty ranges,
+// unread). Push: attention/attn_rows.glsl.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -56,15 +59,10 @@ NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, q)
 NU_TENSOR(readonly, 2, k)
 NU_TENSOR(readonly, 3, v)
-layout(push_constant) uniform Push {
-    uint tokens, q_heads, group;
-    uint q_position, kv_length, positions, causal;
-    float scale;
-    uint first_q, q_tok, q_head, q_dim;
-    uint first_k, k_pos, k_head, k_dim;
-    uint first_v, v_pos, v_head, v_dim;
-    uint first_dst;
-} pc;
+const uint SOFTCAP = 0u; // the host takes softcaps, windows and the per-row form to attn_prefill.comp
+#define ATTN_POS_BINDING 4
+#define ATTN_SLOT_BINDING 5
+#include "attention/attn_rows.glsl"
 
 // The 16 x 16 fragment stored row-major in the subgroup's score area: its rows times rsc.
 void scale_rows(uint sg, uint lane)
@@ -82,7 +80,7 @@ void main()
     uint row0 = gl_WorkGroupID.x * BR;
     uint kvl = min(pc.kv_length, pc.positions);
     uint last = min(row0 + BR, pc.tokens) - 1u;
-    uint kend = pc.causal != 0u ? min(kvl, pc.q_position + last + 1u) : kvl;
+    uint kend = (pc.flags & ATTN_CAUSAL) != 0u ? min(kvl, pc.q_position + last + 1u) : kvl;
 
     // q's rows, scaled, as F16 through kv's space 64 rows at a time (rows past tokens 0), into the
     // subgroups' A fragments.
@@ -114,7 +112,7 @@ void main()
     // Lane pairs take a row of the subgroup's 16: row lane / 2, scores 16 (lane % 2) .. + 15.
     uint my_row = lane / 2u, half_ = lane % 2u;
     uint qrow = row0 + sg * 16u + my_row; // its query row
-    uint row_end = pc.causal != 0u ? min(kvl, pc.q_position + qrow + 1u) : kvl;
+    uint row_end = (pc.flags & ATTN_CAUSAL) != 0u ? min(kvl, pc.q_position + qrow + 1u) : kvl;
     float m = NEG_INF, l = 0.0;
 
     for (uint j0 = 0u; j0 < kend; j0 += BC) {

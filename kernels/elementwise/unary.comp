@@ -1,7 +1,7 @@
 #version 450
 // unary: dst = op(src), elementwise (nu_op_unary, nuvec/ops.h), any float dtypes, F32 arithmetic.
 // Specialisation constants:
-//   0 OP: nu_unary_op (SCALE 0, EXP 1, SILU 2, GELU 3, GELU_TANH 4; activation.glsl).
+//   0 OP: nu_unary_op (SCALE 0, EXP 1, SILU 2, GELU 3, GELU_TANH 4, SOFTCAP 5; activation.glsl).
 //   1 DT_DST, 2 DT_SRC: dtype codes (ops.glsl).
 //   3 FAST: 1 when dst and src are 16-bit, contiguous and their first elements 16-byte aligned in
 //     their bindings: 8 elements a step, 16-byte loads and stores, the tail an element a thread;
@@ -13,7 +13,7 @@
 //     (tuning; default 2): more loads in flight per thread.
 // In place (dst the same view as src) is allowed: a thread reads its elements before it writes
 // them. Bindings 0 dst, 1 src. Push: the element count, dst's and src's first elements in their
-// bindings, alpha (SCALE's factor), dst's shape and src's strides (4 dimensions, outermost first,
+// bindings, alpha (SCALE's factor, SOFTCAP's cap), dst's shape and src's strides (4 dimensions, outermost first,
 // padded with 1s and 0s).
 #include "ops.glsl"
 #include "elementwise/activation.glsl"
@@ -39,6 +39,7 @@ float apply(float x)
     if (OP == 1u) return exp(x);
     if (OP == 2u) return act_silu(x);
     if (OP == 3u) return act_gelu(x);
+    if (OP == 5u) return pc.alpha * act_tanh(x / pc.alpha);
     return act_gelu_tanh(x);
 }
 

@@ -3,14 +3,15 @@
 // (batch 1 for a 3-D tensor) of any float dtype and any view, into a contiguous dst of any float
 // dtype (it may be src itself: each thread reads its elements before it writes them).
 //
-// Pair i (0 <= i < rotary/2) of a head at position p turns by a = p * theta^(-2i / rotary), in
-// F32 by rope/rope.glsl (shared with kv_append_rope.comp, which turns a KV cache's keys the same
-// way, bit for bit; its header says how the angle, sin and cos are computed). Pairs: (x[2i],
+// Pair i (0 <= i < rotary/2) of a head at position p turns by a = p pscale theta^(-2i / rotary)
+// / ff[i], in F32 by rope/rope.glsl (shared with kv_write.comp, which turns a KV cache's keys the
+// same way, bit for bit; its header says how the angle, sin and cos are computed). Pairs: (x[2i],
 // x[2i+1]) (INTERLEAVED) or (x[i], x[i + rotary/2]) (HALF);
-// y0 = x0 cos a - x1 sin a, y1 = x0 sin a + x1 cos a. Dimensions rotary..head_dim are copied.
+// y0 = m (x0 cos a - x1 sin a), y1 = m (x0 sin a + x1 cos a) (m: mscale). Dimensions
+// rotary..head_dim are copied.
 //
-// Specialisation constants (the tuning knobs LOCAL and HEADS: defaults in src/ops/rope.c, which
-// reads NUVEC_TUNE_ROPE="local=N,heads=N" at each call, for a sweep without a rebuild):
+// Specialisation constants (the tuning knobs LOCAL and HEADS: nu_rope_tune, defaults in
+// src/ops/rope.c):
 //   0 LOCAL  threads per workgroup (local_size_x_id; default 256)
 //   1 DT_SRC, 2 DT_DST  dtypes (ops.glsl codes)
 //   3 LAYOUT  0 INTERLEAVED, 1 HALF
@@ -23,10 +24,14 @@
 //   6 HEADS   heads per thread (1..8; default 2): the sines and cosines of a unit are computed
 //             once for HEADS heads of the same token, whose loads are all issued before the
 //             stores (several loads in flight).
-// Bindings 0 dst, 1 src, 2 positions (src again when HAS_POS is 0; unread).
+//   7 HAS_FF  1: pair i's frequency divided by its factor (binding 3)
+// Bindings 0 dst, 1 src, 2 positions (src again when HAS_POS is 0; unread), 3 the frequency
+// factors (F32; an empty range when HAS_FF is 0).
 // Push: see Push below (shape, src strides, first elements, rotary, positions' strides, offset,
-// step, head groups and slots a row).
+// step, head groups and slots a row, the position scale and magnitude, the factors' first element
+// and stride).
 #include "ops.glsl"
+#define NU_ROPE_FF_BINDING 3
 #include "rope/rope.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint DT_SRC = NU_F32;
@@ -35,6 +40,7 @@ layout(constant_id = 3) const uint LAYOUT = 0u;
 layout(constant_id = 4) const uint FAST = 0u;
 layout(constant_id = 5) const uint HAS_POS = 0u;
 layout(constant_id = 6) const uint HEADS = 2u;
+layout(constant_id = 7) const uint HAS_FF = 0u;
 NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, src)
 layout(std430, binding = 2) readonly buffer POS { int pos_w[]; };
@@ -47,12 +53,18 @@ layout(push_constant) uniform Push {
     float step;   // 2 log2(theta) / rotary
     uint head_groups; // ceil(heads / HEADS)
     uint slots;       // units (FAST) or pairs + copied elements a row
+    float pscale;     // 1 / linear_factor
+    float mscale;     // attn_factor
+    uint first_ff, ff_stride;
 } pc;
 
 #define HMAX 8u
 
-// sin and cos of p * exp2(-i * step).
-void rotation(float p, uint i, out float c, out float s) { nu_rope_rotation(p, i, pc.step, c, s); }
+// mscale times the cos and sin of p * exp2(-i * step) / ff[i] (p scaled by the caller).
+void rotation(float p, uint i, out float c, out float s)
+{
+    nu_rope_rotation(p, i, pc.step, HAS_FF == 1u, pc.first_ff + i * pc.ff_stride, pc.mscale, c, s);
+}
 
 // Eight elements from src element e / to dst element e (16-byte aligned in the binding).
 void load8(uint e, out float x[8])
@@ -83,7 +95,7 @@ void main()
         uint hg = rest % pc.head_groups, bt = rest / pc.head_groups;
         uint b = bt / tokens, t = bt % tokens;
         int ip = HAS_POS == 1u ? pos_w[pc.first_pos + b * pc.pos_stride_b + t * pc.pos_stride_t] : int(t);
-        float p = float(ip + pc.offset);
+        float p = float(ip + pc.offset) * pc.pscale;
         uint h0 = hg * HEADS;
         uint nh = min(HEADS, heads - h0);
         uint sbase = pc.first_src + b * pc.stride.x + t * pc.stride.y + h0 * pc.stride.z;

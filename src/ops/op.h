@@ -61,6 +61,11 @@ nu_status nu__op_no_alias(const char *op, const nu_tensor *dst, const char *name
  * has them). *first: t's first element's index in the binding, in elements (16-bit halves for
  * block dtypes). NU_ERROR_UNSUPPORTED when the range exceeds the device's largest binding. */
 nu_status nu__op_bind(const char *op, const nu_tensor *t, nu_access access, nu_binding *out, uint32_t *first);
+/* An empty range of b (the device's placeholder, no use of b): a binding the kernel never reads. */
+static inline nu_binding nu__op_unbound(nu_buffer *b)
+{
+    return (nu_binding){.buffer = b, .access = NU_ACCESS_READ, .offset = nu_buffer_size(b), .size = 0};
+}
 
 /* The vector path elementwise shaders take for contiguous tensors t[0..n-1] of one shape whose
  * first elements are first[0..n-1] in their bindings: 1 (eight elements a step, 16-byte loads)
@@ -82,13 +87,6 @@ nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const 
                            bool (*apply)(void *ctx, const char *key, const char *value), void *ctx);
 /* A knob's value: a decimal number in min..max (a power of two too when pow2). */
 bool nu__op_knob_u32(const char *value, uint32_t min, uint32_t max, bool pow2, uint32_t *out);
-
-/* nu_op_rope's desc checks for heads of `dim` elements (rope.c; nu_op_kv_append_rope makes them
- * too): the layout, theta, dim even, rotary_dims even and at most dim, with fn's messages. On
- * success *rotary is the dimensions rotated and *step 2 log2(theta) / *rotary, rounded once to
- * F32 (rope/rope.glsl's angle step); both 0 on failure. */
-nu_status nu__rope_angles(nu_device *d, const char *fn, const nu_rope_desc *desc, int64_t dim, uint32_t *rotary,
-                          float *step);
 
 /* The strides of `t` seen as 4 dimensions aligned at the last (padded in front with 0s); shape
  * likewise (padded with 1s). Values fit 32 bits (checked by nu__op_check). */

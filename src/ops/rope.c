@@ -9,25 +9,21 @@
 #include "kernels_table.h"
 #include "exec/graph.h"
 #include "ops/op.h"
+#include "ops/rope.h"
 
-/* Tuning knobs (rope.comp's specialisation constants 0 and 6); NUVEC_TUNE_ROPE="local=N,heads=N"
- * overrides them for a sweep without a rebuild (read at each call). */
+/* The kernel's tuning (rope.comp's specialisation constants 0 and 6; nu_rope_tune): threads a
+ * workgroup, heads a thread. NUVEC_TUNE_ROPE="local=N heads=N" overrides them (docs/knobs.md). */
 #define ROPE_LOCAL 256u
 #define ROPE_HEADS 2u
 
-static void rope_tuning(uint32_t *local, uint32_t *heads)
+static bool apply_knob(void *ctx, const char *key, const char *value)
 {
-    *local = ROPE_LOCAL;
-    *heads = ROPE_HEADS;
-    const char *s = getenv("NUVEC_TUNE_ROPE");
-    if (!s)
-        return;
-    unsigned v;
-    const char *p;
-    if ((p = strstr(s, "local=")) && sscanf(p + 6, "%u", &v) == 1 && v >= 1 && v <= 1024)
-        *local = v;
-    if ((p = strstr(s, "heads=")) && sscanf(p + 6, "%u", &v) == 1 && v >= 1 && v <= 8)
-        *heads = v;
+    nu_rope_tune *t = ctx;
+    if (!strcmp(key, "local"))
+        return nu__op_knob_u32(value, 1, 1024, false, &t->local);
+    if (!strcmp(key, "heads"))
+        return nu__op_knob_u32(value, 1, 8, false, &t->heads);
+    return false;
 }
 
 /* Whether element offsets `first` and `strides` (those of dimensions longer than 1) keep every
@@ -42,11 +38,10 @@ static bool rows_aligned(uint64_t first, const nu_tensor *t, uint32_t dims, size
     return true;
 }
 
-nu_status nu__rope_angles(nu_device *d, const char *fn, const nu_rope_desc *desc, int64_t dim, uint32_t *rotary,
-                          float *step)
+nu_status nu__rope_plan_make(nu_device *d, const char *fn, const nu_rope_desc *desc, int64_t dim, const nu_tensor *dst,
+                             const nu_tensor *fallback, nu__rope_plan *plan)
 {
-    *rotary = 0;
-    *step = 0;
+    memset(plan, 0, sizeof *plan);
     if (desc->layout != NU_ROPE_INTERLEAVED && desc->layout != NU_ROPE_HALF)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: unknown layout %d", fn, (int)desc->layout);
     float theta = desc->theta == 0 ? 10000.0f : desc->theta;
@@ -59,8 +54,34 @@ nu_status nu__rope_angles(nu_device *d, const char *fn, const nu_rope_desc *desc
     if (rot % 2 || rot > dim)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: rotary_dims %lld must be even and at most head_dim (%lld)", fn,
                         (long long)rot, (long long)dim);
-    *rotary = (uint32_t)rot;
-    *step = rot ? (float)(2.0 * log2((double)theta) / (double)rot) : 0.0f;
+    if (desc->linear_factor != 0 && (!(desc->linear_factor > 0) || !isfinite(desc->linear_factor)))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: linear_factor %g must be 0 (none) or positive and finite", fn,
+                        (double)desc->linear_factor);
+    if (desc->attn_factor != 0 && (!(desc->attn_factor > 0) || !isfinite(desc->attn_factor)))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: attn_factor %g must be 0 (none) or positive and finite", fn,
+                        (double)desc->attn_factor);
+    const nu_tensor *ff = desc->freq_factors;
+    nu_binding none = nu__op_unbound(fallback->buffer);
+    if (ff) {
+        nu_status st = nu__op_check(fn, "freq_factors", ff, NU__OP_DTYPE(NU_DTYPE_F32));
+        if (st != NU_OK)
+            return st;
+        if (ff->rank != 1 || ff->shape[0] != rot / 2)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: freq_factors must be F32 [rotary_dims / 2] ([%lld])", fn,
+                            (long long)(rot / 2));
+        if (dst && (st = nu__op_no_alias(fn, dst, "freq_factors", ff, false)) != NU_OK)
+            return st;
+        if (rot && (st = nu__op_bind(fn, ff, NU_ACCESS_READ, &none, &plan->ff_first)) != NU_OK)
+            return st;
+        plan->ff_stride = ff->shape[0] > 1 ? (uint32_t)ff->strides[0] : 0;
+        plan->has_ff = rot > 0;
+    }
+    plan->ff = none;
+    plan->rotary = (uint32_t)rot;
+    plan->step = rot ? (float)(2.0 * log2((double)theta) / (double)rot) : 0.0f;
+    /* 1 / factor rounded once: the kernels multiply the position by it (as ggml's freq_scale). */
+    plan->pscale = desc->linear_factor != 0 ? (float)(1.0 / (double)desc->linear_factor) : 1.0f;
+    plan->mscale = desc->attn_factor != 0 ? desc->attn_factor : 1.0f;
     return NU_OK;
 }
 
@@ -89,11 +110,16 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
         stride4[i + r4] = src->strides[i];
     }
     int64_t batch = shape4[0], tokens = shape4[1], heads = shape4[2], dim = shape4[3];
-    uint32_t rot32;
-    float step;
-    if ((st = nu__rope_angles(d, fn, desc, dim, &rot32, &step)) != NU_OK)
+    nu__rope_plan plan;
+    if ((st = nu__rope_plan_make(d, fn, desc, dim, dst, src, &plan)) != NU_OK)
         return st;
-    int64_t rot = rot32;
+    int64_t rot = plan.rotary;
+    nu_rope_tune tune = desc->tune;
+    if (tune.local > 1024 || tune.heads > 8)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: tune.local %u or tune.heads %u out of range (1..1024, 1..8)", fn,
+                        tune.local, tune.heads);
+    if ((st = nu__op_env_knobs(d, fn, "NUVEC_TUNE_ROPE", "local=1..1024, heads=1..8", apply_knob, &tune)) != NU_OK)
+        return st;
     const nu_tensor *pos = desc->positions;
     uint32_t pos_sb = 0, pos_st = 0;
     if (pos) {
@@ -120,7 +146,7 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
     if (!nu_tensor_numel(dst))
         return NU_OK;
 
-    nu_binding bind[3];
+    nu_binding bind[4];
     uint32_t first[3] = {0, 0, 0};
     if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
         (st = nu__op_bind(fn, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
@@ -134,11 +160,11 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
     memcpy(s4.strides, stride4, sizeof stride4);
     bool fast = dim % 8 == 0 && rot % (half ? 16 : 8) == 0 && stride4[3] == 1 &&
                 rows_aligned(first[1], &s4, 3, es) && (uint64_t)first[0] * ed % 16 == 0;
-    uint32_t local, per;
-    rope_tuning(&local, &per);
+    uint32_t local = tune.local ? tune.local : ROPE_LOCAL, per = tune.heads ? tune.heads : ROPE_HEADS;
     uint32_t head_groups = (uint32_t)((heads + per - 1) / per);
     uint32_t slots = fast ? (uint32_t)((half ? rot / 16 : rot / 8) + (dim - rot) / 8) : (uint32_t)(rot / 2 + (dim - rot));
-    uint32_t constants[7] = {local, nu__op_dtype_code(src->dtype), nu__op_dtype_code(dst->dtype), half, fast, pos != NULL, per};
+    uint32_t constants[8] = {local, nu__op_dtype_code(src->dtype), nu__op_dtype_code(dst->dtype), half, fast, pos != NULL, per,
+                             plan.has_ff};
     struct rope_push {
         uint32_t shape[4], stride[4];
         uint32_t first_src, first_dst, first_pos, rotary;
@@ -146,16 +172,19 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
         int32_t offset;
         float step;
         uint32_t head_groups, slots;
+        float pscale, mscale;
+        uint32_t first_ff, ff_stride;
     } push = {{(uint32_t)batch, (uint32_t)tokens, (uint32_t)heads, (uint32_t)dim},
               {(uint32_t)stride4[0], (uint32_t)stride4[1], (uint32_t)stride4[2], (uint32_t)stride4[3]},
-              first[1], first[0], first[2], (uint32_t)rot, pos_sb, pos_st, desc->position_offset, step,
-              head_groups, slots};
+              first[1], first[0], first[2], (uint32_t)rot, pos_sb, pos_st, desc->position_offset, plan.step,
+              head_groups, slots, plan.pscale, plan.mscale, plan.ff_first, plan.ff_stride};
+    bind[3] = plan.ff;
     nu_kernel *k;
-    if ((st = nu__op_kernel(d, NU__K_rope, sizeof push, constants, 7, &k)) != NU_OK)
+    if ((st = nu__op_kernel(d, NU__K_rope, sizeof push, constants, 8, &k)) != NU_OK)
         return st;
     uint32_t groups[3];
     nu__op_groups((uint64_t)batch * (uint64_t)tokens * head_groups * slots, local, groups);
-    st = nu_commands_dispatch(c, k, groups, bind, 3, &push, sizeof push);
+    st = nu_commands_dispatch(c, k, groups, bind, 4, &push, sizeof push);
     nu__op_value_at value = {NU_OP_VALUE_POSITION, 0, (uint32_t)offsetof(struct rope_push, offset)};
     if (st == NU_OK)
         nu__graph_note_values(c, fn, &value, 1);

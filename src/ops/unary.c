@@ -1,5 +1,6 @@
 /* unary.c: elementwise unary ops and SwiGLU's gate (nu_op_unary, nu_op_scale, nu_op_swiglu;
  * kernels/elementwise/unary.comp, swiglu.comp). */
+#include <math.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -11,8 +12,9 @@
 #define UNARY_LOCAL 256u
 #define UNARY_UNROLL 2u
 
-static const char *const unary_names[NU_UNARY_OP_COUNT] = {"nu_op_scale", "nu_op_unary (EXP)", "nu_op_unary (SILU)",
-                                                           "nu_op_unary (GELU)", "nu_op_unary (GELU_TANH)"};
+static const char *const unary_names[NU_UNARY_OP_COUNT] = {"nu_op_scale",          "nu_op_unary (EXP)",
+                                                           "nu_op_unary (SILU)",   "nu_op_unary (GELU)",
+                                                           "nu_op_unary (GELU_TANH)", "nu_op_unary (SOFTCAP)"};
 
 /* Threads for `count` elements: a thread per UNROLL steps of 8 or 4 elements (at least the
  * tail's), or an element a thread. */
@@ -40,6 +42,9 @@ nu_status nu_op_unary(nu_commands *c, nu_unary_op op, const nu_tensor *dst, cons
         (st = nu__op_contiguous(fn, "dst", dst)) != NU_OK || (st = nu__op_same_shape(fn, "dst", dst, "src", src)) != NU_OK ||
         (st = nu__op_no_alias(fn, dst, "src", src, true)) != NU_OK)
         return st;
+    if (op == NU_UNARY_SOFTCAP && (!(alpha > 0) || !isfinite(alpha)))
+        return nu__fail(nu_buffer_device(dst->buffer), NU_ERROR_INVALID_ARGUMENT,
+                        "%s: alpha (the cap) is %g; it must be positive and finite", fn, (double)alpha);
     uint64_t count = nu_tensor_numel(dst);
     if (!count)
         return NU_OK;

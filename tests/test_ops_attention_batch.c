@@ -1,0 +1,500 @@
+/* test_ops_attention_batch.c: nu_op_attention's per-row form (rows of a batch of sequences: each
+ * row's position and slot from I32 tensors, caches of several slots), sliding windows and logit
+ * softcaps in both forms, and every head dim, against tests/attn_ref.c's float64 reference
+ * (2^-13 of max |v| plus dst's rounding): decode rows of many sequences at different lengths,
+ * a prefill chunk of one sequence, both mixed (tiles whose rows belong to different slots), rows
+ * out of range (zeros), both decode kernels and the prefill kernel; a decode step (RoPE, the
+ * cache writes, attention) recorded once as a graph and launched with only buffer contents
+ * changed, bit-equal to the same ops recorded fresh; and what the per-row form refuses. */
+#include "attn_ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
+
+/* One attention: a cache of S slots (0: a rank-3 cache, one slot) of P positions, T rows. */
+typedef struct batch_case {
+    int64_t S, P, hq, hkv, D, T;
+    const int32_t *pos;  /* per-row positions (NULL: the scalar form, q_position / kv_length / causal) */
+    const int32_t *slot; /* per-row slots (NULL: desc.slots NULL) */
+    uint32_t q_position, kv_length;
+    bool causal;
+    uint32_t window, max_length;
+    float softcap, scale;
+    nu_attention_tune tune;
+} batch_case;
+
+typedef struct at_case {
+    const nu_tensor *dst, *q, *k, *v;
+    const nu_attention_desc *desc;
+} at_case;
+
+static nu_status record_attention(nu_commands *c, void *arg)
+{
+    at_case *a = arg;
+    return nu_op_attention(c, a->dst, a->q, a->k, a->v, a->desc);
+}
+
+/* Runs a case on random q, k, v of dtypes qd, kd, vd (inputs in [-range, range]) into dst of dd
+ * and checks it. The I32 tensors are strided views where `strided`. */
+static void run_batch(nu_device *d, const batch_case *bc, nu_dtype qd, nu_dtype kd, nu_dtype vd, nu_dtype dd, float range,
+                      bool strided, uint64_t *seed, const char *label)
+{
+    int64_t S = bc->S ? bc->S : 1;
+    int64_t qs[3] = {bc->T, bc->hq, bc->D}, ks4[4] = {S, bc->P, bc->hkv, bc->D};
+    uint32_t krank = bc->S ? 4 : 3;
+    const int64_t *ks = bc->S ? ks4 : ks4 + 1;
+    nt_tensor q = nt_tensor_random(d, qd, 3, qs, 0, -range, range, seed);
+    nt_tensor k = nt_tensor_random(d, kd, krank, ks, 1, -range, range, seed);
+    nt_tensor v = nt_tensor_random(d, vd, krank, ks, 0, -1, 1, seed);
+    nt_tensor dst = nt_tensor_output(d, dd, 3, qs, 0);
+    nt_tensor pt = {0}, st = {0};
+    nu_attention_desc desc = {.scale = bc->scale, .causal = bc->causal, .q_position = bc->q_position,
+                              .kv_length = bc->kv_length, .window = bc->window, .max_length = bc->max_length,
+                              .softcap = bc->softcap, .tune = bc->tune};
+    if (bc->pos) {
+        pt = nt_tensor_i32(d, bc->pos, bc->T, strided ? 3 : 0, strided ? 2 : 1);
+        desc.positions = &pt.t;
+    }
+    if (bc->slot) {
+        st = nt_tensor_i32(d, bc->slot, bc->T, strided ? 1 : 0, strided ? 3 : 1);
+        desc.slots = &st.t;
+    }
+    at_case a = {&dst.t, &q.t, &k.t, &v.t, &desc};
+    nt_run(d, record_attention, &a);
+    nt_tensor_download(&dst);
+    char what[300], tn[120];
+    snprintf(what, sizeof what, "%s: %s q, %s k, %s v, %s dst, %lld slots of %lld, tune %s", label, nu_dtype_name(qd),
+             nu_dtype_name(kd), nu_dtype_name(vd), nu_dtype_name(dd), (long long)S, (long long)bc->P,
+             nt_attn_tune_name(&bc->tune, tn, sizeof tn));
+    nt_attn ref = {q.values, k.values, v.values, bc->T, bc->hq, bc->hkv, bc->D, S, bc->P, &desc, bc->pos, bc->slot};
+    nt_expect_attention(&dst, &ref, what);
+    nt_tensor_free(&q);
+    nt_tensor_free(&k);
+    nt_tensor_free(&v);
+    nt_tensor_free(&dst);
+    if (bc->pos)
+        nt_tensor_free(&pt);
+    if (bc->slot)
+        nt_tensor_free(&st);
+}
+
+/* Decode rows of many sequences: B rows of B sequences at different lengths (1 key to the cache's
+ * last position), the rows' slots in another order than the rows, on the decode path (by row
+ * count up to NU_ATTENTION_DECODE_ROWS, asked for past it), both decode kernels, one split and
+ * several (merged by attn_combine.comp and by the last split), GQA 1, 4 and 8, rank-3 and rank-4
+ * caches, strided I32 views; rows out of range (positions -1 and P, slots -1 and S) give zeros. */
+static void decode_rows_of_many_sequences(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 41;
+    const int32_t pos4[4] = {0, 299, 137, 64}, slot4[4] = {2, 0, 3, 1};
+    const int32_t pos8[8] = {5, 250, -1, 99, 300, 12, 1, 180}, slot8[8] = {4, 1, 0, 7, 2, 6, 3, 5};
+    const int32_t pos6[6] = {40, 77, 3, 77, 10, 60}, slot6[6] = {1, 0, 2, -1, 3, 1};
+    const int32_t pos3[3] = {63, 0, 31};
+    const batch_case cases[] = {
+        {4, 300, 8, 8, 64, 4, pos4, slot4, 0, 0, false, 0, 0, 0, 0, {0}},
+        {4, 300, 32, 8, 128, 4, pos4, slot4, 0, 0, false, 0, 0, 0, 0, {.no_subgroup = true}},
+        {4, 300, 16, 2, 64, 4, pos4, slot4, 0, 0, false, 0, 0, 0, 0, {.chunk = 32, .combine = NU_ATTENTION_COMBINE_FUSED}},
+        {8, 301, 8, 2, 128, 8, pos8, slot8, 0, 0, false, 0, 0, 0, 0.15f, {.path = NU_ATTENTION_PATH_DECODE}},
+        {8, 301, 8, 1, 64, 8, pos8, slot8, 0, 0, false, 0, 200, 0, 0, {.path = NU_ATTENTION_PATH_DECODE,
+                                                                          .no_subgroup = true, .splits = 5}},
+        {4, 80, 4, 4, 32, 6, pos6, slot6, 0, 0, false, 0, 0, 0, 0, {.path = NU_ATTENTION_PATH_DECODE, .splits = 3,
+                                                                     .combine = NU_ATTENTION_COMBINE_FUSED}},
+        {0, 64, 8, 4, 64, 3, pos3, NULL, 0, 0, false, 0, 0, 0, 0, {0}},           /* one slot, slots NULL */
+        {2, 64, 8, 4, 64, 3, pos3, NULL, 0, 0, false, 0, 0, 0, 0, {.splits = 1}}, /* slot 0 of two */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "decode rows, case %zu", i);
+        run_batch(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i / 3 + 2) % 3], floats[(i + 2) % 3], 1, i % 2,
+                  &seed, label);
+    }
+    nt_close(d);
+}
+
+/* A prefill chunk of one sequence: rows at positions q0 .. q0 + T - 1 of one slot (so rows see
+ * each other as their positions allow), on the prefill path (tiles of the default size, and of 4
+ * and 8 rows with partial last tiles), the slot given or the cache rank 3, and the same chunk on
+ * the decode path; a chunk whose rows come in another order than their positions. */
+static void prefill_chunk_of_one_sequence(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 42;
+    int32_t p37[37], s37[37], p21[21], s21[21], shuffled[19];
+    for (int i = 0; i < 37; i++)
+        p37[i] = i, s37[i] = 2;
+    for (int i = 0; i < 21; i++)
+        p21[i] = 50 + i, s21[i] = 1;
+    for (int i = 0; i < 19; i++)
+        shuffled[i] = (i * 7) % 19 + 30;
+    const batch_case cases[] = {
+        {3, 64, 8, 8, 128, 37, p37, s37, 0, 0, false, 0, 0, 0, 0, {0}},
+        {2, 128, 16, 2, 64, 21, p21, s21, 0, 0, false, 0, 0, 0, 0, {0}},
+        {2, 128, 8, 2, 64, 21, p21, s21, 0, 0, false, 0, 0, 0, 0, {.br = 4, .bc = 5}},
+        {0, 90, 4, 1, 32, 19, shuffled, NULL, 0, 0, false, 0, 0, 0, 0.2f, {.br = 8}},
+        {2, 128, 8, 2, 64, 21, p21, s21, 0, 0, false, 0, 0, 0, 0, {.path = NU_ATTENTION_PATH_DECODE}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "prefill chunk, case %zu", i);
+        run_batch(d, &cases[i], floats[(i + 1) % 3], floats[i % 3], floats[(i + 2) % 3], floats[(i / 2) % 3], 1, i % 2,
+                  &seed, label);
+    }
+    nt_close(d);
+}
+
+/* A mixed batch: a prefill chunk of one sequence (12 rows, slot 2) with decode rows of three others
+ * (slots 0, 3, 1) and rows out of range between them, on the prefill path with tiles of 4, 8 and
+ * 32 rows (tiles whose rows belong to several slots take them one after the other) and on the
+ * decode path. */
+static void mixed_batch(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 43;
+    int32_t pos[18], slot[18];
+    for (int i = 0; i < 12; i++)
+        pos[i] = 20 + i, slot[i] = 2;
+    const int32_t tail_pos[6] = {70, -1, 5, 99, 33, 100}, tail_slot[6] = {0, 1, 3, 1, 4, 0};
+    for (int i = 0; i < 6; i++)
+        pos[12 + i] = tail_pos[i], slot[12 + i] = tail_slot[i];
+    /* Rows interleaved: the decode rows among the chunk's. */
+    int32_t ipos[18], islot[18];
+    for (int i = 0; i < 18; i++) {
+        int src = i % 3 == 2 ? 12 + i / 3 : i - (i + 1) / 3;
+        ipos[i] = pos[src];
+        islot[i] = slot[src];
+    }
+    const batch_case cases[] = {
+        {4, 100, 8, 2, 64, 18, pos, slot, 0, 0, false, 0, 0, 0, 0, {.br = 4, .bc = 8}},
+        {4, 100, 8, 2, 64, 18, ipos, islot, 0, 0, false, 0, 0, 0, 0, {.br = 8}},
+        {4, 100, 4, 4, 128, 18, ipos, islot, 0, 0, false, 0, 0, 0, 0, {0}},
+        {4, 100, 8, 2, 64, 18, ipos, islot, 0, 0, false, 0, 0, 0, 0, {.path = NU_ATTENTION_PATH_DECODE}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "mixed batch, case %zu", i);
+        run_batch(d, &cases[i], floats[i % 3], floats[(i + 2) % 3], floats[(i + 1) % 3], NU_DTYPE_F32, 1, i % 2, &seed,
+                  label);
+    }
+    nt_close(d);
+}
+
+/* Sliding windows: rows before the window fills (all their keys) and past it (the last `window`
+ * keys), windows of 1 (a row sees itself) and wider than the cache, in the scalar form (causal,
+ * a first chunk and a later one, decode rows) and the per-row form (decode rows and a mixed
+ * batch), both decode kernels and the prefill kernel; max_length capped by the window. */
+static void sliding_windows(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 44;
+    const int32_t pos4[4] = {3, 200, 40, 41}, slot4[4] = {0, 1, 2, 1};
+    int32_t pos18[18], slot18[18];
+    for (int i = 0; i < 18; i++)
+        pos18[i] = i < 12 ? 30 + i : 5 * i, slot18[i] = i < 12 ? 1 : i % 3;
+    const batch_case cases[] = {
+        /* scalar, prefill from 0: rows 0..9 see all keys, later ones the last 10 */
+        {0, 64, 8, 2, 64, 40, NULL, NULL, 0, 40, true, 10, 0, 0, 0, {0}},
+        {0, 128, 8, 2, 64, 21, NULL, NULL, 50, 71, true, 16, 0, 0, 0, {.br = 8, .bc = 5}}, /* a later chunk */
+        {0, 300, 8, 8, 128, 2, NULL, NULL, 250, 252, true, 64, 0, 0, 0, {0}},              /* decode rows */
+        {0, 300, 8, 8, 128, 1, NULL, NULL, 30, 31, true, 64, 0, 0, 0, {.no_subgroup = true}}, /* before the window fills */
+        {0, 40, 4, 4, 32, 7, NULL, NULL, 0, 40, true, 1, 0, 0, 0, {0}},                    /* itself only */
+        /* per-row */
+        {3, 256, 8, 2, 64, 4, pos4, slot4, 0, 0, false, 32, 0, 0, 0, {.splits = 4}},
+        {3, 256, 8, 2, 64, 4, pos4, slot4, 0, 0, false, 32, 0, 0, 0, {.no_subgroup = true}},
+        {3, 256, 8, 2, 64, 4, pos4, slot4, 0, 0, false, 1000, 0, 0, 0, {0}}, /* wider than the cache */
+        {3, 100, 8, 4, 64, 18, pos18, slot18, 0, 0, false, 8, 0, 0, 0, {.br = 4}},
+        {3, 100, 8, 4, 64, 18, pos18, slot18, 0, 0, false, 8, 0, 0, 0, {.path = NU_ATTENTION_PATH_DECODE}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "window %u, case %zu", cases[i].window, i);
+        run_batch(d, &cases[i], floats[(i + 2) % 3], floats[i % 3], floats[(i + 1) % 3], floats[(i / 2) % 3], 1, false,
+                  &seed, label);
+    }
+    nt_close(d);
+}
+
+/* Logit softcaps (Gemma 2's 50, and caps the scores reach: with scale 1 the scores' spread is
+ * sqrt(D) / 3, past 2 and 5 for many keys), in both forms, on both decode kernels and the prefill
+ * kernel, with a window too (Gemma 2's alternating layers). */
+static void softcaps(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 45;
+    const int32_t pos4[4] = {10, 150, 99, 0}, slot4[4] = {1, 0, 1, 2};
+    int32_t pos30[30], slot30[30];
+    for (int i = 0; i < 30; i++)
+        pos30[i] = i + 5, slot30[i] = 0;
+    const batch_case cases[] = {
+        {0, 200, 8, 2, 64, 1, NULL, NULL, 150, 151, true, 0, 0, 50, 0, {0}},
+        {0, 200, 8, 2, 64, 3, NULL, NULL, 140, 143, true, 0, 0, 2, 1, {.no_subgroup = true}},
+        {0, 64, 8, 2, 32, 40, NULL, NULL, 0, 40, true, 0, 0, 5, 1, {0}},
+        {3, 160, 8, 4, 64, 4, pos4, slot4, 0, 0, false, 0, 0, 2, 1, {.splits = 3}},
+        {3, 160, 8, 4, 64, 4, pos4, slot4, 0, 0, false, 0, 0, 10, 1, {.no_subgroup = true, .splits = 2,
+                                                                       .combine = NU_ATTENTION_COMBINE_FUSED}},
+        {1, 40, 4, 2, 128, 30, pos30, slot30, 0, 0, false, 8, 0, 5, 1, {0}},
+        {3, 160, 8, 4, 64, 4, pos4, slot4, 0, 0, false, 64, 0, 2, 1, {.path = NU_ATTENTION_PATH_PREFILL, .br = 4}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "softcap %g, case %zu", (double)cases[i].softcap, i);
+        run_batch(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i + 2) % 3], NU_DTYPE_F32, 1, false, &seed,
+                  label);
+    }
+    nt_close(d);
+}
+
+/* Every head dim the architectures use (64, 80, 96, 128, 256), the tiny models' (8, 16, 32) and
+ * other multiples of 8 (40, 200), on the subgroup decode kernel, attn_decode.comp and the prefill
+ * kernel, in the per-row form. */
+static void every_head_dim(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 46;
+    const int64_t dims[] = {8, 16, 32, 40, 64, 80, 96, 128, 200, 256};
+    const int32_t pos3[3] = {70, 0, 33}, slot3[3] = {1, 0, 1};
+    int32_t p20[20], s20[20];
+    for (int i = 0; i < 20; i++)
+        p20[i] = 10 + i, s20[i] = 1;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        int64_t D = dims[i], hq = D >= 200 ? 4 : 8, hkv = D >= 200 ? 2 : 4;
+        const batch_case cases[] = {
+            {2, 80, hq, hkv, D, 3, pos3, slot3, 0, 0, false, 0, 0, 0, 0, {0}},
+            {2, 80, hq, hkv, D, 3, pos3, slot3, 0, 0, false, 0, 0, 0, 0, {.no_subgroup = true, .splits = 2}},
+            {2, 40, hq, hkv, D, 20, p20, s20, 0, 0, false, 0, 0, 0, 0, {0}},
+        };
+        for (size_t j = 0; j < sizeof cases / sizeof cases[0]; j++) {
+            char label[64];
+            snprintf(label, sizeof label, "head_dim %lld, case %zu", (long long)D, j);
+            run_batch(d, &cases[j], floats[(i + j) % 3], floats[(i + 2 * j + 1) % 3], floats[(j + 2) % 3], floats[i % 3],
+                      1, false, &seed, label);
+        }
+    }
+    nt_close(d);
+}
+
+/* ---- one decode graph for a batch ----------------------------------------------------------- */
+
+/* A batched decode step of B rows: q turned by nu_op_rope with the rows' positions, k written
+ * with RoPE and v plainly by nu_op_kv_write at the rows' positions and slots, attention in the
+ * per-row form over the slots (the same I32 tensors for all four). */
+typedef struct step_bufs {
+    nt_tensor q, k, v, qr, out, pos, slot;
+    nt_tensor kc, vc;
+} step_bufs;
+
+static nu_status record_step(nu_commands *c, step_bufs *b, const nu_rope_desc *rope, const nu_attention_tune *tune,
+                             uint32_t max_length)
+{
+    nu_rope_desc rq = *rope;
+    rq.positions = &b->pos.t;
+    nu_kv_write_desc kd = {&b->pos.t, &b->slot.t, rope}, vd = {&b->pos.t, &b->slot.t, NULL};
+    nu_attention_desc ad = {.positions = &b->pos.t, .slots = &b->slot.t, .max_length = max_length, .window = 48,
+                            .tune = *tune};
+    nu_status st;
+    if ((st = nu_op_rope(c, &b->qr.t, &b->q.t, &rq)) != NU_OK || (st = nu_op_kv_write(c, &b->kc.t, &b->k.t, &kd)) != NU_OK ||
+        (st = nu_op_kv_write(c, &b->vc.t, &b->v.t, &vd)) != NU_OK)
+        return st;
+    return nu_op_attention(c, &b->out.t, &b->qr.t, &b->kc.t, &b->vc.t, &ad);
+}
+
+/* Uploads bytes to t's buffer (at its offset) and waits. */
+static void upload(nu_device *d, const nt_tensor *t, const void *bytes, size_t size)
+{
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_OK(nu_commands_upload(c, t->t.buffer, t->t.offset, bytes, size));
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    NT_OK(nu_commands_free(c));
+}
+
+/* The graph: recorded once for 3 rows over caches of 4 slots of 96 positions, launched for 30
+ * steps in which only buffer contents change (q, k, v, and the positions and slots: sequences
+ * advancing by one, starting, moving to other slots, a row left out of range), each step's output
+ * and caches bit-equal to the same step recorded fresh in a command buffer on a second pair of
+ * caches, and the output against the reference; with the splits merged by attn_combine.comp and
+ * by the last split, on both decode kernels. */
+static void one_graph_serves_changing_batches(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 47;
+    const int64_t B = 3, S = 4, P = 96, hq = 8, hkv = 2, D = 64;
+    const nu_attention_tune tunes[3] = {{.splits = 3}, {.splits = 4, .combine = NU_ATTENTION_COMBINE_FUSED},
+                                        {.no_subgroup = true, .chunk = 16}};
+    int64_t qs[3] = {B, hq, D}, ns[3] = {B, hkv, D}, cs[4] = {S, P, hkv, D};
+    nu_rope_desc rope = {.layout = NU_ROPE_HALF, .theta = 500000.0f};
+    for (int ti = 0; ti < 3; ti++) {
+        step_bufs b[2]; /* the graph's, the command buffers' */
+        for (int i = 0; i < 2; i++) {
+            b[i].q = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+            b[i].k = nt_tensor_output(d, NU_DTYPE_F32, 3, ns, 0);
+            b[i].v = nt_tensor_output(d, NU_DTYPE_F32, 3, ns, 0);
+            b[i].qr = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+            b[i].out = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+            int32_t zero[3] = {0, 0, 0};
+            b[i].pos = nt_tensor_i32(d, zero, B, 0, 1);
+            b[i].slot = nt_tensor_i32(d, zero, B, 0, 1);
+            b[i].kc = nt_tensor_random(d, NU_DTYPE_F16, 4, cs, 0, -1, 1, &seed);
+            b[i].vc = nt_tensor_random(d, NU_DTYPE_BF16, 4, cs, 0, -1, 1, &seed);
+        }
+        upload(d, &b[1].kc, b[0].kc.bytes, b[0].kc.size); /* the same caches to start */
+        upload(d, &b[1].vc, b[0].vc.bytes, b[0].vc.size);
+        nu_commands *rec;
+        nu_graph *g;
+        NT_OK(nu_graph_record(d, &rec));
+        NT_OK(record_step(rec, &b[0], &rope, &tunes[ti], (uint32_t)P));
+        uint32_t bad;
+        assert_int_equal(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &bad), NU_ERROR_INVALID_ARGUMENT);
+        NT_OK(nu_graph_new(rec, &g));
+        /* Three sequences: lengths so far per slot; a step takes rows for the sequences in rows. */
+        int32_t len[4] = {0, 40, 90, 0};
+        for (int step = 0; step < 30; step++) {
+            int32_t pos[3], slot[3];
+            for (int r = 0; r < 3; r++) {
+                slot[r] = (int32_t)((r + step / 10) % 4); /* sequences move between slots every 10 steps */
+                if (len[slot[r]] >= P)
+                    len[slot[r]] = 0; /* the slot full: a new sequence starts */
+                pos[r] = len[slot[r]]++;
+            }
+            if (step % 7 == 3)
+                pos[1] = -1; /* a row out of range (an idle row of the batch) */
+            nt_tensor fresh[3] = {nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed),
+                                  nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed),
+                                  nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed)};
+            for (int i = 0; i < 2; i++) {
+                upload(d, &b[i].q, fresh[0].values, fresh[0].numel * 4);
+                upload(d, &b[i].k, fresh[1].values, fresh[1].numel * 4);
+                upload(d, &b[i].v, fresh[2].values, fresh[2].numel * 4);
+                upload(d, &b[i].pos, pos, sizeof pos);
+                upload(d, &b[i].slot, slot, sizeof slot);
+            }
+            NT_OK(nu_graph_launch(g));
+            NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+            nu_commands *c;
+            NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+            NT_OK(record_step(c, &b[1], &rope, &tunes[ti], (uint32_t)P));
+            NT_OK(nu_commands_commit(c));
+            NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+            NT_OK(nu_commands_free(c));
+            for (int i = 0; i < 2; i++) {
+                nt_tensor_download(&b[i].out);
+                nt_tensor_download(&b[i].kc);
+                nt_tensor_download(&b[i].vc);
+                nt_tensor_download(&b[i].qr);
+            }
+            if (memcmp(b[0].out.bytes, b[1].out.bytes, b[0].out.size) || memcmp(b[0].kc.bytes, b[1].kc.bytes, b[0].kc.size) ||
+                memcmp(b[0].vc.bytes, b[1].vc.bytes, b[0].vc.size))
+                fail_msg("tune %d, step %d: the graph's output or caches differ from the step recorded fresh", ti, step);
+            char what[96];
+            snprintf(what, sizeof what, "batched decode graph, tune %d, step %d", ti, step);
+            nu_attention_desc ad = {.positions = &b[0].pos.t, .slots = &b[0].slot.t, .window = 48};
+            nt_attn ref = {b[1].qr.values, b[1].kc.values, b[1].vc.values, B, hq, hkv, D, S, P, &ad, pos, slot};
+            nt_expect_attention(&b[0].out, &ref, what);
+            for (int i = 0; i < 3; i++)
+                nt_tensor_free(&fresh[i]);
+        }
+        NT_OK(nu_graph_free(g));
+        for (int i = 0; i < 2; i++) {
+            nt_tensor *all[9] = {&b[i].q, &b[i].k, &b[i].v, &b[i].qr, &b[i].out, &b[i].pos, &b[i].slot, &b[i].kc, &b[i].vc};
+            for (int j = 0; j < 9; j++)
+                nt_tensor_free(all[j]);
+        }
+    }
+    nt_close(d);
+}
+
+/* What the per-row form, windows and softcaps refuse, each by name. */
+static void refusals(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 48;
+    int64_t qs[3] = {2, 8, 64}, ks[4] = {3, 16, 2, 64}, k5[3] = {16, 2, 64};
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 4, ks, 0, -1, 1, &seed);
+    nt_tensor k3 = nt_tensor_random(d, NU_DTYPE_F16, 3, k5, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    int32_t p[16] = {1, 2, 3};
+    nt_tensor pos = nt_tensor_i32(d, p, 2, 0, 1), pos3 = nt_tensor_i32(d, p, 3, 0, 1), pos16 = nt_tensor_i32(d, p, 16, 0, 1);
+    nt_tensor posf = nt_tensor_random(d, NU_DTYPE_F32, 1, (int64_t[1]){2}, 0, 0, 3, &seed);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_attention_desc ok = {.positions = &pos.t, .slots = &pos.t, .window = 4, .softcap = 30};
+    NT_OK(nu_op_attention(c, &dst.t, &q.t, &k.t, &k.t, &ok));
+    nu_attention_desc scalar_ok = {.causal = true, .kv_length = 16, .window = 4, .softcap = 30};
+    NT_OK(nu_op_attention(c, &dst.t, &q.t, &k.t, &k.t, &scalar_ok)); /* slot 0 of the rank-4 cache */
+    struct {
+        nu_attention_desc ad;
+        const char *msg;
+    } bad[] = {
+        {{.positions = &posf.t}, "positions is F32"},
+        {{.positions = &pos3.t}, "positions must be I32 [2]"},
+        {{.positions = &pos.t, .slots = &pos3.t}, "slots must be I32 [2]"},
+        {{.positions = &pos.t, .kv_length = 16}, "belong to the scalar form"},
+        {{.positions = &pos.t, .q_position = 1}, "belong to the scalar form"},
+        {{.slots = &pos.t, .causal = true, .kv_length = 16}, "needs desc->positions"},
+        {{.kv_length = 16, .window = 8}, "needs causal"},
+        {{.positions = &pos.t, .softcap = -1}, "softcap"},
+        {{.positions = &pos.t, .softcap = NAN}, "softcap"},
+        {{.positions = &pos.t, .softcap = INFINITY}, "softcap"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &k.t, &bad[i].ad));
+        if (!strstr(nu_error_message(d), bad[i].msg))
+            fail_msg("refusal %zu: the message '%s' does not name %s", i, nu_error_message(d), bad[i].msg);
+    }
+    /* k and v of different ranks; dst over the positions. */
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &k.t, &k3.t, &ok));
+    assert_non_null(strstr(nu_error_message(d), "v is"));
+    nu_tensor over = nu_tensor_make(pos16.t.buffer, 16, NU_DTYPE_F32, 3, (int64_t[3]){1, 1, 8});
+    nu_tensor q1, p1;
+    NT_OK(nu_tensor_slice(&q.t, 0, 0, 1, &q1));
+    NT_OK(nu_tensor_slice(&q1, 2, 0, 8, &q1));
+    NT_OK(nu_tensor_slice(&q1, 1, 0, 1, &q1));
+    NT_OK(nu_tensor_slice(&pos16.t, 0, 8, 1, &p1));
+    int64_t k8[4] = {3, 16, 1, 8};
+    nt_tensor kk = nt_tensor_random(d, NU_DTYPE_F32, 4, k8, 0, -1, 1, &seed);
+    nu_attention_desc od = {.positions = &p1};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &over, &q1, &kk.t, &kk.t, &od));
+    assert_non_null(strstr(nu_error_message(d), "overlaps positions"));
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    nu_commands_free(c);
+    nt_tensor_free(&q);
+    nt_tensor_free(&k);
+    nt_tensor_free(&k3);
+    nt_tensor_free(&kk);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&pos);
+    nt_tensor_free(&pos3);
+    nt_tensor_free(&pos16);
+    nt_tensor_free(&posf);
+    nt_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(decode_rows_of_many_sequences),
+        cmocka_unit_test(prefill_chunk_of_one_sequence),
+        cmocka_unit_test(mixed_batch),
+        cmocka_unit_test(sliding_windows),
+        cmocka_unit_test(softcaps),
+        cmocka_unit_test(every_head_dim),
+        cmocka_unit_test(one_graph_serves_changing_batches),
+        cmocka_unit_test(refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
