@@ -84,6 +84,20 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
                                  const nu_tensor *v3, const nu_tensor *q_out, const nu_tensor *att3)
 {
     const nu_llm_config *c = &p->hp->cfg;
+    if (p->per_row) {
+        nu_tensor kc = nu_llm__kv_k(p->kv, layer), vc = nu_llm__kv_v(p->kv, layer);
+        nu_rope_desc rope_q = {.layout = p->hp->rope_layout, .theta = c->rope_theta, .positions = &p->positions};
+        nu_rope_desc rope_k = {.layout = p->hp->rope_layout, .theta = c->rope_theta};
+        nu_kv_write_desc kw = {&p->positions, &p->slots, &rope_k}, vw = {&p->positions, &p->slots, NULL};
+        TRY(nu_op_rope(p->c, q_out, q3, &rope_q));
+        TRY(nu_op_kv_write(p->c, &kc, k3, &kw));
+        TRY(nu_op_kv_write(p->c, &vc, v3, &vw));
+        nu_tensor qa;
+        TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
+        nu_attention_desc ad = {.positions = &p->positions, .slots = &p->slots, .max_length = p->max_kv};
+        ad.tune.path = NU_ATTENTION_PATH_DECODE; /* rows of different sequences: each on its own */
+        return nu_op_attention(p->c, att3, &qa, &kc, &vc, &ad);
+    }
     nu_llm_layer_params *pp = p->graph ? &p->params[layer] : NULL;
     nu_tensor kc = nu_llm__kv_slot(p->kv, false, layer, p->slot), vc = nu_llm__kv_slot(p->kv, true, layer, p->slot);
     nu_rope_desc rope_q = {p->hp->rope_layout, c->rope_theta, 0, (int32_t)p->start, NULL};
@@ -223,23 +237,34 @@ nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu
                              const nu_tensor *logits, const nu_tensor *next)
 {
     const nu_llm_config *c = &p->hp->cfg;
-    int64_t R = p->rows, D = c->dim;
+    int64_t R = p->rows, D = c->dim, out_rows = logits->shape[0], first = R - out_rows;
     nu_tensor x = view2(p->act[NU_LLM_A_X], R, D), last;
-    if (p->pending) { /* the last block's output: only the last row is needed */
+    if (p->pending) { /* the last block's output: only the rows with logits need it */
         nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], R, D), xl, tl;
-        TRY(nu_tensor_slice(&x, 0, R - 1, 1, &xl));
-        TRY(nu_tensor_slice(&tmp, 0, R - 1, 1, &tl));
+        TRY(nu_tensor_slice(&x, 0, first, out_rows, &xl));
+        TRY(nu_tensor_slice(&tmp, 0, first, out_rows, &tl));
         TRY(nu_op_add(p->c, &xl, &xl, &tl));
         p->pending = false;
     }
-    TRY(nu_tensor_slice(&x, 0, R - 1, 1, &last));
+    TRY(nu_tensor_slice(&x, 0, first, out_rows, &last));
     if (p->fused) {
         nu_matvec_desc in = {.norm_weight = out_norm, .norm_eps = c->rms_eps};
         TRY(nu_op_matvec_fused(p->c, logits, output, &last, &in));
     } else {
-        nu_tensor xl = view2(p->act[NU_LLM_A_XN], 1, D);
+        nu_tensor xl = view2(p->act[NU_LLM_A_XN], out_rows, D);
         TRY(nu_op_rms_norm(p->c, &xl, &last, out_norm, c->rms_eps));
-        TRY(nu_op_matvec(p->c, logits, output, &xl));
+        bool is_float = output->dtype == NU_DTYPE_F32 || output->dtype == NU_DTYPE_F16 || output->dtype == NU_DTYPE_BF16;
+        /* Block or repacked output matrices (too large for the F16 scratch of a layer's matrices):
+         * matrix-vector products of up to NU_MATVEC_MAX_ROWS rows at a time. */
+        if (out_rows > NU_MATVEC_MAX_ROWS && is_float)
+            TRY(nu_op_matmul(p->c, logits, &xl, output, NULL));
+        for (int64_t r = 0; !(out_rows > NU_MATVEC_MAX_ROWS && is_float) && r < out_rows; r += NU_MATVEC_MAX_ROWS) {
+            int64_t k = out_rows - r < NU_MATVEC_MAX_ROWS ? out_rows - r : NU_MATVEC_MAX_ROWS;
+            nu_tensor xr, lr;
+            TRY(nu_tensor_slice(&xl, 0, r, k, &xr));
+            TRY(nu_tensor_slice(logits, 0, r, k, &lr));
+            TRY(nu_op_matvec(p->c, &lr, output, &xr));
+        }
     }
     return next ? nu_op_argmax(p->c, next, logits) : NU_OK;
 }

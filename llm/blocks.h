@@ -15,7 +15,10 @@
  *   f16_inputs), the residual add fused with the next RMSNorm (nu_op_add_rms_norm): a block leaves
  *   its output to add in `tmp` (pending) and the next norm adds it.
  * Where the rows go in the KV cache: one slot's consecutive positions from `start` (prefill chunks
- * and the single-sequence decode graph, through the ops' scalar forms and graph parameters). */
+ * and the single-sequence decode graph, through the ops' scalar forms and graph parameters), or
+ * each row its own slot and position (per_row: I32 tensors the ops read, so a recorded graph
+ * serves any mix of sequences: batched decode; attention then takes its decode path, each row on
+ * its own). */
 #ifndef NU_LLM_BLOCKS_H
 #define NU_LLM_BLOCKS_H
 
@@ -64,6 +67,8 @@ struct nu_llm_pass {
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
     bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
     bool pending;             /* tmp holds a block's output not yet added to x */
+    bool per_row;             /* rows' slots and positions from `slots` and `positions` (I32 [rows]) */
+    nu_tensor positions, slots;
 };
 
 /* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes). */
@@ -76,7 +81,8 @@ nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_ten
 nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer);
 /* The feed-forward half with SwiGLU: x += (silu(norm(x) Wg) * (norm(x) Wu)) Wd. */
 nu_status nu_llm__blk_ffn_swiglu(nu_llm_pass *p, const nu_llm_layer_w *w);
-/* logits [1, vocab] = norm(x[last row]) W_out^T; where next is not NULL, its argmax (I32 [1, 1]). */
+/* logits = norm(x) W_out^T of the last row ([1, vocab]), or of every row where logits has `rows`
+ * rows ([rows, vocab]); where next is not NULL, the argmax of each (I32 [1 or rows, 1]). */
 nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu_tensor *output,
                              const nu_tensor *logits, const nu_tensor *next);
 

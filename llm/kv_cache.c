@@ -23,7 +23,8 @@ nu_status nu_llm__kv_new(nu_device *d, uint32_t layers, uint32_t slots, uint32_t
     kv->length = nu_llm__calloc(slots, sizeof *kv->length);
     kv->used = nu_llm__calloc(slots, sizeof *kv->used);
     kv->tokens = nu_llm__calloc((size_t)slots * positions, sizeof *kv->tokens);
-    if (!kv->k || !kv->v || !kv->length || !kv->used || !kv->tokens) {
+    kv->released = nu_llm__calloc(slots, sizeof *kv->released);
+    if (!kv->k || !kv->v || !kv->length || !kv->used || !kv->tokens || !kv->released) {
         nu_llm__kv_free(kv);
         return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_open: no memory for the KV cache");
     }
@@ -56,6 +57,7 @@ void nu_llm__kv_free(nu_llm_kv *kv)
     nu_llm__free(kv->length);
     nu_llm__free(kv->used);
     nu_llm__free(kv->tokens);
+    nu_llm__free(kv->released);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -98,7 +100,11 @@ nu_status nu_llm__kv_acquire_prefix(nu_llm_kv *kv, const int32_t *tokens, uint32
         uint32_t len = 0, limit = kv->length[s] < n ? kv->length[s] : n;
         while (len < limit && have[len] == tokens[len])
             len++;
-        if (best == UINT32_MAX || len > best_len)
+        bool better = best == UINT32_MAX || len > best_len ||
+                      (len == best_len && (kv->length[s] == 0) > (kv->length[best] == 0)) ||
+                      (len == best_len && (kv->length[s] == 0) == (kv->length[best] == 0) &&
+                       kv->released[s] < kv->released[best]);
+        if (better)
             best = s, best_len = len;
     }
     if (best == UINT32_MAX)
@@ -112,6 +118,8 @@ nu_status nu_llm__kv_acquire_prefix(nu_llm_kv *kv, const int32_t *tokens, uint32
 
 void nu_llm__kv_release(nu_llm_kv *kv, uint32_t slot)
 {
-    if (slot < kv->slots)
+    if (slot < kv->slots) {
         kv->used[slot] = false;
+        kv->released[slot] = ++kv->releases;
+    }
 }

@@ -19,6 +19,8 @@ typedef struct nu_llm_kv {
     uint32_t *length;    /* per slot */
     bool *used;          /* per slot */
     int32_t *tokens;     /* [slots, positions]: the ids whose keys and values a slot holds */
+    uint64_t *released;  /* per slot: when it was last released (a count of releases) */
+    uint64_t releases;
     uint64_t bytes;      /* device bytes of the cache */
 } nu_llm_kv;
 
@@ -39,8 +41,9 @@ nu_tensor nu_llm__kv_slot(const nu_llm_kv *kv, bool values, uint32_t layer, uint
 
 /* A free slot (its length 0), or NU_ERROR_BUSY when every slot is in use. */
 nu_status nu_llm__kv_acquire(nu_llm_kv *kv, uint32_t *slot);
-/* The free slot whose cached tokens share the longest prefix with tokens[0 .. n) (ties: the lowest
- * slot), truncated to that prefix: *reused of the tokens need no prefill. NU_ERROR_BUSY when every
+/* The free slot whose cached tokens share the longest prefix with tokens[0 .. n), truncated to
+ * that prefix: *reused of the tokens need no prefill. Ties go to the slot that caches least (an
+ * empty one), then to the one released longest ago, so that recent prefixes stay for reuse. NU_ERROR_BUSY when every
  * slot is in use. */
 nu_status nu_llm__kv_acquire_prefix(nu_llm_kv *kv, const int32_t *tokens, uint32_t n, uint32_t *slot,
                                     uint32_t *reused);

@@ -16,6 +16,17 @@
 enum { G_DECODE, G_GREEDY, G_COUNT = G_GREEDY + NU_LLM_GREEDY_MAX_DEPTH };
 #define P_SLOTS (1 + NU_LLM_GREEDY_MAX_DEPTH * NU_LLM_GREEDY_MAX_UNROLL)
 
+/* A batched decode graph of B rows (a power of two): each row its own slot and position, read from
+ * shared I32 buffers the CPU writes before each launch; the logits of every row and their argmax
+ * out. Rows past a step's count are padding: position -1 (out of range: they write nothing). */
+#define MAX_BUCKETS 16
+typedef struct nu_llm_bucket {
+    uint32_t rows;
+    nu_graph *graph;
+    nu_buffer *act[NU_LLM_A_COUNT];
+    nu_buffer *tokens, *positions, *slots, *logits, *ids;
+} nu_llm_bucket;
+
 struct nu_llm_runner {
     nu_device *dev;
     const nu_llm_arch *arch;
@@ -32,6 +43,7 @@ struct nu_llm_runner {
     uint32_t depth;                 /* greedy ring graphs built (0: not yet) */
     bool greedy_by_cpu;
     uint64_t bytes;
+    nu_llm_bucket buckets[MAX_BUCKETS]; /* [k]: 2^k rows, built at first use */
     char note[256];
 };
 
@@ -94,15 +106,21 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
 
 /* Records the forward pass `p` with its token ids, the logits out, and where next is not NULL the
  * argmax of the logits into it. */
-static nu_status record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tensor *ids, const nu_tensor *next)
+static nu_status record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tensor *ids, const nu_tensor *logits,
+                                const nu_tensor *next)
 {
     const nu_llm_weights *w = r->w;
     TRY(nu_llm__blk_embed(p, &w->global[NU_LLM_W_EMBED], ids));
     for (uint32_t l = 0; l < r->hp->cfg.layers; l++)
         TRY(r->arch->layer(p, &w->layers[l], l));
+    return nu_llm__blk_logits(p, &w->global[NU_LLM_W_OUT_NORM], &w->global[NU_LLM_W_OUTPUT], logits, next);
+}
+
+/* The runner's logits buffer as [1, vocab]. */
+static nu_tensor one_logits(nu_llm_runner *r)
+{
     int64_t shape[2] = {1, r->hp->cfg.vocab};
-    nu_tensor logits = nu_tensor_make(r->logits, 0, NU_DTYPE_F32, 2, shape);
-    return nu_llm__blk_logits(p, &w->global[NU_LLM_W_OUT_NORM], &w->global[NU_LLM_W_OUTPUT], &logits, next);
+    return nu_tensor_make(r->logits, 0, NU_DTYPE_F32, 2, shape);
 }
 
 /* Id u of greedy ring buffer j, as a gather's ids (rank 1) or an argmax's output (rank 2). */
@@ -127,7 +145,8 @@ static nu_status record_graph(nu_llm_runner *r, int g)
         nu_llm_pass p = make_pass(r, rec, 1, 0, 0);
         memcpy(p.act, r->act, sizeof p.act);
         p.graph = true, p.max_kv = r->kv->positions, p.params = r->params;
-        st = record_forward(r, &p, &gid, NULL);
+        nu_tensor logits = one_logits(r);
+        st = record_forward(r, &p, &gid, &logits, NULL);
     }
     uint32_t j = (uint32_t)(g - G_GREEDY), to = (j + 1) % (r->o.greedy_depth ? r->o.greedy_depth : 1);
     for (uint32_t u = 0; st == NU_OK && g != G_DECODE && u < U; u++) {
@@ -135,7 +154,8 @@ static nu_status record_graph(nu_llm_runner *r, int g)
         nu_llm_pass p = make_pass(r, rec, 1, 0, 0);
         memcpy(p.act, r->act, sizeof p.act);
         p.graph = true, p.max_kv = r->kv->positions, p.params = r->params + (size_t)greedy_slot(j, u) * layers;
-        st = record_forward(r, &p, &gid, &next);
+        nu_tensor logits = one_logits(r);
+        st = record_forward(r, &p, &gid, &logits, &next);
     }
     if (st == NU_OK)
         st = nu_graph_new(rec, &r->graph[g]);
@@ -198,10 +218,24 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
     return NU_OK;
 }
 
+static void free_bucket(nu_llm_bucket *b)
+{
+    nu_graph_wait(b->graph, NU_WAIT_FOREVER);
+    nu_graph_free(b->graph);
+    for (int i = 0; i < NU_LLM_A_COUNT; i++)
+        nu_buffer_free(b->act[i]);
+    nu_buffer *io[5] = {b->tokens, b->positions, b->slots, b->logits, b->ids};
+    for (int i = 0; i < 5; i++)
+        nu_buffer_free(io[i]);
+    memset(b, 0, sizeof *b);
+}
+
 void nu_llm__runner_free(nu_llm_runner *r)
 {
     if (!r)
         return;
+    for (int k = 0; k < MAX_BUCKETS; k++)
+        free_bucket(&r->buckets[k]);
     for (int g = 0; g < G_COUNT; g++) {
         nu_graph_wait(r->graph[g], NU_WAIT_FOREVER);
         nu_graph_free(r->graph[g]);
@@ -271,7 +305,8 @@ nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t 
             nu_tensor t = nu_tensor_make(ids, 0, NU_DTYPE_I32, 1, &shape);
             nu_llm_pass p = make_pass(r, c, rows, slot, pos);
             memcpy(p.act, set, sizeof p.act);
-            st = nv(r, record_forward(r, &p, &t, NULL), "recording the forward pass");
+            nu_tensor out = one_logits(r);
+            st = nv(r, record_forward(r, &p, &t, &out, NULL), "recording the forward pass");
         }
         if (st == NU_OK)
             st = nv(r, nu_commands_commit(c), "the forward pass");
@@ -446,4 +481,98 @@ nu_status nu_llm__runner_greedy(nu_llm_runner *r, int32_t token, uint32_t n, int
         build_greedy_graphs(r);
     return r->o.by_commands || r->greedy_by_cpu ? greedy_by_logits(r, token, n, out, produced, stop_token, on_token, user)
                                                 : greedy_by_graphs(r, token, n, out, produced, stop_token, on_token, user);
+}
+
+/* ---- batched decode ---------------------------------------------------------------------- */
+
+static nu_tensor i32_rows(nu_buffer *b, int64_t rows, uint32_t rank)
+{
+    int64_t shape[2] = {rows, 1};
+    return nu_tensor_make(b, 0, NU_DTYPE_I32, rank, shape);
+}
+
+/* Builds the bucket of `rows` rows: its buffers and its graph (per-row forms: no parameters). */
+static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
+{
+    uint64_t before = nu_memory_active(r->dev);
+    size_t sizes[NU_LLM_A_COUNT];
+    nu_llm__act_sizes(r->hp, rows, r->w16, sizes);
+    nu_status st = NU_OK;
+    for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
+        st = nv(r, nu_buffer_new(r->dev, sizes[i], NU_STORAGE_PRIVATE, &b->act[i]), "batched decode activations");
+    size_t i32 = (size_t)rows * 4, V = r->hp->cfg.vocab;
+    nu_buffer **io[5] = {&b->tokens, &b->positions, &b->slots, &b->logits, &b->ids};
+    size_t io_bytes[5] = {i32, i32, i32, i32 * V, i32};
+    for (int i = 0; st == NU_OK && i < 5; i++)
+        st = nv(r, nu_buffer_new(r->dev, io_bytes[i], NU_STORAGE_SHARED, io[i]), "batched decode inputs");
+    nu_commands *rec = NULL;
+    if (st == NU_OK)
+        st = nv(r, nu_graph_record(r->dev, &rec), "recording a batched decode graph");
+    if (st == NU_OK) {
+        nu_llm_pass p = make_pass(r, rec, rows, 0, 0);
+        memcpy(p.act, b->act, sizeof p.act);
+        p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
+        p.positions = i32_rows(b->positions, rows, 1), p.slots = i32_rows(b->slots, rows, 1);
+        nu_tensor ids = i32_rows(b->tokens, rows, 1), next = i32_rows(b->ids, rows, 2);
+        int64_t shape[2] = {rows, (int64_t)V};
+        nu_tensor logits = nu_tensor_make(b->logits, 0, NU_DTYPE_F32, 2, shape);
+        st = nv(r, record_forward(r, &p, &ids, &logits, &next), "recording a batched decode graph");
+    }
+    if (st == NU_OK)
+        st = nv(r, nu_graph_new(rec, &b->graph), "building a batched decode graph");
+    else
+        nu_commands_free(rec);
+    if (st != NU_OK) {
+        free_bucket(b);
+        return st;
+    }
+    b->rows = rows;
+    uint64_t after = nu_memory_active(r->dev);
+    r->bytes += after > before ? after - before : 0;
+    return NU_OK;
+}
+
+nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
+                                      float *logits, int32_t *ids)
+{
+    uint32_t k = 0;
+    while ((1u << k) < n)
+        k++;
+    if (k >= MAX_BUCKETS)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN "_step: %u decode rows; at most %u", n, 1u << (MAX_BUCKETS - 1));
+    nu_llm_bucket *b = &r->buckets[k];
+    if (!b->graph)
+        TRY(build_bucket(r, b, 1u << k));
+    uint32_t B = b->rows;
+    int32_t *t = nu_llm__malloc_array(B, 3 * sizeof *t);
+    if (!t)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_step: no memory");
+    int32_t *pos = t + B, *sl = t + 2 * B;
+    for (uint32_t i = 0; i < B; i++) {
+        bool real = i < n;
+        t[i] = real ? tokens[i] : 0;
+        pos[i] = real ? (int32_t)r->kv->length[slots[i]] : -1; /* padding: out of range, writes nothing */
+        sl[i] = real ? (int32_t)slots[i] : 0;
+    }
+    nu_status st = nv(r, nu_buffer_write(b->tokens, 0, t, (size_t)B * 4), "writing the rows' tokens");
+    if (st == NU_OK)
+        st = nv(r, nu_buffer_write(b->positions, 0, pos, (size_t)B * 4), "writing the rows' positions");
+    if (st == NU_OK)
+        st = nv(r, nu_buffer_write(b->slots, 0, sl, (size_t)B * 4), "writing the rows' slots");
+    if (st == NU_OK)
+        st = nv(r, nu_graph_launch(b->graph), "launching a batched decode graph");
+    if (st == NU_OK)
+        st = nv(r, nu_graph_wait(b->graph, NU_WAIT_FOREVER), "a batched decode graph");
+    if (st == NU_OK && logits)
+        st = nv(r, nu_buffer_read(b->logits, 0, logits, (size_t)n * r->hp->cfg.vocab * 4), "reading the logits");
+    if (st == NU_OK && ids)
+        st = nv(r, nu_buffer_read(b->ids, 0, ids, (size_t)n * 4), "reading the ids");
+    if (st == NU_OK)
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t s = slots[i];
+            r->kv->tokens[(size_t)s * r->kv->positions + r->kv->length[s]] = tokens[i];
+            r->kv->length[s]++;
+        }
+    nu_llm__free(t);
+    return st;
 }

@@ -64,6 +64,12 @@ uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r);
 nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits);
 /* One token of slot 0 by the decode graph (or a one-row pass). */
 nu_status nu_llm__runner_decode(nu_llm_runner *r, int32_t token, float *logits);
+/* One decode row for each of n different slots (slots[i]; each at its length, with room), by the
+ * batched decode graph of the smallest power of two >= n rows (built at first use; the rows past n
+ * are padding that writes nothing): logits[i * vocab ..] (may be NULL) and the argmax ids[i] (may
+ * be NULL) of each row. The slots' lengths grow by one. */
+nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
+                                      float *logits, int32_t *ids);
 /* Greedy decode of slot 0 (nuvec_llm.h's nu_llm_model_decode_greedy; arguments checked). */
 nu_status nu_llm__runner_greedy(nu_llm_runner *r, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
                                 int32_t stop_token, bool (*on_token)(void *user, int32_t id), void *user);

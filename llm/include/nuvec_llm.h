@@ -240,6 +240,9 @@ typedef struct nu_llm_model_options {
                               * nu_llm_model_memory (the device's peak is then the model's to set) */
     bool keep_load_cache;    /* leave the memory that converting weights used in nuvec's cache (by
                               * default open releases the device's cache after converting) */
+    uint32_t slots;          /* sequences the KV cache holds at once (0: 1; at most 32768): slot 0 is
+                              * the model's own, the others are handed out by nu_llm_model_seq_acquire
+                              * for nu_llm_model_step; each costs max_positions positions of cache */
 } nu_llm_model_options;
 
 typedef struct nu_llm_model nu_llm_model;
@@ -322,6 +325,58 @@ nu_status nu_llm_model_decode(nu_llm_model *model, int32_t token, float *logits)
 nu_status nu_llm_model_decode_greedy(nu_llm_model *model, int32_t token, uint32_t n, int32_t *out,
                                      uint32_t *produced, int32_t stop_token,
                                      bool (*on_token)(void *user, int32_t id), void *user);
+
+/* ---- Sequences and batches -----------------------------------------------------------------
+ * A batch of sequences as the unit of work: the KV cache has `slots` sequence slots (options);
+ * slot 0 is the model's own sequence, held from open (nu_llm_model_prefill, decode, decode_greedy,
+ * position and reset act on it), and nu_llm_model_seq_acquire hands out the others (slot 0 too
+ * once released). A step appends one or more tokens to each of several slots in one go: slots with
+ * several tokens in the step run as prefill passes, the slots with one token together as one
+ * batched decode: one launch of a graph recorded for that many rows (the next power of two),
+ * whose rows read their slot and position from buffers, so sequences join and leave between
+ * steps with nothing recorded again. Each slot remembers the tokens it holds, so a new sequence
+ * can take over the free slot whose tokens share the longest prefix with its own (prefix reuse). */
+
+/* A free slot for a new sequence: with prefix (n tokens; may be NULL with n 0), the free slot
+ * whose cached tokens share the longest prefix with it (ties: the lowest slot), kept to that
+ * prefix: *reused (may be NULL) of the prefix's tokens are in the cache already (append the rest).
+ * NU_ERROR_BUSY when every slot is in use; NU_ERROR_INVALID_ARGUMENT for NULL pointers. */
+nu_status nu_llm_model_seq_acquire(nu_llm_model *model, const int32_t *prefix, uint32_t n, uint32_t *slot,
+                                   uint32_t *reused);
+/* Frees a slot (its tokens stay for prefix reuse). NU_ERROR_INVALID_ARGUMENT for a slot not held. */
+nu_status nu_llm_model_seq_release(nu_llm_model *model, uint32_t slot);
+/* Keeps the first `length` tokens of a held slot (a chat's earlier turns; 0 empties it).
+ * NU_ERROR_INVALID_ARGUMENT for a slot not held or a length past its own. */
+nu_status nu_llm_model_seq_truncate(nu_llm_model *model, uint32_t slot, uint32_t length);
+/* A held slot's tokens: its length (0 for a slot not held), and where tokens is not NULL, a
+ * pointer to them, valid until the next call on the model. */
+uint32_t nu_llm_model_seq_length(const nu_llm_model *model, uint32_t slot, const int32_t **tokens);
+/* The KV cache's slots (options.slots, or 1). */
+uint32_t nu_llm_model_slots(const nu_llm_model *model);
+
+/* What a step gives for a row. */
+typedef enum nu_llm_output {
+    NU_LLM_OUTPUT_NONE,   /* nothing (a prompt's tokens before its last) */
+    NU_LLM_OUTPUT_LOGITS, /* the row's logits (vocab floats) */
+    NU_LLM_OUTPUT_ARGMAX, /* the id of the row's largest logit (the lowest of equal ones) */
+} nu_llm_output;
+
+typedef struct nu_llm_row {
+    int32_t token;
+    uint32_t slot;        /* a held slot */
+    nu_llm_output output; /* only the last row of its slot in a step may ask for one */
+} nu_llm_row;
+
+/* Appends rows[i].token to slot rows[i].slot for every row (a slot's rows in order, at its length
+ * and on), and writes the outputs asked for in row order: the rows with LOGITS one after the
+ * other into logits (vocab floats each), the rows with ARGMAX into ids. Rows of a slot with
+ * several rows in the step run as prefill passes; the slots with one row run together as one
+ * batched decode (a graph of the next power of two rows, built at its first use). NU_ERROR_
+ * INVALID_ARGUMENT (n 0, NULL pointers where outputs are asked, a slot not held, an id outside
+ * [0, vocab), an output on a row that is not its slot's last), NU_ERROR_OUT_OF_RANGE (a slot's
+ * rows would overflow its positions; nothing runs), nuvec errors from the GPU (the slots then hold
+ * what the work that completed appended: check their lengths). */
+nu_status nu_llm_model_step(nu_llm_model *model, const nu_llm_row *rows, uint32_t n, float *logits, int32_t *ids);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,288 @@
+/* test_llm_batch.c: a batch of sequences as the unit of work (nu_llm_model_step and the sequence
+ * slots): aidreams260K's greedy continuations of prompts of different lengths, decoded together in
+ * one batch, give each exactly the ids (and within 1e-4 the logits) it gets alone; sequences join
+ * and leave the batch between steps (a step mixing a new sequence's prefill with the others'
+ * decode rows), a released slot is reused, a new sequence takes over a released slot's cached
+ * prefix (only the rest is prefilled) and continues as it would alone; batches past
+ * NU_MATVEC_MAX_ROWS rows (the matrix products and per-row attention) and padded buckets (3 rows
+ * in a graph of 4) too; refusals name the problem. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm_files.h"
+#include "llm_util.h"
+#include "nuvec_llm.h"
+
+enum { V = 512, GEN = 12, MAX_PROMPT = 24, SEQS = 12 };
+
+/* Prompt s: BOS then s * 2 + 2 ids of a fixed pattern (lengths 3 to 25). */
+static uint32_t prompt(int s, int32_t *out)
+{
+    uint32_t n = (uint32_t)(s % 6) * 4 + 3;
+    out[0] = 1;
+    for (uint32_t i = 1; i < n; i++)
+        out[i] = (int32_t)(3 + (s * 131 + i * 37) % 500);
+    return n;
+}
+
+static int32_t argmax(const float *x)
+{
+    int32_t best = 0;
+    for (int i = 1; i < V; i++)
+        best = x[i] > x[best] ? i : best;
+    return best;
+}
+
+/* The ids and logits sequence s gets alone: prefill, then GEN - 1 decode steps. */
+static void alone(nu_llm_model *m, int s, int32_t *ids, float *logits)
+{
+    int32_t p[MAX_PROMPT + 2];
+    uint32_t n = prompt(s, p);
+    nu_llm_model_reset(m);
+    LLM_OK(nu_llm_model_prefill(m, p, n, logits));
+    ids[0] = argmax(logits);
+    for (int k = 1; k < GEN; k++) {
+        LLM_OK(nu_llm_model_decode(m, ids[k - 1], logits + (size_t)k * V));
+        ids[k] = argmax(logits + (size_t)k * V);
+    }
+}
+
+typedef struct seq {
+    int id;           /* which prompt */
+    uint32_t slot;
+    int produced;     /* tokens generated so far */
+    int32_t ids[GEN];
+    float logits[GEN * V];
+} seq;
+
+/* A step for the running sequences: each new one's prompt rows (its last asks for logits), each
+ * running one's last token; afterwards every one has one more token. */
+static void step(nu_llm_model *m, seq **run, int count)
+{
+    nu_llm_row rows[SEQS * (MAX_PROMPT + 2)];
+    uint32_t n = 0;
+    for (int i = 0; i < count; i++) {
+        seq *q = run[i];
+        if (q->produced == 0) {
+            int32_t p[MAX_PROMPT + 2];
+            uint32_t pn = prompt(q->id, p);
+            uint32_t have = nu_llm_model_seq_length(m, q->slot, NULL); /* a reused prefix */
+            for (uint32_t j = have; j < pn; j++)
+                rows[n++] = (nu_llm_row){p[j], q->slot, j + 1 == pn ? NU_LLM_OUTPUT_LOGITS : NU_LLM_OUTPUT_NONE};
+        } else {
+            rows[n++] = (nu_llm_row){q->ids[q->produced - 1], q->slot, NU_LLM_OUTPUT_LOGITS};
+        }
+    }
+    float *logits = malloc(sizeof(float) * V * count);
+    LLM_OK(nu_llm_model_step(m, rows, n, logits, NULL));
+    for (int i = 0; i < count; i++) {
+        seq *q = run[i];
+        memcpy(q->logits + (size_t)q->produced * V, logits + (size_t)i * V, sizeof(float) * V);
+        q->ids[q->produced] = argmax(logits + (size_t)i * V);
+        q->produced++;
+    }
+    free(logits);
+}
+
+static void expect_alone(const seq *q, const int32_t *ids, const float *logits)
+{
+    if (memcmp(q->ids, ids, sizeof q->ids)) {
+        char a[256] = "", b[256] = "";
+        for (int k = 0; k < GEN; k++) {
+            snprintf(a + strlen(a), sizeof a - strlen(a), " %d", q->ids[k]);
+            snprintf(b + strlen(b), sizeof b - strlen(b), " %d", ids[k]);
+        }
+        fail_msg("sequence %d in the batch:%s; alone:%s", q->id, a, b);
+    }
+    double worst = 0;
+    for (int i = 0; i < GEN * V; i++)
+        worst = fmax(worst, fabs((double)q->logits[i] - logits[i]));
+    if (worst > 1e-4)
+        fail_msg("sequence %d's logits in the batch differ from alone by %g", q->id, worst);
+}
+
+static void batch_gives_what_each_gets_alone(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const char *path = llm_model_path("aidreams260K/model.gguf");
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, path, NULL, &m));
+    static int32_t ref_ids[SEQS][GEN];
+    static float ref_logits[SEQS][GEN * V];
+    for (int s = 0; s < SEQS; s++)
+        alone(m, s, ref_ids[s], ref_logits[s]);
+    nu_llm_model_free(m);
+
+    nu_llm_model_options o = {.slots = 4};
+    LLM_OK(nu_llm_model_open(d, path, &o, &m));
+    assert_int_equal(nu_llm_model_slots(m), 4);
+    LLM_OK(nu_llm_model_seq_release(m, 0)); /* slot 0 too, for this test's sequences */
+    static seq seqs[SEQS];
+    seq *run[SEQS];
+    /* 4 sequences of different prompt lengths, together from the first step. */
+    for (int i = 0; i < 4; i++) {
+        seqs[i] = (seq){.id = i};
+        LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &seqs[i].slot, NULL));
+        run[i] = &seqs[i];
+    }
+    int count = 4;
+    for (int k = 0; k < 5; k++)
+        step(m, run, count);
+    /* Sequence 0 leaves after 5 tokens; sequence 4 joins in its slot, its prefill in the same
+     * step as the other three's decode rows. */
+    uint32_t freed = seqs[0].slot;
+    int32_t keep[GEN];
+    memcpy(keep, seqs[0].ids, sizeof keep);
+    LLM_OK(nu_llm_model_seq_release(m, freed));
+    seqs[4] = (seq){.id = 4};
+    LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &seqs[4].slot, NULL));
+    assert_int_equal(seqs[4].slot, freed); /* the released slot is reused */
+    run[0] = &seqs[4];
+    while (seqs[1].produced < GEN)
+        step(m, run, count);
+    for (int i = 1; i < 4; i++)
+        expect_alone(&seqs[i], ref_ids[i], ref_logits[i]);
+    assert_memory_equal(keep, ref_ids[0], 5 * sizeof *keep); /* sequence 0's first five */
+    /* 3 rows (a bucket of 4: one padded row that must write nothing). */
+    seq *three[3] = {&seqs[4]};
+    count = 1;
+    for (int i = 1; i < 3; i++) {
+        LLM_OK(nu_llm_model_seq_release(m, seqs[i].slot));
+        seqs[i + 4] = (seq){.id = i + 4};
+        LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &seqs[i + 4].slot, NULL));
+        three[count++] = &seqs[i + 4];
+    }
+    while (seqs[4].produced < GEN)
+        step(m, three, 3);
+    while (seqs[5].produced < GEN)
+        step(m, three + 1, 2);
+    for (int i = 4; i < 7; i++)
+        expect_alone(&seqs[i], ref_ids[i], ref_logits[i]);
+    nu_llm_model_free(m);
+    /* 10 sequences at once: decode rows past NU_MATVEC_MAX_ROWS (a bucket of 16 on the products). */
+    o.slots = SEQS;
+    LLM_OK(nu_llm_model_open(d, path, &o, &m));
+    for (int i = 0; i < 10; i++) {
+        seqs[i] = (seq){.id = i + 2};
+        LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &seqs[i].slot, NULL));
+        run[i] = &seqs[i];
+    }
+    while (seqs[0].produced < GEN)
+        step(m, run, 10);
+    for (int i = 0; i < 10; i++)
+        expect_alone(&seqs[i], ref_ids[i + 2], ref_logits[i + 2]);
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
+/* A new sequence takes over the free slot whose cached tokens share the longest prefix with it:
+ * only the rest is prefilled, and it continues as it would alone. */
+static void prefix_reuse(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model_options o = {.slots = 3};
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), &o, &m));
+    int32_t ref_ids[GEN];
+    static float ref_logits[GEN * V];
+    alone(m, 5, ref_ids, ref_logits);
+    int32_t p[MAX_PROMPT + 2];
+    uint32_t n = prompt(5, p);
+    /* A first sequence with this prompt and 3 tokens more, then released. */
+    uint32_t a, b, reused;
+    LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &a, &reused));
+    assert_int_equal(reused, 0);
+    static seq first;
+    first = (seq){.id = 5, .slot = a};
+    seq *run[1] = {&first};
+    for (int k = 0; k < 4; k++)
+        step(m, run, 1);
+    LLM_OK(nu_llm_model_seq_release(m, a));
+    /* Another slot holds something else. */
+    LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &b, NULL));
+    assert_int_not_equal(a, b); /* an empty slot rather than a's cached prefix */
+    nu_llm_row other[2] = {{1, b, NU_LLM_OUTPUT_NONE}, {9, b, NU_LLM_OUTPUT_NONE}};
+    LLM_OK(nu_llm_model_step(m, other, 2, NULL, NULL));
+    LLM_OK(nu_llm_model_seq_release(m, b));
+    /* The prompt again: slot a, its n prompt tokens cached (not the 3 generated after them: the
+     * prefix is the prompt's). */
+    uint32_t c;
+    LLM_OK(nu_llm_model_seq_acquire(m, p, n - 1, &c, &reused));
+    assert_int_equal(c, a);
+    assert_int_equal(reused, n - 1);
+    assert_int_equal(nu_llm_model_seq_length(m, c, NULL), n - 1);
+    static seq again;
+    again = (seq){.id = 5, .slot = c};
+    run[0] = &again;
+    while (again.produced < GEN)
+        step(m, run, 1);
+    expect_alone(&again, ref_ids, ref_logits);
+    /* Truncate: keep the prompt, decode the rest again. */
+    LLM_OK(nu_llm_model_seq_truncate(m, c, n));
+    nu_llm_row r = {ref_ids[0], c, NU_LLM_OUTPUT_ARGMAX};
+    int32_t id;
+    LLM_OK(nu_llm_model_step(m, &r, 1, NULL, &id));
+    assert_int_equal(id, ref_ids[1]);
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
+static void refusals(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model_options o = {.slots = 2, .max_positions = 16};
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), &o, &m));
+    uint32_t s;
+    LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &s, NULL));
+    assert_int_equal(s, 1);
+    uint32_t none;
+    LLM_STATUS(NU_ERROR_BUSY, nu_llm_model_seq_acquire(m, NULL, 0, &none, NULL));
+    assert_int_equal(none, UINT32_MAX);
+    float logits[V];
+    int32_t id;
+    nu_llm_row bad_slot = {1, 7, NU_LLM_OUTPUT_NONE}, bad_token = {512, s, NU_LLM_OUTPUT_NONE},
+               no_out = {1, s, NU_LLM_OUTPUT_LOGITS};
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step(m, &bad_slot, 1, NULL, NULL));
+    assert_non_null(strstr(nu_llm_error_message(), "slot 7"));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step(m, &bad_token, 1, NULL, NULL));
+    assert_non_null(strstr(nu_llm_error_message(), "512"));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step(m, &no_out, 1, NULL, NULL));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step(m, &no_out, 0, logits, NULL));
+    nu_llm_row early[2] = {{1, s, NU_LLM_OUTPUT_ARGMAX}, {5, s, NU_LLM_OUTPUT_NONE}};
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step(m, early, 2, NULL, &id));
+    assert_non_null(strstr(nu_llm_error_message(), "last row"));
+    nu_llm_row many[17];
+    for (int i = 0; i < 17; i++)
+        many[i] = (nu_llm_row){1, s, NU_LLM_OUTPUT_NONE};
+    LLM_STATUS(NU_ERROR_OUT_OF_RANGE, nu_llm_model_step(m, many, 17, NULL, NULL));
+    assert_int_equal(nu_llm_model_seq_length(m, s, NULL), 0); /* nothing ran */
+    LLM_OK(nu_llm_model_step(m, many, 16, NULL, NULL));
+    assert_int_equal(nu_llm_model_seq_length(m, s, NULL), 16);
+    LLM_STATUS(NU_ERROR_OUT_OF_RANGE, nu_llm_model_step(m, many, 1, NULL, NULL));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_seq_truncate(m, s, 17));
+    LLM_OK(nu_llm_model_seq_release(m, s));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_seq_release(m, s));
+    assert_int_equal(nu_llm_model_seq_length(m, s, NULL), 0);
+    nu_llm_model_free(m);
+    nu_llm_model_options huge = {.slots = 40000};
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), &huge, &m));
+    nt_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(batch_gives_what_each_gets_alone),
+        cmocka_unit_test(prefix_reuse),
+        cmocka_unit_test(refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
