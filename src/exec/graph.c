@@ -9,19 +9,11 @@
  * - up to COPIES recorded copies of the Vulkan command buffer, each with the submission
  *   (exec/submission.h) its launches go through, like a command buffer's commit.
  *
- * Scheduling and barriers (this is where the graph's barrier strategy lives; hazard.c has the
- * command buffers'): nodes conflict when they touch overlapping bytes of one VkBuffer and one of
- * them writes (RAW, WAR, WAW), as hazard.c judges commands. A node's level is one more than the
- * highest level of the earlier nodes it conflicts with (0 without any), so conflicting nodes
- * keep their recorded order and independent ones share a level. A launch runs level by level
- * with one global VkMemoryBarrier2 between consecutive levels: its source half is what the
- * level before it did (its stages; its writes as the access mask), its destination half every
- * stage and access of the levels after it (not ALL_COMMANDS: compute-only graphs wait only on
- * the compute shader stage). A node depends on some node of the level right before its own,
- * so every one of these barriers is needed, and one suffices: an earlier level's barrier
- * already covered the later levels' stages and accesses (its destination half), and execution
- * dependencies chain. Ordering against work outside the graph is the submission's (timeline
- * waits, exec/submit.c), as for a commit.
+ * Scheduling and barriers: the planner's, by levels (exec/hazard.c's strategy says why): each
+ * node's level from the nodes it conflicts with, the nodes ordered by level, and one global
+ * VkMemoryBarrier2 between consecutive levels (its destination half narrowed to the later
+ * levels' stages and accesses). Ordering against work outside the graph is the submission's
+ * (timeline waits, exec/submit.c), as for a commit.
  *
  * Parameters: a dispatch with a parameter uses nu__kernel_from_memory's variant of its kernel,
  * whose push constants are a storage buffer one binding past the kernel's; each copy binds its
@@ -55,6 +47,7 @@
 #include "core/host.h"
 #include "exec/commands.h"
 #include "exec/draft.h"
+#include "exec/hazard.h"
 #include "exec/submission.h"
 #include "vk/block.h"
 #include "vk/queue.h"
@@ -75,6 +68,7 @@ typedef struct resource {
     bool used;            /* some node touches it (a slot may be declared and never used) */
     bool written;         /* some node writes it */
     VkBuffer vk;          /* resolved at scheduling */
+    VkDeviceSize base;    /* the buffer's offset in vk (its piece, for the planner) */
     VkDeviceSize vk_offset;
 } resource;
 
@@ -163,6 +157,7 @@ struct nu_graph {
     VkPipelineStageFlags2 *later_stages;    /* what the levels from each one on do: its destination half */
     VkAccessFlags2 *later_access;
     uint32_t level_count, level_capacity;
+    nu__hazards plan;        /* the planner, by levels (kept for rescheduling) */
     /* The distinct buffers a launch uses (with whether it writes them). */
     nu__use *uses;
     uint32_t use_count, use_capacity;
@@ -206,6 +201,7 @@ nu__draft *nu__draft_new(nu_device *d)
     }
     g->device = d;
     g->last_user = -1;
+    nu__hazards_init(&g->plan);
     pthread_mutex_init(&g->lock, NULL);
     return g;
 }
@@ -245,6 +241,7 @@ static void destroy(nu_graph *g)
     nu__free(g->slotted);
     nu__free(g->set_infos);
     nu__free(g->set_writes);
+    nu__hazards_fini(&g->plan);
     if (g->param_buffer)
         nu_buffer_free(g->param_buffer);
     pthread_mutex_destroy(&g->lock);
@@ -539,37 +536,14 @@ static span resolve(nu_graph *g, const ref *r, VkBuffer placeholder)
     return (span){(uint64_t)res->vk, start, start + r->size, r->write, 0};
 }
 
-/* Per memory piece (VkBuffer), the accesses later nodes may conflict with. */
-typedef struct piece_list {
-    uint64_t piece;
-    span *spans;
-    uint32_t count, capacity;
-} piece_list;
-
-static piece_list *piece_find(piece_list **lists, uint32_t *count, uint32_t *capacity, uint64_t piece)
+static nu__work node_work(const node *n)
 {
-    for (uint32_t i = 0; i < *count; i++)
-        if ((*lists)[i].piece == piece)
-            return &(*lists)[i];
-    if (NU__GROW32(*lists, *capacity, *count + 1, 8) != NU_OK)
-        return NULL;
-    (*lists)[*count] = (piece_list){.piece = piece};
-    return &(*lists)[(*count)++];
+    return n->kind == NODE_DISPATCH ? NU__WORK_DISPATCH : n->kind == NODE_COPY ? NU__WORK_COPY : NU__WORK_FILL;
 }
 
-static VkPipelineStageFlags2 node_stage(const node *n)
-{
-    return n->kind == NODE_DISPATCH ? VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT
-           : n->kind == NODE_COPY   ? VK_PIPELINE_STAGE_2_COPY_BIT
-                                    : VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT; /* as commands.c */
-}
+static VkPipelineStageFlags2 node_stage(const node *n) { return nu__work_stage(node_work(n)); }
 
-static VkAccessFlags2 ref_access(const node *n, bool write)
-{
-    if (n->kind == NODE_DISPATCH)
-        return write ? VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : VK_ACCESS_2_SHADER_STORAGE_READ_BIT;
-    return write ? VK_ACCESS_2_TRANSFER_WRITE_BIT : VK_ACCESS_2_TRANSFER_READ_BIT;
-}
+static VkAccessFlags2 ref_access(const node *n, bool write) { return nu__work_access(node_work(n), write); }
 
 static nu_status collect_uses(nu_graph *g);
 
@@ -588,57 +562,28 @@ static nu_status schedule(nu_graph *g)
         VkDeviceSize base;
         if ((st = nu__buffer_binding(res->buffer, &res->vk, &base)) != NU_OK)
             return st;
+        res->base = base;
         res->vk_offset = base + res->offset;
     }
-    piece_list *lists = NULL;
-    uint32_t list_count = 0, list_capacity = 0, levels = 0;
-    for (uint32_t i = 0; i < g->node_count && st == NU_OK; i++) {
+    /* The levels: the planner's, by levels (exec/hazard.c says why). */
+    nu__hazards_reset(&g->plan);
+    uint32_t levels = 0;
+    for (uint32_t i = 0; i < g->node_count; i++) {
         node *n = &g->nodes[i];
-        uint32_t level = 0;
+        nu__access acc[NU__MAX_BINDINGS];
+        VkPipelineStageFlags2 stage = node_stage(n);
         for (uint32_t j = 0; j < n->ref_count; j++) {
-            span a = resolve(g, &g->refs[n->ref_first + j], placeholder);
-            piece_list *l = piece_find(&lists, &list_count, &list_capacity, a.piece);
-            if (!l) {
-                st = oom(g);
-                break;
-            }
-            for (uint32_t k = 0; k < l->count; k++) {
-                const span *b = &l->spans[k];
-                if ((a.write || b->write) && a.start < b->end && b->start < a.end && b->level + 1 > level)
-                    level = b->level + 1;
-            }
+            const ref *r = &g->refs[n->ref_first + j];
+            span sp = resolve(g, r, placeholder);
+            uint64_t base = r->resource == NO_RESOURCE ? 0 : g->resources[r->resource].base;
+            acc[j] = (nu__access){.piece = sp.piece, .base = base, .start = sp.start, .end = sp.end, .write = sp.write,
+                                  .stage = stage, .access = ref_access(n, sp.write)};
         }
-        if (st != NU_OK)
-            break;
-        n->level = level;
-        if (level + 1 > levels)
-            levels = level + 1;
-        /* Add the node's accesses; drop those they make redundant: an access inside this one's
-         * range at a level not above it, which a later node cannot conflict with without
-         * conflicting with this one (a write covers anything; a read covers reads). */
-        for (uint32_t j = 0; j < n->ref_count && st == NU_OK; j++) {
-            span a = resolve(g, &g->refs[n->ref_first + j], placeholder);
-            a.level = level;
-            piece_list *l = piece_find(&lists, &list_count, &list_capacity, a.piece);
-            uint32_t kept = 0;
-            for (uint32_t k = 0; k < l->count; k++) {
-                const span *b = &l->spans[k];
-                bool covered = b->start >= a.start && b->end <= a.end && b->level <= level && (a.write || !b->write);
-                if (!covered)
-                    l->spans[kept++] = *b;
-            }
-            l->count = kept;
-            if (NU__GROW32(l->spans, l->capacity, l->count + 1, 8) != NU_OK)
-                st = oom(g);
-            else
-                l->spans[l->count++] = a;
-        }
+        if (nu__hazards_level(&g->plan, acc, n->ref_count, &n->level) != NU_OK)
+            return oom(g);
+        if (n->level + 1 > levels)
+            levels = n->level + 1;
     }
-    for (uint32_t i = 0; i < list_count; i++)
-        nu__free(lists[i].spans);
-    nu__free(lists);
-    if (st != NU_OK)
-        return st;
 
     /* Order by level (stable), and each level's stages and accesses. */
     uint32_t cap = g->level_capacity;
@@ -833,9 +778,8 @@ static nu_status record_copy(nu_graph *g, graph_copy *cp)
     VkPipeline bound = VK_NULL_HANDLE;
     for (uint32_t l = 0; l < g->level_count; l++) {
         if (l) {
-            VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
-                                   .srcStageMask = g->level_stages[l - 1], .srcAccessMask = g->level_writes[l - 1],
-                                   .dstStageMask = g->later_stages[l], .dstAccessMask = g->later_access[l]};
+            VkMemoryBarrier2 mb = nu__hazard_level_barrier(g->level_stages[l - 1], g->level_writes[l - 1],
+                                                           g->later_stages[l], g->later_access[l]);
             VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
                                     .pMemoryBarriers = &mb};
             vk->vkCmdPipelineBarrier2(cp->cmd, &dep);
@@ -1079,6 +1023,7 @@ nu_status nu_graph_bind(nu_graph *g, uint32_t slot, nu_buffer *b, size_t offset)
         if (fast) {
             /* The schedule holds (no new overlap): only the slot's descriptors change. */
             res->vk = vk;
+            res->base = base;
             res->vk_offset = base + offset;
         } else {
             g->version++; /* scheduled and recorded again */
