@@ -113,7 +113,7 @@ static nu_commands *alloc_commands(nu_device *d)
     c->s.freed = c->ended = false;
     c->s.pool = VK_NULL_HANDLE;
     c->s.cmd = VK_NULL_HANDLE;
-    c->bound = VK_NULL_HANDLE;
+    c->enc = (nu__encoder){0};
     c->empty_bindings = 0;
     c->s.value = 0;
     c->s.next = NULL;
@@ -146,18 +146,10 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
     c->kind = queue;
     c->s.queue = queue == NU_QUEUE_TRANSFER ? d->transfer : d->compute;
     nu_status st = nu__submitter_take_pool(d, c->s.queue, &c->s.pool, &c->s.cmd);
-    if (st == NU_OK) {
-        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-        VkResult r = d->vkd.vkBeginCommandBuffer(c->s.cmd, &bi);
-        if (r != VK_SUCCESS) {
-            nu__submitter_give_pool(d, c->s.queue, c->s.pool, c->s.cmd);
-            c->s.pool = VK_NULL_HANDLE;
-            st = nu__fail(d, nu__vk_status(r), "vkBeginCommandBuffer: %s", nu__vk_result_name(r));
-        }
-    }
     if (st == NU_OK &&
-        (st = nu__trace_command_new(d, c->s.queue->index, c->s.cmd, &c->s.trace, &c->record_start_ns)) != NU_OK) {
+        ((st = nu__encoder_begin(&c->enc, d, c->s.cmd, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+                                 "nu_commands_new")) != NU_OK ||
+         (st = nu__trace_command_new(d, c->s.queue->index, c->s.cmd, &c->s.trace, &c->record_start_ns)) != NU_OK)) {
         nu__submitter_give_pool(d, c->s.queue, c->s.pool, c->s.cmd);
         c->s.pool = VK_NULL_HANDLE;
     }
@@ -165,6 +157,7 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
         destroy(c);
         return st;
     }
+    c->enc.trace = c->s.trace;
     c->s.state = NU__RECORDING;
     /* Labels cost recording time: only while a capture records them. */
     c->labels = nu__capture_running(d) && d->vkd.vkCmdBeginDebugUtilsLabelEXT && d->vkd.vkCmdEndDebugUtilsLabelEXT;
@@ -258,7 +251,7 @@ static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size
 
 /* Checks the targets' accesses against the epoch, records a barrier if any conflicts, and
  * adds them; registers each buffer as a use of the command buffer. */
-static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineStageFlags2 stage, bool shader)
+static nu_status track(nu_commands *c, const target *t, uint32_t n, nu__work work)
 {
     nu_device *d = c->s.device;
     nu__access a[NU__MAX_BINDINGS];
@@ -270,16 +263,14 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
          * accesses there: unrelated empty bindings do not overlap, so they order nothing
          * (until NU__PLACEHOLDER_SLOTS of them since the last barrier). */
         uint64_t start = t[i].offset, end = t[i].offset + (t[i].size ? t[i].size : NU__PLACEHOLDER_SLOT);
-        VkAccessFlags2 acc = shader ? (t[i].write ? VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : VK_ACCESS_2_SHADER_STORAGE_READ_BIT)
-                                    : (t[i].write ? VK_ACCESS_2_TRANSFER_WRITE_BIT : VK_ACCESS_2_TRANSFER_READ_BIT);
         a[i] = (nu__access){
             .piece = (uint64_t)t[i].vk,
             .base = t[i].size && t[i].buffer->alloc.block ? t[i].buffer->alloc.offset : 0,
             .start = start,
             .end = end,
             .write = t[i].write,
-            .stage = stage,
-            .access = acc,
+            .stage = nu__work_stage(work),
+            .access = nu__work_access(work, t[i].write),
         };
     }
     if (RESERVE(c, use, c->s.use_count + n) != NU_OK)
@@ -293,11 +284,7 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
     if (barrier) {
         VkMemoryBarrier2 mb = nu__hazard_barrier(compute, src_stage, src_access);
-        VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
-                                .pMemoryBarriers = &mb};
-        uint32_t q = nu__trace_command_begin(c->s.trace);
-        d->vkd.vkCmdPipelineBarrier2(c->s.cmd, &dep);
-        nu__trace_command_end(c->s.trace, q, "barrier", true);
+        nu__encode_barrier(&c->enc, &mb);
     }
     for (uint32_t i = 0; i < n; i++) {
         nu_buffer *b = t[i].buffer;
@@ -337,7 +324,6 @@ static nu_status keep_kernel(nu_commands *c, nu_kernel *k)
 static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t groups[3], const target *t,
                                  uint32_t n, const void *push, uint32_t push_size)
 {
-    nu_device *d = c->s.device;
     if (c->draft) {
         nu__draft_ref refs[NU__MAX_BINDINGS];
         for (uint32_t i = 0; i < n; i++)
@@ -346,47 +332,25 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
     }
     nu_status st = keep_kernel(c, k);
     if (st == NU_OK)
-        st = track(c, t, n, VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, true);
+        st = track(c, t, n, NU__WORK_DISPATCH);
     if (st != NU_OK)
         return st;
     VkDescriptorBufferInfo info[NU__MAX_BINDINGS];
-    for (uint32_t i = 0; i < n; i++) {
-        if (t[i].size) {
-            info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, t[i].size};
-        } else {
-            info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, NU__PLACEHOLDER_SLOT};
-        }
-    }
-    if (c->bound != k->pipeline) {
-        d->vkd.vkCmdBindPipeline(c->s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
-        c->bound = k->pipeline;
-    }
-    if (n) {
-        /* One write covers consecutive bindings 0..n-1 (all single storage buffers). */
-        VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
-                                  .descriptorCount = n, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                  .pBufferInfo = info};
-        d->vkd.vkCmdPushDescriptorSetKHR(c->s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &w);
-    }
-    if (push_size)
-        d->vkd.vkCmdPushConstants(c->s.cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+    for (uint32_t i = 0; i < n; i++)
+        info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, t[i].size ? t[i].size : NU__PLACEHOLDER_SLOT};
+    char text[256];
+    const char *label = NULL;
     if (c->labels) {
         /* "add_f32(z, x, y)": the kernel and its buffers' names, for captures. */
-        char text[256];
         size_t len = (size_t)snprintf(text, sizeof text, "%s(", k->name);
         for (uint32_t i = 0; i < n && len < sizeof text; i++)
             len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", i ? ", " : "",
                                     t[i].buffer->name[0] ? t[i].buffer->name : "?");
         if (len < sizeof text)
             snprintf(text + len, sizeof text - len, ")");
-        VkDebugUtilsLabelEXT label = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = text};
-        d->vkd.vkCmdBeginDebugUtilsLabelEXT(c->s.cmd, &label);
+        label = text;
     }
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdDispatch(c->s.cmd, groups[0], groups[1], groups[2]);
-    nu__trace_command_end(c->s.trace, q, k->name, false);
-    if (c->labels)
-        d->vkd.vkCmdEndDebugUtilsLabelEXT(c->s.cmd);
+    nu__encode_dispatch(&c->enc, k, groups, info, n, VK_NULL_HANDLE, push, push_size, label);
     return NU_OK;
 }
 
@@ -501,12 +465,9 @@ nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu
         nu__draft_ref dst_ref = draft_ref(&t[0]), src_ref = draft_ref(&t[1]);
         return nu__draft_copy(c->draft, &dst_ref, &src_ref);
     }
-    if ((st = track(c, t, 2, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+    if ((st = track(c, t, 2, NU__WORK_COPY)) != NU_OK)
         return st;
-    VkBufferCopy region = {.srcOffset = t[1].offset, .dstOffset = t[0].offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdCopyBuffer(c->s.cmd, t[1].vk, t[0].vk, 1, &region);
-    nu__trace_command_end(c->s.trace, q, "copy", false);
+    nu__encode_copy(&c->enc, t[0].vk, t[0].offset, t[1].vk, t[1].offset, size, "copy");
     return NU_OK;
 }
 
@@ -539,11 +500,9 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
         nu__draft_ref ref = draft_ref(&t);
         return nu__draft_fill(c->draft, &ref, value);
     }
-    if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+    if ((st = track(c, &t, 1, NU__WORK_FILL)) != NU_OK)
         return st;
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdFillBuffer(c->s.cmd, t.vk, t.offset, size, value);
-    nu__trace_command_end(c->s.trace, q, "fill", false);
+    nu__encode_fill(&c->enc, t.vk, t.offset, size, value);
     return NU_OK;
 }
 
@@ -579,12 +538,10 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if ((st = staging(c, size, &s)) != NU_OK)
         return st;
     memcpy(s->alloc.mapped, data, size);
-    if ((st = track(c, t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+    if ((st = track(c, t, 1, NU__WORK_COPY)) != NU_OK)
         return st;
-    VkBufferCopy region = {.srcOffset = s->alloc.offset, .dstOffset = t[0].offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdCopyBuffer(c->s.cmd, ((nu__vk_block *)s->alloc.memory)->buffer, t[0].vk, 1, &region);
-    nu__trace_command_end(c->s.trace, q, "upload", false);
+    nu__encode_copy(&c->enc, t[0].vk, t[0].offset, ((nu__vk_block *)s->alloc.memory)->buffer, s->alloc.offset, size,
+                    "upload");
     return NU_OK;
 }
 
@@ -610,12 +567,10 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     nu_buffer *s;
     if ((st = staging(c, size, &s)) != NU_OK)
         return st;
-    if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+    if ((st = track(c, &t, 1, NU__WORK_COPY)) != NU_OK)
         return st;
-    VkBufferCopy region = {.srcOffset = t.offset, .dstOffset = s->alloc.offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdCopyBuffer(c->s.cmd, t.vk, ((nu__vk_block *)s->alloc.memory)->buffer, 1, &region);
-    nu__trace_command_end(c->s.trace, q, "download", false);
+    nu__encode_copy(&c->enc, ((nu__vk_block *)s->alloc.memory)->buffer, s->alloc.offset, t.vk, t.offset, size,
+                    "download");
     c->s.downloads[c->s.download_count++] = (nu__download){s, dst, size};
     return NU_OK;
 }
@@ -632,16 +587,9 @@ nu_status nu_commands_commit(nu_commands *c)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "nu_commands_commit: a graph recording is not committed: build it with nu_graph_new");
     if (!c->ended) {
-        if (c->s.download_count) {
-            /* Downloads are read by the host at completion. */
-            VkMemoryBarrier2 mb = nu__hazard_host_barrier();
-            VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
-                                    .pMemoryBarriers = &mb};
-            d->vkd.vkCmdPipelineBarrier2(c->s.cmd, &dep);
-        }
-        VkResult r = d->vkd.vkEndCommandBuffer(c->s.cmd);
-        if (r != VK_SUCCESS)
-            return nu__fail(d, nu__vk_status(r), "vkEndCommandBuffer: %s", nu__vk_result_name(r));
+        /* Downloads are read by the host at completion. */
+        if ((st = nu__encoder_end(&c->enc, c->s.download_count != 0, "nu_commands_commit")) != NU_OK)
+            return st;
         c->ended = true;
     }
     uint64_t t0 = c->record_start_ns ? nu__trace_now() : 0;

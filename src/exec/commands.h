@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "exec/draft.h"
+#include "exec/encode.h"
 #include "exec/hazard.h"
 #include "exec/submission.h"
 #include "nuvec/command.h"
@@ -16,7 +17,7 @@ struct nu_commands {
     nu_queue kind;
     bool ended;               /* vkEndCommandBuffer done */
     nu__hazards hazards;
-    VkPipeline bound;         /* the pipeline bound last (not bound again) */
+    nu__encoder enc;          /* its Vulkan command buffer, encoded as commands are recorded */
     uint32_t empty_bindings;  /* empty ranges bound so far (each takes the next placeholder slot) */
     uint64_t record_start_ns; /* when recording began, when a trace runs (else 0) */
     bool labels;              /* a capture runs: label each dispatch (kernel and buffers) */

@@ -47,6 +47,7 @@
 #include "core/host.h"
 #include "exec/commands.h"
 #include "exec/draft.h"
+#include "exec/encode.h"
 #include "exec/hazard.h"
 #include "exec/submission.h"
 #include "vk/block.h"
@@ -755,7 +756,6 @@ static nu_status write_sets(nu_graph *g, graph_copy *cp)
 static nu_status record_copy(nu_graph *g, graph_copy *cp)
 {
     nu_device *d = g->device;
-    const nu__vk_device *vk = &d->vkd;
     nu_status st;
     if (!cp->pool &&
         (st = nu__queue_command_pool(d, d->compute, 0, "a graph", &cp->pool, &cp->cmd)) != NU_OK)
@@ -766,23 +766,17 @@ static nu_status record_copy(nu_graph *g, graph_copy *cp)
     if (g->empty_refs && (st = nu__device_placeholder(d, &placeholder)) != NU_OK)
         return st;
     cp->version = 0;
-    vk->vkResetCommandPool(d->device, cp->pool, 0);
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    VkResult r = vk->vkBeginCommandBuffer(cp->cmd, &bi);
-    if (r != VK_SUCCESS)
-        return nu__fail(d, nu__vk_status(r), "recording a graph: vkBeginCommandBuffer: %s", nu__vk_result_name(r));
-    if (g->timestamps) {
-        vk->vkCmdResetQueryPool(cp->cmd, g->timestamps, 0, 2);
-        vk->vkCmdWriteTimestamp(cp->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, g->timestamps, 0);
-    }
-    VkPipeline bound = VK_NULL_HANDLE;
+    d->vkd.vkResetCommandPool(d->device, cp->pool, 0);
+    nu__encoder e;
+    if ((st = nu__encoder_begin(&e, d, cp->cmd, 0, "recording a graph")) != NU_OK)
+        return st;
+    if (g->timestamps)
+        nu__encode_timestamp(&e, g->timestamps, 0, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT);
     for (uint32_t l = 0; l < g->level_count; l++) {
         if (l) {
             VkMemoryBarrier2 mb = nu__hazard_level_barrier(g->level_stages[l - 1], g->level_writes[l - 1],
                                                            g->later_stages[l], g->later_access[l]);
-            VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
-                                    .pMemoryBarriers = &mb};
-            vk->vkCmdPipelineBarrier2(cp->cmd, &dep);
+            nu__encode_barrier(&e, &mb);
         }
         for (uint32_t o = g->level_first[l]; o < g->level_first[l + 1]; o++) {
             const node *n = &g->nodes[g->order[o]];
@@ -790,44 +784,28 @@ static nu_status record_copy(nu_graph *g, graph_copy *cp)
             for (uint32_t j = 0; j < n->ref_count; j++)
                 s[j] = resolve(g, &g->refs[n->ref_first + j], placeholder);
             if (n->kind == NODE_COPY) {
-                VkBufferCopy region = {.srcOffset = s[1].start, .dstOffset = s[0].start, .size = s[0].end - s[0].start};
-                vk->vkCmdCopyBuffer(cp->cmd, (VkBuffer)s[1].piece, (VkBuffer)s[0].piece, 1, &region);
+                nu__encode_copy(&e, (VkBuffer)s[0].piece, s[0].start, (VkBuffer)s[1].piece, s[1].start,
+                                s[0].end - s[0].start, "copy");
                 continue;
             }
             if (n->kind == NODE_FILL) {
-                vk->vkCmdFillBuffer(cp->cmd, (VkBuffer)s[0].piece, s[0].start, s[0].end - s[0].start, n->value);
+                nu__encode_fill(&e, (VkBuffer)s[0].piece, s[0].start, s[0].end - s[0].start, n->value);
                 continue;
             }
             bool by_set = g->sets && n->set_kernel;
             nu_kernel *k = by_set ? n->set_kernel : n->memory_kernel ? n->memory_kernel : n->kernel;
-            if (bound != k->pipeline) {
-                vk->vkCmdBindPipeline(cp->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
-                bound = k->pipeline;
-            }
-            if (by_set) {
-                /* Written before each launch that needs it (write_sets). */
-                vk->vkCmdBindDescriptorSets(cp->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1,
-                                            &cp->sets[n->set_index], 0, NULL);
-            } else if (n->ref_count || n->memory_kernel) {
-                /* The memory kernel's last binding: the copy's own parameter area. */
-                VkDescriptorBufferInfo info[NU__MAX_BINDINGS + 1];
-                uint32_t bindings = node_infos(g, cp, n, placeholder, info);
-                VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
-                                          .descriptorCount = bindings,
-                                          .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = info};
-                vk->vkCmdPushDescriptorSetKHR(cp->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &w);
-            }
-            if (n->push_size && !n->memory_kernel)
-                vk->vkCmdPushConstants(cp->cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, n->push_size,
-                                       g->push + n->push_first);
-            vk->vkCmdDispatch(cp->cmd, n->groups[0], n->groups[1], n->groups[2]);
+            /* The sets are written before each launch that needs them (write_sets); the memory
+             * kernel's last binding is the copy's own parameter area. */
+            VkDescriptorBufferInfo info[NU__MAX_BINDINGS + 1];
+            uint32_t bindings = by_set ? 0 : node_infos(g, cp, n, placeholder, info);
+            nu__encode_dispatch(&e, k, n->groups, info, bindings, by_set ? cp->sets[n->set_index] : VK_NULL_HANDLE,
+                                n->memory_kernel ? NULL : g->push + n->push_first, n->push_size, NULL);
         }
     }
     if (g->timestamps)
-        vk->vkCmdWriteTimestamp(cp->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, g->timestamps, 1);
-    r = vk->vkEndCommandBuffer(cp->cmd);
-    if (r != VK_SUCCESS)
-        return nu__fail(d, nu__vk_status(r), "recording a graph: vkEndCommandBuffer: %s", nu__vk_result_name(r));
+        nu__encode_timestamp(&e, g->timestamps, 1, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT);
+    if ((st = nu__encoder_end(&e, false, "recording a graph")) != NU_OK)
+        return st;
     cp->version = g->version;
     g->recordings++;
     return NU_OK;
