@@ -40,7 +40,7 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "exec/graph.h"
+#include "exec/launch.h"
 #include "ops/grid.h"
 #include "memory/buffer.h"
 #include "kernel/kernel.h"

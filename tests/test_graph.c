@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/graph.h"
+#include "exec/launch.h"
 #include "exec/submission.h"
 #include "vk/device.h"
 

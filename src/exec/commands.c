@@ -121,7 +121,7 @@ static nu_commands *alloc_commands(nu_device *d)
     c->record_start_ns = 0;
     c->labels = false;
     c->spare_next = NULL;
-    c->draft = NULL;
+    c->list = NULL;
     return c;
 }
 
@@ -165,7 +165,7 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
     return NU_OK;
 }
 
-nu_status nu__commands_new_draft(nu_device *d, nu__draft *draft, nu_commands **out)
+nu_status nu__commands_new_list(nu_device *d, nu__list *list, nu_commands **out)
 {
     *out = NULL;
     nu_commands *c = alloc_commands(d);
@@ -176,7 +176,7 @@ nu_status nu__commands_new_draft(nu_device *d, nu__draft *draft, nu_commands **o
     c->kind = NU_QUEUE_COMPUTE;
     c->s.queue = d->compute;
     c->s.state = NU__RECORDING;
-    c->draft = draft;
+    c->list = list;
     *out = c;
     return NU_OK;
 }
@@ -185,7 +185,7 @@ nu_status nu_commands_set_name(nu_commands *c, const char *name)
 {
     if (!c || !name)
         return nu__fail(c ? c->s.device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_set_name: NULL argument");
-    if (c->draft)
+    if (c->list)
         return NU_OK; /* no Vulkan command buffer to name */
     nu__device_name_object(c->s.device, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)c->s.cmd, name);
     return NU_OK;
@@ -213,12 +213,6 @@ typedef struct target {
     size_t rel;           /* offset of the range in the buffer */
     bool write;
 } target;
-
-/* A graph recording's view of a target (exec/graph.h). */
-static nu__draft_ref draft_ref(const target *t)
-{
-    return (nu__draft_ref){t->buffer, t->rel, (size_t)t->size, t->write};
-}
 
 static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size_t offset, size_t *size,
                               bool write, target *t)
@@ -249,9 +243,10 @@ static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size
     return NU_OK;
 }
 
-/* Checks the targets' accesses against the epoch, records a barrier if any conflicts, and
- * adds them; registers each buffer as a use of the command buffer. */
-static nu_status track(nu_commands *c, const target *t, uint32_t n, nu__work work)
+/* The in-order plan of a command buffer's next command (exec/hazard.h): its accesses checked
+ * against the epoch, the barrier encoded before it if any conflicts, and each buffer registered
+ * as a use of the command buffer (exec/use.h). */
+static nu_status plan(nu_commands *c, const target *t, uint32_t n, nu__work work)
 {
     nu_device *d = c->s.device;
     nu__access a[NU__MAX_BINDINGS];
@@ -318,23 +313,21 @@ static nu_status keep_kernel(nu_commands *c, nu_kernel *k)
     return NU_OK;
 }
 
-/* ---- dispatches --------------------------------------------------------------------------- */
+/* ---- the one way in --------------------------------------------------------------------- */
 
-/* Records the dispatch of `k` over resolved targets (bindings in order). */
-static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t groups[3], const target *t,
-                                 uint32_t n, const void *push, uint32_t push_size)
+/* A dispatch, copy or fill as recording hands it on, its ranges resolved (targets). */
+typedef struct command {
+    nu__work work;
+    nu_kernel *kernel; /* a dispatch's */
+    const uint32_t *groups;
+    const void *push;
+    uint32_t push_size;
+    uint32_t value;    /* a fill's */
+} command;
+
+/* Encodes a planned dispatch over its targets (bindings in order). */
+static void encode_dispatch(nu_commands *c, const command *cmd, const target *t, uint32_t n)
 {
-    if (c->draft) {
-        nu__draft_ref refs[NU__MAX_BINDINGS];
-        for (uint32_t i = 0; i < n; i++)
-            refs[i] = draft_ref(&t[i]);
-        return nu__draft_dispatch(c->draft, k, groups, refs, n, push, push_size);
-    }
-    nu_status st = keep_kernel(c, k);
-    if (st == NU_OK)
-        st = track(c, t, n, NU__WORK_DISPATCH);
-    if (st != NU_OK)
-        return st;
     VkDescriptorBufferInfo info[NU__MAX_BINDINGS];
     for (uint32_t i = 0; i < n; i++)
         info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, t[i].size ? t[i].size : NU__PLACEHOLDER_SLOT};
@@ -342,7 +335,7 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
     const char *label = NULL;
     if (c->labels) {
         /* "add_f32(z, x, y)": the kernel and its buffers' names, for captures. */
-        size_t len = (size_t)snprintf(text, sizeof text, "%s(", k->name);
+        size_t len = (size_t)snprintf(text, sizeof text, "%s(", cmd->kernel->name);
         for (uint32_t i = 0; i < n && len < sizeof text; i++)
             len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", i ? ", " : "",
                                     t[i].buffer->name[0] ? t[i].buffer->name : "?");
@@ -350,9 +343,36 @@ static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t gr
             snprintf(text + len, sizeof text - len, ")");
         label = text;
     }
-    nu__encode_dispatch(&c->enc, k, groups, info, n, VK_NULL_HANDLE, push, push_size, label);
+    nu__encode_dispatch(&c->enc, cmd->kernel, cmd->groups, info, n, VK_NULL_HANDLE, cmd->push, cmd->push_size, label);
+}
+
+/* Dispatches, copies and fills all come through here, checked and resolved: a graph recording
+ * keeps the command in its list (planned and encoded when the graph is built and launched, by
+ * the same planner and encoder); a command buffer plans it in order and encodes it now. */
+static nu_status record(nu_commands *c, const command *cmd, const target *t, uint32_t n)
+{
+    if (c->list) {
+        nu__range r[NU__MAX_BINDINGS];
+        for (uint32_t i = 0; i < n; i++)
+            r[i] = (nu__range){t[i].buffer, t[i].rel, (size_t)t[i].size, t[i].write};
+        return nu__list_add(c->list, cmd->work, cmd->kernel, cmd->groups, r, n, cmd->push, cmd->push_size,
+                            cmd->value);
+    }
+    nu_status st = cmd->kernel ? keep_kernel(c, cmd->kernel) : NU_OK;
+    if (st == NU_OK)
+        st = plan(c, t, n, cmd->work);
+    if (st != NU_OK)
+        return st;
+    if (cmd->work == NU__WORK_DISPATCH)
+        encode_dispatch(c, cmd, t, n);
+    else if (cmd->work == NU__WORK_COPY)
+        nu__encode_copy(&c->enc, t[0].vk, t[0].offset, t[1].vk, t[1].offset, t[0].size, "copy");
+    else
+        nu__encode_fill(&c->enc, t[0].vk, t[0].offset, t[0].size, cmd->value);
     return NU_OK;
 }
+
+/* ---- dispatches --------------------------------------------------------------------------- */
 
 nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t groups[3], const nu_binding *bindings,
                                uint32_t binding_count, const void *push, uint32_t push_size)
@@ -422,9 +442,10 @@ nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t grou
                                 "range holds %llu bytes", fn, k->name, count, (unsigned long long)need, i,
                                 (unsigned long long)t[i].size);
     }
-    st = record_dispatch(c, k, groups, t, binding_count, push, push_size);
-    if (st == NU_OK && c->draft)
-        nu__draft_mark_user(c->draft);
+    command cmd = {.work = NU__WORK_DISPATCH, .kernel = k, .groups = groups, .push = push, .push_size = push_size};
+    st = record(c, &cmd, t, binding_count);
+    if (st == NU_OK && c->list)
+        nu__list_mark_user(c->list);
     return st;
 }
 
@@ -459,16 +480,10 @@ nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu
             return st;
         uint32_t words = (uint32_t)(size / 4), groups[3];
         nu_groups_for((words + 3) / 4, 256, groups);
-        return record_dispatch(c, k, groups, t, 2, &words, sizeof words);
+        command cmd = {.work = NU__WORK_DISPATCH, .kernel = k, .groups = groups, .push = &words, .push_size = 4};
+        return record(c, &cmd, t, 2);
     }
-    if (c->draft) {
-        nu__draft_ref dst_ref = draft_ref(&t[0]), src_ref = draft_ref(&t[1]);
-        return nu__draft_copy(c->draft, &dst_ref, &src_ref);
-    }
-    if ((st = track(c, t, 2, NU__WORK_COPY)) != NU_OK)
-        return st;
-    nu__encode_copy(&c->enc, t[0].vk, t[0].offset, t[1].vk, t[1].offset, size, "copy");
-    return NU_OK;
+    return record(c, &(command){.work = NU__WORK_COPY}, t, 2);
 }
 
 nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t size, uint32_t value)
@@ -494,16 +509,10 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
             return st;
         uint32_t push[2] = {value, (uint32_t)(size / 4)}, groups[3];
         nu_groups_for(push[1], 256, groups);
-        return record_dispatch(c, k, groups, &t, 1, push, sizeof push);
+        command cmd = {.work = NU__WORK_DISPATCH, .kernel = k, .groups = groups, .push = push, .push_size = sizeof push};
+        return record(c, &cmd, &t, 1);
     }
-    if (c->draft) {
-        nu__draft_ref ref = draft_ref(&t);
-        return nu__draft_fill(c->draft, &ref, value);
-    }
-    if ((st = track(c, &t, 1, NU__WORK_FILL)) != NU_OK)
-        return st;
-    nu__encode_fill(&c->enc, t.vk, t.offset, size, value);
-    return NU_OK;
+    return record(c, &(command){.work = NU__WORK_FILL, .value = value}, &t, 1);
 }
 
 /* A shared buffer holding host bytes on their way in or out, freed at completion. */
@@ -524,7 +533,7 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
-    if (c->draft)
+    if (c->list)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a graph recording takes dispatches, copies and fills only", fn);
     if (size && !data)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL data", fn);
@@ -538,7 +547,7 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if ((st = staging(c, size, &s)) != NU_OK)
         return st;
     memcpy(s->alloc.mapped, data, size);
-    if ((st = track(c, t, 1, NU__WORK_COPY)) != NU_OK)
+    if ((st = plan(c, t, 1, NU__WORK_COPY)) != NU_OK)
         return st;
     nu__encode_copy(&c->enc, t[0].vk, t[0].offset, ((nu__vk_block *)s->alloc.memory)->buffer, s->alloc.offset, size,
                     "upload");
@@ -552,7 +561,7 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
-    if (c->draft)
+    if (c->list)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a graph recording takes dispatches, copies and fills only", fn);
     if (size && !dst)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL destination", fn);
@@ -567,7 +576,7 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     nu_buffer *s;
     if ((st = staging(c, size, &s)) != NU_OK)
         return st;
-    if ((st = track(c, &t, 1, NU__WORK_COPY)) != NU_OK)
+    if ((st = plan(c, &t, 1, NU__WORK_COPY)) != NU_OK)
         return st;
     nu__encode_copy(&c->enc, ((nu__vk_block *)s->alloc.memory)->buffer, s->alloc.offset, t.vk, t.offset, size,
                     "download");
@@ -583,7 +592,7 @@ nu_status nu_commands_commit(nu_commands *c)
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
-    if (c->draft)
+    if (c->list)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "nu_commands_commit: a graph recording is not committed: build it with nu_graph_new");
     if (!c->ended) {
@@ -603,8 +612,8 @@ nu_status nu_commands_commit(nu_commands *c)
 
 nu_status nu__commands_adopt(nu_commands *c, nu_buffer *b)
 {
-    if (c->draft)
-        return nu__draft_adopt(c->draft, b);
+    if (c->list)
+        return nu__list_adopt(c->list, b);
     return nu_buffer_free(b);
 }
 
@@ -612,9 +621,9 @@ nu_status nu_commands_free(nu_commands *c)
 {
     if (!c)
         return NU_OK;
-    if (c->draft) {
-        nu__draft_free(c->draft);
-        c->draft = NULL;
+    if (c->list) {
+        nu__list_free(c->list);
+        c->list = NULL;
     }
     if (c->s.state == NU__RECORDING) {
         nu__submission_release(&c->s, false);
