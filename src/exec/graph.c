@@ -269,7 +269,9 @@ static nu_status plan_sets(nu_graph *g)
     return NU_OK;
 }
 
-nu_status nu_graph_new(nu_commands *c, nu_graph **out)
+nu_status nu_graph_new(nu_commands *c, nu_graph **out) { return nu_graph_new_with(c, NULL, out); }
+
+nu_status nu_graph_new_with(nu_commands *c, const nu_graph_options *options, nu_graph **out)
 {
     static const char fn[] = "nu_graph_new";
     if (out)
@@ -280,6 +282,17 @@ nu_status nu_graph_new(nu_commands *c, nu_graph **out)
     nu_device *d = l->device;
     if (!out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL out", fn);
+    nu_graph_options o = options ? *options : (nu_graph_options){0};
+    if ((unsigned)o.params > NU_GRAPH_PARAMS_RECORDED || (unsigned)o.slots > NU_GRAPH_SLOTS_SETS)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: unknown options (params %d, slots %d)", fn, (int)o.params,
+                        (int)o.slots);
+    /* The developer overrides (docs/knobs.md) win over the options. */
+    if (nu__env_on("NUVEC_GRAPH_RERECORD")) {
+        o.params = NU_GRAPH_PARAMS_RECORDED;
+        o.slots = NU_GRAPH_SLOTS_RERECORD;
+    } else if (nu__env_on("NUVEC_GRAPH_SETS")) {
+        o.slots = NU_GRAPH_SLOTS_SETS;
+    }
     if (nu__device_lost(d))
         return nu__fail(d, NU_ERROR_DEVICE_LOST, "%s: the device was lost", fn);
     const nu__resource *gone = nu__list_freed(l);
@@ -290,9 +303,8 @@ nu_status nu_graph_new(nu_commands *c, nu_graph **out)
     if (!g)
         return NU_ERROR_HOST_OUT_OF_MEMORY;
     g->version = g->bind_version = 1;
-    bool rerecord = nu__env_on("NUVEC_GRAPH_RERECORD");
-    nu_status st = plan_params(g, rerecord);
-    if (st == NU_OK && nu__env_on("NUVEC_GRAPH_SETS") && !rerecord)
+    nu_status st = plan_params(g, o.params == NU_GRAPH_PARAMS_RECORDED);
+    if (st == NU_OK && o.slots == NU_GRAPH_SLOTS_SETS)
         st = plan_sets(g);
     if (st == NU_OK)
         st = nu__graph_schedule(g);
