@@ -251,6 +251,8 @@ static nu_status plan(nu_commands *c, const target *t, uint32_t n, nu__work work
     nu_device *d = c->s.device;
     nu__access a[NU__MAX_BINDINGS];
     int32_t use[NU__MAX_BINDINGS];
+    VkPipelineStageFlags2 stage = nu__work_stage(work);
+    VkAccessFlags2 read = nu__work_access(work, false), write = nu__work_access(work, true);
     for (uint32_t i = 0; i < n; i++) {
         /* Empty ranges touch no memory of their buffer and are no use of it. Each binds its
          * own slot of the placeholder (nu_commands_dispatch), tracked only so that the
@@ -264,8 +266,8 @@ static nu_status plan(nu_commands *c, const target *t, uint32_t n, nu__work work
             .start = start,
             .end = end,
             .write = t[i].write,
-            .stage = nu__work_stage(work),
-            .access = nu__work_access(work, t[i].write),
+            .stage = stage,
+            .access = t[i].write ? write : read,
         };
     }
     if (RESERVE(c, use, c->s.use_count + n) != NU_OK)

@@ -62,7 +62,7 @@ struct nu__hazard_slot {
 
 struct nu__hazard_range {
     uint64_t start, end;
-    uint32_t level;   /* by levels: the command's (in order, every range of an epoch is its) */
+    uint32_t level;   /* by levels: the command's (in order: unset, every range of an epoch is its) */
     bool write;
     int32_t next;
 };
@@ -170,8 +170,13 @@ static int32_t append(nu__hazards *h, nu__hazard_slot *s, const nu__access *a)
             return s->use;
         }
     }
+    /* In order, a range's level is never read (all of an epoch's are its): not written either,
+     * on the recording's hot path. */
     nu__hazard_range *r = &h->ranges[h->range_count];
-    *r = (nu__hazard_range){a->start, a->end, 0, a->write, s->head};
+    r->start = a->start;
+    r->end = a->end;
+    r->write = a->write;
+    r->next = s->head;
     s->head = (int32_t)h->range_count++;
     if (a->write) {
         s->wmin = a->start < s->wmin ? a->start : s->wmin;
