@@ -202,6 +202,35 @@ static void parameters_pass(const nu_graph_options *o, bool recorded)
     nu_buffer_free(y);
 }
 
+/* Without the level pass (NU_GRAPH_SCHEDULE_IN_ORDER) a graph keeps its recording's order with
+ * a command buffer's barriers: a node independent of the last level does not move up. */
+static void in_order_schedule(void **state)
+{
+    nu_buffer *a = floats(1, 0), *b = floats(0, 0), *c1 = floats(0, 0), *d1 = floats(0, 0), *x = floats(2, 0);
+    nu_graph_options in_order = {.schedule = NU_GRAPH_SCHEDULE_IN_ORDER};
+    const nu_graph_options *ways[2] = {NULL, &in_order};
+    for (int w = 0; w < 2; w++) {
+        nu_commands *c;
+        NT_OK(nu_graph_record(dev, &c));
+        rec_add(c, a, x, x);   /* a = 4:                   level 0 */
+        rec_add(c, c1, a, x);  /* c = a + 2 = 6:           level 1 */
+        rec_add(c, b, x, x);   /* b = 4: levels 0, in order 1 (after the barrier) */
+        rec_add(c, d1, b, x);  /* d = b + 2 = 6: levels 1, in order 2 */
+        nu_graph *g = build_with(c, ways[w]);
+        assert_int_equal(nu_graph_node_count(g), 4);
+        assert_int_equal(nu_graph_level_count(g), w ? 3 : 2);
+        for (int i = 0; i < 3; i++)
+            NT_OK(nu_graph_launch(g));
+        NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        expect_floats(c1, 6, 0);
+        expect_floats(d1, 6, 0);
+        NT_OK(nu_graph_free(g));
+    }
+    nu_buffer *all[] = {a, b, c1, d1, x};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        nu_buffer_free(all[i]);
+}
+
 static void parameters_change_per_launch(void **state)
 {
     parameters_pass(NULL, rerecord_run());
@@ -459,6 +488,7 @@ static void misuse(void **state)
     assert_null(g);
     assert_non_null(strstr(nu_error_message(NULL), "unknown options"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new_with(c, &(nu_graph_options){.slots = -1}, &g));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new_with(c, &(nu_graph_options){.schedule = 3}, &g));
     NT_OK(nu_graph_new_with(c, &(nu_graph_options){0}, &g));
     assert_int_equal(nu_graph_node_count(g), 1);
     NT_OK(nu_graph_free(g));
@@ -715,6 +745,8 @@ static void random_graphs(uint64_t seed, const nu_graph_options *o)
 static void random_graphs_against_a_model(void **state)
 {
     random_graphs(12345, NULL);
+    /* Without the level pass: the same programs' results in the recording's order. */
+    random_graphs(12345, &(nu_graph_options){.schedule = NU_GRAPH_SCHEDULE_IN_ORDER});
     if (dev_update_after_bind() && !rerecord_run()) /* slots through descriptor sets */
         random_graphs(777, &(nu_graph_options){.slots = NU_GRAPH_SLOTS_SETS});
 }
@@ -724,6 +756,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(launch_many_times),
         cmocka_unit_test(independent_nodes_share_a_level),
+        cmocka_unit_test(in_order_schedule),
         cmocka_unit_test(parameters_change_per_launch),
         cmocka_unit_test(op_parameter),
         cmocka_unit_test(slots_rebind),

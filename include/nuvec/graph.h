@@ -20,7 +20,9 @@
  * ordered after its previous owner's work. Inside the graph, nodes are scheduled by dependency
  * levels (a node's level is one more than the deepest node it conflicts with): the nodes of a
  * level run together, with one memory barrier between levels (its stages narrowed to what the
- * graph's work uses), and conflicting nodes keep their recorded order.
+ * graph's work uses), and conflicting nodes keep their recorded order. Hazards are judged as in
+ * a command buffer (nuvec/command.h); NU_GRAPH_SCHEDULE_IN_ORDER keeps the recording's order
+ * and puts the barriers where a command buffer's commit would.
  *
  * Buffers: a graph does not keep its buffers alive. A launch after one of them was freed is
  * NU_ERROR_INVALID_HANDLE naming it (bind a slot anew, or build the graph again).
@@ -106,11 +108,21 @@ typedef enum nu_graph_slots {
                                     slot is a dispatch whose kernel takes sets (else RERECORD) */
 } nu_graph_slots;
 
+/* How a graph's commands are ordered (nu_graph_options.schedule). */
+typedef enum nu_graph_schedule {
+    NU_GRAPH_SCHEDULE_DEFAULT = 0,  /* NU_GRAPH_SCHEDULE_LEVELS */
+    NU_GRAPH_SCHEDULE_LEVELS = 1,   /* by dependency levels (above): the fewest barriers */
+    NU_GRAPH_SCHEDULE_IN_ORDER = 2, /* in recording order, with a barrier where a command conflicts
+                                       with one since the last barrier: as a command buffer's
+                                       commit orders them (for comparison and debugging) */
+} nu_graph_schedule;
+
 /* Build options: zero (or NULL) means every default. */
 typedef struct nu_graph_options {
-    nu_graph_params params; /* default NU_GRAPH_PARAMS_FROM_MEMORY */
-    nu_graph_slots slots;   /* default NU_GRAPH_SLOTS_RERECORD (sets are opt-in until measured on
-                               a device that has them) */
+    nu_graph_params params;     /* default NU_GRAPH_PARAMS_FROM_MEMORY */
+    nu_graph_slots slots;       /* default NU_GRAPH_SLOTS_RERECORD (sets are opt-in until measured
+                                   on a device that has them) */
+    nu_graph_schedule schedule; /* default NU_GRAPH_SCHEDULE_LEVELS */
 } nu_graph_options;
 
 /* Builds the graph: resolves its hazards and schedules it. On success the recording is consumed

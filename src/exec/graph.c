@@ -1,19 +1,8 @@
-/* graph.c: building graphs (see nuvec/graph.h): the recording calls that only graphs have
- * (slots, parameters, an op's values), and nu_graph_new, which takes the recording's list
- * (exec/list.h), decides how each parameter and slot is realised, schedules it (exec/schedule.h)
- * and hands a graph ready for launches (exec/launch.h says what it holds).
- *
- * Parameters: a dispatch with a parameter runs nu__kernel_from_memory's variant of its kernel,
- * whose push constants are a storage buffer one binding past the kernel's; each copy binds its
- * own area of one host-visible buffer (the dispatch's region in it, at the device's storage
- * buffer alignment), and a launch writes the current push bytes of those dispatches into the
- * area of the copy it submits, which is not in flight (vkQueueSubmit makes host writes made
- * before it visible). Where there is no such variant, or the options ask for recorded push
- * constants, a change bumps the graph's version and the copies are encoded again.
- * Slots: by default a rebinding bumps the version (encoded again, scheduled again first: two
- * slots, or a slot and a fixed buffer, may now be the same memory). With descriptor sets
- * (plan_sets), every dispatch touching a slot is bound with a set of its own per copy, so that a
- * rebinding that aliases nothing encodes nothing (exec/launch.h). */
+/* graph.c: building graphs (see nuvec/graph.h): the recording calls only graphs have (slots,
+ * parameters, an op's values), and nu_graph_new, which takes the recording's list (exec/list.h),
+ * decides per dispatch how its parameters and slots are realised (nu_graph_options, with the
+ * developer overrides; exec/launch.h says what each choice means for launches), schedules it
+ * (exec/schedule.h) and hands over a graph ready for launches. */
 #include "exec/graph.h"
 
 #include <string.h>
@@ -283,9 +272,10 @@ nu_status nu_graph_new_with(nu_commands *c, const nu_graph_options *options, nu_
     if (!out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL out", fn);
     nu_graph_options o = options ? *options : (nu_graph_options){0};
-    if ((unsigned)o.params > NU_GRAPH_PARAMS_RECORDED || (unsigned)o.slots > NU_GRAPH_SLOTS_SETS)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: unknown options (params %d, slots %d)", fn, (int)o.params,
-                        (int)o.slots);
+    if ((unsigned)o.params > NU_GRAPH_PARAMS_RECORDED || (unsigned)o.slots > NU_GRAPH_SLOTS_SETS ||
+        (unsigned)o.schedule > NU_GRAPH_SCHEDULE_IN_ORDER)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: unknown options (params %d, slots %d, schedule %d)", fn,
+                        (int)o.params, (int)o.slots, (int)o.schedule);
     /* The developer overrides (docs/knobs.md) win over the options. */
     if (nu__env_on("NUVEC_GRAPH_RERECORD")) {
         o.params = NU_GRAPH_PARAMS_RECORDED;
@@ -303,6 +293,7 @@ nu_status nu_graph_new_with(nu_commands *c, const nu_graph_options *options, nu_
     if (!g)
         return NU_ERROR_HOST_OUT_OF_MEMORY;
     g->version = g->bind_version = 1;
+    g->in_order = o.schedule == NU_GRAPH_SCHEDULE_IN_ORDER;
     nu_status st = plan_params(g, o.params == NU_GRAPH_PARAMS_RECORDED);
     if (st == NU_OK && o.slots == NU_GRAPH_SLOTS_SETS)
         st = plan_sets(g);

@@ -99,7 +99,7 @@ nu_status nu__graph_schedule(nu_graph *g)
     if (st == NU_OK)
         st = nu__list_resolve(g->list);
     if (st == NU_OK)
-        st = nu__schedule_make(&g->schedule, g->list, ph);
+        st = nu__schedule_make(&g->schedule, g->list, ph, g->in_order);
     if (st != NU_OK)
         return st;
     g->rebound = false;

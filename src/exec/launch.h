@@ -6,8 +6,10 @@
  * - its list (exec/list.h): commands over resources (buffers, or slots a launch may rebind);
  * - what building decided per command (nu__graph_node): a dispatch with a parameter reads its
  *   push constants from memory (nu__kernel_from_memory's variant, its last binding the
- *   dispatch's region of a host-visible buffer with one area per copy), or keeps them recorded
- *   (a change then re-encodes the copies); a dispatch touching a slot may be bound with
+ *   dispatch's region, at the storage buffer alignment, of a host-visible buffer with one area
+ *   per copy: a launch writes the current values into the area of the copy it submits, which is
+ *   not in flight, and vkQueueSubmit makes host writes made before it visible), or keeps them
+ *   recorded (a change then re-encodes the copies); a dispatch touching a slot may be bound with
  *   descriptor sets (nu__kernel_with_sets), one per dispatch per copy, updated after bind;
  * - its schedule (exec/schedule.h): the commands by level, the barriers between levels;
  * - up to NU__GRAPH_COPIES encoded copies of the command buffer, each with the submission
@@ -72,6 +74,7 @@ struct nu_graph {
     uint64_t bind_version;    /* bumped by every change of a slot's binding */
     uint64_t uses_version;    /* the bind_version `uses` were collected at */
     bool rebound;             /* a slot changed so that the schedule must be made again */
+    bool in_order;            /* scheduled without the level pass (NU_GRAPH_SCHEDULE_IN_ORDER) */
     /* Parameters read from memory: the commands, and a host-visible buffer with an area per copy. */
     uint32_t *memory_cmds;
     uint32_t memory_cmd_count;

@@ -46,7 +46,7 @@ static nu_status reserve_levels(nu__schedule *s, uint32_t levels)
     return NU_OK;
 }
 
-nu_status nu__schedule_make(nu__schedule *s, const nu__list *l, VkBuffer placeholder)
+nu_status nu__schedule_make(nu__schedule *s, const nu__list *l, VkBuffer placeholder, bool in_order)
 {
     uint32_t n = l->cmd_count;
     if (n > s->cmd_capacity) {
@@ -61,9 +61,10 @@ nu_status nu__schedule_make(nu__schedule *s, const nu__list *l, VkBuffer placeho
         s->cmd_capacity = n;
     }
     s->level_count = 0;
-    /* Each command's level: the planner's, by levels. */
+    /* Each command's level: the planner's, by levels; or in order, where each barrier it asks
+     * for starts the next level (so the levels never decrease and the order stays the same). */
     nu__hazards_reset(&s->plan);
-    uint32_t levels = 0;
+    uint32_t levels = 0, barriers = 0;
     for (uint32_t i = 0; i < n; i++) {
         const nu__cmd *c = &l->cmds[i];
         nu__access a[NU__HAZARD_MAX_ACCESSES];
@@ -74,7 +75,19 @@ nu_status nu__schedule_make(nu__schedule *s, const nu__list *l, VkBuffer placeho
                                 .write = r->write, .stage = nu__work_stage(c->work),
                                 .access = nu__work_access(c->work, r->write)};
         }
-        if (nu__hazards_level(&s->plan, a, c->ref_count, &s->level[i]) != NU_OK)
+        nu_status st;
+        if (in_order) {
+            int32_t use[NU__HAZARD_MAX_ACCESSES];
+            bool barrier;
+            VkPipelineStageFlags2 src_stage;
+            VkAccessFlags2 src_access;
+            st = nu__hazards_track(&s->plan, a, c->ref_count, use, &barrier, &src_stage, &src_access);
+            barriers += barrier;
+            s->level[i] = barriers;
+        } else {
+            st = nu__hazards_level(&s->plan, a, c->ref_count, &s->level[i]);
+        }
+        if (st != NU_OK)
             return oom(l);
         if (s->level[i] + 1 > levels)
             levels = s->level[i] + 1;

@@ -1,7 +1,8 @@
 /* schedule.h: a graph's schedule (schedule.c): the level pass over its list (exec/list.h).
  *
- * The planner (exec/hazard.h, by levels) gives each command its level over the resources'
- * current memory; the pass orders the commands by level (stable: conflicting commands keep
+ * The planner (exec/hazard.h, by levels; or in order, as for a command buffer, when the level
+ * pass is not wanted) gives each command its level over the resources' current memory; the pass
+ * orders the commands by level (stable: conflicting commands keep
  * their recorded order) and makes the barrier before each level, its source half what the
  * level before it did, its destination half narrowed to what the levels from it on do. A
  * launch's copy is encoded in this order (exec/launch.c). Made when the graph is built, and
@@ -9,6 +10,7 @@
 #ifndef NU_EXEC_SCHEDULE_H
 #define NU_EXEC_SCHEDULE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "exec/hazard.h"
@@ -26,8 +28,10 @@ typedef struct nu__schedule {
 void nu__schedule_init(nu__schedule *s);
 void nu__schedule_fini(nu__schedule *s);
 /* Schedules the list over its resources' memory (nu__list_resolve first; `placeholder` is the
- * device's, for empty ranges). On failure (out of host memory, with the message) the schedule
- * must be made again before it is used. */
-nu_status nu__schedule_make(nu__schedule *s, const nu__list *l, VkBuffer placeholder);
+ * device's, for empty ranges): by levels, or, `in_order`, without the level pass: the planner in
+ * order, as a command buffer's (each barrier starts a level; the order stays the recording's).
+ * On failure (out of host memory, with the message) the schedule must be made again before it
+ * is used. */
+nu_status nu__schedule_make(nu__schedule *s, const nu__list *l, VkBuffer placeholder, bool in_order);
 
 #endif
