@@ -1,5 +1,5 @@
-/* commands.c: recording command buffers with automatic hazard tracking (see
- * nuvec/command.h; the barrier strategy is written down in hazard.c). */
+/* commands.c: recording (see nuvec/command.h and commands.h): command buffers and graph
+ * recordings alike; the barrier strategy is written down in hazard.c. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
