@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "gguf_write.h"
 
 #define OUT_BUFFER (8u << 20)
@@ -420,59 +421,9 @@ nu_status gguf_writer_finish(gguf_writer *w)
 
 /* ---- conversions ---- */
 
-uint16_t gguf_f32_to_f16(float x)
-{
-    uint32_t f;
-    memcpy(&f, &x, 4);
-    uint32_t sign = (f >> 16) & 0x8000u, e = (f >> 23) & 0xFFu, m = f & 0x7FFFFFu;
-    if (e == 0xFF) /* inf, NaN (kept quiet) */
-        return (uint16_t)(sign | 0x7C00u | (m ? 0x200u | (m >> 13) : 0));
-    int exp = (int)e - 127 + 15;
-    if (exp >= 31)
-        return (uint16_t)(sign | 0x7C00u);
-    if (exp <= 0) { /* a subnormal half, or zero */
-        if (exp < -10)
-            return (uint16_t)sign;
-        m |= 0x800000u;
-        unsigned shift = (unsigned)(14 - exp);
-        uint32_t h = m >> shift, rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rest > half || (rest == half && (h & 1)))
-            h++;
-        return (uint16_t)(sign | h);
-    }
-    /* Round to nearest even without a branch (random weights make one mispredict half the
-     * time); a carry out of the mantissa goes into the exponent, up to inf: right. */
-    uint32_t h = ((uint32_t)exp << 10) + ((m + 0xFFFu + ((m >> 13) & 1u)) >> 13);
-    return (uint16_t)(sign | h);
-}
-
-float gguf_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, f;
-    if (e == 0x1F)
-        f = sign | 0x7F800000u | (m << 13);
-    else if (e)
-        f = sign | ((e + 112) << 23) | (m << 13);
-    else if (!m)
-        f = sign;
-    else {
-        float v = ldexpf((float)m, -24);
-        return sign ? -v : v;
-    }
-    float v;
-    memcpy(&v, &f, 4);
-    return v;
-}
-
-uint16_t gguf_f32_to_bf16(float x)
-{
-    uint32_t f;
-    memcpy(&f, &x, 4);
-    if ((f & 0x7FFFFFFFu) > 0x7F800000u)
-        return (uint16_t)((f >> 16) | 0x40u);
-    f += 0x7FFFu + ((f >> 16) & 1u);
-    return (uint16_t)(f >> 16);
-}
+uint16_t gguf_f32_to_f16(float x) { return nu__f32_to_f16(x); }
+float gguf_f16_to_f32(uint16_t h) { return nu__f16_to_f32(h); }
+uint16_t gguf_f32_to_bf16(float x) { return nu__f32_to_bf16(x); }
 
 void gguf_quantize_q8_0(const float *x, uint8_t *block)
 {
