@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/half.h"
 #include "gguf_write.h"
 
 #define OUT_BUFFER (8u << 20)
@@ -222,13 +223,21 @@ nu_status gguf_writer_string_array(gguf_writer *w, const char *key, const char *
     return NU_OK;
 }
 
-static bool ggml_type_of(nu_dtype d, uint32_t *type)
+bool gguf_ggml_type(nu_dtype d, uint32_t *type)
 {
     switch (d) {
     case NU_DTYPE_F32: *type = 0; return true;
     case NU_DTYPE_F16: *type = 1; return true;
     case NU_DTYPE_Q4_0: *type = 2; return true;
+    case NU_DTYPE_Q4_1: *type = 3; return true;
+    case NU_DTYPE_Q5_0: *type = 6; return true;
+    case NU_DTYPE_Q5_1: *type = 7; return true;
     case NU_DTYPE_Q8_0: *type = 8; return true;
+    case NU_DTYPE_Q4_K: *type = 12; return true;
+    case NU_DTYPE_Q5_K: *type = 13; return true;
+    case NU_DTYPE_Q6_K: *type = 14; return true;
+    case NU_DTYPE_IQ4_NL: *type = 20; return true;
+    case NU_DTYPE_IQ4_XS: *type = 23; return true;
     case NU_DTYPE_BF16: *type = 30; return true;
     default: return false;
     }
@@ -240,7 +249,7 @@ nu_status gguf_writer_tensor(gguf_writer *w, const char *name, nu_dtype dtype, u
         return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: tensor '%s' after %s", name ? name : "(NULL)",
                     w->fd >= 0 ? "begin" : "a failure");
     uint32_t type;
-    if (!ggml_type_of(dtype, &type))
+    if (!gguf_ggml_type(dtype, &type))
         return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: tensor '%s': dtype %s is not one GGUF files hold here",
                     name ? name : "(NULL)", nu_dtype_name(dtype));
     if (rank < 1 || rank > NU_GGUF_MAX_RANK || !shape)

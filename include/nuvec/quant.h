@@ -30,5 +30,33 @@ NU_BEGIN_DECLS
  * or when src or dst is NULL with n > 0; dst is then left as it was. */
 nu_status nu_dequantize(nu_dtype dtype, const void *src, float *dst, uint64_t n);
 
+/* Encodes the `n` floats `src` as `dtype` into `dst` (n / block elements blocks, back to back:
+ * n / block elements x block bytes bytes; F32, F16 and BF16 too: copied, or rounded to nearest
+ * even). The blocks are ggml's and decode as ggml decodes them (nu_dequantize, llama.cpp).
+ *
+ * Without importance (NULL), each block is chosen to be at least as close to src, in squared
+ * error, as the block llama-quantize writes without an importance matrix: the same searches
+ * (ggml's reference quantizers for Q8_0 .. Q5_1, Q4_K, Q5_K, Q6_K; its IQ4 searches), every
+ * candidate judged as it will be stored. The RMS error each format gives on normal data is in
+ * docs/quantize.md.
+ *
+ * importance, when given, has n entries: element i's weight, finite and >= 0 (llama.cpp's
+ * importance matrix holds one per column: quantize a matrix row by row, n = the row's length,
+ * passing the same array for each row). The searches then minimise the importance-weighted
+ * squared error: the weights each format's search uses without importance (1 for the 32-element
+ * formats, |x| + RMS for Q4_K and Q5_K, x^2 for Q6_K and IQ4) are multiplied by it. A block
+ * whose importances are all 0 is quantized as without importance.
+ *
+ * Refusals, NU_ERROR_INVALID_ARGUMENT with a message naming the problem: n not a multiple of the
+ * block, a dtype not above, src or dst NULL with n > 0, an element that is not finite or an
+ * importance that is negative or not finite (the message names its index; dst is not written),
+ * and a value too large for the format: a block whose scale would not fit an IEEE half (roughly
+ * magnitudes above 5e5 for Q4_0, 1e6 for Q5_0, 8e6 for Q8_0 and IQ4_NL, an offset above 65504
+ * for Q4_1 and Q5_1; docs/quantize.md lists them), or an element beyond F16's or BF16's range
+ * (the message names the element; dst is then all zeros). src and dst must not overlap, except
+ * for F32, which copies. Tiny magnitudes quantize to zeros where their scale falls below a
+ * half's smallest subnormal (6e-8): not an error. n = 0 does nothing. */
+nu_status nu_quantize(nu_dtype dtype, const float *src, void *dst, uint64_t n, const float *importance);
+
 NU_END_DECLS
 #endif

@@ -200,3 +200,5 @@ nu_status nu_dequantize(nu_dtype dtype, const void *src, float *dst, uint64_t n)
             f(b + i * bytes, dst + i * per);
     return NU_OK;
 }
+
+void nu__dequantize_block(nu_dtype dtype, const uint8_t *block, float *out) { decoder(dtype)(block, out); }

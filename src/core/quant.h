@@ -1,13 +1,22 @@
-/* quant.h: what the CPU block codecs share (nuvec/quant.h is their API; dequant.c decodes): the
- * byte layouts of GGUF's blocks as offsets, little-endian field access, the K formats' packed
- * 6-bit scales and the IQ4 codebook. */
+/* quant.h: what the CPU block codecs share (nuvec/quant.h is their API): the byte layouts of
+ * GGUF's blocks as offsets, little-endian field access, the K formats' packed 6-bit scales, the
+ * IQ4 codebook, one block's decoder (dequant.c), the scale searches (quant_fit.c) and each
+ * family's block encoder (quant_legacy.c: the 32-element formats, quant_k.c: Q4_K, Q5_K, Q6_K,
+ * IQ4_NL and IQ4_XS); quant.c checks nu_quantize's arguments and runs the encoders.
+ *
+ * An encoder takes one block of finite floats x and, unless NULL, their importances imp (>= 0,
+ * not all zero), and writes the block at y. It returns false when a scale the block needs does
+ * not fit an IEEE half (the block's magnitudes are too large for the format): quant.c refuses
+ * the input then. */
 #ifndef NU_CORE_QUANT_H
 #define NU_CORE_QUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "core/half.h"
+#include "nuvec/dtype.h"
 
 /* Byte offsets of the fields (ggml-common.h's structs). */
 enum {
@@ -39,5 +48,50 @@ static inline void nu__k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
 }
+
+/* Groups whose largest magnitude is below this are all zeros (ggml's GROUP_MAX_EPS). */
+#define NU__QUANT_EPS 1e-15f
+
+/* One block of `dtype` (a block format of nuvec/quant.h) decoded into out. */
+void nu__dequantize_block(nu_dtype dtype, const uint8_t *block, float *out);
+
+/* Whether the half h of a nonzero scale v is zero or subnormal: too coarse to be the only try. */
+bool nu__half_coarse(uint16_t h, float v);
+/* The half nearest v at or beyond it in magnitude (the smallest subnormal for a tiny v != 0). */
+uint16_t nu__half_at_least(float v);
+
+/* x rounded to the nearest integer, ties to even (|x| clamped below 2^22). */
+int nu__round_even(float x);
+
+/* Fits n values with d * (L - nmax), L in 0 .. 2 nmax - 1; returns d (0 for an all-zero group).
+ * The least-squares error is weighted by w, or by x^2 when w is NULL. */
+float nu__fit_symmetric(int n, int nmax, const float *x, const float *w, int8_t *L);
+
+/* The inverse scales an affine fit tries: (nmax + first + delta * k) / range, k = 0 .. steps. */
+typedef struct nu__affine_grid {
+    float first, delta;
+    int steps;
+    int offset_nonpositive; /* the K formats store a non-negative min subtracted: offset <= 0 */
+} nu__affine_grid;
+
+/* Fits n (at most 256) values with d * L + *offset, L in 0 .. nmax; returns d. */
+float nu__fit_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *offset,
+                     const nu__affine_grid *grid);
+
+/* The IQ4 level nearest to v, and the scale that fits n values best over the IQ4 levels
+ * (weighted by w; 0 for an all-zero group). */
+int nu__iq4_nearest(float v);
+float nu__fit_iq4(int n, const float *x, const float *w);
+
+bool nu__encode_q8_0(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_q4_0(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_q5_0(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_q4_1(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_q5_1(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_q4_k(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_q5_k(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_q6_k(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_iq4_nl(const float *x, const float *imp, uint8_t *y);
+bool nu__encode_iq4_xs(const float *x, const float *imp, uint8_t *y);
 
 #endif
