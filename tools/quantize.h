@@ -1,0 +1,60 @@
+/* quantize.h: `nuvec quantize`'s inputs (tools/quantize_in.c: a GGUF file; tools/quantize_hf.c: a
+ * Hugging Face folder), seen by tools/quantize.c, which plans each tensor's type
+ * (tools/quantize_mix.h) and writes the output. Inputs are memory-mapped: a tensor is a pointer
+ * into a mapping, read while the output is written, never copied whole. */
+#ifndef TOOLS_QUANTIZE_H
+#define TOOLS_QUANTIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf_write.h"
+#include "nuvec.h"
+#include "quantize_mix.h"
+
+typedef struct qz_tensor {
+    char name[96];           /* GGUF's name */
+    uint32_t rank;
+    uint64_t shape[NU_GGUF_MAX_RANK]; /* nuvec order (outermost first) */
+    const uint8_t *data;     /* in a mapping */
+    uint64_t size;           /* bytes */
+    nu_dtype dtype;          /* of the data; NU_DTYPE_COUNT for a ggml type nuvec cannot decode */
+    const char *type_name;   /* ggml's name of the data's type */
+    nu_dtype current;        /* its type in a GGUF file: the data's (a Hugging Face 1-D tensor: F32,
+                                as llama.cpp's converter writes it) */
+    uint32_t rope_heads;     /* > 0: rows in transformers' rotate_half order, this many heads, to be
+                                written in GGUF's interleaved order */
+    /* the plan (tools/quantize.c) */
+    nu_dtype out;
+    char note[96];
+} qz_tensor;
+
+typedef struct qz_input qz_input;
+struct qz_input {
+    qz_tensor *tensors;
+    size_t count;
+    quant_model model;       /* what the mix needs */
+    uint32_t alignment;      /* of the output: the input's general.alignment, or 0 (GGUF's 32) */
+    char note[256];          /* said on stderr when not empty (a Hugging Face tokenizer left out) */
+    /* Writes the output's metadata: the input's (or the converter's) with general.file_type and
+     * general.quantization_version set. */
+    nu_status (*metadata)(qz_input *in, gguf_writer *w, uint32_t file_type);
+    void (*close)(qz_input *in);
+};
+
+/* A GGUF file of general.architecture llama (tools/quantize_in.c). Every failure is an nu_status
+ * with nu_error_message(NULL) naming the file and the problem: NU_ERROR_IO, NU_ERROR_FORMAT, and
+ * NU_ERROR_UNSUPPORTED for another architecture, a split file or a mixture of experts. */
+nu_status qz_open_gguf(const char *path, qz_input **out);
+/* A Hugging Face folder of a LlamaForCausalLM (tools/quantize_hf.c); the same statuses. */
+nu_status qz_open_hf(const char *path, qz_input **out);
+
+/* The file at `path` mapped read-only (*size 0 and *bytes NULL for an empty file); NU_ERROR_IO with
+ * a message when it cannot be opened or mapped. qz_unmap undoes it. */
+nu_status qz_map(const char *path, const uint8_t **bytes, uint64_t *size);
+void qz_unmap(const uint8_t *bytes, uint64_t size);
+/* The nu_dtype of a ggml type number (NU_DTYPE_COUNT for one nuvec does not decode). */
+nu_dtype qz_dtype_of_ggml(uint32_t ggml_type);
+
+#endif
