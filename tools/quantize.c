@@ -221,8 +221,16 @@ static nu_status run(const qz_input *in, gguf_writer *w, uint32_t threads)
         p.finished = 0;
         pthread_cond_broadcast(&p.work);
         pthread_mutex_unlock(&p.lock);
-        for (size_t c = first; st == NU_OK && c < end; c++)
+        for (size_t c = first; st == NU_OK && c < end; c++) {
             st = gguf_writer_data(w, made + (c - first) * p.slot, chunks[c].bytes);
+            /* Done with these rows (all of a tensor's where they came permuted). */
+            const qz_tensor *t = chunks[c].t;
+            const uint64_t rb = t->size / rows_of(t);
+            if (!t->rope_heads)
+                qz_release(t->data + chunks[c].row0 * rb, chunks[c].rows * rb);
+            else if (c + 1 == count || chunks[c + 1].t != t)
+                qz_release(t->data, t->size);
+        }
         pthread_mutex_lock(&p.lock);
         first = end;
     }

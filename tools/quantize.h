@@ -54,6 +54,9 @@ nu_status qz_open_hf(const char *path, qz_input **out);
  * a message when it cannot be opened or mapped. qz_unmap undoes it. */
 nu_status qz_map(const char *path, const uint8_t **bytes, uint64_t *size);
 void qz_unmap(const uint8_t *bytes, uint64_t size);
+/* Lets the kernel drop the mapped pages of bytes [0, size) from this process (a tensor read
+ * whole), so that the resident size stays that of the chunks in flight. */
+void qz_release(const uint8_t *bytes, uint64_t size);
 /* The nu_dtype of a ggml type number (NU_DTYPE_COUNT for one nuvec does not decode). */
 nu_dtype qz_dtype_of_ggml(uint32_t ggml_type);
 

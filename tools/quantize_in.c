@@ -41,6 +41,14 @@ nu_status qz_map(const char *path, const uint8_t **bytes, uint64_t *size)
     return NU_OK;
 }
 
+void qz_release(const uint8_t *bytes, uint64_t size)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)bytes & ~(page - 1);
+    const uintptr_t b = ((uintptr_t)bytes + (uintptr_t)size + page - 1) & ~(page - 1);
+    if (size)
+        (void)madvise((void *)a, b - a, MADV_DONTNEED); /* clean shared pages: read again if touched */
+}
+
 void qz_unmap(const uint8_t *bytes, uint64_t size)
 {
     if (bytes && size)
