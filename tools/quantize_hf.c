@@ -450,37 +450,49 @@ static void read_tokenizer(hf_input *h)
 
 /* ---- the output's metadata, as convert_hf_to_gguf.py writes it for a Llama ---- */
 
+typedef struct kv_entry {
+    const char *key;
+    nu_gguf_type type; /* STRING: value is the string; else a pointer to a scalar of the type */
+    const void *value;
+    bool present;
+} kv_entry;
+
+static nu_status write_entries(gguf_writer *w, const kv_entry *e, size_t n)
+{
+    nu_status st = NU_OK;
+    for (size_t i = 0; st == NU_OK && i < n; i++)
+        if (e[i].present)
+            st = e[i].type == NU_GGUF_STRING ? gguf_writer_string(w, e[i].key, e[i].value)
+                                             : gguf_writer_scalar(w, e[i].key, e[i].type, e[i].value);
+    return st;
+}
+
 static nu_status hf_metadata(qz_input *in, gguf_writer *w, uint32_t file_type)
 {
     hf_input *h = (hf_input *)in;
     const hf_config *c = &h->cfg;
     const char *base = strrchr(h->path, '/');
     base = base && base[1] ? base + 1 : h->path;
-    nu_status st = gguf_writer_string(w, "general.architecture", "llama");
-    if (st == NU_OK)
-        st = gguf_writer_string(w, "general.type", "model");
-    if (st == NU_OK)
-        st = gguf_writer_string(w, "general.name", base);
-    const struct { const char *key; uint32_t v; } u32s[] = {
-        {"llama.block_count", c->layers}, {"llama.context_length", c->context}, {"llama.embedding_length", c->dim},
-        {"llama.feed_forward_length", c->ffn}, {"llama.attention.head_count", c->heads},
-        {"llama.attention.head_count_kv", c->kv_heads}};
-    for (size_t i = 0; st == NU_OK && i < sizeof u32s / sizeof *u32s; i++)
-        st = gguf_writer_u32(w, u32s[i].key, u32s[i].v);
-    if (st == NU_OK)
-        st = gguf_writer_f32(w, "llama.rope.freq_base", c->theta);
-    if (st == NU_OK)
-        st = gguf_writer_f32(w, "llama.attention.layer_norm_rms_epsilon", c->eps);
-    if (st == NU_OK && c->has_head_dim && (st = gguf_writer_u32(w, "llama.attention.key_length", c->head_dim)) == NU_OK)
-        st = gguf_writer_u32(w, "llama.attention.value_length", c->head_dim);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "general.file_type", file_type);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.vocab_size", c->vocab);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.rope.dimension_count", c->head_dim);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "general.quantization_version", 2);
+    const uint32_t version = 2; /* ggml's GGML_QNT_VERSION */
+    const kv_entry model[] = {
+        {"general.architecture", NU_GGUF_STRING, "llama", true},
+        {"general.type", NU_GGUF_STRING, "model", true},
+        {"general.name", NU_GGUF_STRING, base, true},
+        {"llama.block_count", NU_GGUF_UINT32, &c->layers, true},
+        {"llama.context_length", NU_GGUF_UINT32, &c->context, true},
+        {"llama.embedding_length", NU_GGUF_UINT32, &c->dim, true},
+        {"llama.feed_forward_length", NU_GGUF_UINT32, &c->ffn, true},
+        {"llama.attention.head_count", NU_GGUF_UINT32, &c->heads, true},
+        {"llama.attention.head_count_kv", NU_GGUF_UINT32, &c->kv_heads, true},
+        {"llama.rope.freq_base", NU_GGUF_FLOAT32, &c->theta, true},
+        {"llama.attention.layer_norm_rms_epsilon", NU_GGUF_FLOAT32, &c->eps, true},
+        {"llama.attention.key_length", NU_GGUF_UINT32, &c->head_dim, c->has_head_dim},
+        {"llama.attention.value_length", NU_GGUF_UINT32, &c->head_dim, c->has_head_dim},
+        {"general.file_type", NU_GGUF_UINT32, &file_type, true},
+        {"llama.vocab_size", NU_GGUF_UINT32, &c->vocab, true},
+        {"llama.rope.dimension_count", NU_GGUF_UINT32, &c->head_dim, true},
+        {"general.quantization_version", NU_GGUF_UINT32, &version, true}};
+    nu_status st = write_entries(w, model, sizeof model / sizeof *model);
     const hf_vocab *v = &h->vocab;
     if (st != NU_OK || !v->count)
         return st;
@@ -491,19 +503,14 @@ static nu_status hf_metadata(qz_input *in, gguf_writer *w, uint32_t file_type)
         st = gguf_writer_array(w, "tokenizer.ggml.scores", NU_GGUF_FLOAT32, v->scores, v->count);
     if (st == NU_OK)
         st = gguf_writer_array(w, "tokenizer.ggml.token_type", NU_GGUF_INT32, v->types, v->count);
-    const struct { const char *key; int32_t id; } ids[] = {
-        {"tokenizer.ggml.bos_token_id", v->bos}, {"tokenizer.ggml.eos_token_id", v->eos},
-        {"tokenizer.ggml.unknown_token_id", v->unk}};
-    for (size_t i = 0; st == NU_OK && i < 3; i++)
-        if (ids[i].id >= 0)
-            st = gguf_writer_u32(w, ids[i].key, (uint32_t)ids[i].id);
-    if (st == NU_OK)
-        st = gguf_writer_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos);
-    if (st == NU_OK)
-        st = gguf_writer_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos);
-    if (st == NU_OK)
-        st = gguf_writer_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
-    return st;
+    const kv_entry tok[] = {
+        {"tokenizer.ggml.bos_token_id", NU_GGUF_UINT32, &v->bos, v->bos >= 0},
+        {"tokenizer.ggml.eos_token_id", NU_GGUF_UINT32, &v->eos, v->eos >= 0},
+        {"tokenizer.ggml.unknown_token_id", NU_GGUF_UINT32, &v->unk, v->unk >= 0},
+        {"tokenizer.ggml.add_bos_token", NU_GGUF_BOOL, &v->add_bos, true},
+        {"tokenizer.ggml.add_eos_token", NU_GGUF_BOOL, &v->add_eos, true},
+        {"tokenizer.ggml.add_space_prefix", NU_GGUF_BOOL, &v->add_space_prefix, true}};
+    return st == NU_OK ? write_entries(w, tok, sizeof tok / sizeof *tok) : st;
 }
 
 nu_status qz_open_hf(const char *path, qz_input **out)

@@ -21,7 +21,7 @@
 /* Byte offsets of the fields (ggml-common.h's structs). */
 enum {
     NU__Q4K_D = 0, NU__Q4K_DMIN = 2, NU__Q4K_SCALES = 4, NU__Q4K_QS = 16,                     /* 144 bytes */
-    NU__Q5K_D = 0, NU__Q5K_DMIN = 2, NU__Q5K_SCALES = 4, NU__Q5K_QH = 16, NU__Q5K_QS = 48,    /* 176 */
+    NU__Q5K_QH = 16, NU__Q5K_QS = 48, /* 176 bytes: d, dmin and scales as Q4_K's */
     NU__Q6K_QL = 0, NU__Q6K_QH = 128, NU__Q6K_SCALES = 192, NU__Q6K_D = 208,                  /* 210 */
     NU__IQ4XS_D = 0, NU__IQ4XS_SCALES_H = 2, NU__IQ4XS_SCALES_L = 4, NU__IQ4XS_QS = 8,        /* 136 */
 };
