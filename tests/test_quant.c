@@ -11,7 +11,8 @@
 
 #include "gguf_write.h"
 #include "harness.h"
-#include "quantize_mix.h"
+#include "make_gguf.h"
+#include "quantize.h"
 
 /* ---- blocks made by hand ---- */
 
@@ -644,6 +645,84 @@ static void mix_per_tensor(void **state)
                 !quant_is_attn_v("blk.3.attn_k.weight"));
 }
 
+/* ---- qz_quantize: a make-gguf file to Q4_K_M, read back by nuvec's GGUF reader ---- */
+
+static uint8_t *read_whole(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*size);
+    assert_int_equal(fread(b, 1, *size, f), *size);
+    fclose(f);
+    return b;
+}
+
+static void quantize_a_file(void **state)
+{
+    (void)state;
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/quant_small.gguf", nt_tmp_dir());
+    snprintf(out, sizeof out, "%s/quant_small_q4_k_m.gguf", nt_tmp_dir());
+    const make_gguf_options mo = {.shape = make_gguf_find_shape("small"), .dtype = NU_DTYPE_F32, .path = in, .seed = 3,
+                                  .layers = 2, .threads = 2};
+    NT_OK(make_gguf(&mo, NULL));
+    qz_request r = {in, out, {quant_find_preset("q4_k_m"), NU_DTYPE_COUNT, NU_DTYPE_COUNT, false}, 2, false, NULL, NULL};
+    qz_result res;
+    NT_OK(qz_quantize(&r, &res));
+    assert_int_equal(res.tensors, 2 + 9 * 2 + 1);
+    size_t in_size, out_size;
+    uint8_t *a = read_whole(in, &in_size), *b = read_whole(out, &out_size);
+    nu_gguf *ga, *gb;
+    NT_OK(nu_gguf_parse(a, in_size, &ga));
+    NT_OK(nu_gguf_parse(b, out_size, &gb));
+    uint32_t ft;
+    NT_OK(nu_gguf_get_u32(gb, "general.file_type", NULL, &ft));
+    assert_int_equal(ft, 15);
+    /* The mix for 2 layers (layer 1 is a "more bits" one): Q6_K output, attn_v and ffn_down of
+     * layer 1, Q4_K the other matrices, F32 the norms; values within the formats' bounds. */
+    for (uint64_t i = 0; i < nu_gguf_tensor_count(ga); i++) {
+        const nu_gguf_tensor_info *ti = nu_gguf_tensor(ga, i), *to = nu_gguf_find_tensor(gb, ti->name);
+        assert_non_null(to);
+        const bool six = !strcmp(ti->name, "output.weight") || !strcmp(ti->name, "blk.1.attn_v.weight") ||
+                         !strcmp(ti->name, "blk.1.ffn_down.weight");
+        const char *want = strstr(ti->name, "norm") ? "f32" : six ? "q6_K" : "q4_K";
+        if (strcmp(to->type_name, want))
+            fail_msg("%s is %s, expected %s", ti->name, to->type_name, want);
+        const uint64_t n = ti->size / 4;
+        float *y = malloc(n * 4);
+        const nu_dtype t = !strcmp(want, "f32") ? NU_DTYPE_F32 : six ? NU_DTYPE_Q6_K : NU_DTYPE_Q4_K;
+        NT_OK(nu_dequantize(t, b + to->offset, y, n));
+        const float *x = (const float *)(a + ti->offset);
+        double se = 0, sx = 0;
+        for (uint64_t k = 0; k < n; k++)
+            se += ((double)y[k] - x[k]) * ((double)y[k] - x[k]), sx += (double)x[k] * x[k];
+        const double bound = t == NU_DTYPE_F32 ? 0 : t == NU_DTYPE_Q6_K ? 0.020 : 0.078;
+        if (sqrt(se / sx) > bound)
+            fail_msg("%s: relative RMS error %.4f > %.3f", ti->name, sqrt(se / sx), bound);
+        free(y);
+    }
+    nu_gguf_close(ga);
+    nu_gguf_close(gb);
+    free(a), free(b);
+    /* Refusals leave no file: a Q4_K token_embd set outright on rows of 64 (the tiny shape). */
+    const make_gguf_options tiny = {.shape = make_gguf_find_shape("tiny"), .dtype = NU_DTYPE_F16, .path = in, .seed = 3,
+                                    .layers = 1, .threads = 1};
+    NT_OK(make_gguf(&tiny, NULL));
+    remove(out);
+    r.mix.embedding_type = NU_DTYPE_Q4_K;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, qz_quantize(&r, &res));
+    assert_non_null(strstr(nu_error_message(NULL), "token_embd.weight"));
+    FILE *f = fopen(out, "rb");
+    assert_null(f);
+    r.mix.embedding_type = NU_DTYPE_COUNT;
+    r.out = in;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, qz_quantize(&r, &res)); /* OUT is IN */
+    remove(in);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -656,6 +735,7 @@ int main(void)
         cmocka_unit_test(threads_agree),
         cmocka_unit_test(writer_block_dtypes),
         cmocka_unit_test(mix_per_tensor),
+        cmocka_unit_test(quantize_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

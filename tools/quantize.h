@@ -8,10 +8,36 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gguf_write.h"
 #include "nuvec.h"
 #include "quantize_mix.h"
+
+#define QZ_MAX_THREADS 64
+
+typedef struct qz_request {
+    const char *in, *out;    /* a GGUF file or a Hugging Face folder; the GGUF file to write */
+    quant_options mix;       /* the file type (required) and llama-quantize's switches */
+    uint32_t threads;        /* 0: one a CPU (at most QZ_MAX_THREADS) */
+    bool allow_requantize;   /* quantized inputs are refused without it */
+    FILE *plan;              /* each tensor's line ("[  3/ 21] name [shape] f32 -> Q4_K"); NULL: none */
+    FILE *notes;             /* the input's notes (a tokenizer left out); NULL: none */
+} qz_request;
+
+typedef struct qz_result {
+    size_t tensors;
+    uint64_t in_bytes, out_bytes, elements; /* tensor data read and written (padding included), weights */
+} qz_result;
+
+/* Writes r->out from r->in (docs/quantize.md): to r->out.partial-PID, renamed when whole, so that
+ * a failure leaves no r->out behind and an existing one untouched. Every failure is an nu_status
+ * with nu_error_message(NULL) naming the file, tensor or key: NU_ERROR_IO (a missing input, a
+ * write that failed), NU_ERROR_FORMAT (malformed input), NU_ERROR_UNSUPPORTED (another
+ * architecture, a quantized input without allow_requantize, a type nuvec does not read),
+ * NU_ERROR_INVALID_ARGUMENT (OUT is IN, a type set outright that does not fit, a non-finite or
+ * too large weight). Thread safety: one call at a time per output path. */
+nu_status qz_quantize(const qz_request *r, qz_result *result);
 
 typedef struct qz_tensor {
     char name[96];           /* GGUF's name */
