@@ -221,6 +221,16 @@ rc, _, err = run("quantize", f"{models}/stories260K/hf", f"{tmp}/stories.gguf", 
 check(rc == 0 and "no tokenizer" in err and "tokenizer.ggml.model" not in read_gguf(f"{tmp}/stories.gguf")[1],
       f"stories: rc {rc}: {err}")
 
+# A folder whose tokenizer is not SentencePiece-style (byte-level BPE, as Llama 3's): written without one.
+os.makedirs(f"{tmp}/bpe")
+for f in ("config.json", "model.safetensors"):
+    shutil.copy(f"{aid}/hf/{f}", f"{tmp}/bpe/")
+with open(f"{tmp}/bpe/tokenizer.json", "w") as f:
+    json.dump({"model": {"type": "BPE", "byte_fallback": False, "vocab": {"a": 0, "b": 1}, "merges": []}}, f)
+rc, _, err = run("quantize", f"{tmp}/bpe/", f"{tmp}/bpe.gguf", "--type", "q8_0")
+check(rc == 0 and "not a SentencePiece-style" in err and "tokenizer.ggml.tokens" not in read_gguf(f"{tmp}/bpe.gguf")[1]
+      and read_gguf(f"{tmp}/bpe.gguf")[1]["general.name"] == "bpe", f"byte-level tokenizer: rc {rc}: {err}")
+
 # ---- refusals ----
 out = f"{tmp}/refused.gguf"
 for bad in ([], [small], [small, out], [small, out, "--type", "q3_k_m"], [small, out, "--type"],

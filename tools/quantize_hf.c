@@ -471,8 +471,15 @@ static nu_status hf_metadata(qz_input *in, gguf_writer *w, uint32_t file_type)
 {
     hf_input *h = (hf_input *)in;
     const hf_config *c = &h->cfg;
-    const char *base = strrchr(h->path, '/');
-    base = base && base[1] ? base + 1 : h->path;
+    char name[256]; /* the folder's name, trailing slashes dropped */
+    size_t n = strlen(h->path);
+    while (n > 1 && h->path[n - 1] == '/')
+        n--;
+    size_t from = n;
+    while (from && h->path[from - 1] != '/')
+        from--;
+    snprintf(name, sizeof name, "%.*s", (int)(n - from), h->path + from);
+    const char *base = name;
     const uint32_t version = 2; /* ggml's GGML_QNT_VERSION */
     const kv_entry model[] = {
         {"general.architecture", NU_GGUF_STRING, "llama", true},
