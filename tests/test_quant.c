@@ -213,7 +213,7 @@ static void runs_of_blocks(void **state)
     NT_OK(nu_dequantize(NU_DTYPE_Q8_0, b, y, 96));
     for (int k = 0; k < 3; k++)
         for (int j = 0; j < 32; j++)
-            assert_true(y[32 * k + j] == (float)((j - 16) << k));
+            assert_true(y[32 * k + j] == (float)((j - 16) * (1 << k)));
 }
 
 static void dequantize_refusals(void **state)

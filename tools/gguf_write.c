@@ -360,6 +360,8 @@ static nu_status flush(gguf_writer *w)
 /* Appends to the output buffer; pieces of a MiB or more go straight to the file (no copy). */
 static nu_status emit(gguf_writer *w, const void *p, size_t n)
 {
+    if (!n) /* a file without metadata has no bytes (nor a buffer) for it */
+        return NU_OK;
     if (n >= (1u << 20)) {
         nu_status st = flush(w);
         if (st == NU_OK && !write_all(w->fd, p, n))
