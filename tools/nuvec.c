@@ -30,6 +30,9 @@ static void usage(FILE *f)
             "                           (nuvec bench --help)\n"
             "  generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "           [--seed S] [--json]  a Llama model's continuation, streamed (nuvec generate --help)\n"
+            "  quantize IN OUT --type q4_k_m|q4_k_s|q5_k_m|q5_k_s|q6_k|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|f16|bf16|f32\n"
+            "           [--threads N]   a Llama GGUF file or Hugging Face folder as a GGUF file of that type,\n"
+            "                           llama-quantize's per-tensor mix (nuvec quantize --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
@@ -52,6 +55,8 @@ int main(int argc, char **argv)
         return cli_generate(argc - 1, argv + 1);
     if (!strcmp(argv[1], "make-gguf"))
         return cli_make_gguf(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "quantize"))
+        return cli_quantize(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return cli_bench(argc - 1, argv + 1);
     fprintf(stderr, "nuvec: unknown command '%s'\n", argv[1]);
