@@ -65,10 +65,9 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
         (st = nu__op_bind(fn, ids, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
         return st;
     bool block = nu_dtype_block_elements(table->dtype) > 1;
-    uint32_t code = table->dtype == NU_DTYPE_Q8_0 ? 4u : table->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(table->dtype);
+    uint32_t code = nu__op_dtype_code(table->dtype);
     size_t et = block ? 0 : nu_dtype_size(table->dtype), ed = nu_dtype_size(dst->dtype);
-    uint32_t row_stride = block ? (uint32_t)(table->strides[0] / 32 * (nu_dtype_block_bytes(table->dtype) / 2))
-                                : (uint32_t)table->strides[0];
+    uint32_t row_stride = block ? nu__op_block_halves(table, table->strides[0]) : (uint32_t)table->strides[0];
     bool vec = dim % 8 == 0 && (uint64_t)first[0] * ed % 16 == 0 &&
                (block || (table->strides[1] == 1 && (uint64_t)first[1] * et % 16 == 0 &&
                           (vocab <= 1 || (uint64_t)table->strides[0] * et % 16 == 0)));

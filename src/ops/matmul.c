@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels_table.h"
 #include "ops/matmul_tc.h"
@@ -217,7 +218,7 @@ nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a,
         bind[3] = bind[1]; /* never read: a's range again (read after read costs nothing) */
     }
     bool block = nu_dtype_block_elements(b->dtype) > 1;
-    uint32_t bdt = b->dtype == NU_DTYPE_Q8_0 ? 4u : b->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(b->dtype);
+    uint32_t bdt = nu__op_dtype_code(b->dtype);
     uint32_t flags = 0;
     if (vector && tile.bk % 8 == 0) {
         flags |= vector_rows(a, &sa, first[1]) ? 1u : 0u;
@@ -225,12 +226,11 @@ nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a,
     }
     uint32_t threads = (tile.bm / tile.tm) * (tile.bn / tile.tn);
     uint32_t constants[11] = {nu__op_dtype_code(a->dtype), bdt, nu__op_dtype_code(dst->dtype),
-                              bias ? nu__op_dtype_code(bias->dtype) : 7u, threads, tile.bm, tile.bn, tile.bk, tile.tm,
+                              bias ? nu__op_dtype_code(bias->dtype) : NU__NO_CODE, threads, tile.bm, tile.bn, tile.bk, tile.tm,
                               tile.tn, flags};
-    /* Block b's strides in halves: a row of k / 32 blocks, batches of whole rows. */
-    uint32_t halves = block ? nu_dtype_block_bytes(b->dtype) / 2 : 1;
-    uint32_t w_row = (uint32_t)(block ? sb.s_row / 32 * halves : sb.s_row);
-    uint32_t w_batch = (uint32_t)(block ? sb.s_batch / 32 * halves : sb.s_batch);
+    /* Block b's strides in halves: rows of whole blocks, batches of whole rows. */
+    uint32_t w_row = block ? nu__op_block_halves(b, sb.s_row) : (uint32_t)sb.s_row;
+    uint32_t w_batch = block ? nu__op_block_halves(b, sb.s_batch) : (uint32_t)sb.s_batch;
     struct {
         uint32_t m, n, k, batch;
         uint32_t first_a, a_batch, a_row, a_col;

@@ -109,6 +109,9 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         return NU_ERROR_UNSUPPORTED;
     if (!nu__op_tensor_cores_f16(d, 16))
         return NU_ERROR_UNSUPPORTED;
+    /* Block weights: Q8_0 and Q4_0 only, which the kernel decodes itself into F16 tiles (its F16
+     * packing of the quants, not kernels/quant.glsl's); the other block dtypes take the tiled kernel
+     * (the matrix units cannot be tested on lavapipe: no new format goes there untested). */
     bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0;
     if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
         return NU_ERROR_UNSUPPORTED;
@@ -142,7 +145,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     if (bias && bias->shape[bias->rank - 1] > 1 && bias->strides[bias->rank - 1] != 1)
         return NU_ERROR_UNSUPPORTED;
 
-    uint32_t wdt = b->dtype == NU_DTYPE_Q8_0 ? 4u : b->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(b->dtype);
+    uint32_t wdt = nu__op_dtype_code(b->dtype);
     uint32_t constants[13] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
                               bias ? nu__op_dtype_code(bias->dtype) : 0u, local, t.wm, t.wn, t.fm, t.fn, t.bk,
                               t.buffers, t.probe, 1u};
@@ -151,8 +154,8 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     uint64_t w_row = n > 1 ? (uint64_t)b->strides[rb - 2] : 0;
     uint64_t w_batch = rb == 3 && b->shape[0] > 1 ? (uint64_t)b->strides[0] : 0;
     if (block) {
-        w_row = w_row / 32 * (nu_dtype_block_bytes(b->dtype) / 2);
-        w_batch = w_batch / 32 * (nu_dtype_block_bytes(b->dtype) / 2);
+        w_row = nu__op_block_halves(b, (int64_t)w_row);
+        w_batch = nu__op_block_halves(b, (int64_t)w_batch);
     }
     tc_push push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
                     ra == 3 && a->shape[0] > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/array.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "exec/commands.h"
@@ -122,14 +123,11 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
     return st;
 }
 
-uint32_t nu__op_dtype_code(nu_dtype dtype)
+uint32_t nu__op_dtype_code(nu_dtype dtype) { return nu__dtype_code(dtype); }
+
+uint32_t nu__op_block_halves(const nu_tensor *t, int64_t stride)
 {
-    switch (dtype) {
-    case NU_DTYPE_F16: return 1;
-    case NU_DTYPE_BF16: return 2;
-    case NU_DTYPE_I32: return 3;
-    default: return 0;
-    }
+    return (uint32_t)((uint64_t)stride / nu_dtype_block_elements(t->dtype) * (nu_dtype_block_bytes(t->dtype) / 2));
 }
 
 static const char *dtype_list(uint32_t dtypes, char *buf, size_t size)

@@ -30,13 +30,22 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
  * 16x16x16 F16 x F16 + F32 products at subgroup scope, and subgroups of at least `min_subgroup`. */
 bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup);
 
-/* The dtype codes the shaders take (kernels/ops.glsl): F32 0, F16 1, BF16 2, I32 3. */
+/* The dtype code the shaders take for `dtype` (kernels/ops.glsl's NU_F32 0, NU_F16 1, NU_BF16 2,
+ * NU_I32 3, ...: src/core/dtype.h's table, from which the shaders' header is generated). */
 uint32_t nu__op_dtype_code(nu_dtype dtype);
 
-/* Dtype sets for nu__op_check. */
-#define NU__OP_FLOAT ((1u << NU_DTYPE_F32) | (1u << NU_DTYPE_F16) | (1u << NU_DTYPE_BF16))
-#define NU__OP_BLOCK ((1u << NU_DTYPE_Q8_0) | (1u << NU_DTYPE_Q4_0))
+/* Dtype sets for nu__op_check. NU__OP_BLOCK: GGUF's block formats, which every op that reads
+ * blocks takes (decoded by kernels/quant.glsl); Q4_0_SOA (a repacked layout) is apart. */
 #define NU__OP_DTYPE(t) (1u << (t))
+#define NU__OP_FLOAT (NU__OP_DTYPE(NU_DTYPE_F32) | NU__OP_DTYPE(NU_DTYPE_F16) | NU__OP_DTYPE(NU_DTYPE_BF16))
+#define NU__OP_BLOCK                                                                            \
+    (NU__OP_DTYPE(NU_DTYPE_Q8_0) | NU__OP_DTYPE(NU_DTYPE_Q4_0) | NU__OP_DTYPE(NU_DTYPE_Q4_1) |   \
+     NU__OP_DTYPE(NU_DTYPE_Q5_0) | NU__OP_DTYPE(NU_DTYPE_Q5_1) | NU__OP_DTYPE(NU_DTYPE_Q4_K) |   \
+     NU__OP_DTYPE(NU_DTYPE_Q5_K) | NU__OP_DTYPE(NU_DTYPE_Q6_K) | NU__OP_DTYPE(NU_DTYPE_IQ4_NL) | \
+     NU__OP_DTYPE(NU_DTYPE_IQ4_XS))
+/* A stride of block tensor t (elements: a multiple of its block's) in 16-bit halves, as the
+ * shaders index blocks. */
+uint32_t nu__op_block_halves(const nu_tensor *t, int64_t stride);
 
 /* Checks what every op checks of one tensor: nu_tensor_check, a dtype in `dtypes`, its offset a
  * multiple of its element (or for block dtypes, 2 bytes), fewer than 2^32 elements, and the
