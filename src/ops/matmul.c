@@ -57,10 +57,9 @@ static matmul_tile choose_tile(nu_device *d, int64_t m, int64_t n)
     return tiles[2];
 }
 
-/* NUVEC_MATMUL="variant=small_m|skinny_n|square|large bm=BM bn=BN bk=BK tm=TM tn=TN vector=0|1"
- * overrides the tile (for sweeps without a rebuild, and for tests of every variant at small
- * shapes): variant= starts from a table entry, the others change one value; vector=0 keeps every
- * load on the strided path. Read at each call. */
+/* desc->tune's tile fields, then NUVEC_MATMUL="variant=small_m|skinny_n|square|large bm=BM bn=BN
+ * bk=BK tm=TM tn=TN vector=0|1" over them (docs/knobs.md): variant starts from a table entry, the
+ * others change one value; vector=0 (tune.scalar_loads) keeps every load on the strided path. */
 typedef struct tile_knobs {
     matmul_tile *tile;
     bool *vector;
@@ -92,8 +91,49 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     return false;
 }
 
-static nu_status env_tile(nu_device *d, matmul_tile *t, bool *vector)
+/* tune's fields, checked against their ranges (a bad one fails, naming it). */
+static nu_status check_tune(nu_device *d, const nu_matmul_tune *t)
 {
+    const char *bad = NULL, *range = NULL;
+    uint32_t value = 0;
+#define MM_CHECK(field, ok, text)                                                               \
+    if (!bad && t->field && !(ok))                                                              \
+        bad = #field, range = text, value = (uint32_t)t->field;
+    MM_CHECK(variant, (unsigned)t->variant < NU_MATMUL_VARIANT_COUNT, "a nu_matmul_variant")
+    MM_CHECK(bm, t->bm <= 256, "1..256")
+    MM_CHECK(bn, t->bn <= 256, "1..256")
+    MM_CHECK(bk, t->bk <= 256, "1..256")
+    MM_CHECK(tm, t->tm <= 16, "1..16")
+    MM_CHECK(tn, t->tn <= 16, "1..16")
+    MM_CHECK(tc_wm, t->tc_wm <= 8, "1..8")
+    MM_CHECK(tc_wn, t->tc_wn <= 8, "1..8")
+    MM_CHECK(tc_fm, t->tc_fm <= 8, "1..8")
+    MM_CHECK(tc_fn, t->tc_fn <= 8, "1..8")
+    MM_CHECK(tc_bk, t->tc_bk == 32 || t->tc_bk == 64, "32 or 64")
+    MM_CHECK(tc_buffers, t->tc_buffers <= 2, "1 or 2")
+    MM_CHECK(tc_probe, t->tc_probe <= 3, "0..3")
+#undef MM_CHECK
+    if (bad)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": tune.%s is %u; it takes 0 (the default) or %s", bad, value,
+                        range);
+    return NU_OK;
+}
+
+static nu_status tune_tile(nu_device *d, const nu_matmul_tune *tune, matmul_tile *t, bool *vector)
+{
+    if (tune->variant)
+        *t = tiles[tune->variant - 1];
+    if (tune->bm)
+        t->bm = tune->bm;
+    if (tune->bn)
+        t->bn = tune->bn;
+    if (tune->bk)
+        t->bk = tune->bk;
+    if (tune->tm)
+        t->tm = tune->tm;
+    if (tune->tn)
+        t->tn = tune->tn;
+    *vector = !tune->scalar_loads;
     tile_knobs k = {t, vector};
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL", "variant=small_m|skinny_n|square|large, bm=, bn=, bk= (1..256), "
                             "tm=, tn= (1..16), vector=0|1", apply_knob, &k);
@@ -155,6 +195,17 @@ static bool vector_rows(const nu_tensor *t, const mat3 *s, uint32_t first)
 nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
                        const nu_tensor *bias)
 {
+    nu_matmul_desc desc = {.bias = bias};
+    return nu_op_matmul_ex(c, dst, a, b, &desc);
+}
+
+nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
+                          const nu_matmul_desc *desc)
+{
+    static const nu_matmul_desc none;
+    if (!desc)
+        desc = &none;
+    const nu_tensor *bias = desc->bias;
     if (!c)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN ": NULL command buffer");
     nu_status st;
@@ -196,12 +247,13 @@ nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a,
 
     matmul_tile tile = choose_tile(d, m, n);
     bool vector = true;
-    if ((st = env_tile(d, &tile, &vector)) != NU_OK || (st = tile_fits(d, &tile)) != NU_OK)
+    if ((st = check_tune(d, &desc->tune)) != NU_OK || (st = tune_tile(d, &desc->tune, &tile, &vector)) != NU_OK ||
+        (st = tile_fits(d, &tile)) != NU_OK)
         return st;
 
-    /* The lead's cooperative-matrix kernel first: it declines (NU_ERROR_UNSUPPORTED, no error
-     * set) what it does not take. */
-    st = nu__matmul_tensor_cores(c, dst, a, b, bias);
+    /* The cooperative-matrix kernel first: it declines (NU_ERROR_UNSUPPORTED, no error set) what
+     * it does not take. */
+    st = nu__matmul_tensor_cores(c, dst, a, b, bias, &desc->tune);
     if (st != NU_ERROR_UNSUPPORTED)
         return st;
 

@@ -25,10 +25,19 @@ typedef struct op_kernel {
     nu_kernel *kernel;
 } op_kernel;
 
+/* The developer overrides' values (nu__op_env_knobs), each read once per device: the variable's
+ * name (the callers' string constants) and a copy of its value (NULL: unset). */
+typedef struct op_env {
+    const char *var;
+    char *value;
+} op_env;
+
 struct nu__ops {
     pthread_mutex_t lock;
     op_kernel *kernels;
     size_t count, capacity;
+    op_env *env;
+    size_t env_count, env_capacity;
 };
 
 nu_status nu__ops_init(nu_device *d)
@@ -49,6 +58,9 @@ void nu__ops_fini(nu_device *d)
     for (size_t i = 0; i < o->count; i++)
         nu_kernel_free(o->kernels[i].kernel);
     nu__free(o->kernels);
+    for (size_t i = 0; i < o->env_count; i++)
+        nu__free(o->env[i].value);
+    nu__free(o->env);
     pthread_mutex_destroy(&o->lock);
     nu__free(o);
     d->ops = NULL;
@@ -288,14 +300,39 @@ uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, in
     return aligned16 ? 1 : 0;
 }
 
+/* var's value as the device first read it, copied into buf (size bytes; "" where unset). */
+static nu_status env_value(nu_device *d, const char *var, char *buf, size_t size)
+{
+    struct nu__ops *o = d->ops;
+    nu_status st = NU_OK;
+    buf[0] = 0;
+    pthread_mutex_lock(&o->lock);
+    size_t i = 0;
+    while (i < o->env_count && strcmp(o->env[i].var, var))
+        i++;
+    if (i == o->env_count) { /* the first use on this device: read it now, once */
+        const char *s = getenv(var);
+        char *copy = NULL;
+        if ((s && !(copy = nu__strdup(s))) || NU__GROW(o->env, o->env_capacity, o->env_count + 1, 8) != NU_OK) {
+            nu__free(copy);
+            pthread_mutex_unlock(&o->lock);
+            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory reading %s", var);
+        }
+        o->env[o->env_count++] = (op_env){var, copy};
+    }
+    if (o->env[i].value)
+        snprintf(buf, size, "%s", o->env[i].value);
+    pthread_mutex_unlock(&o->lock);
+    return st;
+}
+
 nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const char *help,
                            bool (*apply)(void *ctx, const char *key, const char *value), void *ctx)
 {
-    const char *s = getenv(var);
-    if (!s || !*s)
-        return NU_OK;
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
+    nu_status st = env_value(d, var, buf, sizeof buf);
+    if (st != NU_OK || !buf[0])
+        return st;
     for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
         char *eq = strchr(tok, '=');
         bool ok;

@@ -81,12 +81,13 @@ uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, in
  * workgroups (shaders loop with the grid's stride past that). */
 void nu__op_groups(uint64_t threads, uint32_t local, uint32_t groups[3]);
 
-/* Tuning knobs from the environment, for sweeps without a rebuild: `var` holds "key=value" pairs
- * (or bare words: value "") separated by spaces or commas. Each is handed to apply(ctx, key,
- * value), which sets the knob and returns true, or returns false for an unknown key or a bad
- * value: then this fails with NU_ERROR_INVALID_ARGUMENT, "fn: var has 'key=value'; it takes
- * <help>". NU_OK where var is unset or empty. Read at each call (the ops' knobs are for sweeps,
- * not for production). */
+/* Tuning knobs from the environment, the developer overrides of docs/knobs.md (sweeps without a
+ * rebuild): `var` holds "key=value" pairs (or bare words: value "") separated by spaces or commas.
+ * Each is handed to apply(ctx, key, value), which sets the knob and returns true, or returns false
+ * for an unknown key or a bad value: then this fails with NU_ERROR_INVALID_ARGUMENT, "fn: var has
+ * 'key=value'; it takes <help>". NU_OK where var is unset or empty. The variable is read once per
+ * device, at its first use there (`var` must be a string constant: it names the cache's entry),
+ * so a device's ops keep one setting and recording does not scan the environment. */
 nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const char *help,
                            bool (*apply)(void *ctx, const char *key, const char *value), void *ctx);
 /* A knob's value: a decimal number in min..max (a power of two too when pow2). */
