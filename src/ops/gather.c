@@ -23,11 +23,11 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
 static nu_status gather_tuning(nu_device *d, const char *fn, const nu_gather_desc *desc, nu_gather_tune *t)
 {
     *t = desc ? desc->tune : (nu_gather_tune){0, 0};
-    if (t->local > 1024 || t->units > 4)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: tune.%s is %u; it takes 0 (the default) or 1..%u", fn,
-                        t->local > 1024 ? "local" : "units", t->local > 1024 ? t->local : t->units,
-                        t->local > 1024 ? 1024u : 4u);
-    nu_status st = nu__op_env_knobs(d, fn, "NUVEC_TUNE_GATHER", "local=1..1024, units=1..4", apply_knob, t);
+    const nu__op_field fields[2] = {{"local", t->local, t->local <= 1024, "1..1024"},
+                                    {"units", t->units, t->units <= 4, "1..4"}};
+    nu_status st = nu__op_tune_check(d, fn, fields, 2);
+    if (st == NU_OK)
+        st = nu__op_env_knobs(d, fn, "NUVEC_TUNE_GATHER", "local=1..1024, units=1..4", apply_knob, t);
     if (st != NU_OK)
         return st;
     if (!t->local)

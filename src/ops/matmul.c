@@ -94,45 +94,31 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
 /* tune's fields, checked against their ranges (a bad one fails, naming it). */
 static nu_status check_tune(nu_device *d, const nu_matmul_tune *t)
 {
-    const char *bad = NULL, *range = NULL;
-    uint32_t value = 0;
-#define MM_CHECK(field, ok, text)                                                               \
-    if (!bad && t->field && !(ok))                                                              \
-        bad = #field, range = text, value = (uint32_t)t->field;
-    MM_CHECK(variant, (unsigned)t->variant < NU_MATMUL_VARIANT_COUNT, "a nu_matmul_variant")
-    MM_CHECK(bm, t->bm <= 256, "1..256")
-    MM_CHECK(bn, t->bn <= 256, "1..256")
-    MM_CHECK(bk, t->bk <= 256, "1..256")
-    MM_CHECK(tm, t->tm <= 16, "1..16")
-    MM_CHECK(tn, t->tn <= 16, "1..16")
-    MM_CHECK(tc_wm, t->tc_wm <= 8, "1..8")
-    MM_CHECK(tc_wn, t->tc_wn <= 8, "1..8")
-    MM_CHECK(tc_fm, t->tc_fm <= 8, "1..8")
-    MM_CHECK(tc_fn, t->tc_fn <= 8, "1..8")
-    MM_CHECK(tc_bk, t->tc_bk == 32 || t->tc_bk == 64, "32 or 64")
-    MM_CHECK(tc_buffers, t->tc_buffers <= 2, "1 or 2")
-    MM_CHECK(tc_probe, t->tc_probe <= 3, "0..3")
-#undef MM_CHECK
-    if (bad)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": tune.%s is %u; it takes 0 (the default) or %s", bad, value,
-                        range);
-    return NU_OK;
+    const nu__op_field fields[13] = {
+        {"variant", (uint32_t)t->variant, (unsigned)t->variant < NU_MATMUL_VARIANT_COUNT, "a nu_matmul_variant"},
+        {"bm", t->bm, t->bm <= 256, "1..256"},
+        {"bn", t->bn, t->bn <= 256, "1..256"},
+        {"bk", t->bk, t->bk <= 256, "1..256"},
+        {"tm", t->tm, t->tm <= 16, "1..16"},
+        {"tn", t->tn, t->tn <= 16, "1..16"},
+        {"tc_wm", t->tc_wm, t->tc_wm <= 8, "1..8"},
+        {"tc_wn", t->tc_wn, t->tc_wn <= 8, "1..8"},
+        {"tc_fm", t->tc_fm, t->tc_fm <= 8, "1..8"},
+        {"tc_fn", t->tc_fn, t->tc_fn <= 8, "1..8"},
+        {"tc_bk", t->tc_bk, t->tc_bk == 32 || t->tc_bk == 64, "32 or 64"},
+        {"tc_buffers", t->tc_buffers, t->tc_buffers <= 2, "1 or 2"},
+        {"tc_probe", t->tc_probe, t->tc_probe <= 3, "0..3"},
+    };
+    return nu__op_tune_check(d, FN, fields, 13);
 }
 
 static nu_status tune_tile(nu_device *d, const nu_matmul_tune *tune, matmul_tile *t, bool *vector)
 {
     if (tune->variant)
         *t = tiles[tune->variant - 1];
-    if (tune->bm)
-        t->bm = tune->bm;
-    if (tune->bn)
-        t->bn = tune->bn;
-    if (tune->bk)
-        t->bk = tune->bk;
-    if (tune->tm)
-        t->tm = tune->tm;
-    if (tune->tn)
-        t->tn = tune->tn;
+    uint32_t *const to[5] = {&t->bm, &t->bn, &t->bk, &t->tm, &t->tn};
+    const uint32_t given[5] = {tune->bm, tune->bn, tune->bk, tune->tm, tune->tn};
+    nu__op_tune_take(to, given, 5);
     *vector = !tune->scalar_loads;
     tile_knobs k = {t, vector};
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL", "variant=small_m|skinny_n|square|large, bm=, bn=, bk= (1..256), "

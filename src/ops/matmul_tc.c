@@ -65,12 +65,10 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batche
         *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false};
     else
         *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, false};
-    const uint32_t *given[7] = {&tune->tc_wm, &tune->tc_wn, &tune->tc_fm, &tune->tc_fn, &tune->tc_bk,
-                                &tune->tc_buffers, &tune->tc_probe};
-    uint32_t *field[7] = {&t->wm, &t->wn, &t->fm, &t->fn, &t->bk, &t->buffers, &t->probe};
-    for (int i = 0; i < 7; i++)
-        if (*given[i])
-            *field[i] = *given[i];
+    uint32_t *const to[7] = {&t->wm, &t->wn, &t->fm, &t->fn, &t->bk, &t->buffers, &t->probe};
+    const uint32_t given[7] = {tune->tc_wm, tune->tc_wn, tune->tc_fm, tune->tc_fn, tune->tc_bk, tune->tc_buffers,
+                               tune->tc_probe};
+    nu__op_tune_take(to, given, 7);
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64, buffers=1|2, "
                             "probe=0..3", apply_knob, t);
 }

@@ -139,21 +139,18 @@ nu_status nu__matvec_tune_knobs(nu_device *d, const char *fn, const nu_matvec_tu
     if (!t)
         t = &none;
     memset(k, 0, sizeof *k);
-    const char *bad = NULL, *range = NULL;
-    uint32_t value = 0;
-#define MV_CHECK(field, ok, text)                                                               \
-    if (!bad && t->field && !(ok))                                                              \
-        bad = #field, range = text, value = t->field;
-    MV_CHECK(local, t->local >= 32 && t->local <= 1024 && !(t->local & (t->local - 1)), "a power of two 32..1024")
-    MV_CHECK(rows, t->rows <= 8, "1..8")
-    MV_CHECK(unroll, t->unroll <= 8, "1..8")
-    MV_CHECK(groups, t->groups <= 65535, "1..65535")
-    MV_CHECK(split, t->split <= 32 && !(t->split & (t->split - 1)), "a power of two 1..32")
-    MV_CHECK(glu_rows, t->glu_rows <= 8, "1..8")
-#undef MV_CHECK
-    if (bad)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: tune.%s is %u; it takes 0 (the default) or %s", fn, bad, value,
-                        range);
+    bool pow2_local = !(t->local & (t->local - 1)), pow2_split = !(t->split & (t->split - 1));
+    const nu__op_field fields[6] = {
+        {"local", t->local, t->local >= 32 && t->local <= 1024 && pow2_local, "a power of two 32..1024"},
+        {"rows", t->rows, t->rows <= 8, "1..8"},
+        {"unroll", t->unroll, t->unroll <= 8, "1..8"},
+        {"groups", t->groups, t->groups <= 65535, "1..65535"},
+        {"split", t->split, t->split <= 32 && pow2_split, "a power of two 1..32"},
+        {"glu_rows", t->glu_rows, t->glu_rows <= 8, "1..8"},
+    };
+    nu_status st = nu__op_tune_check(d, fn, fields, 6);
+    if (st != NU_OK)
+        return st;
     *k = (nu__mv_knobs){t->local, t->rows, t->unroll, t->groups, t->split, t->glu_rows,
                         t->float_path ? -1 : 0, t->no_subgroup ? -1 : 0, t->prefetch ? 1 : 0};
     return NU_OK;
@@ -176,18 +173,11 @@ static nu_status matvec_knobs(nu_device *d, const char *fn, const nu_matvec_tune
 static nu_status take_knobs(const mv_call *a, matvec_tune *t)
 {
     const nu__mv_knobs *k = &a->knobs;
-    if (k->local)
-        t->local = k->local;
-    if (k->rows)
-        t->rows = k->rows;
-    if (k->unroll)
-        t->unroll = k->unroll;
+    uint32_t *const to[5] = {&t->local, &t->rows, &t->unroll, &t->split, &t->glu_rows};
+    const uint32_t given[5] = {k->local, k->rows, k->unroll, k->split, k->glu_rows};
+    nu__op_tune_take(to, given, 5);
     if (k->groups)
         t->groups = k->groups == MV_GROUPS_ALL ? 0 : k->groups;
-    if (k->split)
-        t->split = k->split;
-    if (k->glu_rows)
-        t->glu_rows = k->glu_rows;
     if (k->subgroup)
         t->subgroup = k->subgroup > 0 ? -1 : 0;
     if (t->local > a->d->info.max_workgroup_size[0])
@@ -385,6 +375,19 @@ static nu_status shape_of(nu_device *d, const char *fn, const char *name, const 
     return NU_OK;
 }
 
+/* A 1-D float field (norm_weight [k], bias [n]) of `len` elements (`of`: whose length), not
+ * overlapping dst. */
+static nu_status check_vector(const mv_call *a, const char *name, const nu_tensor *t, int64_t len, const char *of)
+{
+    nu_status st = nu__op_check(a->fn, name, t, NU__OP_FLOAT);
+    if (st != NU_OK)
+        return st;
+    if (t->rank != 1 || t->shape[0] != len)
+        return nu__fail(a->d, NU_ERROR_INVALID_ARGUMENT, "%s: %s has rank %u and %lld elements; it must be [%lld] (%s)",
+                        a->fn, name, t->rank, (long long)(t->rank ? t->shape[0] : 1), (long long)len, of);
+    return nu__op_no_alias(a->fn, a->dst, name, t, false);
+}
+
 /* The desc's fields against the product's shapes (a->m, n, k set): what the contract requires of
  * each, and no overlap of dst with any input but residual's exact view. */
 static nu_status check_desc(mv_call *a, const nu_matvec_desc *desc)
@@ -393,30 +396,20 @@ static nu_status check_desc(mv_call *a, const nu_matvec_desc *desc)
     const char *fn = a->fn;
     nu_status st;
     if (desc->norm_weight) {
-        const nu_tensor *g = a->norm = desc->norm_weight;
-        if ((st = nu__op_check(fn, "norm_weight", g, NU__OP_FLOAT)) != NU_OK)
+        if ((st = check_vector(a, "norm_weight", desc->norm_weight, a->k, "x's k")) != NU_OK)
             return st;
-        if (g->rank != 1 || g->shape[0] != a->k)
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: norm_weight has rank %u and %lld elements; it must be "
-                            "[%lld] (x's k)", fn, g->rank, (long long)(g->rank ? g->shape[0] : 1), (long long)a->k);
         /* eps > 0: with eps 0 an all-zero row of x would divide by zero (a NaN or Inf row). */
         if (!(desc->norm_eps > 0) || !isfinite(desc->norm_eps))
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: norm_eps %g must be finite and > 0", fn,
                             (double)desc->norm_eps);
-        if ((st = nu__op_no_alias(fn, a->dst, "norm_weight", g, false)) != NU_OK)
-            return st;
+        a->norm = desc->norm_weight;
         a->eps = desc->norm_eps;
         a->fuse |= MV_NORM;
     }
     if (desc->bias) {
-        const nu_tensor *b = a->bias = desc->bias;
-        if ((st = nu__op_check(fn, "bias", b, NU__OP_FLOAT)) != NU_OK)
+        if ((st = check_vector(a, "bias", desc->bias, a->n, "weight's n")) != NU_OK)
             return st;
-        if (b->rank != 1 || b->shape[0] != a->n)
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: bias has rank %u and %lld elements; it must be [%lld] "
-                            "(weight's n)", fn, b->rank, (long long)(b->rank ? b->shape[0] : 1), (long long)a->n);
-        if ((st = nu__op_no_alias(fn, a->dst, "bias", b, false)) != NU_OK)
-            return st;
+        a->bias = desc->bias;
         a->fuse |= MV_BIAS;
     }
     if ((unsigned)desc->glu >= NU_GLU_ACTIVATION_COUNT)

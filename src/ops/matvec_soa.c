@@ -52,16 +52,11 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
                                              "split=1..32 (a power of two), prefetch=0|1, dot=0|1",
                                              apply_knob, &k)) != NU_OK)
         return st;
-    if (k.local)
-        t->local = k.local;
-    if (k.rows)
-        t->rows = k.rows;
-    if (k.unroll)
-        t->unroll = k.unroll;
+    uint32_t *const to[4] = {&t->local, &t->rows, &t->unroll, &t->split};
+    const uint32_t knobs[4] = {k.local, k.rows, k.unroll, k.split};
+    nu__op_tune_take(to, knobs, 4);
     if (k.groups)
         t->groups = k.groups == MV_GROUPS_ALL ? 0 : k.groups;
-    if (k.split)
-        t->split = k.split;
     if (k.dot)
         t->dot = k.dot > 0 ? -1 : 0;
     if (k.prefetch)

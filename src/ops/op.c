@@ -358,3 +358,19 @@ bool nu__op_knob_u32(const char *value, uint32_t min, uint32_t max, bool pow2, u
     *out = (uint32_t)v;
     return true;
 }
+
+nu_status nu__op_tune_check(nu_device *d, const char *fn, const nu__op_field *fields, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fields[i].value && !fields[i].ok)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: tune.%s is %u; it takes 0 (the default) or %s", fn,
+                            fields[i].name, fields[i].value, fields[i].range);
+    return NU_OK;
+}
+
+void nu__op_tune_take(uint32_t *const *to, const uint32_t *given, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (given[i])
+            *to[i] = given[i];
+}

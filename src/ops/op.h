@@ -93,6 +93,19 @@ nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const 
 /* A knob's value: a decimal number in min..max (a power of two too when pow2). */
 bool nu__op_knob_u32(const char *value, uint32_t min, uint32_t max, bool pow2, uint32_t *out);
 
+/* A field of a desc's tune struct (nuvec/ops.h: zero is the default), for nu__op_tune_check. */
+typedef struct nu__op_field {
+    const char *name;  /* "local": named as tune.local */
+    uint32_t value;
+    bool ok;           /* whether a non-zero value is in range */
+    const char *range; /* "1..8" */
+} nu__op_field;
+/* NU_ERROR_INVALID_ARGUMENT for the first field whose value is not 0 and not ok: "fn: tune.name is
+ * value; it takes 0 (the default) or range". */
+nu_status nu__op_tune_check(nu_device *d, const char *fn, const nu__op_field *fields, int n);
+/* *to[i] = given[i] for each given[i] that is not 0 (a tune's fields over the defaults). */
+void nu__op_tune_take(uint32_t *const *to, const uint32_t *given, int n);
+
 /* nu_op_rope's desc checks for heads of `dim` elements (rope.c; nu_op_kv_append_rope makes them
  * too): the layout, theta, dim even, rotary_dims even and at most dim, with fn's messages. On
  * success *rotary is the dimensions rotated and *step 2 log2(theta) / *rotary, rounded once to

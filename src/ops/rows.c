@@ -49,18 +49,21 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
 
 static nu_status tuning(nu_device *d, const char *op, const nu_rows_tune *given, nu_rows_tune *t)
 {
-    *t = given ? *given : (nu_rows_tune){0, 0, 0, 0, 0};
-    if (t->local > 4096 || t->long_local > 4096 || t->min_team > 4096 || t->unroll > 8)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a row tune's local, long_local and min_team are 0..4096 and "
-                        "its unroll 0..8 (0: the default)", op);
-    nu_status st = nu__op_env_knobs(d, op, "NUVEC_OPS_ROWS", "local=, long_local=, long=, min_team= (1..4096), unroll=1..8",
-                                    apply_knob, t);
-    const uint32_t defaults[5] = {NU__ROWS_LOCAL, NU__ROWS_LOCAL_LONG, NU__ROWS_LONG, NU__ROWS_MIN_TEAM, NU__ROWS_UNROLL};
-    uint32_t *fields[5] = {&t->local, &t->long_local, &t->long_row, &t->min_team, &t->unroll};
-    for (int i = 0; i < 5; i++)
-        if (!*fields[i])
-            *fields[i] = defaults[i];
-    return st;
+    nu_rows_tune g = given ? *given : (nu_rows_tune){0, 0, 0, 0, 0};
+    const nu__op_field fields[5] = {{"local", g.local, g.local <= 4096, "1..4096"},
+                                    {"long_local", g.long_local, g.long_local <= 4096, "1..4096"},
+                                    {"long_row", g.long_row, g.long_row <= (1u << 30), "1..2^30"},
+                                    {"min_team", g.min_team, g.min_team <= 4096, "1..4096"},
+                                    {"unroll", g.unroll, g.unroll <= 8, "1..8"}};
+    nu_status st = nu__op_tune_check(d, op, fields, 5);
+    if (st != NU_OK)
+        return st;
+    *t = (nu_rows_tune){NU__ROWS_LOCAL, NU__ROWS_LOCAL_LONG, NU__ROWS_LONG, NU__ROWS_MIN_TEAM, NU__ROWS_UNROLL};
+    uint32_t *const to[5] = {&t->local, &t->long_local, &t->long_row, &t->min_team, &t->unroll};
+    const uint32_t taken[5] = {g.local, g.long_local, g.long_row, g.min_team, g.unroll};
+    nu__op_tune_take(to, taken, 5);
+    return nu__op_env_knobs(d, op, "NUVEC_OPS_ROWS", "local=, long_local=, min_team= (1..4096), long=1..2^30, unroll=1..8",
+                            apply_knob, t);
 }
 
 nu_status nu__rows_plan(const char *op, const nu_tensor *src, const nu_rows_tune *tune, nu__rows *p)
