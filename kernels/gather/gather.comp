@@ -5,8 +5,8 @@
 // [n, dim] of any float dtype. An id outside [0, vocab) gives a row of zeros. Dequantization is
 // kernels/quant.glsl's, in F32, exactly the format's value (nuvec/tensor.h).
 //
-// Specialisation constants (the tuning knobs LOCAL and UNITS: defaults in src/ops/gather.c, which
-// reads NUVEC_TUNE_GATHER="local=N,units=N" at each call, for a sweep without a rebuild):
+// Specialisation constants (the tuning knobs LOCAL and UNITS: defaults in src/ops/gather.c, from
+// nu_gather_desc's tune, NUVEC_TUNE_GATHER over it: docs/knobs.md):
 //   0 LOCAL  threads per workgroup (local_size_x_id; default 256)
 //   1 DT_TABLE  ops.glsl's codes: a float or block dtype
 //   2 DT_DST  ops.glsl codes

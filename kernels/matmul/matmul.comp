@@ -21,8 +21,8 @@
 //   Block dtypes (nuvec/tensor.h): each element is its exact F32 value, decoded by quant.glsl from
 //   its group of 8 (the values nu_op_copy's dequantization gives).
 //
-// Specialisation constants (src/ops/matmul.c's variant table picks them by shape; the environment
-// variable NUVEC_MATMUL overrides them for sweeps):
+// Specialisation constants (src/ops/matmul.c's variant table picks them by shape; nu_matmul_desc's
+// tune, and NUVEC_MATMUL over it, override them: docs/knobs.md):
 //   0 ADT    a's dtype (ops.glsl codes: 0 F32, 1 F16, 2 BF16)
 //   1 BDT    w's dtype (ops.glsl code: a float or block dtype)
 //   2 DDT    dst's dtype (ops.glsl code)

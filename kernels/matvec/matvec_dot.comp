@@ -44,7 +44,7 @@
 //     adds bias[n] (binding 6) to the gate's sum first.  residual: the epilogue adds residual[m, n]
 //     (binding 5; it may be dst itself: the lane that stores an element has read it first).
 //
-// Specialisation constants (src/ops/matvec.c picks them; NUVEC_MATVEC overrides the knobs):
+// Specialisation constants (src/ops/matvec.c picks them; desc->tune and NUVEC_MATVEC set the knobs):
 //   0 WDT     weight dtype (ops.glsl code): a block dtype but Q4_0_SOA
 //   1 XDT     x dtype (ops.glsl code: F32, F16, BF16)
 //   2 DDT     dst dtype (ops.glsl code)

@@ -37,9 +37,8 @@
 //   residual: the epilogue adds residual[m, n] (binding 5; it may be dst itself: the thread that
 //     stores an element has read it first).
 //
-// Specialisation constants (the tuning knobs; src/ops/matvec.c picks the defaults, and the
-// environment variable NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1" overrides them for
-// sweeps):
+// Specialisation constants (the tuning knobs; src/ops/matvec.c picks the defaults, nu_matvec_desc's
+// tune and NUVEC_MATVEC over it override them: docs/knobs.md):
 //   0 WDT     weight dtype (ops.glsl code: a float or block dtype)
 //   1 XDT     x dtype (ops.glsl code)
 //   2 DDT     dst dtype (ops.glsl code)

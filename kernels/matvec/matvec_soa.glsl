@@ -30,7 +30,7 @@
 //   (BIAS), act(gate) * up (GLU: SiLU, or GELU's tanh form with GELU), plus residual (RESID: read
 //   by the invocation that writes the element, so it may be dst).
 //
-// Specialisation constants (src/ops/matvec_soa.c; NUVEC_MATVEC_SOA overrides the knobs):
+// Specialisation constants (src/ops/matvec_soa.c; desc->tune and NUVEC_MATVEC_SOA set the knobs):
 //   0 XDT, 1 DDT    x's and dst's dtypes (ops.glsl codes)
 //   2 M             rows of x (1..8)
 //   3 LOCAL         threads a workgroup (local_size_x), a multiple of the subgroup size
