@@ -524,6 +524,57 @@ static void tensor_cores_match_the_reference(void **state)
     NT_OK(nu_device_close(d));
 }
 
+/* The developer overrides of the ops' tunes (docs/knobs.md), each set before a device first
+ * reads it: a bad value fails the op with a message naming the variable (NUVEC_MATMUL_TC only where
+ * the matrix units would run: elsewhere it is never read), and a good one runs. */
+static void one_override(const char *var, const char *value, int op, bool fails)
+{
+    assert_int_equal(setenv(var, value, 1), 0);
+    nu_device *d = nt_open();
+    uint64_t seed = 9;
+    int64_t s2[2] = {4, 64};
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 2, s2, 0, -1, 1, &seed);
+    nt_tensor b = nt_tensor_random(d, NU_DTYPE_F16, 2, s2, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, (int64_t[2]){4, 4}, 0);
+    nt_tensor rows = nt_tensor_output(d, NU_DTYPE_F32, 2, s2, 0);
+    int32_t id[2] = {1, 3};
+    nt_tensor ids = nt_tensor_i32(d, id, 2, 0, 1);
+    nt_tensor gdst = nt_tensor_output(d, NU_DTYPE_F32, 2, (int64_t[2]){2, 64}, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_status st = op == 0   ? nu_op_matmul(c, &dst.t, &a.t, &b.t, NULL)
+                   : op == 1 ? nu_op_gather(c, &gdst.t, &b.t, &ids.t)
+                             : nu_op_softmax(c, &rows.t, &a.t, 1.0f);
+    if (fails && (st != NU_ERROR_INVALID_ARGUMENT || !strstr(nu_error_message(d), var)))
+        fail_msg("%s=\"%s\": status %s, '%s'", var, value, nu_status_string(st), nu_error_message(d));
+    if (!fails && st != NU_OK)
+        fail_msg("%s=\"%s\": %s", var, value, nu_error_message(d));
+    nu_commands_free(c);
+    nt_tensor_free(&a);
+    nt_tensor_free(&b);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&rows);
+    nt_tensor_free(&ids);
+    nt_tensor_free(&gdst);
+    nt_close(d);
+    unsetenv(var);
+}
+
+static void bad_developer_overrides_fail_naming_the_variable(void **state)
+{
+    (void)state;
+    one_override("NUVEC_MATMUL", "variant=huge", 0, true);
+    one_override("NUVEC_MATMUL", "bm=32 bn=16 bk=8 tm=2 tn=1 vector=0", 0, false);
+    one_override("NUVEC_TUNE_GATHER", "units=5", 1, true);
+    one_override("NUVEC_TUNE_GATHER", "local=64,units=3", 1, false);
+    one_override("NUVEC_OPS_ROWS", "unroll=9", 2, true);
+    one_override("NUVEC_OPS_ROWS", "local=64 min_team=8 unroll=1", 2, false);
+    nu_device *d = nt_open();
+    bool tc = nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX];
+    nt_close(d);
+    one_override("NUVEC_MATMUL_TC", "wm=9", 0, tc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -534,6 +585,7 @@ int main(void)
         cmocka_unit_test(every_variant_and_knob),
         cmocka_unit_test(tensor_cores_match_the_reference),
         cmocka_unit_test(refuses_bad_tensors),
+        cmocka_unit_test(bad_developer_overrides_fail_naming_the_variable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
