@@ -304,7 +304,6 @@ uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, in
 static nu_status env_value(nu_device *d, const char *var, char *buf, size_t size)
 {
     struct nu__ops *o = d->ops;
-    nu_status st = NU_OK;
     buf[0] = 0;
     pthread_mutex_lock(&o->lock);
     size_t i = 0;
@@ -323,7 +322,7 @@ static nu_status env_value(nu_device *d, const char *var, char *buf, size_t size
     if (o->env[i].value)
         snprintf(buf, size, "%s", o->env[i].value);
     pthread_mutex_unlock(&o->lock);
-    return st;
+    return NU_OK;
 }
 
 nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const char *help,
