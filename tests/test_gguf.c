@@ -1297,6 +1297,7 @@ static void a_file_mixing_every_block_format(void **state)
     const char *path = tmp_path("mixed_formats.gguf");
     gguf_writer *w;
     NT_OK(gguf_writer_new(0, &w));
+    NT_OK(gguf_writer_u32(w, "test.tensors", 11));
     char names[11][16];
     for (int i = 0; i < 11; i++) {
         snprintf(names[i], sizeof names[i], "t%d", i);
