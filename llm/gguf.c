@@ -2,7 +2,7 @@
  * (source.h), read with nuvec/gguf.h: the llama.* keys for the config, every tensor moved to the
  * device in one pass (nu_gguf_to_device), names blk.N.attn_q.weight and so on, q and k rows in
  * llama.cpp's interleaved RoPE order (NU_ROPE_INTERLEAVED), F32 / F16 / BF16 / Q8_0 / Q4_0
- * tensors; the tokenizer from tokenizer.ggml.* when its model is "llama" (SentencePiece). */
+ * tensors; the tokenizer from tokenizer.ggml.* (llm/tokenizer/gguf_vocab.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 #include "common.h"
 #include "nuvec/gguf.h"
 #include "source.h"
+#include "tokenizer/readers.h"
 
 #define FN "nu_llm_model_open"
 
@@ -122,69 +123,6 @@ static nu_status read_config(gguf_source *g)
     return NU_OK;
 }
 
-/* The SentencePiece tokenizer of tokenizer.ggml.* (model "llama"). */
-static nu_status read_tokenizer(gguf_source *g)
-{
-    nu_gguf *f = g->file;
-    nu_device *d = g->device;
-    const char *model;
-    uint64_t mlen;
-    if (!nu_gguf_has(f, "tokenizer.ggml.model"))
-        return nu_llm__fail(NU_ERROR_FORMAT, "the file has no tokenizer.ggml.model");
-    nu_status st = gg(d, nu_gguf_get_string(f, "tokenizer.ggml.model", NULL, &model, &mlen));
-    if (st != NU_OK)
-        return st;
-    if (!string_is(model, mlen, "llama"))
-        return nu_llm__fail(NU_ERROR_UNSUPPORTED, "tokenizer.ggml.model %.*s is not supported (only llama)",
-                            (int)(mlen > 64 ? 64 : mlen), model);
-    nu_gguf_value tokens, scores, types;
-    bool has_scores = nu_gguf_has(f, "tokenizer.ggml.scores"), has_types = nu_gguf_has(f, "tokenizer.ggml.token_type");
-    if ((st = gg(d, nu_gguf_find(f, "tokenizer.ggml.tokens", &tokens))) != NU_OK ||
-        (has_scores && (st = gg(d, nu_gguf_find(f, "tokenizer.ggml.scores", &scores))) != NU_OK) ||
-        (has_types && (st = gg(d, nu_gguf_find(f, "tokenizer.ggml.token_type", &types))) != NU_OK))
-        return st;
-    uint64_t n = tokens.length;
-    if (tokens.type != NU_GGUF_ARRAY || !n || n > INT32_MAX ||
-        (has_scores && (scores.type != NU_GGUF_ARRAY || scores.element_type != NU_GGUF_FLOAT32 || scores.length != n)) ||
-        (has_types && (types.type != NU_GGUF_ARRAY || types.element_type != NU_GGUF_INT32 || types.length != n)))
-        return nu_llm__fail(NU_ERROR_FORMAT, "tokenizer.ggml.tokens, .scores and .token_type are not arrays of one "
-                            "length (strings, FLOAT32, INT32)");
-    nu_llm_piece *pieces = nu_llm__calloc(n, sizeof *pieces);
-    float *sc = has_scores ? nu_llm__calloc(n, sizeof *sc) : NULL;
-    int32_t *ty = has_types ? nu_llm__calloc(n, sizeof *ty) : NULL;
-    if (!pieces || (has_scores && !sc) || (has_types && !ty)) {
-        st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "no memory for the vocabulary");
-        goto done;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t len;
-        if ((st = gg(d, nu_gguf_array_string(&tokens, i, &pieces[i].text, &len))) != NU_OK)
-            goto done;
-        pieces[i].length = (size_t)len;
-    }
-    if (has_scores)
-        memcpy(sc, scores.data, n * sizeof *sc); /* packed little-endian, unaligned: copied */
-    if (has_types)
-        memcpy(ty, types.data, n * sizeof *ty);
-    bool yes = true;
-    uint32_t none = UINT32_MAX, unk;
-    nu_llm_vocab v = {(uint32_t)n, pieces, sc, ty, NU_LLM_NO_TOKEN, NU_LLM_NO_TOKEN, NU_LLM_NO_TOKEN, true, true};
-    if ((st = gg(d, nu_gguf_get_u32(f, "tokenizer.ggml.unknown_token_id", &none, &unk))) != NU_OK ||
-        (st = gg(d, nu_gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &yes, &v.add_bos))) != NU_OK ||
-        (st = gg(d, nu_gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &yes, &v.add_space_prefix))) != NU_OK)
-        goto done;
-    v.bos = g->base.config.bos < (int32_t)n ? g->base.config.bos : NU_LLM_NO_TOKEN;
-    v.eos = g->base.config.eos < (int32_t)n ? g->base.config.eos : NU_LLM_NO_TOKEN;
-    v.unk = unk < n ? (int32_t)unk : NU_LLM_NO_TOKEN;
-    v.add_bos = v.add_bos && v.bos >= 0;
-    st = nu_llm_tokenizer_new(&v, &g->base.tokenizer);
-done:
-    nu_llm__free(pieces);
-    nu_llm__free(sc);
-    nu_llm__free(ty);
-    return st;
-}
-
 /* Where tensor `name` goes in the device buffer: the global ones first, then each layer's in the
  * order of a forward pass, so that a layer's q, k, v and its gate, up lie back to back (the model
  * runs each group as one product in decode). */
@@ -255,7 +193,7 @@ nu_status nu_llm__gguf_open(nu_device *device, const char *path, nu_llm_source *
     if (st != NU_OK)
         goto fail;
     /* Optional, as in a Hugging Face folder: without it the model runs on ids. */
-    if (read_tokenizer(g) != NU_OK)
+    if (nu_llm__tokenizer_from_gguf(g->file, &g->base.tokenizer) != NU_OK)
         snprintf(g->base.tokenizer_note, sizeof g->base.tokenizer_note, "%s", nu_llm_error_message());
     nu_llm__fail(NU_OK, "%s", "");
     uint64_t count = nu_gguf_tensor_count(g->file);

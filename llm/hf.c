@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "source.h"
+#include "tokenizer/readers.h"
 
 #define FN "nu_llm_model_open"
 #define MAX_FILES 256
@@ -30,8 +31,6 @@ typedef struct hf_source {
     hf_file files[MAX_FILES];
     size_t file_count;
 } hf_source;
-
-static nu_status hf_tokenizer(const char *file, const nu_llm_config *cfg, nu_llm_tokenizer **out);
 
 static const char *const WEIGHT_NAMES[NU_LLM_W_COUNT] = {
     "embed", "attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down", "out_norm", "output"};
@@ -302,8 +301,7 @@ nu_status nu_llm__hf_open(nu_device *device, const char *path, nu_llm_source **o
     if ((st = read_text(file, &text, NULL)) != NU_OK || (st = parse_config(text, &h->base.config)) != NU_OK)
         goto fail;
     /* The tokenizer is optional: without a usable one the model still runs on token ids. */
-    snprintf(file, plen + 300, "%s/tokenizer.json", path);
-    if (hf_tokenizer(file, &h->base.config, &h->base.tokenizer) != NU_OK)
+    if (nu_llm__tokenizer_from_folder(path, &h->base.tokenizer) != NU_OK)
         snprintf(h->base.tokenizer_note, sizeof h->base.tokenizer_note, "%s", nu_llm_error_message());
     nu_llm__fail(NU_OK, "%s", "");
     if ((st = list_weights(path, names, &count)) != NU_OK)
@@ -340,155 +338,5 @@ fail:
     nu_llm__free(text);
     nu_llm__free(file);
     hf_close(h ? &h->base : NULL);
-    return st;
-}
-
-/* ---- tokenizer.json ------------------------------------------------------------------------
- * Hugging Face's file of a Llama (SentencePiece) tokenizer: a BPE model with byte_fallback, its
- * vocabulary (piece -> id) and merges ranked first to last. nu_llm_tokenizer merges by piece
- * scores instead; transformers' LlamaConverter writes the merges sorted by the merged piece's
- * score, so a piece's score here is minus the rank of the first merge that makes it (pieces no
- * merge makes, single characters, get the lowest score: they are never a merge's result). */
-
-typedef struct piece_map {
-    const char **keys;
-    size_t *lens;
-    int32_t *ids;
-    size_t cap; /* a power of two */
-} piece_map;
-
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static size_t map_slot(const piece_map *m, const char *s, size_t n)
-{
-    size_t i = (size_t)fnv(s, n) & (m->cap - 1);
-    while (m->keys[i] && (m->lens[i] != n || memcmp(m->keys[i], s, n)))
-        i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-static int32_t map_find(const piece_map *m, const char *s, size_t n)
-{
-    size_t i = map_slot(m, s, n);
-    return m->keys[i] ? m->ids[i] : -1;
-}
-
-/* The tokenizer of the folder's tokenizer.json; NU_ERROR_IO when there is none, NU_ERROR_FORMAT
- * or NU_ERROR_UNSUPPORTED (a tokenizer other than SentencePiece-style BPE) with a message. */
-static nu_status hf_tokenizer(const char *file, const nu_llm_config *cfg, nu_llm_tokenizer **out)
-{
-    *out = NULL;
-    char *text = NULL;
-    nu_status st = read_text(file, &text, NULL);
-    if (st != NU_OK)
-        return st;
-    cJSON *root = cJSON_Parse(text);
-    nu_llm__free(text);
-    if (!root)
-        return nu_llm__fail(NU_ERROR_FORMAT, "%s is not valid JSON", file);
-    nu_llm_piece *pieces = NULL;
-    float *scores = NULL;
-    int32_t *types = NULL;
-    piece_map map = {0};
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    if (!cJSON_IsString(type) || strcmp(type->valuestring, "BPE") ||
-        !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"))) {
-        st = nu_llm__fail(NU_ERROR_UNSUPPORTED, "%s is not a SentencePiece-style BPE tokenizer with byte fallback", file);
-        goto done;
-    }
-    int count = cJSON_GetArraySize(vocab);
-    if (!cJSON_IsObject(vocab) || count < 1 || !cJSON_IsArray(merges)) {
-        st = nu_llm__fail(NU_ERROR_FORMAT, "%s has no model.vocab object or model.merges list", file);
-        goto done;
-    }
-    pieces = nu_llm__calloc((size_t)count, sizeof *pieces);
-    scores = nu_llm__calloc((size_t)count, sizeof *scores);
-    types = nu_llm__calloc((size_t)count, sizeof *types);
-    for (map.cap = 16; map.cap < 2 * (size_t)count; map.cap *= 2) {
-    }
-    map.keys = nu_llm__calloc(map.cap, sizeof *map.keys);
-    map.lens = nu_llm__calloc(map.cap, sizeof *map.lens);
-    map.ids = nu_llm__calloc(map.cap, sizeof *map.ids);
-    if (!pieces || !scores || !types || !map.keys || !map.lens || !map.ids) {
-        st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "no memory for %s", file);
-        goto done;
-    }
-    const cJSON *e;
-    cJSON_ArrayForEach(e, vocab)
-    {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= count || pieces[(int)e->valuedouble].text) {
-            st = nu_llm__fail(NU_ERROR_FORMAT, "%s: the vocabulary's ids are not 0 to %d, each once", file, count - 1);
-            goto done;
-        }
-        int id = (int)e->valuedouble;
-        size_t n = strlen(e->string), slot = map_slot(&map, e->string, n);
-        pieces[id] = (nu_llm_piece){e->string, n};
-        map.keys[slot] = e->string, map.lens[slot] = n, map.ids[slot] = id;
-        types[id] = n == 6 && !strncmp(e->string, "<0x", 3) && e->string[5] == '>' ? NU_LLM_TOKEN_BYTE : NU_LLM_TOKEN_NORMAL;
-        scores[id] = -1e30f;
-    }
-    int rank = 0;
-    cJSON_ArrayForEach(e, merges)
-    {
-        char both[1024];
-        const char *a = NULL, *b = NULL;
-        size_t na = 0;
-        if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(cJSON_GetArrayItem(e, 0)) &&
-            cJSON_IsString(cJSON_GetArrayItem(e, 1)))
-            a = cJSON_GetArrayItem(e, 0)->valuestring, b = cJSON_GetArrayItem(e, 1)->valuestring, na = strlen(a);
-        else if (cJSON_IsString(e) && strchr(e->valuestring, ' ')) /* the older "a b" form */
-            a = e->valuestring, na = (size_t)(strchr(a, ' ') - a), b = a + na + 1;
-        if (!a || na + strlen(b) >= sizeof both) {
-            st = nu_llm__fail(NU_ERROR_FORMAT, "%s: merge %d is not a pair of pieces", file, rank);
-            goto done;
-        }
-        memcpy(both, a, na);
-        strcpy(both + na, b);
-        int32_t id = map_find(&map, both, strlen(both));
-        if (id >= 0 && scores[id] == -1e30f)
-            scores[id] = (float)-rank;
-        rank++;
-    }
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    const cJSON *unk_name = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
-    int32_t unk = cJSON_IsString(unk_name) ? map_find(&map, unk_name->valuestring, strlen(unk_name->valuestring)) : -1;
-    cJSON_ArrayForEach(e, added)
-    {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) && cJSON_IsNumber(id) && id->valuedouble >= 0 &&
-            id->valuedouble < count)
-            types[(int)id->valuedouble] = NU_LLM_TOKEN_CONTROL;
-    }
-    if (unk >= 0)
-        types[unk] = NU_LLM_TOKEN_UNKNOWN;
-    for (int i = 0; i < count; i++)
-        if (!pieces[i].text) {
-            st = nu_llm__fail(NU_ERROR_FORMAT, "%s: the vocabulary has no id %d", file, i);
-            goto done;
-        }
-    nu_llm_vocab v = {(uint32_t)count, pieces, scores, types,
-                      cfg->bos >= 0 && cfg->bos < count ? cfg->bos : map_find(&map, "<s>", 3),
-                      cfg->eos >= 0 && cfg->eos < count ? cfg->eos : map_find(&map, "</s>", 4), unk, true, true};
-    v.add_bos = v.bos >= 0;
-    st = nu_llm_tokenizer_new(&v, out);
-    if (st != NU_OK)
-        st = nu_llm__fail(st, "%s: %s", file, nu_llm_error_message());
-done:
-    nu_llm__free(pieces);
-    nu_llm__free(scores);
-    nu_llm__free(types);
-    nu_llm__free(map.keys);
-    nu_llm__free(map.lens);
-    nu_llm__free(map.ids);
-    cJSON_Delete(root);
     return st;
 }
