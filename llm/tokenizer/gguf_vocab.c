@@ -274,11 +274,13 @@ static nu_status open_gguf(const char *path, nu_llm_tokenizer **out)
     if (map == MAP_FAILED)
         return nu_llm__fail(NU_ERROR_IO, "nu_llm_tokenizer_open: cannot map %s: %s", path, strerror(e));
     nu_gguf *g = NULL;
+    char where[4200];
+    snprintf(where, sizeof where, "nu_llm_tokenizer_open: %s", path);
     nu_status st = nu_gguf_parse(map, size, &g);
     if (st != NU_OK)
-        st = nu_llm__fail(st, "nu_llm_tokenizer_open: %s: %s", path, nu_error_message(NULL));
+        st = nu_llm__fail(st, "%s: %s", where, nu_error_message(NULL));
     else if ((st = nu_llm__tokenizer_from_gguf(g, out)) != NU_OK)
-        st = nu_llm__fail(st, "nu_llm_tokenizer_open: %s: %s", path, nu_llm_error_message());
+        st = nu_llm__fail_in(st, where);
     nu_gguf_close(g);
     if (size)
         munmap(map, size);

@@ -140,7 +140,7 @@ static nu_status complete(nu_llm__json_vocab *jv, const cJSON *tc, const cJSON *
     jv->d.eog_count = n;
     nu_status st = nu_llm__build(&jv->d, out);
     if (st != NU_OK)
-        st = nu_llm__fail(st, "%s: %s", jv->file, nu_llm_error_message());
+        st = nu_llm__fail_in(st, jv->file);
     return st;
 }
 

@@ -266,7 +266,7 @@ nu_status nu_llm__pretok_new(const char *const *regex, size_t count, nu_llm__pre
         if (!p->code[i]) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(err, msg, sizeof msg);
-            st = nu_llm__fail(err == PCRE2_ERROR_NOMEMORY ? NU_ERROR_HOST_OUT_OF_MEMORY : NU_ERROR_UNSUPPORTED,
+            st = nu_llm__fail(err == PCRE2_ERROR_HEAP_FAILED ? NU_ERROR_HOST_OUT_OF_MEMORY : NU_ERROR_UNSUPPORTED,
                               "tokenizer: the pre-tokenizer's expression %zu \"%.80s\": %s at offset %zu", i, regex[i],
                               (const char *)msg, (size_t)at);
             break;
@@ -370,9 +370,10 @@ static nu_status split(const splitter *sp, size_t level, const char *s, size_t n
         if (rc < 0) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return nu_llm__fail(rc == PCRE2_ERROR_NOMEMORY ? NU_ERROR_HOST_OUT_OF_MEMORY : NU_ERROR_UNSUPPORTED,
-                                "nu_llm_tokenize: the pre-tokenizer gave up on a piece of %zu bytes: %s", n,
-                                (const char *)msg);
+            bool memory = rc == PCRE2_ERROR_NOMEMORY || rc == PCRE2_ERROR_HEAPLIMIT;
+            return nu_llm__fail(memory ? NU_ERROR_HOST_OUT_OF_MEMORY : NU_ERROR_UNSUPPORTED,
+                                "nu_llm_tokenize: the pre-tokenizer gave up on a piece of %zu bytes: %s (out of "
+                                "memory, or PCRE2's match limits)", n, (const char *)msg);
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(sp->m->md);
         size_t start = ov[0], end = ov[1];

@@ -89,6 +89,9 @@ void nu_llm__desc_init(nu_llm__desc *d);
 nu_status nu_llm__build(const nu_llm__desc *d, nu_llm_tokenizer **out);
 
 /* ---- vocab.c ---- */
+/* The last failure's message with `prefix` and ": " in front (nu_llm__fail cannot take its own
+ * message as an argument: it formats into that buffer). */
+nu_status nu_llm__fail_in(nu_status status, const char *prefix);
 static inline size_t nu_llm__piece_len(const nu_llm_tokenizer *t, int32_t id)
 {
     return t->offset[id + 1] - t->offset[id];

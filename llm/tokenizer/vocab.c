@@ -2,9 +2,17 @@
  * text to its id, the getters, and nu_llm__build, which the kinds' parts (spm.c, bpe.c) and the
  * special tokens (special.c) complete. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tok.h"
+
+nu_status nu_llm__fail_in(nu_status status, const char *prefix)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", nu_llm_error_message());
+    return nu_llm__fail(status, "%s: %s", prefix, why);
+}
 
 /* ---- Piece tables ----------------------------------------------------------------------- */
 
