@@ -284,8 +284,11 @@ static void pre_tokenizers(void **state)
 {
     (void)state;
     expect_words("gpt-2", "Hello world's 123  \n x!!", "Hello| world|'s| 123|  \n| x|!!");
-    /* U+0085 (NEL) is a space, as in Hugging Face and llama.cpp: not [^\s\p{L}\p{N}]+ */
+    /* \s is White_Space, as in Hugging Face and llama.cpp: U+0085 (NEL) and U+3000 are spaces,
+     * U+180E (a format character) is not (PCRE2's own \s takes it). */
     expect_words("gpt-2", "a\xC2\x85\xC2\x85" "b", "a|\xC2\x85|\xC2\x85|b");
+    expect_words("gpt-2", "a\xE3\x80\x80\xE3\x80\x80" "b", "a|\xE3\x80\x80|\xE3\x80\x80|b");
+    expect_words("gpt-2", "a\xE1\xA0\x8E\xE1\xA0\x8E" "b", "a|\xE1\xA0\x8E\xE1\xA0\x8E|b");
     expect_words("gpt-2", "a\xFF" "b", "a|\xFF|b");           /* invalid UTF-8: a piece alone */
     expect_words("llama-bpe", "I'M 12345 ok\n\n  x", "I|'M| |123|45| ok|\n\n| | x");
     expect_words("llama-bpe", "(a)b", "(a|)b");

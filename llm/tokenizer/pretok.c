@@ -5,9 +5,10 @@
  * Expressions apply in order, each splitting the pieces the one before made: a match is a piece,
  * and so is the text between two matches (or before the first, after the last); an empty match
  * only splits. The expressions are the models' own (tokenizer.json), in PCRE2's syntax (llama.cpp
- * rewrites several for std::regex; PCRE2 takes the originals). One change: \s here is also U+0085
- * (NEL), which Hugging Face's and llama.cpp's \s match and PCRE2's does not (inside a class too;
- * \S outside one). Subjects may hold any bytes: PCRE2_MATCH_INVALID_UTF makes invalid UTF-8
+ * rewrites several for std::regex; PCRE2 takes the originals). One change: \s is written out as
+ * Unicode's White_Space characters, the set Hugging Face's regex engine and llama.cpp match (PCRE2's
+ * own \s also takes U+180E, a format character since Unicode 6.3); \S outside a class likewise.
+ * Subjects may hold any bytes: PCRE2_MATCH_INVALID_UTF makes invalid UTF-8
  * unmatchable rather than an error, so such bytes end up in pieces of their own. */
 #include <string.h>
 
@@ -169,13 +170,18 @@ static void gc_free(void *p, void *data)
     nu_llm__free(p);
 }
 
-/* `rx` with \s widened to U+0085 (see the top), into a new string (nu_llm__free it). */
-static char *widen_spaces(const char *rx)
+/* Unicode's White_Space characters, as a class's contents. */
+#define WHITE_SPACE "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+
+/* `rx` with \s (and \S outside a class) written out as White_Space (see the top), into a new
+ * string (nu_llm__free it). */
+static char *spell_spaces(const char *rx)
 {
+    static const char in[] = WHITE_SPACE, out_pos[] = "[" WHITE_SPACE "]", out_neg[] = "[^" WHITE_SPACE "]";
     size_t n = strlen(rx), extra = 0;
     for (size_t i = 0; i + 1 < n; i++)
         if (rx[i] == '\\') {
-            extra += rx[i + 1] == 's' || rx[i + 1] == 'S' ? 12 : 0;
+            extra += rx[i + 1] == 's' || rx[i + 1] == 'S' ? sizeof out_neg : 0;
             i++;
         }
     char *out = nu_llm__malloc(n + extra + 1);
@@ -187,9 +193,7 @@ static char *widen_spaces(const char *rx)
         char c = rx[i];
         if (c == '\\' && i + 1 < n) {
             char e = rx[i + 1];
-            const char *put = e == 's' ? (in_class ? "\\s\\x{85}" : "[\\s\\x{85}]")
-                              : e == 'S' && !in_class ? "[^\\s\\x{85}]"
-                                                      : NULL;
+            const char *put = e == 's' ? (in_class ? in : out_pos) : e == 'S' && !in_class ? out_neg : NULL;
             if (put) {
                 memcpy(out + w, put, strlen(put));
                 w += strlen(put);
@@ -253,7 +257,7 @@ nu_status nu_llm__pretok_new(const char *const *regex, size_t count, nu_llm__pre
     pcre2_config(PCRE2_CONFIG_JIT, &jit);
     nu_status st = NU_OK;
     for (size_t i = 0; i < count && st == NU_OK; i++) {
-        char *rx = widen_spaces(regex[i]);
+        char *rx = spell_spaces(regex[i]);
         if (!rx) {
             st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "tokenizer: out of host memory for the pre-tokenizer");
             break;
