@@ -12,7 +12,8 @@
  * byte token for a byte). Bytes that are not part of a well-formed UTF-8 character (RFC 3629: no
  * overlong forms, no surrogates, at most U+10FFFF) become byte tokens one by one and are never
  * merged. A literal U+2581 in the text reads as a space (as in llama.cpp and Hugging Face), so it
- * does not survive a round trip.
+ * does not survive a round trip; nor does the space put in front of the text after a special token
+ * (as llama.cpp: only the text's first piece loses it when decoded).
  *
  * "gpt2": byte-level BPE (Llama 3, Qwen, Mistral Nemo, SmolLM, DeepSeek, GPT-2, StarCoder: GGUF
  * tokenizer.ggml.model "gpt2", or a tokenizer.json with the ByteLevel pre-tokenizer). Each piece
