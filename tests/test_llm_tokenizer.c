@@ -307,6 +307,14 @@ static void call_checks_and_short_buffers(void **state)
     LLM_OK(nu_llm_token_to_text(t, sphi, NU_LLM_NO_TOKEN, buf, 3, &len));
     assert_int_equal(len, 2);
     assert_int_equal(nu_llm_tokenizer_max_piece(t), 3); /* " hi", and "<unk>" as U+2047 */
+    nu_llm_tokenizer_free(t);
+    /* The longest piece counts its space (kept after any token but bos). */
+    int32_t hello = add(&tv, SP "hello", 2, 1);
+    t = make(&tv);
+    assert_int_equal(nu_llm_tokenizer_max_piece(t), 6);
+    LLM_OK(nu_llm_token_to_text(t, hello, sphi, buf, 6, &len));
+    assert_true(len == 6 && !memcmp(buf, " hello", 6));
+    LLM_OK(nu_llm_tokenize(t, "hi hi hi", 8, 1, ids, 4, &n));
 
     LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenize(t, (int32_t[]){1, 999}, 2, buf, 16, &len));
     LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenize(t, NULL, 2, buf, 16, &len));

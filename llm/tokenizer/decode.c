@@ -154,7 +154,8 @@ nu_status nu_llm_utf8_sanitize(const char *s, size_t len, char *out, size_t cap,
 
 static size_t decode_one(const nu_llm_tokenizer *t, int32_t id, int32_t prev, bool special, char *dst)
 {
-    return t->kind == NU_LLM__SPM ? nu_llm__spm_decode(t, id, prev, special, dst) : nu_llm__bpe_decode(t, id, special, dst);
+    return t->kind == NU_LLM__SPM ? nu_llm__spm_decode(t, id, nu_llm__spm_strips(t, prev), special, dst)
+                                  : nu_llm__bpe_decode(t, id, special, dst);
 }
 
 static nu_status check_token(const nu_llm_tokenizer *t, const char *call, const char *what, int32_t id, bool none_ok)

@@ -40,8 +40,8 @@ nu_status nu_llm__spm_init(nu_llm_tokenizer *t)
                                 b);
     }
     for (uint32_t i = 0; i < t->count; i++) {
-        size_t n = nu_llm__spm_decode(t, (int32_t)i, NU_LLM_NO_TOKEN, false, NULL);
-        size_t raw = nu_llm__spm_decode(t, (int32_t)i, NU_LLM_NO_TOKEN, true, NULL);
+        size_t n = nu_llm__spm_decode(t, (int32_t)i, false, false, NULL);
+        size_t raw = nu_llm__spm_decode(t, (int32_t)i, false, true, NULL);
         if (n > t->max_piece)
             t->max_piece = n;
         if (raw > t->max_raw)
@@ -52,7 +52,12 @@ nu_status nu_llm__spm_init(nu_llm_tokenizer *t)
 
 /* ---- Decoding one token ----------------------------------------------------------------------- */
 
-size_t nu_llm__spm_decode(const nu_llm_tokenizer *t, int32_t id, int32_t prev, bool special, char *dst)
+bool nu_llm__spm_strips(const nu_llm_tokenizer *t, int32_t prev)
+{
+    return t->add_space_prefix && (prev < 0 || prev == t->special[NU_LLM_SPECIAL_BOS]);
+}
+
+size_t nu_llm__spm_decode(const nu_llm_tokenizer *t, int32_t id, bool strip, bool special, char *dst)
 {
     const char *s = nu_llm__piece(t, id);
     size_t n = nu_llm__piece_len(t, id), out = 0;
@@ -77,7 +82,6 @@ size_t nu_llm__spm_decode(const nu_llm_tokenizer *t, int32_t id, int32_t prev, b
         break;
     }
     /* SentencePiece drops the space it put in front of the text when it decodes the first piece. */
-    bool strip = t->add_space_prefix && (prev < 0 || prev == t->special[NU_LLM_SPECIAL_BOS]);
     for (size_t i = 0; i < n;) {
         char c;
         if (n - i >= 3 && memcmp(s + i, SPACE_MARK, 3) == 0) {

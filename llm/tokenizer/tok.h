@@ -140,8 +140,11 @@ void nu_llm__work_free(nu_llm__work *w);
 /* Encodes one piece of text (no special tokens in it), with the space in front if `prefix`. */
 nu_status nu_llm__spm_encode(const nu_llm_tokenizer *t, const char *text, size_t len, bool prefix, nu_llm__work *w,
                              nu_llm__out *o);
-/* What token `id` decodes to after `prev` into dst (NULL: only the length); returns the length. */
-size_t nu_llm__spm_decode(const nu_llm_tokenizer *t, int32_t id, int32_t prev, bool special, char *dst);
+/* Whether a token after `prev` starts the text, whose first piece loses its leading space. */
+bool nu_llm__spm_strips(const nu_llm_tokenizer *t, int32_t prev);
+/* What token `id` decodes to (without a leading space if `strip`) into dst (NULL: only the
+ * length); returns the length. */
+size_t nu_llm__spm_decode(const nu_llm_tokenizer *t, int32_t id, bool strip, bool special, char *dst);
 nu_status nu_llm__spm_init(nu_llm_tokenizer *t);
 
 /* ---- bpe.c ---- */
