@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "llm_util.h"
 
 #define SP "\xE2\x96\x81" /* U+2581 */
@@ -139,15 +140,16 @@ static inline size_t ref_char(const unsigned char *s, size_t n)
     return len;
 }
 
-/* The ids of a piece of text without special tokens (no bos) by the rule, into ids; returns the
- * count. */
-static inline size_t ref_tokenize_piece(const nu_llm_vocab *v, const char *text, size_t len, int32_t *ids)
+/* SentencePiece's normalised text of text[0 .. len) (U+2581 in front if `prefix`, every ' ' as
+ * U+2581) into *norm, split into UTF-8 characters {start, length, raw: no part of a valid
+ * character} in *sym (free() both); returns their number. */
+static inline size_t ref_symbols(const char *text, size_t len, bool prefix, char **norm_out, size_t (**sym_out)[3])
 {
     char *norm = malloc(3 * len + 4);
-    size_t (*sym)[3] = malloc((3 * len + 4) * sizeof *sym); /* start, length, raw */
+    size_t (*sym)[3] = malloc((3 * len + 4) * sizeof *sym);
     assert_true(norm && sym);
-    size_t w = 0, n = 0, out = 0;
-    if (len && v->add_space_prefix) {
+    size_t w = 0, n = 0;
+    if (prefix) {
         memcpy(norm, SP, 3);
         w = 3;
     }
@@ -166,6 +168,52 @@ static inline size_t ref_tokenize_piece(const nu_llm_vocab *v, const char *text,
         sym[n][2] = c == 0;
         i += sym[n++][1];
     }
+    *norm_out = norm;
+    *sym_out = sym;
+    return n;
+}
+
+/* The ids of the n final symbols: piece(ctx, s, n) for one that is a piece (-1: none), else its
+ * bytes' byte tokens byte(ctx, b); returns their number. */
+static inline size_t ref_emit(int32_t (*piece)(const void *ctx, const char *s, size_t n), int32_t (*byte)(const void *ctx, int b),
+                              const void *ctx, const char *norm, size_t (*sym)[3], size_t n, int32_t *ids)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = sym[i][2] ? -1 : piece(ctx, norm + sym[i][0], sym[i][1]);
+        if (id >= 0) {
+            ids[out++] = id;
+            continue;
+        }
+        for (size_t k = 0; k < sym[i][1]; k++) {
+            int32_t b = byte(ctx, (unsigned char)norm[sym[i][0] + k]);
+            assert_true(b >= 0); /* the references handle vocabularies with every byte token */
+            ids[out++] = b;
+        }
+    }
+    return out;
+}
+
+static inline int32_t ref_piece(const void *v, const char *s, size_t n) { return ref_lookup(v, s, n); }
+
+static inline int32_t ref_byte(const void *ctx, int b)
+{
+    const nu_llm_vocab *v = ctx;
+    char piece[8];
+    snprintf(piece, sizeof piece, "<0x%02X>", b);
+    for (uint32_t j = 0; j < v->count; j++)
+        if (v->types[j] == NU_LLM_TOKEN_BYTE && v->pieces[j].length == 6 && memcmp(v->pieces[j].text, piece, 6) == 0)
+            return (int32_t)j;
+    return -1;
+}
+
+/* The ids of a piece of text without special tokens (no bos) by the rule, into ids; returns the
+ * count. */
+static inline size_t ref_tokenize_piece(const nu_llm_vocab *v, const char *text, size_t len, int32_t *ids)
+{
+    char *norm;
+    size_t (*sym)[3];
+    size_t n = ref_symbols(text, len, len && v->add_space_prefix, &norm, &sym);
     for (;;) {
         size_t best = SIZE_MAX;
         float best_score = 0;
@@ -185,24 +233,7 @@ static inline size_t ref_tokenize_piece(const nu_llm_vocab *v, const char *text,
         memmove(sym + best + 1, sym + best + 2, (n - best - 2) * sizeof *sym);
         n--;
     }
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = sym[i][2] ? -1 : ref_lookup(v, norm + sym[i][0], sym[i][1]);
-        if (id >= 0) {
-            ids[out++] = id;
-            continue;
-        }
-        for (size_t k = 0; k < sym[i][1]; k++) {
-            char piece[8];
-            snprintf(piece, sizeof piece, "<0x%02X>", (unsigned char)norm[sym[i][0] + k]);
-            int32_t b = -1;
-            for (uint32_t j = 0; j < v->count && b < 0; j++)
-                if (v->types[j] == NU_LLM_TOKEN_BYTE && v->pieces[j].length == 6 &&
-                    memcmp(v->pieces[j].text, piece, 6) == 0)
-                    b = (int32_t)j;
-            assert_true(b >= 0); /* the reference handles vocabularies with every byte token */
-            ids[out++] = b;
-        }
-    }
+    size_t out = ref_emit(ref_piece, ref_byte, v, norm, sym, n, ids);
     free(norm);
     free(sym);
     return out;
@@ -276,6 +307,47 @@ static inline void check_against_reference(const nu_llm_tokenizer *t, const nu_l
                  i < n ? (int)want[i] : -1);
     free(got);
     free(want);
+}
+
+/* Fails the k-th host allocation for k = 0, 1, ... until building the tokenizer of `v` and
+ * tokenizing `text` (with options `o`) succeed: each failure must be a clean
+ * NU_ERROR_HOST_OUT_OF_MEMORY (a message, no tokenizer, no ids), and the run that succeeds must
+ * give the ids an unfailed run gives. */
+static inline void expect_failing_allocations(const nu_llm_vocab *v, const char *text, const nu_llm_tokenize_options *o,
+                                              long tries)
+{
+    int32_t want[64], ids[64];
+    size_t want_n, n;
+    nu_llm_tokenizer *t = NULL;
+    LLM_OK(nu_llm_tokenizer_new(v, &t));
+    LLM_OK(nu_llm_tokenize_ex(t, text, strlen(text), o, want, 64, &want_n));
+    nu_llm_tokenizer_free(t);
+    bool finished = false;
+    for (long k = 0; k < tries && !finished; k++) {
+        nu_llm__fail_after(k);
+        t = NULL;
+        nu_status st = nu_llm_tokenizer_new(v, &t);
+        if (st == NU_OK) {
+            st = nu_llm_tokenize_ex(t, text, strlen(text), o, ids, 64, &n);
+            if (st == NU_OK) {
+                assert_int_equal(n, want_n);
+                assert_memory_equal(ids, want, n * sizeof *ids);
+                finished = true;
+            } else {
+                assert_int_equal(n, 0);
+            }
+        } else {
+            assert_null(t);
+        }
+        long failed = nu_llm__fail_after(-1);
+        if (st != NU_OK) {
+            assert_int_equal(st, NU_ERROR_HOST_OUT_OF_MEMORY);
+            assert_true(failed > 0);
+            assert_non_null(strstr(nu_llm_error_message(), "memory"));
+        }
+        nu_llm_tokenizer_free(t);
+    }
+    assert_true(finished);
 }
 
 /* Byte b in GPT-2's alphabet (as the tokenizer's bpe.c maps it, written here independently). */

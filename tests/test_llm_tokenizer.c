@@ -702,38 +702,9 @@ static void every_allocation_fails_cleanly(void **state)
     vocab_init(&tv, true);
     add(&tv, SP "a", 1, 1);
     add(&tv, "a", 0, 1);
-    const char *text = "a a a \xC3\xA9";
-    int32_t want[32], ids[32];
-    size_t want_n, n;
-    nu_llm_tokenizer *t = make(&tv);
-    LLM_OK(nu_llm_tokenize(t, text, strlen(text), 1, want, 32, &want_n));
-    nu_llm_tokenizer_free(t);
-    bool finished = false;
-    for (long k = 0; k < 100 && !finished; k++) {
-        nu_llm__fail_after(k);
-        nu_status st = nu_llm_tokenizer_new(&tv.v, &t);
-        if (st == NU_OK) {
-            st = nu_llm_tokenize(t, text, strlen(text), 1, ids, 32, &n);
-            if (st == NU_OK) {
-                assert_int_equal(n, want_n);
-                assert_memory_equal(ids, want, n * sizeof *ids);
-                finished = true;
-            } else {
-                assert_int_equal(n, 0);
-            }
-        } else {
-            assert_null(t);
-        }
-        long failed = nu_llm__fail_after(-1);
-        if (st != NU_OK) {
-            assert_int_equal(st, NU_ERROR_HOST_OUT_OF_MEMORY);
-            assert_true(failed > 0);
-            assert_non_null(strstr(nu_llm_error_message(), "memory"));
-        }
-        nu_llm_tokenizer_free(t);
-        t = NULL;
-    }
-    assert_true(finished);
+    add(&tv, "zz", 0, NU_LLM_TOKEN_USER_DEFINED);
+    nu_llm_tokenize_options o = {NU_LLM_ADD_YES, NU_LLM_ADD_NO, false};
+    expect_failing_allocations(&tv.v, "a a azz a \xC3\xA9", &o, 100);
 }
 
 /* Long texts: linear-ish time, and the same ids as in pieces where no merge crosses a boundary. */

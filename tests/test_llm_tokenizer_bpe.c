@@ -488,38 +488,8 @@ static void every_allocation_fails_cleanly(void **state)
     bpe_add(&bv, "ab", 1);
     bpe_add(&bv, "<|eot_id|>", NU_LLM_TOKEN_CONTROL);
     bpe_merge(&bv, "a", "b");
-    const char *text = "ab ab 123 \xC3\xA9<|eot_id|>";
-    int32_t want[32], ids[32];
-    size_t want_n, n;
     nu_llm_tokenize_options o = {NU_LLM_ADD_NO, NU_LLM_ADD_NO, true};
-    nu_llm_tokenizer *t = bpe_make(&bv);
-    LLM_OK(nu_llm_tokenize_ex(t, text, strlen(text), &o, want, 32, &want_n));
-    nu_llm_tokenizer_free(t);
-    bool finished = false;
-    for (long k = 0; k < 400 && !finished; k++) {
-        nu_llm__fail_after(k);
-        t = NULL;
-        nu_status st = nu_llm_tokenizer_new(&bv.v, &t);
-        if (st == NU_OK) {
-            st = nu_llm_tokenize_ex(t, text, strlen(text), &o, ids, 32, &n);
-            if (st == NU_OK) {
-                assert_true(n == want_n && !memcmp(ids, want, n * sizeof *ids));
-                finished = true;
-            } else {
-                assert_int_equal(n, 0);
-            }
-        } else {
-            assert_null(t);
-        }
-        long failed = nu_llm__fail_after(-1);
-        if (st != NU_OK) {
-            assert_int_equal(st, NU_ERROR_HOST_OUT_OF_MEMORY);
-            assert_true(failed > 0);
-            assert_non_null(strstr(nu_llm_error_message(), "memory"));
-        }
-        nu_llm_tokenizer_free(t);
-    }
-    assert_true(finished);
+    expect_failing_allocations(&bv.v, "ab ab 123 \xC3\xA9<|eot_id|>", &o, 400);
 }
 
 /* A word of a million bytes (no pre-tokenizer split: one run of letters), merged in O(n log n). */

@@ -257,27 +257,20 @@ static int hf_rank(const hf_bpe *h, const char *a, size_t an, const char *b, siz
     return -1;
 }
 
+static int32_t hf_piece(const void *h, const char *s, size_t n) { return hf_id(h, s, n); }
+
+static int32_t hf_byte(const void *h, int b)
+{
+    char piece[8];
+    snprintf(piece, sizeof piece, "<0x%02X>", b);
+    return hf_id(h, piece, 6);
+}
+
 static size_t hf_tokenize(const hf_bpe *h, const char *text, size_t len, int32_t *ids)
 {
-    char *norm = malloc(3 * len + 4);
-    size_t (*sym)[2] = malloc((3 * len + 4) * sizeof *sym);
-    assert_true(norm && sym);
-    size_t w = 3, n = 0, out = 0;
-    memcpy(norm, SP, 3);
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') {
-            memcpy(norm + w, SP, 3);
-            w += 3;
-        } else {
-            norm[w++] = text[i];
-        }
-    }
-    for (size_t i = 0; i < w; n++) {
-        size_t c = ref_char((const unsigned char *)norm + i, w - i);
-        sym[n][0] = i;
-        sym[n][1] = c ? c : 1;
-        i += sym[n][1];
-    }
+    char *norm;
+    size_t (*sym)[3];
+    size_t n = ref_symbols(text, len, true, &norm, &sym);
     for (;;) {
         int best_rank = -1;
         size_t best = 0;
@@ -294,20 +287,7 @@ static size_t hf_tokenize(const hf_bpe *h, const char *text, size_t len, int32_t
         memmove(sym + best + 1, sym + best + 2, (n - best - 2) * sizeof *sym);
         n--;
     }
-    for (size_t i = 0; i < n; i++) {
-        int id = hf_id(h, norm + sym[i][0], sym[i][1]);
-        if (id >= 0) {
-            ids[out++] = id;
-            continue;
-        }
-        for (size_t k = 0; k < sym[i][1]; k++) {
-            char piece[8];
-            snprintf(piece, sizeof piece, "<0x%02X>", (unsigned char)norm[sym[i][0] + k]);
-            id = hf_id(h, piece, 6);
-            assert_true(id >= 0);
-            ids[out++] = id;
-        }
-    }
+    size_t out = ref_emit(hf_piece, hf_byte, h, norm, sym, n, ids);
     free(norm);
     free(sym);
     return out;
