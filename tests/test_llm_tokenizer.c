@@ -595,8 +595,9 @@ static void streaming_decode_of_byte_sequences(void **state)
     LLM_OK(nu_llm_detokenizer_flush(d, &piece, &got));
     assert_true(got == 3 && !memcmp(piece, "\xEF\xBF\xBD", 3));
     LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenizer_push(NULL, 1, &piece, &got));
-    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenizer_new(NULL, NULL, &d));
     nu_llm_detokenizer_free(d);
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenizer_new(NULL, NULL, &d));
+    assert_null(d);
     nu_llm_detokenizer_free(NULL);
     nu_llm_tokenizer_free(t);
 }

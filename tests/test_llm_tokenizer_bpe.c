@@ -449,13 +449,13 @@ static void matches_a_plain_bpe(void **state)
             const char *l = made[nt_rand(&rng) % nmade], *r = made[nt_rand(&rng) % (nmade > 3 ? 3 : nmade)];
             if (strlen(l) + strlen(r) > 8)
                 continue;
-            char both[24];
+            char both[48];
             snprintf(both, sizeof both, "%s%s", l, r);
             bool known = false;
             for (int q = 0; q < nmade; q++)
                 known |= !strcmp(made[q], both);
             if (!known) {
-                strcpy(made[nmade++], both);
+                memcpy(made[nmade++], both, strlen(both) + 1); /* at most 8 bytes and the NUL */
                 bpe_add(&bv, both, 1);
             }
             bpe_merge(&bv, l, r);

@@ -678,7 +678,13 @@ static void write_mini(const char *path, const mini_vocab *m)
     NT_OK(gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", m->bos ? m->bos : 258));
     NT_OK(gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", 259));
     NT_OK(gguf_writer_string(w, "tokenizer.chat_template", "{{ bos_token }}{{ messages }}"));
+    /* One tensor: the writer copies its (empty) tensor infos from a NULL pointer otherwise,
+     * which UBSan refuses. */
+    uint64_t one = 1;
+    float zero = 0;
+    NT_OK(gguf_writer_tensor(w, "t", NU_DTYPE_F32, 1, &one));
     NT_OK(gguf_writer_begin(w, path));
+    NT_OK(gguf_writer_data(w, &zero, sizeof zero));
     NT_OK(gguf_writer_finish(w));
     gguf_writer_free(w);
 }
