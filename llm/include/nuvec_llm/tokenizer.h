@@ -39,8 +39,19 @@
  * nu_llm_tokenizer_is_eog. Tokens llama.cpp recognises by text (eot, eom, FIM) become control
  * tokens, as there.
  *
- * Limits: a text of at most NU_LLM_MAX_TEXT bytes; at most NU_LLM_TOKENIZE_MAX_IDS(len) ids.
- * Vocabularies of at most INT32_MAX tokens, pieces and merges as the arrays give them.
+ * Where nuvec differs from llama.cpp (0ad4a86; on llama.cpp's own test texts none does): invalid
+ * UTF-8 is kept (above); pre-tokenizers use the models' own expressions where llama.cpp rewrites
+ * them for std::regex (tekken, gpt-4o: \p{Lu} / \p{Ll} where llama.cpp counts every non-ASCII
+ * letter as both cases; DeepSeek's classes that list U+3000, which llama.cpp's rewriting of
+ * non-ASCII spaces hides from them); decoding does not "clean up" spaces (llama.cpp drops the
+ * space of " ?", " ." and such for some vocabularies), so byte-level BPE decodes losslessly; and
+ * SentencePiece decoding drops the leading space after bos too (as Hugging Face).
+ *
+ * Limits: a text of at most NU_LLM_MAX_TEXT bytes; at most NU_LLM_TOKENIZE_MAX_IDS(len) ids; a
+ * pre-tokenizer's expressions match with PCRE2's default match limit and a JIT stack of up to
+ * 8 MiB a call (beyond them the call fails, NU_ERROR_UNSUPPORTED; no expression here comes near
+ * on texts of megabytes). Vocabularies of at most INT32_MAX tokens, pieces and merges as the
+ * arrays give them; tokenizer.json files of at most 256 MiB.
  *
  * Thread safety: a tokenizer is immutable once made; any number of threads may use one at once.
  * A nu_llm_detokenizer (streaming) is used by one thread at a time. */
