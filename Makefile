@@ -9,7 +9,7 @@
 #   make install  cmake --install (PREFIX=/usr/local)
 
 PACKAGES := cmake make gcc libc6-dev pkg-config python3 libvulkan1 libvulkan-dev mesa-vulkan-drivers \
-            vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd \
+            vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd libpcre2-dev \
             clang libclang-rt-14-dev g++ python3 patch xz-utils debian-archive-keyring
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PREFIX ?= /usr/local

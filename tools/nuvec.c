@@ -33,6 +33,8 @@ static void usage(FILE *f)
             "  quantize IN OUT --type q4_k_m|q4_k_s|q5_k_m|q5_k_s|q6_k|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|f16|bf16|f32\n"
             "           [--threads N]   a Llama GGUF file or Hugging Face folder as a GGUF file of that type,\n"
             "                           llama-quantize's per-tensor mix (nuvec quantize --help)\n"
+            "  tokenize MODEL (--prompt TEXT | --file FILE) [--no-bos] [--special] [--json]\n"
+            "                           the token ids of a text, as generate feeds them (no device needed)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
@@ -53,6 +55,8 @@ int main(int argc, char **argv)
         return cli_load(argc - 1, argv + 1);
     if (!strcmp(argv[1], "generate"))
         return cli_generate(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "tokenize"))
+        return cli_tokenize(argc - 1, argv + 1);
     if (!strcmp(argv[1], "make-gguf"))
         return cli_make_gguf(argc - 1, argv + 1);
     if (!strcmp(argv[1], "quantize"))
