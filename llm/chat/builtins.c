@@ -56,7 +56,7 @@ static jv list_index(jstate *st, jv self, jargs *a, bool count)
     }
     for (int64_t i = from; i < to && i < n; i++) {
         j_charge(st, 1);
-        if (j_equal(st, l->v[i], arg[0])) {
+        if (j_equal(st, j_list_at(l, (size_t)i), arg[0])) {
             if (!count)
                 return jv_int(i);
             hits++;
@@ -198,9 +198,8 @@ static jv range(jstate *st, jargs *a)
     if (count > MAX_RANGE)
         j_error(st, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", MAX_RANGE);
     int64_t n = (int64_t)count;
-    jlist *l = j_list_new(st, JL_RANGE, (size_t)n);
-    for (int64_t i = 0; i < n; i++)
-        l->v[l->n++] = jv_int(v[0] + i * v[2]);
+    jlist *l = j_list_new(st, JL_RANGE, 0);
+    l->n = (size_t)n;
     memcpy(l->r, v, sizeof v);
     return jv_listv(l);
 }

@@ -12,7 +12,7 @@
 
 jscope *j_scope_new(jstate *st, jscope *parent)
 {
-    jscope *s = j_alloc(st, sizeof *s);
+    jscope *s = j_zalloc(st, sizeof *s);
     s->parent = parent;
     s->vars = j_dict_new(st, 0);
     return s;
@@ -23,13 +23,19 @@ void j_scope_set(jstate *st, jscope *sc, const char *name, jv v)
     j_dict_set(st, sc->vars, j_cstr(st, name), v);
 }
 
+void j_scope_setv(jstate *st, jscope *sc, jv key, jv v) { j_dict_set(st, sc->vars, key, v); }
+
 jv j_lookup(jstate *st, jscope *sc, const char *name)
 {
     size_t len = strlen(name);
     jv v;
-    for (jscope *s = sc; s; s = s->parent)
+    for (jscope *s = sc; s; s = s->parent) {
+        if (s->dead)
+            j_unsupported(st, "'%s' read by a macro made in a for loop and called after the loop (Jinja2 gives "
+                          "its internal 'missing' there)", name);
         if (j_dict_gets(s->vars, name, len, &v))
             return v;
+    }
     if (j_global(name, &v))
         return v;
     return j_undef_name(st, name);
@@ -228,20 +234,23 @@ static jv py_item(jstate *st, jv obj, jv key, bool *ok)
             if (!slice_bounds(st, key.sl, (int64_t)l->n, &a, &b, &c))
                 break;
             int64_t n = slice_count(a, b, c);
-            jlist *out = j_list_new(st, (jlk)l->kind, (size_t)n);
-            for (int64_t k = 0, i = a; k < n; k++, i += c)
-                out->v[out->n++] = l->v[i];
-            if (l->kind == JL_RANGE) {
+            if (l->kind == JL_RANGE) { /* a range again, as Python's */
+                jlist *out = j_list_new(st, JL_RANGE, 0);
+                out->n = (size_t)n;
                 out->r[0] = l->r[0] + a * l->r[2];
                 out->r[1] = l->r[0] + b * l->r[2];
                 out->r[2] = l->r[2] * c;
+                return jv_listv(out);
             }
+            jlist *out = j_list_new(st, (jlk)l->kind, (size_t)n);
+            for (int64_t k = 0, i = a; k < n; k++, i += c)
+                out->v[out->n++] = l->v[i];
             return jv_listv(out);
         }
         int64_t i;
         if (!index_of(key, (int64_t)l->n, &i))
             break;
-        return l->v[i];
+        return j_list_at(l, (size_t)i);
     }
     case JT_DICT: {
         jv v;

@@ -17,6 +17,7 @@ struct jloop {
     jv src;              /* the iterable */
     jiter it;
     jlist *rest;         /* once length is forced: the items not yet reached */
+    jscope *test_scope;  /* where the loop filter sees the item (reused) */
     size_t rest_pos;
     int64_t index0, depth0, length;
     bool length_known, has_after, has_changed;
@@ -28,7 +29,7 @@ struct jloop {
 static void assign(jstate *st, jscope *sc, const jnode *target, jv v)
 {
     switch (target->kind) {
-    case N_NAME: j_scope_set(st, sc, target->name, v); return;
+    case N_NAME: j_scope_setv(st, sc, target->val, v); return;
     case N_NSREF: {
         jv ns = j_lookup(st, sc, target->name);
         if (ns.t != JT_NS)
@@ -103,9 +104,11 @@ static bool raw_next(jstate *st, jloop *l, jv *out)
             *out = v;
             return true;
         }
-        jscope *test = j_scope_new(st, l->outer);
-        assign(st, test, l->node->a, v);
-        if (j_truthy(st, j_eval(st, test, l->node->c))) {
+        if (!l->test_scope)
+            l->test_scope = j_scope_new(st, l->outer);
+        j_dict_clear(l->test_scope->vars);
+        assign(st, l->test_scope, l->node->a, v);
+        if (j_truthy(st, j_eval(st, l->test_scope, l->node->c))) {
             *out = v;
             return true;
         }
@@ -222,16 +225,25 @@ static jflow run_for(jstate *st, jscope *outer, const jnode *n, jv items, int64_
     jv loopv = {.t = JT_LOOP, .loop = l};
     bool any = false;
     jv v;
+    /* Jinja2's loop frame: one set of variables for the whole loop, reset at each iteration's
+     * start (a name set in the body reads the enclosing value again); a macro defined in the
+     * body sees the current iteration's values */
+    jscope *sc = NULL;
     while (loop_next(st, l, &v)) {
         any = true;
         j_charge(st, 1);
-        jscope *sc = j_scope_new(st, outer);
+        if (!sc)
+            sc = j_scope_new(st, outer);
+        else
+            j_dict_clear(sc->vars);
         assign(st, sc, n->a, v);
-        j_scope_set(st, sc, "loop", loopv);
+        j_scope_setv(st, sc, st->r->key_loop, loopv);
         jflow f = j_exec_body(st, sc, n->body, n->nbody);
         if (f == JFLOW_BREAK)
             break;
     }
+    if (sc)
+        sc->dead = true; /* Jinja2 sets the frame's variables to its 'missing' sentinel */
     if (!any && n->norelse)
         return j_exec_body(st, j_scope_new(st, outer), n->orelse, n->norelse);
     return JFLOW_NORMAL;
@@ -239,7 +251,7 @@ static jflow run_for(jstate *st, jscope *outer, const jnode *n, jv items, int64_
 
 jv j_loop_recurse(jstate *st, jloop *l, jv items)
 {
-    if (!l->node->op)
+    if (!(l->node->op & JFOR_RECURSIVE))
         j_error(st, "The loop must have the 'recursive' marker to be called recursively.");
     j_enter(st);
     jrender *r = st->r;
@@ -270,7 +282,7 @@ jv j_macro_call(jstate *st, jmacro *m, jargs *args)
     bool *given = j_zalloc(st, nparams ? nparams : 1);
     bool *used_kw = j_zalloc(st, args->nkw ? args->nkw : 1);
     for (size_t i = 0; i < nparams && i < args->npos; i++) {
-        j_scope_set(st, sc, def->kw[i].name, args->pos[i]);
+        j_scope_setv(st, sc, def->kw[i].key, args->pos[i]);
         given[i] = true;
     }
     bool found_caller = false;
@@ -279,7 +291,7 @@ jv j_macro_call(jstate *st, jmacro *m, jargs *args)
             found_caller = true;
         for (size_t k = 0; k < args->nkw; k++) {
             if (!used_kw[k] && !strcmp(args->kwn[k], def->kw[i].name)) {
-                j_scope_set(st, sc, def->kw[i].name, args->kwv[k]);
+                j_scope_setv(st, sc, def->kw[i].key, args->kwv[k]);
                 given[i] = used_kw[k] = true;
             }
         }
@@ -294,14 +306,14 @@ jv j_macro_call(jstate *st, jmacro *m, jargs *args)
             }
         if (!have || caller.t == JT_NONE)
             caller = jv_undef(j_undef_new(st, "No caller defined", jv_none(), false, j_cstr(st, "caller"), JU_UNDEFINED));
-        j_scope_set(st, sc, "caller", caller);
+        j_scope_setv(st, sc, st->r->key_caller, caller);
     }
     if (def->op & JM_KWARGS) {
         jdict *kw = j_dict_new(st, 0);
         for (size_t k = 0; k < args->nkw; k++)
             if (!used_kw[k])
                 j_dict_set(st, kw, j_cstr(st, args->kwn[k]), args->kwv[k]);
-        j_scope_set(st, sc, "kwargs", jv_dictv(kw));
+        j_scope_setv(st, sc, st->r->key_kwargs, jv_dictv(kw));
     } else {
         for (size_t k = 0; k < args->nkw; k++) {
             if (used_kw[k])
@@ -315,7 +327,7 @@ jv j_macro_call(jstate *st, jmacro *m, jargs *args)
         jlist *extra = j_list_new(st, JL_TUPLE, 0);
         for (size_t i = nparams; i < args->npos; i++)
             j_list_push(st, extra, args->pos[i]);
-        j_scope_set(st, sc, "varargs", jv_listv(extra));
+        j_scope_setv(st, sc, st->r->key_varargs, jv_listv(extra));
     } else if (args->npos > nparams) {
         j_error(st, "macro '%s' takes not more than %zu argument(s)", m->name, nparams);
     }
@@ -323,13 +335,13 @@ jv j_macro_call(jstate *st, jmacro *m, jargs *args)
         if (given[i])
             continue;
         if (def->kw[i].value) {
-            j_scope_set(st, sc, def->kw[i].name, j_eval(st, sc, def->kw[i].value));
+            j_scope_setv(st, sc, def->kw[i].key, j_eval(st, sc, def->kw[i].value));
         } else {
             char hint[200];
             snprintf(hint, sizeof hint, "parameter '%s' was not provided", def->kw[i].name);
             jv u = jv_undef(j_undef_new(st, NULL, jv_none(), false, j_cstr(st, def->kw[i].name), JU_UNDEFINED));
             u.u->hint = j_cstr(st, hint).s->p;
-            j_scope_set(st, sc, def->kw[i].name, u);
+            j_scope_setv(st, sc, def->kw[i].key, u);
         }
     }
     j_enter(st);

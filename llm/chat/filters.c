@@ -98,9 +98,9 @@ jv f_case(jstate *st, jv s, int which)
     while (p < end) {
         size_t n;
         uint32_t cp = j_utf8_next(p, end, &n), out[3];
-        if (cp == 0x3A3 && which == 'l')
-            j_unsupported(st, "lower() of a capital sigma (Python's final-sigma rule)");
-        int k = which == 'u' ? j_case_upper(cp, out) : which == 'l' ? j_case_lower(cp, out) : j_case_title(cp, out);
+        int k = which == 'u'   ? j_case_upper(cp, out)
+                : which == 'l' ? j_case_lower_at(s.s->p, p, end, out)
+                               : j_case_title(cp, out);
         for (int i = 0; i < k; i++)
             j_buf_addcp(st, &b, out[i]);
         p += n;
@@ -118,32 +118,37 @@ static jv f_capitalize(jstate *st, jv s)
     return j_method_call(st, s, "capitalize", &(jargs){0});
 }
 
-/* Jinja2's title: upper the first character of each run split by [-\s({\[<]+, lower the rest. */
+static bool title_sep(uint32_t cp)
+{
+    return cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || j_isspace(cp);
+}
+
+/* Jinja2's title: the text split into runs by [-\s({\[<]+ and the runs between; each run's first
+ * character upper-cased and the rest lower-cased (as a string of its own, for the sigma rule). */
 static jv f_title(jstate *st, jv s)
 {
     s = f_soft_str(st, s);
     jbuf b = {0};
     const char *p = s.s->p, *end = p + s.s->len;
-    bool at_start = true;
     while (p < end) {
         size_t n;
-        uint32_t cp = j_utf8_next(p, end, &n), out[3];
-        bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || j_isspace(cp);
-        int k;
-        if (sep) {
-            out[0] = cp;
-            k = 1;
-        } else if (at_start) {
-            k = j_case_upper(cp, out);
-        } else {
-            if (cp == 0x3A3)
-                j_unsupported(st, "title of a capital sigma (Python's final-sigma rule)");
-            k = j_case_lower(cp, out);
-        }
+        bool sep = title_sep(j_utf8_next(p, end, &n));
+        const char *q = p + n;
+        while (q < end && title_sep(j_utf8_next(q, end, &n)) == sep)
+            q += n;
+        uint32_t out[3];
+        uint32_t first = j_utf8_next(p, q, &n);
+        int k = j_case_upper(first, out);
         for (int i = 0; i < k; i++)
             j_buf_addcp(st, &b, out[i]);
-        at_start = sep;
-        p += n;
+        const char *rest = p + n;
+        for (const char *r = rest; r < q; r += n) {
+            j_utf8_next(r, q, &n);
+            k = j_case_lower_at(rest, r, q, out);
+            for (int i = 0; i < k; i++)
+                j_buf_addcp(st, &b, out[i]);
+        }
+        p = q;
     }
     return j_buf_str(st, &b);
 }

@@ -111,8 +111,19 @@ struct jlist {
     size_t n, cap;
     jv *v;
     size_t pos;            /* JL_GEN: items before pos are used up */
-    int64_t r[3];          /* JL_RANGE: start, stop, step */
+    int64_t r[3];          /* JL_RANGE: start, stop, step; n items, v NULL (lazy, as Python's) */
 };
+
+/* Item i < l->n of a list of any kind (a range's computed). */
+static inline jv j_list_at(const jlist *l, size_t i)
+{
+    if (l->kind == JL_RANGE) {
+        jv v = {.t = JT_INT};
+        v.i = l->r[0] + (int64_t)i * l->r[2];
+        return v;
+    }
+    return l->v[i];
+}
 
 struct jdict {
     size_t n, cap;         /* entries, in insertion order */
@@ -188,6 +199,8 @@ jdict *j_dict_new(jstate *st, size_t cap);
  * key (list, dict, ...) fails as Python's TypeError. set keeps the first key's place. */
 void j_dict_set(jstate *st, jdict *d, jv key, jv val);
 bool j_dict_get(jstate *st, const jdict *d, jv key, jv *val);
+/* Empties d, keeping its storage. */
+void j_dict_clear(jdict *d);
 /* Lookup by a string key without making a value. */
 bool j_dict_gets(const jdict *d, const char *key, size_t len, jv *val);
 jundef *j_undef_new(jstate *st, const char *hint, jv obj, bool has_obj, jv name, jux exc);
@@ -237,17 +250,20 @@ bool j_isspace(uint32_t cp);
 /* Python's str.isprintable() for one code point. */
 bool j_isprintable(uint32_t cp);
 /* Unicode case mapping as Python's str.upper() / lower() / title() per code point: writes up to
- * 3 code points, returns how many. Python's context rule for capital sigma in lower() is not
- * applied: callers refuse U+03A3. */
+ * 3 code points, returns how many. j_case_lower maps U+03A3 to the medial sigma; lowering text
+ * goes through j_case_lower_at, which applies Python's Final_Sigma rule from the surrounding
+ * text s[start .. end). */
 int j_case_upper(uint32_t cp, uint32_t out[3]);
 int j_case_lower(uint32_t cp, uint32_t out[3]);
+int j_case_lower_at(const char *start, const char *at, const char *end, uint32_t out[3]);
 int j_case_title(uint32_t cp, uint32_t out[3]);
+bool j_case_ignorable(uint32_t cp);
+uint32_t j_lower_sigma(const char *start, const char *at, const char *end);
 /* Unicode properties Python's islower/isupper/istitle/title use. */
 bool j_is_lower(uint32_t cp);
 bool j_is_upper(uint32_t cp);
 bool j_is_titlecase(uint32_t cp);
 bool j_is_cased(uint32_t cp);
-/* Python's str.isalnum / isalpha / isdigit for one code point (ASCII; others refused by callers). */
 
 /* ---- Growable byte buffers (arena) -------------------------------------------------------- */
 
@@ -315,6 +331,7 @@ typedef enum jop {
 typedef struct jkw {
     const char *name;
     jnode *value;
+    jv key;                /* macro parameters: the name as a string value (made at parse time) */
 } jkw;
 
 struct jnode {
@@ -322,7 +339,7 @@ struct jnode {
     uint8_t op;            /* N_BINOP: jop; N_FOR: recursive; N_MACRO: uses varargs/kwargs/caller bits */
     uint16_t fid;          /* N_FILTER / N_TEST: the builtin's index (0xffff: unknown, fails when run) */
     uint32_t line;
-    jv val;                /* N_CONST */
+    jv val;                /* N_CONST; N_NAME: the name as a string value (a scope key, made once) */
     const char *name;      /* N_NAME, N_GETATTR's attribute, filter/test/macro names, N_NSREF's attr */
     jnode *a, *b, *c, *d;  /* children: see parser.c for each kind */
     jnode **items;         /* args, list items, output parts, compare operands, body statements */
@@ -335,6 +352,8 @@ struct jnode {
     uint8_t *ops;          /* N_COMPARE: the operator of each operand */
 };
 
+/* N_FOR flags in op. */
+#define JFOR_RECURSIVE 1
 /* N_MACRO / N_CALLBLOCK flags in op. */
 #define JM_VARARGS 1
 #define JM_KWARGS 2
@@ -354,6 +373,7 @@ bool j_test_jinja(const char *name);
 struct jscope {
     jscope *parent;
     jdict *vars;
+    bool dead; /* a loop's scope once the loop is over (a macro made in it may still point here) */
 };
 
 typedef struct jrender jrender;
@@ -393,6 +413,7 @@ struct jrender {
     uint64_t steps, step_limit;
     int64_t now_s;         /* strftime_now's time; 0: the clock */
     jscope *root;          /* the template's top-level scope (its parent holds the context) */
+    jv key_loop, key_caller, key_varargs, key_kwargs; /* scope keys made once */
 };
 
 /* Counts work toward the step limit (n units); fails past it. */
@@ -461,6 +482,8 @@ jv j_eval(jstate *st, jscope *sc, const jnode *n);
 jv j_lookup(jstate *st, jscope *sc, const char *name);
 jscope *j_scope_new(jstate *st, jscope *parent);
 void j_scope_set(jstate *st, jscope *sc, const char *name, jv v);
+/* The same with the name as a string value (no allocation once the scope has room). */
+void j_scope_setv(jstate *st, jscope *sc, jv key, jv v);
 /* obj.name and obj[key] as the sandbox's getattr / getitem. */
 jv j_getattr(jstate *st, jv obj, const char *name);
 /* getattr() alone (no item fallback): *found false when obj has no such attribute. */

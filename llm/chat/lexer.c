@@ -242,7 +242,7 @@ static void unescape(lexer *lx, size_t from, size_t to, jtoken *t)
         case 'x': digits = 2; break;
         case 'u': digits = 4; break;
         case 'U': digits = 8; break;
-        case 'N': lex_fail(lx, j, "%s", "the \\N{...} escape is not supported");
+        case 'N': j_fail_at(lx->st, line_at(lx, j), NU_LLM_TEMPLATE_UNSUPPORTED, "the \\N{...} escape is not supported");
         default:
             if (e >= '0' && e <= '7') {
                 uint32_t v = (uint32_t)(e - '0');

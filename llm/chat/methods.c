@@ -400,9 +400,7 @@ static jv m_titlecase(jstate *st, jv self, bool capitalize)
         size_t n;
         uint32_t cp = j_utf8_next(p, end, &n), out[3];
         bool upper = capitalize ? first : !prev_cased;
-        if (!upper && cp == 0x3A3)
-            j_unsupported(st, "%s() of a capital sigma (Python's final-sigma rule)", capitalize ? "capitalize" : "title");
-        int k = upper ? j_case_title(cp, out) : j_case_lower(cp, out);
+        int k = upper ? j_case_title(cp, out) : j_case_lower_at(self.s->p, p, end, out);
         for (int i = 0; i < k; i++)
             j_buf_addcp(st, &b, out[i]);
         prev_cased = j_is_cased(cp);

@@ -345,6 +345,7 @@ jnode *j_parse_primary(jparser *p)
         } else {
             n = j_node(p, N_NAME, t->line);
             n->name = t->p;
+            n->val = j_str(p->st, t->p, t->len);
         }
         j_next(p);
         return n;

@@ -117,6 +117,7 @@ static jnode *name_target(jparser *p)
     jtoken *t = j_expect(p, TK_NAME);
     jnode *n = j_node(p, N_NAME, t->line);
     n->name = t->p;
+    n->val = j_str(p->st, t->p, t->len);
     check_target(p, n);
     return n;
 }
@@ -171,6 +172,7 @@ static void signature(jparser *p, jnode *m)
             cap = c;
         }
         m->kw[m->nkw].name = arg->name;
+        m->kw[m->nkw].key = arg->val;
         m->kw[m->nkw++].value = def;
     }
     j_expect(p, TK_RPAREN);
@@ -247,7 +249,7 @@ static jnode *parse_for(jparser *p)
         n->c = j_parse_expression(p, true);
         p->soft = soft;
     }
-    n->op = j_skip_name(p, "recursive");
+    n->op = j_skip_name(p, "recursive") ? JFOR_RECURSIVE : 0;
     static const char *const names[] = {"endfor", "else", NULL}, *const endfor[] = {"endfor", NULL};
     p->loops++;
     frame_body(p, false, "for", names, &n->body, &n->nbody);

@@ -155,10 +155,14 @@ nu_status nu_llm_template_render(const nu_llm_template *tpl, const char *context
     if (ctx.t != JT_DICT)
         j_fail(st, NU_LLM_TEMPLATE_CONTEXT, "the context is a JSON %s, not an object",
                ctx.t == JT_LIST ? "array" : ctx.t == JT_STR ? "string" : "scalar");
-    jscope *vars = j_alloc(st, sizeof *vars);
+    jscope *vars = j_zalloc(st, sizeof *vars);
     vars->parent = NULL;
     vars->vars = ctx.d;
     r->root = j_scope_new(st, vars);
+    r->key_loop = j_cstr(st, "loop");
+    r->key_caller = j_cstr(st, "caller");
+    r->key_varargs = j_cstr(st, "varargs");
+    r->key_kwargs = j_cstr(st, "kwargs");
     rs->out.limit = r->output_limit;
     r->out = &rs->out;
     st->line = 0;

@@ -182,6 +182,17 @@ int j_case_upper(uint32_t cp, uint32_t out[3])
     return case_map(cp, j_upper_runs, j_upper_runs_count, j_upper_multi, j_upper_multi_count, out);
 }
 
+int j_case_lower_at(const char *start, const char *at, const char *end, uint32_t out[3])
+{
+    size_t n;
+    uint32_t cp = j_utf8_next(at, end, &n);
+    if (cp == 0x3A3) {
+        out[0] = j_lower_sigma(start, at, end);
+        return 1;
+    }
+    return j_case_lower(cp, out);
+}
+
 int j_case_lower(uint32_t cp, uint32_t out[3])
 {
     if (cp < 0x80) {
@@ -215,3 +226,40 @@ bool j_is_upper(uint32_t cp)
 bool j_is_titlecase(uint32_t cp) { return cp >= 0x80 && in_ranges(j_title_prop, j_title_prop_count, cp); }
 
 bool j_is_cased(uint32_t cp) { return j_is_lower(cp) || j_is_upper(cp) || j_is_titlecase(cp); }
+
+bool j_case_ignorable(uint32_t cp)
+{
+    if (cp < 0x80)
+        return cp == '\'' || cp == '.' || cp == ':' || cp == '^' || cp == '`';
+    return in_ranges(j_ignorable_prop, j_ignorable_prop_count, cp);
+}
+
+/* Python's Final_Sigma: a cased letter before (case-ignorable ones skipped) and none after. */
+uint32_t j_lower_sigma(const char *start, const char *at, const char *end)
+{
+    const char *p = at;
+    uint32_t c = 0;
+    bool before = false;
+    while (p > start) {
+        const char *q = p - 1;
+        while (q > start && ((unsigned char)*q & 0xC0) == 0x80)
+            q--;
+        size_t n;
+        c = j_utf8_next(q, end, &n);
+        p = q;
+        if (!j_case_ignorable(c)) {
+            before = j_is_cased(c);
+            break;
+        }
+    }
+    if (!before)
+        return 0x3C3;
+    size_t n;
+    j_utf8_next(at, end, &n);
+    for (p = at + n; p < end; p += n) {
+        c = j_utf8_next(p, end, &n);
+        if (!j_case_ignorable(c))
+            return j_is_cased(c) ? 0x3C3 : 0x3C2;
+    }
+    return 0x3C2;
+}

@@ -19,8 +19,9 @@ typedef struct j_case_multi {
     uint32_t out[3];
 } j_case_multi;
 
-extern const uint32_t j_nonprintable[][2], j_lower_prop[][2], j_upper_prop[][2], j_title_prop[][2];
-extern const size_t j_nonprintable_count, j_lower_prop_count, j_upper_prop_count, j_title_prop_count;
+extern const uint32_t j_nonprintable[][2], j_lower_prop[][2], j_upper_prop[][2], j_title_prop[][2], j_ignorable_prop[][2];
+extern const size_t j_nonprintable_count, j_lower_prop_count, j_upper_prop_count, j_title_prop_count,
+    j_ignorable_prop_count;
 extern const j_case_run j_upper_runs[], j_lower_runs[], j_title_runs[];
 extern const size_t j_upper_runs_count, j_lower_runs_count, j_title_runs_count;
 extern const j_case_multi j_upper_multi[], j_lower_multi[], j_title_multi[];

@@ -356,6 +356,13 @@ bool j_dict_get(jstate *st, const jdict *d, jv key, jv *val)
     return true;
 }
 
+void j_dict_clear(jdict *d)
+{
+    d->n = 0;
+    if (d->icap)
+        memset(d->index, 0, d->icap * sizeof(uint32_t));
+}
+
 bool j_dict_gets(const jdict *d, const char *key, size_t len, jv *val)
 {
     if (!d->icap)
@@ -564,7 +571,7 @@ bool j_equal(jstate *st, jv a, jv b)
         j_enter(st);
         bool eq = true;
         for (size_t i = 0; eq && i < x->n; i++)
-            eq = j_equal(st, x->v[i], y->v[i]);
+            eq = j_equal(st, j_list_at(x, i), j_list_at(y, i));
         j_leave(st);
         return eq;
     }
@@ -697,7 +704,7 @@ bool j_iter_next(jstate *st, jiter *it, jv *out)
         }
         if (it->i >= v.l->n)
             return false;
-        *out = v.l->v[it->i++];
+        *out = j_list_at(v.l, it->i++);
         return true;
     case JT_DICT:
         if (it->i >= v.d->n)
