@@ -30,6 +30,8 @@ static void usage(FILE *f)
             "                           (nuvec bench --help)\n"
             "  generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "           [--seed S] [--json]  a Llama model's continuation, streamed (nuvec generate --help)\n"
+            "  template MODEL --messages FILE.json [--add-generation-prompt] [--tools FILE.json]\n"
+            "           [--template FILE.jinja]  the prompt a chat template renders (nuvec template --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
@@ -50,6 +52,8 @@ int main(int argc, char **argv)
         return cli_load(argc - 1, argv + 1);
     if (!strcmp(argv[1], "generate"))
         return cli_generate(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "template"))
+        return cli_template(argc - 1, argv + 1);
     if (!strcmp(argv[1], "make-gguf"))
         return cli_make_gguf(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
