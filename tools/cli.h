@@ -9,6 +9,8 @@ int cli_load(int argc, char **argv);   /* tools/load.c: list a safetensors file,
 int cli_bench(int argc, char **argv);  /* bench/bench.c: benchmarks, `nuvec bench NAME` */
 int cli_make_gguf(int argc, char **argv); /* tools/make_gguf.c: random-weight Llama GGUF files */
 int cli_generate(int argc, char **argv); /* tools/generate.c: a Llama model's text (libnuvec_llm) */
+int cli_chat(int argc, char **argv);     /* tools/chat.c: an interactive conversation */
+int cli_serve(int argc, char **argv);    /* tools/serve/: an OpenAI-compatible HTTP server */
 int cli_template(int argc, char **argv); /* tools/template.c: a chat template's prompt (libnuvec_llm) */
 
 double cli_now_s(void); /* seconds on the monotonic clock, for the subcommands' timings (tools/nuvec.c) */
