@@ -273,6 +273,7 @@ static int parse_generation(const cJSON *root, const api_limits *lim, api_params
     const cJSON *v;
     if ((rc = refuse_unsupported(root, err)) || (rc = get_bool(root, "stream", &p->stream, err)) ||
         (rc = get_bool(root, "return_tokens", &p->return_tokens, err)) ||
+        (rc = get_bool(root, "ignore_eos", &p->ignore_eos, err)) ||
         (rc = get_float(root, "temperature", 0, 100, &p->temperature, err)) ||
         (rc = get_float(root, "top_p", 0, 1, &p->top_p, err)) || (rc = parse_stop(root, lim, p, err)))
         return rc;

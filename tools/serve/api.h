@@ -34,6 +34,8 @@ typedef struct api_params {
     int32_t *ids;             /* completion: a prompt of token ids; detokenize: the tokens */
     uint32_t n_ids;
     bool stream, include_usage, return_tokens;
+    bool ignore_eos;          /* extension (llama.cpp's server has it too): generate through
+                               * end-of-generation tokens, for benchmarks of fixed lengths */
     uint32_t max_tokens;      /* 0: until the end of the context (or the server's limit) */
     float temperature;        /* default 1, as OpenAI's */
     float top_p;              /* default 1 */

@@ -252,7 +252,7 @@ static void take_token(srv_engine *e, srv_request *r, int32_t tok, double t)
     }
     atomic_fetch_add(&e->mx->generated_tokens, 1);
     char msg[200];
-    if (gen_text_is_eog(e->tok, e->cfg, tok)) {
+    if (!r->p.ignore_eos && gen_text_is_eog(e->tok, e->cfg, tok)) {
         finish(e, r, FINISH_STOP, 0, NULL);
         return;
     }
@@ -371,6 +371,29 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
+/* One decode step of each batch size the slots can make (1, 2, 4, ... rows: each its own graph,
+ * built at its first use), so that no request waits for a graph to be built and the device's
+ * memory is at its serving level from the start. The slots hold one token after it (bos at
+ * position 0, which any prompt starting with bos reuses as it is). */
+static nu_status warm_up(srv_engine *e)
+{
+    int32_t tok = e->cfg->bos >= 0 ? e->cfg->bos : 0;
+    nu_status st = NU_OK;
+    for (uint32_t k = 1; st == NU_OK; k = k * 2 > e->slots && k < e->slots ? e->slots : k * 2) {
+        uint32_t got = 0, slot;
+        for (; got < k && (st = nu_llm_model_seq_acquire(e->m, NULL, 0, &slot, NULL)) == NU_OK; got++)
+            e->rows[got] = (nu_llm_row){tok, slot, NU_LLM_OUTPUT_NONE};
+        if (st == NU_OK)
+            st = nu_llm_model_step(e->m, e->rows, k, NULL, NULL);
+        for (uint32_t i = 0; i < got; i++)
+            nu_llm_model_seq_release(e->m, e->rows[i].slot);
+        if (k >= e->slots)
+            break;
+    }
+    refresh_memory(e);
+    return st;
+}
+
 srv_engine *srv_engine_start(nu_llm_model *m, const srv_engine_options *o, srv_metrics *mx)
 {
     srv_engine *e = calloc(1, sizeof *e);
@@ -393,8 +416,7 @@ srv_engine *srv_engine_start(nu_llm_model *m, const srv_engine_options *o, srv_m
     e->ids = malloc(e->slots * sizeof *e->ids);
     mx->slots = e->slots;
     mx->queue_capacity = o->queue;
-    refresh_memory(e);
-    if (!e->active || !e->rows || !e->out_req || !e->logits || !e->ids ||
+    if (!e->active || !e->rows || !e->out_req || !e->logits || !e->ids || warm_up(e) != NU_OK ||
         pthread_create(&e->thread, NULL, engine_main, e)) {
         srv_engine_stop(e);
         return NULL;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "http.h"
@@ -192,7 +193,7 @@ int cli_serve(int argc, char **argv)
                             .max_stop_bytes = 256, .max_ids = positions};
     srv_engine_options eo = {.queue = (uint32_t)queue, .batch = (uint32_t)batch, .ctx = positions};
     if (!(s.engine = srv_engine_start(m, &eo, &mx))) {
-        fprintf(stderr, "nuvec serve: cannot start the engine (out of memory)\n");
+        fprintf(stderr, "nuvec serve: cannot start the engine: %s\n", nu_llm_error_message());
         goto done;
     }
     atomic_store(&s.ready, SRV_READY);
@@ -209,6 +210,9 @@ int cli_serve(int argc, char **argv)
     atomic_store(&s.ready, SRV_DRAINING);
     srv_http_quiesce(&s);
     srv_engine_drain(s.engine, (double)drain);
+    /* The answers are out when MHD is done with their connections (each drops its request). */
+    for (int i = 0; i < 1000 && atomic_load(&mx.live_requests) > 0; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
     rc = 0;
 done:
     /* Requests are finished (their connections resumed): MHD may stop. */
