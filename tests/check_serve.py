@@ -247,6 +247,9 @@ def raw(data, read=True, timeout=10):
         sock.close()
 
 
+t0 = time.time()
+got = raw(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n" + b"x" * 5000)
+check(got.startswith(b"HTTP/1.1 413") and time.time() - t0 < 5, f"a 10 GB Content-Length, refused at once: {got[:80]}")
 chunk = b"%x\r\n%s\r\n" % (40000, b"y" * 40000)
 got = raw(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
           chunk * 2 + b"0\r\n\r\n")

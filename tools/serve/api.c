@@ -64,7 +64,12 @@ bool api_append_utf8(char **buf, size_t *n, size_t *cap, const char *s, size_t l
     char *o = *buf + *n;
     for (size_t i = 0; i < len;) {
         unsigned c = u[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        size_t k = c == 0                    ? 0
+                   : c < 0x80                ? 1
+                   : c >= 0xC2 && c <= 0xDF ? 2
+                   : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4
+                                             : 0;
         size_t ok = k ? 1 : 0;
         /* RFC 3629's second-byte ranges keep out overlong forms, surrogates and > U+10FFFF. */
         for (size_t j = 1; k && j < k && i + j < len; j++) {

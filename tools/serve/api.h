@@ -72,7 +72,8 @@ void api_params_clear(api_params *p);
 /* The error body (malloc'd JSON text). */
 char *api_error_json(const api_error *err);
 
-/* The text s[0 .. len) with each invalid UTF-8 sequence replaced by U+FFFD, appended to
+/* The text s[0 .. len) with each invalid UTF-8 sequence (and each NUL, which the C strings
+ * these texts travel in cannot hold) replaced by U+FFFD, appended to
  * (*buf, *n, *cap) (grown with realloc; NUL-terminated): what JSON may carry. false when out of
  * memory. */
 bool api_append_utf8(char **buf, size_t *n, size_t *cap, const char *s, size_t len);

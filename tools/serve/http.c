@@ -448,8 +448,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         k->s = s, k->c = c, k->route = ROUTE_OTHER;
         *con_cls = k;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->max_body)
+        if (cl && strtoull(cl, NULL, 10) > s->max_body) { /* refused before the body is read */
             k->too_big = true;
+            return dispatch(k, url, method);
+        }
         return MHD_YES;
     }
     if (*upload_size) { /* a piece of the body (kept up to the limit; past it only counted) */
