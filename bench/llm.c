@@ -25,7 +25,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nuvec bench llm (--model PATH | --shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0 [--keep])\n"
-               "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--json] [--device NAME]\n"
+               "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--batch B,B,...] [--json] [--device NAME]\n"
                "  Opens the model (a .gguf file or a Hugging Face folder; with --shape a random-weight GGUF\n"
                "  written first into $TMPDIR, removed afterwards unless --keep), then: the time from opening\n"
                "  the device to the first generated token, one prefill of -p random tokens (default 512),\n"
@@ -33,7 +33,13 @@ static void usage(FILE *f)
                "  as nuvec generate does; JSON decode_tokens_per_s) and again with the logits read back and the\n"
                "  argmax on the CPU each token (decode_readback_tokens_per_s), and greedy decode's weight bytes\n"
                "  read per second against the copy bandwidth measured in the same run. --kv: the KV cache's\n"
-               "  dtype (default f16).\n");
+               "  dtype (default f16).\n"
+               "  --batch B,B,...: instead, for each B, B independent sequences decoding greedily at once\n"
+               "  (nu_llm_model_step: one batched graph launch a step, the ids taken on the GPU): their\n"
+               "  prompts of different lengths (sequence i: -p * (1 - i / (2 B)) tokens, from -p down to\n"
+               "  about -p / 2) prefilled in one step, then -n steps of B rows; aggregate and per-sequence\n"
+               "  decode tokens/s and the prefill's tokens/s (llama.cpp's batched-bench beside it:\n"
+               "  bench/llamacpp.sh batched, whose prompts are all -npp long).\n");
 }
 
 /* The bytes of weights one decode step reads: every tensor of a GGUF file but the token
@@ -99,12 +105,124 @@ static int32_t argmax(const float *v, uint32_t n)
     return (int32_t)best;
 }
 
+/* "1,4,16" into counts[0 .. *n), each 1 .. 4096; false for anything else. */
+static bool parse_batches(const char *s, uint32_t *counts, uint32_t *n, uint32_t cap)
+{
+    *n = 0;
+    while (*s) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s || v < 1 || v > 4096 || *n == cap || (*end && *end != ','))
+            return false;
+        counts[(*n)++] = (uint32_t)v;
+        s = *end ? end + 1 : end;
+    }
+    return *n > 0;
+}
+
+/* The batched measurement (--batch): one model of the largest B's slots; for each B, B sequences
+ * prefilled in one step and decoded -n steps together. */
+static int bench_batches(nu_device *d, const char *model_path, nu_dtype kv, long prompt, long gen,
+                         const uint32_t *batches, uint32_t nb, bool json)
+{
+    uint32_t most = 0;
+    for (uint32_t i = 0; i < nb; i++)
+        most = batches[i] > most ? batches[i] : most;
+    nu_llm_model_options mo = {.kv_dtype = kv, .max_positions = (uint32_t)(prompt + gen + 1), .slots = most,
+                               .measure_peaks = true};
+    nu_llm_model *m = NULL;
+    nu_status st = nu_llm_model_open(d, model_path, &mo, &m);
+    if (st != NU_OK) {
+        fprintf(stderr, "nuvec bench llm: %s: %s (%s)\n", model_path, nu_status_string(st), nu_llm_error_message());
+        return 1;
+    }
+    const nu_llm_config *cfg = nu_llm_model_config(m);
+    nu_llm_model_seq_release(m, 0); /* every slot for the sequences */
+    size_t rows_cap = (size_t)most * (size_t)prompt;
+    nu_llm_row *rows = malloc(sizeof *rows * rows_cap);
+    uint32_t *slots = malloc(sizeof *slots * most);
+    int32_t *ids = malloc(sizeof *ids * most);
+    cJSON *root = json ? cJSON_CreateObject() : NULL, *list = root ? cJSON_AddArrayToObject(root, "batches") : NULL;
+    if (root) {
+        bench_json_device(root, d);
+        cJSON_AddStringToObject(root, "model", model_path);
+        cJSON_AddNumberToObject(root, "prompt_tokens", (double)prompt);
+        cJSON_AddNumberToObject(root, "decode_tokens", (double)gen);
+    } else {
+        printf("nuvec bench llm --batch on %s: %s\n", nu_device_get_info(d)->name, model_path);
+        printf("  %8s %14s %16s %16s\n", "B", "prefill tok/s", "decode tok/s", "per sequence");
+    }
+    int status = rows && slots && ids ? 0 : 1;
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint32_t bi = 0; status == 0 && bi < nb; bi++) {
+        uint32_t B = batches[bi], n = 0;
+        for (uint32_t i = 0; i < B && st == NU_OK; i++)
+            st = nu_llm_model_seq_acquire(m, NULL, 0, &slots[i], NULL);
+        for (uint32_t i = 0; i < B; i++) {
+            long len = prompt - (long)((uint64_t)i * (uint64_t)prompt / (2u * B));
+            for (long j = 0; j < len; j++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                rows[n++] = (nu_llm_row){(int32_t)((x >> 33) % cfg->vocab), slots[i],
+                                         j + 1 == len ? NU_LLM_OUTPUT_ARGMAX : NU_LLM_OUTPUT_NONE};
+            }
+        }
+        uint64_t t0 = bench_now_ns();
+        if (st == NU_OK)
+            st = nu_llm_model_step(m, rows, n, NULL, ids);
+        double prefill_s = (double)(bench_now_ns() - t0) * 1e-9;
+        /* One step first: it builds the graph of B rows (recorded once, then launched). */
+        double decode_s = 0;
+        for (long k = 0; st == NU_OK && k < gen; k++) {
+            for (uint32_t i = 0; i < B; i++)
+                rows[i] = (nu_llm_row){ids[i], slots[i], NU_LLM_OUTPUT_ARGMAX};
+            uint64_t a = bench_now_ns();
+            st = nu_llm_model_step(m, rows, B, NULL, ids);
+            if (k > 0)
+                decode_s += (double)(bench_now_ns() - a) * 1e-9;
+        }
+        for (uint32_t i = 0; i < B; i++)
+            nu_llm_model_seq_release(m, slots[i]);
+        if (st != NU_OK) {
+            fprintf(stderr, "nuvec bench llm: batch %u: %s (%s)\n", B, nu_status_string(st), nu_llm_error_message());
+            status = 1;
+            break;
+        }
+        double steps = (double)(gen - 1), agg = decode_s > 0 ? steps * B / decode_s : 0, per = agg / B;
+        double pps = prefill_s > 0 ? n / prefill_s : 0;
+        if (list) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "sequences", B);
+            cJSON_AddNumberToObject(o, "prompt_rows", n);
+            cJSON_AddNumberToObject(o, "prefill_tokens_per_s", pps);
+            cJSON_AddNumberToObject(o, "decode_tokens_per_s", agg);
+            cJSON_AddNumberToObject(o, "decode_tokens_per_s_per_sequence", per);
+            cJSON_AddItemToArray(list, o);
+        } else {
+            printf("  %8u %14.0f %16.1f %16.1f\n", B, pps, agg, per);
+        }
+    }
+    if (root) {
+        cli_llm_memory_json(root, m);
+        if (status == 0)
+            status = bench_json_print("llm", root);
+        else
+            cJSON_Delete(root);
+    } else if (status == 0) {
+        printf("  ");
+        cli_llm_memory_line(stdout, m);
+    }
+    free(rows), free(slots), free(ids);
+    nu_llm_model_free(m);
+    return status;
+}
+
 int bench_llm(int argc, char **argv)
 {
     uint64_t t_start = bench_now_ns();
     const char *model_path = NULL, *shape = NULL, *dtype = NULL, *select = NULL, *kv = "f16";
     long prompt = 512, gen = 128;
     bool json = false, keep = false;
+    uint32_t batches[32], nb = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model_path = argv[++i];
@@ -116,6 +234,12 @@ int bench_llm(int argc, char **argv)
             kv = argv[++i];
         else if (!strcmp(argv[i], "--keep"))
             keep = true;
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            if (!parse_batches(argv[++i], batches, &nb, 32)) {
+                fprintf(stderr, "nuvec bench llm: --batch wants counts like 1,4,16,64 (1 to 4096, at most 32)\n");
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "-p") && i + 1 < argc) {
             if (!bench_parse_count("llm", "-p", argv[++i], 1, 1 << 20, &prompt))
                 return 2;
@@ -161,6 +285,11 @@ int bench_llm(int argc, char **argv)
     int32_t *tokens = NULL, *gpu_ids = NULL, *cpu_ids = NULL;
     if (!bench_open("llm", select, &d))
         goto out;
+    if (nb) {
+        status = bench_batches(d, model_path, !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32, prompt, gen, batches,
+                               nb, json);
+        goto out;
+    }
     nu_llm_model_options mo = {.kv_dtype = !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32,
                                .max_positions = (uint32_t)(prompt + gen + 1), .measure_peaks = true};
     uint64_t t_open = bench_now_ns();

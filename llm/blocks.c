@@ -84,10 +84,13 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
                                  const nu_tensor *v3, const nu_tensor *q_out, const nu_tensor *att3)
 {
     const nu_llm_config *c = &p->hp->cfg;
+    /* RoPE as the architecture reads it: its base, linear position scaling, frequency divisors. */
+    nu_rope_desc rope = {.layout = p->hp->rope_layout, .theta = c->rope_theta, .linear_factor = p->hp->rope_linear,
+                         .freq_factors = p->rope_freqs};
     if (p->per_row) {
         nu_tensor kc = nu_llm__kv_k(p->kv, layer), vc = nu_llm__kv_v(p->kv, layer);
-        nu_rope_desc rope_q = {.layout = p->hp->rope_layout, .theta = c->rope_theta, .positions = &p->positions};
-        nu_rope_desc rope_k = {.layout = p->hp->rope_layout, .theta = c->rope_theta};
+        nu_rope_desc rope_q = rope, rope_k = rope;
+        rope_q.positions = &p->positions;
         nu_kv_write_desc kw = {&p->positions, &p->slots, &rope_k}, vw = {&p->positions, &p->slots, NULL};
         TRY(nu_op_rope(p->c, q_out, q3, &rope_q));
         TRY(nu_op_kv_write(p->c, &kc, k3, &kw));
@@ -100,9 +103,8 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
     }
     nu_llm_layer_params *pp = p->graph ? &p->params[layer] : NULL;
     nu_tensor kc = nu_llm__kv_slot(p->kv, false, layer, p->slot), vc = nu_llm__kv_slot(p->kv, true, layer, p->slot);
-    nu_rope_desc rope_q = {p->hp->rope_layout, c->rope_theta, 0, (int32_t)p->start, NULL};
-    nu_rope_desc rope_k = rope_q;
-    rope_k.position_offset = 0; /* the append's position drives it */
+    nu_rope_desc rope_q = rope, rope_k = rope; /* k: the append's position drives it */
+    rope_q.position_offset = (int32_t)p->start;
     TRY(nu_op_rope(p->c, q_out, q3, &rope_q));
     if (pp)
         TRY(nu_op_graph_param(p->c, NU_OP_VALUE_POSITION, &pp->q_rope));

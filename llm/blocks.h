@@ -67,6 +67,7 @@ struct nu_llm_pass {
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
     bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
     bool pending;             /* tmp holds a block's output not yet added to x */
+    const nu_tensor *rope_freqs; /* RoPE's frequency divisors (NU_LLM_W_ROPE_FREQS), or NULL */
     bool per_row;             /* rows' slots and positions from `slots` and `positions` (I32 [rows]) */
     nu_tensor positions, slots;
 };

@@ -101,6 +101,7 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
     p.fused = r->o.fusion && rows <= NU_MATVEC_MAX_ROWS;
     p.f16_inputs = r->o.prefill_f16 && rows > NU_MATVEC_MAX_ROWS;
     p.w16 = r->o.prefill_f16;
+    p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
     return p;
 }
 

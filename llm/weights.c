@@ -10,6 +10,7 @@
 
 static const char *const ROLE_NAMES[NU_LLM_W_ROLE_COUNT] = {
     [NU_LLM_W_EMBED] = "embed",        [NU_LLM_W_OUT_NORM] = "out_norm", [NU_LLM_W_OUTPUT] = "output",
+    [NU_LLM_W_ROPE_FREQS] = "rope_freqs",
     [NU_LLM_W_ATTN_NORM] = "attn_norm", [NU_LLM_W_Q] = "q",              [NU_LLM_W_K] = "k",
     [NU_LLM_W_V] = "v",                [NU_LLM_W_O] = "o",               [NU_LLM_W_FFN_NORM] = "ffn_norm",
     [NU_LLM_W_GATE] = "gate",          [NU_LLM_W_UP] = "up",             [NU_LLM_W_DOWN] = "down"};
@@ -35,6 +36,7 @@ static int64_t dim_of(const nu_llm_hparams *hp, nu_llm_dim d)
     case NU_LLM_DIM_KV: return (int64_t)c->kv_heads * c->head_dim;
     case NU_LLM_DIM_FFN: return c->ffn;
     case NU_LLM_DIM_VOCAB: return c->vocab;
+    case NU_LLM_DIM_HALF_HEAD: return c->head_dim / 2;
     default: return 0;
     }
 }
@@ -83,6 +85,8 @@ static nu_status check(const nu_llm_file_tensor *f, const nu_llm_tensor_spec *sp
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s is %s; F32, F16, BF16%s expected", f->name,
                             f->type_name ? f->type_name : nu_dtype_name(f->dtype),
                             spec->flags & NU_LLM_T_MATRIX ? " or a block format the products read" : " (a vector)");
+    if (spec->role == NU_LLM_W_ROPE_FREQS && f->dtype != NU_DTYPE_F32)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s is %s; F32 expected", f->name, nu_dtype_name(f->dtype));
     p->file = f;
     p->role = spec->role;
     p->layer = layer;
@@ -131,6 +135,8 @@ static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu
                 continue;
             if (spec->role == NU_LLM_W_OUTPUT && c->tied_embeddings)
                 continue; /* tied: the embedding serves (a stored lm_head is what transformers ties away) */
+            if (!(nu_llm__source_kind(s) == NU_LLM_SOURCE_GGUF ? spec->gguf : spec->hf))
+                continue; /* not a tensor of this format (made from the metadata, if at all) */
             char name[160];
             tensor_name(s, spec, layer, name, sizeof name);
             const nu_llm_file_tensor *f = nu_llm__source_find(s, name);
@@ -315,6 +321,34 @@ static nu_status finish(nu_device *d, nu_commands **c)
     return st;
 }
 
+/* The RoPE frequency divisors the architecture made from the metadata, as a device tensor. */
+static nu_status made_rope_factors(nu_device *d, nu_llm_weights *w, const nu_llm_hparams *hp)
+{
+    int64_t n = hp->cfg.head_dim / 2;
+    nu_buffer *b = NULL;
+    nu_status st = nu_buffer_new(d, (size_t)n * 4, NU_STORAGE_PRIVATE, &b);
+    nu_commands *c = NULL;
+    if (st == NU_OK)
+        st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c);
+    if (st == NU_OK)
+        st = nu_commands_upload(c, b, 0, hp->rope_factors, (size_t)n * 4);
+    if (st == NU_OK)
+        st = nu_commands_commit(c);
+    if (st == NU_OK)
+        st = nu_commands_wait(c, NU_WAIT_FOREVER);
+    nu_commands_free(c);
+    if (st != NU_OK) {
+        nu_buffer_free(b);
+        return nu_llm__fail(st, FN ": the RoPE frequency factors: %s", nu_error_message(d));
+    }
+    nu_buffer_set_name(b, "llm rope factors");
+    if ((st = keep(w, b)) != NU_OK)
+        return st;
+    w->global[NU_LLM_W_ROPE_FREQS] = nu_tensor_make(b, 0, NU_DTYPE_F32, 1, &n);
+    w->has_global[NU_LLM_W_ROPE_FREQS] = true;
+    return NU_OK;
+}
+
 /* a's and b's rows as one matrix where b follows a in the same buffer with the same dtype. */
 static bool stacked(const nu_tensor *a, const nu_tensor *b, nu_tensor *out)
 {
@@ -374,6 +408,8 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
     st = st != NU_OK ? st : done;
     if (st == NU_OK && converted && !o->keep_cache)
         nu_memory_clear_cache(d); /* the staging's memory, returned when the copies completed */
+    if (st == NU_OK && hp->rope_factors_made && !w->has_global[NU_LLM_W_ROPE_FREQS])
+        st = made_rope_factors(d, w, hp);
     if (st == NU_OK && c->tied_embeddings) {
         w->global[NU_LLM_W_OUTPUT] = w->global[NU_LLM_W_EMBED];
         w->has_global[NU_LLM_W_OUTPUT] = true;

@@ -78,6 +78,14 @@ if p.returncode == 0:
     check(o["decode_ids_match"] is True and o["decode_tokens_per_s"] > 0 and o["decode_readback_tokens_per_s"] > 0,
           f"bench llm: {o}")
     check(o.get("device_memory", {}).get("prefill_peak", 0) > 0, f"bench llm device_memory: {o}")
+# `nuvec bench llm --batch`: B sequences at once through nu_llm_model_step.
+p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "3",
+                    "--batch", "1,3", "--json"], capture_output=True, text=True, timeout=600)
+check(p.returncode == 0, f"bench llm --batch: rc {p.returncode}: {p.stderr}")
+if p.returncode == 0:
+    b = json.loads(p.stdout)["batches"]
+    check([x["sequences"] for x in b] == [1, 3] and all(x["decode_tokens_per_s"] > 0 for x in b),
+          f"bench llm --batch: {b}")
 # --max-memory: a model that needs more is refused, saying what it needs.
 rc, out, err = run(f"{models}/aidreams260K/model.gguf", "-n", "3", "--max-memory", "100000")
 check(rc == 1 and "needs" in err and "max_memory" in err, f"--max-memory: rc {rc}: {err}")

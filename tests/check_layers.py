@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_layers.py [SRC_DIR] [--graph]: fails when an include in src/ points up a layer or closes a cycle,
-or when the llm/ component beside src/ includes anything but public headers and its own.
+or when the llm/ component beside src/ includes anything but public headers and its own, or one of its
+parts includes a part above it (LLM_RANKS) or closes a cycle.
 
 src/ is layered; a file may include headers of its own layer and of the layers below it, and the
 public headers (nuvec.h, nuvec/*.h). Layers of one rank (kernel, debug) may not include each other.
@@ -26,13 +27,41 @@ LAYERS = {
     "ops": 5,      # tensors as views, and the kernel library's operations on them
     "runtime": 6,  # opening and closing a device: starts and stops every module
 }
+# llm/'s parts, lowest first (a file may include headers of its own part, of parts of a lower rank,
+# and public headers): keyed by the module's path under llm/ without extension, or its folder.
+LLM_RANKS = {
+    "common": 0,      # failure messages, host allocation
+    "source": 1,      # file formats: GGUF files, Hugging Face folders
+    "tokenizer": 1,   # the tokenizers behind one opaque type, their vocabulary readers
+    "sampler": 1,
+    "vocab": 2,       # a model's files' vocabularies
+    "chat": 2,        # chat templates
+    "arch/arch": 3,   # what an architecture is (roles, hyperparameters), the registry
+    "weights": 4,     # the roster's tensors on the device
+    "kv_cache": 4,    # sequence slots
+    "blocks": 5,      # the shared blocks of a layer
+    "arch": 6,        # the architectures, each written from the blocks
+    "runner": 6,      # prefill passes, decode graphs, batched steps
+    "model": 7,       # the public calls
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]')
 SYSTEM_VULKAN = re.compile(r'^\s*#\s*include\s+<vulkan/')
 
 
 def module(path):
-    return os.path.splitext(path)[0]
+    """A module: x.c with x.h, and with x_int.h, its private header shared by the module's files."""
+    base = os.path.splitext(path)[0]
+    return base[:-4] if base.endswith("_int") else base
+
+
+def llm_part(rel):
+    """The part (LLM_RANKS key) of a file at llm/-relative path rel, or None."""
+    mod = module(rel).replace(os.sep, "/")
+    if mod in LLM_RANKS:
+        return mod
+    top = mod.split("/")[0]
+    return top if top in LLM_RANKS else None
 
 
 def check_component(src, comp):
@@ -41,6 +70,7 @@ def check_component(src, comp):
     header of src/. Returns (files, errors)."""
     errors = []
     files = []
+    arrows = []
     for root, _, names in os.walk(comp):
         for name in sorted(names):
             if name.endswith((".c", ".h")):
@@ -60,9 +90,63 @@ def check_component(src, comp):
                     continue
                 own = [os.path.join(os.path.dirname(path), target), os.path.join(comp, target),
                        os.path.join(comp, "include", target)]
-                if quoted and not any(os.path.exists(o) for o in own):
+                found = [o for o in own if os.path.exists(o)]
+                if quoted and not found:
                     errors.append(f"{rel}:{n}: \"{target}\" is neither a public header nor one of llm/'s")
+                    continue
+                if not quoted or "include" in os.path.relpath(found[0], comp).split(os.sep)[:1]:
+                    continue  # a system header, or the component's public one
+                inner = os.path.relpath(path, comp)
+                tgt = os.path.relpath(os.path.normpath(found[0]), comp)
+                a, b = llm_part(inner), llm_part(tgt)
+                if a is None or b is None:
+                    errors.append(f"{rel}:{n}: {inner if a is None else tgt} is in no part of llm/ (check_layers.py's "
+                                  f"LLM_RANKS)")
+                elif LLM_RANKS[b] > LLM_RANKS[a] or (LLM_RANKS[b] == LLM_RANKS[a] and a != b):
+                    errors.append(f"{rel}:{n}: includes \"{target}\": llm/'s {b} is not below {a}")
+                else:
+                    arrows.append((inner, tgt))
+    errors += [f"llm/: cycle between modules: {' -> '.join(c)}" for c in cycles(arrows)]
     return files, errors
+
+
+def cycles(arrows):
+    """The strongly connected components of more than one module (a .c with its .h) of the include
+    arrows, by Tarjan's algorithm."""
+    graph = {}
+    for a, b in arrows:
+        ma, mb = module(a), module(b)
+        if ma != mb:
+            graph.setdefault(ma, set()).add(mb)
+            graph.setdefault(mb, set())
+    index, low, stack, on, comps = {}, {}, [], set(), []
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return comps
 
 
 def main(argv):
@@ -102,40 +186,8 @@ def main(argv):
                 if LAYERS[to_layer] > LAYERS[layer] or (LAYERS[to_layer] == LAYERS[layer] and to_layer != layer):
                     errors.append(f"{f}:{n}: includes \"{target}\": {to_layer}/ is not below {layer}/")
 
-    # Cycles between modules (a .c with its .h), by Tarjan's strongly connected components.
-    graph = {}
-    for a, b in arrows:
-        ma, mb = module(a), module(b)
-        if ma != mb:
-            graph.setdefault(ma, set()).add(mb)
-            graph.setdefault(mb, set())
-    index, low, stack, on, comps = {}, {}, [], set(), []
-    sys.setrecursionlimit(10000)
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                comps.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
+    # Cycles between modules (a .c with its .h).
+    comps = cycles(arrows)
     for comp in comps:
         errors.append("cycle between modules: " + " -> ".join(comp))
 

@@ -142,7 +142,7 @@ bool llm_copy_gguf(const char *src, const char *dst, const llm_gguf_edit *e)
         uint64_t count = t->rank == 2 ? t->shape[0] * t->shape[1] : t->shape[0];
         float *data = malloc((size_t)count * sizeof *data);
         for (uint64_t j = 0; j < count; j++)
-            data[j] = t->value;
+            data[j] = t->data ? t->data[j] : t->value;
         st = gguf_writer_data(w, data, (size_t)count * sizeof *data);
         free(data);
     }

@@ -20,12 +20,14 @@ typedef struct llm_gguf_key {
     const char *string;
 } llm_gguf_key;
 
-/* A tensor to add: F32, rank 1 or 2 (nuvec order), every element `value`. */
+/* A tensor to add: F32, rank 1 or 2 (nuvec order), its elements from `data` (NULL: every element
+ * `value`). */
 typedef struct llm_gguf_tensor {
     const char *name;
     uint32_t rank;
     uint64_t shape[2];
     float value;
+    const float *data;
 } llm_gguf_tensor;
 
 typedef struct llm_gguf_edit {

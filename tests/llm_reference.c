@@ -21,8 +21,8 @@ typedef struct ref_layer {
 
 struct llm_ref {
     uint32_t dim, ffn, layers, heads, kv_heads, head_dim, vocab;
-    double eps, theta;
-    ref_matrix embed, out_norm, output;
+    double eps, theta, linear;
+    ref_matrix embed, out_norm, output, freqs;
     ref_layer *layer;
     uint32_t pos, cap;
 };
@@ -102,6 +102,9 @@ llm_ref *llm_ref_open(const char *path)
     r->head_dim = key_u32(g, "llama.attention.key_length", r->dim / r->heads);
     r->eps = key_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     r->theta = key_f32(g, "llama.rope.freq_base", 10000.0f);
+    r->linear = key_f32(g, "llama.rope.scaling.factor", 0);
+    r->linear = r->linear ? r->linear : 1;
+    load(g, bytes, "rope_freqs.weight", &r->freqs); /* optional */
     bool ok = load(g, bytes, "token_embd.weight", &r->embed) && load(g, bytes, "output_norm.weight", &r->out_norm);
     r->vocab = r->embed.rows;
     if (ok && !load(g, bytes, "output.weight", &r->output))
@@ -135,6 +138,7 @@ void llm_ref_free(llm_ref *r)
     free(r->embed.w);
     free(r->out_norm.w);
     free(r->output.w);
+    free(r->freqs.w);
     for (uint32_t l = 0; l < r->layers; l++) {
         ref_layer *y = &r->layer[l];
         ref_matrix *m[9] = {&y->attn_norm, &y->wq, &y->wk, &y->wv, &y->wo, &y->ffn_norm, &y->gate, &y->up, &y->down};
@@ -172,11 +176,13 @@ static void rms_norm(const double *x, const ref_matrix *g, double eps, uint32_t 
 }
 
 /* Interleaved RoPE (pairs 2i, 2i+1 of each head), as GGUF's llama stores q and k. */
-static void rope(double *v, uint32_t heads, uint32_t hd, uint32_t pos, double theta)
+static void rope(const llm_ref *r, double *v, uint32_t heads, uint32_t pos)
 {
+    uint32_t hd = r->head_dim;
     for (uint32_t h = 0; h < heads; h++)
         for (uint32_t i = 0; i < hd / 2; i++) {
-            double a = pos * pow(theta, -2.0 * i / hd), c = cos(a), s = sin(a);
+            double a = pos / r->linear * pow(r->theta, -2.0 * i / hd) / (r->freqs.w ? r->freqs.w[i] : 1.0);
+            double c = cos(a), s = sin(a);
             double *p = v + (size_t)h * hd + 2 * i, x0 = p[0], x1 = p[1];
             p[0] = x0 * c - x1 * s;
             p[1] = x0 * s + x1 * c;
@@ -217,8 +223,8 @@ void llm_ref_forward(llm_ref *r, const int32_t *tokens, size_t n, double *logits
             matvec(&y->wq, xn, q);
             matvec(&y->wk, xn, k);
             matvec(&y->wv, xn, v);
-            rope(q, H, HD, p, r->theta);
-            rope(k, KVH, HD, p, r->theta);
+            rope(r, q, H, p);
+            rope(r, k, KVH, p);
             for (uint32_t h = 0; h < H; h++) {
                 uint32_t kh = h / (H / KVH);
                 double mx = -INFINITY, sum = 0;

@@ -3,7 +3,8 @@
  * grouped-query causal attention, SwiGLU, tied or separate output), for tests that check the
  * runtime's logits. It reads the file's bytes itself (nu_gguf_parse: no device) and takes F32
  * and F16 tensors. head_dim is llama.attention.key_length where present, else dim / heads; RoPE
- * theta llama.rope.freq_base (10000 when absent). */
+ * theta llama.rope.freq_base (10000 when absent), positions divided by llama.rope.scaling.factor
+ * (type linear), pair i's frequency divided by rope_freqs.weight[i] where the file has it. */
 #ifndef TESTS_LLM_REFERENCE_H
 #define TESTS_LLM_REFERENCE_H
 

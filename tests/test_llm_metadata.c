@@ -1,6 +1,8 @@
 /* test_llm_metadata.c: what a model's metadata and tensors may say, and what nuvec does with it
- * (llm/gguf.c, llm/hf.c): a Llama 3.1-style file with rope_freqs.weight is refused naming the
- * tensor (it ran with plain RoPE, wrong logits, before); a file without the optional
+ * (llm/arch/llama.c, llm/source/): a Llama 3.1-style file with rope_freqs.weight runs with its
+ * frequency divisors (it ran with plain RoPE, wrong logits, before issue 28; then it was refused),
+ * as do linear RoPE scaling and config.json's llama3 and linear rope_scaling, each matching a
+ * float64 reference forward at positions to 100; a file without the optional
  * llama.rope.dimension_count runs, with the logits of the file that has it; head_dim comes from
  * llama.attention.key_length (a Mistral Nemo-style file: head_dim twice dim / heads) and the
  * model's logits then match a float64 reference forward written in the test; every metadata key
@@ -24,7 +26,7 @@
 #define KEY_F32(k, v) ((llm_gguf_key){(k), NU_GGUF_FLOAT32, (v), false, NULL})
 #define KEY_BOOL(k, v) ((llm_gguf_key){(k), NU_GGUF_BOOL, 0, (v), NULL})
 #define KEY_STR(k, v) ((llm_gguf_key){(k), NU_GGUF_STRING, 0, false, (v)})
-#define TENSOR(n, r, a, b) ((llm_gguf_tensor){(n), (r), {(a), (b)}, 1.0f})
+#define TENSOR(n, r, a, b) ((llm_gguf_tensor){(n), (r), {(a), (b)}, 1.0f, NULL})
 
 static const char *tmp_path(const char *name)
 {
@@ -74,14 +76,110 @@ static void run(nu_device *d, const char *path, float *logits, uint32_t vocab)
     nu_llm_model_free(m);
 }
 
-/* Issue: a Llama 3.1-style file (rope_freqs.weight, the per-pair RoPE frequency factors) ran with
- * plain RoPE. It is refused, naming the tensor, until the scaling is built. */
-static void rope_freqs_is_refused(void **state)
+/* The model at `path` against the float64 reference forward of the GGUF file `ref_path`: a prompt
+ * of np tokens, then decode steps to 12 more; the logits of the prompt's last and each decode step
+ * within `tol` of their range. Returns the largest difference over the range seen. */
+static double against_reference(nu_device *d, const char *path, const char *ref_path, uint32_t np, double tol)
+{
+    enum { MORE = 12, MAXT = 128 };
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, path, NULL, &m));
+    uint32_t V = nu_llm_model_config(m)->vocab;
+    llm_ref *ref = llm_ref_open(ref_path);
+    assert_non_null(ref);
+    assert_int_equal(llm_ref_vocab(ref), V);
+    int32_t tokens[MAXT];
+    uint32_t n = np + MORE;
+    assert_true(n <= MAXT);
+    for (uint32_t i = 0; i < n; i++)
+        tokens[i] = i ? (int32_t)(3 + (i * 97) % (V - 3)) : 1;
+    double *want = malloc((size_t)n * V * sizeof *want);
+    float *got = malloc(V * sizeof *got);
+    llm_ref_forward(ref, tokens, n, want);
+    double worst = 0, range = 0;
+    for (uint32_t at = np - 1; at < n; at++) {
+        if (at == np - 1)
+            LLM_OK(nu_llm_model_prefill(m, tokens, np, got));
+        else
+            LLM_OK(nu_llm_model_decode(m, tokens[at], got));
+        double lo = INFINITY, hi = -INFINITY;
+        for (uint32_t i = 0; i < V; i++) {
+            double w = want[(size_t)at * V + i];
+            worst = fmax(worst, fabs(got[i] - w));
+            lo = fmin(lo, w), hi = fmax(hi, w);
+        }
+        range = fmax(range, hi - lo);
+    }
+    assert_true(range > 0);
+    if (tol && worst > tol * range)
+        fail_msg("%s: logits within %g of the reference's (range %g); %g of the range allowed", path, worst, range, tol);
+    free(want);
+    free(got);
+    llm_ref_free(ref);
+    nu_llm_model_free(m);
+    return worst / range;
+}
+
+/* Issue: a Llama 3.1-style file (rope_freqs.weight, the per-pair RoPE frequency divisors) ran with
+ * plain RoPE: now the divisors apply. Linear RoPE scaling divides the positions. Each matches the
+ * reference to 1e-4 of the logits' range, while the same weights without the scaling are off by
+ * far more (the check sees the scaling). */
+static void rope_scaling_runs(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
-    llm_expect_refused(d, with_tensor("rope_freqs.gguf", TENSOR("rope_freqs.weight", 1, 8, 0)),
-                       NU_ERROR_UNSUPPORTED, "rope_freqs.weight");
+    float factors[8] = {1, 1.5f, 2, 3, 4, 5, 6, 8};
+    llm_gguf_tensor freqs = {"rope_freqs.weight", 1, {8, 0}, 0, factors};
+    const char *with_freqs = with_tensor("rope_freqs.gguf", freqs);
+    printf("rope_freqs: within %.3g of the range\n", against_reference(d, with_freqs, with_freqs, 100, 1e-4));
+    double off = against_reference(d, llm_model_path("aidreams260K/model.gguf"), with_freqs, 100, 0);
+    printf("without the divisors: %.3g of the range\n", off);
+    assert_true(off > 1e-2);
+    const char *linear = with_key("linear.gguf", KEY_F32("llama.rope.scaling.factor", 4));
+    printf("linear 4: within %.3g of the range\n", against_reference(d, linear, linear, 100, 1e-4));
+    assert_true(against_reference(d, llm_model_path("aidreams260K/model.gguf"), linear, 100, 0) > 1e-2);
+    nt_close(d);
+}
+
+/* config.json's rope_scaling: llama3 (the divisors made as transformers makes them) and linear run,
+ * matching the GGUF model with the same scaling. */
+static void hf_rope_scaling_runs(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    char weights[1100], dir[1100];
+    snprintf(weights, sizeof weights, "%s", llm_model_path("aidreams260K/hf/model.safetensors"));
+    /* transformers' llama3 scaling in double: factor 8, low 1, high 4, original context 32. */
+    float factors[8];
+    for (int i = 0; i < 8; i++) {
+        double wavelen = 2 * M_PI / pow(10000.0, -2.0 * i / 16), f;
+        if (wavelen < 32.0 / 4)
+            f = 1;
+        else if (wavelen > 32.0 / 1)
+            f = 8;
+        else {
+            double smooth = (32.0 / wavelen - 1) / (4 - 1);
+            f = 1 / ((1 - smooth) / 8 + smooth);
+        }
+        factors[i] = (float)f;
+    }
+    llm_gguf_tensor freqs = {"rope_freqs.weight", 1, {8, 0}, 0, factors};
+    const char *ref = with_tensor("llama3_ref.gguf", freqs);
+    snprintf(dir, sizeof dir, "%s/llm_meta_llama3", nt_tmp_dir());
+    llm_make_folder(dir, llm_config_with("rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": "
+                                         "1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 32}"),
+                    weights);
+    printf("config.json llama3: within %.3g of the range\n", against_reference(d, dir, ref, 100, 1e-4));
+    const char *linear = with_key("linear2.gguf", KEY_F32("llama.rope.scaling.factor", 2));
+    snprintf(dir, sizeof dir, "%s/llm_meta_linear", nt_tmp_dir());
+    llm_make_folder(dir, llm_config_with("rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}"), weights);
+    printf("config.json linear 2: within %.3g of the range\n", against_reference(d, dir, linear, 100, 1e-4));
+    /* Malformed llama3 parameters. */
+    snprintf(dir, sizeof dir, "%s/llm_meta_llama3_bad", nt_tmp_dir());
+    llm_make_folder(dir, llm_config_with("rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": "
+                                         "4.0, \"high_freq_factor\": 1.0, \"original_max_position_embeddings\": 32}"),
+                    weights);
+    llm_expect_refused(d, dir, NU_ERROR_FORMAT, "high_freq_factor");
     nt_close(d);
 }
 
@@ -194,8 +292,6 @@ static void unimplemented_keys_are_refused(void **state)
         {KEY_BOOL("llama.attention.causal", false), "non-causal"},
         {KEY_STR("llama.rope.scaling.type", "llama3"), "llama3"},
         {KEY_STR("llama.rope.scaling.type", "yarn"), "yarn"},
-        {KEY_F32("llama.rope.scaling.factor", 4), "llama.rope.scaling.factor"},
-        {KEY_F32("llama.rope.scale_linear", 2), "linear RoPE scaling by 2"},
         {KEY_F32("llama.rope.scaling.attn_factor", 1.5), "llama.rope.scaling.attn_factor"},
         {KEY_U32("llama.rope.dimension_sections", 4), "llama.rope.dimension_sections"},
         {KEY_U32("llama.some_future_key", 1), "llama.some_future_key"},
@@ -206,6 +302,9 @@ static void unimplemented_keys_are_refused(void **state)
         snprintf(name, sizeof name, "key%zu.gguf", i);
         llm_expect_refused(d, with_key(name, cases[i].key), NU_ERROR_UNSUPPORTED, cases[i].words);
     }
+    /* A linear factor below 1 is malformed. */
+    llm_expect_refused(d, with_key("factor_half.gguf", KEY_F32("llama.rope.scaling.factor", 0.5)), NU_ERROR_FORMAT,
+                       "llama.rope.scaling.factor");
     /* A per-layer array where nuvec reads one number: named with its type. */
     llm_expect_refused(d, with_key("heads_string.gguf", KEY_STR("llama.attention.head_count", "4")),
                        NU_ERROR_FORMAT, "llama.attention.head_count");
@@ -287,8 +386,8 @@ static void config_json_keys(void **state)
         {"sliding_window", "4096", "sliding_window"},
         {"partial_rotary_factor", "0.5", "partial_rotary_factor"},
         {"model_type", "\"mistral\"", "model_type mistral"},
-        {"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}", "rope_scaling of type llama3"},
-        {"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}", "rope_scaling of type linear"},
+        {"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}", "rope_scaling of type yarn"},
+        {"rope_scaling", "{\"rope_type\": \"longrope\", \"factor\": 4.0}", "rope_scaling of type longrope"},
         {"attention_bias", "true", "attention_bias"},
         {"mlp_bias", "true", "mlp_bias"},
         {"hidden_act", "\"gelu\"", "hidden_act gelu"},
@@ -336,7 +435,8 @@ static void config_json_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rope_freqs_is_refused),
+        cmocka_unit_test(rope_scaling_runs),
+        cmocka_unit_test(hf_rope_scaling_runs),
         cmocka_unit_test(rope_dimension_count_is_optional),
         cmocka_unit_test(key_length_is_head_dim),
         cmocka_unit_test(unimplemented_keys_are_refused),

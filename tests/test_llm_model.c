@@ -690,7 +690,7 @@ static void refuses_bad_models(void **state)
                    NU_ERROR_UNSUPPORTED, "head_dim 4");
     llm_expect_refused(d, make_folder("gqa", llm_config_with("num_key_value_heads", "3"), true),
                    NU_ERROR_FORMAT, "multiple");
-    llm_expect_refused(d, make_folder("scaling", llm_config_with("rope_scaling", "{\"type\": \"llama3\"}"), true),
+    llm_expect_refused(d, make_folder("scaling", llm_config_with("rope_scaling", "{\"type\": \"dynamic\"}"), true),
                    NU_ERROR_UNSUPPORTED, "rope_scaling");
 
     /* Bad calls on a good model. */

@@ -22,6 +22,8 @@ typedef enum nu_llm_role {
     NU_LLM_W_EMBED,     /* [vocab, dim] */
     NU_LLM_W_OUT_NORM,  /* [dim] */
     NU_LLM_W_OUTPUT,    /* [vocab, dim]; absent: tied to the embedding */
+    NU_LLM_W_ROPE_FREQS, /* [head_dim / 2] F32: each RoPE pair's frequency divisor (Llama 3.1's
+                          * rope_freqs.weight; or made from config.json's rope_scaling) */
     NU_LLM_W_GLOBAL_COUNT,
     NU_LLM_W_ATTN_NORM = NU_LLM_W_GLOBAL_COUNT, /* [dim] */
     NU_LLM_W_Q,         /* [heads * head_dim, dim] */
@@ -43,6 +45,7 @@ typedef enum nu_llm_dim {
     NU_LLM_DIM_KV,    /* kv_heads * head_dim */
     NU_LLM_DIM_FFN,   /* ffn */
     NU_LLM_DIM_VOCAB, /* vocab */
+    NU_LLM_DIM_HALF_HEAD, /* head_dim / 2 */
 } nu_llm_dim;
 
 #define NU_LLM_T_OPTIONAL 1u /* the file may lack it */
@@ -60,6 +63,11 @@ typedef struct nu_llm_tensor_spec {
 typedef struct nu_llm_hparams {
     nu_llm_config cfg;
     nu_rope_layout rope_layout; /* how the file's q and k rows pair the rotated elements */
+    float rope_linear;          /* positions divided by it (linear RoPE scaling); 0 or 1: none */
+    /* Frequency divisors made from the metadata (config.json's llama3 rope_scaling), for the
+     * weights to put on the device as NU_LLM_W_ROPE_FREQS where the file has no such tensor. */
+    bool rope_factors_made;
+    float rope_factors[128];
 } nu_llm_hparams;
 
 typedef struct nu_llm_pass nu_llm_pass;       /* llm/blocks.h */

@@ -75,6 +75,7 @@ static const nu_llm_tensor_spec ROSTER[] = {
     {NU_LLM_W_EMBED, "token_embd.weight", "model.embed_tokens.weight", NU_LLM_DIM_VOCAB, NU_LLM_DIM_MODEL, MX},
     {NU_LLM_W_OUT_NORM, "output_norm.weight", "model.norm.weight", NU_LLM_DIM_MODEL, NA, 0},
     {NU_LLM_W_OUTPUT, "output.weight", "lm_head.weight", NU_LLM_DIM_VOCAB, NU_LLM_DIM_MODEL, MX | NU_LLM_T_OPTIONAL},
+    {NU_LLM_W_ROPE_FREQS, "rope_freqs.weight", NULL, NU_LLM_DIM_HALF_HEAD, NA, NU_LLM_T_OPTIONAL},
     {NU_LLM_W_ATTN_NORM, "blk.%u.attn_norm.weight", "model.layers.%u.input_layernorm.weight", NU_LLM_DIM_MODEL, NA, 0},
     {NU_LLM_W_Q, "blk.%u.attn_q.weight", "model.layers.%u.self_attn.q_proj.weight", NU_LLM_DIM_Q, NU_LLM_DIM_MODEL, MX},
     {NU_LLM_W_K, "blk.%u.attn_k.weight", "model.layers.%u.self_attn.k_proj.weight", NU_LLM_DIM_KV, NU_LLM_DIM_MODEL, MX},
@@ -100,12 +101,50 @@ static const char *const IGNORED[] = {"model.layers.%u.self_attn.rotary_emb.inv_
             return st_;                                                                                            \
     } while (0)
 
-/* RoPE scaling as llama.cpp reads a GGUF file: the type defaults to linear and the factor to 1 (0
- * means 1), so only a factor other than 1, a type other than none or linear, or an attention
- * factor other than 1 changes the arithmetic; nuvec runs none of those yet. config.json: a
- * rope_scaling object of any type but transformers' "default". */
-static nu_status check_rope_scaling(const nu_llm_source *s)
+/* Llama 3.1's frequency divisors from config.json's rope_scaling (rope_type "llama3": factor,
+ * low_freq_factor, high_freq_factor, original_max_position_embeddings), as transformers and
+ * llama.cpp's converter compute them: pairs whose wavelength is under the original context over
+ * high_freq_factor keep their frequency, those over it over low_freq_factor are divided by
+ * factor, and those between are blended. */
+static nu_status llama3_factors(const cJSON *scaling, nu_llm_hparams *hp)
 {
+    const char *names[4] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+    double v[4];
+    for (int i = 0; i < 4; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(scaling, names[i]);
+        if (!cJSON_IsNumber(x) || !(x->valuedouble > 0) || !isfinite(x->valuedouble))
+            return nu_llm__fail(NU_ERROR_FORMAT, FN ": rope_scaling's %s is not a positive number", names[i]);
+        v[i] = x->valuedouble;
+    }
+    if (!(v[2] > v[1]))
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": rope_scaling's high_freq_factor %g is not above low_freq_factor %g",
+                            v[2], v[1]);
+    uint32_t half = hp->cfg.head_dim / 2;
+    double low_wavelen = v[3] / v[1], high_wavelen = v[3] / v[2];
+    for (uint32_t i = 0; i < half; i++) {
+        double freq = pow(hp->cfg.rope_theta, -2.0 * i / hp->cfg.head_dim), wavelen = 2 * M_PI / freq, f;
+        if (wavelen < high_wavelen)
+            f = 1;
+        else if (wavelen > low_wavelen)
+            f = v[0];
+        else {
+            double smooth = (v[3] / wavelen - v[1]) / (v[2] - v[1]);
+            f = 1 / ((1 - smooth) / v[0] + smooth);
+        }
+        hp->rope_factors[i] = (float)f;
+    }
+    hp->rope_factors_made = true;
+    return NU_OK;
+}
+
+/* RoPE scaling. GGUF, as llama.cpp reads it: the type defaults to linear and the factor to 1 (0
+ * means 1); types none and linear run (positions divided by the factor); Llama 3.1's scaling is
+ * the file's rope_freqs.weight tensor (read by the roster); an attention factor other than 1 and
+ * other types (yarn, longrope) are refused by name. config.json: rope_scaling's rope_type (or
+ * type) "default", "linear" (factor) or "llama3" (its frequency divisors made here). */
+static nu_status read_rope_scaling(const nu_llm_source *s, nu_llm_hparams *hp)
+{
+    hp->rope_linear = 1;
     if (nu_llm__source_kind(s) == NU_LLM_SOURCE_HF) {
         const cJSON *scaling = nu_llm__meta_hf_object(s, "rope_scaling");
         if (!scaling)
@@ -113,10 +152,19 @@ static nu_status check_rope_scaling(const nu_llm_source *s)
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(scaling, "rope_type");
         if (!type)
             type = cJSON_GetObjectItemCaseSensitive(scaling, "type");
-        if (cJSON_IsString(type) && !strcmp(type->valuestring, "default"))
+        const char *t = cJSON_IsString(type) ? type->valuestring : "(none given)";
+        if (!strcmp(t, "default"))
             return NU_OK;
-        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": rope_scaling of type %s is not supported",
-                            cJSON_IsString(type) ? type->valuestring : "(none given)");
+        if (!strcmp(t, "llama3"))
+            return llama3_factors(scaling, hp);
+        if (strcmp(t, "linear"))
+            return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": rope_scaling of type %s is not supported (default, linear "
+                                "and llama3 are)", t);
+        const cJSON *factor = cJSON_GetObjectItemCaseSensitive(scaling, "factor");
+        if (!cJSON_IsNumber(factor) || !(factor->valuedouble >= 1) || !isfinite(factor->valuedouble))
+            return nu_llm__fail(NU_ERROR_FORMAT, FN ": rope_scaling's factor is not a number of at least 1");
+        hp->rope_linear = (float)factor->valuedouble;
+        return NU_OK;
     }
     char type[64];
     float zero = 0, one = 1, factor, attn;
@@ -126,13 +174,16 @@ static nu_status check_rope_scaling(const nu_llm_source *s)
     TRY(nu_llm__meta_f32(s, ATTN_FACTOR, &one, &attn));
     if (strcmp(type, "none") && strcmp(type, "linear"))
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": RoPE scaling of type %s (llama.rope.scaling.type) is not "
-                            "supported", type);
-    if (!strcmp(type, "linear") && factor != 0 && factor != 1)
-        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": linear RoPE scaling by %g (llama.rope.scaling.factor) is not "
-                            "supported", (double)factor);
+                            "supported (none and linear are; Llama 3.1's is rope_freqs.weight)", type);
     if (attn != 1)
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": a RoPE attention factor of %g (llama.rope.scaling.attn_factor) "
                             "is not supported", (double)attn);
+    if (!strcmp(type, "linear") && factor != 0) {
+        if (!(factor >= 1))
+            return nu_llm__fail(NU_ERROR_FORMAT, FN ": linear RoPE scaling by %g (llama.rope.scaling.factor); at "
+                                "least 1 expected", (double)factor);
+        hp->rope_linear = factor;
+    }
     return NU_OK;
 }
 
@@ -221,7 +272,7 @@ static nu_status read_hparams(const nu_llm_source *s, nu_llm_hparams *hp)
     if (!causal)
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": non-causal attention (llama.attention.causal false) is not "
                             "supported");
-    TRY(check_rope_scaling(s));
+    TRY(read_rope_scaling(s, hp));
     /* GGUF: no output.weight means tied (llama.cpp); config.json: tie_word_embeddings. */
     bool no = false;
     if (gguf)
