@@ -216,7 +216,10 @@ static void admit(srv_engine *e)
         atomic_fetch_sub(&e->mx->queued, 1);
         pthread_mutex_unlock(&e->mu);
         uint32_t slot = UINT32_MAX, reused = 0;
-        nu_llm_sampler_params sp = {r->p.temperature, r->p.top_k, r->p.top_p, r->p.seed};
+        /* Without a seed, each request its own (OpenAI's: sampling differs run to run). */
+        static uint64_t unseeded;
+        uint64_t seed = r->p.has_seed ? r->p.seed : (uint64_t)time(NULL) ^ (++unseeded * 0x9E3779B97F4A7C15ull);
+        nu_llm_sampler_params sp = {r->p.temperature, r->p.top_k, r->p.top_p, seed};
         if (is_cancelled(e, r))
             finish(e, r, FINISH_CANCELLED, 0, NULL);
         else if (nu_llm_model_seq_acquire(e->m, r->prompt, r->n_prompt - 1, &slot, &reused) != NU_OK)
