@@ -4,6 +4,7 @@ pipe: replies stream and are greedy-deterministic, a later turn finds the earlie
 cache (its report on stderr: "N cached"), /reset forgets them (the same first reply again, nothing
 cached), Ctrl-C (SIGINT) stops a reply in progress and at the prompt without ending the program,
 /exit and end of input quit with status 0; bad arguments exit 2."""
+import atexit
 import os
 import re
 import signal
@@ -25,10 +26,22 @@ def check(cond, what):
     return cond
 
 
+chats = []
+
+
+@atexit.register
+def no_chat_left():
+    for c in chats:
+        if c.p.poll() is None:
+            c.p.kill()
+            c.p.wait()
+
+
 class Chat:
     def __init__(self, *args):
         self.p = subprocess.Popen([nuvec, "chat", model, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE)
+        chats.append(self)
         self.out, self.err = b"", b""
         self.cond = threading.Condition()
         for name in ("out", "err"):
@@ -114,6 +127,9 @@ for bad in (["--temp"], ["-n", "0"], ["--frobnicate"], []):
 p = subprocess.run([nuvec, "chat", f"{models}/stories260K/hf"], capture_output=True, text=True, timeout=120,
                    stdin=subprocess.DEVNULL)
 check(p.returncode == 1 and "tokenizer" in p.stderr, f"a model without a tokenizer: {p.returncode} {p.stderr}")
+for c in chats:
+    said = [l for l in c.err.decode(errors="replace").splitlines() if re.search(r"runtime error|Sanitizer", l)]
+    check(not said, f"nuvec chat's stderr: {said[:5]}")
 os.unlink(tpl.name)
 if failures:
     print(f"{len(failures)} failed")

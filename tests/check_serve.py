@@ -10,6 +10,7 @@ identical token for token to the same request served alone, /metrics accounting 
 memory back to its idle level), the official `openai` npm client and the chat page in headless
 Chromium (tests/check_serve_openai.mjs, check_serve_page.mjs; npm packages installed into
 NPM_DIR, pinned), and a drain on SIGTERM."""
+import atexit
 import concurrent.futures
 import http.client
 import json
@@ -38,10 +39,23 @@ def check(cond, what):
     return cond
 
 
+servers = []
+
+
+@atexit.register
+def no_server_left():
+    """However the script ends, the servers it started end too."""
+    for s in servers:
+        if s.p.poll() is None:
+            s.p.kill()
+            s.p.wait()
+
+
 class Server:
     def __init__(self, *args):
         self.p = subprocess.Popen([nuvec, "serve", model, "--port", "0", *args], stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        servers.append(self)
         self.lines = []
         self.port = None
         self.cond = threading.Condition()
@@ -405,6 +419,10 @@ check(len(limited) >= 3 and all(r[1] == "1" and json.loads(r[2])["error"]["type"
 check(small.metrics()["nuvec_queue_rejected_total"] == len(limited), "429s counted")
 check(small.stop() == 0, "the small server stops")
 
+# Nothing a sanitizer (the ASan build's) or the server itself complained about.
+for server in servers:
+    said = [l for l in server.lines if l and re.search(r"runtime error|Sanitizer", l)]
+    check(not said, f"the server's stderr: {''.join(said[:5])}")
 print(f"check_serve: {time.time() - t_start:.1f} s")
 if failures:
     print(f"{len(failures)} failed")

@@ -198,7 +198,8 @@ static bool wire_put(conn *k, const char *a, const char *b, const char *c)
         k->wire = w, k->wire_cap = ncap;
     }
     memcpy(k->wire + k->wire_len, a, la);
-    memcpy(k->wire + k->wire_len + la, b, lb);
+    if (lb)
+        memcpy(k->wire + k->wire_len + la, b, lb);
     memcpy(k->wire + k->wire_len + la + lb, c, lc);
     k->wire_len += la + lb + lc;
     return true;

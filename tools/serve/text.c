@@ -62,7 +62,7 @@ bool gen_text_push(gen_text *t, int32_t id, char *err, size_t cap)
 
 size_t gen_text_ready(const gen_text *t, bool final)
 {
-    if (final || t->stopped)
+    if (final || t->stopped || !t->raw)
         return t->n;
     size_t hold = 0; /* the longest end of raw that begins a stop string */
     for (uint32_t i = 0; i < t->n_stop; i++) {
