@@ -83,7 +83,7 @@ for await (const ch of long) {
   if (++got === 3) { long.controller.abort(); break; }
 }
 let busy = NaN, cancelled = NaN;
-for (let i = 0; i < 100; i++) {
+for (let i = 0; i < 400; i++) {
   busy = await metric("nuvec_slots_busy");
   cancelled = await metric('nuvec_requests_finished_total{reason="cancelled"}');
   if (busy === 0 && cancelled === cancelledBefore + 1) break;
