@@ -28,6 +28,8 @@ nuvec, models, npm_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 # A sanitizer build decodes some ten times slower: its load test is smaller (the full one runs in
 # the normal build).
 sanitized = len(sys.argv) > 4 and sys.argv[4] == "sanitized"
+WAIT = 900 if sanitized else 60  # seconds a request may take
+GREEDY = 12 if sanitized else 40  # tokens of the README's greedy run checked
 model = f"{models}/aidreams260K/model.gguf"
 here = os.path.dirname(os.path.abspath(__file__))
 failures = []
@@ -88,7 +90,7 @@ class Server:
                     raise RuntimeError(f"the server did not say '{text}': {''.join(l for l in self.lines if l)}")
                 self.cond.wait(0.5)
 
-    def request(self, method, path, body=None, headers=None, timeout=60):
+    def request(self, method, path, body=None, headers=None, timeout=WAIT):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
@@ -108,7 +110,7 @@ class Server:
         except ValueError:
             return s, h, b
 
-    def stream(self, path, body, timeout=60):
+    def stream(self, path, body, timeout=WAIT):
         """The events of a streamed request: JSON objects, then "[DONE]"."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
@@ -183,16 +185,18 @@ s, _, o = srv.post("/apply-template", {"messages": [{"role": "user", "content": 
 check(s == 200 and o["prompt"] == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", f"/apply-template: {o}")
 
 # Greedy completions: the README's ids and text, whole and streamed.
-s, _, o = srv.post("/v1/completions", {"prompt": "I dream of", "max_tokens": 40, "temperature": 0, "return_tokens": True})
-check(s == 200 and o["choices"][0]["tokens"] == DREAM and o["choices"][0]["text"] == DREAM_TEXT and
-      o["usage"] == {"prompt_tokens": 7, "completion_tokens": 40, "total_tokens": 47,
+s, _, o = srv.post("/v1/completions", {"prompt": "I dream of", "max_tokens": GREEDY, "temperature": 0,
+                                       "return_tokens": True})
+text_of = (lambda t: DREAM_TEXT) if GREEDY == 40 else (lambda t: t if t and DREAM_TEXT.startswith(t) else None)
+check(s == 200 and o["choices"][0]["tokens"] == DREAM[:GREEDY] and o["choices"][0]["text"] == text_of(o["choices"][0]["text"])
+      and o["usage"] == {"prompt_tokens": 7, "completion_tokens": GREEDY, "total_tokens": 7 + GREEDY,
                      "prompt_tokens_details": {"cached_tokens": o["usage"]["prompt_tokens_details"]["cached_tokens"]}},
       f"greedy completion: {o}")
-s, ev = srv.stream("/v1/completions", {"prompt": "I dream of", "max_tokens": 40, "temperature": 0, "stream": True,
+s, ev = srv.stream("/v1/completions", {"prompt": "I dream of", "max_tokens": GREEDY, "temperature": 0, "stream": True,
                                        "return_tokens": True, "stream_options": {"include_usage": True}})
 text, toks, finish, usage = streamed_text(ev)
-check(s == 200 and ev[-1] == "[DONE]" and text == DREAM_TEXT and toks == DREAM and finish == "length" and
-      usage["completion_tokens"] == 40, f"streamed completion: {text!r} {toks} {finish} {usage}")
+check(s == 200 and ev[-1] == "[DONE]" and text == text_of(text) and toks == DREAM[:GREEDY] and finish == "length" and
+      usage["completion_tokens"] == GREEDY, f"streamed completion: {text!r} {toks} {finish} {usage}")
 s, _, o = srv.post("/v1/completions", {"prompt": [[1, 303, 281, 269, 435, 447, 275]], "max_tokens": 5, "temperature": 0,
                                        "return_tokens": True})
 check(s == 200 and o["choices"][0]["tokens"] == DREAM[:5] and o["usage"]["prompt_tokens_details"]["cached_tokens"] == 6,
@@ -324,7 +328,7 @@ def one(i, tokens=TOKENS):
     p = prompts[i % len(prompts)]
     path = "/v1/chat/completions" if "messages" in p else "/v1/completions"
     s, ev = srv.stream(path, {**p, "max_tokens": tokens, "temperature": 0, "stream": True, "return_tokens": True},
-                       timeout=120)
+                       timeout=WAIT)
     return i, s, ev
 
 
@@ -365,7 +369,9 @@ print(f"check_serve: load test: {N} requests from {CLIENTS} clients in {load_s:.
 
 # The official openai client and the chat page in Chromium (npm packages installed once, pinned).
 node = shutil.which("node")
-if check(node is not None and shutil.which("npm") is not None, "node and npm are needed (Debian's nodejs)"):
+if sanitized:  # the same routes as above; the normal build's run covers the npm clients
+    print("check_serve: the openai client and the chat page are skipped in a sanitizer build (too slow here)")
+elif check(node is not None and shutil.which("npm") is not None, "node and npm are needed (Debian's nodejs)"):
     ok = all(os.path.isdir(f"{npm_dir}/node_modules/{p.rsplit('@', 1)[0]}") for p in NPM_PACKAGES)
     if not ok:
         os.makedirs(npm_dir, exist_ok=True)
@@ -383,8 +389,9 @@ if check(node is not None and shutil.which("npm") is not None, "node and npm are
 print(f"check_serve: node clients done at {time.time() - t_start:.1f} s", flush=True)
 
 # SIGTERM drains: a stream under way ends normally, then the server exits 0.
-sock = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
-body = json.dumps({"prompt": "I remember", "max_tokens": 60, "temperature": 0, "stream": True}).encode()
+sock = socket.create_connection(("127.0.0.1", srv.port), timeout=WAIT)
+body = json.dumps({"prompt": "I remember", "max_tokens": 20 if sanitized else 60, "temperature": 0,
+                   "stream": True}).encode()
 sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
              % (len(body), body))
 got = sock.recv(4096)
@@ -395,7 +402,7 @@ while True:
         break
     got += k
 sock.close()
-rc = srv.p.wait(60)
+rc = srv.p.wait(WAIT)
 check(rc == 0 and b"data: [DONE]" in got and b'"finish_reason":"length"' in got and srv.find("stopped"),
       f"drain on SIGTERM: rc {rc}, {got[-200:]}")
 
@@ -404,8 +411,9 @@ small = Server("--parallel", "1", "--queue", "1")
 
 
 def long_stream(i):
-    c = http.client.HTTPConnection("127.0.0.1", small.port, timeout=120)
-    c.request("POST", "/v1/completions", body=json.dumps({"prompt": "I remember", "max_tokens": 100, "temperature": 0,
+    c = http.client.HTTPConnection("127.0.0.1", small.port, timeout=WAIT)
+    c.request("POST", "/v1/completions", body=json.dumps({"prompt": "I remember", "max_tokens": 30 if sanitized else 100,
+                                                           "temperature": 0,
                                                            "stream": True}).encode())
     r = c.getresponse()
     out = (r.status, r.getheader("Retry-After"), r.read())
