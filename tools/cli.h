@@ -24,6 +24,9 @@ int cli_tokenize(int argc, char **argv); /* tools/tokenize.c: a text's token ids
 typedef struct nu_llm_tokenizer nu_llm_tokenizer; /* nuvec_llm/tokenizer.h */
 nu_status cli_tokenize_text(const nu_llm_tokenizer *tok, const char *text, size_t len, bool bos, bool special,
                             int32_t **ids, size_t *n);
+int cli_chat(int argc, char **argv);     /* tools/chat.c: an interactive conversation */
+int cli_serve(int argc, char **argv);    /* tools/serve/: an OpenAI-compatible HTTP server */
+int cli_template(int argc, char **argv); /* tools/template.c: a chat template's prompt (libnuvec_llm) */
 
 double cli_now_s(void); /* seconds on the monotonic clock, for the subcommands' timings (tools/nuvec.c) */
 

@@ -35,6 +35,11 @@ static void usage(FILE *f)
             "                           llama-quantize's per-tensor mix (nuvec quantize --help)\n"
             "  tokenize MODEL (--prompt TEXT | --file FILE) [--no-bos] [--special] [--json]\n"
             "                           the token ids of a text, as generate feeds them (no device needed)\n"
+            "  template MODEL --messages FILE.json [--add-generation-prompt] [--tools FILE.json]\n"
+            "           [--template FILE.jinja]  the prompt a chat template renders (nuvec template --help)\n"
+            "  chat MODEL [--system TEXT]  an interactive conversation, streamed (nuvec chat --help)\n"
+            "  serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N]\n"
+            "                           an OpenAI-compatible HTTP server (nuvec serve --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
@@ -57,6 +62,12 @@ int main(int argc, char **argv)
         return cli_generate(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tokenize"))
         return cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "template"))
+        return cli_template(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "chat"))
+        return cli_chat(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "serve"))
+        return cli_serve(argc - 1, argv + 1);
     if (!strcmp(argv[1], "make-gguf"))
         return cli_make_gguf(argc - 1, argv + 1);
     if (!strcmp(argv[1], "quantize"))

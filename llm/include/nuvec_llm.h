@@ -4,7 +4,8 @@
  * their out-parameters on failure; the message of the last failure of an nu_llm_ call on the
  * calling thread is nu_llm_error_message(). Free calls accept NULL.
  *
- * Sections: errors; tokenizer (nuvec_llm/tokenizer.h); sampler; model. */
+ * Sections: errors; tokenizer (nuvec_llm/tokenizer.h); sampler; model. Chat templates:
+ * nuvec_llm/chat.h (included here). */
 #ifndef NUVEC_LLM_H
 #define NUVEC_LLM_H
 
@@ -16,6 +17,7 @@
 #include "nuvec/dtype.h"
 #include "nuvec/status.h"
 #include "nuvec_llm/tokenizer.h"
+#include "nuvec_llm/chat.h"
 
 #ifdef __cplusplus
 extern "C" {
