@@ -127,8 +127,9 @@ static void numbers_as_python_prints_them(void **state)
 {
     (void)state;
     expect("{{ 1.0 }} {{ 1e-05 }} {{ 1e16 }} {{ 0.1 + 0.2 }} {{ 10 / 4 }} {{ 7 // -2 }} {{ -7 % 3 }} {{ 2 ** -2 }} "
-           "{{ 1.5e300 * 1e10 }} {{ -0.0 }} {{ true }} {{ none }}",
-           NULL, "1.0 1e-05 1e+16 0.30000000000000004 2.5 -4 2 0.25 inf -0.0 True None");
+           "{{ 1.5e300 * 1e10 }} {{ -0.0 }} {{ true }} {{ none }} {{ 1e15 }} {{ 0.0001 }} {{ 123456789.125 }}",
+           NULL, "1.0 1e-05 1e+16 0.30000000000000004 2.5 -4 2 0.25 inf -0.0 True None 1000000000000000.0 0.0001 "
+                 "123456789.125");
     /* JSON numbers keep their kind: 3 is an int, 3.0 a float */
     expect("{{ x }} {{ y }} {{ z }} {{ x + y }} {{ [x, y, z] }}", "{\"x\": 3, \"y\": 3.0, \"z\": 1e100}",
            "3 3.0 1e+100 6.0 [3, 3.0, 1e+100]");
@@ -712,7 +713,8 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
-/* A GGUF file with a vocabulary and chat templates (no tensors: the reader needs none for this). */
+/* A GGUF file with a vocabulary, chat templates and one small tensor (the template reader needs
+ * none; a file without any trips gguf_write.c on an empty tensor table). */
 static void write_gguf(const char *path, bool with_templates)
 {
     gguf_writer *w;
@@ -726,7 +728,10 @@ static void write_gguf(const char *path, bool with_templates)
         NT_OK(gguf_writer_string(w, "tokenizer.chat_template", GGUF_TEMPLATE));
         NT_OK(gguf_writer_string(w, "tokenizer.chat_template.tool_use", GGUF_TOOL_TEMPLATE));
     }
+    NT_OK(gguf_writer_tensor(w, "token_embd.weight", NU_DTYPE_F32, 1, (uint64_t[]){4}));
     NT_OK(gguf_writer_begin(w, path));
+    static const float data[4] = {0};
+    NT_OK(gguf_writer_data(w, data, sizeof data));
     NT_OK(gguf_writer_finish(w));
     gguf_writer_free(w);
 }
@@ -852,7 +857,7 @@ static void chat_contexts(void **state)
 /* Runs a command; its stdout in *out (free() it), its exit status returned, stderr in err. */
 static int run(const char *cmd, char **out, char *err, size_t errcap)
 {
-    char errfile[4200], full[12000];
+    char errfile[4200], full[18000];
     snprintf(errfile, sizeof errfile, "%s/template_cli.err", nt_tmp_dir());
     snprintf(full, sizeof full, "%s 2>'%s'", cmd, errfile);
     FILE *p = popen(full, "r");
@@ -874,10 +879,29 @@ static int run(const char *cmd, char **out, char *err, size_t errcap)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+/* Runs `nuvec template ARGS...`: its exit status must be want_rc, its stdout want_out (NULL: any),
+ * its stderr must hold want_err (NULL: any). */
+static void cli(int want_rc, const char *want_out, const char *want_err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void cli(int want_rc, const char *want_out, const char *want_err, const char *fmt, ...)
+{
+    char args[12000], cmd[13000], err[2000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "'%s' template %s", NUVEC_TOOL, args);
+    char *out;
+    int rc = run(cmd, &out, err, sizeof err);
+    if (rc != want_rc || (want_out && strcmp(out, want_out)) || (want_err && !strstr(err, want_err)))
+        fail_msg("%s\nexit status %d (expected %d)\nstdout [%s]\nstderr [%s]", cmd, rc, want_rc, out, err);
+    free(out);
+}
+
 static void cli_on_gguf_and_folder(void **state)
 {
     (void)state;
-    char gguf[4200], dir[4200], msgs[4200], tools[4200], tpl[4200], cmd[16000], err[2000];
+    char gguf[4200], dir[4200], msgs[4200], tools[4200], tpl[4200];
     snprintf(gguf, sizeof gguf, "%s/cli.gguf", nt_tmp_dir());
     write_gguf(gguf, true);
     snprintf(dir, sizeof dir, "%s/hf_cli", nt_tmp_dir());
@@ -894,46 +918,20 @@ static void cli_on_gguf_and_folder(void **state)
                       "{\"type\": \"function\", \"function\": {\"name\": \"search\"}}]");
     snprintf(tpl, sizeof tpl, "%s/cli.jinja", nt_tmp_dir());
     write_file(tpl, "{{ raise_exception('no ' ~ messages[0].role) if messages | length > 5 }}{{ bos_token }}+{{ messages | length }}\n");
-    char *out;
-    snprintf(cmd, sizeof cmd, "'%s' template '%s' --messages '%s' --add-generation-prompt", NUVEC_TOOL, gguf, msgs);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 0);
-    assert_string_equal(out, "<s>[user]hi</s>[assistant]yo \xC3\xA9</s>[assistant]");
-    free(out);
-    snprintf(cmd, sizeof cmd, "'%s' template '%s' --messages '%s'", NUVEC_TOOL, gguf, msgs);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 0);
-    assert_string_equal(out, "<s>[user]hi</s>[assistant]yo \xC3\xA9</s>");
-    free(out);
-    snprintf(cmd, sizeof cmd, "'%s' template '%s' --messages '%s' --tools '%s'", NUVEC_TOOL, gguf, msgs, tools);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 0);
-    assert_string_equal(out, "<s>TOOLS:get_weather,search|2");
-    free(out);
-    snprintf(cmd, sizeof cmd, "'%s' template '%s' --messages '%s' --var enable_thinking=false", NUVEC_TOOL, dir, msgs);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 0);
-    assert_string_equal(out, "<B>user: hi<E>\nassistant: yo \xC3\xA9<E>\nthink=False");
-    free(out);
+    cli(0, "<s>[user]hi</s>[assistant]yo \xC3\xA9</s>[assistant]", NULL, "'%s' --messages '%s' --add-generation-prompt",
+        gguf, msgs);
+    cli(0, "<s>[user]hi</s>[assistant]yo \xC3\xA9</s>", NULL, "'%s' --messages '%s'", gguf, msgs);
+    cli(0, "<s>TOOLS:get_weather,search|2", NULL, "'%s' --messages '%s' --tools '%s'", gguf, msgs, tools);
+    cli(0, "<B>user: hi<E>\nassistant: yo \xC3\xA9<E>\nthink=False", NULL, "'%s' --messages '%s' --var enable_thinking=false",
+        dir, msgs);
     /* --template with a model: the model's tokens, the file's template */
-    snprintf(cmd, sizeof cmd, "'%s' template '%s' --template '%s' --messages '%s'", NUVEC_TOOL, gguf, tpl, msgs);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 0);
-    assert_string_equal(out, "<s>+2");
-    free(out);
-    /* failures: usage (2), a model without a template, bad JSON, a template that raises (1) */
-    snprintf(cmd, sizeof cmd, "'%s' template '%s'", NUVEC_TOOL, gguf);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 2);
-    free(out);
-    snprintf(cmd, sizeof cmd, "'%s' template '%s/nothing.gguf' --messages '%s'", NUVEC_TOOL, nt_tmp_dir(), msgs);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 1);
-    assert_non_null(strstr(err, "cannot open"));
-    free(out);
-    snprintf(cmd, sizeof cmd, "'%s' template '%s' --messages '%s'", NUVEC_TOOL, gguf, tpl);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 1);
-    assert_non_null(strstr(err, "messages"));
-    free(out);
+    cli(0, "<s>+2", NULL, "'%s' --template '%s' --messages '%s'", gguf, tpl, msgs);
+    /* failures: usage (2), a missing model, bad JSON, a template that raises (1) */
+    cli(2, NULL, NULL, "'%s'", gguf);
+    cli(1, NULL, "cannot open", "'%s/nothing.gguf' --messages '%s'", nt_tmp_dir(), msgs);
+    cli(1, NULL, "messages", "'%s' --messages '%s'", gguf, tpl);
     write_file(tpl, "{{ raise_exception('Only user and assistant roles are supported!') }}");
-    snprintf(cmd, sizeof cmd, "'%s' template --template '%s' --messages '%s'", NUVEC_TOOL, tpl, msgs);
-    assert_int_equal(run(cmd, &out, err, sizeof err), 1);
-    assert_non_null(strstr(err, "raise_exception: Only user and assistant roles are supported!"));
-    assert_string_equal(out, "");
-    free(out);
+    cli(1, "", "raise_exception: Only user and assistant roles are supported!", "--template '%s' --messages '%s'", tpl, msgs);
 }
 
 int main(void)
