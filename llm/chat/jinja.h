@@ -452,7 +452,8 @@ typedef struct jparser {
     jstate *st;
     jtoken *t;
     size_t n, pos;
-    uint32_t depth;        /* nesting of expressions and blocks */
+    uint32_t depth;        /* nesting of expressions (brackets, unary operators) */
+    uint32_t blocks;       /* nesting of blocks */
     uint32_t loops;        /* for loops around (break / continue), reset by macros */
     uint32_t soft;         /* inside if / conditional expressions (Jinja2's soft frames) */
     const struct ends *ends; /* the blocks being parsed (parser.c), for messages */

@@ -11,7 +11,7 @@
 
 #include "jinja.h"
 
-#define MAX_NESTING 64
+#define MAX_NESTING 200 /* brackets and unary operators, two units a level: ~100 levels as Jinja2's */
 
 jnode *j_node(jparser *p, jnk kind, uint32_t line)
 {
@@ -101,7 +101,7 @@ void j_push_kw(jparser *p, jnode *n, size_t *cap, const char *name, jnode *value
 static void enter(jparser *p)
 {
     if (++p->depth > MAX_NESTING)
-        j_fail_at(p->st, j_cur(p)->line, NU_LLM_TEMPLATE_LIMIT, "expressions and blocks nested deeper than %d", MAX_NESTING);
+        j_fail_at(p->st, j_cur(p)->line, NU_LLM_TEMPLATE_LIMIT, "an expression nested deeper than %d", MAX_NESTING / 2);
 }
 
 void j_push_node(jparser *p, jnode ***items, size_t *n, size_t *cap, jnode *x)
@@ -139,10 +139,7 @@ static jnode *parse_condexpr(jparser *p)
 
 jnode *j_parse_expression(jparser *p, bool with_condexpr)
 {
-    enter(p);
-    jnode *n = with_condexpr ? parse_condexpr(p) : parse_or(p);
-    p->depth--;
-    return n;
+    return with_condexpr ? parse_condexpr(p) : parse_or(p);
 }
 
 static jnode *parse_not(jparser *p);

@@ -429,10 +429,10 @@ static void subparse(jparser *p, const ends *e, jnode ***body, size_t *nbody)
         if (e && at_end(p, e->names))
             return;
         p->ends = e ? &here : saved;
-        if (p->depth++ >= 64)
+        if (p->blocks++ >= 64)
             j_fail_at(p->st, t->line, NU_LLM_TEMPLATE_LIMIT, "blocks nested deeper than 64");
         jnode *s = parse_statement(p);
-        p->depth--;
+        p->blocks--;
         p->ends = saved;
         j_push_node(p, body, nbody, &cap, s);
         j_expect(p, TK_BLOCK_END);
