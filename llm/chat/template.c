@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common.h"
+#include "common.h" /* llm/common.h */
 #include "jinja.h"
 
 #define MAX_SOURCE ((size_t)16 << 20)
@@ -13,7 +13,7 @@
 #define DEFAULT_OUTPUT ((size_t)16 << 20)
 #define DEFAULT_MEMORY ((size_t)256 << 20)
 #define DEFAULT_STEPS 50000000ull
-#define DEFAULT_DEPTH 400u
+#define DEFAULT_DEPTH 1000u
 
 static nu_status status_of(nu_llm_template_failure kind)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common.h"
+#include "common.h" /* llm/common.h */
 #include "jinja.h"
 
 /* ---- Arena -------------------------------------------------------------------------------- */

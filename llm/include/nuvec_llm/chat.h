@@ -85,8 +85,9 @@ typedef struct nu_llm_render_options {
     size_t memory_limit;    /* bytes of host memory the render may take: 256 MiB */
     uint64_t step_limit;    /* evaluation steps (an expression, a statement, a loop iteration, or
                              * 64 bytes of string work each): 50,000,000 (about a second) */
-    uint32_t depth_limit;   /* nesting of evaluation (calls, recursive loops, nested
-                             * expressions, about 1 KiB of stack each): 400 */
+    uint32_t depth_limit;   /* nesting of evaluation (calls, recursive loops, nested expressions):
+                             * 1000, about 200 levels of macro recursion (Jinja2 under Python's
+                             * recursion limit takes about 190); 1000 need about 256 KiB of stack */
 } nu_llm_render_options;
 
 /* Renders `tpl` with the members of the JSON object context[0 .. context_length) as its
