@@ -12,7 +12,7 @@
 PACKAGES := cmake make gcc libc6-dev pkg-config python3 libvulkan1 libvulkan-dev mesa-vulkan-drivers \
             vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd libpcre2-dev \
             clang libclang-rt-14-dev g++ python3 patch xz-utils debian-archive-keyring \
-            libmicrohttpd-dev chromium nodejs
+            libmicrohttpd-dev chromium nodejs python3-jinja2
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
@@ -68,7 +68,7 @@ tsan: deps build-tsan/CMakeCache.txt
 # Fuzzing: one libFuzzer target per parser of untrusted input (fuzz/fuzz_<target>.c, seeds in
 # fuzz/corpus/<target>/, an optional fuzz/<target>.dict). Corpora and crash reproducers stay
 # under build-fuzz/ (the seeds are copied there). `make fuzz FUZZ_TARGETS=kernel` runs one.
-FUZZ_TARGETS ?= safetensors gguf kernel llm_tokenizer serve_request
+FUZZ_TARGETS ?= safetensors gguf kernel llm_tokenizer llm_template serve_request
 FUZZ_RUNS ?= 10000000
 FUZZ_SMOKE_SECONDS ?= 30
 FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

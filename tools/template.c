@@ -21,7 +21,8 @@ static void usage(FILE *f)
             "  array of {role, content, ...} messages), as Hugging Face's apply_chat_template renders it.\n"
             "  MODEL: a GGUF file (tokenizer.chat_template; bos/eos from its vocabulary) or a Hugging Face\n"
             "  folder (chat_template.jinja or tokenizer_config.json). --template FILE.jinja renders that file\n"
-            "  instead (MODEL may then be left out; with MODEL, its bos/eos tokens are still used). --tools:\n"
+            "  instead (MODEL may then be left out; with MODEL, its bos/eos tokens are still used, when it has\n"
+            "  a chat template to read them with). --tools:\n"
             "  a JSON array of tool definitions. --name: a named template (default: tool_use with --tools when\n"
             "  the model has one, else default). --var NAME=JSON: one more variable (enable_thinking=false).\n"
             "  --now: strftime_now's time in seconds since 1970 (default: the clock). --context: the template's\n"
@@ -139,11 +140,11 @@ int cli_template(int argc, char **argv)
     }
     nu_llm_chat_template ct = {0};
     if (model && nu_llm_chat_template_from_model(model, template_path ? NULL : name, tools_path != NULL, &ct) != NU_OK) {
-        /* with --template, a model without a chat template still gives its tokens */
         if (!template_path) {
             fprintf(stderr, "nuvec template: %s\n", nu_llm_error_message());
             goto done;
         }
+        fprintf(stderr, "nuvec template: %s; bos_token and eos_token are left undefined\n", nu_llm_error_message());
     }
     size_t src_len = ct.length, msg_len = 0, tools_len = 0;
     char *src = template_path ? slurp(template_path, &src_len) : NULL;

@@ -231,17 +231,31 @@ static jv strftime_now(jstate *st, jargs *a)
             j_buf_addc(st, &b, *p++);
             continue;
         }
-        char c = p[1];
-        p += 2;
+        /* one directive: glibc's flags and width, an E or O modifier, the conversion */
+        const char *q = p + 1;
+        while (q < end && strchr("_-0^#", *q) && q - p < 4)
+            q++;
+        while (q < end && *q >= '0' && *q <= '9' && q - p < 8)
+            q++;
+        if (q < end && (*q == 'E' || *q == 'O'))
+            q++;
+        char c = q < end ? *q : 0;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '%')) {
+            j_buf_addc(st, &b, *p++); /* not a directive: the '%' stays, as the C library leaves it */
+            continue;
+        }
+        q++;
         if (c == 'f') {
             j_buf_addf(st, &b, "%06ld", usec);
         } else if (c == 'z' || c == 'Z') {
             /* a naive datetime has no zone */
         } else {
-            char spec[3] = {'%', c, 0}, out[128];
+            char spec[16], out[256];
+            snprintf(spec, sizeof spec, "%.*s", (int)(q - p), p);
             size_t n = strftime(out, sizeof out, spec, &tm);
             j_buf_add(st, &b, out, n);
         }
+        p = q;
     }
     return j_buf_str(st, &b);
 }

@@ -332,9 +332,7 @@ static jv repeat(jstate *st, jv seq, int64_t times)
         jbuf b = {0};
         for (int64_t i = 0; i < times; i++)
             j_buf_add(st, &b, seq.s->p, seq.s->len);
-        jv out = j_buf_str(st, &b);
-        out.markup = seq.markup;
-        return out;
+        return j_buf_str_markup(st, &b, seq.markup);
     }
     const jlist *l = seq.l;
     if (l->n && (uint64_t)times > ((size_t)1 << 28) / l->n)
@@ -465,8 +463,10 @@ jv j_binop(jstate *st, int op, jv a, jv b)
         if (a.t == JT_LIST && b.t == JT_LIST && (a.l->kind == JL_LIST || a.l->kind == JL_TUPLE) &&
             a.l->kind == b.l->kind) {
             jlist *out = j_list_new(st, (jlk)a.l->kind, a.l->n + b.l->n);
-            memcpy(out->v, a.l->v, a.l->n * sizeof(jv));
-            memcpy(out->v + a.l->n, b.l->v, b.l->n * sizeof(jv));
+            if (a.l->n)
+                memcpy(out->v, a.l->v, a.l->n * sizeof(jv));
+            if (b.l->n)
+                memcpy(out->v + a.l->n, b.l->v, b.l->n * sizeof(jv));
             out->n = a.l->n + b.l->n;
             j_charge(st, out->n / 16);
             return jv_listv(out);

@@ -105,9 +105,7 @@ jv f_case(jstate *st, jv s, int which)
             j_buf_addcp(st, &b, out[i]);
         p += n;
     }
-    jv v = j_buf_str(st, &b);
-    v.markup = s.markup;
-    return v;
+    return j_buf_str_markup(st, &b, s.markup);
 }
 
 /* ---- String filters ----------------------------------------------------------------------------- */
@@ -153,12 +151,13 @@ static jv f_title(jstate *st, jv s)
     return j_buf_str(st, &b);
 }
 
-static jv f_center(jstate *st, jv s, jargs *a)
+/* A filter that is str method `method` with one argument (trim is strip, center is center). */
+static jv via_method(jstate *st, jv v, const char *fname, const char *spec, const char *method, jargs *a)
 {
     jv arg[1];
-    j_bind(st, "center", "width=80", a, arg, 1);
+    j_bind(st, fname, spec, a, arg, 1);
     jargs m = {.pos = arg, .npos = 1};
-    return j_method_call(st, f_soft_str(st, s), "center", &m);
+    return j_method_call(st, f_soft_str(st, v), method, &m);
 }
 
 static jv f_default(jstate *st, jv v, jargs *a)
@@ -339,9 +338,7 @@ static jv f_indent(jstate *st, jv v, jargs *a)
         j_buf_add(st, &b, line->p, line->len);
     }
     j_charge(st, b.len / 64);
-    jv out = j_buf_str(st, &b);
-    out.markup = v.markup;
-    return out;
+    return j_buf_str_markup(st, &b, v.markup);
 }
 
 static jv f_replace(jstate *st, jv v, jargs *a)
@@ -379,14 +376,6 @@ static jv f_round(jstate *st, jv v, jargs *a)
     return jv_float(r / scale);
 }
 
-static jv f_trim(jstate *st, jv v, jargs *a)
-{
-    jv arg[1];
-    j_bind(st, "trim", "chars=none", a, arg, 1);
-    jargs m = {.pos = arg, .npos = 1};
-    return j_method_call(st, f_soft_str(st, v), "strip", &m);
-}
-
 static jv f_truncate(jstate *st, jv v, jargs *a)
 {
     jv arg[4];
@@ -420,9 +409,7 @@ static jv f_truncate(jstate *st, jv v, jargs *a)
         j_buf_add(st, &b, s.s->p, keep);
         j_buf_add(st, &b, end.s->p, end.s->len);
     }
-    jv out = j_buf_str(st, &b);
-    out.markup = s.markup;
-    return out;
+    return j_buf_str_markup(st, &b, s.markup);
 }
 
 static jv f_wordcount(jstate *st, jv v)
@@ -565,7 +552,7 @@ jv j_filter_apply(jstate *st, int fid, const char *name, jv v, jargs *a)
     switch (fid) {
     case F_ABS: no_args(st, name, a); return f_abs(st, v);
     case F_CAPITALIZE: no_args(st, name, a); return f_capitalize(st, v);
-    case F_CENTER: return f_center(st, v, a);
+    case F_CENTER: return via_method(st, v, "center", "width=80", "center", a);
     case F_COUNT:
     case F_LENGTH: no_args(st, name, a); return jv_int((int64_t)j_len(st, v));
     case F_D:
@@ -590,7 +577,7 @@ jv j_filter_apply(jstate *st, int fid, const char *name, jv v, jargs *a)
     case F_STRING: no_args(st, name, a); return f_soft_str(st, v);
     case F_TITLE: no_args(st, name, a); return f_title(st, v);
     case F_TOJSON: return f_tojson(st, v, a);
-    case F_TRIM: return f_trim(st, v, a);
+    case F_TRIM: return via_method(st, v, "trim", "chars=none", "strip", a);
     case F_TRUNCATE: return f_truncate(st, v, a);
     case F_WORDCOUNT: no_args(st, name, a); return f_wordcount(st, v);
     case F_ATTR: return fs_attr(st, v, a);

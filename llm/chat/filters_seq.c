@@ -29,7 +29,9 @@ static bool all_digits(const char *p, size_t n)
     return true;
 }
 
-static void getter_init(jstate *st, getter *g, jv attribute, const char *p, size_t len, bool lower, jv dflt)
+/* A getter for `attribute` (a dotted path, an int or none), or for the piece p[0 .. len) of a
+ * comma-separated list of paths (multi_init). */
+static void getter_part(jstate *st, getter *g, jv attribute, const char *p, size_t len, bool lower, jv dflt)
 {
     g->n = 0;
     g->lower = lower;
@@ -60,6 +62,12 @@ static void getter_init(jstate *st, getter *g, jv attribute, const char *p, size
     }
 }
 
+static void getter_init(jstate *st, getter *g, jv attribute, bool lower, jv dflt)
+{
+    bool str = attribute.t == JT_STR;
+    getter_part(st, g, attribute, str ? attribute.s->p : NULL, str ? attribute.s->len : 0, lower, dflt);
+}
+
 static jv get(jstate *st, const getter *g, jv item)
 {
     for (size_t i = 0; i < g->n; i++) {
@@ -84,7 +92,7 @@ static void multi_init(jstate *st, multi_getter *m, jv attribute, bool lower)
     m->n = 0;
     m->multi = attribute.t == JT_STR;
     if (!m->multi) {
-        getter_init(st, &m->g[m->n++], attribute, NULL, 0, lower, jv_none());
+        getter_init(st, &m->g[m->n++], attribute, lower, jv_none());
         return;
     }
     const char *p = attribute.s->p;
@@ -94,7 +102,7 @@ static void multi_init(jstate *st, multi_getter *m, jv attribute, bool lower)
         size_t n = comma ? (size_t)(comma - p) : len;
         if (m->n == 8)
             j_unsupported(st, "sorting by more than 8 attributes");
-        getter_init(st, &m->g[m->n++], attribute, p, n, lower, jv_none());
+        getter_part(st, &m->g[m->n++], attribute, p, n, lower, jv_none());
         if (!comma)
             break;
         len -= n + 1;
@@ -306,8 +314,7 @@ jv fs_join(jstate *st, jv v, jargs *a)
     jv arg[2];
     j_bind(st, "join", "d='',attribute=none", a, arg, 2);
     getter g;
-    getter_init(st, &g, arg[1], arg[1].t == JT_STR ? arg[1].s->p : NULL, arg[1].t == JT_STR ? arg[1].s->len : 0,
-                false, jv_none());
+    getter_init(st, &g, arg[1], false, jv_none());
     jv sep = j_str_of(st, arg[0]);
     jbuf b = {0};
     jiter it;
@@ -344,8 +351,7 @@ jv fs_map(jstate *st, jv v, jargs *a)
         }
         if (attribute.t == JT_UNDEF)
             j_error(st, "map requires a filter argument");
-        getter_init(st, &g, attribute, attribute.t == JT_STR ? attribute.s->p : NULL,
-                    attribute.t == JT_STR ? attribute.s->len : 0, false, dflt);
+        getter_init(st, &g, attribute, false, dflt);
     } else {
         name = a->pos[0];
         rest = (jargs){.pos = a->pos + 1, .npos = a->npos - 1, .kwn = a->kwn, .kwv = a->kwv, .nkw = a->nkw};
@@ -383,8 +389,7 @@ jv fs_select(jstate *st, jv v, jargs *a, bool select, bool attr)
     if (attr) {
         if (!a->npos)
             j_error(st, "Missing parameter for attribute name");
-        getter_init(st, &g, a->pos[0], a->pos[0].t == JT_STR ? a->pos[0].s->p : NULL,
-                    a->pos[0].t == JT_STR ? a->pos[0].s->len : 0, false, jv_none());
+        getter_init(st, &g, a->pos[0], false, jv_none());
         off = 1;
     }
     bool has_test = a->npos > off;
@@ -409,8 +414,7 @@ jv fs_minmax(jstate *st, jv v, jargs *a, bool max)
     jv arg[2];
     j_bind(st, max ? "max" : "min", "case_sensitive=false,attribute=none", a, arg, 2);
     getter g;
-    getter_init(st, &g, arg[1], arg[1].t == JT_STR ? arg[1].s->p : NULL, arg[1].t == JT_STR ? arg[1].s->len : 0,
-                !j_truthy(st, arg[0]), jv_none());
+    getter_init(st, &g, arg[1], !j_truthy(st, arg[0]), jv_none());
     jiter it;
     j_iter_start(st, v, &it);
     jv x, best, best_key;
@@ -440,9 +444,7 @@ jv fs_reverse(jstate *st, jv v)
             j_buf_add(st, &b, q, (size_t)(p - q));
             p = q;
         }
-        jv out = j_buf_str(st, &b);
-        out.markup = v.markup;
-        return out;
+        return j_buf_str_markup(st, &b, v.markup);
     }
     bool is_gen = v.t == JT_LIST && v.l->kind == JL_GEN;
     if (v.t != JT_UNDEF && v.t != JT_LIST && v.t != JT_DICT)
@@ -463,8 +465,7 @@ jv fs_sum(jstate *st, jv v, jargs *a)
     jv arg[2];
     j_bind(st, "sum", "attribute=none,start=0", a, arg, 2);
     getter g;
-    getter_init(st, &g, arg[0], arg[0].t == JT_STR ? arg[0].s->p : NULL, arg[0].t == JT_STR ? arg[0].s->len : 0,
-                false, jv_none());
+    getter_init(st, &g, arg[0], false, jv_none());
     jv total = arg[1];
     if (total.t == JT_STR)
         j_error(st, "sum() can't sum strings [use ''.join(seq) instead]");
@@ -481,8 +482,7 @@ jv fs_unique(jstate *st, jv v, jargs *a)
     jv arg[2];
     j_bind(st, "unique", "case_sensitive=false,attribute=none", a, arg, 2);
     getter g;
-    getter_init(st, &g, arg[1], arg[1].t == JT_STR ? arg[1].s->p : NULL, arg[1].t == JT_STR ? arg[1].s->len : 0,
-                !j_truthy(st, arg[0]), jv_none());
+    getter_init(st, &g, arg[1], !j_truthy(st, arg[0]), jv_none());
     jdict *seen = j_dict_new(st, 0);
     jlist *out = gen(st);
     jiter it;

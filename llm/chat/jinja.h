@@ -278,6 +278,8 @@ void j_buf_adds(jstate *st, jbuf *b, const char *s);
 void j_buf_addf(jstate *st, jbuf *b, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void j_buf_addcp(jstate *st, jbuf *b, uint32_t cp);
 jv j_buf_str(jstate *st, jbuf *b);
+/* The same, a Markup string when `markup` (what markupsafe's methods give back). */
+jv j_buf_str_markup(jstate *st, jbuf *b, bool markup);
 
 /* ---- Printing (format.c) -------------------------------------------------------------- */
 
@@ -450,13 +452,18 @@ typedef struct jparser {
     jstate *st;
     jtoken *t;
     size_t n, pos;
-    uint32_t depth;        /* nesting of expressions and blocks */
+    uint32_t depth;        /* nesting of expressions (brackets, unary operators) */
+    uint32_t blocks;       /* nesting of blocks */
     uint32_t loops;        /* for loops around (break / continue), reset by macros */
     uint32_t soft;         /* inside if / conditional expressions (Jinja2's soft frames) */
     const struct ends *ends; /* the blocks being parsed (parser.c), for messages */
 } jparser;
 
 jnode *j_node(jparser *p, jnk kind, uint32_t line);
+/* Appends x to the growing array items[0 .. *n) of capacity *cap. */
+void j_push_node(jparser *p, jnode ***items, size_t *n, size_t *cap, jnode *x);
+/* Appends {name, value, key} to n->kw (capacity *cap). */
+void j_push_kw(jparser *p, jnode *n, size_t *cap, const char *name, jnode *value, jv key);
 jtoken *j_cur(jparser *p);
 jtoken *j_look(jparser *p);
 void j_next(jparser *p);

@@ -18,7 +18,7 @@ typedef struct jsonp {
 
 static _Noreturn void bad(jsonp *j, const char *why)
 {
-    j_fail(j->st, NU_LLM_TEMPLATE_CONTEXT, "%s: %s at byte %zu", j->what, why, (size_t)(j->p - j->start));
+    j_fail(j->st, NU_LLM_TEMPLATE_ARGUMENT, "%s: %s at byte %zu", j->what, why, (size_t)(j->p - j->start));
 }
 
 static void ws(jsonp *j)

@@ -46,7 +46,7 @@ static _Noreturn void lex_fail(lexer *lx, size_t pos, const char *fmt, const cha
     j_fail(lx->st, NU_LLM_TEMPLATE_SYNTAX, fmt, arg);
 }
 
-static jtoken *emit(lexer *lx, jtk type, size_t at)
+static jtoken *emit(lexer *lx, jtk type)
 {
     if (lx->nt == lx->cap) {
         size_t cap = lx->cap ? lx->cap * 2 : 256;
@@ -60,7 +60,6 @@ static jtoken *emit(lexer *lx, jtk type, size_t at)
     memset(t, 0, sizeof *t);
     t->type = (uint8_t)type;
     t->line = lx->line;
-    (void)at;
     return t;
 }
 
@@ -121,7 +120,7 @@ static void text_before_tag(lexer *lx, size_t from, size_t to, char sign, bool l
             end = l;
     }
     if (end > from) {
-        jtoken *t = emit(lx, TK_DATA, from);
+        jtoken *t = emit(lx, TK_DATA);
         t->p = lx->s + from;
         t->len = end - from;
     }
@@ -335,7 +334,7 @@ static void number(lexer *lx, size_t p, size_t end, bool is_float)
     tmp[k] = 0;
     if (end - p >= sizeof tmp - 1)
         lex_fail(lx, p, "%s", "a number literal this long is not supported");
-    jtoken *t = emit(lx, is_float ? TK_FLOAT : TK_INT, p);
+    jtoken *t = emit(lx, is_float ? TK_FLOAT : TK_INT);
     if (is_float) {
         t->f = strtod(tmp, NULL);
         return;
@@ -439,7 +438,7 @@ static void lex_tag(lexer *lx, bool block)
                     end = p + 2;
             }
             if (end) {
-                emit(lx, block ? TK_BLOCK_END : TK_VAR_END, p);
+                emit(lx, block ? TK_BLOCK_END : TK_VAR_END);
                 count_lines(lx, p, end);
                 lx->line_starting = lx->s[end - 1] == '\n';
                 lx->pos = end;
@@ -469,7 +468,7 @@ static void lex_tag(lexer *lx, bool block)
                 q++;
             if (q < lx->n && (unsigned char)lx->s[q] >= 0x80)
                 j_fail_at(lx->st, lx->line, NU_LLM_TEMPLATE_UNSUPPORTED, "non-ASCII names are not supported");
-            jtoken *t = emit(lx, TK_NAME, p);
+            jtoken *t = emit(lx, TK_NAME);
             char *name = j_alloc(lx->st, q - p + 1);
             memcpy(name, lx->s + p, q - p);
             name[q - p] = 0;
@@ -483,7 +482,7 @@ static void lex_tag(lexer *lx, bool block)
             while (q < lx->n && lx->s[q] != c)
                 q += lx->s[q] == '\\' && q + 1 < lx->n ? 2 : 1;
             if (q < lx->n) {
-                jtoken *t = emit(lx, TK_STRING, p);
+                jtoken *t = emit(lx, TK_STRING);
                 unescape(lx, p + 1, q, t);
                 count_lines(lx, p, q);
                 lx->pos = q + 1;
@@ -518,7 +517,7 @@ static void lex_tag(lexer *lx, bool block)
                 lex_fail(lx, p, "%s", msg);
             }
         }
-        emit(lx, type, p);
+        emit(lx, type);
         lx->pos = p + strlen(OPERATORS[k].op);
     }
 }
@@ -546,7 +545,7 @@ void j_lex(jstate *st, const char *src, size_t len, jtoken **tokens, size_t *cou
         while (p + 1 < lx.n && !(lx.s[p] == '{' && (lx.s[p + 1] == '{' || lx.s[p + 1] == '%' || lx.s[p + 1] == '#')))
             p++;
         if (p + 1 >= lx.n) { /* no tag: the rest is text */
-            jtoken *t = emit(&lx, TK_DATA, lx.pos);
+            jtoken *t = emit(&lx, TK_DATA);
             t->p = lx.s + lx.pos;
             t->len = lx.n - lx.pos;
             count_lines(&lx, lx.pos, lx.n);
@@ -573,11 +572,11 @@ void j_lex(jstate *st, const char *src, size_t len, jtoken **tokens, size_t *cou
         if (kind == '#') {
             lex_comment(&lx);
         } else {
-            emit(&lx, kind == '%' ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, p);
+            emit(&lx, kind == '%' ? TK_BLOCK_BEGIN : TK_VAR_BEGIN);
             lex_tag(&lx, kind == '%');
         }
     }
-    emit(&lx, TK_EOF, lx.n);
+    emit(&lx, TK_EOF);
     *tokens = lx.t;
     *count = lx.nt;
 }

@@ -338,9 +338,7 @@ static jv m_replace(jstate *st, jv self, jargs *a)
         }
         j_buf_add(st, &b, p, (size_t)(end - p));
     }
-    jv out = j_buf_str(st, &b);
-    out.markup = self.markup;
-    return out;
+    return j_buf_str_markup(st, &b, self.markup);
 }
 
 static jv m_pad(jstate *st, const char *m, jv self, jargs *a)
@@ -363,9 +361,7 @@ static jv m_pad(jstate *st, const char *m, jv self, jargs *a)
     j_buf_add(st, &b, self.s->p, self.s->len);
     for (int64_t i = left; i < marg; i++)
         j_buf_add(st, &b, fill->p, fill->len);
-    jv out = j_buf_str(st, &b);
-    out.markup = self.markup;
-    return out;
+    return j_buf_str_markup(st, &b, self.markup);
 }
 
 static jv m_zfill(jstate *st, jv self, jargs *a)
@@ -384,9 +380,7 @@ static jv m_zfill(jstate *st, jv self, jargs *a)
     for (int64_t i = 0; i < width - len; i++)
         j_buf_addc(st, &b, '0');
     j_buf_add(st, &b, p + skip, self.s->len - skip);
-    jv out = j_buf_str(st, &b);
-    out.markup = self.markup;
-    return out;
+    return j_buf_str_markup(st, &b, self.markup);
 }
 
 /* str.title() and str.capitalize() (Python: title case after an uncased character, lower case
@@ -407,9 +401,7 @@ static jv m_titlecase(jstate *st, jv self, bool capitalize)
         first = false;
         p += n;
     }
-    jv v = j_buf_str(st, &b);
-    v.markup = self.markup;
-    return v;
+    return j_buf_str_markup(st, &b, self.markup);
 }
 
 static jv m_join(jstate *st, jv self, jargs *a)

@@ -11,7 +11,7 @@
 
 #include "jinja.h"
 
-#define MAX_NESTING 64
+#define MAX_NESTING 200 /* brackets and unary operators, two units a level: ~100 levels as Jinja2's */
 
 jnode *j_node(jparser *p, jnk kind, uint32_t line)
 {
@@ -85,13 +85,26 @@ void j_expect_name(jparser *p, const char *name)
     j_next(p);
 }
 
+void j_push_kw(jparser *p, jnode *n, size_t *cap, const char *name, jnode *value, jv key)
+{
+    if (n->nkw == *cap) {
+        size_t c = *cap ? *cap * 2 : 4;
+        jkw *kw = j_alloc_array(p->st, c, sizeof *kw);
+        if (n->nkw)
+            memcpy(kw, n->kw, n->nkw * sizeof *kw);
+        n->kw = kw;
+        *cap = c;
+    }
+    n->kw[n->nkw++] = (jkw){.name = name, .value = value, .key = key};
+}
+
 static void enter(jparser *p)
 {
     if (++p->depth > MAX_NESTING)
-        j_fail_at(p->st, j_cur(p)->line, NU_LLM_TEMPLATE_LIMIT, "expressions and blocks nested deeper than %d", MAX_NESTING);
+        j_fail_at(p->st, j_cur(p)->line, NU_LLM_TEMPLATE_LIMIT, "an expression nested deeper than %d", MAX_NESTING / 2);
 }
 
-static void push(jparser *p, jnode ***items, size_t *n, size_t *cap, jnode *x)
+void j_push_node(jparser *p, jnode ***items, size_t *n, size_t *cap, jnode *x)
 {
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 4;
@@ -126,41 +139,28 @@ static jnode *parse_condexpr(jparser *p)
 
 jnode *j_parse_expression(jparser *p, bool with_condexpr)
 {
-    enter(p);
-    jnode *n = with_condexpr ? parse_condexpr(p) : parse_or(p);
-    p->depth--;
-    return n;
+    return with_condexpr ? parse_condexpr(p) : parse_or(p);
 }
 
 static jnode *parse_not(jparser *p);
 
-static jnode *parse_and(jparser *p)
+/* a (keyword b)*: left-associative `and` / `or`. */
+static jnode *bool_chain(jparser *p, const char *keyword, jnk kind, jnode *(*operand)(jparser *))
 {
     uint32_t line = j_cur(p)->line;
-    jnode *left = parse_not(p);
-    while (j_skip_name(p, "and")) {
-        jnode *n = j_node(p, N_AND, line);
+    jnode *left = operand(p);
+    while (j_skip_name(p, keyword)) {
+        jnode *n = j_node(p, kind, line);
         n->a = left;
-        n->b = parse_not(p);
+        n->b = operand(p);
         left = n;
         line = j_cur(p)->line;
     }
     return left;
 }
 
-static jnode *parse_or(jparser *p)
-{
-    uint32_t line = j_cur(p)->line;
-    jnode *left = parse_and(p);
-    while (j_skip_name(p, "or")) {
-        jnode *n = j_node(p, N_OR, line);
-        n->a = left;
-        n->b = parse_and(p);
-        left = n;
-        line = j_cur(p)->line;
-    }
-    return left;
-}
+static jnode *parse_and(jparser *p) { return bool_chain(p, "and", N_AND, parse_not); }
+static jnode *parse_or(jparser *p) { return bool_chain(p, "or", N_OR, parse_and); }
 
 static jnode *parse_math1(jparser *p);
 
@@ -198,7 +198,7 @@ static jnode *parse_compare(jparser *p)
             opcap = c;
         }
         cmp->ops[cmp->n] = (uint8_t)op;
-        push(p, &cmp->items, &cmp->n, &cap, parse_math1(p));
+        j_push_node(p, &cmp->items, &cmp->n, &cap, parse_math1(p));
         line = j_cur(p)->line;
     }
     return cmp ? cmp : expr;
@@ -251,9 +251,9 @@ static jnode *parse_concat(jparser *p)
         return first;
     jnode *n = j_node(p, N_CONCAT, line);
     size_t cap = 0;
-    push(p, &n->items, &n->n, &cap, first);
+    j_push_node(p, &n->items, &n->n, &cap, first);
     while (j_skip(p, TK_TILDE))
-        push(p, &n->items, &n->n, &cap, parse_math2(p));
+        j_push_node(p, &n->items, &n->n, &cap, parse_math2(p));
     return n;
 }
 
@@ -320,10 +320,10 @@ static jnode *parse_list(jparser *p, bool dict)
             j_expect(p, TK_COMMA);
         if (j_cur(p)->type == close)
             break;
-        push(p, &n->items, &n->n, &cap, j_parse_expression(p, true));
+        j_push_node(p, &n->items, &n->n, &cap, j_parse_expression(p, true));
         if (dict) {
             j_expect(p, TK_COLON);
-            push(p, &n->items, &n->n, &cap, j_parse_expression(p, true));
+            j_push_node(p, &n->items, &n->n, &cap, j_parse_expression(p, true));
         }
     }
     j_expect(p, close);
@@ -404,7 +404,7 @@ jnode *j_parse_tuple(jparser *p, bool simplified, bool with_condexpr, const char
         if (is_tuple_end(p, extra_end))
             break;
         jnode *x = simplified ? j_parse_primary(p) : j_parse_expression(p, with_condexpr);
-        push(p, &tuple->items, &tuple->n, &cap, x);
+        j_push_node(p, &tuple->items, &tuple->n, &cap, x);
         if (j_cur(p)->type == TK_COMMA)
             is_tuple = true;
         else
@@ -474,7 +474,7 @@ static jnode *parse_subscript(jparser *p, jnode *node)
     while (j_cur(p)->type != TK_RBRACKET) {
         if (key->n)
             j_expect(p, TK_COMMA);
-        push(p, &key->items, &key->n, &cap, parse_subscribed(p));
+        j_push_node(p, &key->items, &key->n, &cap, parse_subscribed(p));
     }
     j_expect(p, TK_RBRACKET);
     jnode *n = j_node(p, N_GETITEM, t->line);
@@ -510,20 +510,11 @@ void j_parse_call_args(jparser *p, jnode *call)
                 j_syntax(p, open->line, "invalid syntax for function call expression");
             j_next(p);
             j_next(p);
-            if (call->nkw == kwcap) {
-                size_t c = kwcap ? kwcap * 2 : 4;
-                jkw *kw = j_alloc_array(p->st, c, sizeof *kw);
-                if (call->nkw)
-                    memcpy(kw, call->kw, call->nkw * sizeof *kw);
-                call->kw = kw;
-                kwcap = c;
-            }
-            call->kw[call->nkw].name = t->p;
-            call->kw[call->nkw++].value = j_parse_expression(p, true);
+            j_push_kw(p, call, &kwcap, t->p, j_parse_expression(p, true), jv_none());
         } else {
             if (call->dyn_args || call->dyn_kwargs || call->nkw)
                 j_syntax(p, open->line, "invalid syntax for function call expression");
-            push(p, &call->items, &call->n, &cap, j_parse_expression(p, true));
+            j_push_node(p, &call->items, &call->n, &cap, j_parse_expression(p, true));
         }
         require_comma = true;
     }

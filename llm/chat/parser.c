@@ -13,19 +13,6 @@
 
 #include "jinja.h"
 
-static void push(jparser *p, jnode ***items, size_t *n, size_t *cap, jnode *x)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 4;
-        jnode **v = j_alloc_array(p->st, c, sizeof *v);
-        if (*n)
-            memcpy(v, *items, *n * sizeof *v);
-        *items = v;
-        *cap = c;
-    }
-    (*items)[(*n)++] = x;
-}
-
 typedef struct ends {
     const char *const *names; /* the end tags this body stops at */
     const struct ends *outer;
@@ -163,17 +150,7 @@ static void signature(jparser *p, jnode *m)
         } else if (defaults) {
             j_syntax(p, arg->line, "non-default argument follows default argument");
         }
-        if (m->nkw == cap) {
-            size_t c = cap ? cap * 2 : 4;
-            jkw *kw = j_alloc_array(p->st, c, sizeof *kw);
-            if (m->nkw)
-                memcpy(kw, m->kw, m->nkw * sizeof *kw);
-            m->kw = kw;
-            cap = c;
-        }
-        m->kw[m->nkw].name = arg->name;
-        m->kw[m->nkw].key = arg->val;
-        m->kw[m->nkw++].value = def;
+        j_push_kw(p, m, &cap, arg->name, def, arg->val);
     }
     j_expect(p, TK_RPAREN);
 }
@@ -345,8 +322,8 @@ static jnode *parse_with(jparser *p)
             j_expect(p, TK_COMMA);
         jnode *target = assign_target(p, false, NULL);
         j_expect(p, TK_ASSIGN);
-        push(p, &n->items, &n->n, &cap, target);
-        push(p, &n->items, &n->n, &cap, j_parse_expression(p, true));
+        j_push_node(p, &n->items, &n->n, &cap, target);
+        j_push_node(p, &n->items, &n->n, &cap, j_parse_expression(p, true));
     }
     static const char *const names[] = {"endwith", NULL};
     frame_body(p, false, "with", names, &n->body, &n->nbody);
@@ -362,7 +339,7 @@ static jnode *parse_print(jparser *p)
     while (j_cur(p)->type != TK_BLOCK_END) {
         if (n->n)
             j_expect(p, TK_COMMA);
-        push(p, &n->items, &n->n, &cap, j_parse_expression(p, true));
+        j_push_node(p, &n->items, &n->n, &cap, j_parse_expression(p, true));
     }
     return n;
 }
@@ -430,7 +407,7 @@ static void subparse(jparser *p, const ends *e, jnode ***body, size_t *nbody)
             if (!out) {
                 out = j_node(p, N_OUTPUT, t->line);
                 outcap = 0;
-                push(p, body, nbody, &cap, out);
+                j_push_node(p, body, nbody, &cap, out);
             }
             jnode *x;
             if (t->type == TK_DATA) {
@@ -442,7 +419,7 @@ static void subparse(jparser *p, const ends *e, jnode ***body, size_t *nbody)
                 x = j_parse_tuple(p, false, true, NULL, false);
                 j_expect(p, TK_VAR_END);
             }
-            push(p, &out->items, &out->n, &outcap, x);
+            j_push_node(p, &out->items, &out->n, &outcap, x);
             continue;
         }
         if (t->type != TK_BLOCK_BEGIN)
@@ -452,12 +429,12 @@ static void subparse(jparser *p, const ends *e, jnode ***body, size_t *nbody)
         if (e && at_end(p, e->names))
             return;
         p->ends = e ? &here : saved;
-        if (p->depth++ >= 64)
+        if (p->blocks++ >= 64)
             j_fail_at(p->st, t->line, NU_LLM_TEMPLATE_LIMIT, "blocks nested deeper than 64");
         jnode *s = parse_statement(p);
-        p->depth--;
+        p->blocks--;
         p->ends = saved;
-        push(p, body, nbody, &cap, s);
+        j_push_node(p, body, nbody, &cap, s);
         j_expect(p, TK_BLOCK_END);
     }
 }

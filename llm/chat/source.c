@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../common.h"
+#include "common.h" /* llm/common.h */
 #include "jinja.h"
 #include "nuvec/gguf.h"
 

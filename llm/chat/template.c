@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common.h"
+#include "common.h" /* llm/common.h */
 #include "jinja.h"
 
 #define MAX_SOURCE ((size_t)16 << 20)
@@ -13,7 +13,7 @@
 #define DEFAULT_OUTPUT ((size_t)16 << 20)
 #define DEFAULT_MEMORY ((size_t)256 << 20)
 #define DEFAULT_STEPS 50000000ull
-#define DEFAULT_DEPTH 400u
+#define DEFAULT_DEPTH 1000u
 
 static nu_status status_of(nu_llm_template_failure kind)
 {
@@ -21,7 +21,7 @@ static nu_status status_of(nu_llm_template_failure kind)
     case NU_LLM_TEMPLATE_OK: return NU_OK;
     case NU_LLM_TEMPLATE_UNSUPPORTED: return NU_ERROR_UNSUPPORTED;
     case NU_LLM_TEMPLATE_LIMIT: return NU_ERROR_OUT_OF_RANGE;
-    case NU_LLM_TEMPLATE_CONTEXT: return NU_ERROR_INVALID_ARGUMENT;
+    case NU_LLM_TEMPLATE_ARGUMENT: return NU_ERROR_INVALID_ARGUMENT;
     case NU_LLM_TEMPLATE_MEMORY: return NU_ERROR_HOST_OUT_OF_MEMORY;
     default: return NU_ERROR_FORMAT;
     }
@@ -65,14 +65,14 @@ nu_status nu_llm_template_parse(const char *source, size_t length, nu_llm_templa
         *out = NULL;
     ok(error);
     if (!out || (!source && length))
-        return report(FN, NU_LLM_TEMPLATE_CONTEXT, 0, out ? "NULL source" : "NULL out", error);
+        return report(FN, NU_LLM_TEMPLATE_ARGUMENT, 0, out ? "NULL source" : "NULL out", error);
     if (length > MAX_SOURCE)
-        return report(FN, NU_LLM_TEMPLATE_CONTEXT, 0, "the source is over 16 MiB", error);
+        return report(FN, NU_LLM_TEMPLATE_ARGUMENT, 0, "the source is over 16 MiB", error);
     size_t bad;
     if (!j_utf8_valid(source, length, &bad)) {
         char msg[80];
         snprintf(msg, sizeof msg, "the source is not valid UTF-8 (byte %zu)", bad);
-        return report(FN, NU_LLM_TEMPLATE_CONTEXT, 0, msg, error);
+        return report(FN, NU_LLM_TEMPLATE_ARGUMENT, 0, msg, error);
     }
     nu_llm_template *tpl = nu_llm__calloc(1, sizeof *tpl);
     if (!tpl)
@@ -126,7 +126,7 @@ nu_status nu_llm_template_render(const nu_llm_template *tpl, const char *context
         *out_length = 0;
     ok(error);
     if (!tpl || !out || !out_length || (!context && context_length))
-        return report(FN, NU_LLM_TEMPLATE_CONTEXT, 0,
+        return report(FN, NU_LLM_TEMPLATE_ARGUMENT, 0,
                       !tpl ? "NULL template" : !out || !out_length ? "NULL out" : "NULL context", error);
     nu_llm_render_options o = options ? *options : (nu_llm_render_options){0};
     render_state *rs = nu_llm__calloc(1, sizeof *rs);
@@ -145,7 +145,7 @@ nu_status nu_llm_template_render(const nu_llm_template *tpl, const char *context
     r->step_limit = o.step_limit ? o.step_limit : DEFAULT_STEPS;
     r->now_s = o.now;
     if (setjmp(jb)) {
-        nu_status s = report(FN, st->failure, st->failure == NU_LLM_TEMPLATE_CONTEXT ? 0 : st->line, st->message, error);
+        nu_status s = report(FN, st->failure, st->failure == NU_LLM_TEMPLATE_ARGUMENT ? 0 : st->line, st->message, error);
         j_arena_free(&st->arena);
         nu_llm__free(rs);
         return s;
@@ -153,7 +153,7 @@ nu_status nu_llm_template_render(const nu_llm_template *tpl, const char *context
     jv ctx = context_length ? j_json_parse(st, context, context_length, "the context")
                             : jv_dictv(j_dict_new(st, 0));
     if (ctx.t != JT_DICT)
-        j_fail(st, NU_LLM_TEMPLATE_CONTEXT, "the context is a JSON %s, not an object",
+        j_fail(st, NU_LLM_TEMPLATE_ARGUMENT, "the context is a JSON %s, not an object",
                ctx.t == JT_LIST ? "array" : ctx.t == JT_STR ? "string" : "scalar");
     jscope *vars = j_zalloc(st, sizeof *vars);
     vars->parent = NULL;

@@ -51,32 +51,28 @@ def mapping(fn):
     return runs, multi
 
 
-def emit_ranges(name, rs):
-    print(f"const uint32_t {name}[][2] = {{")
+def emit_items(items):
+    """Prints the items of an initializer, as many to a line as fit."""
     line = "   "
-    for lo, hi in rs:
-        item = f" {{0x{lo:x}, 0x{hi:x}}},"
+    for item in items:
         if len(line) + len(item) > 116:
             print(line)
             line = "   "
         line += item
     print(line)
     print("};")
+
+
+def emit_ranges(name, rs):
+    print(f"const uint32_t {name}[][2] = {{")
+    emit_items(f" {{0x{lo:x}, 0x{hi:x}}}," for lo, hi in rs)
     print(f"const size_t {name}_count = {len(rs)};\n")
 
 
 def emit_mapping(name, fn):
     runs, multi = mapping(fn)
     print(f"const j_case_run {name}_runs[] = {{")
-    line = "   "
-    for c, n, s, d in runs:
-        item = f" {{0x{c:x}, {n}, {s}, {d}}},"
-        if len(line) + len(item) > 116:
-            print(line)
-            line = "   "
-        line += item
-    print(line)
-    print("};")
+    emit_items(f" {{0x{c:x}, {n}, {s}, {d}}}," for c, n, s, d in runs)
     print(f"const size_t {name}_runs_count = {len(runs)};")
     print(f"const j_case_multi {name}_multi[] = {{")
     for c, m in multi:

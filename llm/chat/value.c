@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common.h"
+#include "common.h" /* llm/common.h */
 #include "jinja.h"
 
 /* ---- Arena -------------------------------------------------------------------------------- */
@@ -18,25 +18,47 @@ struct jchunk {
 
 #define CHUNK_MIN (64u << 10)
 
+/* Under AddressSanitizer every allocation gets a block of its exact size, so that ASan sees each
+ * object's bounds (a shared chunk would hide an overflow into the next object). */
+#if defined(__SANITIZE_ADDRESS__)
+#define ARENA_EXACT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARENA_EXACT 1
+#endif
+#endif
+
+static jchunk *new_chunk(jstate *st, size_t csize)
+{
+    jarena *a = &st->arena;
+    if (csize > SIZE_MAX - sizeof(jchunk))
+        j_fail(st, NU_LLM_TEMPLATE_MEMORY, "an allocation of %zu bytes is too large", csize);
+    if (a->limit && a->used + csize + sizeof(jchunk) > a->limit)
+        j_fail(st, NU_LLM_TEMPLATE_LIMIT, "the memory limit (%zu bytes) is reached", a->limit);
+    jchunk *n = nu_llm__malloc(sizeof(jchunk) + csize);
+    if (!n)
+        j_fail(st, NU_LLM_TEMPLATE_MEMORY, "out of host memory for %zu bytes", csize);
+    n->size = csize;
+    n->used = 0;
+    a->used += csize + sizeof(jchunk);
+    return n;
+}
+
 void *j_alloc(jstate *st, size_t size)
 {
     jarena *a = &st->arena;
+#ifdef ARENA_EXACT
+    jchunk *e = new_chunk(st, size ? size : 1);
+    e->next = a->head;
+    a->head = e;
+    return e->data;
+#else
     size = (size + 15) & ~(size_t)15;
     if (!size)
         size = 16;
     jchunk *c = a->head;
     if (!c || c->size - c->used < size) {
-        size_t csize = size > CHUNK_MIN / 2 ? size : CHUNK_MIN;
-        if (csize > SIZE_MAX - sizeof(jchunk))
-            j_fail(st, NU_LLM_TEMPLATE_MEMORY, "an allocation of %zu bytes is too large", size);
-        if (a->limit && a->used + csize + sizeof(jchunk) > a->limit)
-            j_fail(st, NU_LLM_TEMPLATE_LIMIT, "the memory limit (%zu bytes) is reached", a->limit);
-        jchunk *n = nu_llm__malloc(sizeof(jchunk) + csize);
-        if (!n)
-            j_fail(st, NU_LLM_TEMPLATE_MEMORY, "out of host memory for %zu bytes", csize);
-        n->size = csize;
-        n->used = 0;
-        a->used += csize + sizeof(jchunk);
+        jchunk *n = new_chunk(st, size > CHUNK_MIN / 2 ? size : CHUNK_MIN);
         if (c && size > CHUNK_MIN / 2) {
             /* a big block goes behind the current chunk, which keeps serving small ones */
             n->next = c->next;
@@ -50,6 +72,7 @@ void *j_alloc(jstate *st, size_t size)
     void *p = c->data + c->used;
     c->used += size;
     return p;
+#endif
 }
 
 void *j_zalloc(jstate *st, size_t size)
@@ -180,6 +203,13 @@ void j_buf_addcp(jstate *st, jbuf *b, uint32_t cp)
 }
 
 jv j_buf_str(jstate *st, jbuf *b) { return j_str(st, b->p, b->len); }
+
+jv j_buf_str_markup(jstate *st, jbuf *b, bool markup)
+{
+    jv v = j_str(st, b->p, b->len);
+    v.markup = markup;
+    return v;
+}
 
 /* ---- Lists and dicts -------------------------------------------------------------------------- */
 

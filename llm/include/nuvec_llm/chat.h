@@ -17,14 +17,16 @@
  * (list.append and other mutations raise, as in Hugging Face), and Jinja2's builtin filters and
  * tests except those named below.
  * Refused by name (NU_ERROR_UNSUPPORTED), never rendered differently: extends, include, import,
- * block, autoescape; the filters random, urlize, wordwrap, filesizeformat, pprint, xmlattr,
- * urlencode, striptags; lipsum; printing a function or generator (Python prints an address);
- * integers beyond 64 bits; a few string methods (named when called). Unknown filters and tests
- * fail at parse time, or when run inside an if, as Jinja2 does.
+ * block, autoescape; the filters groupby, random, urlize, wordwrap, filesizeformat, pprint,
+ * xmlattr, urlencode, striptags; lipsum; printing a function or a generator (Python prints an
+ * address); a macro made in a for loop and called after it (Jinja2 reads its internal 'missing'
+ * sentinel there); integers beyond 64 bits; \N{...} escapes; non-ASCII names; a few string
+ * methods (casefold, encode, expandtabs, translate, ..., named when called). Unknown filters and
+ * tests fail at parse time, or when run inside an if, as Jinja2 does.
  *
  * Limits (nu_llm_render_options) bound a render's steps, nesting, memory and output, so that a
  * hostile template can neither hang nor exhaust memory; the parser bounds nesting (64 levels of
- * blocks or of brackets) and takes at most 16 MiB of source.
+ * blocks, about 100 of brackets) and takes at most 16 MiB of source.
  *
  * Thread safety: a parsed template is immutable; any number of threads may render it at once.
  * Failures set nu_llm_error_message() on the calling thread, as all nu_llm_ calls. */
@@ -53,7 +55,8 @@ typedef enum nu_llm_template_failure {
     NU_LLM_TEMPLATE_ERROR,       /* an error Jinja2 raises too: an undefined value used, a type
                                   * error, an unsafe attribute, ...: NU_ERROR_FORMAT */
     NU_LLM_TEMPLATE_LIMIT,       /* a limit of nu_llm_render_options: NU_ERROR_OUT_OF_RANGE */
-    NU_LLM_TEMPLATE_CONTEXT,     /* the context is not a JSON object: NU_ERROR_INVALID_ARGUMENT */
+    NU_LLM_TEMPLATE_ARGUMENT,    /* NULL pointers, a source that is not UTF-8 or over 16 MiB, a
+                                  * context that is not a JSON object: NU_ERROR_INVALID_ARGUMENT */
     NU_LLM_TEMPLATE_MEMORY,      /* out of host memory: NU_ERROR_HOST_OUT_OF_MEMORY */
 } nu_llm_template_failure;
 
@@ -82,8 +85,9 @@ typedef struct nu_llm_render_options {
     size_t memory_limit;    /* bytes of host memory the render may take: 256 MiB */
     uint64_t step_limit;    /* evaluation steps (an expression, a statement, a loop iteration, or
                              * 64 bytes of string work each): 50,000,000 (about a second) */
-    uint32_t depth_limit;   /* nesting of evaluation (calls, recursive loops, nested
-                             * expressions, about 1 KiB of stack each): 400 */
+    uint32_t depth_limit;   /* nesting of evaluation (calls, recursive loops, nested expressions):
+                             * 1000, about 200 levels of macro recursion (Jinja2 under Python's
+                             * recursion limit takes about 190); 1000 need about 256 KiB of stack */
 } nu_llm_render_options;
 
 /* Renders `tpl` with the members of the JSON object context[0 .. context_length) as its
