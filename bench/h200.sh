@@ -148,6 +148,23 @@ for step in $steps; do
             bash bench/llamacpp.sh batched "$f" -npp 512 -ntg 128 -npl 1,4,16,64 | tee "$J/batched-bench-$shape.jsonl" |
                 tee -a "$OUT/batch.txt" || status=1
         done ;;
+    batchsweep)
+        # Batched decode's kernels: nuvec bench llm --batch with NUVEC_LLM_MATVEC_ROWS (the rows up to
+        # which a decode step runs the matrix-vector kernels; more take the matrix products) set to
+        # each of MATVEC_ROWS (default 8 4 2), 7B Q4_0; then the GPU time of a prefill and of a
+        # 4-row batched decode by kernel (NUVEC_TRACE, bench/trace_table.py).
+        d=${LLM_DIR:-/tmp}
+        f=$d/llama-7b-q4_0.gguf
+        [ -f "$f" ] || ./build/nuvec make-gguf --shape llama-7b --dtype q4_0 --out "$f" || status=1
+        for rows in ${MATVEC_ROWS:-8 4 2}; do
+            echo "NUVEC_LLM_MATVEC_ROWS=$rows" | tee -a "$OUT/batchsweep.txt"
+            NUVEC_LLM_MATVEC_ROWS=$rows ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch ${SWEEP_BATCH:-1,2,4,8,16,64} |
+                tee -a "$OUT/batchsweep.txt" || status=1
+        done
+        NUVEC_TRACE=/tmp/trace-prefill.json ./build/nuvec bench llm --model "$f" -p 512 -n 16 >/dev/null || status=1
+        python3 bench/trace_table.py /tmp/trace-prefill.json --rows 40 >"$OUT/trace-prefill.txt" || status=1
+        NUVEC_TRACE=/tmp/trace-batch.json ./build/nuvec bench llm --model "$f" -p 128 -n 16 --batch 4 >/dev/null || status=1
+        python3 bench/trace_table.py /tmp/trace-batch.json --rows 40 >"$OUT/trace-batch4.txt" || status=1 ;;
     memory)
         # Issue 29: peak device memory at 4,096 positions (-p 3967 -n 128: nuvec's cache holds
         # p + n + 1 positions, llama-bench's n_ctx is p + n), nuvec's bench llm beside llama-bench,

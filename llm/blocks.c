@@ -44,10 +44,16 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
  * dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149 TFLOP/s). */
 static nu_status linear(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x)
 {
-    if (p->rows <= NU_MATVEC_MAX_ROWS)
+    if (p->rows <= p->matvec_rows)
         return nu_op_matvec(p->c, y, w, x);
-    bool soa = w->dtype == NU_DTYPE_Q4_0_SOA; /* the products take it only as F16 */
+    bool soa = w->dtype == NU_DTYPE_Q4_0_SOA;
     bool block = nu_dtype_block_elements(w->dtype) > 1;
+    /* Q4_0_SOA as it is where the matrix units take it (F16 inputs, a device with them): a batched
+     * decode step's few rows then read the weights once instead of a dequantized copy made and
+     * read each step; prefill passes (command buffers) keep the copy, faster at their many rows. Elsewhere the
+     * product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording anything. */
+    if (soa && p->graph && x->dtype == NU_DTYPE_F16 && nu_op_matmul(p->c, y, x, w, NULL) == NU_OK)
+        return NU_OK;
     if (!soa && !(p->w16 && block))
         return nu_op_matmul(p->c, y, x, w, NULL);
     nu_tensor w16 = nu_tensor_make(p->act[NU_LLM_A_W16], 0, NU_DTYPE_F16, 2, w->shape);

@@ -63,7 +63,8 @@ struct nu_llm_pass {
     bool graph;               /* recording a graph: positions are launch parameters */
     uint32_t max_kv;          /* graph: the most keys a launch attends to (attention's split count) */
     nu_llm_layer_params *params; /* graph: one a layer, filled as the ops are recorded */
-    bool fused;               /* the fused decode layer (rows <= NU_MATVEC_MAX_ROWS, fusion on) */
+    uint32_t matvec_rows;     /* passes of up to this many rows take the matrix-vector kernels */
+    bool fused;               /* the fused decode layer (rows <= matvec_rows, fusion on) */
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
     bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
     bool pending;             /* tmp holds a block's output not yet added to x */

@@ -98,8 +98,9 @@ static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, 
 static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, uint32_t slot, uint32_t start)
 {
     nu_llm_pass p = {.c = c, .hp = r->hp, .kv = r->kv, .rows = rows, .slot = slot, .start = start};
-    p.fused = r->o.fusion && rows <= NU_MATVEC_MAX_ROWS;
-    p.f16_inputs = r->o.prefill_f16 && rows > NU_MATVEC_MAX_ROWS;
+    p.matvec_rows = r->o.matvec_rows;
+    p.fused = r->o.fusion && rows <= r->o.matvec_rows;
+    p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
     p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
     return p;

@@ -112,10 +112,12 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
      * (bench/RESULTS.md), far below what the matrix units can do. */
     if (tune->no_tensor_cores || !nu__op_tensor_cores_f16(d, 16))
         return NU_ERROR_UNSUPPORTED;
-    /* Block weights: Q8_0 and Q4_0 only, which the kernel decodes itself into F16 tiles (its F16
-     * packing of the quants, not kernels/quant.glsl's); the other block dtypes take the tiled kernel
-     * (the matrix units cannot be tested on lavapipe: no new format goes there untested). */
-    bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0;
+    /* Block weights: Q8_0, Q4_0 and Q4_0_SOA (Q4_0's values, each row's scales apart: batched
+     * decode's products read the repacked matrices as they are) only, which the kernel decodes itself
+     * into F16 tiles (its F16 packing of the quants, not kernels/quant.glsl's); the other block
+     * dtypes take the tiled kernel (the matrix units cannot be tested on lavapipe: no new format
+     * goes there untested; test_ops_matmul checks Q4_0_SOA where the device has them). */
+    bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0 || b->dtype == NU_DTYPE_Q4_0_SOA;
     if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
         return NU_ERROR_UNSUPPORTED;
     uint32_t ra = a->rank, rb = b->rank, rd = dst->rank;
