@@ -161,34 +161,44 @@ for step in $steps; do
             NUVEC_LLM_MATVEC_ROWS=$rows ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch ${SWEEP_BATCH:-1,2,4,8,16,64} |
                 tee -a "$OUT/batchsweep.txt" || status=1
         done
+        for tc in ${TC_SWEEP:-default "wm=1 wn=4 fm=4 fn=1" "wm=1 wn=2 fm=4 fn=1" "wm=1 wn=4 fm=1 fn=1"}; do
+            echo "NUVEC_LLM_MATMUL_ROWS=64 NUVEC_MATMUL_TC=$tc" | tee -a "$OUT/batchsweep.txt"
+            if [ "$tc" = default ]; then tcv=; else tcv=$tc; fi
+            NUVEC_LLM_MATMUL_ROWS=64 NUVEC_MATMUL_TC=$tcv ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 64 |
+                grep -E '^ +64 ' | tee -a "$OUT/batchsweep.txt" || status=1
+        done
+        [ "${SWEEP_TRACE:-1}" = 0 ] && continue
         NUVEC_TRACE=/tmp/trace-prefill.json ./build/nuvec bench llm --model "$f" -p 512 -n 16 >/dev/null || status=1
         python3 bench/trace_table.py /tmp/trace-prefill.json --rows 40 >"$OUT/trace-prefill.txt" || status=1
         NUVEC_TRACE=/tmp/trace-batch.json ./build/nuvec bench llm --model "$f" -p 128 -n 16 --batch 4 >/dev/null || status=1
         python3 bench/trace_table.py /tmp/trace-batch.json --rows 40 >"$OUT/trace-batch4.txt" || status=1 ;;
     memory)
-        # Issue 29: peak device memory at 4,096 positions (-p 3967 -n 128: nuvec's cache holds
-        # p + n + 1 positions, llama-bench's n_ctx is p + n), nuvec's bench llm beside llama-bench,
-        # each sampled by nvidia-smi every 20 ms (memory.used above the idle level before the run);
-        # nuvec's own accounting is device_memory in its JSON. Then 7B F16's weights against the
-        # file's size. LLM_DIR as llm's.
+        # Issue 29: peak device memory at 4,096 positions, each sampled by nvidia-smi every 20 ms
+        # (memory.used above the idle level before the run): nuvec generate (F16 KV cache of 4,096
+        # positions, a 3,967-token prompt, 128 tokens) beside llama-bench -p 3967 -n 128 (n_ctx
+        # p + n, F16 cache, flash attention); nuvec's own accounting (device_memory of --json) and
+        # llama.cpp's buffer sizes from its log beside them. Then 7B F16's weights against the file's
+        # size, and bench llm's load to first token. LLM_DIR as llm's.
         d=${LLM_DIR:-/tmp}
+        ids=$(python3 -c 'import random; r = random.Random(0); print(",".join(str(r.randrange(3, 32000)) for _ in range(3967)))')
         for shape in llama-7b llama-8b; do
             f=$d/$shape-q4_0.gguf
             [ -f "$f" ] || ./build/nuvec make-gguf --shape "$shape" --dtype q4_0 --out "$f" || status=1
-            gpu_peak "nuvec $shape q4_0 4096 positions" ./build/nuvec bench llm --model "$f" -p 3967 -n 128 --json \
-                >"$J/memory-nuvec-$shape.json" || status=1
-            python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d["device_memory"]; print("nuvec accounting MiB:", {k: round(v / 2**20, 1) for k, v in m.items()}, "open_to_first_token_ms", round(d["open_to_first_token_ms"]))' \
-                "$J/memory-nuvec-$shape.json" | tee -a "$OUT/memory.txt"
-            gpu_peak "llama.cpp $shape q4_0 4096 positions" bash bench/llamacpp.sh run "$f" -p 3967 -n 128 -r 1 --no-ttft \
+            gpu_peak "nuvec generate $shape q4_0, 4096 positions" ./build/nuvec generate "$f" --tokens "$ids" -n 128 \
+                --kv-f16 --max-positions 4096 --json >"$J/memory-nuvec-$shape.json" || status=1
+            python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d["device_memory"]; print("nuvec accounting MiB:", {k: round(v / 2**20, 1) for k, v in m.items()}, "tokens", d["tokens"])' \
+                "$J/memory-nuvec-$shape.json" >>"$OUT/memory.txt"
+            gpu_peak "llama.cpp $shape q4_0, 4095 positions" bash bench/llamacpp.sh run "$f" -p 3967 -n 128 -r 1 --no-ttft \
                 >"$J/memory-llamacpp-$shape.json" || status=1
-            grep -E "model buffer size|KV (self )?buffer size|compute buffer size|llama_kv_cache.*size" .peer/run.log |
-                sed 's/^/llama.cpp log: /' | sort -u | tee -a "$OUT/memory.txt"
+            grep -E "buffer size|KV.*size|llama_kv_cache" .peer/run.log | sed 's/^/llama.cpp log: /' | sort -u >>"$OUT/memory.txt"
         done
         f=$d/llama-7b-f16.gguf
         [ -f "$f" ] || ./build/nuvec make-gguf --shape llama-7b --dtype f16 --out "$f" || status=1
-        gpu_peak "nuvec llama-7b f16 640 positions" ./build/nuvec bench llm --model "$f" --json >"$J/memory-nuvec-f16.json" || status=1
-        python3 -c 'import json,os,sys; d=json.load(open(sys.argv[1])); m=d["device_memory"]; s=os.path.getsize(sys.argv[2]); print(f"7B F16: weights {m[\"weights\"]} B, file {s} B, weights / file {m[\"weights\"] / s:.4f}; open_to_first_token_ms {d[\"open_to_first_token_ms\"]:.0f}")' \
-            "$J/memory-nuvec-f16.json" "$f" | tee -a "$OUT/memory.txt" ;;
+        gpu_peak "nuvec bench llm llama-7b f16, 641 positions" ./build/nuvec bench llm --model "$f" --json \
+            >"$J/memory-nuvec-f16.json" || status=1
+        python3 -c 'import json,os,sys; d=json.load(open(sys.argv[1])); m=d["device_memory"]; s=os.path.getsize(sys.argv[2]); print("7B F16: weights %d B, file %d B, weights / file %.4f; device open to first token %.0f ms, model open to first token %.0f ms" % (m["weights"], s, m["weights"] / s, d["device_open_to_first_token_ms"], d["open_to_first_token_ms"]))' \
+            "$J/memory-nuvec-f16.json" "$f" >>"$OUT/memory.txt"
+        cat "$OUT/memory.txt" ;;
     kquant)
         # Issue 23's benchmark: make-gguf F16 files (KQ_SHAPES, default llama-7b) quantized by
         # llama-quantize (bench/llamacpp.sh quantize; KQ_TYPES, default Q4_K_M Q5_K_M Q6_K), then
