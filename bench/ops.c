@@ -496,7 +496,7 @@ int bench_ops(int argc, char **argv)
     /* Matrix-vector products: the four decode shapes (n x k) of a 7B Llama, one token. */
     static const int64_t mvs[4][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}};
     static const char *const mvn[4] = {"4096x4096", "11008x4096", "4096x11008", "32000x4096"};
-    bench_case cases[192] = {
+    bench_case cases[256] = {
         {"copy", big, K_COPY, 0, U32, U32, 1, {n32}, 2 * sz, "the reference", 0},
         {"add", big, K_BINARY, NU_BINARY_ADD, F32, F32, 1, {n32}, 3 * sz, ew, 0},
         {"add", big, K_BINARY, NU_BINARY_ADD, F16, F16, 1, {n16}, 3 * sz, ew, 0},
@@ -550,6 +550,20 @@ int bench_ops(int argc, char **argv)
                                            {mvs[si][0], mvs[si][1], 1}, (double)nu_tensor_span_bytes(&probe),
                                            nu_dtype_block_elements(mvd[di]) > 1 ? mq : mv, 0};
         }
+    /* Every GGUF block format at an 8B Llama's FFN shapes (n x k: 14336 x 4096 gate/up, 4096 x 14336
+     * down), one token, dependent (each repetition writes the same dst: issue 23's benchmark). */
+    static const int64_t ffn[2][2] = {{4096, 14336}, {14336, 4096}};
+    static const char *const ffnn[2] = {"4096x14336", "14336x4096"};
+    for (int di = 0; di < NU_DTYPE_COUNT; di++) {
+        nu_dtype bt = (nu_dtype)di;
+        if (nu_dtype_block_elements(bt) <= 1 || bt == NU_DTYPE_Q4_0_SOA)
+            continue;
+        for (int si = 0; si < 2; si++) {
+            nu_tensor probe = nu_tensor_make(NULL, 0, bt, 2, ffn[si]);
+            cases[ncases++] = (bench_case){"matvec", ffnn[si], K_MATVEC, 0, bt, F32, 0, {ffn[si][0], ffn[si][1], 1},
+                                           (double)nu_tensor_span_bytes(&probe), ">= 75% of copy", 0};
+        }
+    }
     /* The fused products of a decode layer, each after the separate ops it replaces. */
     static const struct {
         const char *shape, *separate;

@@ -16,6 +16,7 @@
 #include "nuvec/tensor.h"
 #include "nuvec/ops.h"
 #include "nuvec/graph.h"
+#include "nuvec/quant.h"
 
 #define NUVEC_VERSION_MAJOR 0
 #define NUVEC_VERSION_MINOR 1

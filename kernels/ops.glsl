@@ -8,11 +8,10 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 
-// Dtype codes of the specialisation constants (src/ops/op.h: nu__op_dtype_code).
-#define NU_F32 0u
-#define NU_F16 1u
-#define NU_BF16 2u
-#define NU_I32 3u
+// Dtype codes of the specialisation constants (NU_F32, NU_F16, NU_BF16, NU_I32, NU_Q8_0, ...; src/ops/op.h:
+// nu__op_dtype_code): generated from the C table (src/core/dtype.h) at build time, with each block
+// dtype's elements and halves a block (nu_block_elements, nu_block_halves).
+#include "dtypes.glsl"
 
 // Threads per workgroup of the ops' elementwise shaders.
 #define NU_OPS_LOCAL 256u

@@ -193,60 +193,9 @@ void nt_tensor_free(nt_tensor *h)
     memset(h, 0, sizeof *h);
 }
 
-void nt_quantize(nu_dtype dtype, const float *x, uint64_t n, uint8_t *out)
-{
-    assert_true(n % 32 == 0);
-    for (uint64_t b = 0; b < n / 32; b++) {
-        const float *v = x + b * 32;
-        if (dtype == NU_DTYPE_Q8_0) {
-            float amax = 0;
-            for (int j = 0; j < 32; j++)
-                amax = fmaxf(amax, fabsf(v[j]));
-            float dq = amax / 127, id = dq ? 1.0f / dq : 0.0f;
-            uint8_t *blk = out + b * 34;
-            uint16_t h = nt_f32_to_f16(dq);
-            memcpy(blk, &h, 2);
-            for (int j = 0; j < 32; j++)
-                blk[2 + j] = (uint8_t)(int8_t)roundf(v[j] * id);
-        } else if (dtype == NU_DTYPE_Q4_0) {
-            float amax = 0, max = 0;
-            for (int j = 0; j < 32; j++)
-                if (amax < fabsf(v[j])) {
-                    amax = fabsf(v[j]);
-                    max = v[j];
-                }
-            float dq = max / -8, id = dq ? 1.0f / dq : 0.0f;
-            uint8_t *blk = out + b * 18;
-            uint16_t h = nt_f32_to_f16(dq);
-            memcpy(blk, &h, 2);
-            for (int j = 0; j < 16; j++) {
-                int q0 = (int8_t)(v[j] * id + 8.5f), q1 = (int8_t)(v[16 + j] * id + 8.5f);
-                q0 = q0 < 15 ? q0 : 15;
-                q1 = q1 < 15 ? q1 : 15;
-                blk[2 + j] = (uint8_t)(q0 | (q1 << 4));
-            }
-        } else {
-            fail_msg("nt_quantize: %s is not a block dtype", nu_dtype_name(dtype));
-        }
-    }
-}
+void nt_quantize(nu_dtype dtype, const float *x, uint64_t n, uint8_t *out) { NT_OK(nu_quantize(dtype, x, out, n, NULL)); }
 
-void nt_dequantize(nu_dtype dtype, const uint8_t *blocks, uint64_t n, float *out)
-{
-    uint32_t bytes = nu_dtype_block_bytes(dtype);
-    for (uint64_t b = 0; b < n / 32; b++) {
-        const uint8_t *blk = blocks + b * bytes;
-        uint16_t h;
-        memcpy(&h, blk, 2);
-        float dq = nt_f16_to_f32(h);
-        for (int j = 0; j < 32; j++) {
-            if (dtype == NU_DTYPE_Q8_0)
-                out[b * 32 + j] = dq * (float)(int8_t)blk[2 + j];
-            else
-                out[b * 32 + j] = dq * (float)((j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8);
-        }
-    }
-}
+void nt_dequantize(nu_dtype dtype, const uint8_t *blocks, uint64_t n, float *out) { NT_OK(nu_dequantize(dtype, blocks, out, n)); }
 
 nt_tensor nt_tensor_quantized(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad_blocks,
                               float lo, float hi, uint64_t *seed)
@@ -256,8 +205,9 @@ nt_tensor nt_tensor_quantized(nu_device *d, nu_dtype dtype, uint32_t rank, const
     uint32_t bytes = nu_dtype_block_bytes(dtype);
     h.t = nu_tensor_make(NULL, pad_blocks * bytes, dtype, rank, shape);
     h.numel = nu_tensor_numel(&h.t);
-    assert_true(h.numel % 32 == 0);
-    h.size = (size_t)((pad_blocks + h.numel / 32) * bytes + 16);
+    uint32_t per = nu_dtype_block_elements(dtype);
+    assert_true(per > 1 && h.numel % per == 0);
+    h.size = (size_t)((pad_blocks + h.numel / per) * bytes + 16);
     h.bytes = malloc(h.size);
     h.values = calloc(h.numel ? h.numel : 1, sizeof *h.values);
     float *x = calloc(h.numel ? h.numel : 1, sizeof *x);
@@ -320,4 +270,37 @@ void nt_run_copy(nu_device *d, const nu_tensor *dst, const nu_tensor *src)
 {
     copy_args a = {dst, src};
     nt_run(d, record_copy, &a);
+}
+
+const nu_dtype nt_block_dtypes[NT_BLOCK_DTYPES] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0, NU_DTYPE_Q4_1, NU_DTYPE_Q5_0,
+                                                   NU_DTYPE_Q5_1, NU_DTYPE_Q4_K, NU_DTYPE_Q5_K, NU_DTYPE_Q6_K,
+                                                   NU_DTYPE_IQ4_NL, NU_DTYPE_IQ4_XS};
+
+bool nt_is_block(nu_dtype dtype) { return nu_dtype_block_elements(dtype) > 1; }
+
+bool nt_matvec_dot_path(nu_device *d, const nu_tensor *w, int64_t m, bool norm, const nu_matvec_tune *tune)
+{
+    const nu_device_info *info = nu_device_get_info(d);
+    /* x's rows: 52 bytes a block, K / 32 rounded up to 64 blocks; one float each of the unused
+     * split sums and (without the norm) sums of squares, 4 bytes a block and row with it. */
+    uint64_t cap = (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64);
+    uint64_t shared = 52ull * (uint64_t)m * cap + 4 + (norm ? 4ull * (uint64_t)m * cap : 4);
+    return nt_is_block(w->dtype) && w->dtype != NU_DTYPE_Q4_0_SOA && info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] &&
+           (info->subgroup_operations & NU_SUBGROUP_ARITHMETIC) && (info->subgroup_operations & NU_SUBGROUP_SHUFFLE) &&
+           info->subgroup_size % 8 == 0 && shared <= info->max_shared_memory && !(tune && tune->float_path);
+}
+
+void nt_round_as_dot_path(const float *x, int64_t n, double *xhat, double *tie)
+{
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int64_t e = 32 * b; e < 32 * b + 32; e++)
+            amax = fmaxf(amax, fabsf(x[e]));
+        float inv = amax > 0 ? 127.0f / amax : 0.0f, dx = amax / 127.0f;
+        for (int64_t e = 32 * b; e < 32 * b + 32; e++) {
+            float t = x[e] * inv;
+            xhat[e] = (double)dx * (double)nearbyintf(t); /* round half to even (the default mode) */
+            tie[e] = fabsf(fabsf(t - truncf(t)) - 0.5f) < 1e-3f ? dx : 0.0;
+        }
+    }
 }

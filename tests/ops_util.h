@@ -44,16 +44,31 @@ float *nt_tensor_values_new(const nt_tensor *h, const nu_tensor *view);
 void nt_tensor_download(nt_tensor *out);
 void nt_tensor_free(nt_tensor *h);
 
-/* GGUF's block quantizations, written from the formats' definitions (nuvec/tensor.h) with
- * ggml's reference rounding: Q8_0 d = max|x| / 127, q = round(x / d); Q4_0 d = m / -8 where m is
- * the element of largest magnitude, q = min(15, trunc(x / d + 8.5)). `n` is a multiple of 32; out
- * holds n / 32 blocks. Dequantizing gives the exact values the kernels must see. */
+/* GGUF's block formats on the CPU: nuvec/quant.h's nu_quantize (without importances) and
+ * nu_dequantize (ggml's values, bit for bit: the exact values the kernels must see), failing the
+ * test on an error. `n` is a whole number of blocks; out holds them back to back. */
 void nt_quantize(nu_dtype dtype, const float *x, uint64_t n, uint8_t *out);
 void nt_dequantize(nu_dtype dtype, const uint8_t *blocks, uint64_t n, float *out);
-/* A contiguous tensor of a block dtype (Q8_0, Q4_0): random values in [lo, hi) quantized;
- * `values` holds the dequantized (exact) elements. `pad_blocks` blocks precede it. */
+/* A contiguous tensor of a block dtype (any of nu_quantize's): random values in [lo, hi)
+ * quantized; `values` holds the dequantized (exact) elements. `pad_blocks` blocks precede it. */
 nt_tensor nt_tensor_quantized(nu_device *d, nu_dtype dtype, uint32_t rank, const int64_t *shape, uint64_t pad_blocks,
                               float lo, float hi, uint64_t *seed);
+
+/* The block dtypes every op that reads blocks takes (all but Q4_0_SOA), in nu_dtype's order, and
+ * the elements a row of each must be a multiple of in a test that runs them all (256: the K
+ * formats' super-blocks). */
+#define NT_BLOCK_DTYPES 10
+extern const nu_dtype nt_block_dtypes[NT_BLOCK_DTYPES];
+bool nt_is_block(nu_dtype dtype);
+
+/* The matrix-vector products' dot path (nuvec/ops.h: nu_op_matvec): whether it takes weight w
+ * with m rows of x (norm: with the fused RMSNorm, whose sums of squares take shared memory too)
+ * under `tune` (NULL: the defaults), and x as it rounds it: each 32-element block of x[0..n) to
+ * dx * roundEven(x * (127 / max|x|)), dx = max|x| / 127 (in float, as the kernel), into xhat;
+ * tie[i] is dx where x * (127 / max|x|) is within 1e-3 of a tie (the GPU may round it the other
+ * way; the tolerance adds |w| dx there), else 0. */
+bool nt_matvec_dot_path(nu_device *d, const nu_tensor *w, int64_t m, bool norm, const nu_matvec_tune *tune);
+void nt_round_as_dot_path(const float *x, int64_t n, double *xhat, double *tie);
 
 /* Fails the test unless every |got - want| <= abs + rel * |want| (NaN must match NaN); names
  * `what` and the first bad element. */

@@ -101,7 +101,7 @@ static void b_data(buf *b, size_t n)
 
 /* The small valid file: every metadata type (13 scalar and string entries, arrays of scalars, of
  * strings, of arrays of ints and of arrays of strings), alignment 64, and three tensors (f32 [2,
- * 4], q8_0 [2, 32], q4_1 [32]) whose last byte is the file's last. */
+ * 4], q8_0 [2, 32], q8_1 [32]: a type nuvec does not read) whose last byte is the file's last. */
 #define SMALL_KVS 18
 static buf small_file(void)
 {
@@ -140,9 +140,9 @@ static buf small_file(void)
     b_kv_u32(&b, "general.alignment", 64);
     b_tensor(&b, "w", 2, (uint64_t[]){4, 2}, 0, 0);
     b_tensor(&b, "q", 2, (uint64_t[]){32, 2}, 8, 64);
-    b_tensor(&b, "r", 1, (uint64_t[]){32}, 3, 192);
+    b_tensor(&b, "r", 1, (uint64_t[]){32}, 9, 192);
     b_pad(&b, 64);
-    b_data(&b, 212);
+    b_data(&b, 228);
     return b;
 }
 
@@ -187,7 +187,7 @@ static void every_metadata_type(void **state)
     assert_int_equal(nu_gguf_alignment(g), 64);
     assert_int_equal(nu_gguf_kv_count(g), SMALL_KVS);
     assert_int_equal(nu_gguf_data_offset(g) % 64, 0);
-    assert_int_equal(nu_gguf_data_offset(g) + 212, b.n);
+    assert_int_equal(nu_gguf_data_offset(g) + 228, b.n);
     nu_gguf_value v;
     NT_OK(nu_gguf_find(g, "k.u8", &v));
     assert_int_equal(v.type, NU_GGUF_UINT8);
@@ -415,8 +415,8 @@ static void tensor_infos_and_views(void **state)
     assert_int_equal(q->offset, base + 64);
     assert_int_equal(q->size, 68);
     assert_int_equal(r->dtype, NU_DTYPE_COUNT);
-    assert_string_equal(r->type_name, "q4_1");
-    assert_int_equal(r->size, 20);
+    assert_string_equal(r->type_name, "q8_1");
+    assert_int_equal(r->size, 36);
     assert_int_equal(r->offset + r->size, b.n);
     assert_ptr_equal(nu_gguf_find_tensor(g, "q"), q);
     assert_null(nu_gguf_find_tensor(g, "x"));
@@ -425,7 +425,7 @@ static void tensor_infos_and_views(void **state)
     /* Views: a type nuvec does not read is refused by name; parsed files have no buffer. */
     nu_tensor t;
     NT_STATUS(NU_ERROR_UNSUPPORTED, nu_gguf_tensor_view(g, "r", &t));
-    assert_non_null(strstr(nu_error_message(NULL), "'r' is q4_1 (ggml type 3)"));
+    assert_non_null(strstr(nu_error_message(NULL), "'r' is q8_1 (ggml type 9)"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_gguf_tensor_view(g, "x", &t));
     assert_non_null(strstr(nu_error_message(NULL), "'x'"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_gguf_tensor_view(g, "q", &t));
@@ -495,7 +495,7 @@ static void prefixes_and_mutations_fail_cleanly(void **state)
     }
     /* Every byte of the header set to values that matter: counts, lengths, types. */
     static const uint8_t swaps[] = {0, 1, 2, 3, 7, 8, 9, 12, 13, 31, 32, 0x7f, 0x80, 0xff};
-    uint64_t data = b.n - 212;
+    uint64_t data = b.n - 228;
     int ok = 0;
     for (size_t i = 0; i < data; i++)
         for (size_t j = 0; j < sizeof swaps; j++) {
@@ -1292,6 +1292,75 @@ static void open_refusals(void **state)
     nt_close(d);
 }
 
+/* A file mixing every block format nuvec reads, a tensor each (and an F16 one), opened on a device
+ * as it is: each view has its tensor's dtype, and nu_op_copy dequantizes it on the GPU, from the
+ * mapping, to exactly nu_dequantize's values of its bytes. */
+static void a_file_mixing_every_block_format(void **state)
+{
+    (void)state;
+    static const nu_dtype dtypes[11] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0, NU_DTYPE_Q4_1, NU_DTYPE_Q5_0,
+                                        NU_DTYPE_Q5_1, NU_DTYPE_Q4_K, NU_DTYPE_Q5_K, NU_DTYPE_Q6_K, NU_DTYPE_IQ4_NL,
+                                        NU_DTYPE_IQ4_XS};
+    const uint64_t rows = 3, cols = 512;
+    float *x = malloc(rows * cols * sizeof *x), *want = malloc(rows * cols * sizeof *want);
+    uint8_t *bytes = malloc(rows * cols * 2);
+    assert_true(x && want && bytes);
+    const char *path = tmp_path("mixed_formats.gguf");
+    gguf_writer *w;
+    NT_OK(gguf_writer_new(0, &w));
+    NT_OK(gguf_writer_u32(w, "test.tensors", 11));
+    char names[11][16];
+    for (int i = 0; i < 11; i++) {
+        snprintf(names[i], sizeof names[i], "t%d", i);
+        NT_OK(gguf_writer_tensor(w, names[i], dtypes[i], 2, (uint64_t[]){rows, cols}));
+    }
+    NT_OK(gguf_writer_begin(w, path));
+    for (int i = 0; i < 11; i++) {
+        for (uint64_t e = 0; e < rows * cols; e++)
+            x[e] = sinf((float)(e * 7 + (uint64_t)i * 13)) * (float)(1 + e % 5);
+        uint64_t size = rows * cols / nu_dtype_block_elements(dtypes[i]) * nu_dtype_block_bytes(dtypes[i]);
+        NT_OK(nu_quantize(dtypes[i], x, bytes, rows * cols, NULL));
+        NT_OK(gguf_writer_data(w, bytes, (size_t)size));
+    }
+    NT_OK(gguf_writer_finish(w));
+    gguf_writer_free(w);
+
+    nu_device *d = nt_open();
+    nu_gguf *g;
+    NT_OK(nu_gguf_open(d, path, &g));
+    const void *fb;
+    NT_OK(nu_buffer_contents(nu_gguf_buffer(g), &fb));
+    nu_buffer *out;
+    NT_OK(nu_buffer_new(d, rows * cols * 4, NU_STORAGE_SHARED, &out));
+    nu_tensor dst = nu_tensor_make(out, 0, NU_DTYPE_F32, 2, (int64_t[]){(int64_t)rows, (int64_t)cols});
+    for (int i = 0; i < 11; i++) {
+        const nu_gguf_tensor_info *ti = nu_gguf_find_tensor(g, names[i]);
+        assert_int_equal(ti->dtype, dtypes[i]);
+        nu_tensor v;
+        NT_OK(nu_gguf_tensor_view(g, names[i], &v));
+        assert_int_equal(v.dtype, dtypes[i]);
+        nu_commands *c;
+        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+        NT_OK(nu_op_copy(c, &dst, &v));
+        NT_OK(nu_commands_commit(c));
+        NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+        nu_commands_free(c);
+        NT_OK(nu_buffer_read(out, 0, x, rows * cols * 4));
+        NT_OK(nu_dequantize(dtypes[i], (const uint8_t *)fb + ti->offset, want, rows * cols));
+        for (uint64_t e = 0; e < rows * cols; e++)
+            if (memcmp(&x[e], &want[e], 4))
+                fail_msg("%s tensor, element %llu: GPU %.9g, CPU %.9g", nu_dtype_name(dtypes[i]), (unsigned long long)e,
+                         (double)x[e], (double)want[e]);
+    }
+    nu_buffer_free(out);
+    nu_gguf_close(g);
+    nt_close(d);
+    unlink(path);
+    free(x);
+    free(want);
+    free(bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1306,6 +1375,7 @@ int main(void)
         cmocka_unit_test(make_gguf_tiny_reads_back),
         cmocka_unit_test(real_models_metadata_and_values),
         cmocka_unit_test(views_and_moves_on_a_device),
+        cmocka_unit_test(a_file_mixing_every_block_format),
         cmocka_unit_test(open_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

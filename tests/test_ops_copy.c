@@ -2,8 +2,9 @@
  * F32, F16 and BF16 (random values, and every F16 and BF16 bit pattern, NaN, infinities,
  * subnormals and the values halfway between two results, rounded to nearest even), integer and
  * byte moves of strided, transposed and broadcast views with unaligned first elements (the bytes
- * around dst untouched), Q8_0 and Q4_0 dequantized exactly as the GGUF layout defines (padded,
- * unaligned first blocks, slices of rows and of blocks, odd row counts); and what it refuses.
+ * around dst untouched), every block dtype dequantized exactly as ggml does (nu_dequantize's
+ * values: padded, unaligned first blocks, slices of rows and of blocks, odd row counts, every
+ * quant and scale byte, subnormal and largest half scales); and what it refuses.
  * Tolerance: none; every result is compared bit for bit (a NaN need only be a NaN). */
 #include "ops_util.h"
 
@@ -320,7 +321,7 @@ static void copy_moves_integers_and_bytes_of_any_view(void **state)
  * row-major), row-major over the view's shape. */
 static void block_view_values(const nt_tensor *h, const nu_tensor *view, float *out)
 {
-    uint64_t base = (view->offset - h->t.offset) / nu_dtype_block_bytes(view->dtype) * 32;
+    uint64_t base = (view->offset - h->t.offset) / nu_dtype_block_bytes(view->dtype) * nu_dtype_block_elements(view->dtype);
     uint64_t n = nu_tensor_numel(view);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t r = i, at = 0;
@@ -353,60 +354,70 @@ static void check_dequant(nu_device *d, const nt_tensor *h, const nu_tensor *src
     nt_tensor_free(&dst);
 }
 
-static void copy_dequantizes_q8_0_and_q4_0_exactly(void **state)
+/* The byte offsets of a block's IEEE half scales (d, and m or dmin where the format has one). */
+static int half_fields(nu_dtype dtype, int at[2])
+{
+    at[0] = dtype == NU_DTYPE_Q6_K ? 208 : 0;
+    at[1] = 2;
+    return dtype == NU_DTYPE_Q4_1 || dtype == NU_DTYPE_Q5_1 || dtype == NU_DTYPE_Q4_K || dtype == NU_DTYPE_Q5_K ? 2 : 1;
+}
+
+static void copy_dequantizes_every_block_dtype_exactly(void **state)
 {
     nu_device *d = nt_open();
     uint64_t seed = 13;
-    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    for (int b = 0; b < 2; b++)
-        for (int dt = 0; dt < 3; dt++) {
+    for (int b = 0; b < NT_BLOCK_DTYPES; b++) {
+        nu_dtype bt = nt_block_dtypes[b];
+        int64_t per = nu_dtype_block_elements(bt);
+        for (int dt = b < 2 ? 0 : b % 3; dt < 3; dt += b < 2 ? 1 : 3) { /* the later formats: one dst dtype each */
             /* Whole tensors: odd row counts, a padded (2-byte aligned) first block. */
-            int64_t s1[1] = {32}, s2[2] = {7, 96}, s3[3] = {3, 5, 64};
-            nt_tensor a = nt_tensor_quantized(d, blocks[b], 1, s1, 0, -1, 1, &seed);
-            nt_tensor m = nt_tensor_quantized(d, blocks[b], 2, s2, 1, -4, 3, &seed);
-            nt_tensor c = nt_tensor_quantized(d, blocks[b], 3, s3, 3, -100, 100, &seed);
+            int64_t s1[1] = {per}, s2[2] = {7, 3 * per}, s3[3] = {3, 5, 2 * per};
+            nt_tensor a = nt_tensor_quantized(d, bt, 1, s1, 0, -1, 1, &seed);
+            nt_tensor m = nt_tensor_quantized(d, bt, 2, s2, 1, -4, 3, &seed);
+            nt_tensor c = nt_tensor_quantized(d, bt, 3, s3, 3, -100, 100, &seed);
             check_dequant(d, &a, &a.t, floats[dt], 0, "one block");
-            check_dequant(d, &m, &m.t, floats[dt], 0, "7x96, a block of pad");
-            check_dequant(d, &m, &m.t, floats[dt], 1, "7x96, a block of pad");
-            check_dequant(d, &c, &c.t, floats[dt], dt, "3x5x64, 3 blocks of pad");
+            check_dequant(d, &m, &m.t, floats[dt], 0, "7 rows of 3 blocks, a block of pad");
+            check_dequant(d, &m, &m.t, floats[dt], 1, "7 rows of 3 blocks, a block of pad");
+            check_dequant(d, &c, &c.t, floats[dt], dt, "3x5 rows of 2 blocks, 3 blocks of pad");
             /* Views: a slice of rows (an outer stride), a slice of blocks of each row, outer
              * dimensions transposed, a row broadcast. */
             nu_tensor rows, mid, tr, bc, one;
             NT_OK(nu_tensor_slice(&m.t, 0, 2, 5, &rows));
-            NT_OK(nu_tensor_slice(&m.t, 1, 32, 32, &mid));
+            NT_OK(nu_tensor_slice(&m.t, 1, per, per, &mid));
             NT_OK(nu_tensor_transpose(&c.t, 0, 1, &tr));
             NT_OK(nu_tensor_slice(&m.t, 0, 3, 1, &one));
-            int64_t bs[3] = {2, 3, 96};
+            int64_t bs[3] = {2, 3, 3 * per};
             NT_OK(nu_tensor_broadcast(&one, 3, bs, &bc));
-            check_dequant(d, &m, &rows, floats[dt], 0, "rows 2..6 of 7x96");
-            check_dequant(d, &m, &mid, floats[dt], 1, "the middle block of each row of 7x96");
-            check_dequant(d, &c, &tr, floats[dt], 0, "3x5x64 transposed to 5x3x64");
-            check_dequant(d, &m, &bc, floats[dt], 0, "row 3 of 7x96 broadcast to 2x3x96");
+            check_dequant(d, &m, &rows, floats[dt], 0, "rows 2..6 of 7");
+            check_dequant(d, &m, &mid, floats[dt], 1, "the middle block of each row of 7");
+            check_dequant(d, &c, &tr, floats[dt], 0, "3x5 rows transposed to 5x3");
+            check_dequant(d, &m, &bc, floats[dt], 0, "row 3 of 7 broadcast to 2x3");
             nt_tensor_free(&a);
             nt_tensor_free(&m);
             nt_tensor_free(&c);
         }
-    /* Blocks of the reference's own extremes: scales of F16's subnormals and largest, every
-     * quant value (Q8_0's -128 .. 127, Q4_0's 0 .. 15). */
-    for (int b = 0; b < 2; b++) {
-        uint32_t bytes = nu_dtype_block_bytes(blocks[b]);
+        /* Blocks of every byte pattern: quants and sub-block scales from a mix of the block's
+         * index and position, its half scales F16's extremes (the smallest subnormals, the largest,
+         * one, minus one, -0) in turn. */
+        uint32_t bytes = nu_dtype_block_bytes(bt);
         const uint16_t scales[6] = {0x0001, 0x03ff, 0x3c00, 0xbc00, 0x7bff, 0x8000};
-        int nb = 6 * 8;
-        int64_t shape[1] = {(int64_t)nb * 32};
+        int nb = 6 * 8, at[2], fields = half_fields(bt, at);
+        int64_t shape[1] = {(int64_t)nb * per};
         nt_tensor h;
         memset(&h, 0, sizeof h);
-        h.t = nu_tensor_make(NULL, (uint64_t)bytes, blocks[b], 1, shape);
-        h.numel = (uint64_t)nb * 32;
+        h.t = nu_tensor_make(NULL, (uint64_t)bytes, bt, 1, shape);
+        h.numel = (uint64_t)nb * (uint64_t)per;
         h.size = (size_t)(nb + 1) * bytes + 16;
         h.bytes = calloc(1, h.size);
         h.values = malloc(h.numel * sizeof *h.values);
         for (int k = 0; k < nb; k++) {
             uint8_t *blk = h.bytes + (k + 1) * bytes;
-            memcpy(blk, &scales[k % 6], 2);
-            for (uint32_t j = 2; j < bytes; j++)
+            for (uint32_t j = 0; j < bytes; j++)
                 blk[j] = (uint8_t)(k * 37 + (int)j * 11);
+            for (int f = 0; f < fields; f++)
+                memcpy(blk + at[f], &scales[(k + 3 * f) % 6], 2);
         }
-        nt_dequantize(blocks[b], h.bytes + bytes, h.numel, h.values);
+        nt_dequantize(bt, h.bytes + bytes, h.numel, h.values);
         NT_OK(nu_buffer_new(d, h.size, NU_STORAGE_SHARED, &h.t.buffer));
         NT_OK(nu_buffer_write(h.t.buffer, 0, h.bytes, h.size));
         for (int dt = 0; dt < 3; dt++)
@@ -512,7 +523,7 @@ int main(void)
         cmocka_unit_test(copy_casts_between_float_dtypes_exactly),
         cmocka_unit_test(copy_rounds_special_values_to_nearest_even),
         cmocka_unit_test(copy_moves_integers_and_bytes_of_any_view),
-        cmocka_unit_test(copy_dequantizes_q8_0_and_q4_0_exactly),
+        cmocka_unit_test(copy_dequantizes_every_block_dtype_exactly),
         cmocka_unit_test(copy_runs_at_large_sizes),
         cmocka_unit_test(copy_refuses_bad_tensors),
     };

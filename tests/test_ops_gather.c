@@ -1,8 +1,9 @@
 /* test_ops_gather.c: nu_op_gather (src/ops/gather.c) against a CPU reference: every table dtype
- * (F32, F16, BF16, Q8_0, Q4_0) into every float dst, repeated, out-of-range and negative ids,
- * dims not a multiple of 8, unaligned rows, strided tables and ids, a grid that loops; and what
- * it refuses. Tolerance: none. A gather moves values: each element must be the table's value
- * (for Q8_0 / Q4_0, nt_dequantize's F32 value, bit for bit) rounded to dst's dtype. */
+ * (F32, F16, BF16 and every block dtype) into every float dst, repeated, out-of-range and negative
+ * ids, dims not a multiple of 8, unaligned rows, strided tables and ids, block tables sliced, a
+ * grid that loops (desc->tune); and what it refuses. Tolerance: none. A gather moves values: each
+ * element must be the table's value (for block dtypes, nu_dequantize's F32 value, bit for bit)
+ * rounded to dst's dtype. */
 #include "ops_util.h"
 
 #include <math.h>
@@ -11,16 +12,22 @@
 #include <string.h>
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
-static const nu_dtype tables[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+/* The float table dtypes, then the block ones. */
+#define TABLES (3 + NT_BLOCK_DTYPES)
+static nu_dtype table_dtype(int i) { return i < 3 ? floats[i] : nt_block_dtypes[i - 3]; }
 
 typedef struct gather_case {
     const nu_tensor *dst, *table, *ids;
+    const nu_gather_tune *tune; /* NULL: nu_op_gather */
 } gather_case;
 
 static nu_status record_gather(nu_commands *c, void *arg)
 {
     gather_case *k = arg;
-    return nu_op_gather(c, k->dst, k->table, k->ids);
+    if (!k->tune)
+        return nu_op_gather(c, k->dst, k->table, k->ids);
+    nu_gather_desc desc = {*k->tune};
+    return nu_op_gather_ex(c, k->dst, k->table, k->ids, &desc);
 }
 
 /* A table's values, row-major over its view [vocab, dim]: float views through their strides,
@@ -32,7 +39,8 @@ static float *table_values(const nt_tensor *h, const nu_tensor *view)
     if (nu_dtype_block_elements(view->dtype) > 1) {
         uint32_t bb = nu_dtype_block_bytes(view->dtype);
         for (int64_t r = 0; r < vocab; r++)
-            nt_dequantize(view->dtype, h->bytes + view->offset + (uint64_t)(r * view->strides[0] / 32) * bb,
+            nt_dequantize(view->dtype,
+                          h->bytes + view->offset + (uint64_t)(r * view->strides[0] / nu_dtype_block_elements(view->dtype)) * bb,
                           (uint64_t)dim, v + r * dim);
     } else {
         nt_tensor_values(h, view, v);
@@ -40,11 +48,12 @@ static float *table_values(const nt_tensor *h, const nu_tensor *view)
     return v;
 }
 
-/* Gathers ids (host copy `id`) from table view `tv` of `table` into dst, and checks every element. */
-static void check_gather(nu_device *d, nt_tensor *dst, const nt_tensor *table, const nu_tensor *tv, const nt_tensor *ids,
-                         const int32_t *id, const char *what)
+/* Gathers ids (host copy `id`) from table view `tv` of `table` into dst (with `tune`, or NULL),
+ * and checks every element. */
+static void check_tuned(nu_device *d, nt_tensor *dst, const nt_tensor *table, const nu_tensor *tv, const nt_tensor *ids,
+                        const int32_t *id, const nu_gather_tune *tune, const char *what)
 {
-    gather_case k = {&dst->t, tv, &ids->t};
+    gather_case k = {&dst->t, tv, &ids->t, tune};
     nt_run(d, record_gather, &k);
     nt_tensor_download(dst);
     int64_t n = ids->t.shape[0], vocab = tv->shape[0], dim = tv->shape[1];
@@ -58,6 +67,12 @@ static void check_gather(nu_device *d, nt_tensor *dst, const nt_tensor *table, c
                      (long long)(i / dim), id[i / dim], (double)dst->values[i], (double)want[i]);
     free(v);
     free(want);
+}
+
+static void check_gather(nu_device *d, nt_tensor *dst, const nt_tensor *table, const nu_tensor *tv, const nt_tensor *ids,
+                         const int32_t *id, const char *what)
+{
+    check_tuned(d, dst, table, tv, ids, id, NULL, what);
 }
 
 static nt_tensor make_table(nu_device *d, nu_dtype dt, int64_t vocab, int64_t dim, uint64_t pad, uint64_t *seed)
@@ -75,14 +90,15 @@ static void gather_matches_the_reference_for_every_dtype(void **state)
     /* Repeats, the first and last rows, out of range (vocab, far past, INT32_MAX), negative. */
     const int32_t id[12] = {3, 0, 36, 3, 37, 1000, -1, INT32_MIN, INT32_MAX, 17, 3, 36};
     nt_tensor ids = nt_tensor_i32(d, id, 12, 0, 1);
-    for (int tt = 0; tt < 5; tt++)
-        for (int dd = 0; dd < 3; dd++)
+    for (int tt = 0; tt < TABLES; tt++)
+        for (int dd = tt < 5 ? 0 : tt % 3; dd < 3; dd += tt < 5 ? 1 : 3) /* the later formats: one dst dtype each */
             for (int pad = 0; pad < 2; pad++) { /* pad: rows unaligned (float), blocks off 16 bytes */
-                nt_tensor table = make_table(d, tables[tt], 37, 64, (uint64_t)pad, &seed);
-                int64_t ds[2] = {12, 64};
+                int64_t dim = nu_dtype_block_elements(table_dtype(tt)) == 256 ? 256 : 64;
+                nt_tensor table = make_table(d, table_dtype(tt), 37, dim, (uint64_t)pad, &seed);
+                int64_t ds[2] = {12, dim};
                 nt_tensor dst = nt_tensor_output(d, floats[dd], 2, ds, (uint64_t)(pad && dd == 0 ? 0 : pad));
                 char what[96];
-                snprintf(what, sizeof what, "%s table -> %s, pad %d", nu_dtype_name(tables[tt]), nu_dtype_name(floats[dd]), pad);
+                snprintf(what, sizeof what, "%s table -> %s, pad %d", nu_dtype_name(table_dtype(tt)), nu_dtype_name(floats[dd]), pad);
                 check_gather(d, &dst, &table, &table.t, &ids, id, what);
                 nt_tensor_free(&table);
                 nt_tensor_free(&dst);
@@ -102,10 +118,10 @@ static void gather_takes_odd_dims_and_strided_views(void **state)
     for (int tt = 0; tt < 3; tt++)
         for (int dd = 0; dd < 3; dd++) {
             int64_t dim = dims[(tt + dd) % 3], ds[2] = {7, dim};
-            nt_tensor table = make_table(d, tables[tt], 10, dim, (uint64_t)dd, &seed);
+            nt_tensor table = make_table(d, floats[tt], 10, dim, (uint64_t)dd, &seed);
             nt_tensor dst = nt_tensor_output(d, floats[dd], 2, ds, 0);
             char what[96];
-            snprintf(what, sizeof what, "%s table -> %s, dim %lld", nu_dtype_name(tables[tt]), nu_dtype_name(floats[dd]),
+            snprintf(what, sizeof what, "%s table -> %s, dim %lld", nu_dtype_name(floats[tt]), nu_dtype_name(floats[dd]),
                      (long long)dim);
             check_gather(d, &dst, &table, &table.t, &ids, id, what);
             nt_tensor_free(&table);
@@ -115,13 +131,13 @@ static void gather_takes_odd_dims_and_strided_views(void **state)
      * 40, the vector path) and not (columns 3..16). */
     for (int tt = 0; tt < 3; tt++)
         for (int c = 0; c < 2; c++) {
-            nt_tensor wide = make_table(d, tables[tt], 10, 40, 0, &seed);
+            nt_tensor wide = make_table(d, floats[tt], 10, 40, 0, &seed);
             nu_tensor view;
             NT_OK(nu_tensor_slice(&wide.t, 1, c ? 3 : 8, c ? 13 : 16, &view));
             int64_t ds[2] = {7, view.shape[1]};
             nt_tensor dst = nt_tensor_output(d, floats[(tt + 1) % 3], 2, ds, 0);
             char what[96];
-            snprintf(what, sizeof what, "%s table, columns %d.. of 40", nu_dtype_name(tables[tt]), c ? 3 : 8);
+            snprintf(what, sizeof what, "%s table, columns %d.. of 40", nu_dtype_name(floats[tt]), c ? 3 : 8);
             check_gather(d, &dst, &wide, &view, &ids, id, what);
             nt_tensor_free(&wide);
             nt_tensor_free(&dst);
@@ -135,16 +151,18 @@ static void gather_takes_odd_dims_and_strided_views(void **state)
     check_gather(d, &dst, &tr, &trv, &ids, id, "a transposed F16 table");
     nt_tensor_free(&tr);
     nt_tensor_free(&dst);
-    /* Block tables as slices of wider ones: blocks 1..3 of 3 a row; and with dst unaligned. */
-    for (int tt = 3; tt < 5; tt++)
+    /* Block tables as slices of wider ones: blocks 1..3 of 3 a row; and with dst unaligned (the
+     * element path). */
+    for (int tt = 3; tt < TABLES; tt++)
         for (int pad = 0; pad < 2; pad++) {
-            nt_tensor wide = make_table(d, tables[tt], 10, 96, 1, &seed);
+            int64_t per = nu_dtype_block_elements(table_dtype(tt));
+            nt_tensor wide = make_table(d, table_dtype(tt), 10, 3 * per, 1, &seed);
             nu_tensor view;
-            NT_OK(nu_tensor_slice(&wide.t, 1, 32, 64, &view));
-            int64_t ds[2] = {7, 64};
+            NT_OK(nu_tensor_slice(&wide.t, 1, per, 2 * per, &view));
+            int64_t ds[2] = {7, 2 * per};
             nt_tensor out = nt_tensor_output(d, floats[pad + 1], 2, ds, (uint64_t)pad);
             char what[96];
-            snprintf(what, sizeof what, "%s table, blocks 1..3 of a row, dst pad %d", nu_dtype_name(tables[tt]), pad);
+            snprintf(what, sizeof what, "%s table, blocks 1..3 of a row, dst pad %d", nu_dtype_name(table_dtype(tt)), pad);
             check_gather(d, &out, &wide, &view, &ids, id, what);
             nt_tensor_free(&wide);
             nt_tensor_free(&out);
@@ -173,19 +191,29 @@ static void gather_loops_over_large_grids_with_any_tuning(void **state)
     nt_tensor ids = nt_tensor_i32(d, id, N, 0, 1);
     /* One thread a workgroup and 3 units a thread: 200000 units need the grid's loop (65535
      * workgroups at most). */
-    const char *tunings[3] = {"local=1,units=3", "local=64,units=4", "local=1024,units=1"};
-    const nu_dtype tt[3] = {NU_DTYPE_F16, NU_DTYPE_Q4_0, NU_DTYPE_F32};
-    const int64_t dims[3] = {800, 64, 9};
-    for (int i = 0; i < 3; i++) {
-        setenv("NUVEC_TUNE_GATHER", tunings[i], 1);
+    const nu_gather_tune tunings[4] = {{1, 3}, {64, 4}, {1024, 1}, {32, 2}};
+    const char *names[4] = {"local 1 units 3", "local 64 units 4", "local 1024 units 1", "local 32 units 2"};
+    const nu_dtype tt[4] = {NU_DTYPE_F16, NU_DTYPE_Q4_0, NU_DTYPE_F32, NU_DTYPE_Q6_K};
+    const int64_t dims[4] = {800, 64, 9, 256};
+    for (int i = 0; i < 4; i++) {
         nt_tensor table = make_table(d, tt[i], 50, dims[i], 0, &seed);
         int64_t ds[2] = {N, dims[i]};
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_BF16, 2, ds, 0);
-        check_gather(d, &dst, &table, &table.t, &ids, id, tunings[i]);
+        check_tuned(d, &dst, &table, &table.t, &ids, id, &tunings[i], names[i]);
         nt_tensor_free(&table);
         nt_tensor_free(&dst);
     }
-    unsetenv("NUVEC_TUNE_GATHER");
+    /* A tune outside its range is refused, naming the field. */
+    nt_tensor table = make_table(d, NU_DTYPE_F32, 50, 8, 0, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, (int64_t[2]){N, 8}, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_gather_desc bad = {{0, 5}};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_gather_ex(c, &dst.t, &table.t, &ids.t, &bad));
+    assert_non_null(strstr(nu_error_message(d), "tune.units is 5"));
+    nu_commands_free(c);
+    nt_tensor_free(&table);
+    nt_tensor_free(&dst);
     free(id);
     nt_tensor_free(&ids);
     nt_close(d);
@@ -199,7 +227,7 @@ static void gather_handles_empty_tables_and_ids(void **state)
     nt_tensor ids = nt_tensor_i32(d, id, 3, 0, 1);
     /* A table of no rows: every id is out of range, every row zeros. */
     for (int tt = 0; tt < 5; tt += 3) {
-        nt_tensor table = make_table(d, tables[tt], 0, 32, 0, &seed);
+        nt_tensor table = make_table(d, table_dtype(tt), 0, 32, 0, &seed);
         int64_t ds[2] = {3, 32};
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
         check_gather(d, &dst, &table, &table.t, &ids, id, "an empty table");

@@ -1,11 +1,12 @@
 /* test_ops_matmul.c: nu_op_matmul (src/ops/matmul.c, kernels/matmul/matmul.comp) against a
- * float64 CPU reference: every float dtype combination of a, b and dst, Q8_0 and Q4_0 weights with
- * every a dtype, odd m, n and k (no multiple of any tile; k tails of the slices and of the vector
- * loads), bias (strided too), batched and broadcast operands, strided, sliced, transposed and
- * unaligned views, every tile variant and the NUVEC_MATMUL knobs, and what it refuses.
+ * float64 CPU reference: every float dtype combination of a, b and dst, every block dtype's
+ * weights with every a dtype, odd m, n and k (no multiple of any tile; k tails of the slices and
+ * of the vector loads), bias (strided too), batched and broadcast operands, strided, sliced,
+ * transposed and unaligned views, every tile variant and knob (desc->tune; NUVEC_MATMUL read once
+ * per device), and what it refuses.
  *
  * Tolerance: the reference sums in double the products of the exact element values (block weights
- * dequantized: the values the kernel must see, as in the matvec test), so the kernel's only error
+ * dequantized by nu_dequantize: the values the kernel must see), so the kernel's only error
  * is F32 accumulation in its order (k FMAs, then + bias): at most about k * 2^-24 * (sum |a b| +
  * |bias|); we allow 2^-16 * (sum |a b| + |bias|) for k up to ~1000 (a margin of 4 or more), plus
  * the one rounding of dst's store (its dtype's tolerance, relative to the value). */
@@ -20,12 +21,16 @@ static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
 typedef struct mm_case {
     const nu_tensor *dst, *a, *b, *bias;
+    const nu_matmul_tune *tune; /* NULL: nu_op_matmul; else nu_op_matmul_ex with it */
 } mm_case;
 
 static nu_status record_matmul(nu_commands *c, void *arg)
 {
     mm_case *k = arg;
-    return nu_op_matmul(c, k->dst, k->a, k->b, k->bias);
+    if (!k->tune)
+        return nu_op_matmul(c, k->dst, k->a, k->b, k->bias);
+    nu_matmul_desc desc = {k->bias, *k->tune};
+    return nu_op_matmul_ex(c, k->dst, k->a, k->b, &desc);
 }
 
 /* Batch, rows and columns of a rank-2 or rank-3 view. */
@@ -37,12 +42,13 @@ static void dims3(const nu_tensor *t, int64_t *batch, int64_t *rows, int64_t *co
     *cols = t->shape[o + 1];
 }
 
-/* Runs dst = a * b^T (+ bias) and checks it; av, bv, biasv the exact values (row-major over each
- * view's shape). */
-static void check(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float *av, const nu_tensor *b, const float *bv,
-                  const nu_tensor *bias, const float *biasv, const char *what)
+/* Runs dst = a * b^T (+ bias) with `tune` (NULL: nu_op_matmul) and checks it; av, bv, biasv the
+ * exact values (row-major over each view's shape). */
+static void check_tuned(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float *av, const nu_tensor *b,
+                        const float *bv, const nu_tensor *bias, const float *biasv, const nu_matmul_tune *tune,
+                        const char *what)
 {
-    mm_case k = {&dst->t, a, b, bias};
+    mm_case k = {&dst->t, a, b, bias, tune};
     nt_run(d, record_matmul, &k);
     nt_tensor_download(dst);
     int64_t ab, m, kk, bb, n, k2, db, dm, dn;
@@ -73,6 +79,12 @@ static void check(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float 
                              what, (long long)z, (long long)i, (long long)j, (double)got, (double)want, tol,
                              (long long)m, (long long)n, (long long)kk);
             }
+}
+
+static void check(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float *av, const nu_tensor *b, const float *bv,
+                  const nu_tensor *bias, const float *biasv, const char *what)
+{
+    check_tuned(d, dst, a, av, b, bv, bias, biasv, NULL, what);
 }
 
 /* All 27 (a, b, dst) float combinations, each at another odd shape; a third with a bias of
@@ -110,29 +122,33 @@ static void every_float_dtype_combination(void **state)
     nt_close(d);
 }
 
-/* Q8_0 and Q4_0 weights with each a dtype, at small m (the small_m tile) and larger m, k of 1 to
- * 8 blocks (tails of the 16- and 32-wide slices), blocks not starting at a 4-byte boundary. */
+/* Every block dtype's weights with each a dtype, at small m (the small_m tile) and larger m, k of
+ * 1 to 8 blocks (tails of the 16- and 32-wide slices), blocks not starting at a 4-byte boundary;
+ * the K formats also on the strided element loads (scalar_loads). */
 static void block_weights_with_every_a_dtype(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 2;
-    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    const int64_t ks[] = {32, 96, 160, 256}, ms[] = {3, 29}, ns[] = {37, 70};
+    const int64_t kbs[] = {1, 3, 5, 8}, ms[] = {3, 29}, ns[] = {37, 70};
+    const nu_matmul_tune scalar = {.scalar_loads = true};
     int i = 0;
-    for (int bd = 0; bd < 2; bd++)
+    for (int bd = 0; bd < NT_BLOCK_DTYPES; bd++)
         for (int ad = 0; ad < 3; ad++)
             for (int s = 0; s < 2; s++, i++) {
-                int64_t m = ms[s], n = ns[(i / 2) % 2], k = ks[i % 4];
+                nu_dtype bt = nt_block_dtypes[bd];
+                int64_t m = ms[s], n = ns[(i / 2) % 2], k = kbs[i % 4] * nu_dtype_block_elements(bt);
                 int64_t as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n}, bis[1] = {n};
                 nt_tensor a = nt_tensor_random(d, floats[ad], 2, as, (uint64_t)(i % 3 == 0), -1, 1, &seed);
-                nt_tensor b = nt_tensor_quantized(d, blocks[bd], 2, bs, (uint64_t)(i % 3), -2, 2, &seed);
+                nt_tensor b = nt_tensor_quantized(d, bt, 2, bs, (uint64_t)(i % 3), -2, 2, &seed);
                 nt_tensor dst = nt_tensor_output(d, floats[(ad + s) % 3], 2, ds, 0);
                 nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F32, 1, bis, 0, -1, 1, &seed);
+                bool strided = nu_dtype_block_elements(bt) == 256 && ad == 1 && s == 0;
                 char what[160];
-                snprintf(what, sizeof what, "%s dst = %s a * %s b^T, pad blocks %d", nu_dtype_name(dst.t.dtype),
-                         nu_dtype_name(floats[ad]), nu_dtype_name(blocks[bd]), i % 3);
-                check(d, &dst, &a.t, a.values, &b.t, b.values, s ? &bias.t : NULL, s ? bias.values : NULL, what);
+                snprintf(what, sizeof what, "%s dst = %s a * %s b^T, pad blocks %d%s", nu_dtype_name(dst.t.dtype),
+                         nu_dtype_name(floats[ad]), nu_dtype_name(bt), i % 3, strided ? ", scalar loads" : "");
+                check_tuned(d, &dst, &a.t, a.values, &b.t, b.values, s ? &bias.t : NULL, s ? bias.values : NULL,
+                            strided ? &scalar : NULL, what);
                 nt_tensor_free(&a);
                 nt_tensor_free(&b);
                 nt_tensor_free(&dst);
@@ -152,11 +168,11 @@ static void batched_and_broadcast(void **state)
     struct { int64_t ab; uint32_t ar; int64_t bb; uint32_t br; nu_dtype bd; } cases[] = {
         {B, 3, B, 3, NU_DTYPE_F16}, {B, 3, 1, 2, NU_DTYPE_BF16}, {B, 3, 1, 3, NU_DTYPE_F32},
         {1, 2, B, 3, NU_DTYPE_F16}, {1, 3, B, 3, NU_DTYPE_F32}, {B, 3, B, 3, NU_DTYPE_Q8_0},
-        {B, 3, 1, 2, NU_DTYPE_Q4_0},
+        {B, 3, 1, 2, NU_DTYPE_Q4_0}, {B, 3, B, 3, NU_DTYPE_Q5_K}, {1, 2, B, 3, NU_DTYPE_IQ4_NL},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        bool block = cases[c].bd == NU_DTYPE_Q8_0 || cases[c].bd == NU_DTYPE_Q4_0;
-        int64_t kk = block ? 64 : k;
+        bool block = nt_is_block(cases[c].bd);
+        int64_t kk = block ? 2 * nu_dtype_block_elements(cases[c].bd) : k;
         int64_t as3[3] = {cases[c].ab, m, kk}, bs3[3] = {cases[c].bb, n, kk}, ds[3] = {B, m, n};
         const int64_t *as = cases[c].ar == 3 ? as3 : as3 + 1, *bs = cases[c].br == 3 ? bs3 : bs3 + 1;
         nt_tensor a = nt_tensor_random(d, c % 2 ? NU_DTYPE_F16 : NU_DTYPE_F32, cases[c].ar, as, 0, -1, 1, &seed);
@@ -263,22 +279,24 @@ static void strided_transposed_and_sliced_views(void **state)
         nt_tensor_free(&b);
         nt_tensor_free(&dst);
     }
-    /* Block weights: rows [2, 2 + 9) and columns [64, 64 + 128) of a fused [12, 256] weight. */
-    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    for (int bd = 0; bd < 2; bd++) {
-        int64_t fs[2] = {12, 256}, nb = 9, kb = 128, mb = 18;
-        nt_tensor fused = nt_tensor_quantized(d, blocks[bd], 2, fs, 1, -1, 1, &seed);
+    /* Block weights: rows [2, 2 + 9) and columns [2 B, 6 B) of a fused [12, 8 B] weight (B a block's
+     * elements), every block dtype. */
+    for (int bd = 0; bd < NT_BLOCK_DTYPES; bd++) {
+        nu_dtype bt = nt_block_dtypes[bd];
+        int64_t per = nu_dtype_block_elements(bt), fs[2] = {12, 8 * per}, nb = 9, kb = 4 * per, mb = 18;
+        nt_tensor fused = nt_tensor_quantized(d, bt, 2, fs, 1, -1, 1, &seed);
         nu_tensor w;
         NT_OK(nu_tensor_slice(&fused.t, 0, 2, nb, &w));
-        NT_OK(nu_tensor_slice(&w, 1, 64, kb, &w));
+        NT_OK(nu_tensor_slice(&w, 1, 2 * per, kb, &w));
         float *wv = malloc((size_t)(nb * kb) * sizeof *wv);
         for (int64_t r = 0; r < nb; r++)
             for (int64_t e = 0; e < kb; e++)
-                wv[r * kb + e] = fused.values[(2 + r) * 256 + 64 + e];
+                wv[r * kb + e] = fused.values[(2 + r) * fs[1] + 2 * per + e];
         int64_t as[2] = {mb, kb}, ds[2] = {mb, nb};
         nt_tensor a = nt_tensor_random(d, NU_DTYPE_BF16, 2, as, 3, -1, 1, &seed);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F16, 2, ds, 0);
-        snprintf(what, sizeof what, "%s weight slice [2:11, 64:192] of [12, 256]", nu_dtype_name(blocks[bd]));
+        snprintf(what, sizeof what, "%s weight slice [2:11, %lld:%lld] of [12, %lld]", nu_dtype_name(bt),
+                 (long long)(2 * per), (long long)(6 * per), (long long)fs[1]);
         check(d, &dst, &a.t, a.values, &w, wv, NULL, NULL, what);
         free(wv);
         nt_tensor_free(&fused);
@@ -288,37 +306,41 @@ static void strided_transposed_and_sliced_views(void **state)
     nt_close(d);
 }
 
-/* Each tile variant (NUVEC_MATMUL) at a shape that is a multiple of none of them, with and without
- * the vector loads (block weights: 8 elements of a block a thread; vector=0: an element a load),
- * other tiles and thread blocks (a BK not a multiple of 8: no vector loads),
- * and the default choice at shapes that take the large variant (m, n >= 512) and small_m. */
+/* Each tile variant (tune.variant) at a shape that is a multiple of none of them, with and without
+ * the vector loads (block weights: a group of 8 of a block a thread; scalar_loads: an element a
+ * load), other tiles and thread blocks (a BK not a multiple of 8: no vector loads), and the default
+ * choice at shapes that take the large variant (m, n >= 512) and small_m. */
 static void every_variant_and_knob(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 5;
-    const char *knobs[] = {"variant=small_m", "variant=skinny_n", "variant=square", "variant=large",
-                           "variant=square vector=0", "bm=32 bn=16 bk=8 tm=2 tn=1", "bm=8 bn=8 bk=5 tm=1 tn=1",
-                           "variant=large bk=24", "vector=0"};
+    const nu_matmul_tune tunes[9] = {{.variant = NU_MATMUL_SMALL_M}, {.variant = NU_MATMUL_SKINNY_N},
+                                     {.variant = NU_MATMUL_SQUARE}, {.variant = NU_MATMUL_LARGE},
+                                     {.variant = NU_MATMUL_SQUARE, .scalar_loads = true},
+                                     {.bm = 32, .bn = 16, .bk = 8, .tm = 2, .tn = 1},
+                                     {.bm = 8, .bn = 8, .bk = 5, .tm = 1, .tn = 1},
+                                     {.variant = NU_MATMUL_LARGE, .bk = 24}, {.scalar_loads = true}};
+    const char *names[9] = {"small_m", "skinny_n", "square", "large", "square, scalar loads", "32x16x8, 2x1",
+                            "8x8x5, 1x1", "large, bk 24", "scalar loads"};
     for (int t = 0; t < 9; t++) {
-        assert_int_equal(setenv("NUVEC_MATMUL", knobs[t], 1), 0);
-        nu_dtype ad = floats[t % 3], bd = t % 4 == 3 ? NU_DTYPE_Q4_0 : t == 8 ? NU_DTYPE_Q8_0 : floats[(t + 1) % 3];
-        bool block = bd == NU_DTYPE_Q4_0 || bd == NU_DTYPE_Q8_0;
-        int64_t m = 70 + t, n = 133, k = block ? 224 : 211;
+        nu_dtype ad = floats[t % 3], bd = t % 4 == 3 ? NU_DTYPE_Q4_0 : t == 8 ? NU_DTYPE_Q8_0 : t == 6 ? NU_DTYPE_Q6_K
+                                                                                                   : floats[(t + 1) % 3];
+        bool block = nt_is_block(bd);
+        int64_t m = 70 + t, n = 133, k = block ? nu_dtype_block_elements(bd) == 256 ? 512 : 224 : 211;
         int64_t as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n}, bis[1] = {n};
         nt_tensor a = nt_tensor_random(d, ad, 2, as, 0, -1, 1, &seed);
         nt_tensor b = block ? nt_tensor_quantized(d, bd, 2, bs, 0, -1, 1, &seed) : nt_tensor_random(d, bd, 2, bs, 0, -1, 1, &seed);
         nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F16, 1, bis, 0, -1, 1, &seed);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
         char what[160];
-        snprintf(what, sizeof what, "%s a, %s b, NUVEC_MATMUL=\"%s\"", nu_dtype_name(ad), nu_dtype_name(bd), knobs[t]);
-        check(d, &dst, &a.t, a.values, &b.t, b.values, &bias.t, bias.values, what);
+        snprintf(what, sizeof what, "%s a, %s b, tune %s", nu_dtype_name(ad), nu_dtype_name(bd), names[t]);
+        check_tuned(d, &dst, &a.t, a.values, &b.t, b.values, &bias.t, bias.values, &tunes[t], what);
         nt_tensor_free(&a);
         nt_tensor_free(&b);
         nt_tensor_free(&bias);
         nt_tensor_free(&dst);
     }
-    unsetenv("NUVEC_MATMUL");
     /* The default choice: large tiles at 520 x 600 (k 40), small_m at m 1 with a wide n. */
     int64_t shapes[2][3] = {{520, 600, 40}, {1, 3000, 96}};
     for (int s = 0; s < 2; s++) {
@@ -392,16 +414,27 @@ static void refuses_bad_tensors(void **state)
     dts.strides[0] = 6;
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dts, &a.t, &b.t, NULL));
     assert_non_null(strstr(nu_error_message(NULL), "contiguous"));
-    /* Bad knobs: an unknown key, a tile whose threads do not divide it, too much shared memory. */
-    const char *bad_knobs[] = {"variant=huge", "bm=30 tm=4", "bm=256 bn=256 bk=256 tm=16 tn=16", "tm=0", "speed=11"};
+    /* Bad knobs: a variant outside the enum, a tile whose threads do not divide it, too much shared
+     * memory, a field outside its range. */
+    const nu_matmul_tune bad_tunes[5] = {{.variant = NU_MATMUL_VARIANT_COUNT}, {.bm = 30, .tm = 4},
+                                         {.bm = 256, .bn = 256, .bk = 256, .tm = 16, .tn = 16}, {.tm = 17},
+                                         {.tc_bk = 48}};
+    const char *bad_text[5] = {"tune.variant", "30x", "shared memory", "tune.tm is 17", "tune.tc_bk is 48"};
     for (int t = 0; t < 5; t++) {
-        assert_int_equal(setenv("NUVEC_MATMUL", bad_knobs[t], 1), 0);
-        nu_status st = nu_op_matmul(c, &dst.t, &a.t, &b.t, NULL);
-        if (st != NU_ERROR_INVALID_ARGUMENT && st != NU_ERROR_UNSUPPORTED)
-            fail_msg("NUVEC_MATMUL=\"%s\": status %s", bad_knobs[t], nu_status_string(st));
-        assert_non_null(strstr(nu_error_message(NULL), "nu_op_matmul"));
+        nu_matmul_desc desc = {NULL, bad_tunes[t]};
+        nu_status st = nu_op_matmul_ex(c, &dst.t, &a.t, &b.t, &desc);
+        if ((st != NU_ERROR_INVALID_ARGUMENT && st != NU_ERROR_UNSUPPORTED) ||
+            !strstr(nu_error_message(NULL), "nu_op_matmul") || !strstr(nu_error_message(NULL), bad_text[t]))
+            fail_msg("bad tune %d: status %s, '%s'", t, nu_status_string(st), nu_error_message(NULL));
     }
-    unsetenv("NUVEC_MATMUL");
+    /* K formats' rows are whole super-blocks: a Q6_K view of 128 columns. */
+    nt_tensor q6 = nt_tensor_quantized(d, NU_DTYPE_Q6_K, 2, (int64_t[2]){5, 256}, 0, -1, 1, &seed);
+    nu_tensor q6v = nu_tensor_make(q6.t.buffer, 0, NU_DTYPE_Q6_K, 2, (int64_t[2]){5, 128});
+    nt_tensor a128 = nt_tensor_random(d, NU_DTYPE_F32, 2, (int64_t[2]){4, 128}, 0, -1, 1, &seed);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &a128.t, &q6v, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "multiple of 256"));
+    nt_tensor_free(&q6);
+    nt_tensor_free(&a128);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(NULL, &dst.t, &a.t, &b.t, NULL));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, NULL, &b.t, NULL));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, NULL, &a.t, &b.t, NULL));
@@ -433,7 +466,7 @@ static void refuses_bad_tensors(void **state)
  * bias, every dst dtype. It runs without the validation layer: Debian 12's (1.3.239) predates
  * VK_KHR_cooperative_matrix, and nuvec leaves the extension off under it. That path rounds each
  * dequantized weight to F16 (d * q in F32, then to nearest even), so the reference uses the weights
- * rounded so; its results must then differ from the tiled path's (NUVEC_MATMUL_TC=off), which
+ * rounded so; its results must then differ from the tiled path's (tune.no_tensor_cores), which
  * multiplies the exact values: the matrix units really ran. Skipped, saying so, where the device
  * has no VK_KHR_cooperative_matrix (lavapipe). It sets NUVEC_MATMUL_TC itself, so that a run of
  * the suite with NUVEC_MATMUL_TC=off (the tiled path everywhere) still checks this path. */
@@ -442,7 +475,8 @@ static void tensor_cores_match_the_reference(void **state)
     (void)state;
     nu_device *d = nt_open_matrix_units("tensor_cores_match_the_reference");
     uint64_t seed = 11;
-    assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0); /* whatever the caller's environment says */
+    /* Whatever the caller's environment says: the device reads it at its first product. */
+    assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0);
     const nu_dtype wds[3] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
     /* Edges only; edges, whole tiles and a bias; whole tiles of 64-row tiles; one row; whole
      * 128 x 128 tiles straight to dst beside edge tiles, batched (the kernel's two ways out). */
@@ -469,10 +503,9 @@ static void tensor_cores_match_the_reference(void **state)
             if (wds[w] != NU_DTYPE_F16) {
                 float *tc = malloc((size_t)(batch * m * n) * sizeof *tc);
                 memcpy(tc, dst.values, (size_t)(batch * m * n) * sizeof *tc);
-                assert_int_equal(setenv("NUVEC_MATMUL_TC", "off", 1), 0);
-                check(d, &dst, &a.t, a.values, &b.t, b.values, with_bias ? &bias.t : NULL, with_bias ? bias.values : NULL,
-                      "the tiled path beside it");
-                assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0);
+                const nu_matmul_tune tiled = {.no_tensor_cores = true};
+                check_tuned(d, &dst, &a.t, a.values, &b.t, b.values, with_bias ? &bias.t : NULL,
+                            with_bias ? bias.values : NULL, &tiled, "the tiled path beside it");
                 int64_t differ = 0;
                 for (int64_t i = 0; i < batch * m * n; i++)
                     differ += tc[i] != dst.values[i];
@@ -491,6 +524,57 @@ static void tensor_cores_match_the_reference(void **state)
     NT_OK(nu_device_close(d));
 }
 
+/* The developer overrides of the ops' tunes (docs/knobs.md), each set before a device first
+ * reads it: a bad value fails the op with a message naming the variable (NUVEC_MATMUL_TC only where
+ * the matrix units would run: elsewhere it is never read), and a good one runs. */
+static void one_override(const char *var, const char *value, int op, bool fails)
+{
+    assert_int_equal(setenv(var, value, 1), 0);
+    nu_device *d = nt_open();
+    uint64_t seed = 9;
+    int64_t s2[2] = {4, 64};
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 2, s2, 0, -1, 1, &seed);
+    nt_tensor b = nt_tensor_random(d, NU_DTYPE_F16, 2, s2, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, (int64_t[2]){4, 4}, 0);
+    nt_tensor rows = nt_tensor_output(d, NU_DTYPE_F32, 2, s2, 0);
+    int32_t id[2] = {1, 3};
+    nt_tensor ids = nt_tensor_i32(d, id, 2, 0, 1);
+    nt_tensor gdst = nt_tensor_output(d, NU_DTYPE_F32, 2, (int64_t[2]){2, 64}, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_status st = op == 0   ? nu_op_matmul(c, &dst.t, &a.t, &b.t, NULL)
+                   : op == 1 ? nu_op_gather(c, &gdst.t, &b.t, &ids.t)
+                             : nu_op_softmax(c, &rows.t, &a.t, 1.0f);
+    if (fails && (st != NU_ERROR_INVALID_ARGUMENT || !strstr(nu_error_message(d), var)))
+        fail_msg("%s=\"%s\": status %s, '%s'", var, value, nu_status_string(st), nu_error_message(d));
+    if (!fails && st != NU_OK)
+        fail_msg("%s=\"%s\": %s", var, value, nu_error_message(d));
+    nu_commands_free(c);
+    nt_tensor_free(&a);
+    nt_tensor_free(&b);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&rows);
+    nt_tensor_free(&ids);
+    nt_tensor_free(&gdst);
+    nt_close(d);
+    unsetenv(var);
+}
+
+static void bad_developer_overrides_fail_naming_the_variable(void **state)
+{
+    (void)state;
+    one_override("NUVEC_MATMUL", "variant=huge", 0, true);
+    one_override("NUVEC_MATMUL", "bm=32 bn=16 bk=8 tm=2 tn=1 vector=0", 0, false);
+    one_override("NUVEC_TUNE_GATHER", "units=5", 1, true);
+    one_override("NUVEC_TUNE_GATHER", "local=64,units=3", 1, false);
+    one_override("NUVEC_OPS_ROWS", "unroll=9", 2, true);
+    one_override("NUVEC_OPS_ROWS", "local=64 min_team=8 unroll=1", 2, false);
+    nu_device *d = nt_open();
+    bool tc = nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX];
+    nt_close(d);
+    one_override("NUVEC_MATMUL_TC", "wm=9", 0, tc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -501,6 +585,7 @@ int main(void)
         cmocka_unit_test(every_variant_and_knob),
         cmocka_unit_test(tensor_cores_match_the_reference),
         cmocka_unit_test(refuses_bad_tensors),
+        cmocka_unit_test(bad_developer_overrides_fail_naming_the_variable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

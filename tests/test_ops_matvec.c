@@ -1,23 +1,24 @@
 /* test_ops_matvec.c: nu_op_matvec (src/ops/matvec.c, kernels/matvec/matvec.comp) against a
- * float64 CPU reference: every weight dtype (F32, F16, BF16, Q8_0, Q4_0) with float x and dst
- * of each dtype, 1 to 8 rows of x, odd N and K (tails), unaligned, sliced (strided rows) and
- * transposed views, more row groups than one grid holds, the kernel's knobs; and what it
- * refuses. Then nu_op_matvec_fused (norm_weight, glu_up, residual, alone and combined) the same
- * way, with its own reference and tolerance (stated above fused_case).
+ * float64 CPU reference: every weight dtype (F32, F16, BF16 and every block dtype) with float x
+ * and dst of each dtype, 1 to 8 rows of x, odd N and K (tails), unaligned, sliced (strided rows)
+ * and transposed views, more row groups than one grid holds, the kernel's knobs (desc->tune, and
+ * NUVEC_MATVEC read once per device); and what it refuses. nu_op_matvec_fused is
+ * test_ops_matvec_fused.c's.
  *
  * Tolerance: the reference sums in double the products of the exact element values (block
- * weights dequantized: the values the kernel must see), so the kernel's only error is F32
+ * weights dequantized by nu_dequantize: the values the kernel must see), so the kernel's only
+ * error is F32
  * summation in another order, at most about K * 2^-24 * sum |x w| (we allow 2^-16 * sum |x w|
  * for K up to 4096, a margin of about 16) plus the one rounding of dst's store (its dtype's
  * tolerance, relative).
  *
- * Q8_0 and Q4_0 weights on a device with integer dot products (and subgroup arithmetic) take the dot
+ * Block weights on a device with integer dot products (and subgroup arithmetic) take the dot
  * path (kernels/matvec/matvec_dot.comp), which rounds x to 8 bits per 32-element block: there
- * the reference rounds x as the kernel does (in float: dx = max|x| / 127, q = roundEven(x *
- * (127 / max|x|))) and sums w * dx * q; where x * (127 / max|x|) is within 1e-3 of a tie (the
- * GPU's float arithmetic may round it the other way) the tolerance adds |w| * dx. The float
- * path (NUVEC_MATVEC="dot=0") keeps the strict tolerance, and a test checks that the dot
- * path really ran where it applies (its results differ from the float path's). */
+ * the reference rounds x as the kernel does (ops_util's nt_round_as_dot_path) and sums
+ * w * dx * q; where x * (127 / max|x|) is within 1e-3 of a tie (the GPU's float arithmetic may
+ * round it the other way) the tolerance adds |w| * dx. The float path (tune.float_path) keeps
+ * the strict tolerance, and a test checks that the dot path really ran where it applies (its
+ * results differ from the float path's). */
 #include "ops_util.h"
 
 #include <math.h>
@@ -29,54 +30,35 @@ static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
 typedef struct mv_case {
     const nu_tensor *dst, *w, *x;
+    const nu_matvec_tune *tune; /* NULL: nu_op_matvec; else nu_op_matvec_fused with only the tune */
 } mv_case;
 
 static nu_status record_matvec(nu_commands *c, void *arg)
 {
     mv_case *k = arg;
-    return nu_op_matvec(c, k->dst, k->w, k->x);
+    if (!k->tune)
+        return nu_op_matvec(c, k->dst, k->w, k->x);
+    nu_matvec_desc desc = {.tune = *k->tune};
+    return nu_op_matvec_fused(c, k->dst, k->w, k->x, &desc);
 }
 
-/* Whether nu_op_matvec may take the dot path for these weights and m rows of x (see above; x's
- * rows must fit in shared memory: 48 bytes a block and row, K / 32 rounded up to 64 blocks, and
- * 8 bytes more: one float each of the unused split sums and sums of squares). */
-static bool dot_path_possible(nu_device *d, const nu_tensor *w, int64_t m)
-{
-    const char *env = getenv("NUVEC_MATVEC");
-    const nu_device_info *info = nu_device_get_info(d);
-    uint64_t shared = 48ull * (uint64_t)m * (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64) + 8;
-    return (w->dtype == NU_DTYPE_Q8_0 || w->dtype == NU_DTYPE_Q4_0) && info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] &&
-           (info->subgroup_operations & NU_SUBGROUP_ARITHMETIC) && (info->subgroup_operations & NU_SUBGROUP_SHUFFLE) &&
-           info->subgroup_size % 8 == 0 && shared <= info->max_shared_memory &&
-           !(env && strstr(env, "dot=0"));
-}
-
-/* Runs dst = x * w^T and checks it: wv [n, k] and xv [m, k] the exact values (row-major). */
+/* Runs dst = x * w^T (with `tune`, or NULL) and checks it: wv [n, k] and xv [m, k] the exact
+ * values (row-major). */
 static void check(nu_device *d, nt_tensor *dst, const nu_tensor *w, const float *wv, const nu_tensor *x, const float *xv,
-                  const char *what)
+                  const nu_matvec_tune *tune, const char *what)
 {
-    mv_case k = {&dst->t, w, x};
+    mv_case k = {&dst->t, w, x, tune};
     nt_run(d, record_matvec, &k);
     nt_tensor_download(dst);
     int64_t m = x->shape[0], kk = x->shape[1], n = w->shape[0];
     float rel = nt_dtype_tolerance(dst->t.dtype);
-    bool dot = dot_path_possible(d, w, m);
+    bool dot = nt_matvec_dot_path(d, w, m, false, tune);
     /* x as the dot path rounds it, and each element's step where it is near a tie (else 0). */
     double *xhat = NULL, *tie = NULL;
     if (dot) {
         xhat = malloc((size_t)(m * kk) * sizeof *xhat);
         tie = malloc((size_t)(m * kk) * sizeof *tie);
-        for (int64_t b = 0; b < m * kk / 32; b++) {
-            float amax = 0;
-            for (int64_t e = 32 * b; e < 32 * b + 32; e++)
-                amax = fmaxf(amax, fabsf(xv[e]));
-            float inv = amax > 0 ? 127.0f / amax : 0.0f, dx = amax / 127.0f;
-            for (int64_t e = 32 * b; e < 32 * b + 32; e++) {
-                float t = xv[e] * inv;
-                xhat[e] = (double)dx * (double)nearbyintf(t); /* round half to even (the default mode) */
-                tie[e] = fabsf(fabsf(t - truncf(t)) - 0.5f) < 1e-3f ? dx : 0.0;
-            }
-        }
+        nt_round_as_dot_path(xv, m * kk, xhat, tie);
     }
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
@@ -125,7 +107,7 @@ static void float_weights_match_the_reference_for_every_dtype(void **state)
             snprintf(what, sizeof what, "%s dst = %s x * %s w^T, pads %llu %llu", nu_dtype_name(floats[dd]),
                      nu_dtype_name(floats[xd]), nu_dtype_name(floats[wd]), (unsigned long long)xpad,
                      (unsigned long long)wpad);
-            check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+            check(d, &dst, &w.t, w.values, &x.t, x.values, NULL, what);
             nt_tensor_free(&w);
             nt_tensor_free(&x);
             nt_tensor_free(&dst);
@@ -138,31 +120,35 @@ static void block_weights_match_the_reference_for_every_dtype(void **state)
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 2;
-    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    /* Each (weight, x) pair with every K (one kernel: one M and path), dst's dtype in turn. */
-    const int64_t ks[] = {32, 96, 160, 4096};
+    /* Every block dtype with each x dtype (one kernel: one M and path), K from one block to 4096,
+     * dst's dtype in turn; whole blocks before the weight (rows at odd halves for the odd-sized
+     * blocks). */
+    const int64_t ks[] = {1, 3, 5, 16}; /* blocks a row (Q8_0 and Q4_0 take 128 too) */
     const int64_t ns[] = {1, 3, 37};
     int i = 0;
-    for (int wd = 0; wd < 2; wd++)
-        for (int xd = 0; xd < 3; xd++)
-            for (int kk = 0; kk < 4; kk++, i++) {
-                int dd = (wd * 2 + xd) % 3;
-                int64_t m = 1 + ((wd * 3 + xd) * 3) % 8, k = ks[kk], n = ns[i % 3];
+    for (int wd = 0; wd < NT_BLOCK_DTYPES; wd++)
+        for (int xd = 0; xd < 3; xd++, i++) {
+            nu_dtype bd = nt_block_dtypes[wd];
+            int64_t per = nu_dtype_block_elements(bd), kb = ks[(wd + xd) % 4];
+            for (int big = 0; big < (wd < 2 ? 2 : 1); big++) {
+                int dd = (wd * 2 + xd + big) % 3;
+                int64_t m = 1 + ((wd * 3 + xd) * 3 + big) % 8, k = big ? 4096 : per * kb, n = ns[(i + big) % 3];
                 uint64_t wpad = (uint64_t)(i % 3); /* whole blocks before it: rows at 2 mod 4 bytes */
                 uint64_t xpad = (uint64_t)(xd == 1);
                 int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
-                nt_tensor w = nt_tensor_quantized(d, blocks[wd], 2, ws, wpad, -2, 2, &seed);
+                nt_tensor w = nt_tensor_quantized(d, bd, 2, ws, wpad, -2, 2, &seed);
                 nt_tensor x = nt_tensor_random(d, floats[xd], 2, xs, xpad, -1, 1, &seed);
                 nt_tensor dst = nt_tensor_output(d, floats[dd], 2, ds, 0);
                 char what[160];
                 snprintf(what, sizeof what, "%s dst = %s x * %s w^T, pad blocks %llu, x pad %llu",
-                         nu_dtype_name(floats[dd]), nu_dtype_name(floats[xd]), nu_dtype_name(blocks[wd]),
+                         nu_dtype_name(floats[dd]), nu_dtype_name(floats[xd]), nu_dtype_name(bd),
                          (unsigned long long)wpad, (unsigned long long)xpad);
-                check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+                check(d, &dst, &w.t, w.values, &x.t, x.values, NULL, what);
                 nt_tensor_free(&w);
                 nt_tensor_free(&x);
                 nt_tensor_free(&dst);
             }
+        }
     nt_close(d);
 }
 
@@ -173,18 +159,19 @@ static void every_row_count_from_1_to_8(void **state)
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 3;
-    const nu_dtype wds[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    const nu_dtype wds[8] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0,
+                             NU_DTYPE_Q4_0, NU_DTYPE_Q4_K, NU_DTYPE_Q5_1, NU_DTYPE_IQ4_XS};
     for (int64_t m = 1; m <= 8; m++) {
-        nu_dtype wd = wds[m % 5];
-        bool block = wd == NU_DTYPE_Q8_0 || wd == NU_DTYPE_Q4_0;
-        int64_t n = 13, k = block ? 288 : 263;
+        nu_dtype wd = wds[(m + 2) % 8];
+        bool block = nt_is_block(wd);
+        int64_t n = 13, k = block ? 512 : 263;
         int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
         nt_tensor w = block ? nt_tensor_quantized(d, wd, 2, ws, 0, -1, 1, &seed) : nt_tensor_random(d, wd, 2, ws, 0, -1, 1, &seed);
         nt_tensor x = nt_tensor_random(d, m % 2 ? NU_DTYPE_F32 : NU_DTYPE_F16, 2, xs, 0, -1, 1, &seed);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
         char what[96];
         snprintf(what, sizeof what, "%s weights, m %lld", nu_dtype_name(wd), (long long)m);
-        check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+        check(d, &dst, &w.t, w.values, &x.t, x.values, NULL, what);
         nt_tensor_free(&w);
         nt_tensor_free(&x);
         nt_tensor_free(&dst);
@@ -217,7 +204,7 @@ static void strided_and_unaligned_views(void **state)
         float *xv = nt_tensor_values_new(&xb, &x);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
         snprintf(what, sizeof what, "%s weight slice [3:40, 8:141] of [40, 200], x slice", nu_dtype_name(floats[wd]));
-        check(d, &dst, &w, wv, &x, xv, what);
+        check(d, &dst, &w, wv, &x, xv, NULL, what);
         /* x aligned and strided: columns [8, 141) of a [3, 152] F16 x (16-byte rows). */
         int64_t xs2[2] = {m, 152};
         nt_tensor xb2 = nt_tensor_random(d, NU_DTYPE_F16, 2, xs2, 0, -1, 1, &seed);
@@ -225,7 +212,7 @@ static void strided_and_unaligned_views(void **state)
         NT_OK(nu_tensor_slice(&xb2.t, 1, 8, k, &x2));
         float *xv2 = nt_tensor_values_new(&xb2, &x2);
         snprintf(what, sizeof what, "%s weight slice, aligned strided F16 x", nu_dtype_name(floats[wd]));
-        check(d, &dst, &w, wv, &x2, xv2, what);
+        check(d, &dst, &w, wv, &x2, xv2, NULL, what);
         /* A transposed weight: t [133, 37] seen as [37, 133] (column stride 37: the general path). */
         int64_t ts[2] = {k, n};
         nt_tensor tb = nt_tensor_random(d, floats[wd], 2, ts, 0, -1, 1, &seed);
@@ -239,7 +226,7 @@ static void strided_and_unaligned_views(void **state)
         NT_OK(nu_tensor_transpose(&xtb.t, 0, 1, &xt));
         float *xtv = nt_tensor_values_new(&xtb, &xt);
         snprintf(what, sizeof what, "transposed %s weight, transposed BF16 x", nu_dtype_name(floats[wd]));
-        check(d, &dst, &wt, wtv, &xt, xtv, what);
+        check(d, &dst, &wt, wtv, &xt, xtv, NULL, what);
         free(wv);
         free(xv);
         free(xv2);
@@ -252,23 +239,28 @@ static void strided_and_unaligned_views(void **state)
         nt_tensor_free(&xtb);
         nt_tensor_free(&dst);
     }
-    /* Block weights: a fused [9, 320] weight's rows [3, 6) and columns [64, 64 + 192) (row stride 320). */
-    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    for (int wd = 0; wd < 2; wd++) {
-        int64_t fs[2] = {9, 320}, m = 2, k = 192, n = 3;
-        nt_tensor fused = nt_tensor_quantized(d, blocks[wd], 2, fs, 1, -1, 1, &seed);
+    /* Block weights: a fused [9, 10 B] weight's rows [3, 6) and columns [2 B, 8 B) (B a block's
+     * elements: a row stride of 10 blocks), every block dtype. */
+    for (int wd = 0; wd < NT_BLOCK_DTYPES; wd++) {
+        nu_dtype bd = nt_block_dtypes[wd];
+        int64_t per = nu_dtype_block_elements(bd), fs[2] = {9, 10 * per}, m = 2, k = 6 * per, n = 3;
+        nt_tensor fused = nt_tensor_quantized(d, bd, 2, fs, 1, -1, 1, &seed);
         nu_tensor w;
         NT_OK(nu_tensor_slice(&fused.t, 0, 3, n, &w));
-        NT_OK(nu_tensor_slice(&w, 1, 64, k, &w));
+        NT_OK(nu_tensor_slice(&w, 1, 2 * per, k, &w));
         float *wv = malloc((size_t)(n * k) * sizeof *wv);
         for (int64_t r = 0; r < n; r++)
             for (int64_t e = 0; e < k; e++)
-                wv[r * k + e] = fused.values[(3 + r) * 320 + 64 + e];
+                wv[r * k + e] = fused.values[(3 + r) * fs[1] + 2 * per + e];
         int64_t xs[2] = {m, k}, ds[2] = {m, n};
         nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 3, -1, 1, &seed);
         nt_tensor dst = nt_tensor_output(d, NU_DTYPE_BF16, 2, ds, 0);
-        snprintf(what, sizeof what, "%s weight slice [3:6, 64:256] of [9, 320]", nu_dtype_name(blocks[wd]));
-        check(d, &dst, &w, wv, &x.t, x.values, what);
+        for (int path = 0; path < 2; path++) { /* the dot path where it applies, then the float path */
+            nu_matvec_tune tune = {.float_path = path == 1};
+            snprintf(what, sizeof what, "%s weight slice [3:6, %lld:%lld] of [9, %lld], %s path", nu_dtype_name(bd),
+                     (long long)(2 * per), (long long)(8 * per), (long long)fs[1], path ? "float" : "default");
+            check(d, &dst, &w, wv, &x.t, x.values, &tune, what);
+        }
         free(wv);
         nt_tensor_free(&fused);
         nt_tensor_free(&x);
@@ -290,19 +282,26 @@ static void large_n_and_every_knob(void **state)
     nt_tensor w = nt_tensor_random(d, NU_DTYPE_F16, 2, ws, 0, -1, 1, &seed);
     nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
     nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
-    check(d, &dst, &w.t, w.values, &x.t, x.values, "n 140001 (more than 65535 row groups)");
+    check(d, &dst, &w.t, w.values, &x.t, x.values, NULL, "n 140001 (more than 65535 row groups)");
     nt_tensor_free(&w);
     nt_tensor_free(&x);
     nt_tensor_free(&dst);
 
-    const char *knobs[] = {"subgroup=0", "local=32 rows=1 unroll=1", "local=64 rows=3 unroll=3 subgroup=0",
-                           "local=256 rows=5 unroll=8", "rows=8 unroll=1", "local=256 split=4 groups=3",
-                           "local=128 split=2 rows=2 unroll=1 groups=0"};
-    const nu_dtype wds[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    const nu_matvec_tune tunes[7] = {{.no_subgroup = true},
+                                     {.local = 32, .rows = 1, .unroll = 1},
+                                     {.local = 64, .rows = 3, .unroll = 3, .no_subgroup = true},
+                                     {.local = 256, .rows = 5, .unroll = 8},
+                                     {.rows = 8, .unroll = 1},
+                                     {.local = 256, .split = 4, .groups = 3},
+                                     {.local = 128, .split = 2, .rows = 2, .unroll = 1, .groups = 65535}};
+    const char *names[7] = {"no_subgroup", "local 32 rows 1 unroll 1", "local 64 rows 3 unroll 3 no_subgroup",
+                            "local 256 rows 5 unroll 8", "rows 8 unroll 1", "local 256 split 4 groups 3",
+                            "local 128 split 2 rows 2 unroll 1 groups 65535"};
+    const nu_dtype wds[7] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0, NU_DTYPE_Q4_K,
+                             NU_DTYPE_Q6_K};
     for (int t = 0; t < 7; t++) {
-        assert_int_equal(setenv("NUVEC_MATVEC", knobs[t], 1), 0);
-        for (int wd = t % 5; wd < 5; wd += 2) { /* a subset, to keep kernels few */
-            bool block = wds[wd] == NU_DTYPE_Q8_0 || wds[wd] == NU_DTYPE_Q4_0;
+        for (int wd = t % 7; wd < 7; wd += 3) { /* a subset, to keep kernels few */
+            bool block = nt_is_block(wds[wd]);
             int64_t m = 1 + (t + wd) % 8, n = 11, k = block ? 4096 : 1000 + t;
             int64_t w2s[2] = {n, k}, x2s[2] = {m, k}, d2s[2] = {m, n};
             nt_tensor w2 = block ? nt_tensor_quantized(d, wds[wd], 2, w2s, 0, -1, 1, &seed)
@@ -310,9 +309,8 @@ static void large_n_and_every_knob(void **state)
             nt_tensor x2 = nt_tensor_random(d, NU_DTYPE_F16, 2, x2s, 0, -1, 1, &seed);
             nt_tensor d2 = nt_tensor_output(d, NU_DTYPE_F32, 2, d2s, 0);
             char what[128];
-            snprintf(what, sizeof what, "%s weights, m %lld, NUVEC_MATVEC=\"%s\"", nu_dtype_name(wds[wd]), (long long)m,
-                     knobs[t]);
-            check(d, &d2, &w2.t, w2.values, &x2.t, x2.values, what);
+            snprintf(what, sizeof what, "%s weights, m %lld, tune %s", nu_dtype_name(wds[wd]), (long long)m, names[t]);
+            check(d, &d2, &w2.t, w2.values, &x2.t, x2.values, &tunes[t], what);
             nt_tensor_free(&w2);
             nt_tensor_free(&x2);
             nt_tensor_free(&d2);
@@ -320,19 +318,19 @@ static void large_n_and_every_knob(void **state)
     }
     /* Split row groups with more sums (rows x M = 64) than a subgroup has lanes (8 on lavapipe, 32
      * on the H200, where lanes past 32 once left their outputs unwritten). */
-    assert_int_equal(setenv("NUVEC_MATVEC", "local=64 split=2 rows=8 unroll=2", 1), 0);
-    for (int wd = 3; wd < 5; wd++) {
+    const nu_matvec_tune split = {.local = 64, .split = 2, .rows = 8, .unroll = 2};
+    for (int wd = 3; wd < 6; wd++) {
         int64_t w2s[2] = {11, 512}, x2s[2] = {8, 512}, d2s[2] = {8, 11};
         nt_tensor w2 = nt_tensor_quantized(d, wds[wd], 2, w2s, 0, -1, 1, &seed);
         nt_tensor x2 = nt_tensor_random(d, NU_DTYPE_F16, 2, x2s, 0, -1, 1, &seed);
         nt_tensor d2 = nt_tensor_output(d, NU_DTYPE_F32, 2, d2s, 0);
-        check(d, &d2, &w2.t, w2.values, &x2.t, x2.values,
-              wds[wd] == NU_DTYPE_Q8_0 ? "Q8_0, m 8, split=2 rows=8" : "Q4_0, m 8, split=2 rows=8");
+        char what[96];
+        snprintf(what, sizeof what, "%s, m 8, split 2 rows 8", nu_dtype_name(wds[wd]));
+        check(d, &d2, &w2.t, w2.values, &x2.t, x2.values, &split, what);
         nt_tensor_free(&w2);
         nt_tensor_free(&x2);
         nt_tensor_free(&d2);
     }
-    unsetenv("NUVEC_MATVEC");
     nt_close(d);
 }
 
@@ -345,27 +343,26 @@ static void dot_path_at_decode_shapes(void **state)
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 7;
-    const nu_dtype blocks[2] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-    const int64_t ks[4] = {4096, 11008, 1024, 128}, ms[4] = {1, 2, 8, 3}, ns[4] = {67, 29, 33, 200};
-    for (int wd = 0; wd < 2; wd++)
-        for (int c = 0; c < 4; c++) {
+    const int64_t ks[4] = {4096, 11008, 1024, 256}, ms[4] = {1, 2, 8, 3}, ns[4] = {67, 29, 33, 200};
+    const nu_matvec_tune float_path = {.float_path = true};
+    for (int wd = 0; wd < NT_BLOCK_DTYPES; wd++)
+        for (int c = wd < 2 ? 0 : wd % 2; c < 4; c += wd < 2 ? 1 : 2) { /* every case for Q8_0 and Q4_0, two for the others */
+            nu_dtype bd = nt_block_dtypes[wd];
             int64_t m = ms[c], k = ks[c], n = ns[c];
             int64_t ws[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n};
-            nt_tensor w = nt_tensor_quantized(d, blocks[wd], 2, ws, (uint64_t)(c % 2) * 2, -1, 1, &seed);
+            nt_tensor w = nt_tensor_quantized(d, bd, 2, ws, (uint64_t)(c % 2) * 2, -1, 1, &seed);
             nt_tensor x = nt_tensor_random(d, floats[(wd + c) % 3], 2, xs, 0, -3, 3, &seed);
             nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
             char what[128];
-            snprintf(what, sizeof what, "%s weights [%lld, %lld], %s x, m %lld (dot path)", nu_dtype_name(blocks[wd]),
+            snprintf(what, sizeof what, "%s weights [%lld, %lld], %s x, m %lld (dot path)", nu_dtype_name(bd),
                      (long long)n, (long long)k, nu_dtype_name(x.t.dtype), (long long)m);
-            bool dot = dot_path_possible(d, &w.t, m);
-            check(d, &dst, &w.t, w.values, &x.t, x.values, what);
+            bool dot = nt_matvec_dot_path(d, &w.t, m, false, NULL);
+            check(d, &dst, &w.t, w.values, &x.t, x.values, NULL, what);
             float *dot_result = malloc((size_t)(m * n) * sizeof *dot_result);
             memcpy(dot_result, dst.values, (size_t)(m * n) * sizeof *dot_result);
-            assert_int_equal(setenv("NUVEC_MATVEC", "dot=0", 1), 0);
-            snprintf(what, sizeof what, "%s weights [%lld, %lld], m %lld, float path", nu_dtype_name(blocks[wd]),
+            snprintf(what, sizeof what, "%s weights [%lld, %lld], m %lld, float path", nu_dtype_name(bd),
                      (long long)n, (long long)k, (long long)m);
-            check(d, &dst, &w.t, w.values, &x.t, x.values, what);
-            unsetenv("NUVEC_MATVEC");
+            check(d, &dst, &w.t, w.values, &x.t, x.values, &float_path, what);
             int differ = 0;
             for (int64_t i = 0; i < m * n; i++)
                 differ += dot_result[i] != dst.values[i];
@@ -426,10 +423,28 @@ static void refuses_bad_tensors(void **state)
     nu_tensor x1 = nu_tensor_make(x.t.buffer, 0, NU_DTYPE_F32, 1, xs + 1);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &x1));
     assert_non_null(strstr(nu_error_message(NULL), "rank"));
-    assert_int_equal(setenv("NUVEC_MATVEC", "rows=9", 1), 0);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &x.t));
-    assert_non_null(strstr(nu_error_message(NULL), "NUVEC_MATVEC"));
-    unsetenv("NUVEC_MATVEC");
+    const nu_matvec_tune bad_tunes[5] = {{.rows = 9}, {.local = 48}, {.split = 3}, {.unroll = 9}, {.glu_rows = 9}};
+    const char *bad_names[5] = {"tune.rows is 9", "tune.local is 48", "tune.split is 3", "tune.unroll is 9",
+                                "tune.glu_rows is 9"};
+    for (int i = 0; i < 5; i++) {
+        nu_matvec_desc bad_desc = {.tune = bad_tunes[i]};
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &bad_desc));
+        if (!strstr(nu_error_message(NULL), bad_names[i]))
+            fail_msg("refused with '%s', expected it to name '%s'", nu_error_message(NULL), bad_names[i]);
+    }
+    /* A K format's rows are whole super-blocks: a view of Q4_K bytes as [4, 128], and a column slice
+     * that would split a super-block. */
+    int64_t k4s[2] = {4, 512}, k128[2] = {4, 128};
+    nt_tensor q4k = nt_tensor_quantized(d, NU_DTYPE_Q4_K, 2, k4s, 0, -1, 1, &seed);
+    nu_tensor k128v = nu_tensor_make(q4k.t.buffer, 0, NU_DTYPE_Q4_K, 2, k128);
+    nt_tensor x128 = nt_tensor_random(d, NU_DTYPE_F32, 2, (int64_t[2]){2, 128}, 0, -1, 1, &seed);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &k128v, &x128.t));
+    assert_non_null(strstr(nu_error_message(NULL), "multiple of 256"));
+    nu_tensor split_view;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_tensor_slice(&q4k.t, 1, 128, 256, &split_view));
+    assert_non_null(strstr(nu_error_message(NULL), "split a block"));
+    nt_tensor_free(&q4k);
+    nt_tensor_free(&x128);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(NULL, &dst.t, &w.t, &x.t));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, NULL, &x.t));
     /* Empty: m = 0 records nothing and succeeds; k = 0 with a dst to fill is refused. */
@@ -451,436 +466,86 @@ static void refuses_bad_tensors(void **state)
     nt_close(d);
 }
 
-/* ---- nu_op_matvec_fused ------------------------------------------------------------------
- * The reference of the fused forms, in double from the exact element values: s_m = 1 /
- * sqrt(mean(x^2) + eps); x' = x * norm_weight (in float: the dot path quantizes that F32
- * product per block, as the reference then does); P = s_m * sum(w x') for the gate (weight) and
- * up; dst = silu(P_gate) * P_up + residual. Tolerance: each product's as above (F32 summation,
- * x's rounding on the dot path) scaled by s_m, plus 2^-16 |P| for s_m's F32 sum of squares;
- * through the GLU |silu'| <= 1.1 times |P_up| times the gate's error plus |silu(P_gate)| times
- * the up's; then dst's rounding. Much tighter than any wrong formula: dropping norm_weight, s_m
- * or eps (0.1 here, so that eps counts), silu(up) * gate, a lost residual each move the outputs
- * by a good fraction of their size. */
 
-typedef struct fused_case {
-    const nu_tensor *dst, *w, *x;
-    nu_matvec_desc desc;
-} fused_case;
-
-static nu_status record_fused(nu_commands *c, void *arg)
+/* The results of one product (dst's values) with `tune` (or NULL), on dst's device. */
+static float *run_values(nu_device *d, nt_tensor *dst, const nt_tensor *w, const nt_tensor *x, const nu_matvec_tune *tune)
 {
-    fused_case *k = arg;
-    return nu_op_matvec_fused(c, k->dst, k->w, k->x, &k->desc);
-}
-
-/* The exact values of the inputs (row-major over each view): w and up [n, k], x [m, k], g [k],
- * r [m, n] (the residual's values before the run: for an in-place residual, dst's). NULL where
- * desc has no such field. */
-typedef struct fused_ref {
-    const float *w, *up, *x, *g, *r;
-} fused_ref;
-
-/* Whether the dot path takes this call (dot_path_possible, with the norm's sums of squares: 4
- * bytes a block and row). */
-static bool fused_dot_possible(nu_device *d, const nu_tensor *w, int64_t m, bool norm)
-{
-    const nu_device_info *info = nu_device_get_info(d);
-    uint64_t cap = (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64);
-    uint64_t shared = 48ull * (uint64_t)m * cap + 4 + (norm ? 4ull * (uint64_t)m * cap : 4);
-    return dot_path_possible(d, w, m) && shared <= info->max_shared_memory;
-}
-
-static double silu_d(double v) { return v / (1.0 + exp(-v)); }
-
-/* One product of the reference: sum_e w[e] xq[e] and its error bound (before s). */
-static double ref_dot(const float *w, const double *xq, const double *tie, int64_t k, double *err)
-{
-    double s = 0, sabs = 0, round = 0;
-    for (int64_t e = 0; e < k; e++) {
-        s += (double)w[e] * xq[e];
-        sabs += fabs((double)w[e] * xq[e]);
-        round += fabs((double)w[e]) * tie[e];
-    }
-    *err = sabs / 65536.0 + round;
-    return s;
-}
-
-/* Runs the fused product and checks dst against the reference (dst->values afterwards: the
- * result). */
-static void check_fused(nu_device *d, nt_tensor *dst, const nu_tensor *w, const nu_tensor *x, const nu_matvec_desc *desc,
-                        const fused_ref *ref, const char *what)
-{
-    fused_case fc = {&dst->t, w, x, *desc};
-    nt_run(d, record_fused, &fc);
+    mv_case k = {&dst->t, &w->t, &x->t, tune};
+    nt_run(d, record_matvec, &k);
     nt_tensor_download(dst);
-    int64_t m = x->shape[0], k = x->shape[1], n = w->shape[0];
-    bool dot = fused_dot_possible(d, w, m, desc->norm_weight != NULL);
-    float rel = nt_dtype_tolerance(dst->t.dtype);
-    double *xq = malloc((size_t)k * sizeof *xq), *tie = malloc((size_t)k * sizeof *tie);
-    float *xn = malloc((size_t)k * sizeof *xn);
-    for (int64_t i = 0; i < m; i++) {
-        const float *xr = ref->x + i * k;
-        double ss = 0;
-        for (int64_t e = 0; e < k; e++) {
-            ss += (double)xr[e] * xr[e];
-            xn[e] = desc->norm_weight ? xr[e] * ref->g[e] : xr[e]; /* a float product, as the kernels' */
-            xq[e] = desc->norm_weight ? (double)xr[e] * ref->g[e] : xr[e];
-            tie[e] = 0;
-        }
-        double s = desc->norm_weight ? 1.0 / sqrt(ss / (double)k + (double)desc->norm_eps) : 1.0;
-        if (dot) /* x' as the dot path rounds it (see check) */
-            for (int64_t b = 0; b < k / 32; b++) {
-                float amax = 0;
-                for (int64_t e = 32 * b; e < 32 * b + 32; e++)
-                    amax = fmaxf(amax, fabsf(xn[e]));
-                float inv = amax > 0 ? 127.0f / amax : 0.0f, dx = amax / 127.0f;
-                for (int64_t e = 32 * b; e < 32 * b + 32; e++) {
-                    float t = xn[e] * inv;
-                    xq[e] = (double)dx * (double)nearbyintf(t);
-                    tie[e] = fabsf(fabsf(t - truncf(t)) - 0.5f) < 1e-3f ? dx : 0.0;
-                }
-            }
-        for (int64_t j = 0; j < n; j++) {
-            double eg, eu = 0;
-            double pg = s * ref_dot(ref->w + j * k, xq, tie, k, &eg), pu = 0;
-            eg = s * eg + fabs(pg) / 65536.0;
-            double v = pg, err = eg;
-            if (desc->glu_up) {
-                pu = s * ref_dot(ref->up + j * k, xq, tie, k, &eu);
-                eu = s * eu + fabs(pu) / 65536.0;
-                v = silu_d(pg) * pu;
-                err = 1.1 * fabs(pu) * eg + fabs(silu_d(pg)) * eu + fabs(v) / 65536.0;
-            }
-            if (desc->residual) {
-                double r = ref->r[i * n + j];
-                err += (fabs(v) + fabs(r)) / (1 << 22);
-                v += r;
-            }
-            float want = nt_round_to(dst->t.dtype, (float)v);
-            float got = dst->values[i * n + j];
-            double tol = err + rel * fabs((double)want) + 1e-30;
-            if (!(fabs((double)got - (double)want) <= tol))
-                fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld%s)", what,
-                         (long long)i, (long long)j, (double)got, (double)want, tol, (long long)m, (long long)n,
-                         (long long)k, dot ? ", dot path" : "");
-        }
-    }
-    free(xq);
-    free(tie);
-    free(xn);
+    float *v = malloc(sizeof(float) * dst->numel);
+    memcpy(v, dst->values, sizeof(float) * dst->numel);
+    return v;
 }
 
-static const nu_dtype every_weight[5] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
-
-static bool is_block(nu_dtype t) { return t == NU_DTYPE_Q8_0 || t == NU_DTYPE_Q4_0; }
-
-#define F_NORM 1
-#define F_GLU 2
-#define F_RES 4      /* a residual apart from dst */
-#define F_IN_PLACE 8 /* the residual is dst */
-
-/* One fused case: weight and glu_up the two stacked halves of one [2n, k] buffer (rows [0, n) and
- * [n, 2n): a fused gate-up weight), norm_weight of its own dtype (unaligned or strided in some
- * cases: the kernels' general loads), the residual apart (a transposed view in some cases) or dst
- * itself. Block weights run on both paths: the dot path where it applies, the float path with
- * NUVEC_MATVEC="dot=0" (and the dot path's results must differ from the float path's: x was
- * rounded). */
-static void run_fused_case(nu_device *d, nu_dtype wd, int fields, int64_t m, int64_t n, int64_t k, int variant,
-                           uint64_t *seed)
+/* One product on a device of its own, opened now (with the environment as it is): its values. */
+static float *run_on_new_device(const nt_tensor *w, const nt_tensor *x, const nu_matvec_tune *tune)
 {
-    nu_dtype xd = floats[variant % 3], gd = floats[(variant + 1) % 3], dd = floats[(variant / 3 + 2) % 3];
-    int64_t fs[2] = {2 * n, k}, xs[2] = {m, k}, gs[1] = {k}, ds[2] = {m, n};
-    nt_tensor fused = is_block(wd) ? nt_tensor_quantized(d, wd, 2, fs, (uint64_t)(variant % 2), -1, 1, seed)
-                                   : nt_tensor_random(d, wd, 2, fs, (uint64_t)(variant % 4 == 3), -1, 1, seed);
-    nu_tensor w, up;
-    NT_OK(nu_tensor_slice(&fused.t, 0, 0, n, &w));
-    NT_OK(nu_tensor_slice(&fused.t, 0, n, n, &up));
-    nt_tensor x = nt_tensor_random(d, xd, 2, xs, (uint64_t)(variant % 5 == 4), -1, 1, seed);
-    /* norm_weight: contiguous (aligned or not) or every other element of a [2k] tensor. */
-    bool strided_g = variant % 3 == 2;
-    int64_t g2s[1] = {2 * k};
-    nt_tensor gb = nt_tensor_random(d, gd, 1, strided_g ? g2s : gs, (uint64_t)(variant % 2), 0.5f, 1.5f, seed);
-    nu_tensor g = gb.t;
-    if (strided_g) {
-        g.shape[0] = k;
-        g.strides[0] = 2;
-    }
-    float *gv = nt_tensor_values_new(&gb, &g);
-    nt_tensor dst, rb = {0};
-    nu_tensor res = {0};
-    float *rv = NULL;
-    uint8_t *res_bytes = NULL; /* in place: dst's bytes before the run (the residual) */
-    if (fields & F_IN_PLACE) {
-        dst = nt_tensor_random(d, dd, 2, ds, 0, -2, 2, seed);
-        res = dst.t;
-        rv = malloc((size_t)(m * n) * sizeof *rv);
-        memcpy(rv, dst.values, (size_t)(m * n) * sizeof *rv);
-        res_bytes = malloc(dst.size);
-        memcpy(res_bytes, dst.bytes, dst.size);
-    } else {
-        dst = nt_tensor_output(d, dd, 2, ds, (uint64_t)(variant % 2));
-        if (fields & F_RES) {
-            bool transposed = variant % 2 == 1;
-            int64_t rs[2] = {transposed ? n : m, transposed ? m : n};
-            rb = nt_tensor_random(d, floats[(variant + 2) % 3], 2, rs, 1, -2, 2, seed);
-            res = rb.t;
-            if (transposed)
-                NT_OK(nu_tensor_transpose(&rb.t, 0, 1, &res));
-            rv = nt_tensor_values_new(&rb, &res);
-        }
-    }
-    nu_matvec_desc desc = {0};
-    if (fields & F_NORM)
-        desc.norm_weight = &g, desc.norm_eps = 0.1f;
-    if (fields & F_GLU)
-        desc.glu_up = &up;
-    if (fields & (F_RES | F_IN_PLACE))
-        desc.residual = &res;
-    fused_ref ref = {fused.values, fused.values + n * k, x.values, gv, rv};
-    char what[200];
-    snprintf(what, sizeof what, "%s weight, %s x, %s dst,%s%s%s%s (%s norm_weight%s)", nu_dtype_name(wd),
-             nu_dtype_name(xd), nu_dtype_name(dd), fields & F_NORM ? " norm" : "", fields & F_GLU ? " glu" : "",
-             fields & F_RES ? " residual" : "", fields & F_IN_PLACE ? " residual in place" : "", nu_dtype_name(gd),
-             strided_g ? " strided" : "");
-    check_fused(d, &dst, &w, &x.t, &desc, &ref, what);
-    if (is_block(wd)) {
-        bool dot = fused_dot_possible(d, &w, m, fields & F_NORM);
-        float *dot_result = malloc((size_t)(m * n) * sizeof *dot_result);
-        memcpy(dot_result, dst.values, (size_t)(m * n) * sizeof *dot_result);
-        if (fields & F_IN_PLACE) { /* dst again holds the residual */
-            nu_commands *c;
-            NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
-            NT_OK(nu_commands_upload(c, dst.t.buffer, 0, res_bytes, dst.size));
-            NT_OK(nu_commands_commit(c));
-            NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
-            nu_commands_free(c);
-        }
-        assert_int_equal(setenv("NUVEC_MATVEC", "dot=0", 1), 0);
-        char what2[220];
-        snprintf(what2, sizeof what2, "%s, float path", what);
-        check_fused(d, &dst, &w, &x.t, &desc, &ref, what2);
-        unsetenv("NUVEC_MATVEC");
-        int differ = 0;
-        for (int64_t i = 0; i < m * n; i++)
-            differ += dot_result[i] != dst.values[i];
-        if (dot && differ < m * n / 2)
-            fail_msg("%s: only %d of %lld results differ from the float path's: did the dot path run?", what, differ,
-                     (long long)(m * n));
-        free(dot_result);
-    }
-    free(gv);
-    free(rv);
-    free(res_bytes);
-    nt_tensor_free(&fused);
-    nt_tensor_free(&x);
-    nt_tensor_free(&gb);
+    nu_device *d = nt_open();
+    nt_tensor w2 = *w, x2 = *x, dst = nt_tensor_output(d, NU_DTYPE_F32, 2, (int64_t[2]){x->t.shape[0], w->t.shape[0]}, 0);
+    NT_OK(nu_buffer_new(d, w->size, NU_STORAGE_SHARED, &w2.t.buffer));
+    NT_OK(nu_buffer_write(w2.t.buffer, 0, w->bytes, w->size));
+    NT_OK(nu_buffer_new(d, x->size, NU_STORAGE_SHARED, &x2.t.buffer));
+    NT_OK(nu_buffer_write(x2.t.buffer, 0, x->bytes, x->size));
+    float *v = run_values(d, &dst, &w2, &x2, tune);
+    nu_buffer_free(w2.t.buffer);
+    nu_buffer_free(x2.t.buffer);
     nt_tensor_free(&dst);
-    if (rb.values)
-        nt_tensor_free(&rb);
-}
-
-/* Each field alone and the combinations a decoder layer uses, every weight dtype, M 1, 2 and 5,
- * odd N (and for float weights odd K, the general path, or K 260, the vector path with a tail). */
-static void fused_fields_alone_and_combined_for_every_dtype(void **state)
-{
-    (void)state;
-    nu_device *d = nt_open();
-    uint64_t seed = 11;
-    const int combos[7] = {F_NORM, F_GLU, F_RES, F_IN_PLACE, F_NORM | F_GLU, F_GLU | F_RES,
-                           F_NORM | F_GLU | F_IN_PLACE};
-    const int64_t ms[3] = {1, 2, 5};
-    int variant = 0;
-    for (int wd = 0; wd < 5; wd++)
-        for (int f = 0; f < 7; f++, variant++) {
-            bool block = is_block(every_weight[wd]);
-            int64_t m = ms[variant % 3], n = variant % 2 ? 37 : 13, k = block ? 288 : variant % 4 < 2 ? 263 : 260;
-            run_fused_case(d, every_weight[wd], combos[f], m, n, k, variant, &seed);
-        }
     nt_close(d);
+    return v;
 }
 
-/* The fused forms at larger shapes and other knobs: K 4096 (the dot path's many blocks; the float
- * vector path without a tail), M 8, the shared-memory reduction (subgroup=0), split row groups
- * on the dot path and glurows (the rows of a GLU) below rows. */
-static void fused_at_other_shapes_and_knobs(void **state)
+/* NUVEC_MATVEC, the developer override of desc->tune: read once per device, at its first use
+ * there (a bad value fails every product on that device, naming the variable; a later change
+ * does not reach it), and over desc->tune on a device that first reads it set. */
+static void the_environment_overrides_once_per_device(void **state)
 {
     (void)state;
+    uint64_t seed = 8;
+    int64_t ws[2] = {7, 256}, xs[2] = {1, 256}, ds[2] = {1, 7};
+    assert_int_equal(setenv("NUVEC_MATVEC", "rows=9", 1), 0);
     nu_device *d = nt_open();
-    uint64_t seed = 12;
-    int variant = 0;
-    for (int wd = 0; wd < 5; wd++, variant++)
-        run_fused_case(d, every_weight[wd], F_NORM | F_GLU | F_RES, 8, 19, is_block(every_weight[wd]) ? 1024 : 1000,
-                       variant, &seed);
-    for (int wd = 0; wd < 5; wd++, variant++)
-        run_fused_case(d, every_weight[wd], F_NORM | F_IN_PLACE, 1, 67, 4096, variant, &seed);
-    const char *knobs[3] = {"subgroup=0", "local=64 split=2 rows=3 unroll=1", "rows=4 unroll=3 glurows=1"};
-    for (int t = 0; t < 3; t++) {
-        assert_int_equal(setenv("NUVEC_MATVEC", knobs[t], 1), 0);
-        for (int wd = t; wd < 5; wd += 2, variant++) { /* run_fused_case's float path run of block
-                                                        * weights replaces the knobs with dot=0 */
-            bool block = is_block(every_weight[wd]);
-            if (!block)
-                run_fused_case(d, every_weight[wd], F_NORM | F_GLU | F_IN_PLACE, 3, 11, 520, variant, &seed);
-            else {
-                /* The knobs on the dot path only (the float path's run is unset below). */
-                int64_t fs[2] = {22, 512}, xs[2] = {3, 512}, gs[1] = {512}, ds[2] = {3, 11};
-                nt_tensor fused = nt_tensor_quantized(d, every_weight[wd], 2, fs, 0, -1, 1, &seed);
-                nu_tensor w, up;
-                NT_OK(nu_tensor_slice(&fused.t, 0, 0, 11, &w));
-                NT_OK(nu_tensor_slice(&fused.t, 0, 11, 11, &up));
-                nt_tensor x = nt_tensor_random(d, NU_DTYPE_F16, 2, xs, 0, -1, 1, &seed);
-                nt_tensor g = nt_tensor_random(d, NU_DTYPE_F32, 1, gs, 0, 0.5f, 1.5f, &seed);
-                nt_tensor r = nt_tensor_random(d, NU_DTYPE_F32, 2, ds, 0, -2, 2, &seed);
-                nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
-                nu_matvec_desc desc = {&g.t, 0.1f, &up, &r.t};
-                fused_ref ref = {fused.values, fused.values + 11 * 512, x.values, g.values, r.values};
-                char what[128];
-                snprintf(what, sizeof what, "%s norm glu residual, NUVEC_MATVEC=\"%s\"", nu_dtype_name(every_weight[wd]),
-                         knobs[t]);
-                check_fused(d, &dst, &w, &x.t, &desc, &ref, what);
-                nt_tensor_free(&fused);
-                nt_tensor_free(&x);
-                nt_tensor_free(&g);
-                nt_tensor_free(&r);
-                nt_tensor_free(&dst);
-            }
-        }
-    }
-    unsetenv("NUVEC_MATVEC");
-    nt_close(d);
-}
-
-/* A zero desc (and NULL) is nu_op_matvec: the same kernel, the same bits. */
-static void fused_with_a_zero_desc_is_the_plain_product(void **state)
-{
-    (void)state;
-    nu_device *d = nt_open();
-    uint64_t seed = 13;
-    for (int wd = 0; wd < 5; wd++) {
-        int64_t ws[2] = {21, 256}, xs[2] = {2, 256}, ds[2] = {2, 21};
-        nt_tensor w = is_block(every_weight[wd]) ? nt_tensor_quantized(d, every_weight[wd], 2, ws, 0, -1, 1, &seed)
-                                                 : nt_tensor_random(d, every_weight[wd], 2, ws, 0, -1, 1, &seed);
-        nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
-        nt_tensor plain = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0), fused = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
-        check(d, &plain, &w.t, w.values, &x.t, x.values, "plain");
-        fused_case fc = {&fused.t, &w.t, &x.t, {0}};
-        nt_run(d, record_fused, &fc);
-        nt_tensor_download(&fused);
-        assert_memory_equal(plain.values, fused.values, sizeof(float) * 42);
-        nu_commands *c;
-        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
-        NT_OK(nu_op_matvec_fused(c, &fused.t, &w.t, &x.t, NULL));
-        NT_OK(nu_commands_commit(c));
-        NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
-        nu_commands_free(c);
-        nt_tensor_download(&fused);
-        assert_memory_equal(plain.values, fused.values, sizeof(float) * 42);
-        nt_tensor_free(&w);
-        nt_tensor_free(&x);
-        nt_tensor_free(&plain);
-        nt_tensor_free(&fused);
-    }
-    nt_close(d);
-}
-
-/* What nu_op_matvec_fused refuses of the desc's fields, each with its message. */
-static void fused_refuses_bad_fields(void **state)
-{
-    (void)state;
-    nu_device *d = nt_open();
-    uint64_t seed = 14;
-    int64_t ws[2] = {4, 64}, w5s[2] = {5, 64}, xs[2] = {2, 64}, gs[1] = {64}, g65[1] = {65}, g2s[2] = {1, 64},
-            ds[2] = {2, 4}, bad_ds[2] = {2, 5}, big[1] = {512};
-    nt_tensor w = nt_tensor_random(d, NU_DTYPE_F16, 2, ws, 0, -1, 1, &seed);
-    nt_tensor w32 = nt_tensor_random(d, NU_DTYPE_F32, 2, ws, 0, -1, 1, &seed);
-    nt_tensor w5 = nt_tensor_random(d, NU_DTYPE_F16, 2, w5s, 0, -1, 1, &seed);
+    nt_tensor w = nt_tensor_quantized(d, NU_DTYPE_Q5_K, 2, ws, 0, -1, 1, &seed);
     nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
-    nt_tensor g = nt_tensor_random(d, NU_DTYPE_F32, 1, gs, 0, -1, 1, &seed);
-    nt_tensor g_long = nt_tensor_random(d, NU_DTYPE_F32, 1, g65, 0, -1, 1, &seed);
-    nt_tensor g_2d = nt_tensor_random(d, NU_DTYPE_F32, 2, g2s, 0, -1, 1, &seed);
-    nt_tensor gi = nt_tensor_random(d, NU_DTYPE_I32, 1, gs, 0, -1, 1, &seed);
-    nt_tensor r = nt_tensor_random(d, NU_DTYPE_F32, 2, ds, 0, -1, 1, &seed);
-    nt_tensor r_bad = nt_tensor_random(d, NU_DTYPE_F32, 2, bad_ds, 0, -1, 1, &seed);
-    nt_tensor ri = nt_tensor_random(d, NU_DTYPE_I32, 2, ds, 0, -1, 1, &seed);
-    nt_tensor shared = nt_tensor_output(d, NU_DTYPE_F32, 1, big, 0); /* dst and another input in one buffer */
     nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
     nu_commands *c;
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
-    nu_matvec_desc desc;
-#define REFUSED(expr, text)                                                                                            \
-    do {                                                                                                               \
-        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, (expr));                                                                  \
-        const char *msg_ = nu_error_message(NULL);                                                                     \
-        if (!strstr(msg_, (text)))                                                                                     \
-            fail_msg("refused with \"%s\", expected it to say \"%s\"", msg_, (text));                               \
-    } while (0)
-    /* norm_weight: its shape, rank and dtype; eps. */
-    desc = (nu_matvec_desc){&g_long.t, 1e-5f, NULL, NULL};
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "norm_weight has rank 1 and 65 elements; it must be [64]");
-    desc.norm_weight = &g_2d.t;
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "norm_weight has rank 2");
-    desc.norm_weight = &gi.t;
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "I32");
-    desc.norm_weight = &g.t;
-    const float bad_eps[4] = {0.0f, -1e-5f, INFINITY, NAN};
-    for (int i = 0; i < 4; i++) {
-        desc.norm_eps = bad_eps[i];
-        REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "norm_eps");
-        assert_non_null(strstr(nu_error_message(NULL), "must be finite and > 0"));
-    }
-    /* glu_up: dtype and shape as weight's, rank 2. */
-    desc = (nu_matvec_desc){NULL, 0, &w32.t, NULL};
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "glu_up is F32 but weight is F16 (they must match)");
-    desc.glu_up = &w5.t;
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "glu_up is 5x64 but weight is 4x64 (they must match)");
-    desc.glu_up = &g.t;
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "glu_up has rank 1; it must be 2");
-    /* residual: shape, dtype, overlap of dst other than the same view. */
-    desc = (nu_matvec_desc){NULL, 0, NULL, &r_bad.t};
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "residual is 2x5; it must be 2x4 (dst's shape)");
-    desc.residual = &ri.t;
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "I32");
-    desc.residual = &x.t;
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "residual is 2x64; it must be 2x4");
-    nu_tensor d_in = nu_tensor_make(shared.t.buffer, 0, NU_DTYPE_F32, 2, ds);
-    nu_tensor r_shift = nu_tensor_make(shared.t.buffer, 4, NU_DTYPE_F32, 2, ds); /* one element on */
-    desc.residual = &r_shift;
-    REFUSED(nu_op_matvec_fused(c, &d_in, &w.t, &x.t, &desc),
-            "dst overlaps residual (only the same view may be written in place)");
-    nu_tensor r_t; /* dst's elements as a transposed view: the same bytes, another view */
-    int64_t sq[2] = {2, 2};
-    nu_tensor d_sq = nu_tensor_make(shared.t.buffer, 0, NU_DTYPE_F32, 2, sq);
-    NT_OK(nu_tensor_transpose(&d_sq, 0, 1, &r_t));
-    int64_t w2s[2] = {2, 64};
-    nu_tensor w2 = nu_tensor_make(w.t.buffer, 0, NU_DTYPE_F16, 2, w2s);
-    desc.residual = &r_t;
-    REFUSED(nu_op_matvec_fused(c, &d_sq, &w2, &x.t, &desc), "dst overlaps residual");
-    desc.residual = &d_in; /* the same view: in place, accepted */
-    NT_OK(nu_op_matvec_fused(c, &d_in, &w.t, &x.t, &desc));
-    /* dst overlapping norm_weight and glu_up. */
-    nu_tensor g_in = nu_tensor_make(shared.t.buffer, 16, NU_DTYPE_F32, 1, gs);
-    desc = (nu_matvec_desc){&g_in, 1e-5f, NULL, NULL};
-    REFUSED(nu_op_matvec_fused(c, &d_in, &w.t, &x.t, &desc), "dst overlaps norm_weight");
-    nu_tensor w_in = nu_tensor_make(shared.t.buffer, 0, NU_DTYPE_F32, 2, ws);
-    desc = (nu_matvec_desc){NULL, 0, &w_in, NULL};
-    REFUSED(nu_op_matvec_fused(c, &d_in, &w32.t, &x.t, &desc), "dst overlaps glu_up");
-    /* A field's own checks come with the op's name. */
-    desc = (nu_matvec_desc){&g_long.t, 1e-5f, NULL, NULL};
-    REFUSED(nu_op_matvec_fused(c, &dst.t, &w.t, &x.t, &desc), "nu_op_matvec_fused: ");
-#undef REFUSED
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &x.t));
+    assert_non_null(strstr(nu_error_message(d), "NUVEC_MATVEC has 'rows=9'"));
+    unsetenv("NUVEC_MATVEC");
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &w.t, &x.t)); /* still the value first read */
     nu_commands_free(c);
     nt_tensor_free(&w);
-    nt_tensor_free(&w32);
-    nt_tensor_free(&w5);
     nt_tensor_free(&x);
-    nt_tensor_free(&g);
-    nt_tensor_free(&g_long);
-    nt_tensor_free(&g_2d);
-    nt_tensor_free(&gi);
-    nt_tensor_free(&r);
-    nt_tensor_free(&r_bad);
-    nt_tensor_free(&ri);
-    nt_tensor_free(&shared);
+    nt_tensor_free(&dst);
+    nt_close(d);
+
+    /* Unset at the first use: the defaults (the dot path on lavapipe) stay when it is set later. */
+    d = nt_open();
+    w = nt_tensor_quantized(d, NU_DTYPE_Q5_K, 2, ws, 0, -1, 1, &seed);
+    x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+    dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    const nu_matvec_tune float_path = {.float_path = true};
+    float *dflt = run_values(d, &dst, &w, &x, NULL), *flt = run_values(d, &dst, &w, &x, &float_path);
+    if (nt_matvec_dot_path(d, &w.t, 1, false, NULL) && !memcmp(dflt, flt, sizeof(float) * 7))
+        fail_msg("the dot path's results are the float path's: the test cannot tell them apart");
+    assert_int_equal(setenv("NUVEC_MATVEC", "dot=0", 1), 0);
+    float *later = run_values(d, &dst, &w, &x, NULL);
+    assert_memory_equal(later, dflt, sizeof(float) * 7);
+    /* Set when a device first reads it: dot=0 over the defaults, then dot=1 over tune.float_path. */
+    float *env_float = run_on_new_device(&w, &x, NULL);
+    assert_memory_equal(env_float, flt, sizeof(float) * 7);
+    assert_int_equal(setenv("NUVEC_MATVEC", "dot=1", 1), 0);
+    float *env_dot = run_on_new_device(&w, &x, &float_path);
+    assert_memory_equal(env_dot, dflt, sizeof(float) * 7);
+    unsetenv("NUVEC_MATVEC");
+    free(dflt);
+    free(flt);
+    free(later);
+    free(env_float);
+    free(env_dot);
+    nt_tensor_free(&w);
+    nt_tensor_free(&x);
     nt_tensor_free(&dst);
     nt_close(d);
 }
@@ -895,10 +560,7 @@ int main(void)
         cmocka_unit_test(large_n_and_every_knob),
         cmocka_unit_test(dot_path_at_decode_shapes),
         cmocka_unit_test(refuses_bad_tensors),
-        cmocka_unit_test(fused_fields_alone_and_combined_for_every_dtype),
-        cmocka_unit_test(fused_at_other_shapes_and_knobs),
-        cmocka_unit_test(fused_with_a_zero_desc_is_the_plain_product),
-        cmocka_unit_test(fused_refuses_bad_fields),
+        cmocka_unit_test(the_environment_overrides_once_per_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

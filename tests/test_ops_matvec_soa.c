@@ -2,16 +2,17 @@
  * repack (byte for byte against a CPU repack) and dequantization (bit for bit Q4_0's), and
  * nu_op_matvec / nu_op_matvec_fused on it (src/ops/matvec_soa.c, kernels/matvec/matvec_soa.glsl)
  * against a float64 CPU reference: M 1, 2, 5, K 256 and 4352, odd N, every x and dst dtype, the
- * fused norm, glu (a stacked gate-up matrix's halves) and residual (in place too), unaligned and
- * row-sliced weights, the knobs; and what is refused (K % 256, column slices, matmul, gather).
+ * fused norm, bias, glu (a stacked gate-up matrix's halves; SiLU or GELU) and residual (in place
+ * too), unaligned and row-sliced weights, the knobs (desc->tune); and what is refused (K % 256,
+ * column slices, matmul, gather).
  *
  * Tolerance (as test_ops_matvec.c's): the reference sums in double the products of the exact
  * weights with x as the kernel sees it. On the dot path (integer dot products; lavapipe has them)
  * x (times the norm weight) is rounded to 8 bits a 32-element block with matvec_dot.comp's rule,
- * which the reference repeats (ties within 1e-3 add |w| dx); the float path (NUVEC_MATVEC_SOA=
- * "dot=0", or where x's rows do not fit in shared memory: lavapipe's 32 KiB with M 5 and K 4352)
- * keeps the strict bound, F32 summation: sum |x w| / 2^16. The norm's scale s (F32 sums of x^2)
- * adds 1e-4 relative; glu propagates the bounds of both dots through silu(g) u. */
+ * which the reference repeats (ties within 1e-3 add |w| dx); the float path (tune.float_path, or
+ * where x's rows do not fit in shared memory: lavapipe's 32 KiB with M 5 and K 4352) keeps the
+ * strict bound, F32 summation: sum |x w| / 2^16. The norm's scale s (F32 sums of x^2) adds 1e-4
+ * relative; glu propagates the bounds of both dots through act(g) u (|act'| <= 1.13). */
 #include "ops_util.h"
 
 #include <math.h>
@@ -140,35 +141,18 @@ static nu_status record_matvec(nu_commands *c, void *arg)
     return k->fused ? nu_op_matvec_fused(c, k->dst, k->w, k->x, &k->desc) : nu_op_matvec(c, k->dst, k->w, k->x);
 }
 
-static uint32_t env_local(void)
-{
-    const char *e = getenv("NUVEC_MATVEC_SOA"), *l = e ? strstr(e, "local=") : NULL;
-    return l ? (uint32_t)atoi(l + 6) : 512;
-}
-
 /* Whether the SOA kernel takes its dot path (src/ops/matvec_soa.c: the device's integer dot products,
  * subgroup arithmetic and shuffles, subgroups of a multiple of 8, and x's rows in shared memory: 40
  * bytes a block and row, K / 32 rounded up to 64, plus the norm's sums (local / 8 * m floats) and a
  * few more). */
-static bool soa_dot(nu_device *d, int64_t m, int64_t k, bool norm)
-{
-    const char *env = getenv("NUVEC_MATVEC_SOA");
-    const nu_device_info *in = nu_device_get_info(d);
-    uint64_t cap = (uint64_t)((k / 32 + 63) / 64 * 64);
-    uint64_t shared = 40ull * (uint64_t)m * cap + 4ull * (1 + (norm ? env_local() / 8 * (uint64_t)m : 1) + (uint64_t)m);
-    return in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) &&
-           (in->subgroup_operations & NU_SUBGROUP_SHUFFLE) && in->subgroup_size % 8 == 0 &&
-           shared <= in->max_shared_memory && !(env && strstr(env, "dot=0"));
-}
-
-/* Whether nu_op_matvec takes matvec_dot.comp for Q4_0 (test_ops_matvec.c's rule). */
-static bool q4_dot(nu_device *d, int64_t m, int64_t k)
+static bool soa_dot(nu_device *d, int64_t m, int64_t k, bool norm, const nu_matvec_tune *tune)
 {
     const nu_device_info *in = nu_device_get_info(d);
-    uint64_t shared = 48ull * (uint64_t)m * (uint64_t)((k / 32 + 63) / 64 * 64) + 4;
+    uint64_t cap = (uint64_t)((k / 32 + 63) / 64 * 64), local = tune->local ? tune->local : 1024;
+    uint64_t shared = 40ull * (uint64_t)m * cap + 4ull * (1 + (norm ? local / 8 * (uint64_t)m : 1) + (uint64_t)m);
     return in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) &&
            (in->subgroup_operations & NU_SUBGROUP_SHUFFLE) && in->subgroup_size % 8 == 0 &&
-           shared <= in->max_shared_memory;
+           shared <= in->max_shared_memory && !tune->float_path;
 }
 
 /* sum_e w[j, e] v[i, e] for rows i < m of v and j < n of w (exact values, row-major, k columns),
@@ -215,7 +199,14 @@ typedef struct soa_case {
     bool norm, glu, resid, in_place;
     uint64_t offset; /* the SOA tensor's byte offset in its buffer (2: the unaligned loads) */
     int64_t row0;    /* the weight a slice of rows from row0 of the repacked matrix */
+    bool bias, gelu; /* a bias (a strided BF16 view); GELU as the GLU's activation */
+    nu_matvec_tune tune;
 } soa_case;
+
+static double act(bool gelu, double v)
+{
+    return gelu ? 0.5 * v * (1.0 + tanh(0.79788456080286536 * (v + 0.044715 * v * v * v))) : v / (1.0 + exp(-v));
+}
 
 /* Runs one product (fused where the case says) and checks it against the reference; returns the
  * results (malloc) for the caller's comparisons when `keep`. */
@@ -241,10 +232,19 @@ static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const c
     float *resid = sc->in_place ? malloc((size_t)(m * n) * sizeof *resid) : nt_tensor_values_new(&rw, &rv);
     if (sc->in_place)
         memcpy(resid, dst.values, (size_t)(m * n) * sizeof *resid);
+    /* The bias: every other element of a BF16 [2n]. */
+    int64_t bs[1] = {2 * n};
+    nt_tensor bb = nt_tensor_random(d, NU_DTYPE_BF16, 1, bs, 1, -1, 1, seed);
+    nu_tensor bias = bb.t;
+    bias.shape[0] = n;
+    bias.strides[0] = 2;
+    float *bv = nt_tensor_values_new(&bb, &bias);
     const float eps = 1e-5f;
-    mv_case mc = {&dst.t, &w, &x.t, {sc->norm ? &g.t : NULL, eps, sc->glu ? &up : NULL,
-                                     sc->resid ? (sc->in_place ? &dst.t : &rv) : NULL},
-                  sc->norm || sc->glu || sc->resid};
+    mv_case mc = {&dst.t, &w, &x.t,
+                  {.norm_weight = sc->norm ? &g.t : NULL, .norm_eps = eps, .glu_up = sc->glu ? &up : NULL,
+                   .residual = sc->resid ? (sc->in_place ? &dst.t : &rv) : NULL, .bias = sc->bias ? &bias : NULL,
+                   .glu = sc->gelu ? NU_GLU_GELU_TANH : NU_GLU_SILU, .tune = sc->tune},
+                  true};
     nt_run(d, record_matvec, &mc);
     nt_tensor_download(&dst);
 
@@ -260,7 +260,7 @@ static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const c
         }
         smul[i] = sc->norm ? 1.0 / sqrt(ss / (double)k + (double)eps) : 1.0;
     }
-    bool dot = soa_dot(d, m, k, sc->norm);
+    bool dot = soa_dot(d, m, k, sc->norm, &sc->tune);
     double *gv = malloc((size_t)(m * n) * sizeof *gv), *gt = malloc((size_t)(m * n) * sizeof *gt);
     double *uv = malloc((size_t)(m * n) * sizeof *uv), *ut = malloc((size_t)(m * n) * sizeof *ut);
     reference(q.values + sc->row0 * k, v, m, n, k, dot, gv, gt);
@@ -271,12 +271,16 @@ static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const c
         for (int64_t j = 0; j < n; j++) {
             int64_t o = i * n + j;
             double sn = sc->norm ? 1e-4 : 0;
-            double a = gv[o] * smul[i], at = gt[o] * smul[i] + fabs(a) * sn, want = a, tol = at;
+            double a = gv[o] * smul[i], at = gt[o] * smul[i] + fabs(a) * sn;
+            if (sc->bias) {
+                a += bv[j];
+                at += fabs(a) * 2.4e-7;
+            }
+            double want = a, tol = at;
             if (sc->glu) {
                 double u = uv[o] * smul[i], utol = ut[o] * smul[i] + fabs(u) * sn;
-                double sig = 1.0 / (1.0 + exp(-a));
-                want = a * sig * u;
-                tol = 1.1 * at * (fabs(u) + utol) + fabs(a * sig) * utol + 1e-6 * fabs(want);
+                want = act(sc->gelu, a) * u;
+                tol = 1.13 * at * (fabs(u) + utol) + fabs(act(sc->gelu, a)) * utol + 1e-6 * fabs(want);
             }
             if (sc->resid) {
                 want += resid[o];
@@ -295,14 +299,14 @@ static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const c
         memcpy(kept, dst.values, (size_t)(m * n) * sizeof *kept);
     }
     /* The plain product: Q4_0's (nu_op_matvec on the tensor SOA was made from) within its bound. */
-    if (!mc.fused) {
+    if (!sc->norm && !sc->glu && !sc->resid && !sc->bias) {
         nu_tensor qw;
         NT_OK(nu_tensor_slice(&q.t, 0, sc->row0, n, &qw));
         nt_tensor d4 = nt_tensor_output(d, sc->ddt, 2, ds, 0);
         mv_case m4 = {&d4.t, &qw, &x.t, {0}, false};
         nt_run(d, record_matvec, &m4);
         nt_tensor_download(&d4);
-        reference(q.values + sc->row0 * k, v, m, n, k, q4_dot(d, m, k), gv, gt);
+        reference(q.values + sc->row0 * k, v, m, n, k, nt_matvec_dot_path(d, &qw, m, false, NULL), gv, gt);
         for (int64_t o = 0; o < m * n; o++) {
             float wr = nt_round_to(sc->ddt, (float)gv[o]);
             if (!(fabs((double)d4.values[o] - wr) <= gt[o] + rel * fabs((double)wr) + 1e-30))
@@ -318,6 +322,8 @@ static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const c
     free(uv);
     free(ut);
     free(resid);
+    free(bv);
+    nt_tensor_free(&bb);
     nt_tensor_free(&q);
     soa_free(&s);
     nt_tensor_free(&x);
@@ -342,17 +348,17 @@ static void products_match_the_reference_and_q4_0(void **state)
         for (int b = 0; b < 2; b++, i++) {
             nu_dtype ddt = i % 2 == 0 ? NU_DTYPE_F32 : floats[1 + (i / 2) % 2];
             soa_case sc = {ms[a], ns[(a + b) % 3], ks[b], floats[i % 3], ddt, false, false, false,
-                           false, i % 3 == 1 ? 2 : 16 * (uint64_t)(i % 2), i % 4 == 3 ? 3 : 0};
+                           false, i % 3 == 1 ? 2 : 16 * (uint64_t)(i % 2), i % 4 == 3 ? 3 : 0, false, false,
+                           {0}};
             char label[160];
             snprintf(label, sizeof label, "%s dst = %s x * Q4_0_SOA^T, offset %llu, row0 %lld", nu_dtype_name(sc.ddt),
                      nu_dtype_name(sc.xdt), (unsigned long long)sc.offset, (long long)sc.row0);
-            bool dot = soa_dot(d, sc.m, sc.k, false);
+            bool dot = soa_dot(d, sc.m, sc.k, false, &sc.tune);
             uint64_t s0 = seed;
             float *dot_res = run_case(d, &sc, &seed, label, true);
-            assert_int_equal(setenv("NUVEC_MATVEC_SOA", "dot=0", 1), 0);
+            sc.tune.float_path = true;
             seed = s0; /* the same tensors */
             float *flt = run_case(d, &sc, &seed, label, true);
-            unsetenv("NUVEC_MATVEC_SOA");
             int64_t differ = 0;
             for (int64_t o = 0; o < sc.m * sc.n; o++)
                 differ += dot_res[o] != flt[o];
@@ -374,28 +380,25 @@ static void fused_forms_match_the_reference(void **state)
     uint64_t seed = 13;
     const struct {
         int64_t m, n, k;
-        bool norm, glu, resid, in_place;
-    } cases[8] = {
-        {1, 37, 4352, true, false, false, false}, {2, 5, 256, true, false, false, false},
-        {1, 29, 256, false, true, false, false},  {5, 7, 4352, false, true, false, false},
-        {2, 33, 256, false, false, true, true},   {1, 9, 4352, false, false, true, false},
-        {1, 31, 4352, true, true, true, true},    {5, 3, 256, true, true, true, false},
+        bool norm, glu, resid, in_place, bias, gelu;
+    } cases[10] = {
+        {1, 37, 4352, true, false, false, false, false, false}, {2, 5, 256, true, false, false, false, false, false},
+        {1, 29, 256, false, true, false, false, false, false},  {5, 7, 4352, false, true, false, false, false, true},
+        {2, 33, 256, false, false, true, true, false, false},   {1, 9, 4352, false, false, true, false, false, false},
+        {1, 31, 4352, true, true, true, true, false, false},    {5, 3, 256, true, true, true, false, false, false},
+        {2, 19, 512, false, false, false, false, true, false},  {1, 13, 512, true, true, true, false, true, true},
     };
-    for (int dotp = 0; dotp < 2; dotp++) {
-        if (!dotp)
-            assert_int_equal(setenv("NUVEC_MATVEC_SOA", "dot=0", 1), 0);
-        for (int c = 0; c < 8; c++) {
+    for (int dotp = 0; dotp < 2; dotp++)
+        for (int c = 0; c < 10; c++) {
             soa_case sc = {cases[c].m, cases[c].n, cases[c].k, floats[c % 3], floats[(c + dotp) % 2],
                            cases[c].norm, cases[c].glu, cases[c].resid, cases[c].in_place, c % 3 == 2 ? 2 : 0,
-                           c % 2};
+                           c % 2, cases[c].bias, cases[c].gelu, {.float_path = !dotp}};
             char label[160];
-            snprintf(label, sizeof label, "fused%s%s%s%s, %s x, %s dst", sc.norm ? " norm" : "", sc.glu ? " glu" : "",
-                     sc.resid ? " residual" : "", sc.in_place ? " (in place)" : "", nu_dtype_name(sc.xdt),
-                     nu_dtype_name(sc.ddt));
+            snprintf(label, sizeof label, "fused%s%s%s%s%s%s, %s x, %s dst", sc.norm ? " norm" : "",
+                     sc.bias ? " bias" : "", sc.glu ? " glu" : "", sc.gelu ? " (gelu)" : "", sc.resid ? " residual" : "",
+                     sc.in_place ? " (in place)" : "", nu_dtype_name(sc.xdt), nu_dtype_name(sc.ddt));
             run_case(d, &sc, &seed, label, false);
         }
-        unsetenv("NUVEC_MATVEC_SOA");
-    }
     nt_close(d);
 }
 
@@ -406,16 +409,18 @@ static void knobs_and_large_n(void **state)
     (void)state;
     nu_device *d = nt_open();
     uint64_t seed = 14;
-    const char *knobs[6] = {"groups=2 split=1", "rows=3 unroll=1", "split=2 local=64", "split=4 unroll=3 rows=2",
-                            "local=1024 groups=0 prefetch=0", "dot=0 rows=2 split=2 local=128"};
-    for (int i = 0; i < 6; i++) {
-        assert_int_equal(setenv("NUVEC_MATVEC_SOA", knobs[i], 1), 0);
+    const nu_matvec_tune tunes[7] = {{.groups = 2, .split = 1}, {.rows = 3, .unroll = 1}, {.split = 2, .local = 64},
+                                     {.split = 4, .unroll = 3, .rows = 2}, {.local = 1024, .groups = 65535},
+                                     {.float_path = true, .rows = 2, .split = 2, .local = 128},
+                                     {.prefetch = true, .groups = 3}};
+    const char *names[7] = {"groups 2 split 1", "rows 3 unroll 1", "split 2 local 64", "split 4 unroll 3 rows 2",
+                            "local 1024 groups 65535", "float path rows 2 split 2 local 128", "prefetch groups 3"};
+    for (int i = 0; i < 7; i++) {
         soa_case sc = {1 + i % 2, 301, i % 2 ? 4352 : 512, NU_DTYPE_F32, NU_DTYPE_F32, i % 3 == 0, i == 4, i == 2,
-                       false, 0, 0};
+                       false, 0, 0, i == 6, false, tunes[i]};
         char label[96];
-        snprintf(label, sizeof label, "NUVEC_MATVEC_SOA=\"%s\"", knobs[i]);
+        snprintf(label, sizeof label, "tune %s", names[i]);
         run_case(d, &sc, &seed, label, false);
-        unsetenv("NUVEC_MATVEC_SOA");
     }
     nt_close(d);
 }
@@ -464,30 +469,35 @@ static void refuses_what_it_cannot_do(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_gather(c, &gdst.t, &s.t, &id.t));
     assert_non_null(strstr(nu_error_message(NULL), "nu_op_gather takes the Q4_0 tensor"));
     /* The fused forms' arguments. */
-    nu_matvec_desc desc = {&g.t, 0.0f, NULL, NULL};
+    nu_matvec_desc desc = {.norm_weight = &g.t, .norm_eps = 0.0f};
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "norm_eps"));
     nu_tensor half;
     NT_OK(nu_tensor_slice(&s.t, 0, 0, 2, &half));
-    desc = (nu_matvec_desc){NULL, 0, &half, NULL};
+    desc = (nu_matvec_desc){.glu_up = &half};
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "(they must match)"));
-    desc = (nu_matvec_desc){NULL, 0, &q.t, NULL}; /* a Q4_0 up with a Q4_0_SOA gate */
+    desc = (nu_matvec_desc){.glu_up = &q.t}; /* a Q4_0 up with a Q4_0_SOA gate */
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "glu_up"));
     nu_tensor over = nu_tensor_make(dst.t.buffer, 4, NU_DTYPE_F32, 2, ds2); /* overlaps dst, not its view */
-    desc = (nu_matvec_desc){NULL, 0, NULL, &dst.t};
+    desc = (nu_matvec_desc){.residual = &dst.t};
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst2.t, &half, &x.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "residual is"));
     nu_tensor d2 = nu_tensor_make(dst.t.buffer, 0, NU_DTYPE_F32, 2, ds2);
-    desc = (nu_matvec_desc){NULL, 0, NULL, &over};
+    desc = (nu_matvec_desc){.residual = &over};
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &d2, &half, &x.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "dst overlaps residual"));
+    desc = (nu_matvec_desc){.bias = &g.t}; /* [512], not [4] */
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "bias has rank 1 and 512 elements; it must be [4]"));
+    desc = (nu_matvec_desc){.glu = NU_GLU_GELU_TANH};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "glu_up is NULL"));
     /* A bad knob. */
-    assert_int_equal(setenv("NUVEC_MATVEC_SOA", "unroll=9", 1), 0);
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &s.t, &x.t));
-    assert_non_null(strstr(nu_error_message(NULL), "NUVEC_MATVEC_SOA"));
-    unsetenv("NUVEC_MATVEC_SOA");
+    desc = (nu_matvec_desc){.tune = {.unroll = 9}};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
+    assert_non_null(strstr(nu_error_message(NULL), "tune.unroll is 9"));
     nu_commands_free(c);
     soa_free(&s);
     nt_tensor_free(&q);

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/half.h"
+#include "core/half.h"
 #include "gguf_write.h"
 
 #define OUT_BUFFER (8u << 20)
@@ -221,13 +223,21 @@ nu_status gguf_writer_string_array(gguf_writer *w, const char *key, const char *
     return NU_OK;
 }
 
-static bool ggml_type_of(nu_dtype d, uint32_t *type)
+bool gguf_ggml_type(nu_dtype d, uint32_t *type)
 {
     switch (d) {
     case NU_DTYPE_F32: *type = 0; return true;
     case NU_DTYPE_F16: *type = 1; return true;
     case NU_DTYPE_Q4_0: *type = 2; return true;
+    case NU_DTYPE_Q4_1: *type = 3; return true;
+    case NU_DTYPE_Q5_0: *type = 6; return true;
+    case NU_DTYPE_Q5_1: *type = 7; return true;
     case NU_DTYPE_Q8_0: *type = 8; return true;
+    case NU_DTYPE_Q4_K: *type = 12; return true;
+    case NU_DTYPE_Q5_K: *type = 13; return true;
+    case NU_DTYPE_Q6_K: *type = 14; return true;
+    case NU_DTYPE_IQ4_NL: *type = 20; return true;
+    case NU_DTYPE_IQ4_XS: *type = 23; return true;
     case NU_DTYPE_BF16: *type = 30; return true;
     default: return false;
     }
@@ -239,7 +249,7 @@ nu_status gguf_writer_tensor(gguf_writer *w, const char *name, nu_dtype dtype, u
         return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: tensor '%s' after %s", name ? name : "(NULL)",
                     w->fd >= 0 ? "begin" : "a failure");
     uint32_t type;
-    if (!ggml_type_of(dtype, &type))
+    if (!gguf_ggml_type(dtype, &type))
         return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: tensor '%s': dtype %s is not one GGUF files hold here",
                     name ? name : "(NULL)", nu_dtype_name(dtype));
     if (rank < 1 || rank > NU_GGUF_MAX_RANK || !shape)
@@ -420,59 +430,9 @@ nu_status gguf_writer_finish(gguf_writer *w)
 
 /* ---- conversions ---- */
 
-uint16_t gguf_f32_to_f16(float x)
-{
-    uint32_t f;
-    memcpy(&f, &x, 4);
-    uint32_t sign = (f >> 16) & 0x8000u, e = (f >> 23) & 0xFFu, m = f & 0x7FFFFFu;
-    if (e == 0xFF) /* inf, NaN (kept quiet) */
-        return (uint16_t)(sign | 0x7C00u | (m ? 0x200u | (m >> 13) : 0));
-    int exp = (int)e - 127 + 15;
-    if (exp >= 31)
-        return (uint16_t)(sign | 0x7C00u);
-    if (exp <= 0) { /* a subnormal half, or zero */
-        if (exp < -10)
-            return (uint16_t)sign;
-        m |= 0x800000u;
-        unsigned shift = (unsigned)(14 - exp);
-        uint32_t h = m >> shift, rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rest > half || (rest == half && (h & 1)))
-            h++;
-        return (uint16_t)(sign | h);
-    }
-    /* Round to nearest even without a branch (random weights make one mispredict half the
-     * time); a carry out of the mantissa goes into the exponent, up to inf: right. */
-    uint32_t h = ((uint32_t)exp << 10) + ((m + 0xFFFu + ((m >> 13) & 1u)) >> 13);
-    return (uint16_t)(sign | h);
-}
-
-float gguf_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, f;
-    if (e == 0x1F)
-        f = sign | 0x7F800000u | (m << 13);
-    else if (e)
-        f = sign | ((e + 112) << 23) | (m << 13);
-    else if (!m)
-        f = sign;
-    else {
-        float v = ldexpf((float)m, -24);
-        return sign ? -v : v;
-    }
-    float v;
-    memcpy(&v, &f, 4);
-    return v;
-}
-
-uint16_t gguf_f32_to_bf16(float x)
-{
-    uint32_t f;
-    memcpy(&f, &x, 4);
-    if ((f & 0x7FFFFFFFu) > 0x7F800000u)
-        return (uint16_t)((f >> 16) | 0x40u);
-    f += 0x7FFFu + ((f >> 16) & 1u);
-    return (uint16_t)(f >> 16);
-}
+uint16_t gguf_f32_to_f16(float x) { return nu__f32_to_f16(x); }
+float gguf_f16_to_f32(uint16_t h) { return nu__f16_to_f32(h); }
+uint16_t gguf_f32_to_bf16(float x) { return nu__f32_to_bf16(x); }
 
 void gguf_quantize_q8_0(const float *x, uint8_t *block)
 {

@@ -43,9 +43,13 @@ nu_status gguf_writer_array(gguf_writer *w, const char *key, nu_gguf_type type, 
 /* An array of `count` strings, each strings[i] (NUL-terminated). */
 nu_status gguf_writer_string_array(gguf_writer *w, const char *key, const char *const *strings, uint64_t count);
 
-/* A tensor info: `dtype` one of F32, F16, BF16, Q8_0, Q4_0 (an inner dim that is a multiple of 32
- * for the last two), 1 to 4 dims, nuvec order. Its data follows the previous tensor's, aligned. */
+/* A tensor info: `dtype` one of F32, F16, BF16 or GGUF's block formats (Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, IQ4_NL: an inner dim that is a multiple of 32; Q4_K, Q5_K, Q6_K, IQ4_XS: of 256), 1 to 4
+ * dims, nuvec order. Its data follows the previous tensor's, aligned. */
 nu_status gguf_writer_tensor(gguf_writer *w, const char *name, nu_dtype dtype, uint32_t rank, const uint64_t *shape);
+/* The ggml type number GGUF files give `dtype` (0 f32, 1 f16, 2 q4_0, ... 30 bf16); false for a
+ * dtype GGUF files do not hold (Q4_0_SOA, the integer types). */
+bool gguf_ggml_type(nu_dtype dtype, uint32_t *type);
 /* Bytes of the tensors declared so far, padding included (what the data section will hold). */
 uint64_t gguf_writer_data_size(const gguf_writer *w);
 

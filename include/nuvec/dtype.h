@@ -33,7 +33,8 @@ typedef enum nu_dtype {
     NU_DTYPE_Q4_0,
     NU_DTYPE_Q4_0_SOA, /* Q4_0's values with each row's scales first, then its quants (nuvec/tensor.h):
                         * made from Q4_0 by nu_op_copy, read by nu_op_matvec (coalesced loads) */
-    /* More of GGUF's block formats (ggml's layouts, nuvec/tensor.h): 32-element blocks */
+    /* More of GGUF's block formats (ggml's layouts, nuvec/tensor.h; every op that reads blocks
+     * takes them): 32-element blocks */
     NU_DTYPE_Q4_1,
     NU_DTYPE_Q5_0,
     NU_DTYPE_Q5_1,
@@ -51,7 +52,8 @@ typedef enum nu_dtype {
  * the enum. */
 size_t nu_dtype_size(nu_dtype dtype);
 /* Elements per block: 32 for Q8_0, Q4_0, Q4_0_SOA, Q4_1, Q5_0, Q5_1 and IQ4_NL, 256 for Q4_K, Q5_K,
- * Q6_K and IQ4_XS, 1 for the others (0 outside the enum). */
+ * Q6_K and IQ4_XS (super-blocks), 1 for the others (0 outside the enum). These, the names and the
+ * shaders' codes come from one table (src/core/dtype.h). */
 uint32_t nu_dtype_block_elements(nu_dtype dtype);
 /* Bytes per block: 34 for Q8_0, 18 for Q4_0, Q4_0_SOA and IQ4_NL, 20 for Q4_1, 22 for Q5_0, 24 for
  * Q5_1, 144 for Q4_K, 176 for Q5_K, 210 for Q6_K, 136 for IQ4_XS, nu_dtype_size for the others. */

@@ -18,10 +18,12 @@
  * with a message naming the path, the byte offset, the key or tensor and the problem; nothing is
  * read outside the file. NU_ERROR_IO when the file cannot be opened or mapped.
  *
- * Tensor types: nuvec reads F32, F16, BF16, Q8_0 and Q4_0 (nu_dtype's layouts are GGUF's). A
- * file with other known ggml types (q4_1, q5_0, q5_1, q8_1, the k-quants q2_K..q8_K, iq*, tq*,
- * mxfp4, i8..i64, f64) still opens, so that tools can list it: their infos have dtype
- * NU_DTYPE_COUNT, and views of them are refused with NU_ERROR_UNSUPPORTED naming the type.
+ * Tensor types: nuvec reads f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K,
+ * iq4_nl and iq4_xs (nu_dtype's layouts are GGUF's: nuvec/tensor.h), each tensor as it is (a
+ * file mixing them per tensor gives views of each). A file with other known ggml types (q8_1,
+ * q2_K, q3_K, q8_K, the other iq*, tq*, mxfp4, i8..i64, f64) still opens, so that tools can list
+ * it: their infos have dtype NU_DTYPE_COUNT, and views of them are refused with
+ * NU_ERROR_UNSUPPORTED naming the type.
  * Type numbers ggml never had or has removed from GGUF (4, 5, 31-33, 36-38, 40 and up) are
  * NU_ERROR_FORMAT at open: their sizes are unknown, so the file cannot be checked.
  *
@@ -107,8 +109,8 @@ typedef struct nu_gguf_tensor_info {
     const char *name;         /* NUL-terminated, valid until nu_gguf_close */
     uint32_t ggml_type;       /* the type number in the file: 0 f32, 1 f16, 2 q4_0, 8 q8_0, 30 bf16, ... */
     const char *type_name;    /* ggml's name of it: "f32", "q4_1", "q6_K", "iq2_xxs", ... */
-    nu_dtype dtype;           /* F32, F16, BF16, Q8_0 or Q4_0; NU_DTYPE_COUNT for the types nuvec
-                                 does not read (views of them are refused) */
+    nu_dtype dtype;           /* the dtype of its layout (the types above); NU_DTYPE_COUNT for the
+                                 types nuvec does not read (views of them are refused) */
     uint32_t rank;            /* 0 (one element) to 4 */
     uint64_t shape[NU_GGUF_MAX_RANK]; /* nuvec order: outermost first (GGUF's dims reversed);
                                          entries past rank are 1 */

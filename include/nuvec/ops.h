@@ -38,8 +38,9 @@ NU_BEGIN_DECLS
 
 /* ---- copies and casts -------------------------------------------------------------------- */
 
-/* dst = src, converting the dtype: float to float; I32, U32 and U8 to themselves; Q8_0 and Q4_0
- * to float (dequantization, exact in F32). Same shape; src may be any view. Conversions are
+/* dst = src, converting the dtype: float to float; I32, U32 and U8 to themselves; every block
+ * dtype (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q4_0_SOA) to float
+ * (dequantization, exactly the F32 values ggml's dequantization gives: nuvec/tensor.h). Same shape; src may be any view. Conversions are
  * exact where the value fits and otherwise round to nearest even; F16 and BF16 subnormals are
  * kept, infinities stay infinities and a NaN stays a NaN of the same sign; a dtype copied to
  * itself keeps its bits (NaN payloads included). F16/BF16 dst of a block dtype: the F32 value,
@@ -186,53 +187,99 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
 /* ---- embeddings -------------------------------------------------------------------------- */
 
 /* dst[t, :] = table[ids[t], :] (an embedding lookup): table [vocab, dim] of a float dtype (any
- * view: rows with a stride, say) or a block dtype (rows of whole blocks; any row stride in
- * blocks), ids an I32 1-D tensor of n tokens (any stride), dst [n, dim] float, contiguous, not
- * overlapping table or ids. An id outside [0, vocab) gives a row of zeros. Values are exact:
- * the table's value (Q8_0 / Q4_0: d * q in F32) rounded to dst's dtype. */
+ * view: rows with a stride, say) or a block dtype but Q4_0_SOA (rows of whole blocks; any row
+ * stride in blocks), ids an I32 1-D tensor of n tokens (any stride), dst [n, dim] float,
+ * contiguous, not overlapping table or ids. An id outside [0, vocab) gives a row of zeros. Values
+ * are exact: the table's value (block dtypes: nu_op_copy's dequantized F32) rounded to dst's
+ * dtype. */
 nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *table, const nu_tensor *ids);
+
+/* The gather kernel's tuning (kernels/gather/gather.comp; NUVEC_TUNE_GATHER overrides it:
+ * docs/knobs.md). Zero fields are the defaults. */
+typedef struct nu_gather_tune {
+    uint32_t local; /* threads a workgroup, 1..1024 (default 256) */
+    uint32_t units; /* 8-element units (or elements) a thread loads before it stores, 1..4 (default 2) */
+} nu_gather_tune;
+typedef struct nu_gather_desc {
+    nu_gather_tune tune;
+} nu_gather_desc;
+/* nu_op_gather with a desc (NULL or zero: nu_op_gather). */
+nu_status nu_op_gather_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor *table, const nu_tensor *ids,
+                          const nu_gather_desc *desc);
 
 /* ---- matrix-vector products -------------------------------------------------------------- */
 
 /* dst = x * weight^T: weight [n, k] as stored by weight files (row-major [out, in]) of a float
- * or block dtype, x [m, k] float with 1 <= m <= 8 (decode: one to a few tokens), dst [m, n]
- * float; all three of rank 2. Accumulates in F32 (block weights: d * sum(x * q) a run of 8).
- * weight and x may be any views (a slice of a fused weight's rows or columns, transposed);
- * weight rows that are contiguous and start 16-byte aligned (and block weights) take the fast
- * path. m = 0 or n = 0 records nothing; k = 0 with a non-empty dst is refused.
- * Q8_0 and Q4_0 weights on a device with integer dot products (NU_FEATURE_INTEGER_DOT_PRODUCT),
- * subgroup arithmetic and shuffles, where x's rows fit in shared memory (48 bytes per 32
- * elements and row), take the dot path (kernels/matvec/matvec_dot.comp): x is rounded to 8 bits
- * per 32-element block, as llama.cpp's quantized products do (step max|x| / 127 of the block), so
- * each x element moves by at most half a step; elsewhere x is used as it is. The kernels' tuning
- * knobs may be overridden for sweeps by the environment: NUVEC_MATVEC="local=L rows=R unroll=U
- * subgroup=0|1 dot=0|1 groups=G split=S glurows=R" (dot=0: block weights on the float path, x
- * unrounded; glurows: the rows of nu_op_matvec_fused with glu_up, 0 as rows).
+ * or block dtype (any of them, Q4_0_SOA included), x [m, k] float with 1 <= m <= 8 (decode: one
+ * to a few tokens), dst [m, n] float; all three of rank 2. Accumulates in F32 (block weights:
+ * D * sum(x * q) a group of 8, plus M * sum(x) for the formats with a minimum). weight and x may
+ * be any views (a slice of a fused weight's rows or columns, transposed); weight rows that are
+ * contiguous and start 16-byte aligned (and block weights) take the fast path. m = 0 or n = 0
+ * records nothing; k = 0 with a non-empty dst is refused.
+ * Block weights (but Q4_0_SOA) on a device with integer dot products
+ * (NU_FEATURE_INTEGER_DOT_PRODUCT), subgroup arithmetic and shuffles, where x's rows fit in shared
+ * memory (52 bytes per 32 elements and row), take the dot path (kernels/matvec/matvec_dot.comp):
+ * x is rounded to 8 bits per 32-element block, as llama.cpp's quantized products do (step
+ * max|x| / 127 of the block), so each x element moves by at most half a step; elsewhere, or with
+ * tune.float_path, x is used as it is (kernels/matvec/matvec_kernel.glsl).
  * For more rows, nuvec/ops.h's matrix products (the kernel library's second part) are the fast
  * path. Q4_0_SOA weights (Q4_0 repacked by nu_op_copy: nuvec/tensor.h; any slice of rows) take
  * their own kernel (kernels/matvec/matvec_soa.glsl), with x rounded as on the dot path where the
  * device has integer dot products and x's rows fit in shared memory (40 bytes per 32 elements
  * and row), in F32 on the exact values elsewhere; it needs subgroup arithmetic (else
- * NU_ERROR_UNSUPPORTED). Its knobs: NUVEC_MATVEC_SOA="local=L rows=R unroll=U groups=G split=S
- * prefetch=0|1 dot=0|1" (NUVEC_MATVEC does not apply to it). */
+ * NU_ERROR_UNSUPPORTED). The kernels' tuning is nu_matvec_desc's tune (below); the environment
+ * variables NUVEC_MATVEC and NUVEC_MATVEC_SOA override it for sweeps (docs/knobs.md). */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
+
+/* The activation of nu_op_matvec_fused's gated linear unit. */
+typedef enum nu_glu_activation {
+    NU_GLU_SILU,      /* SwiGLU: silu(g) = g / (1 + e^-g) (Llama, Mistral, Qwen); the default */
+    NU_GLU_GELU_TANH, /* GeGLU: gelu(g) with the tanh approximation, as NU_UNARY_GELU_TANH (Gemma) */
+    NU_GLU_ACTIVATION_COUNT
+} nu_glu_activation;
+
+/* The matrix-vector kernels' tuning: zero fields are the defaults, which depend on the kernel the
+ * weights take (the float path, the dot path, Q4_0_SOA's; src/ops/matvec.c and matvec_soa.c give
+ * the H200 measurements behind them). A value outside its range fails the op, naming the field.
+ * NUVEC_MATVEC (the float and dot paths) and NUVEC_MATVEC_SOA override these for sweeps. */
+typedef struct nu_matvec_tune {
+    uint32_t local;    /* threads a workgroup, a power of two 32..1024 (default: float path 256, F32
+                        * weights 128; dot path 1024; Q4_0_SOA 1024) */
+    uint32_t rows;     /* weight rows a row group, 1..8 (default: float path 2, 4 for m > 2; dot
+                        * path and Q4_0_SOA 1) */
+    uint32_t unroll;   /* units (8 elements float path, 16 dot path, 32 Q4_0_SOA) each thread has in
+                        * flight a row, 1..8 (default: float path 2, dot path 4, Q4_0_SOA 2) */
+    uint32_t groups;   /* dot path and Q4_0_SOA: most workgroups (each reads x once; the grid loops
+                        * over the rows), 1..65535 (default: dot path 264, Q4_0_SOA 132) */
+    uint32_t split;    /* dot path and Q4_0_SOA: subgroups sharing a row group, a power of two 1..32
+                        * (default: chosen by the shape) */
+    uint32_t glu_rows; /* rows a row group with glu_up (gate and up rows each), 1..8 (default: rows) */
+    bool float_path;   /* block weights on the float path, x unrounded (default: the dot path where
+                        * it applies) */
+    bool no_subgroup;  /* the float path's sums by a shared-memory tree, not subgroup arithmetic */
+    bool prefetch;     /* Q4_0_SOA: the first weight loads issued before x is read (default off) */
+} nu_matvec_tune;
 
 /* The product fused with what a decoder layer does around it, in the product's own dispatch (one
  * dependency level where the separate ops take two or three; decode runs one level after the
  * other, and on the H200 each costs about 2.4 us). Every field may be combined with the others;
  * a zero desc (or NULL) is nu_op_matvec. The arguments are nu_op_matvec's; dst = residual +
- * glu(product of the normalised x):
+ * glu(product of the normalised x + bias):
  *   norm_weight: RMSNorm of each row of x first: the product takes x[r, i] * s_r * norm_weight[i]
  *     with s_r = 1 / sqrt(mean_i(x[r, i]^2) + norm_eps), the mean over x's k elements in F32
  *     (nu_op_rms_norm's definition). norm_weight [k] float, any view; norm_eps > 0 and finite.
  *     NULL: x as it is.
- *   glu_up: a gated linear unit (SwiGLU): with glu_up (a second weight of weight's shape and
- *     dtype, any view: a stacked gate-up matrix's second half, say) dst = silu(x weight^T) *
- *     (x glu_up^T), silu(g) = g / (1 + exp(-g)). NULL: the plain product.
+ *   bias: added to the product (x weight^T, the gate's with glu_up) before the GLU and the
+ *     residual: bias [n] float, any view (Qwen2's q/k/v biases). NULL: none.
+ *   glu_up: a gated linear unit: with glu_up (a second weight of weight's shape and dtype, any
+ *     view: a stacked gate-up matrix's second half, say) dst = act(x weight^T + bias) *
+ *     (x glu_up^T), act by glu: SiLU (SwiGLU, the default) or GELU's tanh form (GeGLU); the
+ *     activations as nu_op_unary computes them. NULL: the plain product (glu must then be 0).
  *   residual: added last: residual [m, n] float, any view; it may be dst itself (in place: each
  *     element is read by the invocation that then writes it), not another overlap of dst.
  *     NULL: none.
+ *   tune: the kernels' tuning (above).
  * Accuracy: as the separate ops in sequence, with the intermediates kept in F32 (so closer to the
  * exact value than the separate ops with F16 intermediates). */
 typedef struct nu_matvec_desc {
@@ -240,6 +287,9 @@ typedef struct nu_matvec_desc {
     float norm_eps;
     const nu_tensor *glu_up;
     const nu_tensor *residual;
+    const nu_tensor *bias;
+    nu_glu_activation glu;
+    nu_matvec_tune tune;
 } nu_matvec_desc;
 nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
                              const nu_matvec_desc *desc);
@@ -248,19 +298,69 @@ nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tens
 
 /* dst[.., m, n] = sum_k a[.., m, k] * b[.., n, k] (+ bias[n]): b is weight-shaped [n, k] (row-major
  * [out, in], as weight files store it), so a linear layer is nu_op_matmul(c, y, x, weight, bias).
- * a is [m, k] or [batch, m, k] float; b [n, k] or [batch, n, k], float or Q8_0 / Q4_0; dst [m, n]
- * or [batch, m, n] float, contiguous, not overlapping the inputs; bias NULL or [n] float (any
- * stride). A batch of 1 (or rank 2) broadcasts that operand to every batch of dst; dst's batch is
- * the larger of a's and b's. Every dtype combination is accepted (F32 a with block b too).
- * Accumulates in F32 (block weights dequantized exactly, d * q); dst is rounded once.
- * Transposes are views (nu_tensor_transpose): a and b may have any strides; rows of k contiguous
- * and 16-byte aligned take the vector loads. Devices with cooperative matrices try the tensor-core
- * kernel first; everything else takes the tiled shared-memory kernel (kernels/matmul/matmul.comp)
- * with a tile chosen by shape (src/ops/matmul.c documents the table), which the environment may
- * override for sweeps: NUVEC_MATMUL="variant=small_m|skinny_n|square|large bm= bn= bk= tm= tn=
- * vector=0|1". m, n or batch 0 records nothing; k = 0 with a non-empty dst is refused. */
+ * a is [m, k] or [batch, m, k] float; b [n, k] or [batch, n, k], float or a block dtype but
+ * Q4_0_SOA; dst [m, n] or [batch, m, n] float, contiguous, not overlapping the inputs; bias NULL or
+ * [n] float (any stride). A batch of 1 (or rank 2) broadcasts that operand to every batch of dst;
+ * dst's batch is the larger of a's and b's. Every dtype combination is accepted (F32 a with block b
+ * too). Accumulates in F32 (block weights dequantized exactly, nu_op_copy's values); dst is rounded
+ * once. Transposes are views (nu_tensor_transpose): a and b may have any strides; rows of k
+ * contiguous and 16-byte aligned take the vector loads. Devices with cooperative matrices try the
+ * tensor-core kernel first (kernels/matmul/matmul_coopmat.comp: F16 a against F16, Q8_0 or Q4_0
+ * b, which it decodes into F16 tiles itself; the other block dtypes are routed to the tiled
+ * kernel: the matrix-unit kernel has no test device yet); everything else takes the tiled
+ * shared-memory kernel (kernels/matmul/matmul.comp: blocks dequantized into shared memory by
+ * kernels/quant.glsl) with a tile chosen by shape (src/ops/matmul.c documents the table). m, n or
+ * batch 0 records nothing; k = 0 with a non-empty dst is refused. */
 nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
                        const nu_tensor *bias);
+
+/* The tiled kernel's tile variants (src/ops/matmul.c's table). */
+typedef enum nu_matmul_variant {
+    NU_MATMUL_VARIANT_AUTO, /* by shape (the default) */
+    NU_MATMUL_SMALL_M,      /* 16 x 128 tiles, 4 x 4 a thread, k 16 a slice (the default for m <= 16) */
+    NU_MATMUL_SKINNY_N,     /* 64 x 32, 4 x 2, k 32 (n <= 64) */
+    NU_MATMUL_SQUARE,       /* 64 x 64, 4 x 4, k 16 (the rest) */
+    NU_MATMUL_LARGE,        /* 128 x 128, 8 x 8, k 16 (m, n >= 512 where the device has 16 KiB of shared memory) */
+    NU_MATMUL_VARIANT_COUNT
+} nu_matmul_variant;
+
+/* nu_op_matmul's tuning: zero fields are the defaults. NUVEC_MATMUL (the tiled kernel) and
+ * NUVEC_MATMUL_TC (the matrix units) override these for sweeps (docs/knobs.md). A tile the device
+ * cannot run fails the op (NU_ERROR_UNSUPPORTED), a value outside its range too
+ * (NU_ERROR_INVALID_ARGUMENT), naming it. */
+typedef struct nu_matmul_tune {
+    nu_matmul_variant variant; /* the tiled kernel's table entry (default: by shape) */
+    uint32_t bm, bn, bk;       /* the tile's rows of a, rows of b and k a slice, 1..256 (default: the entry's) */
+    uint32_t tm, tn;           /* each thread's block of dst, 1..16 (default: the entry's) */
+    bool scalar_loads;         /* every load through the strides (no 16-byte vector loads) */
+    bool no_tensor_cores;      /* the tiled kernel where the matrix-unit kernel would run */
+    uint32_t tc_wm, tc_wn;     /* matrix units: subgroups along m and n, 1..8 (default by shape: 2 x 2,
+                                * 1 x 4 for m <= 64, 2 x 4 for a grid under two tiles a compute unit) */
+    uint32_t tc_fm, tc_fn;     /* 16 x 16 fragments a subgroup along m and n, 1..8 (default 4 x 4; 4 x 2
+                                * with the 1 x 4 and 2 x 4 subgroups) */
+    uint32_t tc_bk;            /* k a step, 32 or 64 (default 64) */
+    uint32_t tc_buffers;       /* shared-memory tile buffers, 1 or 2 (default 1) */
+    uint32_t tc_probe;         /* diagnostics, 0..3 (0: in use; bench/RESULTS.md) */
+} nu_matmul_tune;
+typedef struct nu_matmul_desc {
+    const nu_tensor *bias; /* nu_op_matmul's bias (NULL: none) */
+    nu_matmul_tune tune;
+} nu_matmul_desc;
+/* nu_op_matmul with a desc (NULL or zero: nu_op_matmul without a bias). */
+nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
+                          const nu_matmul_desc *desc);
+
+/* The row ops' layout over rows (reductions, argmax, softmax, norms: src/ops/rows.c), a struct for
+ * the ops' descs to carry; NUVEC_OPS_ROWS overrides it (docs/knobs.md). Zero fields are the
+ * defaults. */
+typedef struct nu_rows_tune {
+    uint32_t local;      /* threads a workgroup, 1..4096 (rounded down to a power of two and to the
+                          * device's limit; default 256) */
+    uint32_t long_local; /* threads a workgroup for long rows (default 1024) */
+    uint32_t long_row;   /* elements from which a row is long (default 16384) */
+    uint32_t min_team;   /* fewest threads a row (a power of two at least 8; default 32) */
+    uint32_t unroll;     /* 8-element steps each thread loads before it adds, 1..8 (default 2) */
+} nu_rows_tune;
 
 /* ---- attention and the KV cache ---------------------------------------------------------- */
 

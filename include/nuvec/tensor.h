@@ -11,11 +11,35 @@
  * be 0 (a broadcast: every index reads the same element). Element (i0, .., i{r-1}) is at byte
  * offset + sum(i_k * strides[k]) * element size.
  *
- * Block-quantized dtypes (GGUF's, 32 elements a block, little-endian):
- *   Q8_0, 34 bytes a block:  f16 d, then int8 q[32];              x[j] = d * q[j]
- *   Q4_0, 18 bytes a block:  f16 d, then uint8 qs[16];            x[j] = d * ((qs[j] & 15) - 8),
- *                                                                 x[j + 16] = d * ((qs[j] >> 4) - 8)
- *                                                                 for j in 0..15
+ * Block-quantized dtypes (GGUF's, ggml's layouts, little-endian; d, m, dmin are IEEE halves; the
+ * elements of a block are consecutive along the last dimension; "nibble j" of a byte array qs is
+ * qs[j] & 15 for j < 16 and qs[j - 16] >> 4 for j >= 16, per 32 elements):
+ *   Q8_0, 32 elements, 34 bytes:  f16 d, int8 q[32].                 x[j] = d * q[j]
+ *   Q4_0, 32 elements, 18 bytes:  f16 d, uint8 qs[16].               x[j] = d * (nibble j - 8)
+ *   Q4_1, 32 elements, 20 bytes:  f16 d, f16 m, uint8 qs[16].        x[j] = d * nibble j + m
+ *   Q5_0, 32 elements, 22 bytes:  f16 d, uint32 qh, uint8 qs[16].    x[j] = d * (q - 16),
+ *                                 q = nibble j | (bit j of qh) << 4
+ *   Q5_1, 32 elements, 24 bytes:  f16 d, f16 m, uint32 qh, qs[16].   x[j] = d * q + m, q as Q5_0's
+ *   IQ4_NL, 32 elements, 18 bytes: f16 d, uint8 qs[16].              x[j] = d * V[nibble j], the
+ *                                 codebook V = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
+ *                                 25, 38, 53, 69, 89, 113} (ggml's kvalues_iq4nl)
+ *   Super-blocks of 256 elements (the K quants), in sub-blocks:
+ *   Q4_K, 144 bytes: f16 d, f16 dmin, uint8 scales[12], uint8 qs[128]. Eight sub-blocks of 32,
+ *     each a 6-bit scale sc_s and min mn_s: for s < 4, sc = scales[s] & 63, mn = scales[s + 4] & 63;
+ *     for s >= 4, sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4, mn = (scales[s + 4] >> 4)
+ *     | (scales[s] >> 6) << 4. Element 64c + l (c < 4, l < 32) is the low nibble of qs[32c + l]
+ *     (sub-block 2c), element 64c + 32 + l its high nibble (sub-block 2c + 1):
+ *     x = (d * sc_s) * nibble - dmin * mn_s (each product rounded to F32, as ggml computes it)
+ *   Q5_K, 176 bytes: Q4_K's d, dmin and scales, then uint8 qh[32], uint8 qs[128] (Q4_K's nibbles);
+ *     element 64c + l's fifth bit is bit 2c of qh[l], element 64c + 32 + l's bit 2c + 1:
+ *     x = (d * sc_s) * (nibble | fifth bit << 4) - dmin * mn_s
+ *   Q6_K, 210 bytes: uint8 ql[128], uint8 qh[64], int8 scales[16], f16 d (last). Element
+ *     128h + 32k + l (h < 2, k < 4, l < 32) has q = (low nibble of ql[64h + 32 (k & 1) + l] for k < 2,
+ *     its high nibble for k >= 2) | (bits 2k..2k+1 of qh[32h + l]) << 4, and
+ *     x = (d * scales[8h + 2k + l / 16]) * (q - 32)
+ *   IQ4_XS, 136 bytes: f16 d, uint16 scales_h, uint8 scales_l[4], uint8 qs[128]. Sub-block s (32
+ *     elements) holds IQ4_NL's nibbles in qs[16s..16s + 15] and the 6-bit scale ls = ((scales_l[s / 2]
+ *     >> 4 (s % 2)) & 15) | ((scales_h >> 2s) & 3) << 4: x = (d * (ls - 32)) * V[nibble]
  *   Q4_0_SOA, 18 bytes a block as well, but not stored block by block: a rank-2 matrix of rows of
  *     K elements (K a multiple of 256), each row K / 32 * 18 bytes: first its K / 32 f16 scales d
  *     (block b's at byte 2b), then its K / 32 runs of 16 bytes (block b's qs[16], as in Q4_0, at
@@ -24,11 +48,13 @@
  *     lanes reading consecutive runs load 16 bytes each, coalesced. Made from Q4_0 by
  *     nu_op_copy; read by nu_op_matvec(_fused) and nu_op_copy (to floats). Its views have rank 2,
  *     stride 1 and whole rows (strides[0] == shape[1]): slices of rows, never of columns.
- * (d is an IEEE half; the elements of a block are consecutive along the last dimension). A
- * tensor of a block dtype has its last dimension contiguous (stride 1) and a multiple of 32,
- * and every other stride a multiple of 32; element (.., i) is in block (offset_in_elements / 32)
- * at byte offset + (sum(i_k * strides[k]) / 32) * block bytes. BF16 is the upper half of an
- * IEEE single (round to nearest even when written); F16 an IEEE half.
+ * The values are exactly what ggml's dequantization computes in F32 (products in the order
+ * shown, each rounded). A tensor of a block dtype has its last dimension contiguous (stride 1)
+ * and a whole number of blocks (a multiple of 32, or of 256 for Q4_K, Q5_K, Q6_K and IQ4_XS),
+ * and every other stride a whole number of blocks too (no view splits a block); element (.., i)
+ * is in block (offset_in_elements / B) at byte offset + (sum(i_k * strides[k]) / B) * block
+ * bytes, B the block's elements (nu_dtype_block_elements). BF16 is the upper half of an IEEE
+ * single (round to nearest even when written); F16 an IEEE half.
  *
  * Thread safety: these are plain functions on values. */
 #ifndef NUVEC_TENSOR_H

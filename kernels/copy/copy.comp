@@ -1,38 +1,32 @@
 #version 450
 // copy: dst = src, converting the dtype (nu_op_copy, nuvec/ops.h): float to float (F32, F16, BF16
-// in any combination), a dtype to itself (bits moved unchanged: I32, U32, U8, and floats), Q8_0,
-// Q4_0 and Q4_0_SOA to float (dequantization, exact in F32), Q4_0 to Q4_0_SOA (REPACK: a thread a
-// block; nuvec/tensor.h gives the layout). src is any view (its strides, 0 for a broadcast
-// dimension); dst is contiguous.
+// in any combination), a dtype to itself (bits moved unchanged: I32, U32, U8, and floats), every
+// block dtype to float (dequantization by kernels/quant.glsl, exact in F32), Q4_0 to Q4_0_SOA
+// (REPACK: a thread a block; nuvec/tensor.h gives the layout). src is any view (its strides, 0 for
+// a broadcast dimension); dst is contiguous.
 //
 // Conversions are done on the bits, in integer arithmetic (round to nearest even, subnormals kept,
 // NaN stays NaN), so no device's float conversions or denormal flushing can change a value.
 //
 // Specialisation constants:
-//   0 DT_DST, 1 DT_SRC: dtype codes (ops.glsl's F32 0, F16 1, BF16 2; 3 any 32-bit integer (I32,
-//     U32), 4 U8, 5 Q8_0, 6 Q4_0, 7 Q4_0_SOA). DT_SRC == DT_DST moves bits; DT_DST 7 repacks.
+//   0 DT_DST, 1 DT_SRC: dtype codes (ops.glsl's: NU_F32, NU_F16, NU_BF16, NU_I32 for any 32-bit
+//     integer, NU_U8, the block dtypes' codes). DT_SRC == DT_DST moves bits; DT_DST NU_Q4_0_SOA
+//     repacks.
 //   2 FAST: 1 when dst and src are contiguous and their first elements 16-byte aligned in their
 //     bindings: 16-byte loads and stores (8 elements a step for casts, one vector for moves), the
-//     tail an element a thread. For Q8_0/Q4_0 src, 1 when dst's first element is 16-byte aligned
-//     (8 elements stored as one or two vectors); blocks are always read by quarters (below).
+//     tail an element a thread. For block src, 1 when dst's first element is 16-byte aligned
+//     (8 elements stored as one or two vectors); blocks are always read by groups (below).
 //     0: an element a thread (U8: a 32-bit word of dst a thread), src through its strides.
 //   3 LOCAL: threads per workgroup (tuning; default 256).
 //   4 UNROLL: steps a thread loads before it stores, in the vector and block paths (tuning;
 //     default 2): more loads in flight per thread.
-// Dequantization: a thread makes 8 consecutive elements of a row (a quarter of a block: the
-// scale and 8 quant bytes (Q8_0) or 8 bytes of nibbles (Q4_0), read as 16-bit halves since blocks
-// of 34 and 18 bytes are only 2-byte aligned). Consecutive threads read consecutive quarters, so
+// Dequantization: a thread makes 8 consecutive elements of a row (a group of a block, decoded
+// by quant.glsl from its scales and quant bytes). Consecutive threads take consecutive groups, so
 // a workgroup reads whole blocks, coalesced.
 // Bindings 0 dst, 1 src. Push: the element count; dst's and src's first elements in their bindings
-// (in bytes for U8, halves for Q8_0/Q4_0, elements otherwise); dst's shape and src's strides (4
-// dimensions, outermost first; for Q8_0/Q4_0 the outer strides in blocks, the last one unused).
+// (in bytes for U8, halves for block dtypes, elements otherwise); dst's shape and src's strides (4
+// dimensions, outermost first; for block dtypes the outer strides in blocks, the last one unused).
 #include "ops.glsl"
-
-#define CP_INT32 3u
-#define CP_U8 4u
-#define CP_Q8_0 5u
-#define CP_Q4_0 6u
-#define CP_SOA 7u
 
 layout(local_size_x_id = 3) in;
 layout(constant_id = 0) const uint DT_DST = NU_F32;
@@ -43,6 +37,8 @@ layout(constant_id = 4) const uint UNROLL = 2u;
 // merged atomically.
 NU_TENSOR(, 0, dst)
 NU_TENSOR(readonly, 1, src)
+#define NU_QB src
+#include "quant.glsl"
 layout(push_constant) uniform Push {
     uint count;
     uint first_dst, first_src;
@@ -52,8 +48,9 @@ layout(push_constant) uniform Push {
 } pc;
 
 const bool RAW = DT_SRC == DT_DST;
-const bool BLOCK = DT_SRC == CP_Q8_0 || DT_SRC == CP_Q4_0 || DT_SRC == CP_SOA;
-const bool REPACK = DT_DST == CP_SOA;
+const bool BLOCK = NU_IS_BLOCK(DT_SRC);
+const bool REPACK = DT_DST == NU_Q4_0_SOA;
+const uint BE = NU_BLOCK_ELEMENTS(DT_SRC);
 const bool HALF = DT_SRC == NU_F16 || DT_SRC == NU_BF16;
 
 // IEEE half bits to single bits, exact (subnormal halves are normal singles).
@@ -130,42 +127,27 @@ void cp_store_bits(uint i, uint f32bits)
         dst_h[i] = uint16_t(cp_from_f32(DT_DST, f32bits));
 }
 
-// Block dtypes: the halves of the block holding dst element i's source (its scale d at half
-// *hq - 1 for Q8_0 / Q4_0; *hd for all), its quants from half hq, and the element's position j.
-// Q4_0_SOA is rank 2 with whole rows: row x.z's K / 32 scales, then its runs of 8 halves.
-void cp_block(uint i, out uint j, out uint hd, out uint hq)
+// Block dtypes: the block holding dst element i's source (its first half hb; for Q4_0_SOA, rank
+// 2 with whole rows, the block's scale hb and its run of quants hq in row x.z's K / 32 scales,
+// then runs of 8 halves), and the element's position j in it.
+void cp_block(uint i, out uint j, out uint hb, out uint hq)
 {
     uvec4 x = cp_index(i);
-    j = x.w % 32u;
-    if (DT_SRC == CP_SOA) {
+    j = x.w % BE;
+    if (DT_SRC == NU_Q4_0_SOA) {
         uint bpr = pc.shape.w / 32u, row = pc.first_src + x.z * pc.stride.z * 9u;
-        hd = row + x.w / 32u;
+        hb = row + x.w / 32u;
         hq = row + bpr + (x.w / 32u) * 8u;
         return;
     }
-    uint block = x.x * pc.stride.x + x.y * pc.stride.y + x.z * pc.stride.z + x.w / 32u;
-    hd = pc.first_src + block * (DT_SRC == CP_Q8_0 ? 17u : 9u);
-    hq = hd + 1u;
+    uint block = x.x * pc.stride.x + x.y * pc.stride.y + x.z * pc.stride.z + x.w / BE;
+    hb = pc.first_src + block * nu_block_halves(DT_SRC);
+    hq = 0u;
 }
 
 // Element i (i < count) an element at a time.
 void cp_element(uint i)
 {
-    if (BLOCK) {
-        uint j, hd, hq;
-        cp_block(i, j, hd, hq);
-        float d = uintBitsToFloat(cp_f16_to_f32(uint(src_h[hd])));
-        int q;
-        if (DT_SRC == CP_Q8_0) {
-            q = bitfieldExtract(int(uint(src_h[hq + j / 2u])), int(j & 1u) * 8, 8);
-        } else {
-            uint k = j & 15u;
-            uint byte = (uint(src_h[hq + k / 2u]) >> ((k & 1u) * 8u)) & 0xffu;
-            q = int((byte >> ((j >> 4) * 4u)) & 15u) - 8;
-        }
-        cp_store_bits(pc.first_dst + i, floatBitsToUint(d * float(q)));
-        return;
-    }
     uint o = pc.first_src + cp_offset(i);
     if (RAW && HALF)
         dst_h[pc.first_dst + i] = src_h[o];
@@ -204,7 +186,7 @@ void cp_general(uint start, uint index, uint threads)
 {
     if (start >= pc.count)
         return;
-    if (DT_SRC == CP_U8) {
+    if (DT_SRC == NU_U8) {
         uint w0 = (pc.first_dst + start) / 4u, w1 = (pc.first_dst + pc.count - 1u) / 4u;
         for (uint w = w0 + index; w <= w1; w += threads)
             cp_byte_word(w, start);
@@ -214,32 +196,19 @@ void cp_general(uint start, uint index, uint threads)
         cp_element(i);
 }
 
-// Q8_0/Q4_0: elements 8u .. 8u + 7 (in one row, in one block) as single bits.
+// Block dtypes: elements 8u .. 8u + 7 (in one row, in one block: a group) as single bits.
 void cp_dequant8(uint u, out uint v[8])
 {
-    uint j, hd, hq;
-    cp_block(u * 8u, j, hd, hq);
-    float d = uintBitsToFloat(cp_f16_to_f32(uint(src_h[hd])));
-    uint quarter = j / 8u;
-    uint h0, h1, h2, h3, shift = 0u;
-    if (DT_SRC == CP_Q8_0) {
-        uint at = hq + 4u * quarter;
-        h0 = uint(src_h[at]); h1 = uint(src_h[at + 1u]); h2 = uint(src_h[at + 2u]); h3 = uint(src_h[at + 3u]);
-    } else {
-        uint at = hq + 4u * (quarter & 1u); // bytes 8 (quarter & 1) .. +7 of qs
-        h0 = uint(src_h[at]); h1 = uint(src_h[at + 1u]); h2 = uint(src_h[at + 2u]); h3 = uint(src_h[at + 3u]);
-        shift = (quarter >> 1) * 4u; // quarters 2 and 3: the high nibbles
-    }
-    uint lo = h0 | (h1 << 16), hi = h2 | (h3 << 16);
-    for (int k = 0; k < 8; k++) {
-        uint word = k < 4 ? lo : hi;
-        int q;
-        if (DT_SRC == CP_Q8_0)
-            q = bitfieldExtract(int(word), (k & 3) * 8, 8);
-        else
-            q = int((word >> (uint(k & 3) * 8u + shift)) & 15u) - 8;
-        v[k] = floatBitsToUint(d * float(q));
-    }
+    uint j, hb, hq;
+    cp_block(u * 8u, j, hb, hq);
+    uvec2 q;
+    vec2 dm;
+    if (DT_SRC == NU_Q4_0_SOA)
+        src_q4_0_soa(hb, hq, j / 8u, q, dm);
+    else
+        src_group(DT_SRC, hb, j / 8u, q, dm);
+    for (uint k = 0u; k < 8u; k++)
+        v[k] = floatBitsToUint(nu_q_value(DT_SRC, q, dm, k));
 }
 
 // Eight elements as dst's dtype at vector vd + u (16-byte aligned) or element first_dst + 8u.
@@ -290,7 +259,7 @@ void main()
         return;
     }
     if (FAST == 1u && RAW) { // bits moved a vector at a time
-        uint size = DT_SRC == CP_U8 ? 1u : (HALF ? 2u : 4u);
+        uint size = DT_SRC == NU_U8 ? 1u : (HALF ? 2u : 4u);
         uint units = pc.count / (16u / size);
         uint vs = pc.first_src * size / 16u, vdr = pc.first_dst * size / 16u;
         for (uint base = index; base < units; base += threads * UNROLL) {

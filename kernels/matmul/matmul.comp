@@ -2,7 +2,7 @@
 // matmul: dst[b, m, n] = sum_k a[b, m, k] * w[b, n, k] (+ bias[n]) (nu_op_matmul, nuvec/ops.h),
 // the tiled shared-memory path (every device; src/ops/matmul.c chooses the tile variant and, where
 // the device has cooperative matrices, tries src/ops/matmul_tc.c first). w is weight-shaped [N, K]
-// (row-major [out, in], as weight files store it) of F32, F16, BF16, Q8_0 or Q4_0; a [M, K] float;
+// (row-major [out, in], as weight files store it) of F32, F16, BF16 or a block dtype; a [M, K] float;
 // dst [M, N] float, contiguous; F32 accumulation. Rank 3 adds a batch dimension first: a batch
 // stride of 0 broadcasts one a or w to every batch.
 //
@@ -18,22 +18,20 @@
 // Element loads go through the strides (any view: transposed, sliced, broadcast), one element a
 // load; when the rows of a tensor are contiguous and 16-byte aligned (FLAGS bits 0 and 1) its
 // slices load 8 elements a thread from one 16-byte vector instead.
-//   Q8_0 (34-byte blocks: f16 d, int8 q[32]) and Q4_0 (18-byte blocks: f16 d, uint8 qs[16],
-//   element j < 16 in the low nibble of qs[j], j + 16 in the high one): each element is d * q from
-//   its block's halves (exact in F32), the values nu_op_copy's dequantization gives.
+//   Block dtypes (nuvec/tensor.h): each element is its exact F32 value, decoded by quant.glsl from
+//   its group of 8 (the values nu_op_copy's dequantization gives).
 //
-// Specialisation constants (src/ops/matmul.c's variant table picks them by shape; the environment
-// variable NUVEC_MATMUL overrides them for sweeps):
+// Specialisation constants (src/ops/matmul.c's variant table picks them by shape; nu_matmul_desc's
+// tune, and NUVEC_MATMUL over it, override them: docs/knobs.md):
 //   0 ADT    a's dtype (ops.glsl codes: 0 F32, 1 F16, 2 BF16)
-//   1 BDT    w's dtype: 0 F32, 1 F16, 2 BF16, 4 Q8_0, 5 Q4_0
+//   1 BDT    w's dtype (ops.glsl code: a float or block dtype)
 //   2 DDT    dst's dtype (ops.glsl code)
-//   3 BIASDT bias's dtype (ops.glsl code), or 7: no bias
+//   3 BIASDT bias's dtype (ops.glsl code), or NU_NO_DTYPE: no bias
 //   4 LOCAL  threads a workgroup (local_size_x): (BM / TM) * (BN / TN), checked by the host
 //   5 BM, 6 BN, 7 BK   the tile: rows of a, rows of w, and the K slice loaded at a time
 //   8 TM, 9 TN         each thread's register block (BM % TM == 0, BN % TN == 0)
-//   10 FLAGS  bit 0: a's vector path; bit 1: w's (float w: 16-byte loads; block w: 8 elements of one
-//             block a thread, its d loaded once and its quants as four 16-bit loads); both need
-//             BK % 8 == 0
+//   10 FLAGS  bit 0: a's vector path; bit 1: w's (float w: 16-byte loads; block w: a group of 8
+//             elements of one block a thread); both need BK % 8 == 0
 // Bindings: 0 dst, 1 a, 2 w, 3 bias (any binding where there is none: never read).
 // Push: below (first elements in their bindings: elements of float tensors, 16-bit halves of block
 // ones; w's strides likewise in halves for block dtypes, per row and per batch).
@@ -42,7 +40,7 @@
 layout(constant_id = 0) const uint ADT = NU_F32;
 layout(constant_id = 1) const uint BDT = NU_F32;
 layout(constant_id = 2) const uint DDT = NU_F32;
-layout(constant_id = 3) const uint BIASDT = 7u;
+layout(constant_id = 3) const uint BIASDT = NU_NO_DTYPE;
 layout(constant_id = 5) const uint BM = 64u;
 layout(constant_id = 6) const uint BN = 64u;
 layout(constant_id = 7) const uint BK = 16u;
@@ -52,10 +50,8 @@ layout(constant_id = 10) const uint FLAGS = 0u;
 layout(local_size_x = 256, local_size_x_id = 4) in; // LOCAL, constant 4
 const uint LOCAL = gl_WorkGroupSize.x;
 
-#define Q8_0 4u
-#define Q4_0 5u
-const bool QUANT = BDT == Q8_0 || BDT == Q4_0;
-const bool HAS_BIAS = BIASDT != 7u;
+const bool QUANT = NU_IS_BLOCK(BDT);
+const bool HAS_BIAS = BIASDT != NU_NO_DTYPE;
 const bool AVEC = (FLAGS & 1u) != 0u;
 const bool BVEC = (FLAGS & 2u) != 0u;
 const uint RS = BM / TM; // rows between a thread's rows
@@ -70,6 +66,8 @@ shared float Bs[BK * BPAD];
 NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, a)
 NU_TENSOR(readonly, 2, w)
+#define NU_QB w
+#include "quant.glsl"
 NU_TENSOR(readonly, 3, bias)
 layout(push_constant) uniform Push {
     uint m, n, k, batch;
@@ -81,47 +79,23 @@ layout(push_constant) uniform Push {
 
 float a_load(uint base, uint row, uint kk) { return NU_LOAD(a, ADT, base + row * pc.a_row + kk * pc.a_col); }
 
-// Element (row, kk) of w from its batch's first element (or half): float through the strides,
-// block dtypes from the block's halves.
-float w_load(uint base, uint row, uint kk)
-{
-    if (BDT == Q8_0) {
-        uint b = base + row * pc.w_row + (kk >> 5u) * 17u, j = kk & 31u;
-        uint byte = (uint(w_h[b + 1u + (j >> 1u)]) >> ((j & 1u) * 8u)) & 0xffu;
-        return nu_f16_to_f32(uint(w_h[b])) * float(int(byte) - int((byte & 0x80u) << 1u));
-    }
-    if (BDT == Q4_0) {
-        uint b = base + row * pc.w_row + (kk >> 5u) * 9u, j = kk & 31u, jj = j & 15u;
-        uint byte = (uint(w_h[b + 1u + (jj >> 1u)]) >> ((jj & 1u) * 8u)) & 0xffu;
-        uint q = j < 16u ? byte & 15u : byte >> 4u;
-        return nu_f16_to_f32(uint(w_h[b])) * float(int(q) - 8);
-    }
-    return NU_LOAD(w, BDT, base + row * pc.w_row + kk * pc.w_col);
-}
-
-// Eight elements kk .. kk + 7 (kk a multiple of 8: within one block) of a block weight's row.
-float q8v(uint byte) { return float(int(byte) - int((byte & 0x80u) << 1u)); }
+// Eight elements kk .. kk + 7 (kk a multiple of 8: a group of one block) of a block weight's row.
 void w_load8_block(uint base, uint row, uint kk, out float v[8])
 {
-    uint jb = kk & 31u;
-    if (BDT == Q8_0) {
-        uint b = base + row * pc.w_row + (kk >> 5u) * 17u, h0 = b + 1u + (jb >> 1u);
-        float d = nu_f16_to_f32(uint(w_h[b]));
-        for (uint i = 0u; i < 4u; i++) {
-            uint hv = uint(w_h[h0 + i]);
-            v[2u * i] = d * q8v(hv & 0xffu);
-            v[2u * i + 1u] = d * q8v(hv >> 8u);
-        }
-    } else {
-        uint b = base + row * pc.w_row + (kk >> 5u) * 9u, h0 = b + 1u + ((jb & 15u) >> 1u);
-        uint shift = jb >= 16u ? 4u : 0u; // elements 16..31: the high nibbles of bytes 0..15
-        float d = nu_f16_to_f32(uint(w_h[b]));
-        for (uint i = 0u; i < 4u; i++) {
-            uint hv = uint(w_h[h0 + i]);
-            v[2u * i] = d * float(int((hv >> shift) & 15u) - 8);
-            v[2u * i + 1u] = d * float(int((hv >> (8u + shift)) & 15u) - 8);
-        }
+    uint be = nu_block_elements(BDT);
+    w_dequant8(BDT, base + row * pc.w_row + (kk / be) * nu_block_halves(BDT), (kk % be) / 8u, v);
+}
+
+// Element (row, kk) of w from its batch's first element (or half): float through the strides,
+// block dtypes as their group's element.
+float w_load(uint base, uint row, uint kk)
+{
+    if (QUANT) {
+        float v[8];
+        w_load8_block(base, row, kk & ~7u, v);
+        return v[kk & 7u];
     }
+    return NU_LOAD(w, BDT, base + row * pc.w_row + kk * pc.w_col);
 }
 
 // Eight elements from element e (16-byte aligned: the vector paths' condition), one uvec4 of

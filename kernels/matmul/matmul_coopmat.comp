@@ -26,7 +26,7 @@
 // 35 TFLOP/s at 4096^3 with it, 150 without), so each way is its own pipeline.
 //
 // Specialisation constants:
-//   0 WDT   weight dtype: 1 F16, 4 Q8_0, 5 Q4_0
+//   0 WDT   weight dtype (ops.glsl code): NU_F16, NU_Q8_0 or NU_Q4_0
 //   1 DDT   dst dtype (ops.glsl code)
 //   2 BIAS  1: add bias[j] (binding 3, dtype BDT)
 //   3 BDT   bias dtype (ops.glsl code)
@@ -65,8 +65,8 @@ layout(constant_id = 12) const uint EPILOGUE = 1u;
 layout(local_size_x = 256, local_size_x_id = 4) in;
 const uint LOCAL = gl_WorkGroupSize.x;
 
-#define Q8_0 4u
-#define Q4_0 5u
+#define Q8_0 NU_Q8_0 // the only block dtypes this kernel takes (src/ops/matmul_tc.c routes the others away)
+#define Q4_0 NU_Q4_0
 #define MAX_FRAGS 16u // FM * FN at most (the host checks)
 #define MAX_SIDE 8u   // FM and FN at most
 const uint BM = WM * FM * 16u, BN = WN * FN * 16u;

@@ -1,5 +1,5 @@
 #version 450
-// matvec_dot: nu_op_matvec (nuvec/ops.h) against Q8_0 and Q4_0 weights with 4x8-bit integer dot
+// matvec_dot: nu_op_matvec (nuvec/ops.h) against block weights with 4x8-bit integer dot
 // products (SPIR-V 1.6's OpSDot, GL_EXT_integer_dot_product): the path of devices that have them
 // (shaderIntegerDotProduct), subgroup arithmetic and shuffles, subgroups of a multiple of 8 lanes; src/ops/matvec.c chooses it, the float path
 // (matvec.comp / matvec_sg.comp) elsewhere. Compiled by glslang 15 (deps/deps.sh: Debian 12's
@@ -8,27 +8,29 @@
 // Why: the float path dequantizes every weight to F32 and multiplies it (a shift, a mask, an or,
 // a subtraction and an FMA per element), which keeps the H200 at a third of its memory bandwidth.
 // Here x is quantized once per workgroup to 8 bits per 32-element block, as llama.cpp's quantized
-// kernels do, and one OpSDot multiplies and sums four weight bytes against four x bytes:
-//   x's block b of row m:  dx = max|x| / 127, xq[i] = roundEven(x[i] / dx) (in -127..127);
-//   Q8_0 block:  sum_i d q[i] x[i] ~ d * dx * sum_i q[i] xq[i]
-//   Q4_0 block:  sum_i d (n[i] - 8) x[i] ~ d * (dx * sum_i n[i] xq[i] - 8 * dx * sum_i xq[i])
+// kernels do, and one OpSDot multiplies and sums four weight bytes against four x bytes. With a
+// weight group (8 elements: kernels/quant.glsl) of quant bytes q, scale D, offset o and minimum M
+// (w[i] = D (q[i] + o) + M) and x's block of row m
+//   dx = max|x| / 127, xq[i] = roundEven(x[i] / dx) (in -127..127),
+//   sum_i w[i] x[i] ~ D * (dx * sum_i q[i] xq[i]) + (D o + M) * (dx * sum_i xq[i])
 // so the result differs from the exact product by at most sum_i |w[i]| * dx / 2 per block (x's
 // rounding; the test states it), plus F32 summation.
 //
 // Layout of the work:
 // - Phase 1: the workgroup quantizes the M rows of x (K elements) into shared memory: xq as
-//   4 uvec2 a block (bytes of elements 8j..8j+7 in uvec2 j), and per half block h (elements
-//   8h..8h+7 and 16+8h..16+8h+7, what one Q4_0 unit covers) vec2(dx, dx * sum of those xq).
-//   Eight threads a block, four elements each (quantize_x); one barrier.
+//   4 uvec2 a block (bytes of elements 8j..8j+7 in uvec2 j), dx a block and dx * the sum of each
+//   8-element group's xq (xgs). Eight threads a block, four elements each (quantize_x); one
+//   barrier.
 // - Phase 2: SPLIT subgroups compute ROWS consecutive weight rows at a time, each a SPLIT-th of
 //   every row (the workgroup takes LOCAL / subgroup / SPLIT row groups at a time, with the grid's
-//   stride); with SPLIT 1 no further barrier. A unit is half a block
-//   (Q4_0: 8 bytes of qs, 16 elements; Q8_0: 16 bytes of q, 16 elements), consecutive lanes take
-//   consecutive units (a subgroup's loads cover 16 consecutive blocks), each lane issues the loads
-//   of UNROLL units of each of its ROWS rows before using any, and reads each unit of x from
-//   shared memory once for its ROWS rows. A unit's bytes start at a 2-byte boundary: they are read
-//   as 32-bit words and shifted into place (a third / fifth word only where the start is odd), so
-//   any row stride and first block work.
+//   stride); with SPLIT 1 no further barrier. A unit is 16 elements of a block: the two groups
+//   quant.glsl pairs (nu_q_dot_groups: a nibble format's low and high nibbles of the same 8
+//   bytes, Q8_0's 16 consecutive bytes, a K format's 8 bytes of quants with its sub-blocks'
+//   scales), consecutive lanes take consecutive units (a subgroup's loads cover 512 consecutive
+//   elements of a row), each lane issues the loads of UNROLL units of each of its ROWS rows before
+//   using any, and reads each unit of x from shared memory once for its ROWS rows. A unit's bytes
+//   start at a 2-byte boundary: they are read as 32-bit words and shifted into place (a further
+//   word only where the start is odd), so any row stride and first block work.
 // - The lanes' F32 sums are added with subgroupAdd; the first lane stores them, or with SPLIT > 1
 //   the SPLIT subgroups' sums are added through shared memory (two barriers a batch).
 //
@@ -38,11 +40,12 @@
 //     subgroup adds row m's blocks into s_m = 1 / sqrt(sum / K + eps), which multiplies the
 //     sums at the end.
 //   glu: each subgroup computes its ROWS gate rows and the same rows of up (binding 4); the
-//     epilogue stores silu(g) * u.  residual: the epilogue adds residual[m, n] (binding 5; it may
-//     be dst itself: the lane that stores an element has read it first).
+//     epilogue stores act(g) * u (SiLU, or GELU's tanh form by FUSE bit 3).  bias: the epilogue
+//     adds bias[n] (binding 6) to the gate's sum first.  residual: the epilogue adds residual[m, n]
+//     (binding 5; it may be dst itself: the lane that stores an element has read it first).
 //
-// Specialisation constants (src/ops/matvec.c picks them; NUVEC_MATVEC overrides the knobs):
-//   0 WDT     weight dtype: 4 Q8_0, 5 Q4_0
+// Specialisation constants (src/ops/matvec.c picks them; desc->tune and NUVEC_MATVEC set the knobs):
+//   0 WDT     weight dtype (ops.glsl code): a block dtype but Q4_0_SOA
 //   1 XDT     x dtype (ops.glsl code: F32, F16, BF16)
 //   2 DDT     dst dtype (ops.glsl code)
 //   3 M       rows of x (1..8)
@@ -55,10 +58,13 @@
 //             a multiple of 64, so that few pipelines serve all shapes
 //   9 SPLIT   subgroups sharing a row group (a power of two dividing LOCAL / subgroup size): more
 //             threads a row where N is small against the device
-//  10 FUSE    bit 0: norm, bit 1: glu, bit 2: residual
+//  10 FUSE    bit 0: norm, bit 1: glu, bit 2: residual, bit 3: GELU (tanh) as the GLU's
+//             activation (else SiLU), bit 4: bias
 //  11 NDT     norm_weight's dtype (ops.glsl code)
 //  12 RDT     residual's dtype (ops.glsl code)
-// Bindings: 0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up, 5 residual (x again where absent).
+//  13 BDT     bias's dtype (ops.glsl code)
+// Bindings: 0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up, 5 residual, 6 bias (x again where
+// absent).
 // Push: as matvec.comp's (w_col, up_col unused: block rows are contiguous).
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
@@ -66,8 +72,9 @@
 #extension GL_EXT_integer_dot_product : require
 #extension GL_GOOGLE_include_directive : require // glslc enables it itself; glslang needs it asked
 #include "ops.glsl"
+#include "elementwise/activation.glsl"
 
-layout(constant_id = 0) const uint WDT = 5u;
+layout(constant_id = 0) const uint WDT = NU_Q4_0;
 layout(constant_id = 1) const uint XDT = NU_F32;
 layout(constant_id = 2) const uint DDT = NU_F32;
 layout(constant_id = 3) const uint M = 1u;
@@ -79,22 +86,27 @@ layout(constant_id = 9) const uint SPLIT = 1u;
 layout(constant_id = 10) const uint FUSE = 0u;
 layout(constant_id = 11) const uint NDT = NU_F32;
 layout(constant_id = 12) const uint RDT = NU_F32;
+layout(constant_id = 13) const uint BDT = NU_F32;
 layout(local_size_x = 256, local_size_x_id = 4) in; // LOCAL, constant 4
 const uint LOCAL = gl_WorkGroupSize.x;
 
-#define Q8_0 4u
 const bool XVEC = (FLAGS & 4u) != 0u;
 const bool GVEC = (FLAGS & 8u) != 0u;
 const bool NORM = (FUSE & 1u) != 0u;
 const bool GLU = (FUSE & 2u) != 0u;
 const bool RESID = (FUSE & 4u) != 0u;
-const bool IS_Q8 = WDT == Q8_0;
+const bool GELU = (FUSE & 8u) != 0u;
+const bool BIAS = (FUSE & 16u) != 0u;
+const uint UPB = NU_BLOCK_ELEMENTS(WDT) / 16u; // units a weight block
+const uint XPB = NU_BLOCK_ELEMENTS(WDT) / 32u; // x's blocks a weight block
+const uint HPB = NU_BLOCK_HALVES(WDT);
 const uint RM = ROWS * M;
 const uint WR = GLU ? 2u * ROWS : ROWS; // rows a subgroup loads: gate rows, then up rows
 const uint AM = WR * M;                 // its sums: (gate, then up) row r, x row m at r * M + m
 
 shared uvec2 xq[M * XB * 4u];   // x's 8-bit values, uvec2 j of block b of row m at (m * XB + b) * 4 + j
-shared vec2 xds[M * XB * 2u];   // (dx, dx * sum of the half block's xq), half h of block b at (m * XB + b) * 2 + h
+shared float xdx[M * XB];       // dx of block b of row m at m * XB + b
+shared float xgs[M * XB * 4u];  // dx * the sum of group j's xq (elements 8j..8j+7) at (m * XB + b) * 4 + j
 shared float red[SPLIT > 1u ? (LOCAL / 8u) * AM : 1u]; // the SPLIT subgroups' partial sums of a row group
 shared float xsq[NORM ? M * XB : 1u]; // the sum of x^2 of block b of row m at m * XB + b
 
@@ -104,6 +116,11 @@ NU_TENSOR(readonly, 2, x)
 NU_TENSOR(readonly, 3, g)
 NU_TENSOR(readonly, 4, up)
 NU_TENSOR(readonly, 5, res)
+NU_TENSOR(readonly, 6, bias)
+#define NU_QB w
+#include "quant.glsl"
+#define NU_QB up
+#include "quant.glsl"
 layout(push_constant) uniform Push {
     uint n, k;              // N and K
     uint first_w;           // weight's first half (16-bit unit) in its binding
@@ -115,6 +132,7 @@ layout(push_constant) uniform Push {
     uint first_g, g_col;    // norm_weight's first element and stride
     uint first_res, res_row, res_col;
     float eps;              // norm_eps
+    uint first_bias, bias_col;
 } pc;
 
 // Four elements of x's row m from element e (a multiple of 4).
@@ -187,84 +205,69 @@ void quantize_x()
             word |= (uint(q) & 0xffu) << (8u * j);
             sum += q;
         }
-        // Half h of a block: threads {0, 1, 4, 5} (h 0) or {2, 3, 6, 7} (h 1).
+        // Group j of a block: threads 2j and 2j + 1.
         sum += subgroupShuffleXor(sum, 1u);
-        sum += subgroupShuffleXor(sum, 4u);
         if (live) {
             uint i = (m * XB + b) * 4u + t / 2u;
-            if ((t & 1u) == 0u)
+            if ((t & 1u) == 0u) {
                 xq[i].x = word;
-            else
+                xgs[i] = dx * float(sum);
+            } else {
                 xq[i].y = word;
-            if (t == 0u || t == 2u)
-                xds[(m * XB + b) * 2u + t / 2u] = vec2(dx, dx * float(sum));
-            if (NORM && t == 0u)
-                xsq[m * XB + b] = sq;
+            }
+            if (t == 0u) {
+                xdx[m * XB + b] = dx;
+                if (NORM)
+                    xsq[m * XB + b] = sq;
+            }
         }
     }
 }
 
-// The loads of a weight binding B (w: the weight, up: glu_up) whose first half and row stride
-// are FIRST, ROW: one body for both, the binding being part of every access.
+// The raw data of one unit: its two groups' quant bytes (q.xy, q.zw) and (D, M) (dm.xy, dm.zw).
+struct Unit { uvec4 q; vec4 dm; };
+
+// Unit u of a row whose first half is at `row0` of binding B (w: the weight, up: glu_up): one body
+// for both, the binding being part of every access.
 #define MV_DOT_LOADS(B, FIRST, ROW)                                                             \
-    /* The last word a unit starting at an odd half needs: only its low half is the unit's, and \
-     * where the binding ends inside that word it is read as a half (no read past the binding). */ \
-    uint B##_last_word(uint i) { return i < uint(B##_w.length()) ? B##_w[i] : uint(B##_h[2u * i]); } \
     Unit B##_load_unit(uint row, uint u)                                                        \
     {                                                                                           \
-        uint b = u >> 1u, j = u & 1u;                                                           \
-        uint hb = FIRST + row * ROW + b * (IS_Q8 ? 17u : 9u); /* the block's first half */      \
-        uint h0 = hb + 1u + j * (IS_Q8 ? 8u : 4u);            /* the unit's bytes */            \
-        uint i = h0 >> 1u, s = (h0 & 1u) * 16u;                                                 \
+        uint hb = FIRST + row * ROW + (u / UPB) * HPB; /* the block's first half */             \
+        uvec2 g = nu_q_dot_groups(WDT, u % UPB), q0, q1;                                        \
+        vec2 d0, d1;                                                                            \
+        B##_group(WDT, hb, g.x, q0, d0);                                                        \
+        B##_group(WDT, hb, g.y, q1, d1);                                                        \
         Unit r;                                                                                 \
-        r.d = uint(B##_h[hb]);                                                                  \
-        if (IS_Q8) {                                                                            \
-            uint a0 = B##_w[i], a1 = B##_w[i + 1u], a2 = B##_w[i + 2u], a3 = B##_w[i + 3u];     \
-            uint a4 = s != 0u ? B##_last_word(i + 4u) : 0u;                                     \
-            r.q = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), funnel(a2, a3, s), funnel(a3, a4, s)); \
-        } else {                                                                                \
-            uint a0 = B##_w[i], a1 = B##_w[i + 1u];                                             \
-            uint a2 = s != 0u ? B##_last_word(i + 2u) : 0u;                                     \
-            r.q = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), 0u, 0u);                          \
-        }                                                                                       \
+        r.q = uvec4(q0, q1);                                                                    \
+        r.dm = vec4(d0, d1);                                                                    \
         return r;                                                                               \
     }
-
-// The word at byte 2 * (2 i + s / 16) from words a = w[i], b = w[i + 1]: s is 0 or 16, and
-// (b << 1) << (31 - s) is b << (32 - s) without the undefined shift by 32.
-uint funnel(uint a, uint b, uint s) { return (a >> s) | ((b << 1u) << (31u - s)); }
-
-// The raw data of one unit: q the bytes (two words for Q4_0, four for Q8_0), d the f16 scale bits.
-struct Unit { uvec4 q; uint d; };
-
 MV_DOT_LOADS(w, pc.first_w, pc.w_row)
 MV_DOT_LOADS(up, pc.first_up, pc.up_row)
 // Row j of the WR a subgroup loads: gate (weight) rows first, then up rows.
 Unit load_row_unit(uint j, uint row, uint u) { return GLU && j >= ROWS ? up_load_unit(row, u) : w_load_unit(row, u); }
 
-float silu(float v) { return v / (1.0 + exp(-v)); }
+// Group g (of weight block wb) with quants q and (D, M) dm against x's row m.
+float group_dot(uvec2 q, vec2 dm, uint wb, uint g, uint m)
+{
+    uint xb = m * XB + wb * XPB + g / 4u, xi = xb * 4u + g % 4u;
+    uvec2 xv = xq[xi];
+    int dot = dotPacked4x8EXT(int(q.x), int(xv.x)) + dotPacked4x8EXT(int(q.y), int(xv.y));
+    float v = dm.x * (xdx[xb] * float(dot));
+    int off = nu_q_offset(WDT);
+    if (nu_q_has_min(WDT))
+        v = fma(off != 0 ? fma(dm.x, float(off), dm.y) : dm.y, xgs[xi], v);
+    else if (off != 0)
+        v = fma(dm.x * float(off), xgs[xi], v);
+    return v;
+}
 
 // Unit u of weight row `row` against x's row m: its contribution to the sum (F32).
 float unit_dot(Unit r, uint u, uint m)
 {
-    uint b = u >> 1u, j = u & 1u;
-    uint xb = (m * XB + b) * 4u;
-    float dw = nu_f16_to_f32(r.d);
-    if (IS_Q8) {
-        // Elements 16j..16j+15: x's uvec2 2j and 2j+1.
-        uvec2 x0 = xq[xb + 2u * j], x1 = xq[xb + 2u * j + 1u];
-        int dot = dotPacked4x8EXT(int(r.q.x), int(x0.x)) + dotPacked4x8EXT(int(r.q.y), int(x0.y)) +
-                  dotPacked4x8EXT(int(r.q.z), int(x1.x)) + dotPacked4x8EXT(int(r.q.w), int(x1.y));
-        return dw * (xds[(m * XB + b) * 2u].x * float(dot));
-    }
-    // Q4_0 unit j: bytes 8j..8j+7 of qs; low nibbles are elements 8j..8j+7, high ones 16+8j..16+8j+7.
-    uvec2 xl = xq[xb + j], xh = xq[xb + 2u + j];
-    uint l0 = r.q.x & 0x0f0f0f0fu, l1 = r.q.y & 0x0f0f0f0fu;
-    uint h0 = (r.q.x >> 4u) & 0x0f0f0f0fu, h1 = (r.q.y >> 4u) & 0x0f0f0f0fu;
-    int dot = dotPacked4x8EXT(int(l0), int(xl.x)) + dotPacked4x8EXT(int(l1), int(xl.y)) +
-              dotPacked4x8EXT(int(h0), int(xh.x)) + dotPacked4x8EXT(int(h1), int(xh.y));
-    vec2 ds = xds[(m * XB + b) * 2u + j];
-    return dw * (ds.x * float(dot) - 8.0 * ds.y);
+    uint wb = u / UPB;
+    uvec2 g = nu_q_dot_groups(WDT, u % UPB);
+    return group_dot(r.q.xy, r.dm.xy, wb, g.x, m) + group_dot(r.q.zw, r.dm.zw, wb, g.y, m);
 }
 
 // Output i of a row group (row n0 + i / M, x row i % M) from its gate sum g and up sum u: the
@@ -273,8 +276,10 @@ void store_output(uint n0, uint i, float g, float u, float s)
 {
     uint r = i / M, m = i % M;
     float v = g * s;
+    if (BIAS)
+        v += NU_LOAD(bias, BDT, pc.first_bias + (n0 + r) * pc.bias_col);
     if (GLU)
-        v = silu(v) * (u * s);
+        v = (GELU ? act_gelu_tanh(v) : act_silu(v)) * (u * s);
     if (RESID)
         v += NU_LOAD(res, RDT, pc.first_res + m * pc.res_row + (n0 + r) * pc.res_col);
     NU_STORE(dst, DDT, pc.first_dst + m * pc.n + n0 + r, v)

@@ -1,5 +1,5 @@
 // matvec: dst[m, n] = sum_k x[m, k] * weight[n, k] (nu_op_matvec, nuvec/ops.h): weight [N, K]
-// row-major ([out, in], as weight files store it) of F32, F16, BF16, Q8_0 or Q4_0; x [M, K] float
+// row-major ([out, in], as weight files store it) of F32, F16, BF16 or a block dtype; x [M, K] float
 // with 1 <= M <= 8; dst [M, N] float; F32 accumulation. The op of LLM decode: it must read the
 // weights at the memory's speed, once for all M rows of x.
 //
@@ -15,14 +15,13 @@
 //     two uvec4 of F32 or one of 8 halves; K % 8 elements of tail by the general loop.
 //   F32 / F16 / BF16, bit 1 clear (unaligned rows, any strides, e.g. a pad or a transposed view):
 //     the general loop, an element a thread, consecutive threads consecutive k.
-//   Q8_0 (34-byte blocks: f16 d, int8 q[32]): a unit is 8 quants of a block (4 units a block):
-//     its 8 bytes are read as 32-bit words (two, or three and a funnel shift when the block's
-//     parity puts them at a 2-byte boundary) plus the block's d (one 16-bit load, shared by the 4
-//     threads of the block); d * sum(x * q) a unit.
-//   Q4_0 (18-byte blocks: f16 d, uint8 qs[16]): a unit is 8 elements too, 8j..8j+7 of a block
-//     (4 units a block): the low (j < 2) or high (j >= 2) nibbles of qs[8 (j & 1) ..] (8 bytes,
-//     read likewise; two units read the same bytes, from L1), so that a subgroup's x loads stay
-//     contiguous; d * sum(x * (q - 8)) a unit.
+//   Block dtypes: a unit is a group of a block (8 consecutive elements sharing their scales: 4 a
+//     32-element block, 32 a 256-element super-block), decoded by kernels/quant.glsl into 8 quant
+//     bytes and (D, M): its bytes read as 32-bit words (a funnel shift where a block's parity puts
+//     them at a 2-byte boundary), its scales by the few threads of the block alike (from L1); a
+//     nibble format's low and high nibbles are different units reading the same bytes, so that a
+//     subgroup's x loads stay contiguous. D * sum(x * (q + offset)) (+ M * sum(x) for the formats
+//     with a minimum) a unit.
 //   x: FLAGS bit 2 set (rows stride 1, 16-byte aligned, row stride a multiple of 16 bytes): 16-byte
 //     loads of 8 elements (x is small and stays in L1/L2); clear: element loads through strides.
 //
@@ -31,14 +30,16 @@
 //     x^2 (M more sums in the reduction); x * norm_weight goes into the product and the epilogue
 //     multiplies each sum by s_m = 1 / sqrt(sum_m / K + eps) (the product is linear in x).
 //   glu: each row group computes its ROWS rows of the gate (weight) and the same rows of up
-//     (binding 4): twice the loads in flight and the sums; the epilogue stores silu(g) * u.
+//     (binding 4): twice the loads in flight and the sums; the epilogue stores act(g) * u, act
+//     SiLU or GELU (tanh approximation) by FUSE bit 3 (kernels/elementwise/activation.glsl's).
+//   bias: the epilogue adds bias[n] (binding 6) to the gate's (the product's) sum, before the
+//     GLU and the residual.
 //   residual: the epilogue adds residual[m, n] (binding 5; it may be dst itself: the thread that
 //     stores an element has read it first).
 //
-// Specialisation constants (the tuning knobs; src/ops/matvec.c picks the defaults, and the
-// environment variable NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1" overrides them for
-// sweeps):
-//   0 WDT     weight dtype: 0 F32, 1 F16, 2 BF16 (ops.glsl codes), 4 Q8_0, 5 Q4_0
+// Specialisation constants (the tuning knobs; src/ops/matvec.c picks the defaults, nu_matvec_desc's
+// tune and NUVEC_MATVEC over it override them: docs/knobs.md):
+//   0 WDT     weight dtype (ops.glsl code: a float or block dtype)
 //   1 XDT     x dtype (ops.glsl code)
 //   2 DDT     dst dtype (ops.glsl code)
 //   3 M       rows of x (1..8; the compile-time bound of the m loops)
@@ -53,11 +54,13 @@
 //   7 FLAGS   bit 0: subgroup arithmetic (host: NU_SUBGROUP_ARITHMETIC and a subgroup of at least
 //             8 threads); bit 1: float weights' vector path (weight's and glu_up's rows);
 //             bit 2: x's vector path; bit 3: norm_weight's vector path (stride 1, 16-byte aligned)
-//   8 FUSE    bit 0: norm, bit 1: glu, bit 2: residual
+//   8 FUSE    bit 0: norm, bit 1: glu, bit 2: residual, bit 3: GELU (tanh) as the GLU's
+//             activation (else SiLU), bit 4: bias
 //   9 NDT     norm_weight's dtype (ops.glsl code)
 //  10 RDT     residual's dtype (ops.glsl code)
-// Bindings: 0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up, 5 residual (the host binds x again
-// where a fused input is absent). Push: see Push below (first elements in their bindings:
+//  11 BDT     bias's dtype (ops.glsl code)
+// Bindings: 0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up, 5 residual, 6 bias (the host binds x
+// again where a fused input is absent). Push: see Push below (first elements in their bindings:
 // elements of float tensors, 16-bit halves of block ones; weight rows' strides likewise).
 // Two modules are built from this body: matvec.comp without subgroup operations and matvec_sg.comp
 // with them (NU_MATVEC_SUBGROUPS), because a module declaring the subgroup-arithmetic capability
@@ -67,6 +70,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #endif
 #include "ops.glsl"
+#include "elementwise/activation.glsl"
 
 layout(constant_id = 0) const uint WDT = NU_F16;
 layout(constant_id = 1) const uint XDT = NU_F32;
@@ -78,11 +82,10 @@ layout(constant_id = 7) const uint FLAGS = 0u;
 layout(constant_id = 8) const uint FUSE = 0u;
 layout(constant_id = 9) const uint NDT = NU_F32;
 layout(constant_id = 10) const uint RDT = NU_F32;
+layout(constant_id = 11) const uint BDT = NU_F32;
 layout(local_size_x = 128, local_size_x_id = 4) in; // LOCAL, constant 4
 const uint LOCAL = gl_WorkGroupSize.x;
 
-#define Q8_0 4u
-#define Q4_0 5u
 #ifdef NU_MATVEC_SUBGROUPS
 const bool SUBGROUP = (FLAGS & 1u) != 0u;
 #else
@@ -94,7 +97,11 @@ const bool GVEC = (FLAGS & 8u) != 0u;
 const bool NORM = (FUSE & 1u) != 0u;
 const bool GLU = (FUSE & 2u) != 0u;
 const bool RESID = (FUSE & 4u) != 0u;
-const bool QUANT = WDT == Q8_0 || WDT == Q4_0;
+const bool GELU = (FUSE & 8u) != 0u;
+const bool BIAS = (FUSE & 16u) != 0u;
+const bool QUANT = NU_IS_BLOCK(WDT);
+const uint GPB = NU_BLOCK_ELEMENTS(WDT) / 8u; // groups (units) a block
+const uint HPB = NU_BLOCK_HALVES(WDT);        // halves a block
 const uint RM = ROWS * M;
 const uint WR = GLU ? 2u * ROWS : ROWS; // rows loaded a row group: gate rows, then up rows
 const uint AM = WR * M;                 // the product's sums: (gate, then up) row r, x row m at r * M + m
@@ -110,6 +117,11 @@ NU_TENSOR(readonly, 2, x)
 NU_TENSOR(readonly, 3, g)
 NU_TENSOR(readonly, 4, up)
 NU_TENSOR(readonly, 5, res)
+NU_TENSOR(readonly, 6, bias)
+#define NU_QB w
+#include "quant.glsl"
+#define NU_QB up
+#include "quant.glsl"
 layout(push_constant) uniform Push {
     uint n, k;              // N and K
     uint first_w;           // weight's first element (halves for block dtypes)
@@ -121,6 +133,7 @@ layout(push_constant) uniform Push {
     uint first_g, g_col;    // norm_weight's first element and stride
     uint first_res, res_row, res_col;
     float eps;              // norm_eps
+    uint first_bias, bias_col;
 } pc;
 
 float x_load(uint m, uint kk) { return NU_LOAD(x, XDT, pc.first_x + m * pc.x_row + kk * pc.x_col); }
@@ -155,34 +168,22 @@ void g_load8(uint k0, out float v[8])
     }
 }
 
-// A unit's raw weights: float: p (and q for F32); block: p.xy the 8 bytes, p.z d's bits.
+// A unit's raw weights: float: p (and q for F32); block: p.xy the group's 8 quant bytes, p.zw
+// its (D, M) as bits.
 struct Raw { uvec4 p, q; };
 
 // The loads of a weight binding B (w: the weight, up: glu_up) whose first element and strides
 // are FIRST, ROW, COL: one body for both, the binding being part of every access.
 #define MV_WEIGHT_LOADS(B, FIRST, ROW, COL)                                                     \
-    /* 8 bytes of a block dtype's binding from half h0: two words (h0 even) or three and a shift. */ \
-    uvec2 B##_bytes8(uint h0)                                                                   \
-    {                                                                                           \
-        uint i = h0 >> 1u;                                                                      \
-        uint a = B##_w[i], b = B##_w[i + 1u];                                                   \
-        if ((h0 & 1u) == 0u)                                                                    \
-            return uvec2(a, b);                                                                 \
-        uint c = B##_w[i + 2u];                                                                 \
-        return uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u));                         \
-    }                                                                                           \
     Raw B##_load_unit(uint row, uint u)                                                         \
     {                                                                                           \
         Raw r;                                                                                  \
         r.q = uvec4(0u);                                                                        \
-        if (WDT == Q8_0) {                                                                      \
-            uint base = FIRST + row * ROW + (u >> 2u) * 17u;                                    \
-            uvec2 b = B##_bytes8(base + 1u + 4u * (u & 3u));                                    \
-            r.p = uvec4(b, uint(B##_h[base]), 0u);                                              \
-        } else if (WDT == Q4_0) {                                                               \
-            uint base = FIRST + row * ROW + (u >> 2u) * 9u;                                     \
-            uvec2 b = B##_bytes8(base + 1u + 4u * (u & 1u));                                    \
-            r.p = uvec4(b, uint(B##_h[base]), 0u);                                              \
+        if (QUANT) {                                                                            \
+            uvec2 q;                                                                            \
+            vec2 dm;                                                                            \
+            B##_group(WDT, FIRST + row * ROW + (u / GPB) * HPB, u % GPB, q, dm);               \
+            r.p = uvec4(q, floatBitsToUint(dm));                                                \
         } else if (WDT == NU_F32) {                                                             \
             uint v = (FIRST + row * ROW) / 4u + 2u * u;                                         \
             r.p = B##_v[v];                                                                     \
@@ -201,34 +202,21 @@ MV_WEIGHT_LOADS(up, pc.first_up, pc.up_row, pc.up_col)
 Raw load_row_unit(uint j, uint row, uint u) { return GLU && j >= ROWS ? up_load_unit(row, u) : w_load_unit(row, u); }
 float load_row(uint j, uint row, uint kk) { return GLU && j >= ROWS ? up_load(row, kk) : w_load(row, kk); }
 
-// Unit u's 8 weights as floats, and the scale they are multiplied by: block dtypes' q (Q8_0) or
-// q - 8 (Q4_0), exact, and d (the sum over the unit is scaled once); float dtypes' values, 1.
-// Integers become floats without a conversion instruction (slow on some GPUs): a byte or nibble
-// b or'ed into the mantissa of 2^23 is the float 2^23 + b, and subtracting 2^23 + bias is exact.
-float q8(uint w, int i) { return uintBitsToFloat(((w >> (8 * i)) & 0xffu ^ 0x80u) | 0x4b000000u) - 8388736.0; }
-float q4(uint w, int s) { return uintBitsToFloat(((w >> s) & 0xfu) | 0x4b000000u) - 8388616.0; }
-float unpack_unit(Raw r, uint u, out float v[8])
+// Unit u's 8 weights as floats, and the (scale, minimum) they take: block dtypes' quants plus
+// their offset (exact small integers: quant.glsl's nu_q_floats) and (D, M), the sum over the unit
+// being scaled once; float dtypes' values and (1, 0).
+vec2 unpack_unit(Raw r, out float v[8])
 {
-    if (WDT == Q8_0) {
-        for (int i = 0; i < 4; i++) {
-            v[i] = q8(r.p.x, i);
-            v[4 + i] = q8(r.p.y, i);
-        }
-        return nu_f16_to_f32(r.p.z);
-    }
-    if (WDT == Q4_0) {
-        int nib = int(u & 2u) * 2; // units 2 and 3 of a block: the high nibbles
-        for (int i = 0; i < 4; i++) {
-            v[i] = q4(r.p.x, 8 * i + nib);
-            v[4 + i] = q4(r.p.y, 8 * i + nib);
-        }
-        return nu_f16_to_f32(r.p.z);
+    if (QUANT) {
+        nu_q_floats(WDT, r.p.xy, v);
+        return uintBitsToFloat(r.p.zw);
     }
     nu_unpack8(WDT, r.p, r.q, v);
-    return 1.0;
+    return vec2(1.0, 0.0);
 }
 
-float silu(float v) { return v / (1.0 + exp(-v)); }
+// The GLU's activation of the gate's sum.
+float activate(float v) { return GELU ? act_gelu_tanh(v) : act_silu(v); }
 
 void main()
 {
@@ -259,9 +247,10 @@ void main()
                 uint u = u0 + j * LOCAL;
                 if (u >= units)
                     break;
-                float wv[WR][8], scale[WR];
+                float wv[WR][8];
+                vec2 scale[WR];
                 for (uint r = 0u; r < WR; r++)
-                    scale[r] = unpack_unit(raw[j * WR + r], u, wv[r]);
+                    scale[r] = unpack_unit(raw[j * WR + r], wv[r]);
                 uint k0 = u * 8u;
                 float gv[8];
                 if (NORM)
@@ -274,11 +263,20 @@ void main()
                             acc[AM + m] = fma(xv[i], xv[i], acc[AM + m]);
                             xv[i] *= gv[i];
                         }
+                    float xsum = 0.0; // sum(x) of the unit, for the formats' minimum
+                    if (QUANT && nu_q_has_min(WDT))
+                        for (int i = 0; i < 8; i++)
+                            xsum += xv[i];
                     for (uint r = 0u; r < WR; r++) {
                         float s = QUANT ? 0.0 : acc[r * M + m];
                         for (int i = 0; i < 8; i++)
                             s = fma(wv[r][i], xv[i], s);
-                        acc[r * M + m] = QUANT ? fma(scale[r], s, acc[r * M + m]) : s;
+                        if (QUANT) { // acc + D s (+ M sum(x))
+                            s = fma(scale[r].x, s, acc[r * M + m]);
+                            if (nu_q_has_min(WDT))
+                                s = fma(scale[r].y, xsum, s);
+                        }
+                        acc[r * M + m] = s;
                     }
                 }
             }
@@ -350,8 +348,10 @@ void main()
                     total *= s;
                     up_total *= s;
                 }
+                if (BIAS)
+                    total += NU_LOAD(bias, BDT, pc.first_bias + (n0 + r) * pc.bias_col);
                 if (GLU)
-                    total = silu(total) * up_total;
+                    total = activate(total) * up_total;
                 if (RESID)
                     total += NU_LOAD(res, RDT, pc.first_res + m * pc.res_row + (n0 + r) * pc.res_col);
                 NU_STORE(dst, DDT, pc.first_dst + m * pc.n + n0 + r, total)

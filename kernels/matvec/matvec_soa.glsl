@@ -26,10 +26,11 @@
 //   dot = sum_i dot4(w_i & 0x0f0f0f0f, xlo_i) + dot4((w_i >> 4) & 0x0f0f0f0f, xhi_i) and the run
 //   adds d * (dx * dot - 8 * dx * sum q).
 //   The float path: d * sum_j (q_j - 8) * v_j, v = x (* g), read from x's binding.
-// - Epilogue: subgroupAdd (SPLIT > 1: then through shared memory), times s (NORM), silu(gate) * up
-//   (GLU), plus residual (RESID: read by the invocation that writes the element, so it may be dst).
+// - Epilogue: subgroupAdd (SPLIT > 1: then through shared memory), times s (NORM), plus bias[n]
+//   (BIAS), act(gate) * up (GLU: SiLU, or GELU's tanh form with GELU), plus residual (RESID: read
+//   by the invocation that writes the element, so it may be dst).
 //
-// Specialisation constants (src/ops/matvec_soa.c; NUVEC_MATVEC_SOA overrides the knobs):
+// Specialisation constants (src/ops/matvec_soa.c; desc->tune and NUVEC_MATVEC_SOA set the knobs):
 //   0 XDT, 1 DDT    x's and dst's dtypes (ops.glsl codes)
 //   2 M             rows of x (1..8)
 //   3 LOCAL         threads a workgroup (local_size_x), a multiple of the subgroup size
@@ -37,15 +38,18 @@
 //   5 UNROLL        runs a lane has in flight per row and weight (1..8)
 //   6 FLAGS         bit 0: weight offsets 16-byte aligned (uvec4 loads; else 8 half loads a run),
 //                   1: NORM, 2: GLU, 3: RESID, 4: x's vector path (rows 16-byte aligned, stride 1),
-//                   5: PREFETCH (the first chunk's weight loads issued before phase 1)
+//                   5: PREFETCH (the first chunk's weight loads issued before phase 1),
+//                   6: GELU (the GLU's activation; else SiLU), 7: BIAS
 //   7 XB            blocks of x shared memory holds a row (dot path; >= K / 32, rounded up to 64)
 //   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
-// Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual (unused
-// ones are bound to x). Push: below.
+//  11 BDT           bias's dtype
+// Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual, 6 bias
+// (unused ones are bound to x). Push: below.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #include "ops.glsl"
+#include "elementwise/activation.glsl"
 
 layout(constant_id = 0) const uint XDT = NU_F32;
 layout(constant_id = 1) const uint DDT = NU_F32;
@@ -57,6 +61,7 @@ layout(constant_id = 7) const uint XB = 64u;
 layout(constant_id = 8) const uint SPLIT = 1u;
 layout(constant_id = 9) const uint RDT = NU_F32;
 layout(constant_id = 10) const uint GDT = NU_F32;
+layout(constant_id = 11) const uint BDT = NU_F32;
 layout(local_size_x = 256, local_size_x_id = 3) in; // LOCAL, constant 3
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -66,6 +71,8 @@ const bool GLU = (FLAGS & 4u) != 0u;
 const bool RESID = (FLAGS & 8u) != 0u;
 const bool XVEC = (FLAGS & 16u) != 0u;
 const bool PREFETCH = (FLAGS & 32u) != 0u;
+const bool GELU = (FLAGS & 64u) != 0u;
+const bool BIAS = (FLAGS & 128u) != 0u;
 const uint NW = GLU ? 2u : 1u; // weights read a row
 const uint RM = ROWS * M;
 
@@ -84,6 +91,7 @@ NU_TENSOR(readonly, 2, x)
 NU_TENSOR(readonly, 3, up)
 NU_TENSOR(readonly, 4, g)
 NU_TENSOR(readonly, 5, res)
+NU_TENSOR(readonly, 6, bias)
 layout(push_constant) uniform Push {
     uint n, k;             // N and K
     uint first_w, w_row;   // weight's first half in its binding, its row stride in halves (K / 32 * 9)
@@ -93,6 +101,7 @@ layout(push_constant) uniform Push {
     uint first_g, g_col;   // norm weight [K]
     uint first_r, r_row, r_col; // residual [M, N]
     float eps;
+    uint first_bias, bias_col;  // bias [N]
 } pc;
 
 // Four elements of x's row m from element e (a multiple of 4), times g where NORM (and the sum
@@ -338,8 +347,10 @@ void main()
             if (part != 0u || !store || i >= RM || row >= pc.n)
                 continue;
             float val = gv * s_m[m];
+            if (BIAS)
+                val += NU_LOAD(bias, BDT, pc.first_bias + row * pc.bias_col);
             if (GLU)
-                val = val / (1.0 + exp(-val)) * (uv * s_m[m]);
+                val = (GELU ? act_gelu_tanh(val) : act_silu(val)) * (uv * s_m[m]);
             if (RESID)
                 val += NU_LOAD(res, RDT, pc.first_r + m * pc.r_row + row * pc.r_col);
             NU_STORE(dst, DDT, pc.first_dst + m * pc.n + row, val)

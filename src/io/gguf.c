@@ -39,19 +39,21 @@ typedef struct ggml_type_desc {
 } ggml_type_desc;
 
 #define NO NU_DTYPE_COUNT
-/* ggml.h's enum ggml_type and ggml.c's type traits (block sizes from ggml-common.h). */
+/* ggml.h's enum ggml_type and ggml.c's type traits (block sizes from ggml-common.h); the types
+ * nuvec reads map to the dtype of the same layout (nuvec/tensor.h; src/core/dtype.h's table gives
+ * the same block sizes). */
 static const ggml_type_desc GGML_TYPES[] = {
     [0] = {"f32", 1, 4, NU_DTYPE_F32},      [1] = {"f16", 1, 2, NU_DTYPE_F16},
-    [2] = {"q4_0", 32, 18, NU_DTYPE_Q4_0},  [3] = {"q4_1", 32, 20, NO},
-    [6] = {"q5_0", 32, 22, NO},             [7] = {"q5_1", 32, 24, NO},
+    [2] = {"q4_0", 32, 18, NU_DTYPE_Q4_0},  [3] = {"q4_1", 32, 20, NU_DTYPE_Q4_1},
+    [6] = {"q5_0", 32, 22, NU_DTYPE_Q5_0},  [7] = {"q5_1", 32, 24, NU_DTYPE_Q5_1},
     [8] = {"q8_0", 32, 34, NU_DTYPE_Q8_0},  [9] = {"q8_1", 32, 36, NO},
     [10] = {"q2_K", 256, 84, NO},           [11] = {"q3_K", 256, 110, NO},
-    [12] = {"q4_K", 256, 144, NO},          [13] = {"q5_K", 256, 176, NO},
-    [14] = {"q6_K", 256, 210, NO},          [15] = {"q8_K", 256, 292, NO},
+    [12] = {"q4_K", 256, 144, NU_DTYPE_Q4_K}, [13] = {"q5_K", 256, 176, NU_DTYPE_Q5_K},
+    [14] = {"q6_K", 256, 210, NU_DTYPE_Q6_K},          [15] = {"q8_K", 256, 292, NO},
     [16] = {"iq2_xxs", 256, 66, NO},        [17] = {"iq2_xs", 256, 74, NO},
     [18] = {"iq3_xxs", 256, 98, NO},        [19] = {"iq1_s", 256, 50, NO},
-    [20] = {"iq4_nl", 32, 18, NO},          [21] = {"iq3_s", 256, 110, NO},
-    [22] = {"iq2_s", 256, 82, NO},          [23] = {"iq4_xs", 256, 136, NO},
+    [20] = {"iq4_nl", 32, 18, NU_DTYPE_IQ4_NL},          [21] = {"iq3_s", 256, 110, NO},
+    [22] = {"iq2_s", 256, 82, NO},          [23] = {"iq4_xs", 256, 136, NU_DTYPE_IQ4_XS},
     [24] = {"i8", 1, 1, NO},                [25] = {"i16", 1, 2, NO},
     [26] = {"i32", 1, 4, NO},               [27] = {"i64", 1, 8, NO},
     [28] = {"f64", 1, 8, NO},               [29] = {"iq1_m", 256, 56, NO},

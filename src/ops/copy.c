@@ -11,22 +11,6 @@
 #define COPY_LOCAL 256u
 #define COPY_UNROLL 2u
 
-/* copy.comp's dtype codes: ops.glsl's floats, then 32-bit integers, U8, Q8_0, Q4_0, Q4_0_SOA. */
-static uint32_t copy_code(nu_dtype dtype)
-{
-    switch (dtype) {
-    case NU_DTYPE_F32: return 0;
-    case NU_DTYPE_F16: return 1;
-    case NU_DTYPE_BF16: return 2;
-    case NU_DTYPE_I32:
-    case NU_DTYPE_U32: return 3;
-    case NU_DTYPE_U8: return 4;
-    case NU_DTYPE_Q8_0: return 5;
-    case NU_DTYPE_Q4_0: return 6;
-    default: return 7; /* Q4_0_SOA */
-    }
-}
-
 #define COPY_INTEGER (NU__OP_DTYPE(NU_DTYPE_I32) | NU__OP_DTYPE(NU_DTYPE_U32) | NU__OP_DTYPE(NU_DTYPE_U8))
 #define COPY_SOA NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA)
 
@@ -43,7 +27,7 @@ static nu_status repack_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, 
     nu_status st;
     if ((st = nu__op_no_alias(fn, dst, "src", src, false)) != NU_OK)
         return st;
-    uint64_t blocks = nu_tensor_numel(dst) / 32;
+    uint64_t blocks = nu_tensor_numel(dst) / nu_dtype_block_elements(NU_DTYPE_Q4_0);
     if (!blocks)
         return NU_OK;
     nu_binding bind[2];
@@ -59,8 +43,8 @@ static nu_status repack_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, 
     nu__op_dims4(dst, push.shape, unused);
     nu__op_dims4(src, unused, push.stride);
     for (int i = 0; i < 3; i++) /* in blocks, as for dequantization */
-        push.stride[i] /= 32;
-    uint32_t constants[5] = {copy_code(NU_DTYPE_Q4_0_SOA), copy_code(NU_DTYPE_Q4_0), 0, COPY_LOCAL, COPY_UNROLL};
+        push.stride[i] /= nu_dtype_block_elements(NU_DTYPE_Q4_0);
+    uint32_t constants[5] = {nu__op_dtype_code(NU_DTYPE_Q4_0_SOA), nu__op_dtype_code(NU_DTYPE_Q4_0), 0, COPY_LOCAL, COPY_UNROLL};
     nu_kernel *k;
     if ((st = nu__op_kernel(d, NU__K_copy, sizeof push, constants, 5, &k)) != NU_OK)
         return st;
@@ -99,7 +83,7 @@ nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
     bool dst_float = NU__OP_FLOAT & NU__OP_DTYPE(dst->dtype);
     if (src_float != dst_float || (!src_float && src->dtype != dst->dtype))
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        "%s: no conversion from %s to %s (floats, Q8_0, Q4_0 and Q4_0_SOA go to floats; Q4_0 to Q4_0_SOA; "
+                        "%s: no conversion from %s to %s (floats and the block dtypes go to floats; Q4_0 to Q4_0_SOA; "
                         "I32, U32 and U8 to themselves)",
                         fn, nu_dtype_name(src->dtype), nu_dtype_name(dst->dtype));
     if ((st = nu__op_no_alias(fn, dst, "src", src, true)) != NU_OK)
@@ -127,10 +111,10 @@ nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
     uint32_t unused[4];
     nu__op_dims4(dst, push.shape, unused);
     nu__op_dims4(src, unused, push.stride);
-    if (block) /* outer strides in blocks (multiples of 32 elements), so offsets stay in 32 bits */
+    if (block) /* outer strides in blocks (multiples of a block's elements), so offsets stay in 32 bits */
         for (int i = 0; i < 3; i++)
-            push.stride[i] /= 32;
-    uint32_t constants[5] = {copy_code(dst->dtype), src->dtype == dst->dtype ? copy_code(dst->dtype) : copy_code(src->dtype),
+            push.stride[i] /= nu_dtype_block_elements(src->dtype);
+    uint32_t constants[5] = {nu__op_dtype_code(dst->dtype), nu__op_dtype_code(src->dtype),
                              fast, COPY_LOCAL, COPY_UNROLL};
     nu_kernel *k;
     if ((st = nu__op_kernel(d, NU__K_copy, sizeof push, constants, 5, &k)) != NU_OK)

@@ -1,33 +1,52 @@
 /* gather.c: embedding lookup (nu_op_gather; kernels/gather/gather.comp). */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "kernels_table.h"
 #include "ops/op.h"
 
-/* Tuning knobs (gather.comp's specialisation constants 0 and 4); NUVEC_TUNE_GATHER="local=N,units=N"
- * overrides them for a sweep without a rebuild (read at each call). */
+/* Tuning knobs (gather.comp's specialisation constants 0 and 4): desc->tune, then
+ * NUVEC_TUNE_GATHER="local=N units=N" over it (docs/knobs.md). */
 #define GATHER_LOCAL 256u
 #define GATHER_UNITS 2u
 
-static void gather_tuning(uint32_t *local, uint32_t *units)
+static bool apply_knob(void *ctx, const char *key, const char *value)
 {
-    *local = GATHER_LOCAL;
-    *units = GATHER_UNITS;
-    const char *s = getenv("NUVEC_TUNE_GATHER");
-    if (!s)
-        return;
-    unsigned v;
-    const char *p;
-    if ((p = strstr(s, "local=")) && sscanf(p + 6, "%u", &v) == 1 && v >= 1 && v <= 1024)
-        *local = v;
-    if ((p = strstr(s, "units=")) && sscanf(p + 6, "%u", &v) == 1 && v >= 1 && v <= 4)
-        *units = v;
+    nu_gather_tune *t = ctx;
+    if (!strcmp(key, "local"))
+        return nu__op_knob_u32(value, 1, 1024, false, &t->local);
+    if (!strcmp(key, "units"))
+        return nu__op_knob_u32(value, 1, 4, false, &t->units);
+    return false;
+}
+
+static nu_status gather_tuning(nu_device *d, const char *fn, const nu_gather_desc *desc, nu_gather_tune *t)
+{
+    *t = desc ? desc->tune : (nu_gather_tune){0, 0};
+    const nu__op_field fields[2] = {{"local", t->local, t->local <= 1024, "1..1024"},
+                                    {"units", t->units, t->units <= 4, "1..4"}};
+    nu_status st = nu__op_tune_check(d, fn, fields, 2);
+    if (st == NU_OK)
+        st = nu__op_env_knobs(d, fn, "NUVEC_TUNE_GATHER", "local=1..1024, units=1..4", apply_knob, t);
+    if (st != NU_OK)
+        return st;
+    if (!t->local)
+        t->local = GATHER_LOCAL;
+    if (!t->units)
+        t->units = GATHER_UNITS;
+    if (t->local > d->info.max_workgroup_size[0])
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: local=%u threads a workgroup; %s takes at most %u", fn, t->local,
+                        d->info.name, d->info.max_workgroup_size[0]);
+    return NU_OK;
 }
 
 nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *table, const nu_tensor *ids)
+{
+    return nu_op_gather_ex(c, dst, table, ids, NULL);
+}
+
+nu_status nu_op_gather_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor *table, const nu_tensor *ids,
+                          const nu_gather_desc *desc)
 {
     const char *fn = "nu_op_gather";
     if (!c)
@@ -65,15 +84,16 @@ nu_status nu_op_gather(nu_commands *c, const nu_tensor *dst, const nu_tensor *ta
         (st = nu__op_bind(fn, ids, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
         return st;
     bool block = nu_dtype_block_elements(table->dtype) > 1;
-    uint32_t code = table->dtype == NU_DTYPE_Q8_0 ? 4u : table->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(table->dtype);
+    uint32_t code = nu__op_dtype_code(table->dtype);
     size_t et = block ? 0 : nu_dtype_size(table->dtype), ed = nu_dtype_size(dst->dtype);
-    uint32_t row_stride = block ? (uint32_t)(table->strides[0] / 32 * (nu_dtype_block_bytes(table->dtype) / 2))
-                                : (uint32_t)table->strides[0];
+    uint32_t row_stride = block ? nu__op_block_halves(table, table->strides[0]) : (uint32_t)table->strides[0];
     bool vec = dim % 8 == 0 && (uint64_t)first[0] * ed % 16 == 0 &&
                (block || (table->strides[1] == 1 && (uint64_t)first[1] * et % 16 == 0 &&
                           (vocab <= 1 || (uint64_t)table->strides[0] * et % 16 == 0)));
-    uint32_t local, units;
-    gather_tuning(&local, &units);
+    nu_gather_tune tune;
+    if ((st = gather_tuning(d, fn, desc, &tune)) != NU_OK)
+        return st;
+    uint32_t local = tune.local, units = tune.units;
     uint32_t constants[5] = {local, empty ? 0u : code, nu__op_dtype_code(dst->dtype), vec, units};
     struct {
         uint32_t n, dim, vocab;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels_table.h"
 #include "ops/matmul_tc.h"
@@ -56,10 +57,9 @@ static matmul_tile choose_tile(nu_device *d, int64_t m, int64_t n)
     return tiles[2];
 }
 
-/* NUVEC_MATMUL="variant=small_m|skinny_n|square|large bm=BM bn=BN bk=BK tm=TM tn=TN vector=0|1"
- * overrides the tile (for sweeps without a rebuild, and for tests of every variant at small
- * shapes): variant= starts from a table entry, the others change one value; vector=0 keeps every
- * load on the strided path. Read at each call. */
+/* desc->tune's tile fields, then NUVEC_MATMUL="variant=small_m|skinny_n|square|large bm=BM bn=BN
+ * bk=BK tm=TM tn=TN vector=0|1" over them (docs/knobs.md): variant starts from a table entry, the
+ * others change one value; vector=0 (tune.scalar_loads) keeps every load on the strided path. */
 typedef struct tile_knobs {
     matmul_tile *tile;
     bool *vector;
@@ -91,8 +91,35 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     return false;
 }
 
-static nu_status env_tile(nu_device *d, matmul_tile *t, bool *vector)
+/* tune's fields, checked against their ranges (a bad one fails, naming it). */
+static nu_status check_tune(nu_device *d, const nu_matmul_tune *t)
 {
+    const nu__op_field fields[13] = {
+        {"variant", (uint32_t)t->variant, (unsigned)t->variant < NU_MATMUL_VARIANT_COUNT, "a nu_matmul_variant"},
+        {"bm", t->bm, t->bm <= 256, "1..256"},
+        {"bn", t->bn, t->bn <= 256, "1..256"},
+        {"bk", t->bk, t->bk <= 256, "1..256"},
+        {"tm", t->tm, t->tm <= 16, "1..16"},
+        {"tn", t->tn, t->tn <= 16, "1..16"},
+        {"tc_wm", t->tc_wm, t->tc_wm <= 8, "1..8"},
+        {"tc_wn", t->tc_wn, t->tc_wn <= 8, "1..8"},
+        {"tc_fm", t->tc_fm, t->tc_fm <= 8, "1..8"},
+        {"tc_fn", t->tc_fn, t->tc_fn <= 8, "1..8"},
+        {"tc_bk", t->tc_bk, t->tc_bk == 32 || t->tc_bk == 64, "32 or 64"},
+        {"tc_buffers", t->tc_buffers, t->tc_buffers <= 2, "1 or 2"},
+        {"tc_probe", t->tc_probe, t->tc_probe <= 3, "0..3"},
+    };
+    return nu__op_tune_check(d, FN, fields, 13);
+}
+
+static nu_status tune_tile(nu_device *d, const nu_matmul_tune *tune, matmul_tile *t, bool *vector)
+{
+    if (tune->variant)
+        *t = tiles[tune->variant - 1];
+    uint32_t *const to[5] = {&t->bm, &t->bn, &t->bk, &t->tm, &t->tn};
+    const uint32_t given[5] = {tune->bm, tune->bn, tune->bk, tune->tm, tune->tn};
+    nu__op_tune_take(to, given, 5);
+    *vector = !tune->scalar_loads;
     tile_knobs k = {t, vector};
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL", "variant=small_m|skinny_n|square|large, bm=, bn=, bk= (1..256), "
                             "tm=, tn= (1..16), vector=0|1", apply_knob, &k);
@@ -154,6 +181,17 @@ static bool vector_rows(const nu_tensor *t, const mat3 *s, uint32_t first)
 nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
                        const nu_tensor *bias)
 {
+    nu_matmul_desc desc = {.bias = bias};
+    return nu_op_matmul_ex(c, dst, a, b, &desc);
+}
+
+nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
+                          const nu_matmul_desc *desc)
+{
+    static const nu_matmul_desc none;
+    if (!desc)
+        desc = &none;
+    const nu_tensor *bias = desc->bias;
     if (!c)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, FN ": NULL command buffer");
     nu_status st;
@@ -195,12 +233,13 @@ nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a,
 
     matmul_tile tile = choose_tile(d, m, n);
     bool vector = true;
-    if ((st = env_tile(d, &tile, &vector)) != NU_OK || (st = tile_fits(d, &tile)) != NU_OK)
+    if ((st = check_tune(d, &desc->tune)) != NU_OK || (st = tune_tile(d, &desc->tune, &tile, &vector)) != NU_OK ||
+        (st = tile_fits(d, &tile)) != NU_OK)
         return st;
 
-    /* The lead's cooperative-matrix kernel first: it declines (NU_ERROR_UNSUPPORTED, no error
-     * set) what it does not take. */
-    st = nu__matmul_tensor_cores(c, dst, a, b, bias);
+    /* The cooperative-matrix kernel first: it declines (NU_ERROR_UNSUPPORTED, no error set) what
+     * it does not take. */
+    st = nu__matmul_tensor_cores(c, dst, a, b, bias, &desc->tune);
     if (st != NU_ERROR_UNSUPPORTED)
         return st;
 
@@ -217,7 +256,7 @@ nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a,
         bind[3] = bind[1]; /* never read: a's range again (read after read costs nothing) */
     }
     bool block = nu_dtype_block_elements(b->dtype) > 1;
-    uint32_t bdt = b->dtype == NU_DTYPE_Q8_0 ? 4u : b->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(b->dtype);
+    uint32_t bdt = nu__op_dtype_code(b->dtype);
     uint32_t flags = 0;
     if (vector && tile.bk % 8 == 0) {
         flags |= vector_rows(a, &sa, first[1]) ? 1u : 0u;
@@ -225,12 +264,11 @@ nu_status nu_op_matmul(nu_commands *c, const nu_tensor *dst, const nu_tensor *a,
     }
     uint32_t threads = (tile.bm / tile.tm) * (tile.bn / tile.tn);
     uint32_t constants[11] = {nu__op_dtype_code(a->dtype), bdt, nu__op_dtype_code(dst->dtype),
-                              bias ? nu__op_dtype_code(bias->dtype) : 7u, threads, tile.bm, tile.bn, tile.bk, tile.tm,
+                              bias ? nu__op_dtype_code(bias->dtype) : NU__NO_CODE, threads, tile.bm, tile.bn, tile.bk, tile.tm,
                               tile.tn, flags};
-    /* Block b's strides in halves: a row of k / 32 blocks, batches of whole rows. */
-    uint32_t halves = block ? nu_dtype_block_bytes(b->dtype) / 2 : 1;
-    uint32_t w_row = (uint32_t)(block ? sb.s_row / 32 * halves : sb.s_row);
-    uint32_t w_batch = (uint32_t)(block ? sb.s_batch / 32 * halves : sb.s_batch);
+    /* Block b's strides in halves: rows of whole blocks, batches of whole rows. */
+    uint32_t w_row = block ? nu__op_block_halves(b, sb.s_row) : (uint32_t)sb.s_row;
+    uint32_t w_batch = block ? nu__op_block_halves(b, sb.s_batch) : (uint32_t)sb.s_batch;
     struct {
         uint32_t m, n, k, batch;
         uint32_t first_a, a_batch, a_row, a_col;

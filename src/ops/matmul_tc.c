@@ -16,22 +16,23 @@
 /* The tile: WM x WN subgroups, each FM x FN fragments of 16 x 16 (kernel constants 5 to 8). */
 typedef struct tc_tile {
     uint32_t wm, wn, fm, fn, bk, buffers, probe;
+    bool off; /* NUVEC_MATMUL_TC=off */
 } tc_tile;
 
 /* The tile by shape: 128 x 128 (4 subgroups of 64 x 64), k 64 a step, one buffer: the best of 12
  * settings on the H200 (bench/RESULTS.md, 2026-12-01: 248 TFLOP/s at 4096^3 F16, against 207-232
  * for 8 subgroups of 64 x 32 or 32 x 64, 148-151 for k 32 a step with 128 x 128 or 128 x 64 tiles);
  * fewer rows of a: 64 x 128 (4 subgroups of 64 x 32); a grid of fewer than two tiles a compute unit:
- * 8 subgroups of 64 x 32 (choose_tile). Overridden for
- * sweeps by NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N" (wm..fn 1..8; probe: the
- * kernel's diagnostic constant; a bad knob fails the op where this path applies); NUVEC_MATMUL_TC=off keeps every product on
- * the tiled path, "on" changes nothing. */
+ * 8 subgroups of 64 x 32 (choose_tile). tune's tc_ fields override these, and
+ * NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N off|on" overrides both for
+ * sweeps (docs/knobs.md; a bad knob fails the op where this path applies); off keeps every product
+ * on the tiled path. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     tc_tile *t = ctx;
     uint32_t v;
-    if (!strcmp(key, "on") && !*value) /* the path on (the default; off is handled before) */
-        return true;
+    if ((!strcmp(key, "on") || !strcmp(key, "off")) && !*value)
+        return t->off = key[1] == 'f', true;
     if (!strcmp(key, "bk") && nu__op_knob_u32(value, 32, 64, false, &v) && v % 32 == 0)
         return t->bk = v, true;
     if (!strcmp(key, "buffers"))
@@ -49,7 +50,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     return false;
 }
 
-static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batches, tc_tile *t)
+static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batches, const nu_matmul_tune *tune,
+                             tc_tile *t)
 {
     /* 128 x 128 tiles fewer than two a compute unit leave one workgroup of 4 subgroups an SM, with
      * nothing to run while it waits on its loads: 8 subgroups a tile then (H200, 512-row prefill
@@ -58,11 +60,15 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batche
     uint64_t tiles = (uint64_t)((m + 127) / 128) * (uint64_t)((n + 127) / 128) * batches;
     uint32_t units = d->info.compute_units ? d->info.compute_units : 1;
     if (m <= 64)
-        *t = (tc_tile){1, 4, 4, 2, 64, 1, 0};
+        *t = (tc_tile){1, 4, 4, 2, 64, 1, 0, false};
     else if (tiles < 2ull * units)
-        *t = (tc_tile){2, 4, 4, 2, 64, 1, 0};
+        *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false};
     else
-        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0};
+        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, false};
+    uint32_t *const to[7] = {&t->wm, &t->wn, &t->fm, &t->fn, &t->bk, &t->buffers, &t->probe};
+    const uint32_t given[7] = {tune->tc_wm, tune->tc_wn, tune->tc_fm, tune->tc_fn, tune->tc_bk, tune->tc_buffers,
+                               tune->tc_probe};
+    nu__op_tune_take(to, given, 7);
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64, buffers=1|2, "
                             "probe=0..3", apply_knob, t);
 }
@@ -96,19 +102,19 @@ static nu_status dispatch_tiles(nu_commands *c, nu_kernel *kern, const nu_bindin
 }
 
 nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
-                                  const nu_tensor *bias)
+                                  const nu_tensor *bias, const nu_matmul_tune *tune)
 {
     nu_device *d = nu_buffer_device(dst->buffer);
     const nu_device_info *in = &d->info;
-    /* NUVEC_MATMUL_TC=off: the tiled path everywhere (for tests and sweeps of it). On the H200 this
-     * path's F16 products ran 7% faster at 4096^3 and 10-38% faster at the 512-token prefill shapes
-     * than the tiled kernel's BF16 ones in the same run (bench/RESULTS.md), far below what the
-     * matrix units can do. */
-    const char *env = getenv("NUVEC_MATMUL_TC");
-    if (env && strstr(env, "off"))
+    /* tune.no_tensor_cores (or NUVEC_MATMUL_TC=off, below): the tiled path everywhere (for tests and
+     * sweeps of it). On the H200 this path's F16 products ran 7% faster at 4096^3 and 10-38% faster
+     * at the 512-token prefill shapes than the tiled kernel's BF16 ones in the same run
+     * (bench/RESULTS.md), far below what the matrix units can do. */
+    if (tune->no_tensor_cores || !nu__op_tensor_cores_f16(d, 16))
         return NU_ERROR_UNSUPPORTED;
-    if (!nu__op_tensor_cores_f16(d, 16))
-        return NU_ERROR_UNSUPPORTED;
+    /* Block weights: Q8_0 and Q4_0 only, which the kernel decodes itself into F16 tiles (its F16
+     * packing of the quants, not kernels/quant.glsl's); the other block dtypes take the tiled kernel
+     * (the matrix units cannot be tested on lavapipe: no new format goes there untested). */
     bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0;
     if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
         return NU_ERROR_UNSUPPORTED;
@@ -118,9 +124,11 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     if (k % 8 || m > UINT32_MAX || n > UINT32_MAX || batches > 65535)
         return NU_ERROR_UNSUPPORTED;
     tc_tile t;
-    nu_status st = choose_tile(d, m, n, batches, &t);
+    nu_status st = choose_tile(d, m, n, batches, tune, &t);
     if (st != NU_OK)
         return st;
+    if (t.off)
+        return NU_ERROR_UNSUPPORTED;
     uint32_t local = t.wm * t.wn * in->subgroup_size;
     /* Shared memory: the buffers of the a and w tiles, rows of bk + 8 halves. */
     uint64_t shared = (uint64_t)t.buffers * (t.bk + 8) * 2 * (16ull * t.fm * t.wm + 16ull * t.fn * t.wn);
@@ -142,7 +150,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     if (bias && bias->shape[bias->rank - 1] > 1 && bias->strides[bias->rank - 1] != 1)
         return NU_ERROR_UNSUPPORTED;
 
-    uint32_t wdt = b->dtype == NU_DTYPE_Q8_0 ? 4u : b->dtype == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(b->dtype);
+    uint32_t wdt = nu__op_dtype_code(b->dtype);
     uint32_t constants[13] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
                               bias ? nu__op_dtype_code(bias->dtype) : 0u, local, t.wm, t.wn, t.fm, t.fn, t.bk,
                               t.buffers, t.probe, 1u};
@@ -151,8 +159,8 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     uint64_t w_row = n > 1 ? (uint64_t)b->strides[rb - 2] : 0;
     uint64_t w_batch = rb == 3 && b->shape[0] > 1 ? (uint64_t)b->strides[0] : 0;
     if (block) {
-        w_row = w_row / 32 * (nu_dtype_block_bytes(b->dtype) / 2);
-        w_batch = w_batch / 32 * (nu_dtype_block_bytes(b->dtype) / 2);
+        w_row = nu__op_block_halves(b, (int64_t)w_row);
+        w_batch = nu__op_block_halves(b, (int64_t)w_batch);
     }
     tc_push push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
                     ra == 3 && a->shape[0] > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row,

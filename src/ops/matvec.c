@@ -1,11 +1,13 @@
 /* matvec.c: matrix-vector and skinny matrix products against float and block-quantized weights
- * (nu_op_matvec), alone or fused with the RMSNorm of x, a gated linear unit and a residual add
- * (nu_op_matvec_fused: nu_op_matvec is its NULL desc, one code path). Two kernels: the float
- * path (kernels/matvec/matvec_kernel.glsl, built as matvec.comp and matvec_sg.comp), and for
- * Q8_0 / Q4_0 weights on devices with integer dot products the dot path
- * (kernels/matvec/matvec_dot.comp: x quantized to 8 bits per block). Each kernel's header
- * describes its layout and knobs; the fused forms are specialisation constants (FUSE 0 compiles
- * to the plain product). Q4_0_SOA weights go to their own kernel (src/ops/matvec_soa.c). */
+ * (nu_op_matvec), alone or fused with the RMSNorm of x, a bias, a gated linear unit and a
+ * residual add (nu_op_matvec_fused: nu_op_matvec is its NULL desc, one code path). Two kernels:
+ * the float path (kernels/matvec/matvec_kernel.glsl, built as matvec.comp and matvec_sg.comp),
+ * and for block weights on devices with integer dot products the dot path
+ * (kernels/matvec/matvec_dot.comp: x quantized to 8 bits per block); both decode the blocks with
+ * kernels/quant.glsl. Each kernel's header describes its layout and knobs; the fused forms are
+ * specialisation constants (FUSE 0 compiles to the plain product). Q4_0_SOA weights go to their
+ * own kernel (src/ops/matvec_soa.c). The knobs: desc->tune, then NUVEC_MATVEC over it
+ * (docs/knobs.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,21 +18,25 @@
 #include "ops/matvec_soa.h"
 #include "ops/op.h"
 
-/* One call's validated arguments and bindings (0 dst, 1 weight, 2 x, 3 norm_weight, 4 glu_up,
- * 5 residual: the kernels' bindings; x's binding again where a fused input is absent). */
+/* One call's validated arguments, knobs and bindings (0 dst, 1 weight, 2 x, 3 norm_weight, 4
+ * glu_up, 5 residual, 6 bias: the kernels' bindings; x's binding again where a fused input is
+ * absent). */
 typedef struct mv_call {
     nu_device *d;
     const char *fn;
-    const nu_tensor *dst, *weight, *x, *norm, *up, *res;
+    const nu_tensor *dst, *weight, *x, *norm, *up, *res, *bias;
     float eps;
     int64_t m, n, k;
-    uint32_t fuse; /* the kernels' FUSE: bit 0 norm, bit 1 glu, bit 2 residual */
-    nu_binding bind[6];
-    uint32_t first[6];
+    uint32_t fuse; /* the kernels' FUSE: bit 0 norm, 1 glu, 2 residual, 3 GELU (the GLU's), 4 bias */
+    nu__mv_knobs knobs;
+    nu_binding bind[7];
+    uint32_t first[7];
 } mv_call;
 #define MV_NORM 1u
 #define MV_GLU 2u
 #define MV_RESID 4u
+#define MV_GELU 8u
+#define MV_BIAS 16u
 /* The weight rows a row group loads per row it computes: gate and up with a GLU. */
 #define MV_WEIGHTS(fuse) ((fuse) & MV_GLU ? 2u : 1u)
 
@@ -39,6 +45,7 @@ typedef struct mv_push {
     uint32_t n, k, first_w, w_row, w_col, first_x, x_row, x_col, first_dst;
     uint32_t first_up, up_row, up_col, first_g, g_col, first_res, res_row, res_col;
     float eps;
+    uint32_t first_bias, bias_col;
 } mv_push;
 
 /* The kernel's tuning knobs (its specialisation constants 4 to 6, and bit 0 of 7). */
@@ -85,65 +92,98 @@ static uint32_t auto_split(nu_device *d, const matvec_tune *t, int64_t m, int64_
     return 1;
 }
 
-/* NUVEC_MATVEC="local=L rows=R unroll=U subgroup=0|1 dot=0|1 groups=G split=S glurows=R" overrides
- * the defaults (for sweeping the knobs on a device without rebuilding, and for testing the float
- * path where the dot path applies); any key may be left out. dot=0 keeps block weights on the
- * float path; glurows the rows of fused products with a GLU (each row group loads its gate and up
- * rows: a GLU's best may be half the plain product's rows; not measured yet); the other knobs
- * apply to the path taken. */
-static bool env_wants_dot(void)
-{
-    const char *s = getenv("NUVEC_MATVEC");
-    return !s || !strstr(s, "dot=0");
-}
-
-int nu__matvec_knob(const char *key, const char *value, uint32_t *local, uint32_t *rows, uint32_t *unroll,
-                    uint32_t *groups, uint32_t *split, int *dot)
+int nu__matvec_knob(const char *key, const char *value, nu__mv_knobs *k)
 {
     uint32_t v;
     if (!strcmp(key, "local"))
-        return nu__op_knob_u32(value, 32, 1024, true, local);
+        return nu__op_knob_u32(value, 32, 1024, true, &k->local);
     if (!strcmp(key, "rows"))
-        return nu__op_knob_u32(value, 1, 8, false, rows);
+        return nu__op_knob_u32(value, 1, 8, false, &k->rows);
     if (!strcmp(key, "unroll"))
-        return nu__op_knob_u32(value, 1, 8, false, unroll);
-    if (!strcmp(key, "groups"))
-        return nu__op_knob_u32(value, 0, 65535, false, groups);
+        return nu__op_knob_u32(value, 1, 8, false, &k->unroll);
+    if (!strcmp(key, "groups")) { /* 0: as many as the rows need */
+        if (!nu__op_knob_u32(value, 0, 65535, false, &v))
+            return 0;
+        k->groups = v ? v : MV_GROUPS_ALL;
+        return 1;
+    }
     if (!strcmp(key, "split"))
-        return nu__op_knob_u32(value, 1, 32, true, split);
+        return nu__op_knob_u32(value, 1, 32, true, &k->split);
     if (!strcmp(key, "dot")) {
         if (!nu__op_knob_u32(value, 0, 1, false, &v))
             return 0;
-        *dot = v ? -1 : 0;
+        k->dot = v ? 1 : -1;
         return 1;
     }
     return -1;
 }
 
+/* NUVEC_MATVEC's keys beyond the shared ones. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
-    matvec_tune *t = ctx;
+    nu__mv_knobs *k = ctx;
     uint32_t v;
-    int common = nu__matvec_knob(key, value, &t->local, &t->rows, &t->unroll, &t->groups, &t->split, &t->dot);
+    int common = nu__matvec_knob(key, value, k);
     if (common >= 0)
         return common == 1;
-    if (!strcmp(key, "glurows"))
-        return nu__op_knob_u32(value, 0, 8, false, &t->glu_rows);
+    if (!strcmp(key, "glurows")) /* 0: as rows */
+        return nu__op_knob_u32(value, 0, 8, false, &k->glu_rows);
     if (!strcmp(key, "subgroup") && nu__op_knob_u32(value, 0, 1, false, &v))
-        return t->subgroup = v ? -1 : 0, true;
+        return k->subgroup = v ? 1 : -1, true;
     return false;
 }
 
-static nu_status env_tune(nu_device *d, const char *fn, matvec_tune *t)
+nu_status nu__matvec_tune_knobs(nu_device *d, const char *fn, const nu_matvec_tune *t, nu__mv_knobs *k)
 {
-    nu_status st = nu__op_env_knobs(d, fn, "NUVEC_MATVEC",
-                                    "local=32..1024 (a power of two), rows=1..8, unroll=1..8, subgroup=0|1, dot=0|1, "
-                                    "groups=0..65535, split=1..32 (a power of two), glurows=0..8 (0: as rows)",
-                                    apply_knob, t);
-    if (st == NU_OK && t->local > d->info.max_workgroup_size[0])
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NUVEC_MATVEC has local=%u; %s takes at most %u", fn, t->local,
-                        d->info.name, d->info.max_workgroup_size[0]);
-    return st;
+    static const nu_matvec_tune none;
+    if (!t)
+        t = &none;
+    memset(k, 0, sizeof *k);
+    bool pow2_local = !(t->local & (t->local - 1)), pow2_split = !(t->split & (t->split - 1));
+    const nu__op_field fields[6] = {
+        {"local", t->local, t->local >= 32 && t->local <= 1024 && pow2_local, "a power of two 32..1024"},
+        {"rows", t->rows, t->rows <= 8, "1..8"},
+        {"unroll", t->unroll, t->unroll <= 8, "1..8"},
+        {"groups", t->groups, t->groups <= 65535, "1..65535"},
+        {"split", t->split, t->split <= 32 && pow2_split, "a power of two 1..32"},
+        {"glu_rows", t->glu_rows, t->glu_rows <= 8, "1..8"},
+    };
+    nu_status st = nu__op_tune_check(d, fn, fields, 6);
+    if (st != NU_OK)
+        return st;
+    *k = (nu__mv_knobs){t->local, t->rows, t->unroll, t->groups, t->split, t->glu_rows,
+                        t->float_path ? -1 : 0, t->no_subgroup ? -1 : 0, t->prefetch ? 1 : 0};
+    return NU_OK;
+}
+
+/* desc->tune, then NUVEC_MATVEC over it. */
+static nu_status matvec_knobs(nu_device *d, const char *fn, const nu_matvec_tune *t, nu__mv_knobs *k)
+{
+    nu_status st = nu__matvec_tune_knobs(d, fn, t, k);
+    if (st != NU_OK)
+        return st;
+    return nu__op_env_knobs(d, fn, "NUVEC_MATVEC",
+                            "local=32..1024 (a power of two), rows=1..8, unroll=1..8, subgroup=0|1, dot=0|1, "
+                            "groups=0..65535, split=1..32 (a power of two), glurows=0..8 (0: as rows)",
+                            apply_knob, k);
+}
+
+/* The knobs given (desc->tune, NUVEC_MATVEC) over a kernel's defaults, and the workgroup checked
+ * against the device. */
+static nu_status take_knobs(const mv_call *a, matvec_tune *t)
+{
+    const nu__mv_knobs *k = &a->knobs;
+    uint32_t *const to[5] = {&t->local, &t->rows, &t->unroll, &t->split, &t->glu_rows};
+    const uint32_t given[5] = {k->local, k->rows, k->unroll, k->split, k->glu_rows};
+    nu__op_tune_take(to, given, 5);
+    if (k->groups)
+        t->groups = k->groups == MV_GROUPS_ALL ? 0 : k->groups;
+    if (k->subgroup)
+        t->subgroup = k->subgroup > 0 ? -1 : 0;
+    if (t->local > a->d->info.max_workgroup_size[0])
+        return nu__fail(a->d, NU_ERROR_INVALID_ARGUMENT, "%s: local=%u threads a workgroup; %s takes at most %u", a->fn,
+                        t->local, a->d->info.name, a->d->info.max_workgroup_size[0]);
+    return NU_OK;
 }
 
 /* Whether view t's rows (dimension 0) all start 16-byte aligned in its binding and its last
@@ -159,7 +199,8 @@ static bool rows_aligned(const nu_tensor *t, uint32_t first)
 }
 
 /* The dot path's shared memory: x's blocks per row rounded up to a multiple of 64 (few pipelines
- * serve every K), 48 bytes a block and row (32 of 8-bit values, 16 of scales and sums). */
+ * serve every K), 52 bytes a block and row (32 of 8-bit values, 4 of its step, 16 of its groups'
+ * sums). */
 static uint32_t dot_capacity_blocks(int64_t k) { return (uint32_t)((k / 32 + 63) / 64 * 64); }
 
 /* The dot path's shared memory: x's quantized rows, the partial sums of split row groups (one
@@ -169,7 +210,7 @@ static uint64_t dot_shared_bytes(int64_t m, int64_t k, uint32_t local, uint32_t 
 {
     uint64_t sums = split > 1 ? (local / 8) * rows * MV_WEIGHTS(fuse) * (uint64_t)m : 1;
     uint64_t squares = fuse & MV_NORM ? (uint64_t)m * dot_capacity_blocks(k) : 1;
-    return 48ull * (uint64_t)m * dot_capacity_blocks(k) + 4ull * (sums + squares);
+    return 52ull * (uint64_t)m * dot_capacity_blocks(k) + 4ull * (sums + squares);
 }
 
 /* Whether the dot path (kernels/matvec/matvec_dot.comp) takes block weights: a device with integer
@@ -198,7 +239,7 @@ static uint32_t weight_row(const nu_tensor *w)
     if (w->shape[0] <= 1)
         return 0;
     if (nu_dtype_block_elements(w->dtype) > 1)
-        return (uint32_t)(w->strides[0] / 32 * (nu_dtype_block_bytes(w->dtype) / 2));
+        return nu__op_block_halves(w, w->strides[0]);
     return (uint32_t)w->strides[0];
 }
 
@@ -211,7 +252,7 @@ static mv_push make_push(const mv_call *a)
     mv_push p = {(uint32_t)a->n, (uint32_t)a->k, a->first[1], weight_row(w),
                  !block && a->k > 1 ? (uint32_t)w->strides[1] : 0, a->first[2],
                  a->m > 1 ? (uint32_t)x->strides[0] : 0, a->k > 1 ? (uint32_t)x->strides[1] : 0, a->first[0],
-                 0, 0, 0, 0, 0, 0, 0, 0, 0.0f};
+                 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0};
     if (a->up) {
         p.first_up = a->first[4];
         p.up_row = weight_row(a->up);
@@ -227,6 +268,10 @@ static mv_push make_push(const mv_call *a)
         p.res_row = a->m > 1 ? (uint32_t)a->res->strides[0] : 0;
         p.res_col = a->n > 1 ? (uint32_t)a->res->strides[1] : 0;
     }
+    if (a->bias) {
+        p.first_bias = a->first[6];
+        p.bias_col = a->n > 1 ? (uint32_t)a->bias->strides[0] : 0;
+    }
     return p;
 }
 
@@ -239,7 +284,7 @@ static nu_status record_dot(nu_commands *c, const mv_call *a)
     int64_t m = a->m, n = a->n, k = a->k;
     matvec_tune tune = default_dot_tune();
     nu_status st;
-    if ((st = env_tune(d, fn, &tune)) != NU_OK)
+    if ((st = take_knobs(a, &tune)) != NU_OK)
         return st;
     if ((a->fuse & MV_GLU) && tune.glu_rows)
         tune.rows = tune.glu_rows;
@@ -258,13 +303,13 @@ static nu_status record_dot(nu_commands *c, const mv_call *a)
                         tune.local, tune.split, d->info.name, sg);
     uint32_t flags = (rows_aligned(a->x, a->first[2]) ? 4u : 0u) |
                      (a->norm && vector_aligned(a->norm, a->first[3]) ? 8u : 0u);
-    uint32_t constants[13] = {a->weight->dtype == NU_DTYPE_Q8_0 ? 4u : 5u, nu__op_dtype_code(a->x->dtype),
+    uint32_t constants[14] = {nu__op_dtype_code(a->weight->dtype), nu__op_dtype_code(a->x->dtype),
                               nu__op_dtype_code(a->dst->dtype), (uint32_t)m, tune.local, tune.rows, tune.unroll,
                               flags, dot_capacity_blocks(k), tune.split, a->fuse, code_or_f32(a->norm),
-                              code_or_f32(a->res)};
+                              code_or_f32(a->res), code_or_f32(a->bias)};
     mv_push push = make_push(a);
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, NU__K_matvec_dot, sizeof push, constants, 13, &kern)) != NU_OK)
+    if ((st = nu__op_kernel(d, NU__K_matvec_dot, sizeof push, constants, 14, &kern)) != NU_OK)
         return st;
     /* Row groups are spread over all the grid's subgroups. */
     uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
@@ -273,7 +318,7 @@ static nu_status record_dot(nu_commands *c, const mv_call *a)
     if (tune.groups && wanted > tune.groups)
         wanted = tune.groups;
     uint32_t groups[3] = {(uint32_t)(wanted > 65535 ? 65535 : wanted), 1, 1};
-    return nu_commands_dispatch(c, kern, groups, a->bind, 6, &push, sizeof push);
+    return nu_commands_dispatch(c, kern, groups, a->bind, 7, &push, sizeof push);
 }
 
 /* The float path's reduction memory (the shader's RED): a float per sum (ROWS x M products, twice
@@ -295,7 +340,7 @@ static nu_status record_float(nu_commands *c, const mv_call *a)
      * environment's knobs are taken as they are, and refused below where they do not fit). */
     while (tune.rows > 1 && float_shared_bytes(&tune, a->m, a->fuse, can_subgroup) > d->info.max_shared_memory)
         tune.rows /= 2;
-    if ((st = env_tune(d, a->fn, &tune)) != NU_OK)
+    if ((st = take_knobs(a, &tune)) != NU_OK)
         return st;
     if ((a->fuse & MV_GLU) && tune.glu_rows)
         tune.rows = tune.glu_rows;
@@ -303,24 +348,23 @@ static nu_status record_float(nu_commands *c, const mv_call *a)
     bool wvec = !block && rows_aligned(a->weight, a->first[1]) && (!a->up || rows_aligned(a->up, a->first[4]));
     uint32_t flags = (subgroup ? 1u : 0u) | (wvec ? 2u : 0u) | (rows_aligned(a->x, a->first[2]) ? 4u : 0u) |
                      (a->norm && vector_aligned(a->norm, a->first[3]) ? 8u : 0u);
-    nu_dtype wd = a->weight->dtype;
-    uint32_t wdt = wd == NU_DTYPE_Q8_0 ? 4u : wd == NU_DTYPE_Q4_0 ? 5u : nu__op_dtype_code(wd);
+    uint32_t wdt = nu__op_dtype_code(a->weight->dtype);
     uint64_t shared = float_shared_bytes(&tune, a->m, a->fuse, subgroup);
     if (shared > d->info.max_shared_memory || tune.local > d->info.max_workgroup_size[0] ||
         tune.local > d->info.max_workgroup_invocations)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, "%s: %u threads and %u rows a workgroup need more than %s offers",
                         a->fn, tune.local, tune.rows, d->info.name);
-    uint32_t constants[11] = {wdt, nu__op_dtype_code(a->x->dtype), nu__op_dtype_code(a->dst->dtype), (uint32_t)a->m,
+    uint32_t constants[12] = {wdt, nu__op_dtype_code(a->x->dtype), nu__op_dtype_code(a->dst->dtype), (uint32_t)a->m,
                               tune.local, tune.rows, tune.unroll, flags, a->fuse, code_or_f32(a->norm),
-                              code_or_f32(a->res)};
+                              code_or_f32(a->res), code_or_f32(a->bias)};
     mv_push push = make_push(a);
     nu_kernel *kern;
     /* A device without subgroup arithmetic must not see a module that declares it. */
-    if ((st = nu__op_kernel(d, subgroup ? NU__K_matvec_sg : NU__K_matvec, sizeof push, constants, 11, &kern)) != NU_OK)
+    if ((st = nu__op_kernel(d, subgroup ? NU__K_matvec_sg : NU__K_matvec, sizeof push, constants, 12, &kern)) != NU_OK)
         return st;
     uint32_t groups[3];
     nu__op_groups(((uint64_t)a->n + tune.rows - 1) / tune.rows, 1, groups);
-    return nu_commands_dispatch(c, kern, groups, a->bind, 6, &push, sizeof push);
+    return nu_commands_dispatch(c, kern, groups, a->bind, 7, &push, sizeof push);
 }
 
 static nu_status shape_of(nu_device *d, const char *fn, const char *name, const nu_tensor *t)
@@ -331,6 +375,19 @@ static nu_status shape_of(nu_device *d, const char *fn, const char *name, const 
     return NU_OK;
 }
 
+/* A 1-D float field (norm_weight [k], bias [n]) of `len` elements (`of`: whose length), not
+ * overlapping dst. */
+static nu_status check_vector(const mv_call *a, const char *name, const nu_tensor *t, int64_t len, const char *of)
+{
+    nu_status st = nu__op_check(a->fn, name, t, NU__OP_FLOAT);
+    if (st != NU_OK)
+        return st;
+    if (t->rank != 1 || t->shape[0] != len)
+        return nu__fail(a->d, NU_ERROR_INVALID_ARGUMENT, "%s: %s has rank %u and %lld elements; it must be [%lld] (%s)",
+                        a->fn, name, t->rank, (long long)(t->rank ? t->shape[0] : 1), (long long)len, of);
+    return nu__op_no_alias(a->fn, a->dst, name, t, false);
+}
+
 /* The desc's fields against the product's shapes (a->m, n, k set): what the contract requires of
  * each, and no overlap of dst with any input but residual's exact view. */
 static nu_status check_desc(mv_call *a, const nu_matvec_desc *desc)
@@ -339,21 +396,28 @@ static nu_status check_desc(mv_call *a, const nu_matvec_desc *desc)
     const char *fn = a->fn;
     nu_status st;
     if (desc->norm_weight) {
-        const nu_tensor *g = a->norm = desc->norm_weight;
-        if ((st = nu__op_check(fn, "norm_weight", g, NU__OP_FLOAT)) != NU_OK)
+        if ((st = check_vector(a, "norm_weight", desc->norm_weight, a->k, "x's k")) != NU_OK)
             return st;
-        if (g->rank != 1 || g->shape[0] != a->k)
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: norm_weight has rank %u and %lld elements; it must be "
-                            "[%lld] (x's k)", fn, g->rank, (long long)(g->rank ? g->shape[0] : 1), (long long)a->k);
         /* eps > 0: with eps 0 an all-zero row of x would divide by zero (a NaN or Inf row). */
         if (!(desc->norm_eps > 0) || !isfinite(desc->norm_eps))
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: norm_eps %g must be finite and > 0", fn,
                             (double)desc->norm_eps);
-        if ((st = nu__op_no_alias(fn, a->dst, "norm_weight", g, false)) != NU_OK)
-            return st;
+        a->norm = desc->norm_weight;
         a->eps = desc->norm_eps;
         a->fuse |= MV_NORM;
     }
+    if (desc->bias) {
+        if ((st = check_vector(a, "bias", desc->bias, a->n, "weight's n")) != NU_OK)
+            return st;
+        a->bias = desc->bias;
+        a->fuse |= MV_BIAS;
+    }
+    if ((unsigned)desc->glu >= NU_GLU_ACTIVATION_COUNT)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: glu %d is not a nu_glu_activation", fn, (int)desc->glu);
+    if (desc->glu && !desc->glu_up)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: glu (the activation) is set but glu_up is NULL (no GLU)", fn);
+    if (desc->glu == NU_GLU_GELU_TANH)
+        a->fuse |= MV_GELU;
     if (desc->glu_up) {
         const nu_tensor *u = a->up = desc->glu_up, *w = a->weight;
         if ((st = nu__op_check(fn, "glu_up", u, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA))) != NU_OK ||
@@ -424,13 +488,15 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
     /* Q4_0_SOA weights have their own kernel, fused forms included (src/ops/matvec_soa.c). */
     if (weight->dtype == NU_DTYPE_Q4_0_SOA)
         return nu__matvec_soa(c, d, dst, weight, x, desc);
+    if ((st = matvec_knobs(d, fn, desc ? &desc->tune : NULL, &a.knobs)) != NU_OK)
+        return st;
 
     if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &a.bind[0], &a.first[0])) != NU_OK ||
         (st = nu__op_bind(fn, weight, NU_ACCESS_READ, &a.bind[1], &a.first[1])) != NU_OK ||
         (st = nu__op_bind(fn, x, NU_ACCESS_READ, &a.bind[2], &a.first[2])) != NU_OK)
         return st;
-    const nu_tensor *fused[3] = {a.norm, a.up, a.res};
-    for (int i = 0; i < 3; i++) {
+    const nu_tensor *fused[4] = {a.norm, a.up, a.res, a.bias};
+    for (int i = 0; i < 4; i++) {
         a.bind[3 + i] = a.bind[2], a.first[3 + i] = 0; /* absent: x's binding, never read */
         if (fused[i] && (st = nu__op_bind(fn, fused[i], NU_ACCESS_READ, &a.bind[3 + i], &a.first[3 + i])) != NU_OK)
             return st;
@@ -439,7 +505,7 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
     /* The kernel for the weight's dtype: repacked dtypes' own kernels take over here, with the
      * call validated and bound; below, the two kernels of the float and block dtypes. */
     bool block = nu_dtype_block_elements(weight->dtype) > 1;
-    if (block && env_wants_dot() && dot_path_applies(d, m, k, a.fuse))
+    if (block && a.knobs.dot >= 0 && dot_path_applies(d, m, k, a.fuse))
         return record_dot(c, &a);
     return record_float(c, &a);
 }

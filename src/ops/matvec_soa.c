@@ -29,15 +29,39 @@ typedef struct soa_tune {
  * 12.99 / 23.55 / 19.30 for the first guess (512 threads, 264 workgroups, 4 runs, prefetch). */
 static soa_tune default_tune(void) { return (soa_tune){1024, 1, 2, 132, 0, -1, 0}; }
 
+/* NUVEC_MATVEC_SOA's keys: the shared ones and prefetch=0|1. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
-    soa_tune *t = ctx;
-    int common = nu__matvec_knob(key, value, &t->local, &t->rows, &t->unroll, &t->groups, &t->split, &t->dot);
+    nu__mv_knobs *k = ctx;
+    uint32_t v;
+    int common = nu__matvec_knob(key, value, k);
     if (common >= 0)
         return common == 1;
-    if (!strcmp(key, "prefetch"))
-        return nu__op_knob_u32(value, 0, 1, false, &t->prefetch);
+    if (!strcmp(key, "prefetch") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return k->prefetch = v ? 1 : -1, true;
     return false;
+}
+
+/* desc->tune, then NUVEC_MATVEC_SOA, over the defaults. */
+static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *t)
+{
+    nu__mv_knobs k;
+    nu_status st = nu__matvec_tune_knobs(d, FN, given, &k);
+    if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
+                                             "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
+                                             "split=1..32 (a power of two), prefetch=0|1, dot=0|1",
+                                             apply_knob, &k)) != NU_OK)
+        return st;
+    uint32_t *const to[4] = {&t->local, &t->rows, &t->unroll, &t->split};
+    const uint32_t knobs[4] = {k.local, k.rows, k.unroll, k.split};
+    nu__op_tune_take(to, knobs, 4);
+    if (k.groups)
+        t->groups = k.groups == MV_GROUPS_ALL ? 0 : k.groups;
+    if (k.dot)
+        t->dot = k.dot > 0 ? -1 : 0;
+    if (k.prefetch)
+        t->prefetch = k.prefetch > 0;
+    return NU_OK;
 }
 
 /* x's blocks a row in shared memory, rounded up to a multiple of 64 (few pipelines serve every K). */
@@ -87,7 +111,8 @@ static uint32_t auto_split(nu_device *d, const soa_tune *t, int64_t m, int64_t n
 }
 
 /* desc's tensors (matvec_soa.h): norm_weight [k] float and a positive finite eps, glu_up Q4_0_SOA of
- * weight's shape, residual [m, n] float; none of them overlapping dst but residual as dst itself. */
+ * weight's shape, residual [m, n] float; none of them overlapping dst but residual as dst itself
+ * (bias and glu: matvec.c's checks). */
 static nu_status check_desc(nu_device *d, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
                             const nu_matvec_desc *desc)
 {
@@ -145,14 +170,11 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": Q4_0_SOA weights need subgroup arithmetic and subgroups of at "
                         "least 8 threads, which %s lacks (keep Q4_0 weights there)", in->name);
     int64_t m = x->shape[0], k = x->shape[1], n = weight->shape[0];
-    bool norm = desc->norm_weight, glu = desc->glu_up, resid = desc->residual;
+    bool norm = desc->norm_weight, glu = desc->glu_up, resid = desc->residual, bias = desc->bias;
     uint32_t nw = glu ? 2 : 1;
 
     soa_tune tune = default_tune();
-    if ((st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
-                               "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
-                               "split=1..32 (a power of two), prefetch=0|1, dot=0|1",
-                               apply_knob, &tune)) != NU_OK)
+    if ((st = soa_knobs(d, &desc->tune, &tune)) != NU_OK)
         return st;
     uint32_t sg = in->subgroup_size;
     uint32_t ops = NU_SUBGROUP_ARITHMETIC | NU_SUBGROUP_SHUFFLE;
@@ -161,8 +183,8 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     if (tune.dot && shared_bytes(true, m, k, &tune, 1, nw, norm) > in->max_shared_memory)
         tune.dot = 0; /* x's quantized rows do not fit: the float path reads x from its binding */
     if (tune.local > in->max_workgroup_size[0] || tune.local > in->max_workgroup_invocations || tune.local % sg)
-        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": NUVEC_MATVEC_SOA's %u threads a workgroup do not suit %s "
-                        "(at most %u, subgroups of %u)", tune.local, in->name, in->max_workgroup_size[0], sg);
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": local=%u threads a workgroup do not suit %s (at most %u, "
+                        "subgroups of %u)", tune.local, in->name, in->max_workgroup_size[0], sg);
     if (!tune.split)
         tune.split = auto_split(d, &tune, m, n, k, nw, norm, tune.dot);
     if (tune.local % (sg * tune.split))
@@ -174,12 +196,12 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                         "shared memory; %s has %u", tune.local, tune.rows, tune.split, (unsigned long long)shared,
                         in->name, in->max_shared_memory);
 
-    /* Bindings: dst, weight, x, up, norm weight, residual; x stands in for the absent ones. */
-    const nu_tensor *ts[6] = {dst, weight, x, glu ? desc->glu_up : x, norm ? desc->norm_weight : x,
-                              resid ? desc->residual : x};
-    nu_binding bind[6];
-    uint32_t first[6];
-    for (int i = 0; i < 6; i++)
+    /* Bindings: dst, weight, x, up, norm weight, residual, bias; x stands in for the absent ones. */
+    const nu_tensor *ts[7] = {dst, weight, x, glu ? desc->glu_up : x, norm ? desc->norm_weight : x,
+                              resid ? desc->residual : x, bias ? desc->bias : x};
+    nu_binding bind[7];
+    uint32_t first[7];
+    for (int i = 0; i < 7; i++)
         if ((st = nu__op_bind(FN, ts[i], i ? NU_ACCESS_READ : NU_ACCESS_WRITE, &bind[i], &first[i])) != NU_OK)
             return st;
     /* uvec4 runs where both weights' first halves are 16-byte aligned (each row then is: K / 32 * 18
@@ -188,22 +210,25 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     bool xvec = (k == 1 || x->strides[1] == 1) && (uint64_t)first[2] * nu_dtype_size(x->dtype) % 16 == 0 &&
                 (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
     uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
-                     (tune.prefetch ? 32u : 0u);
-    uint32_t constants[11] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
+                     (tune.prefetch ? 32u : 0u) | (desc->glu == NU_GLU_GELU_TANH ? 64u : 0u) | (bias ? 128u : 0u);
+    uint32_t constants[12] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
                               tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
-                              norm ? nu__op_dtype_code(desc->norm_weight->dtype) : 0u};
+                              norm ? nu__op_dtype_code(desc->norm_weight->dtype) : 0u,
+                              bias ? nu__op_dtype_code(desc->bias->dtype) : 0u};
     struct {
         uint32_t n, k, first_w, w_row, first_up, first_x, x_row, x_col, first_dst, first_g, g_col, first_r, r_row,
             r_col;
         float eps;
-    } push = {(uint32_t)n, (uint32_t)k, first[1], (uint32_t)(k / 32 * 9), first[3], first[2],
+        uint32_t first_bias, bias_col;
+    } push = {(uint32_t)n, (uint32_t)k, first[1], nu__op_block_halves(weight, k), first[3], first[2],
               m > 1 ? (uint32_t)x->strides[0] : 0, (uint32_t)x->strides[1], first[0], first[4],
               norm ? (uint32_t)desc->norm_weight->strides[0] : 0, first[5],
               resid && m > 1 ? (uint32_t)desc->residual->strides[0] : 0,
-              resid ? (uint32_t)desc->residual->strides[1] : 0, norm ? desc->norm_eps : 0.0f};
+              resid ? (uint32_t)desc->residual->strides[1] : 0, norm ? desc->norm_eps : 0.0f, first[6],
+              bias && n > 1 ? (uint32_t)desc->bias->strides[0] : 0};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 11,
+    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 12,
                             &kern)) != NU_OK)
         return st;
     uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
@@ -212,5 +237,5 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     if (tune.groups && wanted > tune.groups)
         wanted = tune.groups;
     uint32_t groups[3] = {(uint32_t)(wanted > 65535 ? 65535 : wanted), 1, 1};
-    return nu_commands_dispatch(c, kern, groups, bind, 6, &push, sizeof push);
+    return nu_commands_dispatch(c, kern, groups, bind, 7, &push, sizeof push);
 }

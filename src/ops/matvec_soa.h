@@ -5,20 +5,33 @@
 
 #include "ops/op.h"
 
-/* Records dst = glu(x' weight^T) + residual (nuvec/ops.h: nu_op_matvec_fused; desc NULL or zero:
- * nu_op_matvec) for a Q4_0_SOA weight. The caller has made nu_op_matvec's checks (dtypes, ranks,
- * shapes, m <= 8, dst contiguous and not overlapping weight or x) and returned for an empty dst
- * or k = 0; this checks desc's tensors (norm_weight [k] float, norm_eps > 0 and finite; glu_up
- * Q4_0_SOA of weight's shape; residual [m, n] float, dst's own view or not overlapping it) and
- * the knobs of NUVEC_MATVEC_SOA. */
+/* Records dst = glu(x' weight^T + bias) + residual (nuvec/ops.h: nu_op_matvec_fused; desc NULL or
+ * zero: nu_op_matvec) for a Q4_0_SOA weight. The caller has made nu_op_matvec's checks (dtypes,
+ * ranks, shapes, m <= 8, dst contiguous and not overlapping weight or x; desc's fields) and
+ * returned for an empty dst or k = 0; this checks desc's tensors again (norm_weight [k] float,
+ * norm_eps > 0 and finite; glu_up Q4_0_SOA of weight's shape; residual [m, n] float, dst's own
+ * view or not overlapping it) and the knobs (desc->tune, then NUVEC_MATVEC_SOA over it). */
 nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, const nu_tensor *weight,
                          const nu_tensor *x, const nu_matvec_desc *desc);
 
-/* The knobs both matrix-vector hosts take (NUVEC_MATVEC in matvec.c, NUVEC_MATVEC_SOA here):
- * local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, split=1..32 (a power
- * of two), dot=0|1 (into *dot: -1 for 1, 0 for 0). Returns 1 when key is one of them and value
- * is good (the field set), 0 when the value is bad, -1 for another key. Defined in matvec.c. */
-int nu__matvec_knob(const char *key, const char *value, uint32_t *local, uint32_t *rows, uint32_t *unroll,
-                    uint32_t *groups, uint32_t *split, int *dot);
+/* The knobs given to a matrix-vector kernel (desc->tune, then its environment variable over it),
+ * each 0 where not given: the kernels' defaults then stand. */
+typedef struct nu__mv_knobs {
+    uint32_t local, rows, unroll;
+    uint32_t groups;   /* MV_GROUPS_ALL: as many workgroups as the rows need */
+    uint32_t split, glu_rows;
+    int dot;           /* 1: the dot path where it applies, -1: the float path */
+    int subgroup;      /* 1: subgroup arithmetic where the device has it, -1: never */
+    int prefetch;      /* Q4_0_SOA: 1 on, -1 off */
+} nu__mv_knobs;
+#define MV_GROUPS_ALL 0xffffffffu
+
+/* desc->tune's fields into *k, checked (a value outside its range fails, naming the field). */
+nu_status nu__matvec_tune_knobs(nu_device *d, const char *fn, const nu_matvec_tune *t, nu__mv_knobs *k);
+/* The keys both matrix-vector hosts' variables take (NUVEC_MATVEC in matvec.c, NUVEC_MATVEC_SOA
+ * here): local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535 (0: as many as
+ * the rows need), split=1..32 (a power of two), dot=0|1. Returns 1 when key is one of them and
+ * value is good (the field set), 0 when the value is bad, -1 for another key. Defined in matvec.c. */
+int nu__matvec_knob(const char *key, const char *value, nu__mv_knobs *k);
 
 #endif

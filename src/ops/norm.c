@@ -83,7 +83,8 @@ static nu_status norm(nu_commands *c, const char *fn, uint32_t mode, const nu_te
         (st = nu__op_bind(fn, mode == 3 ? sum : dst, NU_ACCESS_WRITE, &bind[4], &first[4])) != NU_OK)
         return st;
     nu__rows p;
-    nu__rows_plan(src, &p);
+    if ((st = nu__rows_plan(fn, src, NULL, &p)) != NU_OK)
+        return st;
     uint32_t vec = nu__rows_vec(src, first[1]) && nu__rows_vec(dst, first[0]) && nu__rows_vec(weight, first[2]) &&
                    nu__rows_vec(b, first[3]) && (mode != 3 || nu__rows_vec(sum, first[4]));
     if (mode == 1 && bias)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/array.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "exec/commands.h"
@@ -24,10 +25,19 @@ typedef struct op_kernel {
     nu_kernel *kernel;
 } op_kernel;
 
+/* The developer overrides' values (nu__op_env_knobs), each read once per device: the variable's
+ * name (the callers' string constants) and a copy of its value (NULL: unset). */
+typedef struct op_env {
+    const char *var;
+    char *value;
+} op_env;
+
 struct nu__ops {
     pthread_mutex_t lock;
     op_kernel *kernels;
     size_t count, capacity;
+    op_env *env;
+    size_t env_count, env_capacity;
 };
 
 nu_status nu__ops_init(nu_device *d)
@@ -48,6 +58,9 @@ void nu__ops_fini(nu_device *d)
     for (size_t i = 0; i < o->count; i++)
         nu_kernel_free(o->kernels[i].kernel);
     nu__free(o->kernels);
+    for (size_t i = 0; i < o->env_count; i++)
+        nu__free(o->env[i].value);
+    nu__free(o->env);
     pthread_mutex_destroy(&o->lock);
     nu__free(o);
     d->ops = NULL;
@@ -122,14 +135,11 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
     return st;
 }
 
-uint32_t nu__op_dtype_code(nu_dtype dtype)
+uint32_t nu__op_dtype_code(nu_dtype dtype) { return nu__dtype_code(dtype); }
+
+uint32_t nu__op_block_halves(const nu_tensor *t, int64_t stride)
 {
-    switch (dtype) {
-    case NU_DTYPE_F16: return 1;
-    case NU_DTYPE_BF16: return 2;
-    case NU_DTYPE_I32: return 3;
-    default: return 0;
-    }
+    return (uint32_t)((uint64_t)stride / nu_dtype_block_elements(t->dtype) * (nu_dtype_block_bytes(t->dtype) / 2));
 }
 
 static const char *dtype_list(uint32_t dtypes, char *buf, size_t size)
@@ -290,14 +300,38 @@ uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, in
     return aligned16 ? 1 : 0;
 }
 
+/* var's value as the device first read it, copied into buf (size bytes; "" where unset). */
+static nu_status env_value(nu_device *d, const char *var, char *buf, size_t size)
+{
+    struct nu__ops *o = d->ops;
+    buf[0] = 0;
+    pthread_mutex_lock(&o->lock);
+    size_t i = 0;
+    while (i < o->env_count && strcmp(o->env[i].var, var))
+        i++;
+    if (i == o->env_count) { /* the first use on this device: read it now, once */
+        const char *s = getenv(var);
+        char *copy = NULL;
+        if ((s && !(copy = nu__strdup(s))) || NU__GROW(o->env, o->env_capacity, o->env_count + 1, 8) != NU_OK) {
+            nu__free(copy);
+            pthread_mutex_unlock(&o->lock);
+            return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory reading %s", var);
+        }
+        o->env[o->env_count++] = (op_env){var, copy};
+    }
+    if (o->env[i].value)
+        snprintf(buf, size, "%s", o->env[i].value);
+    pthread_mutex_unlock(&o->lock);
+    return NU_OK;
+}
+
 nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const char *help,
                            bool (*apply)(void *ctx, const char *key, const char *value), void *ctx)
 {
-    const char *s = getenv(var);
-    if (!s || !*s)
-        return NU_OK;
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
+    nu_status st = env_value(d, var, buf, sizeof buf);
+    if (st != NU_OK || !buf[0])
+        return st;
     for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
         char *eq = strchr(tok, '=');
         bool ok;
@@ -322,4 +356,20 @@ bool nu__op_knob_u32(const char *value, uint32_t min, uint32_t max, bool pow2, u
         return false;
     *out = (uint32_t)v;
     return true;
+}
+
+nu_status nu__op_tune_check(nu_device *d, const char *fn, const nu__op_field *fields, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fields[i].value && !fields[i].ok)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: tune.%s is %u; it takes 0 (the default) or %s", fn,
+                            fields[i].name, fields[i].value, fields[i].range);
+    return NU_OK;
+}
+
+void nu__op_tune_take(uint32_t *const *to, const uint32_t *given, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (given[i])
+            *to[i] = given[i];
 }

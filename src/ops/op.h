@@ -30,13 +30,22 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
  * 16x16x16 F16 x F16 + F32 products at subgroup scope, and subgroups of at least `min_subgroup`. */
 bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup);
 
-/* The dtype codes the shaders take (kernels/ops.glsl): F32 0, F16 1, BF16 2, I32 3. */
+/* The dtype code the shaders take for `dtype` (kernels/ops.glsl's NU_F32 0, NU_F16 1, NU_BF16 2,
+ * NU_I32 3, ...: src/core/dtype.h's table, from which the shaders' header is generated). */
 uint32_t nu__op_dtype_code(nu_dtype dtype);
 
-/* Dtype sets for nu__op_check. */
-#define NU__OP_FLOAT ((1u << NU_DTYPE_F32) | (1u << NU_DTYPE_F16) | (1u << NU_DTYPE_BF16))
-#define NU__OP_BLOCK ((1u << NU_DTYPE_Q8_0) | (1u << NU_DTYPE_Q4_0))
+/* Dtype sets for nu__op_check. NU__OP_BLOCK: GGUF's block formats, which every op that reads
+ * blocks takes (decoded by kernels/quant.glsl); Q4_0_SOA (a repacked layout) is apart. */
 #define NU__OP_DTYPE(t) (1u << (t))
+#define NU__OP_FLOAT (NU__OP_DTYPE(NU_DTYPE_F32) | NU__OP_DTYPE(NU_DTYPE_F16) | NU__OP_DTYPE(NU_DTYPE_BF16))
+#define NU__OP_BLOCK                                                                            \
+    (NU__OP_DTYPE(NU_DTYPE_Q8_0) | NU__OP_DTYPE(NU_DTYPE_Q4_0) | NU__OP_DTYPE(NU_DTYPE_Q4_1) |   \
+     NU__OP_DTYPE(NU_DTYPE_Q5_0) | NU__OP_DTYPE(NU_DTYPE_Q5_1) | NU__OP_DTYPE(NU_DTYPE_Q4_K) |   \
+     NU__OP_DTYPE(NU_DTYPE_Q5_K) | NU__OP_DTYPE(NU_DTYPE_Q6_K) | NU__OP_DTYPE(NU_DTYPE_IQ4_NL) | \
+     NU__OP_DTYPE(NU_DTYPE_IQ4_XS))
+/* A stride of block tensor t (elements: a multiple of its block's) in 16-bit halves, as the
+ * shaders index blocks. */
+uint32_t nu__op_block_halves(const nu_tensor *t, int64_t stride);
 
 /* Checks what every op checks of one tensor: nu_tensor_check, a dtype in `dtypes`, its offset a
  * multiple of its element (or for block dtypes, 2 bytes), fewer than 2^32 elements, and the
@@ -77,16 +86,30 @@ uint32_t nu__op_vector_path(const nu_tensor *const *t, const uint32_t *first, in
  * workgroups (shaders loop with the grid's stride past that). */
 void nu__op_groups(uint64_t threads, uint32_t local, uint32_t groups[3]);
 
-/* Tuning knobs from the environment, for sweeps without a rebuild: `var` holds "key=value" pairs
- * (or bare words: value "") separated by spaces or commas. Each is handed to apply(ctx, key,
- * value), which sets the knob and returns true, or returns false for an unknown key or a bad
- * value: then this fails with NU_ERROR_INVALID_ARGUMENT, "fn: var has 'key=value'; it takes
- * <help>". NU_OK where var is unset or empty. Read at each call (the ops' knobs are for sweeps,
- * not for production). */
+/* Tuning knobs from the environment, the developer overrides of docs/knobs.md (sweeps without a
+ * rebuild): `var` holds "key=value" pairs (or bare words: value "") separated by spaces or commas.
+ * Each is handed to apply(ctx, key, value), which sets the knob and returns true, or returns false
+ * for an unknown key or a bad value: then this fails with NU_ERROR_INVALID_ARGUMENT, "fn: var has
+ * 'key=value'; it takes <help>". NU_OK where var is unset or empty. The variable is read once per
+ * device, at its first use there (`var` must be a string constant: it names the cache's entry),
+ * so a device's ops keep one setting and recording does not scan the environment. */
 nu_status nu__op_env_knobs(nu_device *d, const char *fn, const char *var, const char *help,
                            bool (*apply)(void *ctx, const char *key, const char *value), void *ctx);
 /* A knob's value: a decimal number in min..max (a power of two too when pow2). */
 bool nu__op_knob_u32(const char *value, uint32_t min, uint32_t max, bool pow2, uint32_t *out);
+
+/* A field of a desc's tune struct (nuvec/ops.h: zero is the default), for nu__op_tune_check. */
+typedef struct nu__op_field {
+    const char *name;  /* "local": named as tune.local */
+    uint32_t value;
+    bool ok;           /* whether a non-zero value is in range */
+    const char *range; /* "1..8" */
+} nu__op_field;
+/* NU_ERROR_INVALID_ARGUMENT for the first field whose value is not 0 and not ok: "fn: tune.name is
+ * value; it takes 0 (the default) or range". */
+nu_status nu__op_tune_check(nu_device *d, const char *fn, const nu__op_field *fields, int n);
+/* *to[i] = given[i] for each given[i] that is not 0 (a tune's fields over the defaults). */
+void nu__op_tune_take(uint32_t *const *to, const uint32_t *given, int n);
 
 /* The strides of `t` seen as 4 dimensions aligned at the last (padded in front with 0s); shape
  * likewise (padded with 1s). Values fit 32 bits (checked by nu__op_check). */

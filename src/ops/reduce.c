@@ -42,7 +42,8 @@ static nu_status reduce_rows(nu_commands *c, const char *fn, uint32_t op, const 
         (st = nu__op_bind(fn, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
         return st;
     nu__rows p;
-    nu__rows_plan(src, &p);
+    if ((st = nu__rows_plan(fn, src, NULL, &p)) != NU_OK)
+        return st;
     uint32_t constants[8] = {p.local, p.per_group, op, nu__op_dtype_code(src->dtype), nu__op_dtype_code(dst->dtype),
                              nu__rows_vec(src, first[1]), p.subgroup, p.unroll};
     rows_push push = {{0}, {0}, p.rows, p.n, first[1], first[0], 0};
@@ -88,7 +89,8 @@ nu_status nu_op_softmax(nu_commands *c, const nu_tensor *dst, const nu_tensor *s
         (st = nu__op_bind(fn, src, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK)
         return st;
     nu__rows p;
-    nu__rows_plan(src, &p);
+    if ((st = nu__rows_plan(fn, src, NULL, &p)) != NU_OK)
+        return st;
     uint32_t vec = nu__rows_vec(src, first[1]) && nu__rows_vec(dst, first[0]);
     uint32_t constants[7] = {p.local, p.per_group, nu__op_dtype_code(src->dtype), nu__op_dtype_code(dst->dtype), vec,
                              p.subgroup, p.unroll};

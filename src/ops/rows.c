@@ -8,9 +8,9 @@
  * the device has it and a team is a whole number of its largest subgroups, else through a
  * shared-memory tree.
  *
- * Tuning without rebuilding: NUVEC_OPS_ROWS="local=256,long_local=1024,long=16384,
- * min_team=32,unroll=2" (any of them; the values shown are the defaults) sets these for the
- * process's row ops. */
+ * A caller's nu_rows_tune sets these (zero fields: the defaults), and NUVEC_OPS_ROWS="local=256
+ * long_local=1024 long=16384 min_team=32 unroll=2" (any of them; the values shown are the
+ * defaults) overrides it for sweeps without a rebuild (docs/knobs.md). */
 #include "ops/rows.h"
 
 #include <stdio.h>
@@ -26,10 +26,6 @@
 #define NU__ROWS_MIN_TEAM 32u
 #define NU__ROWS_UNROLL 2u
 
-typedef struct rows_tuning {
-    uint32_t local, long_local, long_row, min_team, unroll;
-} rows_tuning;
-
 static uint32_t pow2_below(uint32_t v)
 {
     uint32_t p = 1;
@@ -38,34 +34,46 @@ static uint32_t pow2_below(uint32_t v)
     return p;
 }
 
-static void tuning(rows_tuning *t)
+/* NUVEC_OPS_ROWS's keys, each 1..4096 (unroll 1..8). */
+static bool apply_knob(void *ctx, const char *key, const char *value)
 {
-    *t = (rows_tuning){NU__ROWS_LOCAL, NU__ROWS_LOCAL_LONG, NU__ROWS_LONG, NU__ROWS_MIN_TEAM, NU__ROWS_UNROLL};
-    const char *env = getenv("NUVEC_OPS_ROWS");
-    if (!env)
-        return;
-    struct { const char *name; uint32_t *v; } keys[] = {{"local", &t->local}, {"long_local", &t->long_local},
-        {"long", &t->long_row}, {"min_team", &t->min_team}, {"unroll", &t->unroll}};
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", env);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq)
-            continue;
-        *eq = 0;
-        unsigned long v = strtoul(eq + 1, NULL, 10);
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-            if (strcmp(tok, keys[i].name) == 0 && v > 0 && v <= 4096)
-                *keys[i].v = (uint32_t)v;
-    }
+    nu_rows_tune *t = ctx;
+    struct { const char *name; uint32_t *v; uint32_t max; } keys[] = {{"local", &t->local, 4096},
+        {"long_local", &t->long_local, 4096}, {"long", &t->long_row, 1u << 30}, {"min_team", &t->min_team, 4096},
+        {"unroll", &t->unroll, 8}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strcmp(key, keys[i].name))
+            return nu__op_knob_u32(value, 1, keys[i].max, false, keys[i].v);
+    return false;
 }
 
-void nu__rows_plan(const nu_tensor *src, nu__rows *p)
+static nu_status tuning(nu_device *d, const char *op, const nu_rows_tune *given, nu_rows_tune *t)
+{
+    nu_rows_tune g = given ? *given : (nu_rows_tune){0, 0, 0, 0, 0};
+    const nu__op_field fields[5] = {{"local", g.local, g.local <= 4096, "1..4096"},
+                                    {"long_local", g.long_local, g.long_local <= 4096, "1..4096"},
+                                    {"long_row", g.long_row, g.long_row <= (1u << 30), "1..2^30"},
+                                    {"min_team", g.min_team, g.min_team <= 4096, "1..4096"},
+                                    {"unroll", g.unroll, g.unroll <= 8, "1..8"}};
+    nu_status st = nu__op_tune_check(d, op, fields, 5);
+    if (st != NU_OK)
+        return st;
+    *t = (nu_rows_tune){NU__ROWS_LOCAL, NU__ROWS_LOCAL_LONG, NU__ROWS_LONG, NU__ROWS_MIN_TEAM, NU__ROWS_UNROLL};
+    uint32_t *const to[5] = {&t->local, &t->long_local, &t->long_row, &t->min_team, &t->unroll};
+    const uint32_t taken[5] = {g.local, g.long_local, g.long_row, g.min_team, g.unroll};
+    nu__op_tune_take(to, taken, 5);
+    return nu__op_env_knobs(d, op, "NUVEC_OPS_ROWS", "local=, long_local=, min_team= (1..4096), long=1..2^30, unroll=1..8",
+                            apply_knob, t);
+}
+
+nu_status nu__rows_plan(const char *op, const nu_tensor *src, const nu_rows_tune *tune, nu__rows *p)
 {
     nu_device *d = src->buffer->device;
-    rows_tuning t;
-    tuning(&t);
+    nu_rows_tune t;
     memset(p, 0, sizeof *p);
+    nu_status st = tuning(d, op, tune, &t);
+    if (st != NU_OK)
+        return st;
     nu__op_dims4(src, p->shape, p->strides);
     p->n = p->shape[3];
     p->rows = (uint32_t)(nu_tensor_numel(src) / p->n);
@@ -93,6 +101,7 @@ void nu__rows_plan(const nu_tensor *src, nu__rows *p)
     uint32_t sg = d->info.max_subgroup_size ? d->info.max_subgroup_size : d->info.subgroup_size;
     p->subgroup = p->sg_module && sg && team % sg == 0;
     nu__op_groups(((uint64_t)p->rows + p->per_group - 1) / p->per_group, 1, p->groups);
+    return NU_OK;
 }
 
 bool nu__rows_vec(const nu_tensor *t, uint32_t first)

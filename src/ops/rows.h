@@ -20,8 +20,10 @@ typedef struct nu__rows {
     uint32_t groups[3];
 } nu__rows;
 
-/* The plan for src's rows on src's device (src checked, non-empty). */
-void nu__rows_plan(const nu_tensor *src, nu__rows *p);
+/* The plan for src's rows on src's device (src checked, non-empty), with tune's layout (NULL or
+ * zero fields: the defaults, nuvec/ops.h's nu_rows_tune), NUVEC_OPS_ROWS over it; a bad value of
+ * either fails, with op's name. */
+nu_status nu__rows_plan(const char *op, const nu_tensor *src, const nu_rows_tune *tune, nu__rows *p);
 /* Whether t's rows can be read with 16-byte loads from a binding in which its first element is
  * `first`: the last dimension contiguous, and every row's first element 16-byte aligned. */
 bool nu__rows_vec(const nu_tensor *t, uint32_t first);

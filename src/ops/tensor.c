@@ -108,8 +108,9 @@ nu_status nu_tensor_check(const nu_tensor *t, const char *what)
                             (long long)t->strides[t->rank - 1]);
         for (uint32_t i = 0; i + 1 < t->rank; i++)
             if (t->strides[i] % per)
-                return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a %s tensor's strides are multiples of %u",
-                                what, nu_dtype_name(t->dtype), per);
+                return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                                "%s: a %s tensor's strides are whole blocks, multiples of %u elements (dimension %u's "
+                                "is %lld)", what, nu_dtype_name(t->dtype), per, i, (long long)t->strides[i]);
     }
     /* Q4_0_SOA's layout is per row of the matrix (scales, then quants): only whole rows of a
      * rank-2 matrix whose rows hold whole groups of 8 blocks (16-byte aligned runs) are views of it. */
@@ -148,7 +149,7 @@ nu_status nu_tensor_slice(const nu_tensor *t, uint32_t dim, int64_t start, int64
     uint32_t per = nu_dtype_block_elements(t->dtype);
     int64_t skip = start * t->strides[dim];
     if (per > 1 && (skip % per || (dim == t->rank - 1 && length % per)))
-        return bad_view(t, "nu_tensor_slice", "a block dtype is sliced at whole blocks");
+        return bad_view(t, "nu_tensor_slice", "a block dtype is sliced at whole blocks (a view would split a block)");
     nu_tensor r = *t;
     uint32_t bytes = nu_dtype_block_bytes(t->dtype);
     r.offset += (uint64_t)(skip / per) * bytes;
@@ -223,8 +224,9 @@ nu_status nu_tensor_reshape(const nu_tensor *t, uint32_t rank, const int64_t *sh
     if (n != nu_tensor_numel(t))
         return bad_view(t, "nu_tensor_reshape", "the number of elements differs");
     nu_tensor r = nu_tensor_make(t->buffer, t->offset, t->dtype, rank, shape);
-    if (nu_dtype_block_elements(t->dtype) > 1 && shape[rank - 1] % 32)
-        return bad_view(t, "nu_tensor_reshape", "a block dtype's last dimension is a multiple of 32");
+    uint32_t per = nu_dtype_block_elements(t->dtype);
+    if (per > 1 && shape[rank - 1] % per)
+        return bad_view(t, "nu_tensor_reshape", "a block dtype's last dimension is a whole number of its blocks");
     *out = r;
     return NU_OK;
 }
