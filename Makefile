@@ -8,9 +8,11 @@
 #   make bench    the benchmarks (bench/, `nuvec bench ...`)
 #   make install  cmake --install (PREFIX=/usr/local)
 
+# npm: Debian's package only where no npm is on PATH (NodeSource's nodejs carries its own).
 PACKAGES := cmake make gcc libc6-dev pkg-config python3 libvulkan1 libvulkan-dev mesa-vulkan-drivers \
-            vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd \
-            clang libclang-rt-14-dev g++ python3 patch xz-utils debian-archive-keyring
+            vulkan-validationlayers glslc libcjson-dev libcmocka-dev librenderdoc-dev renderdoccmd libpcre2-dev \
+            clang libclang-rt-14-dev g++ python3 patch xz-utils debian-archive-keyring \
+            libmicrohttpd-dev chromium nodejs python3-jinja2
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
@@ -25,7 +27,8 @@ all: build
 
 deps:
 	@missing=$$(for p in $(PACKAGES); do \
-	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done; \
+	    command -v npm >/dev/null || echo npm); \
 	if [ -n "$$missing" ]; then \
 	    echo "make: installing Debian packages:" $$missing; \
 	    $(SUDO) apt-get update -qq && \
@@ -65,7 +68,7 @@ tsan: deps build-tsan/CMakeCache.txt
 # Fuzzing: one libFuzzer target per parser of untrusted input (fuzz/fuzz_<target>.c, seeds in
 # fuzz/corpus/<target>/, an optional fuzz/<target>.dict). Corpora and crash reproducers stay
 # under build-fuzz/ (the seeds are copied there). `make fuzz FUZZ_TARGETS=kernel` runs one.
-FUZZ_TARGETS ?= safetensors gguf kernel llm_tokenizer
+FUZZ_TARGETS ?= safetensors gguf kernel llm_tokenizer llm_template serve_request
 FUZZ_RUNS ?= 10000000
 FUZZ_SMOKE_SECONDS ?= 30
 FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

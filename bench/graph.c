@@ -23,7 +23,7 @@
  *   launch CPU   nu_graph_launch of the chain (one submission) against vkQueueSubmit of the
  *                recorded chain; also launches of the chain plus one axpy_f32 whose alpha is a
  *                parameter changed before each launch (read from memory; and with
- *                NUVEC_GRAPH_RERECORD, the copy recorded anew), and launches after a slot was
+ *                NU_GRAPH_PARAMS_RECORDED, the copy recorded anew), and launches after a slot was
  *                rebound (the copy recorded anew: the slow path of slots)
  *   GPU time     timestamps at both ends of the command buffer, per dispatch (chain, independent)
  *                and per layer; per step for the persistent chains (nuvec only: it has no
@@ -40,7 +40,7 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "exec/graph.h"
+#include "exec/launch.h"
 #include "ops/grid.h"
 #include "memory/buffer.h"
 #include "kernel/kernel.h"
@@ -245,7 +245,7 @@ static bool setup(bench *b)
 
 /* ---- nuvec ------------------------------------------------------------------------------ */
 
-static nu_status build_graph(bench *b, int q)
+static nu_status build_graph(bench *b, int q, const nu_graph_options *options)
 {
     program *p = &b->p[q];
     nu_commands *c;
@@ -265,7 +265,7 @@ static nu_status build_graph(bench *b, int q)
         st = nu_commands_dispatch(c, b->k[o->kernel], groups, bind, (uint32_t)arity(o), &count, sizeof count);
     }
     if (st == NU_OK)
-        st = nu_graph_new(c, &p->graph);
+        st = nu_graph_new_with(c, options, &p->graph);
     if (st != NU_OK)
         nu_commands_free(c);
     else if (nu_graph_level_count(p->graph) != p->levels) {
@@ -277,12 +277,10 @@ static nu_status build_graph(bench *b, int q)
 }
 
 /* The chain and one more node, y += alpha x, with alpha a parameter: read from memory, or
- * (`rerecord`, NUVEC_GRAPH_RERECORD) recorded, so that a change records the copy anew. */
+ * (`rerecord`, NU_GRAPH_PARAMS_RECORDED) recorded, so that a change records the copy anew. */
 static nu_status build_param_graph(bench *b, bool rerecord, nu_graph **out)
 {
     *out = NULL;
-    if (rerecord)
-        setenv("NUVEC_GRAPH_RERECORD", "1", 1);
     nu_commands *c;
     nu_status st = nu_graph_record(b->d, &c);
     const program *p = &b->p[P_CHAIN];
@@ -304,12 +302,11 @@ static nu_status build_param_graph(bench *b, bool rerecord, nu_graph **out)
         st = nu_commands_dispatch(c, b->axpy, groups, bind, 2, &push, sizeof push);
     if (st == NU_OK)
         st = nu_graph_param(c, 0, 4, &param);
+    nu_graph_options options = {.params = rerecord ? NU_GRAPH_PARAMS_RECORDED : NU_GRAPH_PARAMS_FROM_MEMORY};
     if (st == NU_OK)
-        st = nu_graph_new(c, out);
+        st = nu_graph_new_with(c, &options, out);
     if (st != NU_OK)
         nu_commands_free(c);
-    if (rerecord)
-        unsetenv("NUVEC_GRAPH_RERECORD");
     return st;
 }
 
@@ -528,7 +525,7 @@ static bool measure(bench *b)
     if (!measure_persistent(b, 0, 1) || (b->grid_groups > 1 && !measure_persistent(b, 1, b->grid_groups)))
         return false;
     for (int q = 0; q < PROGRAMS; q++) {
-        nu_status st = build_graph(b, q);
+        nu_status st = build_graph(b, q, NULL);
         if (st != NU_OK) {
             fail("building a graph", st);
             return false;
@@ -571,13 +568,11 @@ static bool measure(bench *b)
     b->launch_rebind_cpu = bench_median(b->samples, b->reps);
     if (!check(b, P_CHAIN, "nuvec (rebound)"))
         return false;
-    /* Rebinding through descriptor sets (NUVEC_GRAPH_SETS=1), where the device has them. */
+    /* Rebinding through descriptor sets (NU_GRAPH_SLOTS_SETS), where the device has them. */
     b->launch_rebind_sets_cpu = -1;
     if (b->d->has_update_after_bind) {
         nu_graph *keep = chain->graph;
-        setenv("NUVEC_GRAPH_SETS", "1", 1);
-        nu_status st = build_graph(b, P_CHAIN);
-        unsetenv("NUVEC_GRAPH_SETS");
+        nu_status st = build_graph(b, P_CHAIN, &(nu_graph_options){.slots = NU_GRAPH_SLOTS_SETS});
         for (int r = -4; r < b->reps && st == NU_OK; r++) {
             st = nu_graph_bind(chain->graph, b->slot_one, b->b[r & 1 ? B_ONE : B_ONE2], 0);
             uint64_t t0 = bench_now_ns();

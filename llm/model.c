@@ -1,6 +1,6 @@
 /* model.c: the model's public calls (nuvec_llm.h's Model section) over its parts: the source
  * (llm/source/: the file or folder), the architecture (llm/arch/), the weights (weights.c), the KV
- * cache (kv_cache.c), the tokenizer (vocab.c) and the runner (runner.c, over the blocks). Opening
+ * cache (kv_cache.c), the tokenizer (llm/tokenizer/) and the runner (runner.c, over the blocks). Opening
  * goes in that order; each part is checked before the next moves anything to the device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include "kv_cache.h"
 #include "runner.h"
 #include "source/source.h"
-#include "vocab.h"
+#include "tokenizer/readers.h"
 #include "weights.h"
 
 struct nu_llm_model {
@@ -209,17 +209,19 @@ static void peak_end(nu_llm_model *m, uint64_t *into)
         *into = nu_memory_peak(m->dev);
 }
 
-/* The tokenizer is optional: without a usable one the model runs on token ids (the note says why). */
+/* The tokenizer is optional: without a usable one the model runs on token ids (the note says why).
+ * A vocabulary with more ids than the model's embedding rows would feed ids the model refuses. */
 static void open_tokenizer(nu_llm_model *m)
 {
     const nu_gguf *g = nu_llm__source_gguf(m->src);
-    nu_status st;
-    if (g) {
-        st = nu_llm__vocab_gguf(g, m->dev, m->hp.cfg.bos, m->hp.cfg.eos, &m->tok);
-    } else {
-        char file[1200];
-        snprintf(file, sizeof file, "%s/tokenizer.json", nu_llm__source_path(m->src));
-        st = nu_llm__vocab_hf(file, m->hp.cfg.bos, m->hp.cfg.eos, &m->tok);
+    nu_status st = g ? nu_llm__tokenizer_from_gguf(g, &m->tok)
+                     : nu_llm__tokenizer_from_folder(nu_llm__source_path(m->src), &m->tok);
+    if (st == NU_OK && nu_llm_tokenizer_count(m->tok) > m->hp.cfg.vocab) {
+        nu_llm__fail(NU_ERROR_FORMAT, "the tokenizer has %u tokens; the model's embedding has %u rows",
+                     nu_llm_tokenizer_count(m->tok), m->hp.cfg.vocab);
+        nu_llm_tokenizer_free(m->tok);
+        m->tok = NULL;
+        st = NU_ERROR_FORMAT;
     }
     if (st != NU_OK)
         snprintf(m->tok_note, sizeof m->tok_note, "%s", nu_llm_error_message());

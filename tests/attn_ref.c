@@ -8,6 +8,12 @@
 
 double nt_attn_v_tolerance = 1.0 / 8192.0;
 
+nu_status nt_record_attention(nu_commands *c, void *arg)
+{
+    nt_attn_call *a = arg;
+    return nu_op_attention(c, a->dst, a->q, a->k, a->v, a->desc);
+}
+
 void nt_attn_row(const nt_attn *a, int64_t t, int64_t *slot, int64_t *lo, int64_t *hi)
 {
     const nu_attention_desc *d = a->desc;

@@ -7,6 +7,13 @@
 
 #include "ops_util.h"
 
+/* One nu_op_attention for nt_run (nt_record_attention's arg). */
+typedef struct nt_attn_call {
+    const nu_tensor *dst, *q, *k, *v;
+    const nu_attention_desc *desc;
+} nt_attn_call;
+nu_status nt_record_attention(nu_commands *c, void *arg);
+
 /* What the reference attends: q [tokens, hq, D], k and v [slots, positions, hkv, D] (row-major
  * values), desc's form, scale, window and softcap, and for the per-row form (desc->positions set)
  * the positions' and slots' contents (slot NULL: slot 0). */

@@ -34,7 +34,6 @@ LLM_RANKS = {
     "source": 1,      # file formats: GGUF files, Hugging Face folders
     "tokenizer": 1,   # the tokenizers behind one opaque type, their vocabulary readers
     "sampler": 1,
-    "vocab": 2,       # a model's files' vocabularies
     "chat": 2,        # chat templates
     "arch/arch": 3,   # what an architecture is (roles, hyperparameters), the registry
     "weights": 4,     # the roster's tensors on the device

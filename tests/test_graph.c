@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/graph.h"
+#include "exec/launch.h"
 #include "exec/submission.h"
 #include "vk/device.h"
 
@@ -90,6 +90,16 @@ static nu_graph *build(nu_commands *c)
     return g;
 }
 
+static nu_graph *build_with(nu_commands *c, const nu_graph_options *o)
+{
+    nu_graph *g;
+    NT_OK(nu_graph_new_with(c, o, &g));
+    return g;
+}
+
+/* Whether the developer override of the whole run takes every slow path (docs/knobs.md). */
+static bool rerecord_run(void) { return getenv("NUVEC_GRAPH_RERECORD") != NULL; }
+
 static void launch_many_times(void **state)
 {
     nu_buffer *x = floats(1, 1), *y = floats(0, 0), *z = floats(0, 0);
@@ -147,7 +157,9 @@ static void independent_nodes_share_a_level(void **state)
     nu_buffer_free(sum);
 }
 
-static void parameters_change_per_launch(void **state)
+/* One graph, y = 0 then y += alpha x, with alpha a parameter: `recorded` says whether its push
+ * constants are recorded (a change encodes the launched copy anew) or read from memory. */
+static void parameters_pass(const nu_graph_options *o, bool recorded)
 {
     nu_buffer *x = floats(1, 1), *y = floats(0, 0);
     nu_commands *c;
@@ -163,7 +175,7 @@ static void parameters_change_per_launch(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_param(c, 0, 0, &p));
     NT_OK(nu_graph_param(c, 0, 4, &p)); /* alpha */
     assert_int_equal(p, 0);
-    nu_graph *g = build(c);
+    nu_graph *g = build_with(c, o);
     float alpha = 1;
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_set_param(g, 0, &alpha, 8));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_set_param(g, 1, &alpha, 4));
@@ -175,20 +187,61 @@ static void parameters_change_per_launch(void **state)
         NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
         expect_floats(y, alpha, alpha);
     }
-    /* Read from memory: each copy was recorded once (recorded push constants: at every change). */
-    if (!getenv("NUVEC_GRAPH_RERECORD"))
-        assert_int_equal(nu__graph_recordings(g), 3);
-    /* The same value again records nothing anew. */
+    /* Read from memory: each copy was encoded once; recorded push constants: at every change. */
+    assert_int_equal(nu__graph_recordings(g), recorded ? 5 : 3);
+    /* The same value again encodes nothing anew. */
     uint64_t before = nu__graph_recordings(g);
     NT_OK(nu_graph_set_param(g, p, &alpha, sizeof alpha));
     for (int i = 0; i < 3; i++)
         NT_OK(nu_graph_launch(g));
     NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
-    assert_true(nu__graph_recordings(g) <= before + 2); /* at most the copies not recorded at 5 */
+    assert_true(nu__graph_recordings(g) <= before + 2); /* at most the copies not encoded at 5 */
     expect_floats(y, 5, 5);
     NT_OK(nu_graph_free(g));
     nu_buffer_free(x);
     nu_buffer_free(y);
+}
+
+/* Without the level pass (NU_GRAPH_SCHEDULE_IN_ORDER) a graph keeps its recording's order with
+ * a command buffer's barriers: a node independent of the last level does not move up. */
+static void in_order_schedule(void **state)
+{
+    nu_buffer *a = floats(1, 0), *b = floats(0, 0), *c1 = floats(0, 0), *d1 = floats(0, 0), *x = floats(2, 0);
+    nu_graph_options in_order = {.schedule = NU_GRAPH_SCHEDULE_IN_ORDER};
+    const nu_graph_options *ways[2] = {NULL, &in_order};
+    for (int w = 0; w < 2; w++) {
+        nu_commands *c;
+        NT_OK(nu_graph_record(dev, &c));
+        rec_add(c, a, x, x);   /* a = 4:                   level 0 */
+        rec_add(c, c1, a, x);  /* c = a + 2 = 6:           level 1 */
+        rec_add(c, b, x, x);   /* b = 4: levels 0, in order 1 (after the barrier) */
+        rec_add(c, d1, b, x);  /* d = b + 2 = 6: levels 1, in order 2 */
+        nu_graph *g = build_with(c, ways[w]);
+        assert_int_equal(nu_graph_node_count(g), 4);
+        assert_int_equal(nu_graph_level_count(g), w ? 3 : 2);
+        for (int i = 0; i < 3; i++)
+            NT_OK(nu_graph_launch(g));
+        NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        expect_floats(c1, 6, 0);
+        expect_floats(d1, 6, 0);
+        NT_OK(nu_graph_free(g));
+    }
+    nu_buffer *all[] = {a, b, c1, d1, x};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        nu_buffer_free(all[i]);
+}
+
+static void parameters_change_per_launch(void **state)
+{
+    parameters_pass(NULL, rerecord_run());
+    parameters_pass(&(nu_graph_options){.params = NU_GRAPH_PARAMS_FROM_MEMORY}, rerecord_run());
+    parameters_pass(&(nu_graph_options){.params = NU_GRAPH_PARAMS_RECORDED}, true);
+    /* The developer override wins over the options. */
+    if (!rerecord_run()) {
+        setenv("NUVEC_GRAPH_RERECORD", "1", 1);
+        parameters_pass(&(nu_graph_options){.params = NU_GRAPH_PARAMS_FROM_MEMORY}, true);
+        unsetenv("NUVEC_GRAPH_RERECORD");
+    }
 }
 
 /* A kernel-library op's push constant (nu_op_unary's alpha, bytes 12..15) as a parameter: its
@@ -213,14 +266,14 @@ static void op_parameter(void **state)
             expect_floats(y, alpha, alpha);
         }
     }
-    if (!getenv("NUVEC_GRAPH_RERECORD"))
+    if (!rerecord_run())
         assert_true(nu__graph_recordings(g) <= 3);
     NT_OK(nu_graph_free(g));
     nu_buffer_free(x);
     nu_buffer_free(y);
 }
 
-static void slots_rebind_pass(bool sets)
+static void slots_rebind_pass(const nu_graph_options *o, bool sets)
 {
     nu_buffer *a = floats(1, 1), *b = floats(10, 0), *z = floats(0, 0);
     nu_buffer *z1 = floats(0, 0), *z2 = floats(0, 0), *small, *big;
@@ -236,7 +289,7 @@ static void slots_rebind_pass(bool sets)
     assert_int_equal(sz, 0);
     assert_int_equal(sa, 1);
     assert_int_equal(again, 0);
-    nu_graph *g = build(c);
+    nu_graph *g = build_with(c, o);
     for (int i = 0; i < 6; i++) {
         NT_OK(nu_graph_bind(g, sz, i % 2 ? z2 : z1, 0));
         NT_OK(nu_graph_bind(g, sa, i % 3 ? a : b, 0));
@@ -249,9 +302,8 @@ static void slots_rebind_pass(bool sets)
     }
     expect_floats(z, 0, 0); /* never launched with its first binding */
     /* Rebound through descriptor sets where the device updates them after bind (each copy
-     * recorded once), else recorded again. */
-    if (sets)
-        assert_int_equal(nu__graph_recordings(g), 3);
+     * encoded once), else encoded again (at each of the 6 launches: a slot changed each time). */
+    assert_int_equal(nu__graph_recordings(g), sets ? 3 : 6);
     /* A larger buffer at an aligned offset fits. */
     size_t align = 256;
     NT_OK(nu_graph_bind(g, sz, big, align));
@@ -277,14 +329,19 @@ static void slots_rebind_pass(bool sets)
 
 static void slots_rebind(void **state)
 {
-    slots_rebind_pass(false);
-    /* Descriptor sets updated after bind (opt-in: NUVEC_GRAPH_SETS=1), where the device has them. */
-    if (dev_update_after_bind() && !getenv("NUVEC_GRAPH_RERECORD")) {
+    bool sets_override = getenv("NUVEC_GRAPH_SETS") && !rerecord_run() && dev_update_after_bind();
+    slots_rebind_pass(NULL, sets_override);
+    /* Descriptor sets updated after bind (opt-in), where the device has them: else the option
+     * falls back to encoding again. */
+    bool sets = dev_update_after_bind() && !rerecord_run();
+    if (!sets)
+        print_message("no UPDATE_AFTER_BIND storage buffers here: slots rebind by encoding again only\n");
+    slots_rebind_pass(&(nu_graph_options){.slots = NU_GRAPH_SLOTS_SETS}, sets);
+    if (dev_update_after_bind() && !rerecord_run()) {
+        /* And the developer override asks for them without the option. */
         setenv("NUVEC_GRAPH_SETS", "1", 1);
-        slots_rebind_pass(true);
+        slots_rebind_pass(NULL, true);
         unsetenv("NUVEC_GRAPH_SETS");
-    } else {
-        print_message("no UPDATE_AFTER_BIND storage buffers here: slots rebind by recording again only\n");
     }
 }
 
@@ -424,6 +481,18 @@ static void misuse(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_slot(c, NULL, &slot));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_slot(c, x, NULL));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new(c, NULL));
+    /* Unknown options: refused, the recording left as it was (it builds after). */
+    NT_OK(nu_commands_fill(c, x, 0, 16, 2));
+    g = (nu_graph *)1;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new_with(c, &(nu_graph_options){.params = 3}, &g));
+    assert_null(g);
+    assert_non_null(strstr(nu_error_message(NULL), "unknown options"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new_with(c, &(nu_graph_options){.slots = -1}, &g));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new_with(c, &(nu_graph_options){.schedule = 3}, &g));
+    NT_OK(nu_graph_new_with(c, &(nu_graph_options){0}, &g));
+    assert_int_equal(nu_graph_node_count(g), 1);
+    NT_OK(nu_graph_free(g));
+    NT_OK(nu_graph_record(dev, &c));
     NT_OK(nu_commands_free(c)); /* freed unbuilt */
     /* An empty graph launches and does nothing. */
     NT_OK(nu_graph_record(dev, &c));
@@ -612,7 +681,7 @@ static void check_pool(int program, int step)
     }
 }
 
-static void random_graphs(uint64_t seed)
+static void random_graphs(uint64_t seed, const nu_graph_options *o)
 {
     for (int p = 0; p < POOL; p++) {
         NT_OK(nu_buffer_new(dev, W * 4, p % 3 == 0 ? NU_STORAGE_PRIVATE : NU_STORAGE_SHARED, &pool[p]));
@@ -636,7 +705,7 @@ static void random_graphs(uint64_t seed)
         for (int s = 0; s < slots; s++)
             NT_OK(nu_graph_slot(c, pool[bound[s]], &slot_ids[s]));
         record_nodes(c, nodes, count, bound);
-        nu_graph *g = build(c);
+        nu_graph *g = build_with(c, o);
         for (int step = 0; step < STEPS; step++) {
             int what = (int)(nt_rand(&seed) % 4);
             if (what == 0) {
@@ -675,12 +744,11 @@ static void random_graphs(uint64_t seed)
 
 static void random_graphs_against_a_model(void **state)
 {
-    random_graphs(12345);
-    if (dev_update_after_bind() && !getenv("NUVEC_GRAPH_RERECORD")) { /* slots through descriptor sets */
-        setenv("NUVEC_GRAPH_SETS", "1", 1);
-        random_graphs(777);
-        unsetenv("NUVEC_GRAPH_SETS");
-    }
+    random_graphs(12345, NULL);
+    /* Without the level pass: the same programs' results in the recording's order. */
+    random_graphs(12345, &(nu_graph_options){.schedule = NU_GRAPH_SCHEDULE_IN_ORDER});
+    if (dev_update_after_bind() && !rerecord_run()) /* slots through descriptor sets */
+        random_graphs(777, &(nu_graph_options){.slots = NU_GRAPH_SLOTS_SETS});
 }
 
 int main(void)
@@ -688,6 +756,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(launch_many_times),
         cmocka_unit_test(independent_nodes_share_a_level),
+        cmocka_unit_test(in_order_schedule),
         cmocka_unit_test(parameters_change_per_launch),
         cmocka_unit_test(op_parameter),
         cmocka_unit_test(slots_rebind),

@@ -117,6 +117,68 @@ static void a_failed_add_changes_nothing(void **state)
     nu__hazards_fini(&h);
 }
 
+/* By levels (a graph's schedule): a command goes one above the highest command it conflicts
+ * with, whatever was recorded in between; independent commands share a level. */
+static uint32_t level(nu__hazards *h, const nu__access *a, uint32_t n)
+{
+    uint32_t l = 99;
+    assert_int_equal(nu__hazards_level(h, a, n, &l), NU_OK);
+    return l;
+}
+
+static void levels_follow_conflicts_only(void **state)
+{
+    nu__hazards h;
+    nu__hazards_init(&h);
+    nu__access wa = acc(1, 0, 64, true), ra = acc(1, 0, 64, false), wb = acc(2, 0, 64, true);
+    nu__access rb = acc(2, 0, 64, false), wc = acc(3, 0, 64, true);
+    assert_int_equal(level(&h, &wa, 1), 0);  /* a = ... */
+    assert_int_equal(level(&h, &ra, 1), 1);  /* ... = a: after the write */
+    assert_int_equal(level(&h, &ra, 1), 1);  /* read after read: the same level */
+    assert_int_equal(level(&h, &wb, 1), 0);  /* independent of all before it: level 0 again */
+    assert_int_equal(level(&h, &wa, 1), 2);  /* write after the reads at level 1 */
+    nu__access both[2] = {rb, wc};
+    assert_int_equal(level(&h, both, 2), 1); /* reads b (written at 0), writes c (new) */
+    assert_int_equal(level(&h, &wc, 1), 2);  /* write after write */
+    /* Disjoint bytes of a piece, and other pieces' same offsets, order nothing. */
+    nu__access far = acc(1, 64, 128, true), other = acc(9, 0, 64, true);
+    assert_int_equal(level(&h, &far, 1), 0);
+    assert_int_equal(level(&h, &other, 1), 0);
+    assert_int_equal(h.barriers, 0); /* levels are no barriers: the schedule places them */
+    nu__hazards_fini(&h);
+}
+
+/* Accesses made redundant by a later one covering them are dropped, and what a later command
+ * conflicts with is still found at the right level. */
+static void covered_accesses_keep_their_order(void **state)
+{
+    nu__hazards h;
+    nu__hazards_init(&h);
+    nu__access part = acc(1, 16, 32, true), whole_r = acc(1, 0, 64, false), whole_w = acc(1, 0, 64, true);
+    assert_int_equal(level(&h, &part, 1), 0);     /* writes [16,32) */
+    assert_int_equal(level(&h, &whole_r, 1), 1);  /* reads over it */
+    /* A write inside the read range conflicts with the read at 1 (the write at 0 it covers
+     * would give less). */
+    nu__access inner = acc(1, 20, 24, true);
+    assert_int_equal(level(&h, &inner, 1), 2);
+    /* A chain on piece 50 that also reads piece 1 at rising levels: each read covers the one
+     * before it (dropped), and a write after them all goes above the highest. */
+    for (uint32_t i = 0; i < 100; i++) {
+        nu__access step[2] = {acc(1, 0, 64, false), acc(50, 0, 4, true)};
+        assert_int_equal(level(&h, step, 2), 3 + i); /* after inner (2), then after the last step */
+    }
+    assert_int_equal(level(&h, &whole_w, 1), 103);
+    /* A read covering a read at a higher level does not replace it: a later write must still
+     * go above the higher one. */
+    nu__access w6 = acc(6, 0, 4, true), up[2] = {acc(6, 0, 4, false), acc(5, 0, 16, false)};
+    nu__access wide = acc(5, 0, 64, false), w5 = acc(5, 0, 4, true);
+    assert_int_equal(level(&h, &w6, 1), 0);
+    assert_int_equal(level(&h, up, 2), 1);
+    assert_int_equal(level(&h, &wide, 1), 0);
+    assert_int_equal(level(&h, &w5, 1), 2);
+    nu__hazards_fini(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -125,6 +187,8 @@ int main(void)
         cmocka_unit_test(one_command_never_conflicts_with_itself),
         cmocka_unit_test(barriers_carry_what_the_epoch_did),
         cmocka_unit_test(a_failed_add_changes_nothing),
+        cmocka_unit_test(levels_follow_conflicts_only),
+        cmocka_unit_test(covered_accesses_keep_their_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,237 +1,23 @@
-/* test_llm_tokenizer.c: the llm component's SentencePiece-style tokenizer (llm/tokenizer.c), no
- * device needed. On hand-made vocabularies: merges by score, the leftmost of ties, byte
- * fallback, the unknown token, multi-byte characters, invalid UTF-8, empty text, decoding
- * (leading space, byte tokens put back together, streaming), the vocabulary's checks, every
- * host allocation failed in turn, long texts; and against a plain O(n^2) implementation of the
- * rule on random texts and vocabularies. On the real aidreams260K vocabulary (read from its GGUF
- * file): the README's ids, round trips, the same reference, and its tokenizer.json's vocabulary. */
+/* test_llm_tokenizer.c: the llm component's SentencePiece-style tokenizer (llm/tokenizer/spm.c)
+ * and what both kinds share, no device needed. On hand-made vocabularies: merges by score, the
+ * leftmost of ties, byte fallback, the unknown token, multi-byte characters, invalid UTF-8, empty
+ * text, decoding (leading space, byte tokens put back together, the streaming detokenizer, U+FFFD
+ * for invalid UTF-8), special tokens in the text (user-defined always, control with
+ * parse_special, lstrip / rstrip), the end-of-generation set and llama.cpp's recognition by text,
+ * the vocabulary's checks, every host allocation failed in turn, long texts; and against a plain
+ * O(n^2) implementation of the rule on random texts and vocabularies. The real vocabularies are
+ * test_llm_tokenizer_models.c's, byte-level BPE test_llm_tokenizer_bpe.c's. */
 #include "harness.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "common.h"
-#include "llm_util.h"
-#include "nuvec_llm.h"
-
-#define SP "\xE2\x96\x81" /* U+2581 */
-
-/* ---- A vocabulary built by the test ------------------------------------------------------- */
-
-#define MAX_TOKENS 1024
-
-typedef struct test_vocab {
-    nu_llm_vocab v;
-    nu_llm_piece pieces[MAX_TOKENS];
-    float scores[MAX_TOKENS];
-    int32_t types[MAX_TOKENS];
-    char text[MAX_TOKENS][24];
-} test_vocab;
-
-static int32_t add(test_vocab *tv, const char *text, float score, int32_t type)
-{
-    uint32_t i = tv->v.count++;
-    assert_true(i < MAX_TOKENS && strlen(text) < sizeof tv->text[i]);
-    strcpy(tv->text[i], text);
-    tv->pieces[i] = (nu_llm_piece){tv->text[i], strlen(text)};
-    tv->scores[i] = score;
-    tv->types[i] = type;
-    return (int32_t)i;
-}
-
-/* <unk> 0, <s> 1, </s> 2, then the 256 byte tokens 3 .. 258 (as Llama's), if `bytes`. */
-static void vocab_init(test_vocab *tv, bool bytes)
-{
-    memset(tv, 0, sizeof *tv);
-    tv->v.pieces = tv->pieces;
-    tv->v.scores = tv->scores;
-    tv->v.types = tv->types;
-    tv->v.bos = 1;
-    tv->v.eos = 2;
-    tv->v.unk = 0;
-    tv->v.add_bos = true;
-    tv->v.add_space_prefix = true;
-    add(tv, "<unk>", 0, NU_LLM_TOKEN_UNKNOWN);
-    add(tv, "<s>", 0, NU_LLM_TOKEN_CONTROL);
-    add(tv, "</s>", 0, NU_LLM_TOKEN_CONTROL);
-    for (int b = 0; bytes && b < 256; b++) {
-        char piece[8];
-        snprintf(piece, sizeof piece, "<0x%02X>", b);
-        add(tv, piece, 0, NU_LLM_TOKEN_BYTE);
-    }
-}
-
-#define BYTE(b) (3 + (b))
-
-static nu_llm_tokenizer *make(test_vocab *tv)
-{
-    nu_llm_tokenizer *t = NULL;
-    LLM_OK(nu_llm_tokenizer_new(&tv->v, &t));
-    assert_non_null(t);
-    return t;
-}
-
-/* Tokenizes `text` without bos, and compares with the `n` ids expected. */
-static void expect_ids(const nu_llm_tokenizer *t, const char *text, const int32_t *want, size_t n)
-{
-    int32_t ids[256];
-    size_t count = 99;
-    LLM_OK(nu_llm_tokenize(t, text, strlen(text), 0, ids, 256, &count));
-    bool same = count == n;
-    for (size_t i = 0; same && i < n; i++)
-        same = ids[i] == want[i];
-    if (!same) {
-        char got[1024] = "", exp[1024] = "";
-        for (size_t i = 0; i < count && i < 64; i++)
-            snprintf(got + strlen(got), sizeof got - strlen(got), " %d", (int)ids[i]);
-        for (size_t i = 0; i < n; i++)
-            snprintf(exp + strlen(exp), sizeof exp - strlen(exp), " %d", (int)want[i]);
-        fail_msg("\"%s\": got [%s ], want [%s ]", text, got, exp);
-    }
-}
-#define EXPECT(t, text, ...)                                                                   \
-    do {                                                                                       \
-        const int32_t want_[] = {__VA_ARGS__};                                                 \
-        expect_ids(t, text, want_, sizeof want_ / sizeof want_[0]);                            \
-    } while (0)
-
-/* The text ids decode to, NUL-terminated (free() it). */
-static char *detok(const nu_llm_tokenizer *t, const int32_t *ids, size_t n)
-{
-    size_t len = 0;
-    LLM_STATUS(NU_ERROR_OUT_OF_RANGE, nu_llm_detokenize(t, ids, n, NULL, 0, &len));
-    char *buf = malloc(len + 1);
-    assert_non_null(buf);
-    size_t got = 99;
-    LLM_OK(nu_llm_detokenize(t, ids, n, buf, len + 1, &got));
-    assert_int_equal(got, len);
-    assert_int_equal(buf[len], 0);
-    return buf;
-}
-
-/* ---- The rule, written plainly (O(n^2)): the reference the tokenizer is checked against ---- */
-
-/* The lowest mergeable id whose piece is s[0 .. n), or -1 (a linear scan). */
-static int32_t ref_lookup(const nu_llm_vocab *v, const char *s, size_t n)
-{
-    for (uint32_t i = 0; i < v->count; i++) {
-        int32_t ty = v->types ? v->types[i] : 1;
-        if ((ty == 0 || ty == 1 || ty == 4) && v->pieces[i].length == n && n && memcmp(v->pieces[i].text, s, n) == 0)
-            return (int32_t)i;
-    }
-    return -1;
-}
-
-static size_t ref_char(const unsigned char *s, size_t n)
-{
-    /* Decode and re-check the code point: an independent reading of RFC 3629. */
-    unsigned c = s[0];
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (!len || len > n)
-        return 0;
-    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
-/* The ids of `text` (no bos) by the rule, into ids; returns the count. */
-static size_t ref_tokenize(const nu_llm_vocab *v, const char *text, size_t len, int32_t *ids)
-{
-    char *norm = malloc(3 * len + 4);
-    size_t (*sym)[3] = malloc((3 * len + 4) * sizeof *sym); /* start, length, raw */
-    assert_true(norm && sym);
-    size_t w = 0, n = 0, out = 0;
-    if (len && v->add_space_prefix) {
-        memcpy(norm, SP, 3);
-        w = 3;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') {
-            memcpy(norm + w, SP, 3);
-            w += 3;
-        } else {
-            norm[w++] = text[i];
-        }
-    }
-    for (size_t i = 0; i < w;) {
-        size_t c = ref_char((const unsigned char *)norm + i, w - i);
-        sym[n][0] = i;
-        sym[n][1] = c ? c : 1;
-        sym[n][2] = c == 0;
-        i += sym[n++][1];
-    }
-    for (;;) {
-        size_t best = SIZE_MAX;
-        float best_score = 0;
-        for (size_t i = 0; i + 1 < n; i++) {
-            if (sym[i][2] || sym[i + 1][2])
-                continue;
-            int32_t id = ref_lookup(v, norm + sym[i][0], sym[i][1] + sym[i + 1][1]);
-            float s = id < 0 ? 0 : v->scores ? v->scores[id] : 0;
-            if (id >= 0 && (best == SIZE_MAX || s > best_score)) {
-                best = i;
-                best_score = s;
-            }
-        }
-        if (best == SIZE_MAX)
-            break;
-        sym[best][1] += sym[best + 1][1];
-        memmove(sym + best + 1, sym + best + 2, (n - best - 2) * sizeof *sym);
-        n--;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = sym[i][2] ? -1 : ref_lookup(v, norm + sym[i][0], sym[i][1]);
-        if (id >= 0) {
-            ids[out++] = id;
-            continue;
-        }
-        for (size_t k = 0; k < sym[i][1]; k++) {
-            char piece[8];
-            snprintf(piece, sizeof piece, "<0x%02X>", (unsigned char)norm[sym[i][0] + k]);
-            int32_t b = -1;
-            for (uint32_t j = 0; j < v->count && b < 0; j++)
-                if (v->types[j] == NU_LLM_TOKEN_BYTE && v->pieces[j].length == 6 &&
-                    memcmp(v->pieces[j].text, piece, 6) == 0)
-                    b = (int32_t)j;
-            assert_true(b >= 0); /* the reference handles vocabularies with every byte token */
-            ids[out++] = b;
-        }
-    }
-    free(norm);
-    free(sym);
-    return out;
-}
-
-/* Tokenizes text both ways (no bos) and fails on a difference. */
-static void check_against_reference(const nu_llm_tokenizer *t, const nu_llm_vocab *v, const char *text, size_t len)
-{
-    size_t cap = 3 * len + 4, count = 0;
-    int32_t *got = malloc(cap * sizeof *got), *want = malloc(cap * sizeof *want);
-    assert_true(got && want);
-    LLM_OK(nu_llm_tokenize(t, text, len, 0, got, cap, &count));
-    size_t n = ref_tokenize(v, text, len, want);
-    size_t i = 0;
-    while (i < n && i < count && got[i] == want[i])
-        i++;
-    if (count != n || i != n)
-        fail_msg("text of %zu bytes (\"%.*s\"): %zu ids, the reference %zu; first difference at %zu: %d vs %d", len,
-                 (int)(len > 60 ? 60 : len), text, count, n, i, i < count ? (int)got[i] : -1,
-                 i < n ? (int)want[i] : -1);
-    free(got);
-    free(want);
-}
+#include "llm_tokenizer_util.h"
+#include "tokenizer/tok.h"
 
 /* ---- Hand-made vocabularies ------------------------------------------------------------------- */
 
@@ -401,7 +187,7 @@ static void duplicates_and_types(void **state)
     nu_llm_tokenizer *t = make(&tv);
     EXPECT(t, "x", x1);         /* the first of equal pieces */
     EXPECT(t, "y", BYTE('y'));  /* unused pieces are not produced */
-    EXPECT(t, "zzz", ud, z);    /* user-defined and undefined merge like normal pieces */
+    EXPECT(t, "zzz", ud, z);    /* user-defined ones are split out first; undefined ones merge */
     EXPECT(t, "A", BYTE('A'));  /* the first byte token of a byte */
     char *s = detok(t, (int32_t[]){x2, u, 0, 1, 2, dup_byte}, 6);
     assert_string_equal(s, "xy\xE2\x81\x87" "A"); /* unknown decodes as U+2047, control as nothing */
@@ -521,6 +307,14 @@ static void call_checks_and_short_buffers(void **state)
     LLM_OK(nu_llm_token_to_text(t, sphi, NU_LLM_NO_TOKEN, buf, 3, &len));
     assert_int_equal(len, 2);
     assert_int_equal(nu_llm_tokenizer_max_piece(t), 3); /* " hi", and "<unk>" as U+2047 */
+    nu_llm_tokenizer_free(t);
+    /* The longest piece counts its space (kept after any token but bos). */
+    int32_t hello = add(&tv, SP "hello", 2, 1);
+    t = make(&tv);
+    assert_int_equal(nu_llm_tokenizer_max_piece(t), 6);
+    LLM_OK(nu_llm_token_to_text(t, hello, sphi, buf, 6, &len));
+    assert_true(len == 6 && !memcmp(buf, " hello", 6));
+    LLM_OK(nu_llm_tokenize(t, "hi hi hi", 8, 1, ids, 4, &n));
 
     LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenize(t, (int32_t[]){1, 999}, 2, buf, 16, &len));
     LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenize(t, NULL, 2, buf, 16, &len));
@@ -531,6 +325,174 @@ static void call_checks_and_short_buffers(void **state)
     assert_string_equal(buf, "hi hi hi");
     LLM_OK(nu_llm_detokenize(t, NULL, 0, buf, 1, &len));
     assert_string_equal(buf, "");
+    nu_llm_tokenizer_free(t);
+}
+
+/* Special tokens written in the text: user-defined ones always (before any merge), control and
+ * unknown ones with parse_special; the longest first; a space in front of the text after each. */
+static void special_tokens_in_text(void **state)
+{
+    (void)state;
+    test_vocab tv;
+    vocab_init(&tv, true);
+    int32_t a = add(&tv, "a", 0, 1), b = add(&tv, "b", 0, 1), spa = add(&tv, SP "a", 1, 1);
+    int32_t ab = add(&tv, "ab", 5, 1), ud = add(&tv, "bc", 0, NU_LLM_TOKEN_USER_DEFINED);
+    int32_t ctl = add(&tv, "<c>", 0, NU_LLM_TOKEN_CONTROL), ctl2 = add(&tv, "<c><c>", 0, NU_LLM_TOKEN_CONTROL);
+    int32_t sp = add(&tv, SP, 0, 1);
+    nu_llm_tokenizer *t = make(&tv);
+    /* "ab" would merge first, but the user-defined "bc" is split out before merges run; the
+     * text after a special token gets its space in front, as the text's start does. */
+    EXPECT(t, "abc", spa, ud);
+    EXPECT(t, "bca", ud, spa);
+    EXPECT(t, "ab", sp, ab);
+    /* Without parse_special control tokens are text (their bytes here). */
+    EXPECT(t, "<c>", sp, BYTE('<'), BYTE('c'), BYTE('>'));
+    nu_llm_tokenize_options o = {NU_LLM_ADD_NO, NU_LLM_ADD_NO, true};
+    int32_t ids[32];
+    size_t n;
+    LLM_OK(nu_llm_tokenize_ex(t, "<c>a<c><c><c>bc<unk>", 20, &o, ids, 32, &n));
+    const int32_t want[] = {ctl, spa, ctl2, ctl, ud, 0};
+    assert_int_equal(n, sizeof want / sizeof want[0]);
+    assert_memory_equal(ids, want, sizeof want);
+    /* The special tokens decode as nothing (control) and U+2047 (unknown), or as their text; the
+     * space put in front of "a" stays (only the text's first piece loses it, as llama.cpp). */
+    char buf[64];
+    size_t len;
+    LLM_OK(nu_llm_detokenize_ex(t, ids, n, NULL, buf, sizeof buf, &len));
+    assert_string_equal(buf, " abc\xE2\x81\x87");
+    nu_llm_decode_options special = {true, false};
+    LLM_OK(nu_llm_detokenize_ex(t, ids, n, &special, buf, sizeof buf, &len));
+    assert_string_equal(buf, "<c> a<c><c><c>bc<unk>");
+    (void)a, (void)b;
+    nu_llm_tokenizer_free(t);
+
+    /* lstrip / rstrip: the whitespace beside the token goes with it. */
+    nu_llm__desc d;
+    nu_llm__desc_init(&d);
+    d.v = tv.v;
+    uint8_t flags[MAX_TOKENS] = {0};
+    flags[ud] = NU_LLM__LSTRIP | NU_LLM__RSTRIP;
+    d.flags = flags;
+    LLM_OK(nu_llm__build(&d, &t));
+    EXPECT(t, "a  bc \ta", spa, ud, spa);
+    EXPECT(t, "bc", ud);
+    EXPECT(t, " bc ", ud);
+    nu_llm_tokenizer_free(t);
+}
+
+/* llama.cpp's end-of-generation set and its recognition of special tokens by text. */
+static void end_of_generation_and_recognition(void **state)
+{
+    (void)state;
+    test_vocab tv;
+    vocab_init(&tv, true);
+    int32_t eot = add(&tv, "<|eot_id|>", 0, NU_LLM_TOKEN_NORMAL), im_end = add(&tv, "<|im_end|>", 0, 3);
+    int32_t eom = add(&tv, "<|eom_id|>", 0, 1), pad = add(&tv, "<|fim_pad|>", 0, 1), pre = add(&tv, "<PRE>", 0, 1);
+    int32_t word = add(&tv, "word", 0, 1), shown = add(&tv, "<|channel|>", 0, 3);
+    nu_llm_tokenizer *t = make(&tv);
+    int32_t want[] = {2, eot, im_end, eom, pad};
+    int32_t got[16];
+    assert_int_equal(nu_llm_tokenizer_eog(t, got, 16), 5);
+    assert_memory_equal(got, want, sizeof want);
+    assert_int_equal(nu_llm_tokenizer_eog(t, NULL, 0), 5);
+    assert_true(nu_llm_tokenizer_is_eog(t, 2) && nu_llm_tokenizer_is_eog(t, eot) && nu_llm_tokenizer_is_eog(t, eom));
+    assert_false(nu_llm_tokenizer_is_eog(t, word) || nu_llm_tokenizer_is_eog(t, 1) || nu_llm_tokenizer_is_eog(t, -1) ||
+                 nu_llm_tokenizer_is_eog(t, 99999) || nu_llm_tokenizer_is_eog(NULL, 2));
+    /* The first text of llama.cpp's list the vocabulary has: <|eot_id|> before <|im_end|>. */
+    assert_int_equal(nu_llm_tokenizer_special(t, NU_LLM_SPECIAL_EOT), eot);
+    assert_int_equal(nu_llm_tokenizer_special(t, NU_LLM_SPECIAL_EOM), eom);
+    assert_int_equal(nu_llm_tokenizer_special(t, NU_LLM_SPECIAL_FIM_PAD), pad);
+    assert_int_equal(nu_llm_tokenizer_special(t, NU_LLM_SPECIAL_FIM_PRE), pre);
+    assert_int_equal(nu_llm_tokenizer_special(t, NU_LLM_SPECIAL_FIM_SEP), NU_LLM_NO_TOKEN);
+    assert_int_equal(nu_llm_tokenizer_special(t, NU_LLM_SPECIAL_COUNT), NU_LLM_NO_TOKEN);
+    /* They become control tokens (never made from text, decoded as nothing); gpt-oss's shown
+     * ones user-defined. */
+    assert_int_equal(nu_llm_tokenizer_type(t, eot), NU_LLM_TOKEN_CONTROL);
+    assert_int_equal(nu_llm_tokenizer_type(t, pre), NU_LLM_TOKEN_CONTROL);
+    assert_int_equal(nu_llm_tokenizer_type(t, shown), NU_LLM_TOKEN_USER_DEFINED);
+    assert_int_equal(nu_llm_tokenizer_type(t, word), NU_LLM_TOKEN_NORMAL);
+    assert_int_equal(nu_llm_tokenizer_type(t, 5000), NU_LLM_TOKEN_UNDEFINED);
+    nu_llm_piece p;
+    LLM_OK(nu_llm_tokenizer_piece(t, eot, &p));
+    assert_true(p.length == 10 && !memcmp(p.text, "<|eot_id|>", 10));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_tokenizer_piece(t, -1, &p));
+    assert_null(p.text);
+    assert_int_equal(nu_llm_tokenizer_find(t, "<|eot_id|>", 10), eot);
+    assert_int_equal(nu_llm_tokenizer_find(t, "<s>", 3), 1);
+    assert_int_equal(nu_llm_tokenizer_find(t, "nope", 4), NU_LLM_NO_TOKEN);
+    assert_string_equal(nu_llm_tokenizer_model(t), "llama");
+    assert_string_equal(nu_llm_tokenizer_pre(t), "");
+    assert_null(nu_llm_tokenizer_chat_template(t));
+    nu_llm_tokenizer_free(t);
+
+    /* gpt-oss: with <|return|> and <|call|>, <|end|> ends a message, not the generation; Gemma 4:
+     * with <|tool_response>, </s> is text. */
+    vocab_init(&tv, true);
+    int32_t ret = add(&tv, "<|return|>", 0, 3), call = add(&tv, "<|call|>", 0, 3), end = add(&tv, "<|end|>", 0, 3);
+    int32_t tool = add(&tv, "<|tool_response>", 0, 3);
+    t = make(&tv);
+    int32_t want2[] = {ret, call, tool};
+    assert_int_equal(nu_llm_tokenizer_eog(t, got, 16), 3);
+    assert_memory_equal(got, want2, sizeof want2);
+    assert_int_equal(nu_llm_tokenizer_type(t, end), NU_LLM_TOKEN_USER_DEFINED);
+    assert_int_equal(nu_llm_tokenizer_type(t, 2), NU_LLM_TOKEN_NORMAL);
+    nu_llm_tokenizer_free(t);
+
+    /* A reader's extra ids (config.json's eos lists) and named ids. */
+    vocab_init(&tv, true);
+    word = add(&tv, "word", 0, 1);
+    nu_llm__desc d;
+    nu_llm__desc_init(&d);
+    d.v = tv.v;
+    int32_t extra[] = {word};
+    d.eog = extra;
+    d.eog_count = 1;
+    d.special[NU_LLM_SPECIAL_EOT] = 1;
+    LLM_OK(nu_llm__build(&d, &t));
+    int32_t want3[] = {1, 2, word};
+    assert_int_equal(nu_llm_tokenizer_eog(t, got, 16), 3);
+    assert_memory_equal(got, want3, sizeof want3);
+    nu_llm_tokenizer_free(t);
+    extra[0] = 9999;
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm__build(&d, &t));
+    assert_null(t);
+}
+
+/* The options: bos and eos as the vocabulary says or forced either way. */
+static void tokenize_options(void **state)
+{
+    (void)state;
+    test_vocab tv;
+    vocab_init(&tv, true);
+    int32_t spa = add(&tv, SP "a", 1, 1);
+    tv.v.add_eos = true;
+    nu_llm_tokenizer *t = make(&tv);
+    assert_true(nu_llm_tokenizer_add_bos(t) && nu_llm_tokenizer_add_eos(t));
+    int32_t ids[8];
+    size_t n;
+    LLM_OK(nu_llm_tokenize_ex(t, "a", 1, NULL, ids, 8, &n));
+    assert_int_equal(n, 3);
+    assert_memory_equal(ids, ((int32_t[]){1, spa, 2}), 3 * sizeof *ids);
+    nu_llm_tokenize_options o = {NU_LLM_ADD_NO, NU_LLM_ADD_YES, false};
+    LLM_OK(nu_llm_tokenize_ex(t, "a", 1, &o, ids, 8, &n));
+    assert_memory_equal(ids, ((int32_t[]){spa, 2}), 2 * sizeof *ids);
+    LLM_OK(nu_llm_tokenize(t, "a", 1, -1, ids, 8, &n)); /* never eos */
+    assert_int_equal(n, 2);
+    o.add_bos = (nu_llm_add)7;
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_tokenize_ex(t, "a", 1, &o, ids, 8, &n));
+    nu_llm_tokenizer_free(t);
+    tv.v.eos = NU_LLM_NO_TOKEN;
+    t = (nu_llm_tokenizer *)&tv;
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_tokenizer_new(&tv.v, &t)); /* add_eos without eos */
+    assert_null(t);
+    tv.v.add_eos = false;
+    t = make(&tv);
+    o = (nu_llm_tokenize_options){NU_LLM_ADD_DEFAULT, NU_LLM_ADD_YES, false};
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_tokenize_ex(t, "a", 1, &o, ids, 8, &n));
+    assert_int_equal(n, 0);
+    /* The longest text, and the bound on the ids. */
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_tokenize(t, "a", (size_t)NU_LLM_MAX_TEXT + 1, 0, ids, 8, &n));
+    assert_non_null(strstr(nu_llm_error_message(), "too long"));
     nu_llm_tokenizer_free(t);
 }
 
@@ -597,7 +559,99 @@ static void streaming_decode_of_byte_sequences(void **state)
     assert_int_equal(out, len);
     assert_memory_equal(printed, text, len);
     assert_true(chunks > 3);
+
+    /* nu_llm_detokenizer: every chunk valid UTF-8, the stray 0xFF as U+FFFD, all of them together
+     * nu_llm_detokenize_ex's text; a character cut by the end of the text is U+FFFD at flush. */
+    char valid[256];
+    size_t vlen;
+    LLM_OK(nu_llm_detokenize_ex(t, ids, n, NULL, valid, sizeof valid, &vlen));
+    assert_string_equal(valid, "a \xC3\xA9\xE2\x98\x83 a\xF0\x9F\x98\x80\xEF\xBF\xBD a");
+    nu_llm_detokenizer *d = NULL;
+    LLM_OK(nu_llm_detokenizer_new(t, NULL, &d));
+    for (int round = 0; round < 2; round++) {
+        out = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *piece;
+            size_t got;
+            LLM_OK(nu_llm_detokenizer_push(d, ids[i], &piece, &got));
+            assert_true(nu_llm_utf8_valid(piece, got));
+            memcpy(printed + out, piece, got);
+            out += got;
+        }
+        const char *rest;
+        size_t got;
+        LLM_OK(nu_llm_detokenizer_flush(d, &rest, &got)); /* also starts over */
+        assert_int_equal(got, 0);
+        assert_int_equal(out, vlen);
+        assert_memory_equal(printed, valid, vlen);
+    }
+    const char *piece;
+    size_t got;
+    LLM_OK(nu_llm_detokenizer_push(d, BYTE(0xE2), &piece, &got));
+    LLM_OK(nu_llm_detokenizer_push(d, BYTE(0x98), &piece, &got));
+    assert_int_equal(got, 0); /* held: a character not complete yet */
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenizer_push(d, 99999, &piece, &got));
+    assert_string_equal(piece, "");
+    LLM_OK(nu_llm_detokenizer_flush(d, &piece, &got));
+    assert_true(got == 3 && !memcmp(piece, "\xEF\xBF\xBD", 3));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenizer_push(NULL, 1, &piece, &got));
+    nu_llm_detokenizer_free(d);
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_detokenizer_new(NULL, NULL, &d));
+    assert_null(d);
+    nu_llm_detokenizer_free(NULL);
     nu_llm_tokenizer_free(t);
+}
+
+/* nu_llm_utf8_sanitize and nu_llm_utf8_valid: one U+FFFD per maximal invalid subpart. */
+static void utf8_sanitize(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain", "plain"},
+        {"\xC3\xA9\xE2\x98\x83\xF0\x9F\x98\x80", "\xC3\xA9\xE2\x98\x83\xF0\x9F\x98\x80"},
+        {"\xFF", "\xEF\xBF\xBD"},
+        {"a\xC3", "a\xEF\xBF\xBD"},                    /* truncated */
+        {"\xE2\x98x", "\xEF\xBF\xBDx"},              /* one U+FFFD for the two bytes */
+        {"\xF0\x9F\x98" "A", "\xEF\xBF\xBD" "A"},
+        {"\xE0\x80\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* overlong: E0 leads A0..BF only */
+        {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* a surrogate */
+        {"\xC0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD"},
+        {"\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD"},
+        {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
+        {"\xF4\x8F\xBF\xBF", "\xF4\x8F\xBF\xBF"}, /* U+10FFFF */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char out[64];
+        size_t n = 99, len = strlen(cases[k].in);
+        LLM_OK(nu_llm_utf8_sanitize(cases[k].in, len, out, sizeof out, &n));
+        if (strcmp(out, cases[k].out) || n != strlen(cases[k].out))
+            fail_msg("case %zu: got %zu bytes", k, n);
+        assert_true(nu_llm_utf8_valid(out, n));
+        assert_int_equal(nu_llm_utf8_valid(cases[k].in, len), !strcmp(cases[k].in, cases[k].out));
+    }
+    char out[4];
+    size_t n;
+    LLM_STATUS(NU_ERROR_OUT_OF_RANGE, nu_llm_utf8_sanitize("\xFF", 1, out, 3, &n));
+    assert_int_equal(n, 3);
+    LLM_STATUS(NU_ERROR_OUT_OF_RANGE, nu_llm_utf8_sanitize("\xFF", 1, NULL, 0, &n));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_utf8_sanitize(NULL, 1, out, 4, &n));
+    LLM_OK(nu_llm_utf8_sanitize(NULL, 0, out, 1, &n));
+    assert_int_equal(n, 0);
+    assert_true(nu_llm_utf8_valid(NULL, 0) && !nu_llm_utf8_valid(NULL, 1));
+    /* Random bytes: always valid out, never more than 3 bytes a byte, valid input unchanged. */
+    uint64_t rng = 5;
+    for (int k = 0; k < 2000; k++) {
+        char in[32], res[100];
+        size_t len = nt_rand(&rng) % 32;
+        for (size_t i = 0; i < len; i++)
+            in[i] = (char)(nt_rand(&rng) % 4 ? 0x80 + nt_rand(&rng) % 0x80 : nt_rand(&rng) % 0x80);
+        LLM_OK(nu_llm_utf8_sanitize(in, len, res, sizeof res, &n));
+        assert_true(n <= 3 * len && nu_llm_utf8_valid(res, n));
+        if (nu_llm_utf8_valid(in, len))
+            assert_true(n == len && !memcmp(in, res, len));
+    }
 }
 
 /* Random vocabularies over a small alphabet (with ties in the scores) and random texts, against
@@ -649,38 +703,9 @@ static void every_allocation_fails_cleanly(void **state)
     vocab_init(&tv, true);
     add(&tv, SP "a", 1, 1);
     add(&tv, "a", 0, 1);
-    const char *text = "a a a \xC3\xA9";
-    int32_t want[32], ids[32];
-    size_t want_n, n;
-    nu_llm_tokenizer *t = make(&tv);
-    LLM_OK(nu_llm_tokenize(t, text, strlen(text), 1, want, 32, &want_n));
-    nu_llm_tokenizer_free(t);
-    bool finished = false;
-    for (long k = 0; k < 100 && !finished; k++) {
-        nu_llm__fail_after(k);
-        nu_status st = nu_llm_tokenizer_new(&tv.v, &t);
-        if (st == NU_OK) {
-            st = nu_llm_tokenize(t, text, strlen(text), 1, ids, 32, &n);
-            if (st == NU_OK) {
-                assert_int_equal(n, want_n);
-                assert_memory_equal(ids, want, n * sizeof *ids);
-                finished = true;
-            } else {
-                assert_int_equal(n, 0);
-            }
-        } else {
-            assert_null(t);
-        }
-        long failed = nu_llm__fail_after(-1);
-        if (st != NU_OK) {
-            assert_int_equal(st, NU_ERROR_HOST_OUT_OF_MEMORY);
-            assert_true(failed > 0);
-            assert_non_null(strstr(nu_llm_error_message(), "memory"));
-        }
-        nu_llm_tokenizer_free(t);
-        t = NULL;
-    }
-    assert_true(finished);
+    add(&tv, "zz", 0, NU_LLM_TOKEN_USER_DEFINED);
+    nu_llm_tokenize_options o = {NU_LLM_ADD_YES, NU_LLM_ADD_NO, false};
+    expect_failing_allocations(&tv.v, "a a azz a \xC3\xA9", &o, 100);
 }
 
 /* Long texts: linear-ish time, and the same ids as in pieces where no merge crosses a boundary. */
@@ -715,454 +740,6 @@ static void long_texts(void **state)
     free(ids);
 }
 
-/* ---- The real vocabulary: aidreams260K ----------------------------------------------------- */
-
-static const char *models_dir(void)
-{
-    const char *env = getenv("NUVEC_MODELS_DIR");
-    return env && env[0] ? env : NUVEC_MODELS_DIR;
-}
-
-/* A test-only walk over a GGUF file's metadata, just far enough to read the tokenizer's arrays.
- * The lead replaces it with nuvec's GGUF reader (nu_gguf, include/nuvec/gguf.h) once that lands. */
-typedef struct gguf_vocab {
-    uint8_t *file;
-    size_t size;
-    test_vocab *tv; /* pieces point into file */
-    nu_llm_piece *pieces;
-    float *scores;
-    int32_t *types;
-} gguf_vocab;
-
-typedef struct reader {
-    const uint8_t *p;
-    size_t at, size;
-} reader;
-
-static uint64_t rd(reader *r, size_t n)
-{
-    if (n > r->size - r->at)
-        fail_msg("GGUF: %zu bytes wanted at offset %zu of %zu", n, r->at, r->size);
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)r->p[r->at + i] << (8 * i);
-    r->at += n;
-    return v;
-}
-
-static const char *rd_string(reader *r, size_t *len)
-{
-    uint64_t n = rd(r, 8);
-    if (n > r->size - r->at)
-        fail_msg("GGUF: a string of %llu bytes at offset %zu", (unsigned long long)n, r->at);
-    const char *s = (const char *)r->p + r->at;
-    r->at += n;
-    *len = n;
-    return s;
-}
-
-/* Bytes of one value of a scalar GGUF type, or 0 for string and array. */
-static size_t scalar_size(uint32_t type)
-{
-    static const size_t sizes[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    if (type > 12)
-        fail_msg("GGUF: value type %u", type);
-    return sizes[type];
-}
-
-static void skip_value(reader *r, uint32_t type)
-{
-    size_t len;
-    if (type == 8) {
-        rd_string(r, &len);
-    } else if (type == 9) {
-        uint32_t et = (uint32_t)rd(r, 4);
-        uint64_t count = rd(r, 8);
-        for (uint64_t i = 0; i < count; i++)
-            skip_value(r, et);
-    } else {
-        rd(r, scalar_size(type));
-    }
-}
-
-static void load_gguf_vocab(gguf_vocab *g, const char *model)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s/model.gguf", models_dir(), model);
-    struct stat st;
-    if (stat(path, &st) != 0)
-        fail_msg("%s is missing (set NUVEC_MODELS_DIR to the folder of the test models)", path);
-    g->size = (size_t)st.st_size;
-    g->file = (uint8_t *)nt_read_file(path);
-    g->tv = calloc(1, sizeof *g->tv);
-    assert_non_null(g->tv);
-    nu_llm_vocab *v = &g->tv->v;
-    v->bos = v->eos = v->unk = NU_LLM_NO_TOKEN;
-    reader r = {g->file, 0, g->size};
-    assert_int_equal(rd(&r, 4), 0x46554747); /* "GGUF" */
-    assert_int_equal(rd(&r, 4), 3);
-    rd(&r, 8); /* tensors */
-    uint64_t kvs = rd(&r, 8);
-    for (uint64_t k = 0; k < kvs; k++) {
-        size_t klen;
-        const char *key = rd_string(&r, &klen);
-        uint32_t type = (uint32_t)rd(&r, 4);
-#define KEY(name) (klen == strlen(name) && memcmp(key, name, klen) == 0)
-        if (type == 9 && (KEY("tokenizer.ggml.tokens") || KEY("tokenizer.ggml.scores") ||
-                          KEY("tokenizer.ggml.token_type"))) {
-            uint32_t et = (uint32_t)rd(&r, 4);
-            uint64_t count = rd(&r, 8);
-            assert_true(count > 0 && count < (1u << 24));
-            assert_true(v->count == 0 || v->count == count);
-            v->count = (uint32_t)count;
-            if (KEY("tokenizer.ggml.tokens")) {
-                assert_int_equal(et, 8);
-                g->pieces = calloc(count, sizeof *g->pieces);
-                assert_non_null(g->pieces);
-                for (uint64_t i = 0; i < count; i++)
-                    g->pieces[i].text = rd_string(&r, &g->pieces[i].length);
-            } else if (KEY("tokenizer.ggml.scores")) {
-                assert_int_equal(et, 6);
-                g->scores = calloc(count, sizeof *g->scores);
-                assert_non_null(g->scores);
-                for (uint64_t i = 0; i < count; i++) {
-                    uint32_t bits = (uint32_t)rd(&r, 4);
-                    memcpy(&g->scores[i], &bits, 4);
-                }
-            } else {
-                assert_int_equal(et, 5);
-                g->types = calloc(count, sizeof *g->types);
-                assert_non_null(g->types);
-                for (uint64_t i = 0; i < count; i++)
-                    g->types[i] = (int32_t)(uint32_t)rd(&r, 4);
-            }
-        } else if (type == 4 && KEY("tokenizer.ggml.bos_token_id")) {
-            v->bos = (int32_t)rd(&r, 4);
-        } else if (type == 4 && KEY("tokenizer.ggml.eos_token_id")) {
-            v->eos = (int32_t)rd(&r, 4);
-        } else if (type == 4 && KEY("tokenizer.ggml.unknown_token_id")) {
-            v->unk = (int32_t)rd(&r, 4);
-        } else if (type == 7 && KEY("tokenizer.ggml.add_bos_token")) {
-            v->add_bos = rd(&r, 1) != 0;
-        } else if (type == 7 && KEY("tokenizer.ggml.add_space_prefix")) {
-            v->add_space_prefix = rd(&r, 1) != 0;
-        } else {
-            skip_value(&r, type);
-        }
-#undef KEY
-    }
-    assert_true(g->pieces && g->scores && g->types);
-    v->pieces = g->pieces;
-    v->scores = g->scores;
-    v->types = g->types;
-}
-
-static void free_gguf_vocab(gguf_vocab *g)
-{
-    free(g->file);
-    free(g->tv);
-    free(g->pieces);
-    free(g->scores);
-    free(g->types);
-}
-
-static const char *ROUND_TRIPS[] = {
-    "I dream of",
-    "My thoughts drift",
-    "I remember",
-    "Hello, world!",
-    "  two leading spaces and a trailing one ",
-    "tabs\tand\nnew lines\r\n",
-    "Numbers 0.000000 and 3.14159, 42%",
-    "caf\xC3\xA9 na\xC3\xAFve r\xC3\xA9sum\xC3\xA9",
-    "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE6\x96\x87",          /* Japanese */
-    "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 \xD0\xBC\xD0\xB8\xD1\x80", /* Russian */
-    "emoji \xF0\x9F\x98\x80\xF0\x9F\x8C\x8C!",
-    "<s> literal specials </s> and <unk>",
-    "Dimensions unfold, as I softly refine, as I softly refine.",
-    "a",
-    " ",
-    "\x01\x02\x7F",
-};
-
-static void aidreams_vocabulary(void **state)
-{
-    (void)state;
-    gguf_vocab g = {0};
-    load_gguf_vocab(&g, "aidreams260K");
-    nu_llm_vocab *v = &g.tv->v;
-    assert_int_equal(v->count, 512);
-    assert_int_equal(v->bos, 1);
-    assert_int_equal(v->eos, 2);
-    assert_int_equal(v->unk, 0);
-    assert_true(v->add_bos && v->add_space_prefix);
-    nu_llm_tokenizer *t = NULL;
-    LLM_OK(nu_llm_tokenizer_new(v, &t));
-
-    /* The README's ids (bos included), from llama.cpp. */
-    static const struct {
-        const char *text;
-        int32_t ids[16];
-        size_t n;
-    } known[] = {
-        {"I dream of", {1, 303, 281, 269, 435, 447, 275}, 7},
-        {"My thoughts drift", {1, 429, 478, 451, 277, 437, 444, 305, 293, 281, 322, 443, 434}, 13},
-        {"I remember", {1, 303, 306, 447, 430, 371, 261}, 7},
-    };
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
-        int32_t ids[64];
-        size_t n;
-        LLM_OK(nu_llm_tokenize(t, known[k].text, strlen(known[k].text), -1, ids, 64, &n));
-        assert_int_equal(n, known[k].n);
-        assert_memory_equal(ids, known[k].ids, n * sizeof *ids);
-        char *back = detok(t, ids, n);
-        assert_string_equal(back, known[k].text);
-        free(back);
-    }
-    /* The README's greedy continuation decodes to its text. */
-    static const int32_t cont[] = {1,   303, 281, 269, 435, 447, 275, 429, 464, 448, 464, 464, 464, 464, 464,
-                                   464, 448, 429, 468, 342, 358, 402, 327, 446, 299, 303, 266, 437, 443, 434,
-                                   438, 451, 306, 443, 259, 430, 446, 299, 303, 266, 437, 443, 434, 438, 451,
-                                   306, 443};
-    char *s = detok(t, cont, sizeof cont / sizeof cont[0]);
-    assert_string_equal(s, "I dream of 0.000000. Dimensions unfold, as I softly refine, as I softly ref");
-    free(s);
-
-    /* Round trips, and the plain rule, on fixed and random strings. */
-    for (size_t k = 0; k < sizeof ROUND_TRIPS / sizeof ROUND_TRIPS[0]; k++) {
-        const char *text = ROUND_TRIPS[k];
-        size_t len = strlen(text), n;
-        int32_t ids[512];
-        LLM_OK(nu_llm_tokenize(t, text, len, 1, ids, 512, &n));
-        char *back = detok(t, ids, n);
-        if (strcmp(back, text) != 0)
-            fail_msg("round trip of \"%s\" gave \"%s\"", text, back);
-        free(back);
-        check_against_reference(t, v, text, len);
-    }
-    uint64_t rng = 99;
-    static const char *parts[] = {"the ", "dream", " of", "\xC3\xA9", " ", "ing", "x", "\n", "\xE2\x98\x83", "Q",
-                                  "0.", "whisper", "s", ",", "  "};
-    for (int k = 0; k < 300; k++) {
-        char text[400];
-        size_t len = 0;
-        int n_parts = (int)(nt_rand(&rng) % 30);
-        for (int p = 0; p < n_parts; p++) {
-            const char *part = parts[nt_rand(&rng) % (sizeof parts / sizeof parts[0])];
-            memcpy(text + len, part, strlen(part));
-            len += strlen(part);
-        }
-        text[len] = 0;
-        check_against_reference(t, v, text, len);
-        int32_t ids[1300];
-        size_t n;
-        LLM_OK(nu_llm_tokenize(t, text, len, 1, ids, 1300, &n));
-        char *back = detok(t, ids, n);
-        assert_string_equal(back, text);
-        free(back);
-    }
-    nu_llm_tokenizer_free(t);
-    free_gguf_vocab(&g);
-}
-
-/* Hugging Face's BPE over tokenizer.json, written plainly: the text normalised as its normalizer
- * says (U+2581 in front, spaces as U+2581), split into characters (ids from its vocab, else byte
- * fallback), then the adjacent pair of the lowest merge rank merged, leftmost first, until none
- * is left. Its merges were derived from the scores, so it must agree with the tokenizer. */
-typedef struct hf_bpe {
-    cJSON *root, *vocab;
-    char **merge_left, **merge_right;
-    int merges;
-} hf_bpe;
-
-static int hf_id(const hf_bpe *h, const char *s, size_t n)
-{
-    char key[64];
-    if (n >= sizeof key)
-        return -1;
-    memcpy(key, s, n);
-    key[n] = 0;
-    cJSON *e = cJSON_GetObjectItemCaseSensitive(h->vocab, key);
-    return cJSON_IsNumber(e) ? e->valueint : -1;
-}
-
-static int hf_rank(const hf_bpe *h, const char *a, size_t an, const char *b, size_t bn)
-{
-    for (int r = 0; r < h->merges; r++)
-        if (strlen(h->merge_left[r]) == an && strlen(h->merge_right[r]) == bn && memcmp(h->merge_left[r], a, an) == 0 &&
-            memcmp(h->merge_right[r], b, bn) == 0)
-            return r;
-    return -1;
-}
-
-static size_t hf_tokenize(const hf_bpe *h, const char *text, size_t len, int32_t *ids)
-{
-    char *norm = malloc(3 * len + 4);
-    size_t (*sym)[2] = malloc((3 * len + 4) * sizeof *sym);
-    assert_true(norm && sym);
-    size_t w = 3, n = 0, out = 0;
-    memcpy(norm, SP, 3);
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') {
-            memcpy(norm + w, SP, 3);
-            w += 3;
-        } else {
-            norm[w++] = text[i];
-        }
-    }
-    for (size_t i = 0; i < w; n++) {
-        size_t c = ref_char((const unsigned char *)norm + i, w - i);
-        sym[n][0] = i;
-        sym[n][1] = c ? c : 1;
-        i += sym[n][1];
-    }
-    for (;;) {
-        int best_rank = -1;
-        size_t best = 0;
-        for (size_t i = 0; i + 1 < n; i++) {
-            int r = hf_rank(h, norm + sym[i][0], sym[i][1], norm + sym[i + 1][0], sym[i + 1][1]);
-            if (r >= 0 && (best_rank < 0 || r < best_rank)) {
-                best_rank = r;
-                best = i;
-            }
-        }
-        if (best_rank < 0)
-            break;
-        sym[best][1] += sym[best + 1][1];
-        memmove(sym + best + 1, sym + best + 2, (n - best - 2) * sizeof *sym);
-        n--;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int id = hf_id(h, norm + sym[i][0], sym[i][1]);
-        if (id >= 0) {
-            ids[out++] = id;
-            continue;
-        }
-        for (size_t k = 0; k < sym[i][1]; k++) {
-            char piece[8];
-            snprintf(piece, sizeof piece, "<0x%02X>", (unsigned char)norm[sym[i][0] + k]);
-            id = hf_id(h, piece, 6);
-            assert_true(id >= 0);
-            ids[out++] = id;
-        }
-    }
-    free(norm);
-    free(sym);
-    return out;
-}
-
-/* tokenizer.json (Hugging Face) holds the same vocabulary: the same piece for every id, and its
- * BPE merges give the same ids. */
-static void aidreams_tokenizer_json_agrees(void **state)
-{
-    (void)state;
-    gguf_vocab g = {0};
-    load_gguf_vocab(&g, "aidreams260K");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/aidreams260K/hf/tokenizer.json", models_dir());
-    char *json = nt_read_file(path);
-    hf_bpe h = {0};
-    h.root = cJSON_Parse(json);
-    assert_non_null(h.root);
-    cJSON *model = cJSON_GetObjectItemCaseSensitive(h.root, "model");
-    h.vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    assert_true(cJSON_IsObject(h.vocab));
-    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback")));
-    int seen = 0;
-    for (cJSON *e = h.vocab->child; e; e = e->next) {
-        assert_true(cJSON_IsNumber(e));
-        int id = e->valueint;
-        assert_true(id >= 0 && id < (int)g.tv->v.count);
-        const nu_llm_piece *p = &g.pieces[id];
-        if (p->length != strlen(e->string) || memcmp(p->text, e->string, p->length) != 0)
-            fail_msg("id %d: GGUF \"%.*s\", tokenizer.json \"%s\"", id, (int)p->length, p->text, e->string);
-        seen++;
-    }
-    assert_int_equal(seen, (int)g.tv->v.count);
-
-    /* Merges: ["a", "b"] pairs (or "a b" strings, the older form). */
-    cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    h.merges = cJSON_GetArraySize(merges);
-    assert_true(h.merges > 0);
-    h.merge_left = calloc((size_t)h.merges, sizeof *h.merge_left);
-    h.merge_right = calloc((size_t)h.merges, sizeof *h.merge_right);
-    assert_true(h.merge_left && h.merge_right);
-    int r = 0;
-    for (cJSON *m = merges->child; m; m = m->next, r++) {
-        if (cJSON_IsArray(m)) {
-            h.merge_left[r] = strdup(cJSON_GetArrayItem(m, 0)->valuestring);
-            h.merge_right[r] = strdup(cJSON_GetArrayItem(m, 1)->valuestring);
-        } else {
-            assert_true(cJSON_IsString(m));
-            const char *sp = strchr(m->valuestring, ' ');
-            assert_non_null(sp);
-            h.merge_left[r] = strndup(m->valuestring, (size_t)(sp - m->valuestring));
-            h.merge_right[r] = strdup(sp + 1);
-        }
-    }
-    nu_llm_tokenizer *t = NULL;
-    LLM_OK(nu_llm_tokenizer_new(&g.tv->v, &t));
-    uint64_t rng = 7;
-    static const char *parts[] = {"the ", "dream", " of", "\xC3\xA9", " ", "ing", "x", "\n", "\xE2\x98\x83", "Q",
-                                  "0.", "whisper", "s", ",", "  ", "I ", "softly", "refine", "vector", "es"};
-    for (int k = 0; k < 300 + (int)(sizeof ROUND_TRIPS / sizeof ROUND_TRIPS[0]); k++) {
-        char text[400];
-        size_t len = 0;
-        if (k < (int)(sizeof ROUND_TRIPS / sizeof ROUND_TRIPS[0])) {
-            if (strstr(ROUND_TRIPS[k], "<s>"))
-                continue; /* Hugging Face reads <s> in text as the special token */
-            len = strlen(ROUND_TRIPS[k]);
-            memcpy(text, ROUND_TRIPS[k], len);
-        } else {
-            int n_parts = (int)(nt_rand(&rng) % 30);
-            for (int p = 0; p < n_parts; p++) {
-                const char *part = parts[nt_rand(&rng) % (sizeof parts / sizeof parts[0])];
-                memcpy(text + len, part, strlen(part));
-                len += strlen(part);
-            }
-        }
-        if (len == 0)
-            continue; /* Hugging Face prepends U+2581 to empty text too; SentencePiece does not */
-        int32_t got[1300], want[1300];
-        size_t n;
-        LLM_OK(nu_llm_tokenize(t, text, len, 0, got, 1300, &n));
-        size_t m = hf_tokenize(&h, text, len, want);
-        size_t i = 0;
-        while (i < n && i < m && got[i] == want[i])
-            i++;
-        if (n != m || i != n)
-            fail_msg("\"%.*s\": %zu ids, Hugging Face's BPE %zu; first difference at %zu", (int)len, text, n, m, i);
-    }
-    nu_llm_tokenizer_free(t);
-    for (int i = 0; i < h.merges; i++) {
-        free(h.merge_left[i]);
-        free(h.merge_right[i]);
-    }
-    free(h.merge_left);
-    free(h.merge_right);
-    cJSON_Delete(h.root);
-    free(json);
-    free_gguf_vocab(&g);
-}
-
-/* stories260K's placeholder vocabulary: text becomes byte tokens only (README). */
-static void stories_placeholder_vocabulary(void **state)
-{
-    (void)state;
-    gguf_vocab g = {0};
-    load_gguf_vocab(&g, "stories260K");
-    nu_llm_tokenizer *t = NULL;
-    LLM_OK(nu_llm_tokenizer_new(&g.tv->v, &t));
-    int32_t ids[32];
-    size_t n;
-    LLM_OK(nu_llm_tokenize(t, "Hi", 2, -1, ids, 32, &n));
-    assert_int_equal(n, 6); /* bos, then U+2581's three bytes, 'H', 'i' */
-    const int32_t want[] = {1, 3 + 0xE2, 3 + 0x96, 3 + 0x81, 3 + 'H', 3 + 'i'};
-    assert_memory_equal(ids, want, sizeof want);
-    nu_llm_tokenizer_free(t);
-    free_gguf_vocab(&g);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1172,13 +749,14 @@ int main(void)
         cmocka_unit_test(duplicates_and_types),
         cmocka_unit_test(vocabulary_checks),
         cmocka_unit_test(call_checks_and_short_buffers),
+        cmocka_unit_test(special_tokens_in_text),
+        cmocka_unit_test(end_of_generation_and_recognition),
+        cmocka_unit_test(tokenize_options),
         cmocka_unit_test(streaming_decode_of_byte_sequences),
+        cmocka_unit_test(utf8_sanitize),
         cmocka_unit_test(matches_the_plain_rule_on_random_input),
         cmocka_unit_test(every_allocation_fails_cleanly),
         cmocka_unit_test(long_texts),
-        cmocka_unit_test(aidreams_vocabulary),
-        cmocka_unit_test(aidreams_tokenizer_json_agrees),
-        cmocka_unit_test(stories_placeholder_vocabulary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

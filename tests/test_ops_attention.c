@@ -22,17 +22,6 @@
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
-typedef struct at_case {
-    const nu_tensor *dst, *q, *k, *v;
-    const nu_attention_desc *desc;
-} at_case;
-
-static nu_status record_attention(nu_commands *c, void *arg)
-{
-    at_case *a = arg;
-    return nu_op_attention(c, a->dst, a->q, a->k, a->v, a->desc);
-}
-
 /* Checks dst (downloaded) against the reference: qv [T, Hq, D], kv and vv [P, Hkv, D] row-major
  * (the scalar form, one slot: P at least desc->kv_length). */
 static void expect_attention(const nt_tensor *dst, const float *qv, const float *kv, const float *vv, int64_t T,
@@ -45,8 +34,8 @@ static void expect_attention(const nt_tensor *dst, const float *qv, const float 
 static void run_check(nu_device *d, nt_tensor *dst, const nu_tensor *q, const float *qv, const nu_tensor *k,
                       const float *kv, const nu_tensor *v, const float *vv, const nu_attention_desc *desc, const char *what)
 {
-    at_case a = {&dst->t, q, k, v, desc};
-    nt_run(d, record_attention, &a);
+    nt_attn_call a = {&dst->t, q, k, v, desc};
+    nt_run(d, nt_record_attention, &a);
     nt_tensor_download(dst);
     expect_attention(dst, qv, kv, vv, q->shape[0], q->shape[1], k->shape[1], q->shape[2], desc, what);
 }
@@ -291,8 +280,8 @@ static void decode_inside_a_graph(void **state)
             NT_OK(nu_op_attention(rec, &dst.t, &q.t, &k.t, &v.t, &desc));
             NT_OK(nu_graph_new(rec, &g));
         }
-        at_case a = {&dst.t, &q.t, &k.t, &v.t, &desc};
-        nt_run(d, record_attention, &a);
+        nt_attn_call a = {&dst.t, &q.t, &k.t, &v.t, &desc};
+        nt_run(d, nt_record_attention, &a);
         nt_tensor_download(&dst);
         size_t n = (size_t)(hq * D);
         float *plain = malloc(n * sizeof *plain);

@@ -27,19 +27,11 @@ typedef struct batch_case {
     nu_attention_tune tune;
 } batch_case;
 
-typedef struct at_case {
-    const nu_tensor *dst, *q, *k, *v;
-    const nu_attention_desc *desc;
-} at_case;
-
-static nu_status record_attention(nu_commands *c, void *arg)
-{
-    at_case *a = arg;
-    return nu_op_attention(c, a->dst, a->q, a->k, a->v, a->desc);
-}
-
 /* Runs a case on random q, k, v of dtypes qd, kd, vd (inputs in [-range, range]) into dst of dd
- * and checks it. The I32 tensors are strided views where `strided`. */
+ * and checks it. Where `strided`, the I32 tensors are strided views and k starts one element into
+ * its buffer (rows unaligned: the subgroup kernel's lanes read an element at a time); else k's
+ * rows are aligned (4 elements a lane, and where head_dim / 4 is not a multiple of the subgroup,
+ * lanes past a row's end). */
 static void run_batch(nu_device *d, const batch_case *bc, nu_dtype qd, nu_dtype kd, nu_dtype vd, nu_dtype dd, float range,
                       bool strided, uint64_t *seed, const char *label)
 {
@@ -48,7 +40,7 @@ static void run_batch(nu_device *d, const batch_case *bc, nu_dtype qd, nu_dtype 
     uint32_t krank = bc->S ? 4 : 3;
     const int64_t *ks = bc->S ? ks4 : ks4 + 1;
     nt_tensor q = nt_tensor_random(d, qd, 3, qs, 0, -range, range, seed);
-    nt_tensor k = nt_tensor_random(d, kd, krank, ks, 1, -range, range, seed);
+    nt_tensor k = nt_tensor_random(d, kd, krank, ks, strided ? 1 : 0, -range, range, seed);
     nt_tensor v = nt_tensor_random(d, vd, krank, ks, 0, -1, 1, seed);
     nt_tensor dst = nt_tensor_output(d, dd, 3, qs, 0);
     nt_tensor pt = {0}, st = {0};
@@ -63,8 +55,8 @@ static void run_batch(nu_device *d, const batch_case *bc, nu_dtype qd, nu_dtype 
         st = nt_tensor_i32(d, bc->slot, bc->T, strided ? 1 : 0, strided ? 3 : 1);
         desc.slots = &st.t;
     }
-    at_case a = {&dst.t, &q.t, &k.t, &v.t, &desc};
-    nt_run(d, record_attention, &a);
+    nt_attn_call a = {&dst.t, &q.t, &k.t, &v.t, &desc};
+    nt_run(d, nt_record_attention, &a);
     nt_tensor_download(&dst);
     char what[300], tn[120];
     snprintf(what, sizeof what, "%s: %s q, %s k, %s v, %s dst, %lld slots of %lld, tune %s", label, nu_dtype_name(qd),
@@ -397,6 +389,15 @@ static void one_graph_serves_changing_batches(void **state)
             if (memcmp(b[0].out.bytes, b[1].out.bytes, b[0].out.size) || memcmp(b[0].kc.bytes, b[1].kc.bytes, b[0].kc.size) ||
                 memcmp(b[0].vc.bytes, b[1].vc.bytes, b[0].vc.size))
                 fail_msg("tune %d, step %d: the graph's output or caches differ from the step recorded fresh", ti, step);
+            /* The rows' v where their positions and slots say (the rows in range), exactly. */
+            for (int r = 0; r < 3; r++)
+                for (int64_t e = 0; pos[r] >= 0 && e < hkv * D; e++) {
+                    float want = nt_round_to(NU_DTYPE_BF16, fresh[2].values[r * hkv * D + e]);
+                    float got = b[0].vc.values[((int64_t)slot[r] * P + pos[r]) * hkv * D + e];
+                    if (got != want)
+                        fail_msg("tune %d, step %d: v of row %d at slot %d, position %d, element %lld is %.9g, expected "
+                                 "%.9g", ti, step, r, slot[r], pos[r], (long long)e, (double)got, (double)want);
+                }
             char what[96];
             snprintf(what, sizeof what, "batched decode graph, tune %d, step %d", ti, step);
             nu_attention_desc ad = {.positions = &b[0].pos.t, .slots = &b[0].slot.t, .window = 48};

@@ -53,14 +53,20 @@ static double check_rope_ff(nu_device *d, nt_tensor *dst, nt_tensor *s, const nu
     nt_tensor_values(s, sv, x); /* before the op: it may run in place */
     nt_run(d, record_rope, &k);
     nt_tensor_download(dst);
-    double amax = nt_rope_ref(x, w, sh[0] * sh[1], sh[2], sh[3], pos, desc, ff);
     double worst = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        want[i] = nt_round_to(dst->t.dtype, (float)w[i]);
-        if (dst->t.dtype == NU_DTYPE_F32)
-            worst = fmax(worst, fabs(dst->values[i] - w[i]) / 2);
+    uint64_t row = (uint64_t)(sh[2] * sh[3]);
+    for (int64_t r = 0; r < sh[0] * sh[1]; r++) { /* each row within its own angles' bound */
+        double amax = nt_rope_ref(x + r * row, w + r * row, 1, sh[2], sh[3], pos + r, desc, ff);
+        for (uint64_t i = r * row; i < (r + 1) * row; i++) {
+            want[i] = nt_round_to(dst->t.dtype, (float)w[i]);
+            if (dst->t.dtype == NU_DTYPE_F32)
+                worst = fmax(worst, fabs(dst->values[i] - w[i]) / 2);
+        }
+        char each[240];
+        snprintf(each, sizeof each, "%s, row %lld at position %d", what, (long long)r, pos[r]);
+        nt_expect_close(each, dst->values + r * row, want + r * row, row, (float)nt_rope_tol(amax, desc),
+                        2 * nt_dtype_tolerance(dst->t.dtype));
     }
-    nt_expect_close(what, dst->values, want, n, (float)nt_rope_tol(amax, desc), 2 * nt_dtype_tolerance(dst->t.dtype));
     free(x);
     free(want);
     free(w);

@@ -127,20 +127,27 @@ static void unary_ops_match_the_reference_for_every_dtype(void **state)
 }
 
 /* Erf to 1e-6 absolute: recovered from F32 GELU as 2 gelu(x) / x - 1 = erf(x / sqrt 2). */
+/* op over n F32 values evenly from lo to hi (src), into dst (downloaded). */
+static void sweep(nu_device *d, nu_unary_op op, float alpha, float lo, float hi, int64_t n, nt_tensor *src, nt_tensor *dst)
+{
+    *src = nt_tensor_output(d, NU_DTYPE_F32, 1, &n, 0);
+    for (int64_t i = 0; i < n; i++) {
+        src->values[i] = lo + (hi - lo) * (float)i / (float)(n - 1);
+        memcpy(src->bytes + i * 4, &src->values[i], 4);
+    }
+    NT_OK(nu_buffer_write(src->t.buffer, 0, src->bytes, src->size));
+    *dst = nt_tensor_output(d, NU_DTYPE_F32, 1, &n, 0);
+    unary_case k = {op, &dst->t, &src->t, NULL, alpha, false};
+    nt_run(d, record_unary, &k);
+    nt_tensor_download(dst);
+}
+
 static void gelu_erf_is_accurate_to_1e_6(void **state)
 {
     nu_device *d = nt_open();
     int64_t n[1] = {16001};
-    nt_tensor src = nt_tensor_output(d, NU_DTYPE_F32, 1, n, 0);
-    for (int64_t i = 0; i < n[0]; i++) {
-        src.values[i] = -8.0f + 16.0f * (float)i / (float)(n[0] - 1); /* steps of 1/1000 */
-        memcpy(src.bytes + i * 4, &src.values[i], 4);
-    }
-    NT_OK(nu_buffer_write(src.t.buffer, 0, src.bytes, src.size));
-    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 1, n, 0);
-    unary_case k = {NU_UNARY_GELU, &dst.t, &src.t, NULL, 0, false};
-    nt_run(d, record_unary, &k);
-    nt_tensor_download(&dst);
+    nt_tensor src, dst;
+    sweep(d, NU_UNARY_GELU, 0, -8.0f, 8.0f, n[0], &src, &dst); /* steps of 1/1000 */
     double worst = 0;
     for (int64_t i = 0; i < n[0]; i++) {
         double x = src.values[i];
@@ -163,16 +170,8 @@ static void softcap_tanh_is_accurate(void **state)
 {
     nu_device *d = nt_open();
     int64_t n[1] = {24001};
-    nt_tensor src = nt_tensor_output(d, NU_DTYPE_F32, 1, n, 0);
-    for (int64_t i = 0; i < n[0]; i++) {
-        src.values[i] = -12.0f + 24.0f * (float)i / (float)(n[0] - 1);
-        memcpy(src.bytes + i * 4, &src.values[i], 4);
-    }
-    NT_OK(nu_buffer_write(src.t.buffer, 0, src.bytes, src.size));
-    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 1, n, 0);
-    unary_case k = {NU_UNARY_SOFTCAP, &dst.t, &src.t, NULL, 1.0f, false};
-    nt_run(d, record_unary, &k);
-    nt_tensor_download(&dst);
+    nt_tensor src, dst;
+    sweep(d, NU_UNARY_SOFTCAP, 1.0f, -12.0f, 12.0f, n[0], &src, &dst);
     double worst = 0;
     for (int64_t i = 0; i < n[0]; i++) {
         double x = src.values[i], want = tanh(x), err = want ? fabs(dst.values[i] - want) / fabs(want) : fabs(dst.values[i]);

@@ -1,14 +1,18 @@
 /* test_quant.c: the CPU block codecs (nuvec/quant.h). Known-answer blocks (made here from the
  * formats' definitions, field by field) decoded by nu_dequantize; round trips of nu_quantize on
  * several kinds of data against the error bounds docs/quantize.md gives; importances;
- * refusals; threads. */
+ * refusals; threads; the writer's tensors of every block dtype; `nuvec quantize`'s type chooser
+ * (tools/quantize_mix.c), tensor by tensor, against llama-quantize's rules worked out by hand. */
 #include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_write.h"
 #include "harness.h"
+#include "make_gguf.h"
+#include "quantize.h"
 
 /* ---- blocks made by hand ---- */
 
@@ -209,7 +213,7 @@ static void runs_of_blocks(void **state)
     NT_OK(nu_dequantize(NU_DTYPE_Q8_0, b, y, 96));
     for (int k = 0; k < 3; k++)
         for (int j = 0; j < 32; j++)
-            assert_true(y[32 * k + j] == (float)((j - 16) << k));
+            assert_true(y[32 * k + j] == (float)((j - 16) * (1 << k)));
 }
 
 static void dequantize_refusals(void **state)
@@ -459,6 +463,266 @@ static void threads_agree(void **state)
     free(x), free(one), free(many);
 }
 
+/* ---- the GGUF writer's block dtypes ---- */
+
+static void writer_block_dtypes(void **state)
+{
+    (void)state;
+    static const nu_dtype types[] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0, NU_DTYPE_Q4_1, NU_DTYPE_Q5_0, NU_DTYPE_Q5_1,
+                                     NU_DTYPE_Q4_K, NU_DTYPE_Q5_K, NU_DTYPE_Q6_K, NU_DTYPE_IQ4_NL, NU_DTYPE_IQ4_XS};
+    static const char *const names[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"};
+    enum { T = sizeof types / sizeof *types, N = 2 * 256 };
+    float x[N];
+    uint64_t st = 3;
+    for (int i = 0; i < N; i++)
+        x[i] = (float)normal(&st);
+    static uint8_t q[T][N * 2];
+    char path[512];
+    snprintf(path, sizeof path, "%s/quant_blocks.gguf", nt_tmp_dir());
+    gguf_writer *w;
+    NT_OK(gguf_writer_new(0, &w));
+    const uint64_t shape[2] = {2, 256};
+    for (int t = 0; t < T; t++) {
+        NT_OK(nu_quantize(types[t], x, q[t], N, NULL));
+        NT_OK(gguf_writer_tensor(w, names[t], types[t], 2, shape));
+    }
+    /* Rows of 32 are too short for the 256-element formats. */
+    const uint64_t narrow[2] = {2, 32};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, gguf_writer_tensor(w, "narrow", NU_DTYPE_Q4_K, 2, narrow));
+    gguf_writer_free(w);
+    NT_OK(gguf_writer_new(0, &w));
+    for (int t = 0; t < T; t++)
+        NT_OK(gguf_writer_tensor(w, names[t], types[t], 2, shape));
+    NT_OK(gguf_writer_begin(w, path));
+    for (int t = 0; t < T; t++)
+        NT_OK(gguf_writer_data(w, q[t], bytes_of(types[t], N)));
+    NT_OK(gguf_writer_finish(w));
+    gguf_writer_free(w);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t file[64 << 10];
+    const size_t size = fread(file, 1, sizeof file, f);
+    fclose(f);
+    nu_gguf *g;
+    NT_OK(nu_gguf_parse(file, size, &g));
+    for (int t = 0; t < T; t++) {
+        const nu_gguf_tensor_info *info = nu_gguf_find_tensor(g, names[t]);
+        assert_non_null(info);
+        assert_string_equal(info->type_name, names[t]);
+        assert_int_equal(info->size, bytes_of(types[t], N));
+        assert_memory_equal(file + info->offset, q[t], info->size);
+    }
+    nu_gguf_close(g);
+}
+
+/* ---- the type chooser ---- */
+
+typedef struct mix_case {
+    const char *name;
+    uint64_t rows, cols; /* rows 0: a vector of cols */
+    nu_dtype want;
+} mix_case;
+
+/* Chooses the types of `cases` in order (the order matters: the mix counts layers). */
+static void expect_mix(const char *preset, const quant_model *m, const mix_case *cases, size_t n, const char *what)
+{
+    quant_options o = {quant_find_preset(preset), NU_DTYPE_COUNT, NU_DTYPE_COUNT, false};
+    assert_non_null(o.preset);
+    quant_walk walk = {0};
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t shape[2] = {cases[i].rows, cases[i].cols};
+        nu_dtype got;
+        char note[96];
+        NT_OK(quant_choose(&o, m, &walk, cases[i].name, cases[i].rows ? 2 : 1, cases[i].rows ? shape : shape + 1,
+                           NU_DTYPE_F16, &got, note, sizeof note));
+        if (got != cases[i].want)
+            fail_msg("%s, %s: %s is %s, expected %s (%s)", preset, what, cases[i].name, nu_dtype_name(got),
+                     nu_dtype_name(cases[i].want), note);
+    }
+}
+
+/* A 32-layer model's "more bits" layers, written out: the first and last 4, and 6, 9, .., 27. */
+static bool more_bits32(int l) { return l < 4 || l >= 28 || (l >= 6 && l <= 27 && l % 3 == 0); }
+
+static void mix_per_tensor(void **state)
+{
+    (void)state;
+    const quant_model m7b = {32, 32, 32, 32, false};
+    enum { L = 32 };
+    mix_case c[2 + 4 * L];
+    char names[4 * L][48];
+    const char *presets[] = {"q4_k_m", "q5_k_m", "q4_k_s", "q5_k_s", "q6_k", "iq4_xs", "q4_0", "q8_0"};
+    for (size_t p = 0; p < sizeof presets / sizeof *presets; p++) {
+        const quant_preset *pr = quant_find_preset(presets[p]);
+        const bool km = !strcmp(presets[p], "q4_k_m") || !strcmp(presets[p], "q5_k_m"), ks = !strcmp(presets[p], "q4_k_s");
+        const bool iq = !strcmp(presets[p], "iq4_xs");
+        size_t n = 0;
+        c[n++] = (mix_case){"token_embd.weight", 32000, 4096, pr->base}; /* not tied: the base type */
+        for (int l = 0; l < L; l++) {
+            snprintf(names[4 * l], 48, "blk.%d.attn_norm.weight", l);
+            snprintf(names[4 * l + 1], 48, "blk.%d.attn_q.weight", l);
+            snprintf(names[4 * l + 2], 48, "blk.%d.attn_v.weight", l);
+            snprintf(names[4 * l + 3], 48, "blk.%d.ffn_down.weight", l);
+            const nu_dtype six = more_bits32(l) ? NU_DTYPE_Q6_K : pr->base;
+            c[n++] = (mix_case){names[4 * l], 0, 4096, NU_DTYPE_F16}; /* vectors keep their type */
+            c[n++] = (mix_case){names[4 * l + 1], 4096, 4096, pr->base};
+            c[n++] = (mix_case){names[4 * l + 2], 4096, 4096, km ? six : ks && l < 4 ? NU_DTYPE_Q5_K : pr->base};
+            c[n++] = (mix_case){names[4 * l + 3], 4096, 11008,
+                                km ? six : (ks || iq) && l < 4 ? NU_DTYPE_Q5_K : pr->base};
+        }
+        c[n++] = (mix_case){"output.weight", 32000, 4096, pr->base == NU_DTYPE_Q8_0 ? NU_DTYPE_Q8_0 : NU_DTYPE_Q6_K};
+        /* 11008 = 43 x 256: ffn_down's rows fit every format. */
+        expect_mix(presets[p], &m7b, c, n, "7B");
+    }
+    /* Tied embeddings (no output.weight): token_embd is the output. */
+    const quant_model tied = {4, 4, 4, 4, true};
+    const mix_case t1[] = {{"token_embd.weight", 512, 256, NU_DTYPE_Q6_K}};
+    expect_mix("q4_k_m", &tied, t1, 1, "tied");
+    expect_mix("q4_0", &tied, t1, 1, "tied");
+    /* Rows that are not a multiple of 256: the output becomes Q8_0, the rest fall back. */
+    const mix_case small[] = {{"token_embd.weight", 512, 64, NU_DTYPE_Q8_0}, {"blk.0.attn_q.weight", 64, 64, NU_DTYPE_Q5_0},
+                              {"blk.0.ffn_down.weight", 64, 172, NU_DTYPE_F16}, {"blk.0.ffn_up.weight", 172, 64, NU_DTYPE_Q5_0}};
+    expect_mix("q4_k_m", &tied, small, 4, "rows of 64 and 172");
+    const mix_case q5[] = {{"blk.0.attn_q.weight", 64, 96, NU_DTYPE_Q5_1}};
+    expect_mix("q5_k_s", &tied, q5, 1, "rows of 96");
+    const mix_case q6[] = {{"blk.0.attn_q.weight", 64, 96, NU_DTYPE_Q8_0}};
+    expect_mix("q6_k", &tied, q6, 1, "rows of 96");
+    const mix_case xs[] = {{"blk.0.attn_q.weight", 64, 96, NU_DTYPE_IQ4_NL}, {"blk.0.attn_k.weight", 64, 40, NU_DTYPE_F16}};
+    expect_mix("iq4_xs", &tied, xs, 2, "rows of 96 and 40");
+    const mix_case q40[] = {{"token_embd.weight", 512, 64, NU_DTYPE_Q8_0}, {"blk.0.attn_q.weight", 64, 64, NU_DTYPE_Q4_0}};
+    expect_mix("q4_0", &tied, q40, 2, "Q4_0 with rows of 64");
+    /* IQ4 with 4 query heads a KV head: attn_v Q5_K. */
+    const quant_model gqa = {32, 32, 8, 32, false};
+    const mix_case g1[] = {{"blk.0.attn_v.weight", 1024, 4096, NU_DTYPE_Q5_K}, {"blk.0.attn_k.weight", 1024, 4096, NU_DTYPE_IQ4_NL}};
+    expect_mix("iq4_nl", &gqa, g1, 2, "grouped KV heads");
+    /* A 70B (80 layers, grouped KV heads): attn_v's Q4_K become Q5_K. */
+    const quant_model m70 = {80, 64, 8, 80, false};
+    mix_case v70[11];
+    for (int l = 0; l < 11; l++) /* layers 0..9 are the first eighth; 10 is not a "more bits" one */
+        v70[l] = (mix_case){names[l], 1024, 8192, l < 10 ? NU_DTYPE_Q6_K : NU_DTYPE_Q5_K},
+        snprintf(names[l], 48, "blk.%d.attn_v.weight", l);
+    expect_mix("q4_k_m", &m70, v70, 11, "70B");
+    const mix_case v70s[] = {{"blk.0.attn_v.weight", 1024, 8192, NU_DTYPE_Q5_K}};
+    expect_mix("q4_k_s", &m70, v70s, 1, "70B");
+    /* F16 / BF16 / F32 file types: matrices take them, vectors keep theirs; odd names keep theirs. */
+    const mix_case f[] = {{"blk.0.attn_q.weight", 64, 64, NU_DTYPE_BF16}, {"blk.0.attn_norm.weight", 0, 64, NU_DTYPE_F16},
+                          {"rope_freqs", 8, 32, NU_DTYPE_F16}, {"blk.0.ffn_gate_inp.weight", 8, 64, NU_DTYPE_F16},
+                          {"blk.0.ffn_down.weight", 64, 172, NU_DTYPE_BF16}};
+    expect_mix("bf16", &tied, f, 5, "bf16");
+
+    /* Types set outright, and --pure. */
+    quant_options o = {quant_find_preset("q4_k_m"), NU_DTYPE_Q8_0, NU_DTYPE_Q4_K, false};
+    quant_walk walk = {0};
+    nu_dtype got;
+    char note[96];
+    const uint64_t wide[2] = {512, 256}, narrow[2] = {512, 64};
+    NT_OK(quant_choose(&o, &m7b, &walk, "output.weight", 2, wide, NU_DTYPE_F32, &got, note, sizeof note));
+    assert_int_equal(got, NU_DTYPE_Q8_0);
+    NT_OK(quant_choose(&o, &m7b, &walk, "token_embd.weight", 2, wide, NU_DTYPE_F32, &got, note, sizeof note));
+    assert_int_equal(got, NU_DTYPE_Q4_K);
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, quant_choose(&o, &m7b, &walk, "token_embd.weight", 2, narrow, NU_DTYPE_F32, &got,
+                                                      note, sizeof note));
+    assert_non_null(strstr(nu_error_message(NULL), "token_embd.weight"));
+    o = (quant_options){quant_find_preset("q4_k_m"), NU_DTYPE_COUNT, NU_DTYPE_COUNT, true};
+    NT_OK(quant_choose(&o, &m7b, &walk, "output.weight", 2, wide, NU_DTYPE_F32, &got, note, sizeof note));
+    assert_int_equal(got, NU_DTYPE_Q4_K);
+    NT_OK(quant_choose(&o, &m7b, &walk, "blk.0.attn_q.weight", 2, narrow, NU_DTYPE_F32, &got, note, sizeof note));
+    assert_int_equal(got, NU_DTYPE_Q5_0); /* the fallback still applies */
+
+    /* Names: llama-quantize's spellings and aliases; its order of tensors. */
+    assert_string_equal(quant_find_preset("Q4_K_M")->name, "q4_k_m");
+    assert_string_equal(quant_find_preset("q4_k")->name, "q4_k_m");
+    assert_string_equal(quant_find_preset("Q5_K")->name, "q5_k_m");
+    assert_int_equal(quant_find_preset("IQ4_XS")->file_type, 30);
+    assert_int_equal(quant_find_preset("q4_k_m")->file_type, 15);
+    assert_null(quant_find_preset("q3_k_m"));
+    assert_int_equal(quant_find_type("Q6_K"), NU_DTYPE_Q6_K);
+    assert_int_equal(quant_find_type("q4_0_soa"), NU_DTYPE_COUNT);
+    assert_true(quant_compare_names("blk.2.attn_v.weight", "blk.10.attn_k.weight") < 0);
+    assert_true(quant_compare_names("output.weight", "blk.0.attn_k.weight") < 0);
+    assert_true(quant_compare_names("blk.3.attn_k.weight", "blk.3.attn_v.weight") < 0);
+    assert_true(quant_is_attn_v("blk.3.attn_v.weight") && quant_is_attn_v("blk.3.attn_qkv.weight") &&
+                !quant_is_attn_v("blk.3.attn_k.weight"));
+}
+
+/* ---- qz_quantize: a make-gguf file to Q4_K_M, read back by nuvec's GGUF reader ---- */
+
+static uint8_t *read_whole(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*size);
+    assert_int_equal(fread(b, 1, *size, f), *size);
+    fclose(f);
+    return b;
+}
+
+static void quantize_a_file(void **state)
+{
+    (void)state;
+    char in[512], out[512];
+    snprintf(in, sizeof in, "%s/quant_small.gguf", nt_tmp_dir());
+    snprintf(out, sizeof out, "%s/quant_small_q4_k_m.gguf", nt_tmp_dir());
+    const make_gguf_options mo = {.shape = make_gguf_find_shape("small"), .dtype = NU_DTYPE_F32, .path = in, .seed = 3,
+                                  .layers = 2, .threads = 2};
+    NT_OK(make_gguf(&mo, NULL));
+    qz_request r = {in, out, {quant_find_preset("q4_k_m"), NU_DTYPE_COUNT, NU_DTYPE_COUNT, false}, 2, false, NULL, NULL};
+    qz_result res;
+    NT_OK(qz_quantize(&r, &res));
+    assert_int_equal(res.tensors, 2 + 9 * 2 + 1);
+    size_t in_size, out_size;
+    uint8_t *a = read_whole(in, &in_size), *b = read_whole(out, &out_size);
+    nu_gguf *ga, *gb;
+    NT_OK(nu_gguf_parse(a, in_size, &ga));
+    NT_OK(nu_gguf_parse(b, out_size, &gb));
+    uint32_t ft;
+    NT_OK(nu_gguf_get_u32(gb, "general.file_type", NULL, &ft));
+    assert_int_equal(ft, 15);
+    /* The mix for 2 layers (layer 1 is a "more bits" one): Q6_K output, attn_v and ffn_down of
+     * layer 1, Q4_K the other matrices, F32 the norms; values within the formats' bounds. */
+    for (uint64_t i = 0; i < nu_gguf_tensor_count(ga); i++) {
+        const nu_gguf_tensor_info *ti = nu_gguf_tensor(ga, i), *to = nu_gguf_find_tensor(gb, ti->name);
+        assert_non_null(to);
+        const bool six = !strcmp(ti->name, "output.weight") || !strcmp(ti->name, "blk.1.attn_v.weight") ||
+                         !strcmp(ti->name, "blk.1.ffn_down.weight");
+        const char *want = strstr(ti->name, "norm") ? "f32" : six ? "q6_K" : "q4_K";
+        if (strcmp(to->type_name, want))
+            fail_msg("%s is %s, expected %s", ti->name, to->type_name, want);
+        const uint64_t n = ti->size / 4;
+        float *y = malloc(n * 4);
+        const nu_dtype t = !strcmp(want, "f32") ? NU_DTYPE_F32 : six ? NU_DTYPE_Q6_K : NU_DTYPE_Q4_K;
+        NT_OK(nu_dequantize(t, b + to->offset, y, n));
+        const float *x = (const float *)(a + ti->offset);
+        double se = 0, sx = 0;
+        for (uint64_t k = 0; k < n; k++)
+            se += ((double)y[k] - x[k]) * ((double)y[k] - x[k]), sx += (double)x[k] * x[k];
+        const double bound = t == NU_DTYPE_F32 ? 0 : t == NU_DTYPE_Q6_K ? 0.020 : 0.078;
+        if (sqrt(se / sx) > bound)
+            fail_msg("%s: relative RMS error %.4f > %.3f", ti->name, sqrt(se / sx), bound);
+        free(y);
+    }
+    nu_gguf_close(ga);
+    nu_gguf_close(gb);
+    free(a), free(b);
+    /* Refusals leave no file: a Q4_K token_embd set outright on rows of 64 (the tiny shape). */
+    const make_gguf_options tiny = {.shape = make_gguf_find_shape("tiny"), .dtype = NU_DTYPE_F16, .path = in, .seed = 3,
+                                    .layers = 1, .threads = 1};
+    NT_OK(make_gguf(&tiny, NULL));
+    remove(out);
+    r.mix.embedding_type = NU_DTYPE_Q4_K;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, qz_quantize(&r, &res));
+    assert_non_null(strstr(nu_error_message(NULL), "token_embd.weight"));
+    FILE *f = fopen(out, "rb");
+    assert_null(f);
+    r.mix.embedding_type = NU_DTYPE_COUNT;
+    r.out = in;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, qz_quantize(&r, &res)); /* OUT is IN */
+    remove(in);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,6 +733,9 @@ int main(void)
         cmocka_unit_test(importance_weights),
         cmocka_unit_test(quantize_refusals),
         cmocka_unit_test(threads_agree),
+        cmocka_unit_test(writer_block_dtypes),
+        cmocka_unit_test(mix_per_tensor),
+        cmocka_unit_test(quantize_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,10 +24,12 @@ static void usage(FILE *f)
             "                      [--max-positions N] [--max-memory BYTES] [--no-graph]\n"
             "  MODEL: a GGUF file (.gguf: its vocabulary gives text) or a Hugging Face folder (config.json,\n"
             "  *.safetensors; tokenizer.json for text).\n"
-            "  --prompt TEXT is tokenized with BOS first; --tokens gives the ids as they are (default: BOS\n"
-            "  alone). -n: tokens to generate (default 64; stops early at EOS). --temp 0 (default) is greedy;\n"
+            "  --prompt TEXT is tokenized as `nuvec tokenize` shows (BOS first where the vocabulary adds one);\n"
+            "  --tokens gives the ids as they are (default: BOS alone). -n: tokens to generate (default 64;\n"
+            "  stops early at an end-of-generation token: EOS, EOT, <|im_end|>, ...). --temp 0 (default) is greedy;\n"
             "  --top-k, --top-p and --seed (default 0) shape sampling. --json prints {prompt_tokens, tokens,\n"
-            "  text, prefill_tokens_per_s, decode_tokens_per_s}. --kv-f16: an F16 KV cache (default F32);\n"
+            "  text (valid UTF-8: U+FFFD for bytes that are not), prefill_tokens_per_s, decode_tokens_per_s}.\n"
+            "  The text streamed is valid UTF-8 too. --kv-f16: an F16 KV cache (default F32);\n"
             "  --f16-weights: matrices stored as F16; --max-positions: the KV cache's length; --no-graph:\n"
             "  decode records a command buffer per token instead of launching the decode graph; --max-memory:\n"
             "  refuse a model that needs more device memory (said before anything moves). --json adds\n"
@@ -83,15 +85,34 @@ static bool parse_ids(const char *s, int32_t **ids, size_t *n)
     }
 }
 
+/* The text as it comes: a nu_llm_detokenizer gives valid UTF-8 (a character split across tokens
+ * is held until it is whole; invalid bytes as U+FFFD), printed (print) and kept (for --json). */
 typedef struct streamer {
     const nu_llm_tokenizer *tok;
+    nu_llm_detokenizer *detok;
     bool print;
-    int32_t prev;
-    char *pending;    /* bytes of a UTF-8 character not complete yet */
-    size_t npending;
-    char *text;       /* all the generated text (for --json) */
+    char *text; /* all the text given (for --json) */
     size_t ntext, captext;
 } streamer;
+
+static bool stream_text(streamer *s, const char *t, size_t n)
+{
+    if (s->print) {
+        fwrite(t, 1, n, stdout);
+        fflush(stdout);
+    }
+    if (s->ntext + n + 1 > s->captext) {
+        size_t ncap = (s->ntext + n + 1) * 2;
+        char *b = realloc(s->text, ncap);
+        if (!b)
+            return false;
+        s->text = b, s->captext = ncap;
+    }
+    memcpy(s->text + s->ntext, t, n);
+    s->ntext += n;
+    s->text[s->ntext] = 0;
+    return true;
+}
 
 static bool stream_token(streamer *s, int32_t id)
 {
@@ -102,44 +123,34 @@ static bool stream_token(streamer *s, int32_t id)
         }
         return true;
     }
-    size_t len = 0, cap = nu_llm_tokenizer_max_piece(s->tok);
-    if (s->ntext + cap + 1 > s->captext) {
-        size_t ncap = (s->ntext + cap + 1) * 2;
-        char *t = realloc(s->text, ncap);
-        if (!t)
-            return false;
-        s->text = t, s->captext = ncap;
-    }
-    if (nu_llm_token_to_text(s->tok, id, s->prev, s->text + s->ntext, cap, &len) != NU_OK)
-        return false;
-    s->prev = id;
-    if (s->print) {
-        memcpy(s->pending + s->npending, s->text + s->ntext, len);
-        s->npending += len;
-        size_t ok = nu_llm_utf8_complete(s->pending, s->npending);
-        fwrite(s->pending, 1, ok, stdout);
-        fflush(stdout);
-        memmove(s->pending, s->pending + ok, s->npending - ok);
-        s->npending -= ok;
-    }
-    s->ntext += len;
-    s->text[s->ntext] = 0;
-    return true;
+    const char *t;
+    size_t n;
+    return nu_llm_detokenizer_push(s->detok, id, &t, &n) == NU_OK && stream_text(s, t, n);
 }
 
-/* Greedy decode's on_token: streams the token; a failure stops the decode and is kept. */
+/* Generation ends at the vocabulary's end-of-generation tokens (eos, eot, <|im_end|>, ...), or
+ * without a tokenizer at the config's eos. */
+static bool stops(const streamer *s, const nu_llm_config *cfg, int32_t id)
+{
+    return id == cfg->eos || (s->tok && nu_llm_tokenizer_is_eog(s->tok, id));
+}
+
+/* Greedy decode's on_token: streams the token; a failure stops the decode and is kept, and so
+ * does an end-of-generation token (it is kept in out). */
 typedef struct greedy_stream {
     streamer *s;
+    const nu_llm_config *cfg;
     int32_t failed_id; /* the token stream_token failed on, or NU_LLM_NO_TOKEN */
 } greedy_stream;
 
 static bool on_greedy_token(void *user, int32_t id)
 {
     greedy_stream *g = user;
-    if (stream_token(g->s, id))
-        return true;
-    g->failed_id = id;
-    return false;
+    if (!stream_token(g->s, id)) {
+        g->failed_id = id;
+        return false;
+    }
+    return !stops(g->s, g->cfg, id);
 }
 
 int cli_generate(int argc, char **argv)
@@ -228,10 +239,9 @@ int cli_generate(int argc, char **argv)
             fprintf(stderr, "nuvec generate: --prompt needs a tokenizer: %s (give --tokens)\n", nu_llm_model_tokenizer_note(m));
             goto done;
         }
-        size_t len = strlen(prompt);
-        if (!(ids = malloc((3 * len + 4) * sizeof *ids)) ||
-            nu_llm_tokenize(tok, prompt, len, 1, ids, 3 * len + 4, &nids) != NU_OK) {
-            fprintf(stderr, "nuvec generate: tokenizing the prompt: %s\n", nu_llm_error_message());
+        if ((st = cli_tokenize_text(tok, prompt, strlen(prompt), true, false, &ids, &nids)) != NU_OK) {
+            fprintf(stderr, "nuvec generate: tokenizing the prompt: %s\n",
+                    st == NU_ERROR_HOST_OUT_OF_MEMORY && !ids ? "out of memory" : nu_llm_error_message());
             goto done;
         }
     } else if (tokens) {
@@ -261,9 +271,7 @@ int cli_generate(int argc, char **argv)
     out = malloc((size_t)(n ? n : 1) * sizeof *out);
     s.tok = tok;
     s.print = !json;
-    s.prev = NU_LLM_NO_TOKEN;
-    s.pending = malloc(64 + (tok ? nu_llm_tokenizer_max_piece(tok) : 0));
-    if (!logits || !out || !s.pending)
+    if (!logits || !out || (tok && nu_llm_detokenizer_new(tok, NULL, &s.detok) != NU_OK))
         goto done;
     if (!json) { /* the prompt as text (or ids) first */
         for (size_t i = 0; i < nids; i++)
@@ -271,8 +279,11 @@ int cli_generate(int argc, char **argv)
                 fprintf(stderr, "nuvec generate: prompt token %d: %s\n", ids[i], nu_llm_error_message());
                 goto done;
             }
-    } else if (tok)
-        s.prev = nids ? ids[nids - 1] : NU_LLM_NO_TOKEN;
+    } else if (tok && nids) { /* the last prompt token sets how the first one generated decodes */
+        const char *t;
+        size_t n_t;
+        nu_llm_detokenizer_push(s.detok, ids[nids - 1], &t, &n_t);
+    }
     double t0 = cli_now_s();
     if (nu_llm_model_prefill(m, ids, nids, logits) != NU_OK) {
         fprintf(stderr, "\nnuvec generate: %s\n", nu_llm_error_message());
@@ -295,8 +306,8 @@ int cli_generate(int argc, char **argv)
             fprintf(stderr, "\nnuvec generate: token %d: %s\n", first, nu_llm_error_message());
             goto done;
         }
-        if (first != cfg->eos && nout < n) {
-            greedy_stream gs = {&s, NU_LLM_NO_TOKEN};
+        if (!stops(&s, cfg, first) && nout < n) {
+            greedy_stream gs = {&s, cfg, NU_LLM_NO_TOKEN};
             uint32_t produced = 0;
             double a = cli_now_s();
             nu_status gst = nu_llm_model_decode_greedy(m, first, (uint32_t)(n - 1), out + 1, &produced, cfg->eos,
@@ -325,7 +336,7 @@ int cli_generate(int argc, char **argv)
             fprintf(stderr, "\nnuvec generate: token %d: %s\n", next, nu_llm_error_message());
             goto done;
         }
-        if (next == cfg->eos || nout == n)
+        if (stops(&s, cfg, next) || nout == n)
             break;
         double a = cli_now_s();
         if (nu_llm_model_decode(m, next, logits) != NU_OK) {
@@ -334,6 +345,12 @@ int cli_generate(int argc, char **argv)
         }
         decode_s += cli_now_s() - a;
         decodes++;
+    }
+    if (tok) { /* a character the last tokens left unfinished, as U+FFFD */
+        const char *t;
+        size_t n_t;
+        if (nu_llm_detokenizer_flush(s.detok, &t, &n_t) != NU_OK || !stream_text(&s, t, n_t))
+            goto done;
     }
     double prefill_tps = t1 > t0 ? (double)nids / (t1 - t0) : 0, decode_tps = decode_s > 0 ? (double)decodes / decode_s : 0;
     if (json) {
@@ -356,7 +373,6 @@ int cli_generate(int argc, char **argv)
         cJSON_free(text);
         cJSON_Delete(o);
     } else {
-        fwrite(s.pending, 1, s.npending, stdout);
         printf("\n");
         fflush(stdout);
         fprintf(stderr, "prompt %zu tokens, %.1f tokens/s; generated %zu, decode %.1f tokens/s\n", nids, prefill_tps, nout,
@@ -368,7 +384,7 @@ done:
     free(ids);
     free(out);
     free(logits);
-    free(s.pending);
+    nu_llm_detokenizer_free(s.detok);
     free(s.text);
     nu_llm_sampler_free(sampler);
     nu_llm_model_free(m);

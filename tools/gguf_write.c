@@ -89,6 +89,8 @@ static bool put_str(bytes *b, const char *s)
     return put_le(b, n, 8) && put(b, s, n);
 }
 
+static const unsigned SCALAR_SIZE[NU_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+
 nu_status gguf_writer_new(uint32_t alignment, gguf_writer **out)
 {
     *out = NULL;
@@ -181,13 +183,20 @@ nu_status gguf_writer_string(gguf_writer *w, const char *key, const char *v)
 {
     if (!v)
         return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: '%s': NULL string%s", key ? key : "(NULL)", "");
+    return gguf_writer_string_n(w, key, v, strlen(v));
+}
+
+static bool put_bytes_str(bytes *b, const char *s, uint64_t n) { return put_le(b, n, 8) && put(b, s, (size_t)n); }
+
+nu_status gguf_writer_string_n(gguf_writer *w, const char *key, const char *v, uint64_t length)
+{
+    if (!v && length)
+        return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: '%s': NULL string%s", key ? key : "(NULL)", "");
     nu_status st = begin_kv(w, key, NU_GGUF_STRING);
-    if (st == NU_OK && !put_str(&w->kv, v))
+    if (st == NU_OK && (length > SIZE_MAX || !put_bytes_str(&w->kv, v, length)))
         st = oom(w);
     return st;
 }
-
-static const unsigned SCALAR_SIZE[NU_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
 nu_status gguf_writer_array(gguf_writer *w, const char *key, nu_gguf_type type, const void *elements, uint64_t count)
 {
@@ -205,7 +214,18 @@ nu_status gguf_writer_array(gguf_writer *w, const char *key, nu_gguf_type type, 
                                                                                                          : oom(w);
 }
 
-nu_status gguf_writer_string_array(gguf_writer *w, const char *key, const char *const *strings, uint64_t count)
+nu_status gguf_writer_scalar(gguf_writer *w, const char *key, nu_gguf_type type, const void *value)
+{
+    if ((unsigned)type >= NU_GGUF_TYPE_COUNT || !SCALAR_SIZE[type] || !value)
+        return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: '%s': not a scalar%s", key ? key : "(NULL)", "");
+    uint64_t bits = 0;
+    memcpy(&bits, value, SCALAR_SIZE[type]); /* little-endian host: the low bytes */
+    return scalar(w, key, type, bits, SCALAR_SIZE[type]);
+}
+
+/* An array of strings: strings[i], lengths[i] bytes each (NUL-terminated when lengths is NULL). */
+static nu_status string_array(gguf_writer *w, const char *key, const char *const *strings, const uint64_t *lengths,
+                              uint64_t count)
 {
     if (count && !strings)
         return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: '%s': NULL strings%s", key ? key : "(NULL)", "");
@@ -215,12 +235,24 @@ nu_status gguf_writer_string_array(gguf_writer *w, const char *key, const char *
     if (!put_le(&w->kv, NU_GGUF_STRING, 4) || !put_le(&w->kv, count, 8))
         return oom(w);
     for (uint64_t i = 0; i < count; i++) {
-        if (!strings[i])
+        if (!strings[i] && (!lengths || lengths[i]))
             return fail(w, NU_ERROR_INVALID_ARGUMENT, "gguf writer: '%s': a NULL string%s", key, "");
-        if (!put_str(&w->kv, strings[i]))
+        const uint64_t n = lengths ? lengths[i] : strlen(strings[i]);
+        if (n > SIZE_MAX || !put_bytes_str(&w->kv, strings[i], n))
             return oom(w);
     }
     return NU_OK;
+}
+
+nu_status gguf_writer_string_array(gguf_writer *w, const char *key, const char *const *strings, uint64_t count)
+{
+    return string_array(w, key, strings, NULL, count);
+}
+
+nu_status gguf_writer_string_array_n(gguf_writer *w, const char *key, const char *const *strings,
+                                     const uint64_t *lengths, uint64_t count)
+{
+    return string_array(w, key, strings, lengths, count);
 }
 
 bool gguf_ggml_type(nu_dtype d, uint32_t *type)
@@ -328,6 +360,8 @@ static nu_status flush(gguf_writer *w)
 /* Appends to the output buffer; pieces of a MiB or more go straight to the file (no copy). */
 static nu_status emit(gguf_writer *w, const void *p, size_t n)
 {
+    if (!n) /* a file without metadata has no bytes (nor a buffer) for it */
+        return NU_OK;
     if (n >= (1u << 20)) {
         nu_status st = flush(w);
         if (st == NU_OK && !write_all(w->fd, p, n))

@@ -37,11 +37,19 @@ nu_status gguf_writer_i32(gguf_writer *w, const char *key, int32_t v);
 nu_status gguf_writer_f32(gguf_writer *w, const char *key, float v);
 nu_status gguf_writer_bool(gguf_writer *w, const char *key, bool v);
 nu_status gguf_writer_string(gguf_writer *w, const char *key, const char *v);
+/* A string of `length` bytes (GGUF strings need no NUL: those of nuvec/gguf.h's reader copy as they are). */
+nu_status gguf_writer_string_n(gguf_writer *w, const char *key, const char *v, uint64_t length);
+/* A scalar of any type but STRING and ARRAY, its value in the host's layout (uint8_t, int16_t,
+ * double, bool, ... as the type says). */
+nu_status gguf_writer_scalar(gguf_writer *w, const char *key, nu_gguf_type type, const void *value);
 /* An array of `count` scalars of `type` (not STRING or ARRAY), `elements` packed in the host's
  * (little-endian) layout: uint8_t, int32_t, float, ... as the type says. */
 nu_status gguf_writer_array(gguf_writer *w, const char *key, nu_gguf_type type, const void *elements, uint64_t count);
 /* An array of `count` strings, each strings[i] (NUL-terminated). */
 nu_status gguf_writer_string_array(gguf_writer *w, const char *key, const char *const *strings, uint64_t count);
+/* The same with each string's length in bytes. */
+nu_status gguf_writer_string_array_n(gguf_writer *w, const char *key, const char *const *strings,
+                                     const uint64_t *lengths, uint64_t count);
 
 /* A tensor info: `dtype` one of F32, F16, BF16 or GGUF's block formats (Q8_0, Q4_0, Q4_1, Q5_0,
  * Q5_1, IQ4_NL: an inner dim that is a multiple of 32; Q4_K, Q5_K, Q6_K, IQ4_XS: of 256), 1 to 4

@@ -30,6 +30,16 @@ static void usage(FILE *f)
             "                           (nuvec bench --help)\n"
             "  generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "           [--seed S] [--json]  a Llama model's continuation, streamed (nuvec generate --help)\n"
+            "  quantize IN OUT --type q4_k_m|q4_k_s|q5_k_m|q5_k_s|q6_k|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|f16|bf16|f32\n"
+            "           [--threads N]   a Llama GGUF file or Hugging Face folder as a GGUF file of that type,\n"
+            "                           llama-quantize's per-tensor mix (nuvec quantize --help)\n"
+            "  tokenize MODEL (--prompt TEXT | --file FILE) [--no-bos] [--special] [--json]\n"
+            "                           the token ids of a text, as generate feeds them (no device needed)\n"
+            "  template MODEL --messages FILE.json [--add-generation-prompt] [--tools FILE.json]\n"
+            "           [--template FILE.jinja]  the prompt a chat template renders (nuvec template --help)\n"
+            "  chat MODEL [--system TEXT]  an interactive conversation, streamed (nuvec chat --help)\n"
+            "  serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N]\n"
+            "                           an OpenAI-compatible HTTP server (nuvec serve --help)\n"
             "  help                     this text\n"
             "Environment: NUVEC_DEVICE=index|name chooses the device; NUVEC_VALIDATION=1 loads the\n"
             "Khronos validation layer with synchronisation validation.\n",
@@ -50,8 +60,18 @@ int main(int argc, char **argv)
         return cli_load(argc - 1, argv + 1);
     if (!strcmp(argv[1], "generate"))
         return cli_generate(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "tokenize"))
+        return cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "template"))
+        return cli_template(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "chat"))
+        return cli_chat(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "serve"))
+        return cli_serve(argc - 1, argv + 1);
     if (!strcmp(argv[1], "make-gguf"))
         return cli_make_gguf(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "quantize"))
+        return cli_quantize(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return cli_bench(argc - 1, argv + 1);
     fprintf(stderr, "nuvec: unknown command '%s'\n", argv[1]);

@@ -20,28 +20,33 @@
  * ordered after its previous owner's work. Inside the graph, nodes are scheduled by dependency
  * levels (a node's level is one more than the deepest node it conflicts with): the nodes of a
  * level run together, with one memory barrier between levels (its stages narrowed to what the
- * graph's work uses), and conflicting nodes keep their recorded order.
+ * graph's work uses), and conflicting nodes keep their recorded order. Hazards are judged as in
+ * a command buffer (nuvec/command.h); NU_GRAPH_SCHEDULE_IN_ORDER keeps the recording's order
+ * and puts the barriers where a command buffer's commit would.
  *
  * Buffers: a graph does not keep its buffers alive. A launch after one of them was freed is
  * NU_ERROR_INVALID_HANDLE naming it (bind a slot anew, or build the graph again).
  *
  * Slots and parameters: a launch uses the slots' current bindings and the parameters' current
- * values. A graph keeps up to 3 recorded copies of its Vulkan command buffer, so that a launch
- * prepares a copy while earlier launches run (it waits only when all 3 are in flight).
- *   Parameters are read from memory: a dispatch with a parameter runs a variant of its kernel
- *   whose push constant block is a storage buffer (the SPIR-V rewritten once per kernel,
- *   validated and cached like any kernel) bound to the dispatch's region of a host-visible
- *   buffer with one area per copy; a launch writes the current values into its copy's area, and
- *   nothing is recorded again. Where a kernel cannot be rewritten (or with the environment
- *   variable NUVEC_GRAPH_RERECORD=1), its push constants stay recorded and a change records the
- *   copies again before their next launches (the slow path: the cost of recording the graph).
- *   Slots are realised by recording again: a copy recorded before a slot's binding changed is
- *   recorded anew (and the graph rescheduled, since a new binding may alias another) before its
- *   next launch. With NUVEC_GRAPH_SETS=1, on devices whose storage buffer descriptors may be
- *   updated after bind (UPDATE_AFTER_BIND; lavapipe has not), the dispatches using a slot are
- *   bound with descriptor sets instead, one per dispatch per copy: a rebinding that creates no
- *   new overlap with the graph's other buffers only rewrites those sets before the copy's next
- *   launch (one that does is scheduled and recorded again). `nuvec bench graph` measures them.
+ * values. A graph keeps up to 3 encoded copies of its Vulkan command buffer, so that a launch
+ * prepares a copy while earlier launches run (it waits only when all 3 are in flight). How a
+ * change reaches the copies is the build options' choice (nu_graph_options):
+ *   Parameters, by default, are read from memory: a dispatch with a parameter runs a variant of
+ *   its kernel whose push constant block is a storage buffer (the SPIR-V rewritten once per
+ *   kernel, validated and cached like any kernel) bound to the dispatch's region of a
+ *   host-visible buffer with one area per copy; a launch writes the current values into its
+ *   copy's area, and nothing is encoded again. Where a kernel cannot be rewritten (or with
+ *   NU_GRAPH_PARAMS_RECORDED), its push constants stay recorded and a change encodes the copies
+ *   again before their next launches (the slow path: the cost of recording the graph).
+ *   Slots, by default, are realised by encoding again: a copy encoded before a slot's binding
+ *   changed is encoded anew (and the graph rescheduled, since a new binding may alias another)
+ *   before its next launch. With NU_GRAPH_SLOTS_SETS, on devices whose storage buffer
+ *   descriptors may be updated after bind (UPDATE_AFTER_BIND; lavapipe has not), the dispatches
+ *   using a slot are bound with descriptor sets instead, one per dispatch per copy: a rebinding
+ *   that creates no new overlap with the graph's other buffers only rewrites those sets before
+ *   the copy's next launch (one that does is scheduled and encoded again). `nuvec bench graph`
+ *   measures them. Developer overrides (docs/knobs.md): NUVEC_GRAPH_RERECORD=1 takes the slow
+ *   paths for both, NUVEC_GRAPH_SETS=1 asks for descriptor sets, whatever the options say.
  * Binding a slot to the buffer and offset it has, or setting a parameter to the value it has,
  * changes nothing.
  *
@@ -87,10 +92,45 @@ nu_status nu_graph_slot(nu_commands *recording, nu_buffer *buffer, uint32_t *slo
  * element count of nuvec's builtin kernels (which nuvec checks against the bindings). */
 nu_status nu_graph_param(nu_commands *recording, uint32_t offset, uint32_t size, uint32_t *param);
 
+/* How launches realise changed parameters (nu_graph_options.params). */
+typedef enum nu_graph_params {
+    NU_GRAPH_PARAMS_DEFAULT = 0,     /* NU_GRAPH_PARAMS_FROM_MEMORY */
+    NU_GRAPH_PARAMS_FROM_MEMORY = 1, /* read from memory where the kernel can be rewritten (else recorded) */
+    NU_GRAPH_PARAMS_RECORDED = 2,    /* recorded push constants: a change encodes the copies again */
+} nu_graph_params;
+
+/* How launches realise rebound slots (nu_graph_options.slots). */
+typedef enum nu_graph_slots {
+    NU_GRAPH_SLOTS_DEFAULT = 0,  /* NU_GRAPH_SLOTS_RERECORD */
+    NU_GRAPH_SLOTS_RERECORD = 1, /* a rebinding encodes the copies again (and schedules them again) */
+    NU_GRAPH_SLOTS_SETS = 2,     /* descriptor sets updated after bind, where the device has
+                                    UPDATE_AFTER_BIND storage buffers and every command touching a
+                                    slot is a dispatch whose kernel takes sets (else RERECORD) */
+} nu_graph_slots;
+
+/* How a graph's commands are ordered (nu_graph_options.schedule). */
+typedef enum nu_graph_schedule {
+    NU_GRAPH_SCHEDULE_DEFAULT = 0,  /* NU_GRAPH_SCHEDULE_LEVELS */
+    NU_GRAPH_SCHEDULE_LEVELS = 1,   /* by dependency levels (above): the fewest barriers */
+    NU_GRAPH_SCHEDULE_IN_ORDER = 2, /* in recording order, with a barrier where a command conflicts
+                                       with one since the last barrier: as a command buffer's
+                                       commit orders them (for comparison and debugging) */
+} nu_graph_schedule;
+
+/* Build options: zero (or NULL) means every default. */
+typedef struct nu_graph_options {
+    nu_graph_params params;     /* default NU_GRAPH_PARAMS_FROM_MEMORY */
+    nu_graph_slots slots;       /* default NU_GRAPH_SLOTS_RERECORD (sets are opt-in until measured
+                                   on a device that has them) */
+    nu_graph_schedule schedule; /* default NU_GRAPH_SCHEDULE_LEVELS */
+} nu_graph_options;
+
 /* Builds the graph: resolves its hazards and schedules it. On success the recording is consumed
  * (freed: do not use or free it again); on failure it is left as it was. An empty recording
- * makes a graph whose launches do nothing. */
+ * makes a graph whose launches do nothing. nu_graph_new is nu_graph_new_with(recording, NULL,
+ * out); an unknown option value is NU_ERROR_INVALID_ARGUMENT. */
 nu_status nu_graph_new(nu_commands *recording, nu_graph **out);
+nu_status nu_graph_new_with(nu_commands *recording, const nu_graph_options *options, nu_graph **out);
 
 /* Binds `buffer` from byte `offset` to slot `slot` for the launches that follow. The slot's
  * size must fit (buffer size - offset >= the slot's size: NU_ERROR_OUT_OF_RANGE otherwise),

@@ -180,7 +180,7 @@ typedef struct nu_rope_desc {
  * within attn_factor (|x0| + |x1|) (|a_max| + 1) 2^-22 of the float64 value, a_max the largest
  * angle (|p| / linear_factor / the smallest factor), plus dst's rounding (the test's bound;
  * measured on lavapipe with inputs in [-1, 1] and positions to 32767: at most 2.1e-3, against a
- * bound of 1.6e-2). Without scaling the results are those of the unscaled kernel, bit for bit.
+ * bound of 1.6e-2). Scaling that changes nothing (factors of 1) gives the unscaled bits.
  * desc is required (NULL is refused). */
 nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, const nu_rope_desc *desc);
 
@@ -376,8 +376,10 @@ typedef struct nu_rows_tune {
  *   buffer contents only (no per-layer parameters).
  * - The scalar form, one sequence in slot 0: nu_op_kv_append(_rope) at a position,
  *   nu_attention_desc.q_position and kv_length, push constants a graph may declare parameters
- *   (nu_op_graph_param). Kept for single-sequence callers; it reads no I32 tensors, but each
- *   step sets the parameters of every layer.
+ *   (nu_op_graph_param). Kept for single-sequence callers (libnuvec_llm's runner today). Both
+ *   forms run the same kernels, the per-row one with two I32 loads more a workgroup, so neither
+ *   is faster on the GPU (`nuvec bench ops` compares them: attn_decr against attn_dec); the
+ *   scalar form needs no I32 tensors, but a graph's step sets parameters in every layer.
  * A row whose position is negative or at least the cache's positions, or whose slot is negative
  * or at least the cache's slots, is out of range: it writes nothing, reads nothing outside the
  * ops' bindings, and its attention output is zeros. */

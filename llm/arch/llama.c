@@ -26,8 +26,11 @@
 #define K NU_LLM_KEY
 #define TRY NU_LLM_TRY
 
-static const nu_llm_key ACT = K(NULL, "hidden_act"), ATTN_BIAS = K(NULL, "attention_bias"),
-                        MLP_BIAS = K(NULL, "mlp_bias"), WINDOW_HF = K(NULL, "sliding_window");
+/* The keys as macros: a static array's initializers must be constant expressions. */
+#define ACT K(NULL, "hidden_act")
+#define ATTN_BIAS K(NULL, "attention_bias")
+#define MLP_BIAS K(NULL, "mlp_bias")
+#define WINDOW_HF K(NULL, "sliding_window")
 
 /* Keys read here (beside the shared ones). */
 static const nu_llm_key KNOWN[] = {ACT, ATTN_BIAS, MLP_BIAS, WINDOW_HF};

@@ -4,7 +4,8 @@
  * their out-parameters on failure; the message of the last failure of an nu_llm_ call on the
  * calling thread is nu_llm_error_message(). Free calls accept NULL.
  *
- * Sections: errors; tokenizer; sampler; model. */
+ * Sections: errors; tokenizer (nuvec_llm/tokenizer.h); sampler; model. Chat templates:
+ * nuvec_llm/chat.h (included here). */
 #ifndef NUVEC_LLM_H
 #define NUVEC_LLM_H
 
@@ -15,6 +16,8 @@
 #include "nuvec/device.h"
 #include "nuvec/dtype.h"
 #include "nuvec/status.h"
+#include "nuvec_llm/tokenizer.h"
+#include "nuvec_llm/chat.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,113 +29,7 @@ extern "C" {
  * until the next nu_llm_ call on this thread. */
 const char *nu_llm_error_message(void);
 
-/* ---- Tokenizer ----------------------------------------------------------------------------
- * The SentencePiece-style (BPE with scores and byte fallback) tokenizer of Llama 1 and 2, from a
- * GGUF vocabulary (tokenizer.ggml.model = "llama"). Encoding: a space is put in front of the text
- * (add_space_prefix; not for empty text), every ' ' becomes U+2581, the text is split into UTF-8
- * characters, and the adjacent pair whose concatenation is a normal or user-defined piece of the
- * highest score is merged, leftmost first on ties, until no pair merges. A character left that is
- * not a piece becomes its UTF-8 bytes' byte tokens <0xXX> (or the unknown token when the vocabulary
- * has no byte token for a byte). Bytes that are not part of a well-formed UTF-8 character
- * (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF) become byte tokens one by one and
- * are never merged. O(n log n) in the text's length.
- * Not supported: reading special tokens such as "<s>" written in the text (they are plain text,
- * as llama.cpp's parse_special=false), splitting out user-defined tokens before the merges (they
- * merge like normal pieces), appending EOS (the caller appends eos), and other tokenizer models
- * (GPT-2 style BPE, WordPiece, Unigram). A literal U+2581 in the text reads as a space (as in
- * llama.cpp and Hugging Face), so it does not survive a round trip.
- * Thread safety: a tokenizer is immutable after nu_llm_tokenizer_new; any number of threads may
- * use one at once. */
-
-/* GGUF's tokenizer.ggml.token_type values (llama.cpp's llama_token_type). */
-typedef enum nu_llm_token_type {
-    NU_LLM_TOKEN_UNDEFINED = 0,    /* treated as normal */
-    NU_LLM_TOKEN_NORMAL = 1,       /* a piece of text that merges take part in */
-    NU_LLM_TOKEN_UNKNOWN = 2,      /* <unk>: never produced by merges; decodes as U+2047 "⁇" */
-    NU_LLM_TOKEN_CONTROL = 3,      /* <s>, </s>: never produced from text; decodes as "" */
-    NU_LLM_TOKEN_USER_DEFINED = 4, /* merges like a normal piece; decodes as its text */
-    NU_LLM_TOKEN_UNUSED = 5,       /* never produced from text; decodes as its text */
-    NU_LLM_TOKEN_BYTE = 6,         /* "<0xXX>": byte fallback; decodes as the byte 0xXX */
-} nu_llm_token_type;
-
-/* "No such token" for the bos, eos and unk ids. */
-#define NU_LLM_NO_TOKEN (-1)
-
-/* One piece's text: UTF-8, ' ' written as U+2581, not NUL-terminated (GGUF strings point into the
- * file). */
-typedef struct nu_llm_piece {
-    const char *text;
-    size_t length;
-} nu_llm_piece;
-
-/* A vocabulary as plain arrays (GGUF: tokenizer.ggml.tokens, .scores, .token_type, .bos_token_id,
- * .eos_token_id, .unknown_token_id, .add_bos_token, .add_space_prefix). nu_llm_tokenizer_new
- * copies what it needs; the arrays may be freed after it returns. */
-typedef struct nu_llm_vocab {
-    uint32_t count;              /* tokens, 1 .. INT32_MAX */
-    const nu_llm_piece *pieces;  /* count pieces */
-    const float *scores;         /* count scores (higher merges first); NULL: all 0 */
-    const int32_t *types;        /* count nu_llm_token_type values; NULL: all normal */
-    int32_t bos, eos, unk;       /* ids, or NU_LLM_NO_TOKEN */
-    bool add_bos;                /* what nu_llm_tokenize does with add_bos < 0 */
-    bool add_space_prefix;       /* put a space in front of the text (Llama: true) */
-} nu_llm_vocab;
-
-typedef struct nu_llm_tokenizer nu_llm_tokenizer;
-
-/* Checks the vocabulary and builds a tokenizer. NU_ERROR_INVALID_ARGUMENT for NULL pointers, a
- * count of 0 or above INT32_MAX, ids out of range, add_bos without a bos; NU_ERROR_FORMAT for a
- * type outside 0..6, a NaN score, a byte token whose piece is not <0xXX> (hex digits, either case),
- * a byte that has no byte token while unk is NU_LLM_NO_TOKEN; NU_ERROR_HOST_OUT_OF_MEMORY. Pieces
- * that repeat another's text are kept for decoding; encoding produces the lowest such id. */
-nu_status nu_llm_tokenizer_new(const nu_llm_vocab *vocab, nu_llm_tokenizer **out);
-void nu_llm_tokenizer_free(nu_llm_tokenizer *tok);
-
-/* Getters (0 / NU_LLM_NO_TOKEN / false for NULL). */
-uint32_t nu_llm_tokenizer_count(const nu_llm_tokenizer *tok);
-int32_t nu_llm_tokenizer_bos(const nu_llm_tokenizer *tok);
-int32_t nu_llm_tokenizer_eos(const nu_llm_tokenizer *tok);
-bool nu_llm_tokenizer_add_bos(const nu_llm_tokenizer *tok);
-
-/* Encodes `len` bytes of `text` (any bytes; NULL is fine when len is 0) into ids[0 .. *count).
- * add_bos: 1 puts bos first, 0 does not, negative follows the vocabulary's add_bos.
- * When cap is too small: NU_ERROR_OUT_OF_RANGE with *count set to the number needed (the one
- * failure that leaves *count set; ids is then unspecified), so a caller may retry with that; a
- * text of len bytes never needs more than 3 * len + 4 ids (a ' ' may become U+2581's 3 bytes).
- * Other failures: NU_ERROR_INVALID_ARGUMENT (NULL pointers, add_bos without a bos, a text over
- * 715,827,881 bytes), NU_ERROR_HOST_OUT_OF_MEMORY; *count is then 0. ids may be NULL when cap
- * is 0 (to ask for the count). */
-nu_status nu_llm_tokenize(const nu_llm_tokenizer *tok, const char *text, size_t len, int add_bos,
-                          int32_t *ids, size_t cap, size_t *count);
-
-/* The bytes one token decodes to, after the token prev_id (NU_LLM_NO_TOKEN at the start), into
- * buf[0 .. *len) (not NUL-terminated). Normal pieces give their text with U+2581 as ' ', and the
- * first piece of the text (prev_id is NU_LLM_NO_TOKEN or bos) loses one leading space when the
- * vocabulary has add_space_prefix, as SentencePiece decodes; byte tokens give their one byte;
- * control tokens give nothing; see nu_llm_token_type for the others.
- * Streaming: a byte token gives one byte of what may be a multi-byte UTF-8 character, so a caller
- * that prints as it goes appends the bytes to a pending buffer, prints its first
- * nu_llm_utf8_complete(pending, n) bytes and keeps the rest for the next token (at the end of the
- * text it prints what is left). Errors: NU_ERROR_INVALID_ARGUMENT (NULL pointers, id or prev_id
- * out of range), NU_ERROR_OUT_OF_RANGE when cap is short, with *len set to the bytes needed (at
- * most nu_llm_tokenizer_max_piece()). */
-nu_status nu_llm_token_to_text(const nu_llm_tokenizer *tok, int32_t id, int32_t prev_id, char *buf,
-                               size_t cap, size_t *len);
-
-/* The most bytes nu_llm_token_to_text gives for any token (a buffer this long never fails). */
-size_t nu_llm_tokenizer_max_piece(const nu_llm_tokenizer *tok);
-
-/* The text of ids[0 .. n), token by token as nu_llm_token_to_text gives it, into buf[0 .. *len)
- * followed by a NUL (cap counts it). Byte tokens are put together into the bytes they stand for;
- * bytes that do not form valid UTF-8 are given as they are. Errors as nu_llm_token_to_text's:
- * NU_ERROR_OUT_OF_RANGE when cap is short, with *len set to the length needed (without the NUL). */
-nu_status nu_llm_detokenize(const nu_llm_tokenizer *tok, const int32_t *ids, size_t n, char *buf,
-                            size_t cap, size_t *len);
-
-/* The length of the longest prefix of s[0 .. len) that does not end inside a UTF-8 character
- * that more bytes could still complete: what a streaming caller can print now. Bytes that can
- * never become valid UTF-8 count as complete (printed as they are). */
-size_t nu_llm_utf8_complete(const char *s, size_t len);
+/* ---- Tokenizer: nuvec_llm/tokenizer.h (included above) ---- */
 
 /* ---- Sampler ------------------------------------------------------------------------------
  * Picks the next token from a step's logits. Order: temperature 0 is greedy (the largest logit,
@@ -176,7 +73,7 @@ nu_status nu_llm_sample(nu_llm_sampler *sampler, const float *logits, uint32_t v
  * tied or separate output embedding) on a nuvec device. Opened from a Hugging Face folder
  * (config.json with architectures ["LlamaForCausalLM"], and *.safetensors; F32, F16 or BF16
  * weights) or a GGUF file (a path ending in .gguf: general.architecture "llama"; F32, F16, BF16,
- * Q8_0 or Q4_0 tensors; its SentencePiece vocabulary as the tokenizer); the weights go to the
+ * Q8_0 or Q4_0 tensors; its vocabulary as the tokenizer); the weights go to the
  * device once (nu_safetensors_to_device, nu_gguf_to_device), the KV cache
  * ([max_positions, kv_heads, head_dim] a layer, K and V) and the activations are allocated once.
  * The model keeps a position: prefill and decode append tokens at it (their keys and values go
@@ -258,10 +155,9 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
 /* Waits for the model's GPU work and frees it (NULL is ignored). */
 void nu_llm_model_free(nu_llm_model *model);
 const nu_llm_config *nu_llm_model_config(const nu_llm_model *model); /* NULL for NULL */
-/* The model's tokenizer (a GGUF file's tokenizer.ggml.* vocabulary of model "llama"; a Hugging
- * Face folder's tokenizer.json when it is a SentencePiece-style BPE with byte fallback, as Llama
- * 1 and 2 have: its merges' ranks stand for the piece scores),
- * owned by the model; NULL when there is none, and then nu_llm_model_tokenizer_note says why. */
+/* The model's tokenizer (a GGUF file's tokenizer.ggml.* vocabulary, a Hugging Face folder's
+ * tokenizer.json: what nu_llm_tokenizer_open reads from the same path), owned by the model; NULL
+ * when there is none, and then nu_llm_model_tokenizer_note says why. */
 const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *model);
 const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a tokenizer */
 /* Why decode or greedy decode runs a slower path than asked ("" when neither does): the decode

@@ -73,43 +73,28 @@ static void dq_iq4_nl(const uint8_t *b, float *y)
     }
 }
 
-/* Q4_K: 8 sub-blocks of 32; sub-blocks 2i and 2i+1 share the 32 bytes qs[32i ..], low nibbles
- * first. x = d * sc * q - dmin * m. */
-static void dq_q4_k(const uint8_t *b, float *y)
+/* Q4_K and Q5_K: 8 sub-blocks of 32; sub-blocks 2i and 2i+1 share the 32 bytes qs[32i ..], low
+ * nibbles first; Q5_K adds a fifth bit, bit j (sub-block j) of qh[l]. x = d * sc * q - dmin * m. */
+static void dq_k(const uint8_t *b, float *y, bool q5)
 {
     const float d = nu__rdf16(b + NU__Q4K_D), dmin = nu__rdf16(b + NU__Q4K_DMIN);
-    const uint8_t *q = b + NU__Q4K_QS;
-    for (int j = 0; j < 8; j += 2, q += 32) {
+    const uint8_t *ql = b + (q5 ? NU__Q5K_QS : NU__Q4K_QS), *qh = b + NU__Q5K_QH;
+    for (int j = 0; j < 8; j += 2, ql += 32) {
         uint8_t sc, m;
         nu__k_scale_min(j, b + NU__Q4K_SCALES, &sc, &m);
         const float d1 = d * (float)sc, m1 = dmin * (float)m;
         nu__k_scale_min(j + 1, b + NU__Q4K_SCALES, &sc, &m);
         const float d2 = d * (float)sc, m2 = dmin * (float)m;
+        const uint8_t u1 = (uint8_t)(1u << j), u2 = (uint8_t)(2u << j);
         for (int l = 0; l < 32; l++)
-            *y++ = d1 * (float)(q[l] & 0xF) - m1;
+            *y++ = d1 * (float)((ql[l] & 0xF) + (q5 && (qh[l] & u1) ? 16 : 0)) - m1;
         for (int l = 0; l < 32; l++)
-            *y++ = d2 * (float)(q[l] >> 4) - m2;
+            *y++ = d2 * (float)((ql[l] >> 4) + (q5 && (qh[l] & u2) ? 16 : 0)) - m2;
     }
 }
 
-/* Q5_K: Q4_K's layout plus a fifth bit: bit 2i (sub-block 2i) and 2i+1 of qh[l]. */
-static void dq_q5_k(const uint8_t *b, float *y)
-{
-    const float d = nu__rdf16(b + NU__Q5K_D), dmin = nu__rdf16(b + NU__Q5K_DMIN);
-    const uint8_t *ql = b + NU__Q5K_QS, *qh = b + NU__Q5K_QH;
-    for (int j = 0; j < 8; j += 2, ql += 32) {
-        uint8_t sc, m;
-        nu__k_scale_min(j, b + NU__Q5K_SCALES, &sc, &m);
-        const float d1 = d * (float)sc, m1 = dmin * (float)m;
-        nu__k_scale_min(j + 1, b + NU__Q5K_SCALES, &sc, &m);
-        const float d2 = d * (float)sc, m2 = dmin * (float)m;
-        const uint8_t u1 = (uint8_t)(1u << j), u2 = (uint8_t)(2u << j);
-        for (int l = 0; l < 32; l++)
-            *y++ = d1 * (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-        for (int l = 0; l < 32; l++)
-            *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-    }
-}
+static void dq_q4_k(const uint8_t *b, float *y) { dq_k(b, y, false); }
+static void dq_q5_k(const uint8_t *b, float *y) { dq_k(b, y, true); }
 
 /* Q6_K: two halves of 128; in each, element l + 32k (k = 0..3) takes a nibble of ql (low nibbles
  * of ql[l], ql[l + 32], then high ones) and bits 2k..2k+1 of qh[l]; 16 signed 8-bit scales, one

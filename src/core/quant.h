@@ -21,7 +21,7 @@
 /* Byte offsets of the fields (ggml-common.h's structs). */
 enum {
     NU__Q4K_D = 0, NU__Q4K_DMIN = 2, NU__Q4K_SCALES = 4, NU__Q4K_QS = 16,                     /* 144 bytes */
-    NU__Q5K_D = 0, NU__Q5K_DMIN = 2, NU__Q5K_SCALES = 4, NU__Q5K_QH = 16, NU__Q5K_QS = 48,    /* 176 */
+    NU__Q5K_QH = 16, NU__Q5K_QS = 48, /* 176 bytes: d, dmin and scales as Q4_K's */
     NU__Q6K_QL = 0, NU__Q6K_QH = 128, NU__Q6K_SCALES = 192, NU__Q6K_D = 208,                  /* 210 */
     NU__IQ4XS_D = 0, NU__IQ4XS_SCALES_H = 2, NU__IQ4XS_SCALES_L = 4, NU__IQ4XS_QS = 8,        /* 136 */
 };
@@ -60,8 +60,21 @@ bool nu__half_coarse(uint16_t h, float v);
 /* The half nearest v at or beyond it in magnitude (the smallest subnormal for a tiny v != 0). */
 uint16_t nu__half_at_least(float v);
 
-/* x rounded to the nearest integer, ties to even (|x| clamped below 2^22). */
-int nu__round_even(float x);
+/* x rounded to the nearest integer, ties to even (|x| clamped below 2^22). In line: the searches
+ * call it for every element at every step. */
+static inline int nu__round_even(float x)
+{
+    /* Adding 1.5 * 2^23 leaves the integer part, rounded to nearest even by the FPU, in the low
+     * mantissa bits; exact for |x| < 2^22, hence the clamp (levels are far smaller). */
+    if (!(x < 4194303.0f))
+        x = 4194303.0f;
+    else if (!(x > -4194303.0f))
+        x = -4194303.0f;
+    const float v = x + 12582912.0f;
+    int32_t bits;
+    memcpy(&bits, &v, 4);
+    return (bits & 0x7FFFFF) - 0x400000;
+}
 
 /* Fits n values with d * (L - nmax), L in 0 .. 2 nmax - 1; returns d (0 for an all-zero group).
  * The least-squares error is weighted by w, or by x^2 when w is NULL. */
@@ -78,9 +91,25 @@ typedef struct nu__affine_grid {
 float nu__fit_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *offset,
                      const nu__affine_grid *grid);
 
-/* The IQ4 level nearest to v, and the scale that fits n values best over the IQ4 levels
- * (weighted by w; 0 for an all-zero group). */
-int nu__iq4_nearest(float v);
+/* The index of the IQ4 level nearest to v (the lower one on a tie, as ggml). */
+static inline int nu__iq4_nearest(float v)
+{
+    const int8_t *lv = nu__iq4_levels;
+    if (v <= lv[0])
+        return 0;
+    if (v >= lv[15])
+        return 15;
+    int lo = 0, hi = 15; /* lv[lo] <= v < lv[hi] */
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (v < lv[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return v - lv[lo] < lv[hi] - v ? lo : hi;
+}
+/* The scale that fits n values best over the IQ4 levels (weighted by w; 0 for an all-zero group). */
 float nu__fit_iq4(int n, const float *x, const float *w);
 
 bool nu__encode_q8_0(const float *x, const float *imp, uint8_t *y);

@@ -12,20 +12,6 @@
 
 #include "core/quant.h"
 
-int nu__round_even(float x)
-{
-    /* Adding 1.5 * 2^23 leaves the integer part, rounded to nearest even by the FPU, in the low
-     * mantissa bits; exact for |x| < 2^22, hence the clamp (levels are far smaller). */
-    if (!(x < 4194303.0f))
-        x = 4194303.0f;
-    else if (!(x > -4194303.0f))
-        x = -4194303.0f;
-    float v = x + 12582912.0f;
-    int32_t bits;
-    memcpy(&bits, &v, 4);
-    return (bits & 0x7FFFFF) - 0x400000;
-}
-
 bool nu__half_coarse(uint16_t h, float v) { return v != 0 && (h & 0x7C00) == 0; }
 
 uint16_t nu__half_at_least(float v)
@@ -135,24 +121,6 @@ float nu__fit_affine(int n, int nmax, const float *x, const float *w, uint8_t *L
     }
     *offset = min;
     return scale;
-}
-
-int nu__iq4_nearest(float v)
-{
-    const int8_t *lv = nu__iq4_levels;
-    if (v <= lv[0])
-        return 0;
-    if (v >= lv[15])
-        return 15;
-    int lo = 0, hi = 15; /* lv[lo] <= v < lv[hi] */
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (v < lv[mid])
-            hi = mid;
-        else
-            lo = mid;
-    }
-    return v - lv[lo] < lv[hi] - v ? lo : hi;
 }
 
 float nu__fit_iq4(int n, const float *x, const float *w)

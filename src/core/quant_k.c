@@ -30,14 +30,17 @@ static float weight(const float *imp, int i) { return imp ? imp[i] : 1.0f; }
 
 /* A Q4_K / Q5_K sub-block of 32 under d = scale x sc and dm = dmin x m as stored: the nearest
  * levels L (0 .. nmax; any when d is 0: the sub-block is then -dm) and the weighted squared
- * error, computed as the decoder computes the values. */
-static double k_sub_block(const float *x, const float *imp, float d, float dm, int nmax, uint8_t *L)
+ * error, computed as the decoder computes the values. `divide`: levels by (x + dm) / d, as ggml
+ * rounds them (the first candidate); else by a product with 1 / d (the neighbours: cheaper). */
+static double k_sub_block(const float *x, const float *imp, float d, float dm, int nmax, bool divide, uint8_t *L)
 {
     double err = 0;
+    const float id = d != 0 ? 1 / d : 0;
     for (int l = 0; l < 32; l++) {
-        L[l] = d != 0 ? (uint8_t)clampi(nu__round_even((x[l] + dm) / d), 0, nmax) : 0;
-        const double e = (double)(d * (float)L[l] - dm) - x[l];
-        err += weight(imp, l) * e * e;
+        const float v = divide && d != 0 ? (x[l] + dm) / d : (x[l] + dm) * id;
+        L[l] = (uint8_t)clampi(nu__round_even(v), 0, nmax);
+        const float e = d * (float)L[l] - dm - x[l];
+        err += weight(imp, l) * (double)(e * e);
     }
     return err;
 }
@@ -58,14 +61,14 @@ static double k_sub_scales(const float *x, const float *imp, const float *scales
         const int s0 = clampi(nu__round_even(inv_scale * scales[j]), 0, 63);
         const int m0 = clampi(nu__round_even(inv_min * mins[j]), 0, 63);
         const float *xs = x + 32 * j, *is = imp ? imp + 32 * j : NULL;
-        double best = k_sub_block(xs, is, ds * (float)s0, ms * (float)m0, nmax, L + 32 * j);
+        double best = k_sub_block(xs, is, ds * (float)s0, ms * (float)m0, nmax, true, L + 32 * j);
         ls[j] = (uint8_t)s0, lm[j] = (uint8_t)m0;
         uint8_t c[32];
         for (int a = s0 > 0 ? s0 - 1 : 0; a <= s0 + 1 && a <= 63; a++)
             for (int b = m0 > 0 ? m0 - 1 : 0; b <= m0 + 1 && b <= 63; b++) {
                 if (a == s0 && b == m0)
                     continue;
-                const double e = k_sub_block(xs, is, ds * (float)a, ms * (float)b, nmax, c);
+                const double e = k_sub_block(xs, is, ds * (float)a, ms * (float)b, nmax, false, c);
                 if (e < best) {
                     best = e;
                     ls[j] = (uint8_t)a, lm[j] = (uint8_t)b;
@@ -131,10 +134,36 @@ static bool encode_k(const float *x, const float *imp, uint8_t *y, int nmax)
 bool nu__encode_q4_k(const float *x, const float *imp, uint8_t *y) { return encode_k(x, imp, y, 15); }
 bool nu__encode_q5_k(const float *x, const float *imp, uint8_t *y) { return encode_k(x, imp, y, 31); }
 
+/* The error of a sub-block under scale d as stored; its levels (`bytes` of them) into `levels`. */
+typedef double (*sub_fit)(const float *x, const float *imp, float d, void *levels);
+
+/* A sub-block's integer scale s0 or a neighbour (within lo .. hi), whichever leaves it closest
+ * under the stored super-scale ds; adds its error to *total and returns the scale. */
+static int best_neighbour(int s0, int lo, int hi, float ds, const float *x, const float *imp, sub_fit fit, void *levels,
+                          size_t bytes, double *total)
+{
+    uint8_t c[32];
+    int s = s0;
+    double best = fit(x, imp, ds * (float)s0, levels);
+    for (int a = s0 - 1; a <= s0 + 1; a += 2) {
+        if (a < lo || a > hi)
+            continue;
+        const double e = fit(x, imp, ds * (float)a, c);
+        if (e < best) {
+            best = e;
+            s = a;
+            memcpy(levels, c, bytes);
+        }
+    }
+    *total += best;
+    return s;
+}
+
 /* A Q6_K sub-block of 16 under d = scale x sc as stored: levels (0 .. 63, offset by 32; any when
  * d is 0) and the weighted squared error, computed as the decoder does. */
-static double q6_sub_block(const float *x, const float *imp, float d, int8_t *L)
+static double q6_sub_block(const float *x, const float *imp, float d, void *levels)
 {
+    int8_t *L = levels;
     double err = 0;
     for (int l = 0; l < 16; l++) {
         const int q = d != 0 ? clampi(nu__round_even(x[l] / d), -32, 31) : 0;
@@ -155,21 +184,8 @@ static double q6_sub_scales(const float *x, const float *imp, const float *scale
     double total = 0;
     for (int ib = 0; ib < 16; ib++) {
         const int s0 = clampi(nu__round_even(iscale * scales[ib]), -128, 127);
-        const float *xs = x + 16 * ib, *is = imp ? imp + 16 * ib : NULL;
-        int8_t c[16];
-        double best = q6_sub_block(xs, is, ds * (float)s0, L + 16 * ib);
-        sc[ib] = (int8_t)s0;
-        for (int a = s0 - 1; a <= s0 + 1; a += 2) {
-            if (a < -128 || a > 127)
-                continue;
-            const double e = q6_sub_block(xs, is, ds * (float)a, c);
-            if (e < best) {
-                best = e;
-                sc[ib] = (int8_t)a;
-                memcpy(L + 16 * ib, c, 16);
-            }
-        }
-        total += best;
+        sc[ib] = (int8_t)best_neighbour(s0, -128, 127, ds, x + 16 * ib, imp ? imp + 16 * ib : NULL, q6_sub_block,
+                                        L + 16 * ib, 16, &total);
     }
     return total;
 }
@@ -222,8 +238,9 @@ bool nu__encode_q6_k(const float *x, const float *imp, uint8_t *y)
 
 /* 32 values' nearest IQ4 levels for the stored scale ds, packed as IQ4_NL's qs; returns their
  * weighted squared error, computed as the decoder does. */
-static double iq4_levels(const float *x, const float *imp, float ds, uint8_t *qs)
+static double iq4_levels(const float *x, const float *imp, float ds, void *levels)
 {
+    uint8_t *qs = levels;
     const float id = ds != 0 ? 1 / ds : 0;
     double err = 0;
     int q[32];
@@ -271,23 +288,10 @@ static double iq4xs_sub_scales(const float *x, const float *imp, const float *sc
     memset(y + NU__IQ4XS_SCALES_L, 0, 4);
     for (int ib = 0; ib < 8; ib++) {
         const int l0 = clampi(nu__round_even(id * scales[ib]), -32, 31);
-        const float *xs = x + 32 * ib, *is = imp ? imp + 32 * ib : NULL;
-        uint8_t *qs = y + NU__IQ4XS_QS + 16 * ib, c[16];
-        int l = l0;
-        double best = iq4_levels(xs, is, ds * (float)l0, qs);
-        for (int a = l0 - 1; a <= l0 + 1; a += 2) {
-            if (a < -32 || a > 31)
-                continue;
-            const double e = iq4_levels(xs, is, ds * (float)a, c);
-            if (e < best) {
-                best = e;
-                l = a;
-                memcpy(qs, c, 16);
-            }
-        }
+        const int l = best_neighbour(l0, -32, 31, ds, x + 32 * ib, imp ? imp + 32 * ib : NULL, iq4_levels,
+                                     y + NU__IQ4XS_QS + 16 * ib, 16, &total);
         y[NU__IQ4XS_SCALES_L + ib / 2] |= (uint8_t)(((l + 32) & 15) << 4 * (ib % 2));
         sh |= (uint16_t)(((l + 32) >> 4) << 2 * ib);
-        total += best;
     }
     nu__wr16(y + NU__IQ4XS_SCALES_H, sh);
     return total;

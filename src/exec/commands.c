@@ -1,5 +1,5 @@
-/* commands.c: recording command buffers with automatic hazard tracking (see
- * nuvec/command.h; the barrier strategy is written down in hazard.c). */
+/* commands.c: recording (see nuvec/command.h and commands.h): command buffers and graph
+ * recordings alike; the barrier strategy is written down in hazard.c. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,7 +113,7 @@ static nu_commands *alloc_commands(nu_device *d)
     c->s.freed = c->ended = false;
     c->s.pool = VK_NULL_HANDLE;
     c->s.cmd = VK_NULL_HANDLE;
-    c->bound = VK_NULL_HANDLE;
+    c->enc = (nu__encoder){0};
     c->empty_bindings = 0;
     c->s.value = 0;
     c->s.next = NULL;
@@ -121,7 +121,7 @@ static nu_commands *alloc_commands(nu_device *d)
     c->record_start_ns = 0;
     c->labels = false;
     c->spare_next = NULL;
-    c->draft = NULL;
+    c->list = NULL;
     return c;
 }
 
@@ -146,18 +146,10 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
     c->kind = queue;
     c->s.queue = queue == NU_QUEUE_TRANSFER ? d->transfer : d->compute;
     nu_status st = nu__submitter_take_pool(d, c->s.queue, &c->s.pool, &c->s.cmd);
-    if (st == NU_OK) {
-        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-        VkResult r = d->vkd.vkBeginCommandBuffer(c->s.cmd, &bi);
-        if (r != VK_SUCCESS) {
-            nu__submitter_give_pool(d, c->s.queue, c->s.pool, c->s.cmd);
-            c->s.pool = VK_NULL_HANDLE;
-            st = nu__fail(d, nu__vk_status(r), "vkBeginCommandBuffer: %s", nu__vk_result_name(r));
-        }
-    }
     if (st == NU_OK &&
-        (st = nu__trace_command_new(d, c->s.queue->index, c->s.cmd, &c->s.trace, &c->record_start_ns)) != NU_OK) {
+        ((st = nu__encoder_begin(&c->enc, d, c->s.cmd, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+                                 "nu_commands_new")) != NU_OK ||
+         (st = nu__trace_command_new(d, c->s.queue->index, c->s.cmd, &c->s.trace, &c->record_start_ns)) != NU_OK)) {
         nu__submitter_give_pool(d, c->s.queue, c->s.pool, c->s.cmd);
         c->s.pool = VK_NULL_HANDLE;
     }
@@ -165,6 +157,7 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
         destroy(c);
         return st;
     }
+    c->enc.trace = c->s.trace;
     c->s.state = NU__RECORDING;
     /* Labels cost recording time: only while a capture records them. */
     c->labels = nu__capture_running(d) && d->vkd.vkCmdBeginDebugUtilsLabelEXT && d->vkd.vkCmdEndDebugUtilsLabelEXT;
@@ -172,7 +165,7 @@ nu_status nu_commands_new(nu_device *d, nu_queue queue, nu_commands **out)
     return NU_OK;
 }
 
-nu_status nu__commands_new_draft(nu_device *d, nu__draft *draft, nu_commands **out)
+nu_status nu__commands_new_list(nu_device *d, nu__list *list, nu_commands **out)
 {
     *out = NULL;
     nu_commands *c = alloc_commands(d);
@@ -183,7 +176,7 @@ nu_status nu__commands_new_draft(nu_device *d, nu__draft *draft, nu_commands **o
     c->kind = NU_QUEUE_COMPUTE;
     c->s.queue = d->compute;
     c->s.state = NU__RECORDING;
-    c->draft = draft;
+    c->list = list;
     *out = c;
     return NU_OK;
 }
@@ -192,7 +185,7 @@ nu_status nu_commands_set_name(nu_commands *c, const char *name)
 {
     if (!c || !name)
         return nu__fail(c ? c->s.device : NULL, NU_ERROR_INVALID_ARGUMENT, "nu_commands_set_name: NULL argument");
-    if (c->draft)
+    if (c->list)
         return NU_OK; /* no Vulkan command buffer to name */
     nu__device_name_object(c->s.device, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)c->s.cmd, name);
     return NU_OK;
@@ -220,12 +213,6 @@ typedef struct target {
     size_t rel;           /* offset of the range in the buffer */
     bool write;
 } target;
-
-/* A graph recording's view of a target (exec/graph.h). */
-static nu__draft_ref draft_ref(const target *t)
-{
-    return (nu__draft_ref){t->buffer, t->rel, (size_t)t->size, t->write};
-}
 
 static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size_t offset, size_t *size,
                               bool write, target *t)
@@ -256,13 +243,16 @@ static nu_status check_buffer(nu_commands *c, const char *fn, nu_buffer *b, size
     return NU_OK;
 }
 
-/* Checks the targets' accesses against the epoch, records a barrier if any conflicts, and
- * adds them; registers each buffer as a use of the command buffer. */
-static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineStageFlags2 stage, bool shader)
+/* The in-order plan of a command buffer's next command (exec/hazard.h): its accesses checked
+ * against the epoch, the barrier encoded before it if any conflicts, and each buffer registered
+ * as a use of the command buffer (exec/use.h). */
+static nu_status plan(nu_commands *c, const target *t, uint32_t n, nu__work work)
 {
     nu_device *d = c->s.device;
     nu__access a[NU__MAX_BINDINGS];
     int32_t use[NU__MAX_BINDINGS];
+    VkPipelineStageFlags2 stage = nu__work_stage(work);
+    VkAccessFlags2 read = nu__work_access(work, false), write = nu__work_access(work, true);
     for (uint32_t i = 0; i < n; i++) {
         /* Empty ranges touch no memory of their buffer and are no use of it. Each binds its
          * own slot of the placeholder (nu_commands_dispatch), tracked only so that the
@@ -270,8 +260,6 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
          * accesses there: unrelated empty bindings do not overlap, so they order nothing
          * (until NU__PLACEHOLDER_SLOTS of them since the last barrier). */
         uint64_t start = t[i].offset, end = t[i].offset + (t[i].size ? t[i].size : NU__PLACEHOLDER_SLOT);
-        VkAccessFlags2 acc = shader ? (t[i].write ? VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : VK_ACCESS_2_SHADER_STORAGE_READ_BIT)
-                                    : (t[i].write ? VK_ACCESS_2_TRANSFER_WRITE_BIT : VK_ACCESS_2_TRANSFER_READ_BIT);
         a[i] = (nu__access){
             .piece = (uint64_t)t[i].vk,
             .base = t[i].size && t[i].buffer->alloc.block ? t[i].buffer->alloc.offset : 0,
@@ -279,7 +267,7 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
             .end = end,
             .write = t[i].write,
             .stage = stage,
-            .access = acc,
+            .access = t[i].write ? write : read,
         };
     }
     if (RESERVE(c, use, c->s.use_count + n) != NU_OK)
@@ -293,11 +281,7 @@ static nu_status track(nu_commands *c, const target *t, uint32_t n, VkPipelineSt
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory recording a command");
     if (barrier) {
         VkMemoryBarrier2 mb = nu__hazard_barrier(compute, src_stage, src_access);
-        VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
-                                .pMemoryBarriers = &mb};
-        uint32_t q = nu__trace_command_begin(c->s.trace);
-        d->vkd.vkCmdPipelineBarrier2(c->s.cmd, &dep);
-        nu__trace_command_end(c->s.trace, q, "barrier", true);
+        nu__encode_barrier(&c->enc, &mb);
     }
     for (uint32_t i = 0; i < n; i++) {
         nu_buffer *b = t[i].buffer;
@@ -331,64 +315,66 @@ static nu_status keep_kernel(nu_commands *c, nu_kernel *k)
     return NU_OK;
 }
 
-/* ---- dispatches --------------------------------------------------------------------------- */
+/* ---- the one way in --------------------------------------------------------------------- */
 
-/* Records the dispatch of `k` over resolved targets (bindings in order). */
-static nu_status record_dispatch(nu_commands *c, nu_kernel *k, const uint32_t groups[3], const target *t,
-                                 uint32_t n, const void *push, uint32_t push_size)
+/* A dispatch, copy or fill as recording hands it on, its ranges resolved (targets). */
+typedef struct command {
+    nu__work work;
+    nu_kernel *kernel; /* a dispatch's */
+    const uint32_t *groups;
+    const void *push;
+    uint32_t push_size;
+    uint32_t value;    /* a fill's */
+} command;
+
+/* Encodes a planned dispatch over its targets (bindings in order). */
+static void encode_dispatch(nu_commands *c, const command *cmd, const target *t, uint32_t n)
 {
-    nu_device *d = c->s.device;
-    if (c->draft) {
-        nu__draft_ref refs[NU__MAX_BINDINGS];
-        for (uint32_t i = 0; i < n; i++)
-            refs[i] = draft_ref(&t[i]);
-        return nu__draft_dispatch(c->draft, k, groups, refs, n, push, push_size);
-    }
-    nu_status st = keep_kernel(c, k);
-    if (st == NU_OK)
-        st = track(c, t, n, VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, true);
-    if (st != NU_OK)
-        return st;
     VkDescriptorBufferInfo info[NU__MAX_BINDINGS];
-    for (uint32_t i = 0; i < n; i++) {
-        if (t[i].size) {
-            info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, t[i].size};
-        } else {
-            info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, NU__PLACEHOLDER_SLOT};
-        }
-    }
-    if (c->bound != k->pipeline) {
-        d->vkd.vkCmdBindPipeline(c->s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
-        c->bound = k->pipeline;
-    }
-    if (n) {
-        /* One write covers consecutive bindings 0..n-1 (all single storage buffers). */
-        VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = 0,
-                                  .descriptorCount = n, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                  .pBufferInfo = info};
-        d->vkd.vkCmdPushDescriptorSetKHR(c->s.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &w);
-    }
-    if (push_size)
-        d->vkd.vkCmdPushConstants(c->s.cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+    for (uint32_t i = 0; i < n; i++)
+        info[i] = (VkDescriptorBufferInfo){t[i].vk, t[i].offset, t[i].size ? t[i].size : NU__PLACEHOLDER_SLOT};
+    char text[256];
+    const char *label = NULL;
     if (c->labels) {
         /* "add_f32(z, x, y)": the kernel and its buffers' names, for captures. */
-        char text[256];
-        size_t len = (size_t)snprintf(text, sizeof text, "%s(", k->name);
+        size_t len = (size_t)snprintf(text, sizeof text, "%s(", cmd->kernel->name);
         for (uint32_t i = 0; i < n && len < sizeof text; i++)
             len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", i ? ", " : "",
                                     t[i].buffer->name[0] ? t[i].buffer->name : "?");
         if (len < sizeof text)
             snprintf(text + len, sizeof text - len, ")");
-        VkDebugUtilsLabelEXT label = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT, .pLabelName = text};
-        d->vkd.vkCmdBeginDebugUtilsLabelEXT(c->s.cmd, &label);
+        label = text;
     }
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdDispatch(c->s.cmd, groups[0], groups[1], groups[2]);
-    nu__trace_command_end(c->s.trace, q, k->name, false);
-    if (c->labels)
-        d->vkd.vkCmdEndDebugUtilsLabelEXT(c->s.cmd);
+    nu__encode_dispatch(&c->enc, cmd->kernel, cmd->groups, info, n, VK_NULL_HANDLE, cmd->push, cmd->push_size, label);
+}
+
+/* Dispatches, copies and fills all come through here, checked and resolved: a graph recording
+ * keeps the command in its list (planned and encoded when the graph is built and launched, by
+ * the same planner and encoder); a command buffer plans it in order and encodes it now. */
+static nu_status record(nu_commands *c, const command *cmd, const target *t, uint32_t n)
+{
+    if (c->list) {
+        nu__range r[NU__MAX_BINDINGS];
+        for (uint32_t i = 0; i < n; i++)
+            r[i] = (nu__range){t[i].buffer, t[i].rel, (size_t)t[i].size, t[i].write};
+        return nu__list_add(c->list, cmd->work, cmd->kernel, cmd->groups, r, n, cmd->push, cmd->push_size,
+                            cmd->value);
+    }
+    nu_status st = cmd->kernel ? keep_kernel(c, cmd->kernel) : NU_OK;
+    if (st == NU_OK)
+        st = plan(c, t, n, cmd->work);
+    if (st != NU_OK)
+        return st;
+    if (cmd->work == NU__WORK_DISPATCH)
+        encode_dispatch(c, cmd, t, n);
+    else if (cmd->work == NU__WORK_COPY)
+        nu__encode_copy(&c->enc, t[0].vk, t[0].offset, t[1].vk, t[1].offset, t[0].size, "copy");
+    else
+        nu__encode_fill(&c->enc, t[0].vk, t[0].offset, t[0].size, cmd->value);
     return NU_OK;
 }
+
+/* ---- dispatches --------------------------------------------------------------------------- */
 
 nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t groups[3], const nu_binding *bindings,
                                uint32_t binding_count, const void *push, uint32_t push_size)
@@ -458,9 +444,10 @@ nu_status nu_commands_dispatch(nu_commands *c, nu_kernel *k, const uint32_t grou
                                 "range holds %llu bytes", fn, k->name, count, (unsigned long long)need, i,
                                 (unsigned long long)t[i].size);
     }
-    st = record_dispatch(c, k, groups, t, binding_count, push, push_size);
-    if (st == NU_OK && c->draft)
-        nu__draft_mark_user(c->draft);
+    command cmd = {.work = NU__WORK_DISPATCH, .kernel = k, .groups = groups, .push = push, .push_size = push_size};
+    st = record(c, &cmd, t, binding_count);
+    if (st == NU_OK && c->list)
+        nu__list_mark_user(c->list);
     return st;
 }
 
@@ -495,19 +482,10 @@ nu_status nu_commands_copy(nu_commands *c, nu_buffer *dst, size_t dst_offset, nu
             return st;
         uint32_t words = (uint32_t)(size / 4), groups[3];
         nu_groups_for((words + 3) / 4, 256, groups);
-        return record_dispatch(c, k, groups, t, 2, &words, sizeof words);
+        command cmd = {.work = NU__WORK_DISPATCH, .kernel = k, .groups = groups, .push = &words, .push_size = 4};
+        return record(c, &cmd, t, 2);
     }
-    if (c->draft) {
-        nu__draft_ref dst_ref = draft_ref(&t[0]), src_ref = draft_ref(&t[1]);
-        return nu__draft_copy(c->draft, &dst_ref, &src_ref);
-    }
-    if ((st = track(c, t, 2, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
-        return st;
-    VkBufferCopy region = {.srcOffset = t[1].offset, .dstOffset = t[0].offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdCopyBuffer(c->s.cmd, t[1].vk, t[0].vk, 1, &region);
-    nu__trace_command_end(c->s.trace, q, "copy", false);
-    return NU_OK;
+    return record(c, &(command){.work = NU__WORK_COPY}, t, 2);
 }
 
 nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t size, uint32_t value)
@@ -533,18 +511,10 @@ nu_status nu_commands_fill(nu_commands *c, nu_buffer *dst, size_t offset, size_t
             return st;
         uint32_t push[2] = {value, (uint32_t)(size / 4)}, groups[3];
         nu_groups_for(push[1], 256, groups);
-        return record_dispatch(c, k, groups, &t, 1, push, sizeof push);
+        command cmd = {.work = NU__WORK_DISPATCH, .kernel = k, .groups = groups, .push = push, .push_size = sizeof push};
+        return record(c, &cmd, &t, 1);
     }
-    if (c->draft) {
-        nu__draft_ref ref = draft_ref(&t);
-        return nu__draft_fill(c->draft, &ref, value);
-    }
-    if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
-        return st;
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdFillBuffer(c->s.cmd, t.vk, t.offset, size, value);
-    nu__trace_command_end(c->s.trace, q, "fill", false);
-    return NU_OK;
+    return record(c, &(command){.work = NU__WORK_FILL, .value = value}, &t, 1);
 }
 
 /* A shared buffer holding host bytes on their way in or out, freed at completion. */
@@ -565,7 +535,7 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
-    if (c->draft)
+    if (c->list)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a graph recording takes dispatches, copies and fills only", fn);
     if (size && !data)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL data", fn);
@@ -579,12 +549,10 @@ nu_status nu_commands_upload(nu_commands *c, nu_buffer *dst, size_t offset, cons
     if ((st = staging(c, size, &s)) != NU_OK)
         return st;
     memcpy(s->alloc.mapped, data, size);
-    if ((st = track(c, t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+    if ((st = plan(c, t, 1, NU__WORK_COPY)) != NU_OK)
         return st;
-    VkBufferCopy region = {.srcOffset = s->alloc.offset, .dstOffset = t[0].offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdCopyBuffer(c->s.cmd, ((nu__vk_block *)s->alloc.memory)->buffer, t[0].vk, 1, &region);
-    nu__trace_command_end(c->s.trace, q, "upload", false);
+    nu__encode_copy(&c->enc, t[0].vk, t[0].offset, ((nu__vk_block *)s->alloc.memory)->buffer, s->alloc.offset, size,
+                    "upload");
     return NU_OK;
 }
 
@@ -595,7 +563,7 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
-    if (c->draft)
+    if (c->list)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a graph recording takes dispatches, copies and fills only", fn);
     if (size && !dst)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL destination", fn);
@@ -610,12 +578,10 @@ nu_status nu_commands_download(nu_commands *c, nu_buffer *src, size_t offset, vo
     nu_buffer *s;
     if ((st = staging(c, size, &s)) != NU_OK)
         return st;
-    if ((st = track(c, &t, 1, VK_PIPELINE_STAGE_2_COPY_BIT, false)) != NU_OK)
+    if ((st = plan(c, &t, 1, NU__WORK_COPY)) != NU_OK)
         return st;
-    VkBufferCopy region = {.srcOffset = t.offset, .dstOffset = s->alloc.offset, .size = size};
-    uint32_t q = nu__trace_command_begin(c->s.trace);
-    d->vkd.vkCmdCopyBuffer(c->s.cmd, t.vk, ((nu__vk_block *)s->alloc.memory)->buffer, 1, &region);
-    nu__trace_command_end(c->s.trace, q, "download", false);
+    nu__encode_copy(&c->enc, ((nu__vk_block *)s->alloc.memory)->buffer, s->alloc.offset, t.vk, t.offset, size,
+                    "download");
     c->s.downloads[c->s.download_count++] = (nu__download){s, dst, size};
     return NU_OK;
 }
@@ -628,20 +594,13 @@ nu_status nu_commands_commit(nu_commands *c)
     if (st != NU_OK)
         return st;
     nu_device *d = c->s.device;
-    if (c->draft)
+    if (c->list)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         "nu_commands_commit: a graph recording is not committed: build it with nu_graph_new");
     if (!c->ended) {
-        if (c->s.download_count) {
-            /* Downloads are read by the host at completion. */
-            VkMemoryBarrier2 mb = nu__hazard_host_barrier();
-            VkDependencyInfo dep = {.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO, .memoryBarrierCount = 1,
-                                    .pMemoryBarriers = &mb};
-            d->vkd.vkCmdPipelineBarrier2(c->s.cmd, &dep);
-        }
-        VkResult r = d->vkd.vkEndCommandBuffer(c->s.cmd);
-        if (r != VK_SUCCESS)
-            return nu__fail(d, nu__vk_status(r), "vkEndCommandBuffer: %s", nu__vk_result_name(r));
+        /* Downloads are read by the host at completion. */
+        if ((st = nu__encoder_end(&c->enc, c->s.download_count != 0, "nu_commands_commit")) != NU_OK)
+            return st;
         c->ended = true;
     }
     uint64_t t0 = c->record_start_ns ? nu__trace_now() : 0;
@@ -655,8 +614,8 @@ nu_status nu_commands_commit(nu_commands *c)
 
 nu_status nu__commands_adopt(nu_commands *c, nu_buffer *b)
 {
-    if (c->draft)
-        return nu__draft_adopt(c->draft, b);
+    if (c->list)
+        return nu__list_adopt(c->list, b);
     return nu_buffer_free(b);
 }
 
@@ -664,9 +623,9 @@ nu_status nu_commands_free(nu_commands *c)
 {
     if (!c)
         return NU_OK;
-    if (c->draft) {
-        nu__draft_free(c->draft);
-        c->draft = NULL;
+    if (c->list) {
+        nu__list_free(c->list);
+        c->list = NULL;
     }
     if (c->s.state == NU__RECORDING) {
         nu__submission_release(&c->s, false);

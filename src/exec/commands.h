@@ -1,13 +1,17 @@
 /* commands.h: command buffers' internals (commands.c): a recording, with the submission it builds
- * (exec/submission.h) and the recording's own state. */
+ * (exec/submission.h) and the recording's own state. Every dispatch, copy and fill is checked
+ * and resolved here, then either planned in order (exec/hazard.h) and encoded at once
+ * (exec/encode.h), or, for a graph recording, kept in its list (exec/list.h) for the graph to
+ * plan and encode. */
 #ifndef NU_EXEC_COMMANDS_H
 #define NU_EXEC_COMMANDS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "exec/draft.h"
+#include "exec/encode.h"
 #include "exec/hazard.h"
+#include "exec/list.h"
 #include "exec/submission.h"
 #include "nuvec/command.h"
 
@@ -16,19 +20,19 @@ struct nu_commands {
     nu_queue kind;
     bool ended;               /* vkEndCommandBuffer done */
     nu__hazards hazards;
-    VkPipeline bound;         /* the pipeline bound last (not bound again) */
+    nu__encoder enc;          /* its Vulkan command buffer, encoded as commands are recorded */
     uint32_t empty_bindings;  /* empty ranges bound so far (each takes the next placeholder slot) */
     uint64_t record_start_ns; /* when recording began, when a trace runs (else 0) */
     bool labels;              /* a capture runs: label each dispatch (kernel and buffers) */
     nu_commands *spare_next;  /* in the device's list of spare command buffer objects */
-    /* A recording for a graph (nu_graph_record): commands go to the graph under construction
-     * (exec/graph.h), not into a Vulkan command buffer (there is none); NULL otherwise. */
-    nu__draft *draft;
+    /* A recording for a graph (nu_graph_record): commands go to its list, not into a Vulkan
+     * command buffer (there is none); NULL otherwise. */
+    nu__list *list;
 };
 
-/* A command buffer recording for `cap` (nu_graph_record), which it owns from now on (freed
- * with it, or taken by nu_graph_new). */
-nu_status nu__commands_new_draft(nu_device *d, nu__draft *draft, nu_commands **out);
+/* A command buffer recording into `list` for a graph (nu_graph_record), which it owns from now
+ * on (freed with it, or taken by nu_graph_new). */
+nu_status nu__commands_new_list(nu_device *d, nu__list *list, nu_commands **out);
 
 /* The recording owns `b` from now on, a temporary its recorded work uses (an op's scratch): a
  * command buffer frees it at once (its memory stays with the recorded work until that completes),

@@ -1,33 +1,47 @@
-/* hazard.c: the hazard tracker (see hazard.h).
+/* hazard.c: the hazard planner (see hazard.h): which commands must wait for which, and the
+ * barriers that make them wait, for command buffers and graphs alike.
  *
  * Barrier strategy (the one place it is written down):
- * - Within a command buffer, commands are recorded in program order. Each command's accesses
- *   are checked against the accesses recorded since the last barrier (the "epoch"): a conflict
- *   (the same piece of memory, overlapping bytes, at least one of the two a write: RAW, WAR or
- *   WAW) needs a barrier before the command; reads after reads, and accesses to disjoint
- *   bytes, need none, so independent dispatches run concurrently.
- * - The barrier is one global VkMemoryBarrier2 whose source half is everything the epoch did
- *   (its stages, and its writes as the access mask) and whose destination half is every stage
- *   and access nuvec records (compute shader storage reads and writes, copies, clears): later
- *   commands rely on it without a barrier of their own, so it must make the epoch's writes
- *   visible to all of them, not only to the command that needed it. A global memory barrier is the cheapest barrier on current drivers and
- *   orders the whole epoch at once, so one barrier settles every conflict of the command; after
- *   it the epoch starts empty: Vulkan's execution dependency chains (and memory made visible
- *   to a stage stays visible to later commands of that stage) order all earlier epochs too.
- *   This gives the fewest barriers possible for commands kept in recording order.
- * - Across command buffers and queues, barriers cannot help (a command buffer is recorded
- *   before it is known what runs before it): commit makes the submission wait on timeline
- *   semaphores for the queue positions of conflicting earlier work (submit.c). The program's
- *   order is the order of commits.
- * - Memory is identified by piece (the allocator's block VkBuffer and the piece's offset): a
- *   piece that GPU work of an uncommitted command buffer uses is never handed out again, so
- *   within a command buffer a piece is one buffer, and buffers sharing a block do not share
- *   ranges.
+ * - Memory is identified by piece (the allocator's block VkBuffer and the buffer's offset in
+ *   it): a piece that GPU work of an uncommitted command buffer (or a graph) uses is never
+ *   handed out again, so within one recording a piece is one buffer, and buffers sharing a
+ *   block do not share ranges. Two commands conflict when they touch overlapping bytes of one
+ *   piece and one of the two writes (RAW, WAR or WAW); reads after reads, and accesses to
+ *   disjoint bytes, never conflict, so independent dispatches run concurrently.
+ * - Every command gets a level: its commands' accesses are planned in recording order, and a
+ *   command that conflicts with an earlier one must run after it, at a higher level. Between
+ *   two levels there is one global VkMemoryBarrier2 (the cheapest barrier on current drivers,
+ *   and it orders a whole level at once); its source half is what the level before it did (its
+ *   stages, and its writes as the access mask: only writes need making available).
+ * - In order (a command buffer, planned as it is recorded: nu__hazards_track): a command's
+ *   level is the current one unless it conflicts with an access recorded since the last
+ *   barrier (the "epoch"), then the next; the barrier is recorded right before it. Its
+ *   destination half is every stage and access nuvec records on the queue (compute shader
+ *   storage reads and writes, copies, clears): later commands rely on it without a barrier of
+ *   their own, and what they will be is not known yet. After it the epoch starts empty:
+ *   Vulkan's execution dependencies chain (and memory made visible to a stage stays visible
+ *   to later commands of that stage), so it orders all earlier epochs too. One barrier
+ *   settles every conflict of the command: the fewest barriers possible for commands kept in
+ *   recording order.
+ * - By levels (a graph, planned once for many launches: nu__hazards_level): a command's level
+ *   is one more than the highest level of the earlier commands it conflicts with (0 without
+ *   any), whatever came in between; the graph's schedule then encodes level by level, so
+ *   conflicting commands keep their recorded order and independent ones share a level even
+ *   when recorded far apart. The whole recording is known, so the barrier before level l
+ *   narrows its destination half to the stages and accesses of the levels from l on (a
+ *   compute-only graph waits only on the compute shader stage). Each of these barriers is
+ *   needed (a command depends on some command of the level right before its own) and one
+ *   suffices (an earlier barrier already covered the later levels, and dependencies chain).
+ *   The in-order plan is the special case where levels never decrease.
+ * - Across command buffers, graph launches and queues, barriers cannot help (a recording is
+ *   made before it is known what runs before it): commit and launch make the submission wait
+ *   on timeline semaphores for the queue positions of conflicting earlier work (submit.c,
+ *   use.c). The program's order is the order of commits and launches.
  * - Empty ranges (an empty buffer, or a range at a buffer's end) touch no memory of their
  *   buffer and are no use of it. Vulkan still needs a buffer bound: each empty binding of a
- *   command buffer gets the next slot of the device's placeholder, tracked like any range
- *   only because the validation layer assumes a kernel touches all it binds; slots do not
- *   overlap, so unrelated empty bindings order nothing (commands.c).
+ *   recording gets the next slot of the device's placeholder, planned like any range only
+ *   because the validation layer assumes a kernel touches all it binds; slots do not overlap,
+ *   so unrelated empty bindings order nothing.
  * - Downloads copy into host-visible staging memory that the host reads once the command buffer
  *   completed: a last barrier makes the copies' writes available to the host stage (the
  *   timeline semaphore's signal then makes them visible to the waiting host). */
@@ -48,6 +62,7 @@ struct nu__hazard_slot {
 
 struct nu__hazard_range {
     uint64_t start, end;
+    uint32_t level;   /* by levels: the command's (in order: unset, every range of an epoch is its) */
     bool write;
     int32_t next;
 };
@@ -155,8 +170,13 @@ static int32_t append(nu__hazards *h, nu__hazard_slot *s, const nu__access *a)
             return s->use;
         }
     }
+    /* In order, a range's level is never read (all of an epoch's are its): not written either,
+     * on the recording's hot path. */
     nu__hazard_range *r = &h->ranges[h->range_count];
-    *r = (nu__hazard_range){a->start, a->end, a->write, s->head};
+    r->start = a->start;
+    r->end = a->end;
+    r->write = a->write;
+    r->next = s->head;
     s->head = (int32_t)h->range_count++;
     if (a->write) {
         s->wmin = a->start < s->wmin ? a->start : s->wmin;
@@ -262,9 +282,6 @@ int32_t nu__hazards_get_use(const nu__hazards *h, uint64_t piece, uint64_t base)
     return s ? s->use : -1;
 }
 
-
-
-
 nu_status nu__hazards_track(nu__hazards *h, const nu__access *a, uint32_t n, int32_t *use, bool *barrier,
                             VkPipelineStageFlags2 *src_stages, VkAccessFlags2 *src_access)
 {
@@ -286,6 +303,80 @@ nu_status nu__hazards_track(nu__hazards *h, const nu__access *a, uint32_t n, int
     return NU_OK;
 }
 
+/* ---- by levels ------------------------------------------------------------------------- */
+
+/* One more than the highest level of the slot's ranges that `a` conflicts with (0: none). */
+static uint32_t conflict_level(const nu__hazards *h, const nu__hazard_slot *s, const nu__access *a)
+{
+    if (s->epoch != h->epoch)
+        return 0;
+    bool near_w = s->wmin < s->wmax && overlaps(a->start, a->end, s->wmin, s->wmax);
+    bool near_r = a->write && s->rmin < s->rmax && overlaps(a->start, a->end, s->rmin, s->rmax);
+    if (!near_w && !near_r)
+        return 0;
+    uint32_t level = 0;
+    for (int32_t r = s->head; r >= 0; r = h->ranges[r].next) {
+        const nu__hazard_range *g = &h->ranges[r];
+        if ((g->write || a->write) && overlaps(a->start, a->end, g->start, g->end) && g->level + 1 > level)
+            level = g->level + 1;
+    }
+    return level;
+}
+
+/* Adds `a` at `level`, first dropping the slot's ranges it makes redundant: one inside a's
+ * range at a level not above it, which a later access cannot conflict with without conflicting
+ * with `a` at least as high (a write covers anything; a read covers reads). The slot's bounds
+ * stay as they were (a superset is still a correct filter). */
+static void place(nu__hazards *h, nu__hazard_slot *s, const nu__access *a, uint32_t level)
+{
+    if (s->epoch != h->epoch) {
+        s->epoch = h->epoch;
+        s->head = -1;
+        s->rmin = s->wmin = UINT64_MAX;
+        s->rmax = s->wmax = 0;
+    } else if ((s->wmin < s->wmax && overlaps(a->start, a->end, s->wmin, s->wmax)) ||
+               (s->rmin < s->rmax && overlaps(a->start, a->end, s->rmin, s->rmax))) {
+        int32_t *link = &s->head;
+        while (*link >= 0) {
+            nu__hazard_range *b = &h->ranges[*link];
+            if (b->start >= a->start && b->end <= a->end && b->level <= level && (a->write || !b->write))
+                *link = b->next;
+            else
+                link = &b->next;
+        }
+    }
+    nu__hazard_range *r = &h->ranges[h->range_count];
+    *r = (nu__hazard_range){a->start, a->end, level, a->write, s->head};
+    s->head = (int32_t)h->range_count++;
+    if (a->write) {
+        s->wmin = a->start < s->wmin ? a->start : s->wmin;
+        s->wmax = a->end > s->wmax ? a->end : s->wmax;
+    } else {
+        s->rmin = a->start < s->rmin ? a->start : s->rmin;
+        s->rmax = a->end > s->rmax ? a->end : s->rmax;
+    }
+}
+
+nu_status nu__hazards_level(nu__hazards *h, const nu__access *a, uint32_t n, uint32_t *level)
+{
+    *level = 0;
+    if (grow_slots(h, h->used + n) != NU_OK || grow_ranges(h, h->range_count + n) != NU_OK)
+        return NU_ERROR_HOST_OUT_OF_MEMORY;
+    nu__hazard_slot *slot[NU__HAZARD_MAX_ACCESSES];
+    uint32_t l = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        slot[i] = find_or_insert(h, a[i].piece, a[i].base);
+        uint32_t c = conflict_level(h, slot[i], &a[i]);
+        l = c > l ? c : l;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        place(h, slot[i], &a[i], l);
+    *level = l;
+    return NU_OK;
+}
+
+/* ---- the barriers ----------------------------------------------------------------------- */
+
 VkMemoryBarrier2 nu__hazard_barrier(bool compute_queue, VkPipelineStageFlags2 src_stage, VkAccessFlags2 src_access)
 {
     return (VkMemoryBarrier2){
@@ -297,6 +388,13 @@ VkMemoryBarrier2 nu__hazard_barrier(bool compute_queue, VkPipelineStageFlags2 sr
         .dstAccessMask = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT |
                          (compute_queue ? VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : 0),
     };
+}
+
+VkMemoryBarrier2 nu__hazard_level_barrier(VkPipelineStageFlags2 src_stage, VkAccessFlags2 src_access,
+                                          VkPipelineStageFlags2 dst_stage, VkAccessFlags2 dst_access)
+{
+    return (VkMemoryBarrier2){.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2, .srcStageMask = src_stage,
+                              .srcAccessMask = src_access, .dstStageMask = dst_stage, .dstAccessMask = dst_access};
 }
 
 VkMemoryBarrier2 nu__hazard_host_barrier(void)

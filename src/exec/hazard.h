@@ -1,10 +1,16 @@
-/* hazard.h: which barriers a command buffer needs (the rules are in hazard.c's comment).
+/* hazard.h: the hazard planner: which recorded commands must wait for which, and the barriers
+ * that make them wait (the strategy is hazard.c's comment). One planner for command buffers and
+ * graphs.
  *
- * The tracker sees each recorded command's accesses (memory piece, byte range, read or
- * write, pipeline stage) in recording order and answers whether the command must wait for
- * earlier ones: read-after-write, write-after-read or write-after-write on overlapping bytes
- * of the same piece. It keeps only the accesses since the last barrier (one "epoch"). It knows
- * nothing of Vulkan beyond the stage and access flags it accumulates for the barrier. */
+ * The tracker sees each recorded command's accesses (memory piece, byte range, read or write,
+ * pipeline stage) in recording order and gives the command a level: read-after-write,
+ * write-after-read or write-after-write on overlapping bytes of the same piece put it above the
+ * command it conflicts with. In order (nu__hazards_track: a command buffer, planned as it is
+ * recorded) levels never decrease, a new level is a barrier right before the command, and only
+ * the accesses since the last barrier (one "epoch") are kept. By levels (nu__hazards_level: a
+ * graph, planned whole) a command goes one above the highest command it conflicts with, and the
+ * accesses that later commands could still conflict with are kept. A tracker is used in one
+ * way between resets. It knows nothing of Vulkan beyond the stage and access flags. */
 #ifndef NU_HAZARD_H
 #define NU_HAZARD_H
 
@@ -15,6 +21,28 @@
 
 #define VK_NO_PROTOTYPES
 #include <vulkan/vulkan.h>
+
+/* What a command does, for its accesses' stage and access flags. */
+typedef enum nu__work {
+    NU__WORK_DISPATCH, /* a compute shader's storage reads and writes */
+    NU__WORK_COPY,     /* vkCmdCopyBuffer (copies, uploads, downloads) */
+    NU__WORK_FILL,     /* vkCmdFillBuffer */
+} nu__work;
+
+static inline VkPipelineStageFlags2 nu__work_stage(nu__work w)
+{
+    /* A fill is a clear, and a transfer too on some implementations: both stages. */
+    return w == NU__WORK_DISPATCH ? VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT
+           : w == NU__WORK_COPY   ? VK_PIPELINE_STAGE_2_COPY_BIT
+                                  : VK_PIPELINE_STAGE_2_CLEAR_BIT | VK_PIPELINE_STAGE_2_COPY_BIT;
+}
+
+static inline VkAccessFlags2 nu__work_access(nu__work w, bool write)
+{
+    if (w == NU__WORK_DISPATCH)
+        return write ? VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT : VK_ACCESS_2_SHADER_STORAGE_READ_BIT;
+    return write ? VK_ACCESS_2_TRANSFER_WRITE_BIT : VK_ACCESS_2_TRANSFER_READ_BIT;
+}
 
 /* One access of one command. `piece` and `base` identify the memory: the VkBuffer of the
  * allocator's block and the piece's offset in it (pieces never overlap while GPU work of the
@@ -71,16 +99,24 @@ nu_status nu__hazards_add(nu__hazards *h, const nu__access *a, uint32_t n, int32
  * (-1: new). n <= NU__HAZARD_MAX_ACCESSES. NU_ERROR_HOST_OUT_OF_MEMORY changes nothing. */
 nu_status nu__hazards_track(nu__hazards *h, const nu__access *a, uint32_t n, int32_t *use, bool *barrier,
                             VkPipelineStageFlags2 *src_stages, VkAccessFlags2 *src_access);
+/* By levels: the command's level (0 when it conflicts with no access added before, else one
+ * more than the highest level of those it conflicts with), its accesses added at that level.
+ * n <= NU__HAZARD_MAX_ACCESSES. NU_ERROR_HOST_OUT_OF_MEMORY changes nothing. */
+nu_status nu__hazards_level(nu__hazards *h, const nu__access *a, uint32_t n, uint32_t *level);
 /* The caller's index for a piece (-1: none yet). */
 int32_t nu__hazards_get_use(const nu__hazards *h, uint64_t piece, uint64_t base);
 /* Records the caller's index for a piece nu__hazards_add reported as new (use == -1). */
 void nu__hazards_set_use(nu__hazards *h, uint64_t piece, uint64_t base, int32_t use);
 
 /* The barriers nuvec records, built here beside the strategy that says why (hazard.c). */
-/* Between an epoch (its stages and writes: nu__hazards_track's src_stage, src_access) and
- * everything recorded after it, on a compute queue (copies, clears and compute shaders) or a
+/* In order: between an epoch (its stages and writes: nu__hazards_track's src_stage, src_access)
+ * and everything recorded after it, on a compute queue (copies, clears and compute shaders) or a
  * transfer-only one (copies and clears). */
 VkMemoryBarrier2 nu__hazard_barrier(bool compute_queue, VkPipelineStageFlags2 src_stage, VkAccessFlags2 src_access);
+/* By levels: between what a level did (its stages and writes) and what the levels after it do
+ * (their stages and accesses): the destination half narrowed to the known rest of the work. */
+VkMemoryBarrier2 nu__hazard_level_barrier(VkPipelineStageFlags2 src_stage, VkAccessFlags2 src_access,
+                                          VkPipelineStageFlags2 dst_stage, VkAccessFlags2 dst_access);
 /* At the end of a command buffer whose copies wrote host-visible memory the host reads at
  * completion (downloads). */
 VkMemoryBarrier2 nu__hazard_host_barrier(void);
