@@ -634,7 +634,7 @@ int cli_make_gguf(int argc, char **argv)
 {
     make_gguf_options o = {.dtype = NU_DTYPE_COUNT};
     const char *arch = NULL, *shape = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t n;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -669,7 +669,6 @@ int cli_make_gguf(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
     }
     if (shape && !(o.shape = arch ? make_gguf_find_arch_shape(arch, shape) : make_gguf_find_shape(shape))) {
         fprintf(stderr, "nuvec make-gguf: no shape '%s'%s%s (nuvec make-gguf --help lists them)\n", shape,

@@ -18,8 +18,9 @@
 #define K NU_LLM_KEY
 #define TRY NU_LLM_TRY
 
-static const nu_llm_key SOFTCAP = K("attn_logit_softcapping", "attn_logit_softcapping"),
-                        FINAL = K("final_logit_softcapping", "final_logit_softcapping");
+/* The keys as macros: a static array's initializers must be constant expressions. */
+#define SOFTCAP K("attn_logit_softcapping", "attn_logit_softcapping")
+#define FINAL K("final_logit_softcapping", "final_logit_softcapping")
 
 static const nu_llm_key KNOWN[] = {
     SOFTCAP, FINAL, K("attention.sliding_window", "sliding_window"), K("attention.sliding_window_pattern", NULL),

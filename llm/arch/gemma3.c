@@ -19,8 +19,9 @@
 #define K NU_LLM_KEY
 #define TRY NU_LLM_TRY
 
-static const nu_llm_key FINAL = K("final_logit_softcapping", "final_logit_softcapping"),
-                        ATTN_SOFTCAP_HF = K(NULL, "attn_logit_softcapping");
+/* The keys as macros: a static array's initializers must be constant expressions. */
+#define FINAL K("final_logit_softcapping", "final_logit_softcapping")
+#define ATTN_SOFTCAP_HF K(NULL, "attn_logit_softcapping")
 
 static const nu_llm_key KNOWN[] = {
     FINAL, ATTN_SOFTCAP_HF, K("attention.sliding_window", "sliding_window"),

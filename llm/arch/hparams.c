@@ -15,20 +15,29 @@
 #define K NU_LLM_KEY
 #define TRY NU_LLM_TRY
 
-static const nu_llm_key CONTEXT = K("context_length", "max_position_embeddings"),
-                        DIM = K("embedding_length", "hidden_size"), LAYERS = K("block_count", "num_hidden_layers"),
-                        FFN = K("feed_forward_length", "intermediate_size"),
-                        HEADS = K("attention.head_count", "num_attention_heads"),
-                        KV_HEADS = K("attention.head_count_kv", "num_key_value_heads"),
-                        EPS = K("attention.layer_norm_rms_epsilon", "rms_norm_eps"),
-                        THETA = K("rope.freq_base", "rope_theta"), VOCAB = K("vocab_size", "vocab_size"),
-                        ROT = K("rope.dimension_count", NULL), KEY_LEN = K("attention.key_length", "head_dim"),
-                        VALUE_LEN = K("attention.value_length", NULL), SCALING = K("rope.scaling.type", NULL),
-                        FACTOR = K("rope.scaling.factor", NULL), SCALE_LINEAR = K("rope.scale_linear", NULL),
-                        ATTN_FACTOR = K("rope.scaling.attn_factor", NULL), EXPERTS = K("expert_count", NULL),
-                        EXPERTS_USED = K("expert_used_count", NULL), CAUSAL = K("attention.causal", NULL),
-                        TIED = K(NULL, "tie_word_embeddings"), ROPE_SCALING_HF = K(NULL, "rope_scaling"),
-                        PARTIAL = K(NULL, "partial_rotary_factor");
+/* The keys as macros: a static array's initializers must be constant expressions. */
+#define CONTEXT K("context_length", "max_position_embeddings")
+#define DIM K("embedding_length", "hidden_size")
+#define LAYERS K("block_count", "num_hidden_layers")
+#define FFN K("feed_forward_length", "intermediate_size")
+#define HEADS K("attention.head_count", "num_attention_heads")
+#define KV_HEADS K("attention.head_count_kv", "num_key_value_heads")
+#define EPS K("attention.layer_norm_rms_epsilon", "rms_norm_eps")
+#define THETA K("rope.freq_base", "rope_theta")
+#define VOCAB K("vocab_size", "vocab_size")
+#define ROT K("rope.dimension_count", NULL)
+#define KEY_LEN K("attention.key_length", "head_dim")
+#define VALUE_LEN K("attention.value_length", NULL)
+#define SCALING K("rope.scaling.type", NULL)
+#define FACTOR K("rope.scaling.factor", NULL)
+#define SCALE_LINEAR K("rope.scale_linear", NULL)
+#define ATTN_FACTOR K("rope.scaling.attn_factor", NULL)
+#define EXPERTS K("expert_count", NULL)
+#define EXPERTS_USED K("expert_used_count", NULL)
+#define CAUSAL K("attention.causal", NULL)
+#define TIED K(NULL, "tie_word_embeddings")
+#define ROPE_SCALING_HF K(NULL, "rope_scaling")
+#define PARTIAL K(NULL, "partial_rotary_factor")
 
 /* Keys read here, and keys that change nothing as nuvec runs a file: the YaRN parameters and the
  * original context matter only to YaRN and LongRoPE scaling (refused by their type, or read by

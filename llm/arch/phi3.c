@@ -25,9 +25,11 @@
 #define K NU_LLM_KEY
 #define TRY NU_LLM_TRY
 
-static const nu_llm_key WINDOW = K("attention.sliding_window", "sliding_window"),
-                        ORIGINAL = K("rope.scaling.original_context_length", "original_max_position_embeddings"),
-                        SCALING = K("rope.scaling.type", NULL), ATTN_FACTOR = K("rope.scaling.attn_factor", NULL);
+/* The keys as macros: a static array's initializers must be constant expressions. */
+#define WINDOW K("attention.sliding_window", "sliding_window")
+#define ORIGINAL K("rope.scaling.original_context_length", "original_max_position_embeddings")
+#define SCALING K("rope.scaling.type", NULL)
+#define ATTN_FACTOR K("rope.scaling.attn_factor", NULL)
 
 static const nu_llm_key KNOWN[] = {WINDOW, ORIGINAL, K(NULL, "hidden_act"), K(NULL, "attention_bias"),
                                    K(NULL, "auto_map"), K(NULL, "embd_pdrop"), K(NULL, "resid_pdrop")};
