@@ -314,8 +314,10 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
         st = gguf_writer_string(w, "tokenizer.ggml.model", "llama");
     if (st != NU_OK)
         return st;
-    /* The vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then placeholder pieces. */
+    /* The vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then placeholder pieces (Phi-3's last:
+     * <|endoftext|>). */
     uint32_t n = s->vocab;
+    bool phi3 = !strcmp(arch, "phi3");
     char *text = malloc((size_t)n * 24);
     const char **tokens = malloc((size_t)n * sizeof *tokens);
     float *scores = malloc((size_t)n * sizeof *scores);
@@ -329,6 +331,10 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
         if (i < 3) {
             strcpy(t, i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
             types[i] = i == 0 ? 2 : 3; /* unknown, control */
+            scores[i] = 0;
+        } else if (phi3 && i == n - 1) {
+            strcpy(t, "<|endoftext|>"); /* llama.cpp's vocabulary loader looks it up in a Phi-3 file */
+            types[i] = 3;
             scores[i] = 0;
         } else if (i < 259) {
             snprintf(t, 24, "<0x%02X>", i - 3);
