@@ -6,7 +6,9 @@
  * (tests/llm_reference.c), by the fused decode layer and by the separate ops; Phi-3 with LongRoPE
  * factors (short ones within the original context, long ones past it); two sequences decoded in
  * one batch (Gemma 2: the per-row attention with a window and softcap; Phi-3: fused q|k|v) give
- * each the ids it gets alone; variants nuvec does not run are refused by name. */
+ * each the ids it gets alone; Hugging Face folders of the same tensors (transformers' names and
+ * config.json, Gemma's norms as w for x * (1 + w)) give the same logits; variants nuvec does not
+ * run are refused by name. */
 #include "harness.h"
 
 #include <math.h>
@@ -66,16 +68,16 @@ static double off(const float *got, const double *want)
     return worst / (hi - lo);
 }
 
-/* The model at `path` (fusion 1 or -1) against the reference: a prompt of 4 tokens, then decode
+/* The model at `path` (fusion 1 or -1) against the reference of the GGUF file `ref_path`: a prompt of 4 tokens, then decode
  * steps to position N - 1; then, reset, a prompt of N - 2 tokens (its last rows past the window)
  * and one decode step. Returns the worst difference over the range. */
-static double against_reference(nu_device *d, const char *path, int fusion, uint32_t cache)
+static double against_reference(nu_device *d, const char *path, const char *ref_path, int fusion, uint32_t cache)
 {
     nu_llm_model_options o = {.max_positions = cache, .fusion = fusion};
     nu_llm_model *m;
     LLM_OK(nu_llm_model_open(d, path, &o, &m));
     assert_int_equal(nu_llm_model_config(m)->vocab, V);
-    llm_ref *ref = llm_ref_open(path);
+    llm_ref *ref = llm_ref_open(ref_path);
     assert_non_null(ref);
     llm_ref_set_positions(ref, cache);
     int32_t tokens[N];
@@ -105,7 +107,7 @@ static void check_arch(nu_device *d, const make_gguf_shape *shape)
 {
     const char *path = arch_file(shape);
     for (int fusion = 1; fusion >= -1; fusion -= 2) {
-        double worst = against_reference(d, path, fusion, CACHE);
+        double worst = against_reference(d, path, path, fusion, CACHE);
         printf("%-12s %s: logits within %.3g of the reference's range\n", shape->name,
                fusion > 0 ? "fused" : "separate ops", worst);
         if (worst > 1e-4)
@@ -155,7 +157,8 @@ static void phi3(void **state)
     llm_gguf_edit e = {.keys = keys, .key_count = 2, .tensors = factors, .tensor_count = 2};
     const char *longrope = tmp_path("phi3_longrope.gguf");
     assert_true(llm_copy_gguf(arch_file(shape), longrope, &e));
-    double worst_short = against_reference(d, longrope, 1, 24), worst_long = against_reference(d, longrope, 1, 32);
+    double worst_short = against_reference(d, longrope, longrope, 1, 24),
+           worst_long = against_reference(d, longrope, longrope, 1, 32);
     printf("phi3 LongRoPE: short factors within %.3g, long within %.3g of the range\n", worst_short, worst_long);
     assert_true(worst_short <= 1e-4 && worst_long <= 1e-4);
     /* the two choices differ: the long factors with a cache of 24 are not the reference's */
@@ -256,6 +259,151 @@ static void batched_decode(void **state)
     nt_close(d);
 }
 
+/* ---- Hugging Face folders: the same files as transformers names and stores them ---- */
+
+/* A layer tensor's name after "blk.N." in GGUF and after "model.layers.N." in config.json's
+ * models: the names every architecture here shares. */
+static const char *const HF_NAMES[][2] = {
+    {"attn_norm.weight", "input_layernorm.weight"},     {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},       {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},           {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},           {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},  {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},  {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+};
+
+/* The config.json name of GGUF tensor `name` of architecture `arch`, or NULL. */
+static bool hf_name(const char *arch, const char *name, char *out, size_t size)
+{
+    bool gemma = !strncmp(arch, "gemma", 5), phi3 = !strcmp(arch, "phi3");
+    static const char *const globals[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                             {"output_norm.weight", "model.norm.weight"},
+                                             {"output.weight", "lm_head.weight"}};
+    for (size_t i = 0; i < 3; i++)
+        if (!strcmp(name, globals[i][0]))
+            return snprintf(out, size, "%s", globals[i][1]) > 0;
+    unsigned layer;
+    int at = 0;
+    if (sscanf(name, "blk.%u.%n", &layer, &at) != 1 || !at)
+        return false;
+    const char *rest = name + at, *to = NULL;
+    for (size_t i = 0; !to && i < sizeof HF_NAMES / sizeof *HF_NAMES; i++)
+        if (!strcmp(rest, HF_NAMES[i][0]))
+            to = HF_NAMES[i][1];
+    if (!strcmp(rest, "ffn_norm.weight")) /* Gemma's FFN norm is its pre-FFN one */
+        to = gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+    if (!strcmp(rest, "ffn_up.weight"))
+        to = phi3 ? "mlp.gate_up_proj.weight" : "mlp.up_proj.weight";
+    return to && snprintf(out, size, "model.layers.%u.%s", layer, to) > 0;
+}
+
+/* config.json for `shape` as transformers' config class of the architecture writes it. */
+static void hf_config(const make_gguf_shape *s, char *out, size_t size)
+{
+    const char *arch = make_gguf_arch(s);
+    uint32_t hd = s->head_dim ? s->head_dim : s->dim / s->heads;
+    bool eps5 = !strcmp(arch, "phi3");
+    int at = snprintf(out, size,
+                      "{\"hidden_size\": %u, \"intermediate_size\": %u, \"num_hidden_layers\": %u, "
+                      "\"num_attention_heads\": %u, \"num_key_value_heads\": %u, \"max_position_embeddings\": %u, "
+                      "\"rms_norm_eps\": %s, \"rope_theta\": %.1f, \"vocab_size\": %u, \"tie_word_embeddings\": %s, ",
+                      s->dim, s->ffn, s->layers, s->heads, s->kv_heads, s->context, eps5 ? "1e-05" : "1e-06",
+                      (double)s->rope_theta, s->vocab, s->untied ? "false" : "true");
+    if (!strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
+        snprintf(out + at, size - (size_t)at,
+                 "\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"head_dim\": %u, \"hidden_act\": \"silu\", "
+                 "\"use_sliding_window\": false, \"sliding_window\": 4096, \"max_window_layers\": 28}",
+                 !strcmp(arch, "qwen2") ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM", arch, hd);
+    else if (!strcmp(arch, "gemma2"))
+        snprintf(out + at, size - (size_t)at,
+                 "\"architectures\": [\"Gemma2ForCausalLM\"], \"model_type\": \"gemma2\", \"head_dim\": %u, "
+                 "\"query_pre_attn_scalar\": %u, \"sliding_window\": %u, \"attn_logit_softcapping\": 50.0, "
+                 "\"final_logit_softcapping\": 30.0, \"hidden_activation\": \"gelu_pytorch_tanh\", "
+                 "\"hidden_act\": \"gelu_pytorch_tanh\"}", hd, hd, s->window);
+    else if (!strcmp(arch, "gemma3"))
+        snprintf(out + at, size - (size_t)at,
+                 "\"architectures\": [\"Gemma3ForCausalLM\"], \"model_type\": \"gemma3_text\", \"head_dim\": %u, "
+                 "\"query_pre_attn_scalar\": %u, \"sliding_window\": %u, \"sliding_window_pattern\": 6, "
+                 "\"rope_local_base_freq\": 10000.0, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %.1f}, "
+                 "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, "
+                 "\"hidden_activation\": \"gelu_pytorch_tanh\"}", hd, hd, s->window, (double)s->rope_linear);
+    else
+        snprintf(out + at, size - (size_t)at,
+                 "\"architectures\": [\"Phi3ForCausalLM\"], \"model_type\": \"phi3\", \"hidden_act\": \"silu\", "
+                 "\"sliding_window\": %u, \"original_max_position_embeddings\": %u, \"rope_scaling\": null}",
+                 s->window, s->context);
+}
+
+/* A folder of config.json and model.safetensors holding the F32 GGUF file `gguf`'s tensors under
+ * their transformers names; Gemma's norms as w for x * (1 + w) (the GGUF file's minus 1). */
+static const char *hf_folder(const make_gguf_shape *shape, const char *gguf)
+{
+    static char dir[1100];
+    char weights[1200], config[4096];
+    snprintf(dir, sizeof dir, "%s/llm_archs_hf_%s", nt_tmp_dir(), shape->name);
+    snprintf(weights, sizeof weights, "%s.safetensors", dir);
+    FILE *f = fopen(gguf, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    size_t size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *bytes = malloc(size);
+    assert_true(fread(bytes, 1, size, f) == size);
+    fclose(f);
+    nu_gguf *g;
+    assert_int_equal(nu_gguf_parse(bytes, size, &g), NU_OK);
+    uint64_t n = nu_gguf_tensor_count(g);
+    nu_tensor_write *t = calloc(n, sizeof *t);
+    char (*names)[96] = calloc(n, sizeof *names);
+    float **own = calloc(n, sizeof *own);
+    bool gemma = !strncmp(make_gguf_arch(shape), "gemma", 5);
+    for (uint64_t i = 0; i < n; i++) {
+        const nu_gguf_tensor_info *info = nu_gguf_tensor(g, i);
+        assert_int_equal(info->dtype, NU_DTYPE_F32);
+        if (!hf_name(make_gguf_arch(shape), info->name, names[i], sizeof names[i]))
+            fail_msg("no transformers name for %s", info->name);
+        t[i] = (nu_tensor_write){names[i], NU_DTYPE_F32, info->rank, {0}, bytes + info->offset};
+        memcpy(t[i].shape, info->shape, sizeof t[i].shape);
+        if (gemma && strstr(info->name, "norm.weight")) {
+            size_t count = (size_t)(info->size / 4);
+            own[i] = malloc(info->size);
+            memcpy(own[i], bytes + info->offset, info->size);
+            for (size_t k = 0; k < count; k++)
+                own[i][k] -= 1.0f;
+            t[i].data = own[i];
+        }
+    }
+    assert_int_equal(nu_safetensors_write(weights, t, (size_t)n, NULL, NULL, 0), NU_OK);
+    for (uint64_t i = 0; i < n; i++)
+        free(own[i]);
+    free(own), free(names), free(t);
+    nu_gguf_close(g);
+    free(bytes);
+    hf_config(shape, config, sizeof config);
+    return llm_make_folder(dir, config, weights);
+}
+
+/* Each architecture from a Hugging Face folder of its tiny file's tensors gives that file's
+ * reference logits. */
+static void hf_folders(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    static const char *const names[] = {"qwen2-tiny", "qwen3-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const make_gguf_shape *shape = shape_of(names[i]);
+        const char *gguf = arch_file(shape);
+        double worst = against_reference(d, hf_folder(shape, gguf), gguf, 1, CACHE);
+        printf("%-12s from config.json and safetensors: logits within %.3g of the reference's range\n", names[i],
+               worst);
+        if (worst > 1e-4)
+            fail_msg("%s's folder: logits %g of their range off the reference's", names[i], worst);
+    }
+    nt_close(d);
+}
+
 /* Variants nuvec does not run, refused with what they have. */
 static void variants_refused(void **state)
 {
@@ -290,7 +438,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_and_qwen), cmocka_unit_test(gemma),           cmocka_unit_test(phi3),
-        cmocka_unit_test(batched_decode), cmocka_unit_test(variants_refused),
+        cmocka_unit_test(batched_decode), cmocka_unit_test(hf_folders),     cmocka_unit_test(variants_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
