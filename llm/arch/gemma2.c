@@ -28,7 +28,6 @@ static const nu_llm_key KNOWN[] = {
     K(NULL, "query_pre_attn_scalar"), K(NULL, "layer_types"), K(NULL, "cache_implementation"),
     K(NULL, "sliding_window_size")};
 
-#define NA NU_LLM_DIM_NONE
 #define NORM NU_LLM_T_NORM
 static const nu_llm_tensor_spec ROSTER[] = {
     NU_LLM_R_EMBED,
@@ -36,13 +35,7 @@ static const nu_llm_tensor_spec ROSTER[] = {
     NU_LLM_R_OUTPUT,
     NU_LLM_R_ATTN_NORM(NORM),
     NU_LLM_R_QKV_O,
-    {NU_LLM_W_ATTN_POST_NORM, "blk.%u.post_attention_norm.weight", "model.layers.%u.post_attention_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, NORM},
-    {NU_LLM_W_FFN_NORM, "blk.%u.ffn_norm.weight", "model.layers.%u.pre_feedforward_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, NORM},
-    NU_LLM_R_GATE_UP_DOWN,
-    {NU_LLM_W_FFN_POST_NORM, "blk.%u.post_ffw_norm.weight", "model.layers.%u.post_feedforward_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, NORM},
+    NU_LLM_R_GEMMA_FFN,
 };
 
 static const char *const IGNORED[] = {NU_LLM_IGNORED_INV_FREQ, NULL};
@@ -74,13 +67,4 @@ static nu_status read_hparams(const nu_llm_source *s, nu_llm_hparams *hp)
 
 static const char *const HF_NAMES[] = {"Gemma2ForCausalLM", NULL};
 
-const nu_llm_arch nu_llm__arch_gemma2 = {
-    .name = "gemma2",
-    .gguf_name = "gemma2",
-    .hf_names = HF_NAMES,
-    .roster = ROSTER,
-    .roster_count = sizeof ROSTER / sizeof *ROSTER,
-    .ignored = IGNORED,
-    .read_hparams = read_hparams,
-    .layer = nu_llm__blk_layer,
-};
+NU_LLM_ARCH_DEFINE(nu_llm__arch_gemma2, "gemma2");

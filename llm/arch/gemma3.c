@@ -29,7 +29,6 @@ static const nu_llm_key KNOWN[] = {
     K(NULL, "hidden_activation"), K(NULL, "hidden_act"), K(NULL, "attention_bias"), K(NULL, "query_pre_attn_scalar"),
     K(NULL, "layer_types"), K(NULL, "cache_implementation"), K(NULL, "use_bidirectional_attention")};
 
-#define NA NU_LLM_DIM_NONE
 #define NORM NU_LLM_T_NORM
 static const nu_llm_tensor_spec ROSTER[] = {
     NU_LLM_R_EMBED,
@@ -37,17 +36,8 @@ static const nu_llm_tensor_spec ROSTER[] = {
     NU_LLM_R_OUTPUT,
     NU_LLM_R_ATTN_NORM(NORM),
     NU_LLM_R_QKV_O,
-    {NU_LLM_W_Q_NORM, "blk.%u.attn_q_norm.weight", "model.layers.%u.self_attn.q_norm.weight", NU_LLM_DIM_HEAD, NA,
-     NORM},
-    {NU_LLM_W_K_NORM, "blk.%u.attn_k_norm.weight", "model.layers.%u.self_attn.k_norm.weight", NU_LLM_DIM_HEAD, NA,
-     NORM},
-    {NU_LLM_W_ATTN_POST_NORM, "blk.%u.post_attention_norm.weight", "model.layers.%u.post_attention_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, NORM},
-    {NU_LLM_W_FFN_NORM, "blk.%u.ffn_norm.weight", "model.layers.%u.pre_feedforward_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, NORM},
-    NU_LLM_R_GATE_UP_DOWN,
-    {NU_LLM_W_FFN_POST_NORM, "blk.%u.post_ffw_norm.weight", "model.layers.%u.post_feedforward_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, NORM},
+    NU_LLM_R_QK_NORMS(NORM),
+    NU_LLM_R_GEMMA_FFN,
 };
 
 static const char *const IGNORED[] = {NU_LLM_IGNORED_INV_FREQ, NULL};
@@ -75,13 +65,4 @@ static nu_status read_hparams(const nu_llm_source *s, nu_llm_hparams *hp)
 
 static const char *const HF_NAMES[] = {"Gemma3ForCausalLM", NULL};
 
-const nu_llm_arch nu_llm__arch_gemma3 = {
-    .name = "gemma3",
-    .gguf_name = "gemma3",
-    .hf_names = HF_NAMES,
-    .roster = ROSTER,
-    .roster_count = sizeof ROSTER / sizeof *ROSTER,
-    .ignored = IGNORED,
-    .read_hparams = read_hparams,
-    .layer = nu_llm__blk_layer,
-};
+NU_LLM_ARCH_DEFINE(nu_llm__arch_gemma3, "gemma3");

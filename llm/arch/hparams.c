@@ -218,18 +218,50 @@ static nu_status llama3_factors(const cJSON *scaling, nu_llm_hparams *hp)
     return NU_OK;
 }
 
+const void *nu_llm__hf_rope_scaling(const nu_llm_source *s, const char **type)
+{
+    const cJSON *scaling = nu_llm__meta_hf_object(s, "rope_scaling");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(scaling, "rope_type");
+    if (!t)
+        t = cJSON_GetObjectItemCaseSensitive(scaling, "type");
+    *type = cJSON_IsString(t) ? t->valuestring : "(none given)";
+    return scaling;
+}
+
+nu_status nu_llm__gguf_rope_scaling(const nu_llm_source *s, const char *also, bool *is_also, float *attn_factor,
+                                    nu_llm_hparams *hp)
+{
+    char type[64], name[160];
+    float zero = 0, one = 1, factor;
+    hp->rope_linear = 1;
+    TRY(nu_llm__meta_string(s, SCALING, "linear", type, sizeof type));
+    TRY(nu_llm__meta_f32(s, SCALE_LINEAR, &zero, &factor));
+    TRY(nu_llm__meta_f32(s, FACTOR, &factor, &factor)); /* the newer key wins */
+    TRY(nu_llm__meta_f32(s, ATTN_FACTOR, &one, attn_factor));
+    *is_also = also && !strcmp(type, also);
+    if (strcmp(type, "none") && strcmp(type, "linear") && !*is_also)
+        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": RoPE scaling of type %s (%s) is not supported (none%s%s and "
+                            "linear are%s)", type, key_name(s, SCALING, name, sizeof name), also ? ", " : "",
+                            also ? also : "", also ? "" : "; Llama 3.1's is rope_freqs.weight");
+    if (!(*attn_factor > 0) || !isfinite(*attn_factor))
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": a RoPE attention factor of %g (%s)", (double)*attn_factor,
+                            key_name(s, ATTN_FACTOR, name, sizeof name));
+    if (!strcmp(type, "linear") && factor != 0) {
+        if (!(factor >= 1))
+            return nu_llm__fail(NU_ERROR_FORMAT, FN ": linear RoPE scaling by %g (%s); at least 1 expected",
+                                (double)factor, key_name(s, FACTOR, name, sizeof name));
+        hp->rope_linear = factor;
+    }
+    return NU_OK;
+}
+
 nu_status nu_llm__read_rope_scaling(const nu_llm_source *s, nu_llm_hparams *hp)
 {
     hp->rope_linear = 1;
     if (nu_llm__source_kind(s) == NU_LLM_SOURCE_HF) {
-        const cJSON *scaling = nu_llm__meta_hf_object(s, "rope_scaling");
-        if (!scaling)
-            return NU_OK;
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(scaling, "rope_type");
-        if (!type)
-            type = cJSON_GetObjectItemCaseSensitive(scaling, "type");
-        const char *t = cJSON_IsString(type) ? type->valuestring : "(none given)";
-        if (!strcmp(t, "default"))
+        const char *t;
+        const cJSON *scaling = nu_llm__hf_rope_scaling(s, &t);
+        if (!scaling || !strcmp(t, "default"))
             return NU_OK;
         if (!strcmp(t, "llama3"))
             return llama3_factors(scaling, hp);
@@ -242,24 +274,13 @@ nu_status nu_llm__read_rope_scaling(const nu_llm_source *s, nu_llm_hparams *hp)
         hp->rope_linear = (float)factor->valuedouble;
         return NU_OK;
     }
-    char type[64], name[160];
-    float zero = 0, one = 1, factor, attn;
-    TRY(nu_llm__meta_string(s, SCALING, "linear", type, sizeof type));
-    TRY(nu_llm__meta_f32(s, SCALE_LINEAR, &zero, &factor));
-    TRY(nu_llm__meta_f32(s, FACTOR, &factor, &factor)); /* the newer key wins */
-    TRY(nu_llm__meta_f32(s, ATTN_FACTOR, &one, &attn));
-    if (strcmp(type, "none") && strcmp(type, "linear"))
-        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": RoPE scaling of type %s (%s) is not supported (none and linear "
-                            "are; Llama 3.1's is rope_freqs.weight)", type, key_name(s, SCALING, name, sizeof name));
+    char name[160];
+    bool longrope;
+    float attn;
+    TRY(nu_llm__gguf_rope_scaling(s, NULL, &longrope, &attn, hp));
     if (attn != 1)
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": a RoPE attention factor of %g (%s) is not supported",
                             (double)attn, key_name(s, ATTN_FACTOR, name, sizeof name));
-    if (!strcmp(type, "linear") && factor != 0) {
-        if (!(factor >= 1))
-            return nu_llm__fail(NU_ERROR_FORMAT, FN ": linear RoPE scaling by %g (%s); at least 1 expected",
-                                (double)factor, key_name(s, FACTOR, name, sizeof name));
-        hp->rope_linear = factor;
-    }
     return NU_OK;
 }
 
@@ -359,6 +380,21 @@ nu_status nu_llm__hf_full_attention(const nu_llm_source *s, nu_llm_hparams *hp)
         if (hp->swa[l])
             return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": config.json's layer_types has sliding-window attention at "
                                 "layer %u (not supported for %s)", l, nu_llm__source_arch(s));
+    return NU_OK;
+}
+
+nu_status nu_llm__read_qwen(const nu_llm_source *s, const nu_llm_key *known, size_t known_count, const char *model_type,
+                            bool no_bias, nu_llm_hparams *hp)
+{
+    TRY(nu_llm__arch_meta_check(s, known, known_count, NULL, 0));
+    TRY(nu_llm__read_base(s, 1e-6f, hp)); /* Qwen2Config's and Qwen3Config's rms_norm_eps */
+    TRY(nu_llm__hf_string_in(s, "hidden_act", "silu", "silu"));
+    TRY(nu_llm__hf_string_in(s, "model_type", model_type, model_type));
+    if (no_bias)
+        TRY(nu_llm__hf_false(s, "attention_bias", "biases"));
+    TRY(nu_llm__hf_full_attention(s, hp));
+    TRY(nu_llm__read_rope_scaling(s, hp));
+    hp->rope_layout = NU_ROPE_HALF;
     return NU_OK;
 }
 

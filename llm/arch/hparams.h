@@ -39,8 +39,40 @@
          NU_LLM_DIM_MODEL, NU_LLM_T_MATRIX},                                                                       \
         {NU_LLM_W_DOWN, "blk.%u.ffn_down.weight", "model.layers.%u.mlp.down_proj.weight", NU_LLM_DIM_MODEL,        \
          NU_LLM_DIM_FFN, NU_LLM_T_MATRIX}
+/* The per-head q and k RMSNorms before RoPE (Qwen3, Gemma 3). */
+#define NU_LLM_R_QK_NORMS(flags)                                                                                   \
+    {NU_LLM_W_Q_NORM, "blk.%u.attn_q_norm.weight", "model.layers.%u.self_attn.q_norm.weight", NU_LLM_DIM_HEAD,     \
+     NU_LLM_DIM_NONE, (flags)},                                                                                    \
+        {NU_LLM_W_K_NORM, "blk.%u.attn_k_norm.weight", "model.layers.%u.self_attn.k_norm.weight", NU_LLM_DIM_HEAD, \
+         NU_LLM_DIM_NONE, (flags)}
+/* The FFN's norm where transformers names it the post-attention one (Llama's layer). */
+#define NU_LLM_R_FFN_NORM                                                                                          \
+    {NU_LLM_W_FFN_NORM, "blk.%u.ffn_norm.weight", "model.layers.%u.post_attention_layernorm.weight",               \
+     NU_LLM_DIM_MODEL, NU_LLM_DIM_NONE, 0}
+/* Gemma's sandwich after the attention: the attention's post-norm, the FFN's pre-norm, the FFN and
+ * its post-norm, the norms offset (NU_LLM_T_NORM). */
+#define NU_LLM_R_GEMMA_FFN                                                                                         \
+    {NU_LLM_W_ATTN_POST_NORM, "blk.%u.post_attention_norm.weight", "model.layers.%u.post_attention_layernorm.weight",\
+     NU_LLM_DIM_MODEL, NU_LLM_DIM_NONE, NU_LLM_T_NORM},                                                            \
+        {NU_LLM_W_FFN_NORM, "blk.%u.ffn_norm.weight", "model.layers.%u.pre_feedforward_layernorm.weight",          \
+         NU_LLM_DIM_MODEL, NU_LLM_DIM_NONE, NU_LLM_T_NORM},                                                        \
+        NU_LLM_R_GATE_UP_DOWN,                                                                                     \
+        {NU_LLM_W_FFN_POST_NORM, "blk.%u.post_ffw_norm.weight", "model.layers.%u.post_feedforward_layernorm.weight",\
+         NU_LLM_DIM_MODEL, NU_LLM_DIM_NONE, NU_LLM_T_NORM}
 /* transformers' non-persistent RoPE buffer, recomputed from rope_theta at load (it skips it too). */
 #define NU_LLM_IGNORED_INV_FREQ "model.layers.%u.self_attn.rotary_emb.inv_freq"
+
+/* An architecture's descriptor from its file's ROSTER, IGNORED, HF_NAMES and read_hparams, with
+ * the shared layer (nu_llm__blk_layer, llm/blocks.h); `arch_name` its name and GGUF's. */
+#define NU_LLM_ARCH_DEFINE(var, arch_name)                                                                         \
+    const nu_llm_arch var = {.name = (arch_name),                                                                  \
+                             .gguf_name = (arch_name),                                                             \
+                             .hf_names = HF_NAMES,                                                                 \
+                             .roster = ROSTER,                                                                     \
+                             .roster_count = sizeof ROSTER / sizeof *ROSTER,                                       \
+                             .ignored = IGNORED,                                                                   \
+                             .read_hparams = read_hparams,                                                         \
+                             .layer = nu_llm__blk_layer}
 
 #define NU_LLM_TRY(call)                                                                                           \
     do {                                                                                                           \
@@ -68,6 +100,16 @@ nu_status nu_llm__read_base(const nu_llm_source *s, float hf_eps, nu_llm_hparams
  * frequency divisors made as transformers makes them). Other types are refused by name. */
 nu_status nu_llm__read_rope_scaling(const nu_llm_source *s, nu_llm_hparams *hp);
 
+/* GGUF's rope.scaling keys as llama.cpp reads them: the type (linear where absent; none, linear or
+ * `also` where not NULL accepted, others refused by name; *is_also: it is `also`), the linear
+ * factor into hp->rope_linear (rope.scaling.factor, else rope.scale_linear; 0 or 1: none) and the
+ * attention factor (rope.scaling.attn_factor, 1 where absent; positive). */
+nu_status nu_llm__gguf_rope_scaling(const nu_llm_source *s, const char *also, bool *is_also, float *attn_factor,
+                                    nu_llm_hparams *hp);
+/* config.json's rope_scaling object (a cJSON *; NULL where absent or null) and its rope_type (else
+ * type; "(none given)" where it has neither). */
+const void *nu_llm__hf_rope_scaling(const nu_llm_source *s, const char **type);
+
 /* config.json's string `key` (fallback where absent) is one of `accepted` ('|'-separated):
  * NU_ERROR_UNSUPPORTED naming the value otherwise. GGUF sources pass. */
 nu_status nu_llm__hf_string_in(const nu_llm_source *s, const char *key, const char *fallback, const char *accepted);
@@ -83,6 +125,11 @@ nu_status nu_llm__read_swa_layers(const nu_llm_source *s, uint32_t pattern, nu_l
 /* config.json's use_sliding_window is absent or false and its layer_types, where present, are
  * full attention only (Qwen's configs carry a window they do not use); GGUF sources pass. */
 nu_status nu_llm__hf_full_attention(const nu_llm_source *s, nu_llm_hparams *hp);
+
+/* What Qwen2 and Qwen3 share (checked keys `known`, config.json's model_type, silu, no attention
+ * biases where `no_bias`, no sliding window, RoPE scaling, the NEOX layout). */
+nu_status nu_llm__read_qwen(const nu_llm_source *s, const nu_llm_key *known, size_t known_count, const char *model_type,
+                            bool no_bias, nu_llm_hparams *hp);
 
 /* What Gemma 2 and Gemma 3 share: GeGLU (config.json's hidden_activation gelu_pytorch_tanh), the
  * embedding scaled by sqrt(dim), RoPE in the NEOX layout, the query scale (config.json's

@@ -58,7 +58,7 @@ static const nu_llm_tensor_spec ROSTER[] = {
 };
 
 /* transformers' non-persistent buffer, recomputed from rope_theta at load (it skips it too). */
-static const char *const IGNORED[] = {"model.layers.%u.self_attn.rotary_emb.inv_freq", NULL};
+static const char *const IGNORED[] = {NU_LLM_IGNORED_INV_FREQ, NULL};
 
 /* config.json's value-checked keys: what nuvec runs (silu, no biases, whole-head RoPE); Mistral's
  * sliding window applied (every layer). */
@@ -95,13 +95,4 @@ static nu_status read_hparams(const nu_llm_source *s, nu_llm_hparams *hp)
 
 static const char *const HF_NAMES[] = {"LlamaForCausalLM", "MistralForCausalLM", NULL};
 
-const nu_llm_arch nu_llm__arch_llama = {
-    .name = "llama",
-    .gguf_name = "llama",
-    .hf_names = HF_NAMES,
-    .roster = ROSTER,
-    .roster_count = sizeof ROSTER / sizeof *ROSTER,
-    .ignored = IGNORED,
-    .read_hparams = read_hparams,
-    .layer = nu_llm__blk_layer,
-};
+NU_LLM_ARCH_DEFINE(nu_llm__arch_llama, "llama");

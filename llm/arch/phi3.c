@@ -28,8 +28,6 @@
 /* The keys as macros: a static array's initializers must be constant expressions. */
 #define WINDOW K("attention.sliding_window", "sliding_window")
 #define ORIGINAL K("rope.scaling.original_context_length", "original_max_position_embeddings")
-#define SCALING K("rope.scaling.type", NULL)
-#define ATTN_FACTOR K("rope.scaling.attn_factor", NULL)
 
 static const nu_llm_key KNOWN[] = {WINDOW, ORIGINAL, K(NULL, "hidden_act"), K(NULL, "attention_bias"),
                                    K(NULL, "auto_map"), K(NULL, "embd_pdrop"), K(NULL, "resid_pdrop")};
@@ -48,8 +46,7 @@ static const nu_llm_tensor_spec ROSTER[] = {
      NU_LLM_DIM_MODEL, MX},
     {NU_LLM_W_O, "blk.%u.attn_output.weight", "model.layers.%u.self_attn.o_proj.weight", NU_LLM_DIM_MODEL,
      NU_LLM_DIM_Q, MX},
-    {NU_LLM_W_FFN_NORM, "blk.%u.ffn_norm.weight", "model.layers.%u.post_attention_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, 0},
+    NU_LLM_R_FFN_NORM,
     {NU_LLM_W_GATE_UP, "blk.%u.ffn_up.weight", "model.layers.%u.mlp.gate_up_proj.weight", NU_LLM_DIM_FFN2,
      NU_LLM_DIM_MODEL, MX},
     {NU_LLM_W_DOWN, "blk.%u.ffn_down.weight", "model.layers.%u.mlp.down_proj.weight", NU_LLM_DIM_MODEL,
@@ -77,14 +74,9 @@ static nu_status hf_factors(const cJSON *scaling, const char *key, uint32_t half
  * factors; the attention factor as transformers computes it. */
 static nu_status hf_longrope(const nu_llm_source *s, nu_llm_hparams *hp)
 {
-    const cJSON *scaling = nu_llm__meta_hf_object(s, "rope_scaling");
-    if (!scaling)
-        return NU_OK;
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(scaling, "rope_type");
-    if (!type)
-        type = cJSON_GetObjectItemCaseSensitive(scaling, "type");
-    const char *t = cJSON_IsString(type) ? type->valuestring : "(none given)";
-    if (!strcmp(t, "default"))
+    const char *t;
+    const cJSON *scaling = nu_llm__hf_rope_scaling(s, &t);
+    if (!scaling || !strcmp(t, "default"))
         return NU_OK;
     if (strcmp(t, "longrope") && strcmp(t, "su"))
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": rope_scaling of type %s is not supported for Phi-3 (longrope "
@@ -109,25 +101,8 @@ static nu_status hf_longrope(const nu_llm_source *s, nu_llm_hparams *hp)
  * factor tensors. */
 static nu_status gguf_rope(const nu_llm_source *s, nu_llm_hparams *hp)
 {
-    char type[64];
-    float zero = 0, one = 1, factor;
-    TRY(nu_llm__meta_string(s, SCALING, "linear", type, sizeof type));
-    if (strcmp(type, "none") && strcmp(type, "linear") && strcmp(type, "longrope"))
-        return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": RoPE scaling of type %s (phi3.rope.scaling.type) is not "
-                            "supported (none, linear and longrope are)", type);
-    TRY(nu_llm__meta_f32(s, K("rope.scale_linear", NULL), &zero, &factor));
-    TRY(nu_llm__meta_f32(s, K("rope.scaling.factor", NULL), &factor, &factor));
-    TRY(nu_llm__meta_f32(s, ATTN_FACTOR, &one, &hp->rope_attn_factor));
-    if (!(hp->rope_attn_factor > 0))
-        return nu_llm__fail(NU_ERROR_FORMAT, FN ": a RoPE attention factor of %g (phi3.rope.scaling.attn_factor)",
-                            (double)hp->rope_attn_factor);
-    hp->rope_linear = 1;
-    if (!strcmp(type, "linear") && factor != 0) {
-        if (!(factor >= 1))
-            return nu_llm__fail(NU_ERROR_FORMAT, FN ": linear RoPE scaling by %g (phi3.rope.scaling.factor); at least "
-                                "1 expected", (double)factor);
-        hp->rope_linear = factor;
-    }
+    bool longrope;
+    TRY(nu_llm__gguf_rope_scaling(s, "longrope", &longrope, &hp->rope_attn_factor, hp));
     bool has_long = nu_llm__source_find(s, "rope_factors_long.weight") != NULL,
          has_short = nu_llm__source_find(s, "rope_factors_short.weight") != NULL;
     if (has_long != has_short)
@@ -159,13 +134,4 @@ static nu_status read_hparams(const nu_llm_source *s, nu_llm_hparams *hp)
 
 static const char *const HF_NAMES[] = {"Phi3ForCausalLM", NULL};
 
-const nu_llm_arch nu_llm__arch_phi3 = {
-    .name = "phi3",
-    .gguf_name = "phi3",
-    .hf_names = HF_NAMES,
-    .roster = ROSTER,
-    .roster_count = sizeof ROSTER / sizeof *ROSTER,
-    .ignored = IGNORED,
-    .read_hparams = read_hparams,
-    .layer = nu_llm__blk_layer,
-};
+NU_LLM_ARCH_DEFINE(nu_llm__arch_phi3, "phi3");

@@ -30,8 +30,7 @@ static const nu_llm_tensor_spec ROSTER[] = {
     {NU_LLM_W_Q_BIAS, "blk.%u.attn_q.bias", "model.layers.%u.self_attn.q_proj.bias", NU_LLM_DIM_Q, NA, OPT},
     {NU_LLM_W_K_BIAS, "blk.%u.attn_k.bias", "model.layers.%u.self_attn.k_proj.bias", NU_LLM_DIM_KV, NA, OPT},
     {NU_LLM_W_V_BIAS, "blk.%u.attn_v.bias", "model.layers.%u.self_attn.v_proj.bias", NU_LLM_DIM_KV, NA, OPT},
-    {NU_LLM_W_FFN_NORM, "blk.%u.ffn_norm.weight", "model.layers.%u.post_attention_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, 0},
+    NU_LLM_R_FFN_NORM,
     NU_LLM_R_GATE_UP_DOWN,
 };
 
@@ -39,25 +38,9 @@ static const char *const IGNORED[] = {NU_LLM_IGNORED_INV_FREQ, NULL};
 
 static nu_status read_hparams(const nu_llm_source *s, nu_llm_hparams *hp)
 {
-    TRY(nu_llm__arch_meta_check(s, KNOWN, sizeof KNOWN / sizeof *KNOWN, NULL, 0));
-    TRY(nu_llm__read_base(s, 1e-6f, hp)); /* Qwen2Config's rms_norm_eps */
-    TRY(nu_llm__hf_string_in(s, "hidden_act", "silu", "silu"));
-    TRY(nu_llm__hf_string_in(s, "model_type", "qwen2", "qwen2"));
-    TRY(nu_llm__hf_full_attention(s, hp));
-    TRY(nu_llm__read_rope_scaling(s, hp));
-    hp->rope_layout = NU_ROPE_HALF;
-    return NU_OK;
+    return nu_llm__read_qwen(s, KNOWN, sizeof KNOWN / sizeof *KNOWN, "qwen2", false, hp);
 }
 
 static const char *const HF_NAMES[] = {"Qwen2ForCausalLM", NULL};
 
-const nu_llm_arch nu_llm__arch_qwen2 = {
-    .name = "qwen2",
-    .gguf_name = "qwen2",
-    .hf_names = HF_NAMES,
-    .roster = ROSTER,
-    .roster_count = sizeof ROSTER / sizeof *ROSTER,
-    .ignored = IGNORED,
-    .read_hparams = read_hparams,
-    .layer = nu_llm__blk_layer,
-};
+NU_LLM_ARCH_DEFINE(nu_llm__arch_qwen2, "qwen2");

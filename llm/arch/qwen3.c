@@ -17,17 +17,14 @@ static const nu_llm_key KNOWN[] = {K(NULL, "hidden_act"),     K(NULL, "attention
                                    K(NULL, "use_sliding_window"), K(NULL, "sliding_window"),
                                    K(NULL, "max_window_layers"),  K(NULL, "layer_types")};
 
-#define NA NU_LLM_DIM_NONE
 static const nu_llm_tensor_spec ROSTER[] = {
     NU_LLM_R_EMBED,
     NU_LLM_R_OUT_NORM(0),
     NU_LLM_R_OUTPUT,
     NU_LLM_R_ATTN_NORM(0),
     NU_LLM_R_QKV_O,
-    {NU_LLM_W_Q_NORM, "blk.%u.attn_q_norm.weight", "model.layers.%u.self_attn.q_norm.weight", NU_LLM_DIM_HEAD, NA, 0},
-    {NU_LLM_W_K_NORM, "blk.%u.attn_k_norm.weight", "model.layers.%u.self_attn.k_norm.weight", NU_LLM_DIM_HEAD, NA, 0},
-    {NU_LLM_W_FFN_NORM, "blk.%u.ffn_norm.weight", "model.layers.%u.post_attention_layernorm.weight",
-     NU_LLM_DIM_MODEL, NA, 0},
+    NU_LLM_R_QK_NORMS(0),
+    NU_LLM_R_FFN_NORM,
     NU_LLM_R_GATE_UP_DOWN,
 };
 
@@ -35,26 +32,9 @@ static const char *const IGNORED[] = {NU_LLM_IGNORED_INV_FREQ, NULL};
 
 static nu_status read_hparams(const nu_llm_source *s, nu_llm_hparams *hp)
 {
-    TRY(nu_llm__arch_meta_check(s, KNOWN, sizeof KNOWN / sizeof *KNOWN, NULL, 0));
-    TRY(nu_llm__read_base(s, 1e-6f, hp)); /* Qwen3Config's rms_norm_eps */
-    TRY(nu_llm__hf_string_in(s, "hidden_act", "silu", "silu"));
-    TRY(nu_llm__hf_string_in(s, "model_type", "qwen3", "qwen3"));
-    TRY(nu_llm__hf_false(s, "attention_bias", "biases"));
-    TRY(nu_llm__hf_full_attention(s, hp));
-    TRY(nu_llm__read_rope_scaling(s, hp));
-    hp->rope_layout = NU_ROPE_HALF;
-    return NU_OK;
+    return nu_llm__read_qwen(s, KNOWN, sizeof KNOWN / sizeof *KNOWN, "qwen3", true, hp);
 }
 
 static const char *const HF_NAMES[] = {"Qwen3ForCausalLM", NULL};
 
-const nu_llm_arch nu_llm__arch_qwen3 = {
-    .name = "qwen3",
-    .gguf_name = "qwen3",
-    .hf_names = HF_NAMES,
-    .roster = ROSTER,
-    .roster_count = sizeof ROSTER / sizeof *ROSTER,
-    .ignored = IGNORED,
-    .read_hparams = read_hparams,
-    .layer = nu_llm__blk_layer,
-};
+NU_LLM_ARCH_DEFINE(nu_llm__arch_qwen3, "qwen3");
