@@ -40,7 +40,7 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
 
 /* nu_op_matvec_fused over the pass's rows, p->matvec_rows at a time: a batched decode step of more
  * rows than one product takes reads the weights once a group (dst, x and the residual sliced
- * alike; the norm and the GLU are per row). */
+ * alike; the norm, the bias and the GLU are per row). */
 static nu_status mv(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
                     const nu_matvec_desc *desc)
 {
@@ -62,29 +62,43 @@ static nu_status mv(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, cons
     return NU_OK;
 }
 
-/* y = x w^T: matvec for decode's few rows, else the matrix product; in a prefill pass with F16
- * inputs, block (and Q4_0_SOA) weights are dequantized to F16 first (into A_W16, one matrix at a
- * time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the product that
- * dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149 TFLOP/s). */
-static nu_status linear(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x)
+/* y = x w^T (+ bias): the matrix-vector products for decode's few rows (and a batched decode step
+ * of fewer than matmul_rows rows, a group at a time), else the matrix product; in a prefill pass
+ * with F16 inputs, block (and Q4_0_SOA) weights are dequantized to F16 first (into A_W16, one
+ * matrix at a time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the
+ * product that dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149
+ * TFLOP/s). */
+static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
+                          const nu_tensor *bias)
 {
     if (p->rows <= p->matvec_rows || (p->graph && p->rows < p->matmul_rows)) {
-        static const nu_matvec_desc none;
-        return mv(p, y, w, x, &none);
+        nu_matvec_desc d = {.bias = bias};
+        return mv(p, y, w, x, &d);
     }
     bool soa = w->dtype == NU_DTYPE_Q4_0_SOA;
     bool block = nu_dtype_block_elements(w->dtype) > 1;
     /* Q4_0_SOA as it is where the matrix units take it (F16 inputs, a device with them): a batched
-     * decode step's few rows then read the weights once instead of a dequantized copy made and
-     * read each step; prefill passes (command buffers) keep the copy, faster at their many rows. Elsewhere the
-     * product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording anything. */
-    if (soa && p->graph && x->dtype == NU_DTYPE_F16 && nu_op_matmul(p->c, y, x, w, NULL) == NU_OK)
+     * decode step's rows then read the weights once instead of a dequantized copy made and read
+     * each step; prefill passes (command buffers) keep the copy, faster at their many rows.
+     * Elsewhere the product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording. */
+    if (soa && p->graph && x->dtype == NU_DTYPE_F16 && nu_op_matmul(p->c, y, x, w, bias) == NU_OK)
         return NU_OK;
     if (!soa && !(p->w16 && block))
-        return nu_op_matmul(p->c, y, x, w, NULL);
+        return nu_op_matmul(p->c, y, x, w, bias);
     nu_tensor w16 = nu_tensor_make(p->act[NU_LLM_A_W16], 0, NU_DTYPE_F16, 2, w->shape);
     TRY(nu_op_copy(p->c, &w16, w));
-    return nu_op_matmul(p->c, y, x, &w16, NULL);
+    return nu_op_matmul(p->c, y, x, &w16, bias);
+}
+
+static nu_status linear(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x)
+{
+    return linear_b(p, y, w, x, NULL);
+}
+
+/* A layer's weight of `role`, or NULL where the layer has none. */
+static const nu_tensor *opt(const nu_llm_layer_w *w, nu_llm_role role)
+{
+    return w->has[role] ? &w->w[role] : NULL;
 }
 
 /* x (F32) in F16 in buffer b where the pass takes F16 inputs; else x itself. */
@@ -110,15 +124,94 @@ static nu_status norm(nu_llm_pass *p, const nu_tensor *weight)
     return nu_op_add_rms_norm(p->c, &x, &xn, &x, &tmp, weight, c->rms_eps);
 }
 
+/* The fused products' input: x, normalised by the product itself (norm_weight), unless a block's
+ * output is pending: then it is added and x normalised into xn first (nu_op_add_rms_norm), and the
+ * products read xn as it is. */
+static nu_status fused_input(nu_llm_pass *p, const nu_tensor *weight, nu_matvec_desc *in, nu_tensor *src)
+{
+    const nu_llm_config *c = &p->hp->cfg;
+    if (!p->pending) {
+        *src = view2(p->act[NU_LLM_A_X], p->rows, c->dim);
+        in->norm_weight = weight, in->norm_eps = c->rms_eps;
+        return NU_OK;
+    }
+    *src = view2(p->act[NU_LLM_A_XN], p->rows, c->dim);
+    return norm(p, weight);
+}
+
+/* A block's output `out` ([rows, dim] in A_TMP), normalised by the layer's post-norm where it has
+ * one (Gemma's sandwich norms), left pending: the next norm adds it to x. */
+static nu_status leave_pending(nu_llm_pass *p, const nu_tensor *out, const nu_tensor *post_norm)
+{
+    if (post_norm)
+        TRY(nu_op_rms_norm(p->c, out, out, post_norm, p->hp->cfg.rms_eps));
+    p->pending = true;
+    return NU_OK;
+}
+
+/* The per-head RMSNorms of q and k (Qwen3, Gemma 3) where the layer has them: into A_Q and A_K
+ * (contiguous; in place where q3 and k3 are those already), which q3 and k3 then view. */
+static nu_status qk_norms(nu_llm_pass *p, const nu_llm_layer_w *w, nu_tensor *q3, nu_tensor *k3)
+{
+    const nu_llm_config *c = &p->hp->cfg;
+    if (w->has[NU_LLM_W_Q_NORM]) {
+        nu_tensor qn = view3(p->act[NU_LLM_A_Q], p->rows, c->heads, c->head_dim);
+        TRY(nu_op_rms_norm(p->c, &qn, q3, &w->w[NU_LLM_W_Q_NORM], c->rms_eps));
+        *q3 = qn;
+    }
+    if (w->has[NU_LLM_W_K_NORM]) {
+        nu_tensor kn = view3(p->act[NU_LLM_A_K], p->rows, c->kv_heads, c->head_dim);
+        TRY(nu_op_rms_norm(p->c, &kn, k3, &w->w[NU_LLM_W_K_NORM], c->rms_eps));
+        *k3 = kn;
+    }
+    return NU_OK;
+}
+
+/* Whether layer `layer` is a sliding-window one, and its window (0: none). */
+static uint32_t layer_window(const nu_llm_hparams *hp, uint32_t layer)
+{
+    return hp->window && layer < NU_LLM_MAX_LAYERS && hp->swa[layer] ? hp->window : 0;
+}
+
+/* RoPE as the architecture reads it for the layer: its base and linear position scaling (a
+ * sliding-window layer's own, where set), the frequency divisors, the attention factor. */
+static nu_rope_desc layer_rope(const nu_llm_pass *p, uint32_t layer)
+{
+    const nu_llm_hparams *hp = p->hp;
+    bool swa = layer_window(hp, layer) != 0;
+    float theta = swa && hp->swa_theta ? hp->swa_theta : hp->cfg.rope_theta;
+    float linear = swa && hp->swa_linear ? hp->swa_linear : hp->rope_linear;
+    return (nu_rope_desc){.layout = hp->rope_layout, .theta = theta, .linear_factor = linear,
+                          .freq_factors = p->rope_freqs, .attn_factor = hp->rope_attn_factor};
+}
+
+/* The q [rows, heads, head_dim], k and v [rows, kv_heads, head_dim] views of a stacked q|k|v
+ * product's output `all` (in A_QKV). */
+static void split_qkv(nu_llm_pass *p, nu_tensor *q3, nu_tensor *k3, nu_tensor *v3)
+{
+    const nu_llm_config *c = &p->hp->cfg;
+    int64_t R = p->rows, H = c->heads, KVH = c->kv_heads, HD = c->head_dim, all = (H + 2 * KVH) * HD;
+    int64_t qs[3] = {R, H, HD}, ks[3] = {R, KVH, HD};
+    *q3 = nu_tensor_make(p->act[NU_LLM_A_QKV], 0, NU_DTYPE_F32, 3, qs);
+    *k3 = nu_tensor_make(p->act[NU_LLM_A_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
+    *v3 = nu_tensor_make(p->act[NU_LLM_A_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
+    q3->strides[0] = k3->strides[0] = v3->strides[0] = all; /* rows of [q | k | v] */
+}
+
+/* Whether q, k and v take one product: their matrices stacked, and their biases too if any. */
+static bool one_qkv(const nu_llm_layer_w *w)
+{
+    return w->qkv_stacked && (!w->has[NU_LLM_W_Q_BIAS] || w->qkv_bias_stacked);
+}
+
 /* RoPE on q (into q_out) and the cache writes of k (rotated) and v for the pass's rows, and the
  * attention that reads them, into att; graph parameters declared where the pass is a graph. */
 static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor *q3, const nu_tensor *k3,
                                  const nu_tensor *v3, const nu_tensor *q_out, const nu_tensor *att3)
 {
-    const nu_llm_config *c = &p->hp->cfg;
-    /* RoPE as the architecture reads it: its base, linear position scaling, frequency divisors. */
-    nu_rope_desc rope = {.layout = p->hp->rope_layout, .theta = c->rope_theta, .linear_factor = p->hp->rope_linear,
-                         .freq_factors = p->rope_freqs};
+    const nu_llm_hparams *hp = p->hp;
+    nu_rope_desc rope = layer_rope(p, layer);
+    uint32_t window = layer_window(hp, layer);
     if (p->per_row) {
         nu_tensor kc = nu_llm__kv_k(p->kv, layer), vc = nu_llm__kv_v(p->kv, layer);
         nu_rope_desc rope_q = rope, rope_k = rope;
@@ -129,7 +222,8 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
         TRY(nu_op_kv_write(p->c, &vc, v3, &vw));
         nu_tensor qa;
         TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
-        nu_attention_desc ad = {.positions = &p->positions, .slots = &p->slots, .max_length = p->max_kv};
+        nu_attention_desc ad = {.scale = hp->attn_scale, .positions = &p->positions, .slots = &p->slots,
+                                .max_length = p->max_kv, .window = window, .softcap = hp->attn_softcap};
         ad.tune.path = NU_ATTENTION_PATH_DECODE; /* rows of different sequences: each on its own */
         return nu_op_attention(p->c, att3, &qa, &kc, &vc, &ad);
     }
@@ -148,12 +242,18 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
         TRY(nu_op_graph_param(p->c, NU_OP_VALUE_POSITION, &pp->v_pos));
     nu_tensor qa = *q_out;
     TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
-    /* A graph's one row needs no mask; its kv_length is a launch parameter (recorded with the most
-     * keys, so that the split count suits the longest context). */
-    nu_attention_desc ad = {0, !p->graph, p->start, p->graph ? p->max_kv : p->start + p->rows};
+    /* A graph's one row needs no mask unless it has a window (its position is then a launch
+     * parameter too); its kv_length is a launch parameter (recorded with the most keys, so that
+     * the split count suits the longest context). */
+    nu_attention_desc ad = {hp->attn_scale, !p->graph || window, p->start, p->graph ? p->max_kv : p->start + p->rows};
+    ad.window = window, ad.softcap = hp->attn_softcap;
     TRY(nu_op_attention(p->c, att3, &qa, &kc, &vc, &ad));
     if (pp)
         TRY(nu_op_graph_param(p->c, NU_OP_VALUE_KV_LENGTH, &pp->kv_len));
+    if (pp && window)
+        TRY(nu_op_graph_param(p->c, NU_OP_VALUE_Q_POSITION, &pp->q_pos));
+    if (pp)
+        pp->windowed = window != 0;
     return NU_OK;
 }
 
@@ -163,29 +263,36 @@ static nu_status attention_fused(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
     const nu_llm_config *c = &p->hp->cfg;
     int64_t R = p->rows, D = c->dim, H = c->heads, KVH = c->kv_heads, HD = c->head_dim;
     nu_buffer **a = p->act;
-    nu_tensor x = view2(a[NU_LLM_A_X], R, D), q3, k3, v3;
-    nu_matvec_desc in = {.norm_weight = &w->w[NU_LLM_W_ATTN_NORM], .norm_eps = c->rms_eps};
-    if (w->qkv_stacked) { /* one product into [q | k | v] a row */
-        int64_t all = (H + 2 * KVH) * HD, qs[3] = {R, H, HD}, ks[3] = {R, KVH, HD};
-        nu_tensor qkv = view2(a[NU_LLM_A_QKV], R, all);
-        TRY(mv(p, &qkv, &w->qkv, &x, &in));
-        q3 = nu_tensor_make(a[NU_LLM_A_QKV], 0, NU_DTYPE_F32, 3, qs);
-        k3 = nu_tensor_make(a[NU_LLM_A_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
-        v3 = nu_tensor_make(a[NU_LLM_A_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
-        q3.strides[0] = k3.strides[0] = v3.strides[0] = all; /* rows of [q | k | v] */
+    nu_tensor x = view2(a[NU_LLM_A_X], R, D), src, q3, k3, v3;
+    nu_matvec_desc in = {0};
+    TRY(fused_input(p, &w->w[NU_LLM_W_ATTN_NORM], &in, &src));
+    if (one_qkv(w)) { /* one product into [q | k | v] a row */
+        nu_tensor qkv = view2(a[NU_LLM_A_QKV], R, (H + 2 * KVH) * HD);
+        in.bias = w->has[NU_LLM_W_Q_BIAS] ? &w->qkv_bias : NULL;
+        TRY(mv(p, &qkv, &w->qkv, &src, &in));
+        split_qkv(p, &q3, &k3, &v3);
     } else {
         /* q's product into A_ATT's rows (rotated into A_Q, before attention writes A_ATT) */
         nu_tensor q2 = view2(a[NU_LLM_A_ATT], R, H * HD), k2 = view2(a[NU_LLM_A_K], R, KVH * HD),
                   v2 = view2(a[NU_LLM_A_V], R, KVH * HD);
         q3 = view3(a[NU_LLM_A_ATT], R, H, HD), k3 = view3(a[NU_LLM_A_K], R, KVH, HD);
         v3 = view3(a[NU_LLM_A_V], R, KVH, HD);
-        TRY(mv(p, &q2, &w->w[NU_LLM_W_Q], &x, &in));
-        TRY(mv(p, &k2, &w->w[NU_LLM_W_K], &x, &in));
-        TRY(mv(p, &v2, &w->w[NU_LLM_W_V], &x, &in));
+        in.bias = opt(w, NU_LLM_W_Q_BIAS);
+        TRY(mv(p, &q2, &w->w[NU_LLM_W_Q], &src, &in));
+        in.bias = opt(w, NU_LLM_W_K_BIAS);
+        TRY(mv(p, &k2, &w->w[NU_LLM_W_K], &src, &in));
+        in.bias = opt(w, NU_LLM_W_V_BIAS);
+        TRY(mv(p, &v2, &w->w[NU_LLM_W_V], &src, &in));
     }
+    TRY(qk_norms(p, w, &q3, &k3));
     nu_tensor qr = view3(a[NU_LLM_A_Q], R, H, HD), att3 = view3(a[NU_LLM_A_ATT], R, H, HD);
     TRY(rope_and_attend(p, layer, &q3, &k3, &v3, &qr, &att3));
     nu_tensor att2 = view2(a[NU_LLM_A_ATT], R, H * HD);
+    if (w->has[NU_LLM_W_ATTN_POST_NORM]) { /* the post-norm comes between the product and the add */
+        nu_tensor tmp = view2(a[NU_LLM_A_TMP], R, D);
+        TRY(mv(p, &tmp, &w->w[NU_LLM_W_O], &att2, &(nu_matvec_desc){0}));
+        return leave_pending(p, &tmp, &w->w[NU_LLM_W_ATTN_POST_NORM]);
+    }
     nu_matvec_desc add = {.residual = &x};
     return mv(p, &x, &w->w[NU_LLM_W_O], &att2, &add); /* x += att Wo^T */
 }
@@ -201,70 +308,88 @@ nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_
     nu_tensor xn = view2(a[NU_LLM_A_XN], R, c->dim), in;
     nu_tensor q3 = view3(a[NU_LLM_A_Q], R, H, HD), k3 = view3(a[NU_LLM_A_K], R, KVH, HD),
               v3 = view3(a[NU_LLM_A_V], R, KVH, HD);
-    if (p->graph && R == 1 && w->qkv_stacked) { /* one product into [q | k | v] of one row */
-        int64_t qs[3] = {1, H, HD}, ks[3] = {1, KVH, HD};
+    if (p->graph && R == 1 && one_qkv(w)) { /* one product into [q | k | v] of one row */
         nu_tensor all = view2(a[NU_LLM_A_QKV], 1, (H + 2 * KVH) * HD);
-        TRY(linear(p, &all, &w->qkv, &xn));
-        q3 = nu_tensor_make(a[NU_LLM_A_QKV], 0, NU_DTYPE_F32, 3, qs);
-        k3 = nu_tensor_make(a[NU_LLM_A_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
-        v3 = nu_tensor_make(a[NU_LLM_A_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
+        TRY(linear_b(p, &all, &w->qkv, &xn, w->has[NU_LLM_W_Q_BIAS] ? &w->qkv_bias : NULL));
+        split_qkv(p, &q3, &k3, &v3);
     } else {
         nu_tensor q2 = view2(a[NU_LLM_A_Q], R, H * HD), k2 = view2(a[NU_LLM_A_K], R, KVH * HD),
                   v2 = view2(a[NU_LLM_A_V], R, KVH * HD);
         TRY(input(p, NU_LLM_A_H16, &xn, &in));
-        TRY(linear(p, &q2, &w->w[NU_LLM_W_Q], &in));
-        TRY(linear(p, &k2, &w->w[NU_LLM_W_K], &in));
-        TRY(linear(p, &v2, &w->w[NU_LLM_W_V], &in));
+        TRY(linear_b(p, &q2, &w->w[NU_LLM_W_Q], &in, opt(w, NU_LLM_W_Q_BIAS)));
+        TRY(linear_b(p, &k2, &w->w[NU_LLM_W_K], &in, opt(w, NU_LLM_W_K_BIAS)));
+        TRY(linear_b(p, &v2, &w->w[NU_LLM_W_V], &in, opt(w, NU_LLM_W_V_BIAS)));
     }
+    TRY(qk_norms(p, w, &q3, &k3));
     nu_tensor att3 = view3(a[NU_LLM_A_ATT], R, H, HD), att2 = view2(a[NU_LLM_A_ATT], R, H * HD);
     TRY(rope_and_attend(p, layer, &q3, &k3, &v3, &q3, &att3)); /* q rotated in place */
     nu_tensor tmp = view2(a[NU_LLM_A_TMP], R, c->dim);
     TRY(input(p, NU_LLM_A_H16, &att2, &in));
     TRY(linear(p, &tmp, &w->w[NU_LLM_W_O], &in));
-    p->pending = true;
-    return NU_OK;
+    return leave_pending(p, &tmp, opt(w, NU_LLM_W_ATTN_POST_NORM));
 }
 
-nu_status nu_llm__blk_ffn_swiglu(nu_llm_pass *p, const nu_llm_layer_w *w)
+/* h = act(h) * up, act the architecture's GLU activation. */
+static nu_status glu(nu_llm_pass *p, const nu_tensor *h, const nu_tensor *up)
+{
+    if (p->hp->act == NU_GLU_SILU)
+        return nu_op_swiglu(p->c, h, h, up);
+    TRY(nu_op_unary(p->c, NU_UNARY_GELU_TANH, h, h, 0));
+    return nu_op_mul(p->c, h, h, up);
+}
+
+nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
 {
     const nu_llm_config *c = &p->hp->cfg;
     int64_t R = p->rows, D = c->dim, F = c->ffn;
     nu_buffer **a = p->act;
-    nu_tensor x = view2(a[NU_LLM_A_X], R, D), h = view2(a[NU_LLM_A_GATE], R, F);
+    nu_tensor x = view2(a[NU_LLM_A_X], R, D), h = view2(a[NU_LLM_A_GATE], R, F), tmp = view2(a[NU_LLM_A_TMP], R, D);
+    const nu_tensor *post = opt(w, NU_LLM_W_FFN_POST_NORM);
     if (p->fused) {
-        nu_matvec_desc in = {.norm_weight = &w->w[NU_LLM_W_FFN_NORM], .norm_eps = c->rms_eps,
-                             .glu_up = &w->w[NU_LLM_W_UP]};
-        TRY(mv(p, &h, &w->w[NU_LLM_W_GATE], &x, &in));
+        nu_matvec_desc in = {.glu_up = &w->w[NU_LLM_W_UP], .glu = p->hp->act};
+        nu_tensor src;
+        TRY(fused_input(p, &w->w[NU_LLM_W_FFN_NORM], &in, &src));
+        TRY(mv(p, &h, &w->w[NU_LLM_W_GATE], &src, &in));
+        if (post) {
+            TRY(mv(p, &tmp, &w->w[NU_LLM_W_DOWN], &h, &(nu_matvec_desc){0}));
+            return leave_pending(p, &tmp, post);
+        }
         nu_matvec_desc add = {.residual = &x};
         return mv(p, &x, &w->w[NU_LLM_W_DOWN], &h, &add); /* x += h Wd^T */
     }
     TRY(norm(p, &w->w[NU_LLM_W_FFN_NORM]));
-    nu_tensor xn = view2(a[NU_LLM_A_XN], R, D), tmp = view2(a[NU_LLM_A_TMP], R, D), in, gin;
+    nu_tensor xn = view2(a[NU_LLM_A_XN], R, D), in, gin;
     if (p->graph && R == 1 && w->gate_up_stacked) { /* one product into [gate | up] of one row */
         nu_tensor all = view2(a[NU_LLM_A_GU], 1, 2 * F), g1, u1;
         TRY(linear(p, &all, &w->gate_up, &xn));
         TRY(nu_tensor_slice(&all, 1, 0, F, &g1));
         TRY(nu_tensor_slice(&all, 1, F, F, &u1));
-        TRY(nu_op_swiglu(p->c, &g1, &g1, &u1));
+        TRY(glu(p, &g1, &u1));
         TRY(linear(p, &tmp, &w->w[NU_LLM_W_DOWN], &g1));
     } else {
         nu_tensor up = view2(a[NU_LLM_A_UP], R, F);
         TRY(input(p, NU_LLM_A_H16, &xn, &in));
         TRY(linear(p, &h, &w->w[NU_LLM_W_GATE], &in));
         TRY(linear(p, &up, &w->w[NU_LLM_W_UP], &in));
-        TRY(nu_op_swiglu(p->c, &h, &h, &up));
+        TRY(glu(p, &h, &up));
         TRY(input(p, NU_LLM_A_H16, &h, &gin));
         TRY(linear(p, &tmp, &w->w[NU_LLM_W_DOWN], &gin));
     }
-    p->pending = true;
-    return NU_OK;
+    return leave_pending(p, &tmp, post);
+}
+
+nu_status nu_llm__blk_layer(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer)
+{
+    TRY(nu_llm__blk_attention(p, w, layer));
+    return nu_llm__blk_ffn(p, w);
 }
 
 nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_tensor *ids)
 {
     nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, p->hp->cfg.dim);
     p->pending = false;
-    return nu_op_gather(p->c, &x, embed, ids);
+    TRY(nu_op_gather(p->c, &x, embed, ids));
+    return p->hp->embed_scale ? nu_op_scale(p->c, &x, &x, p->hp->embed_scale) : NU_OK;
 }
 
 nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu_tensor *output,
@@ -300,5 +425,7 @@ nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu
             TRY(nu_op_matvec(p->c, &lr, output, &xr));
         }
     }
+    if (p->hp->final_softcap)
+        TRY(nu_op_unary(p->c, NU_UNARY_SOFTCAP, logits, logits, p->hp->final_softcap));
     return next ? nu_op_argmax(p->c, next, logits) : NU_OK;
 }

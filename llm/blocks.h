@@ -48,9 +48,11 @@ enum {
     NU_LLM_A_COUNT
 };
 
-/* The graph parameters of a layer (scalar forms), as nu_op_graph_param numbered them. */
+/* The graph parameters of a layer (scalar forms), as nu_op_graph_param numbered them; q_pos only
+ * where `windowed` (a sliding-window layer's attention needs its row's position). */
 typedef struct nu_llm_layer_params {
-    uint32_t q_rope, k_pos, v_pos, kv_len;
+    uint32_t q_rope, k_pos, v_pos, kv_len, q_pos;
+    bool windowed;
 } nu_llm_layer_params;
 
 struct nu_llm_pass {
@@ -70,7 +72,8 @@ struct nu_llm_pass {
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
     bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
     bool pending;             /* tmp holds a block's output not yet added to x */
-    const nu_tensor *rope_freqs; /* RoPE's frequency divisors (NU_LLM_W_ROPE_FREQS), or NULL */
+    const nu_tensor *rope_freqs; /* RoPE's frequency divisors (NU_LLM_W_ROPE_FREQS, or LongRoPE's
+                                  * long or short ones), or NULL */
     bool per_row;             /* rows' slots and positions from `slots` and `positions` (I32 [rows]) */
     nu_tensor positions, slots;
 };
@@ -78,15 +81,23 @@ struct nu_llm_pass {
 /* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes). */
 void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, bool w16, size_t *sizes);
 
-/* x = embed[ids] (ids: I32 [rows]). */
+/* x = embed[ids] (ids: I32 [rows]), times hp.embed_scale where it is set. */
 nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_tensor *ids);
-/* The attention half: x += attention(rope(norm(x) Wq), K, V) Wo, with the keys and values of the
- * rows appended to the cache of layer `layer`. */
+/* The attention half: x += post_norm(attention(rope(qn(norm(x) Wq + bq)), K, V) Wo), with the
+ * keys (k = rope(kn(norm(x) Wk + bk))) and values (norm(x) Wv + bv) of the rows appended to the
+ * cache of layer `layer`; the parts the layer's weights have: the biases, the per-head q and k
+ * RMSNorms (qn, kn), the post-norm. RoPE and attention as hp says for the layer (its base and
+ * scaling, the LongRoPE or Llama 3 divisors, the window of a sliding-window layer, the scale, the
+ * softcap). */
 nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer);
-/* The feed-forward half with SwiGLU: x += (silu(norm(x) Wg) * (norm(x) Wu)) Wd. */
-nu_status nu_llm__blk_ffn_swiglu(nu_llm_pass *p, const nu_llm_layer_w *w);
+/* The feed-forward half: x += post_norm((act(norm(x) Wg) * (norm(x) Wu)) Wd), act hp.act (SiLU:
+ * SwiGLU; GELU tanh: GeGLU), the post-norm where the layer has one. */
+nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w);
+/* The layer every architecture here is: the attention half, then the feed-forward half. */
+nu_status nu_llm__blk_layer(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer);
 /* logits = norm(x) W_out^T of the last row ([1, vocab]), or of every row where logits has `rows`
- * rows ([rows, vocab]); where next is not NULL, the argmax of each (I32 [1 or rows, 1]). */
+ * rows ([rows, vocab]), softcapped where hp.final_softcap is set; where next is not NULL, the
+ * argmax of each (I32 [1 or rows, 1]). */
 nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu_tensor *output,
                              const nu_tensor *logits, const nu_tensor *next);
 

@@ -262,9 +262,9 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
         (st = nu_llm__arch_check_tensors(m->arch, m->src, c->layers)) != NU_OK)
         goto fail;
     uint32_t hd = c->head_dim;
-    if (hd < 8 || hd > 128 || (hd & (hd - 1))) {
-        st = nu_llm__fail(NU_ERROR_UNSUPPORTED, "nu_llm_model_open: head_dim %u; the attention kernels take 8, 16, 32, 64 "
-                          "or 128", hd);
+    if (hd < 8 || hd > 256 || hd % 8) {
+        st = nu_llm__fail(NU_ERROR_UNSUPPORTED, "nu_llm_model_open: head_dim %u; the attention kernels take multiples "
+                          "of 8 from 8 to 256", hd);
         goto fail;
     }
     if (c->heads % c->kv_heads) {

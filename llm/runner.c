@@ -103,6 +103,10 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
     p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
+    if (r->hp->longrope) { /* LongRoPE: the long divisors for a cache past the original context (llama.cpp's choice) */
+        nu_llm_role role = r->kv->positions > r->hp->rope_original_context ? NU_LLM_W_ROPE_LONG : NU_LLM_W_ROPE_SHORT;
+        p.rope_freqs = r->w->has_global[role] ? &r->w->global[role] : NULL;
+    }
     return p;
 }
 
@@ -349,6 +353,8 @@ static nu_status set_params(nu_llm_runner *r, nu_graph *gr, int g, uint32_t pos)
         TRY(nv(r, nu_graph_set_param(gr, pp[l].k_pos, &pos, 4), "a graph parameter"));
         TRY(nv(r, nu_graph_set_param(gr, pp[l].v_pos, &pos, 4), "a graph parameter"));
         TRY(nv(r, nu_graph_set_param(gr, pp[l].kv_len, &len, 4), "a graph parameter"));
+        if (pp[l].windowed) /* a sliding-window layer's attention: the row's position */
+            TRY(nv(r, nu_graph_set_param(gr, pp[l].q_pos, &pos, 4), "a graph parameter"));
     }
     return NU_OK;
 }

@@ -9,11 +9,14 @@
 #define FN "nu_llm_model_open"
 
 static const char *const ROLE_NAMES[NU_LLM_W_ROLE_COUNT] = {
-    [NU_LLM_W_EMBED] = "embed",        [NU_LLM_W_OUT_NORM] = "out_norm", [NU_LLM_W_OUTPUT] = "output",
-    [NU_LLM_W_ROPE_FREQS] = "rope_freqs",
-    [NU_LLM_W_ATTN_NORM] = "attn_norm", [NU_LLM_W_Q] = "q",              [NU_LLM_W_K] = "k",
-    [NU_LLM_W_V] = "v",                [NU_LLM_W_O] = "o",               [NU_LLM_W_FFN_NORM] = "ffn_norm",
-    [NU_LLM_W_GATE] = "gate",          [NU_LLM_W_UP] = "up",             [NU_LLM_W_DOWN] = "down"};
+    [NU_LLM_W_EMBED] = "embed",          [NU_LLM_W_OUT_NORM] = "out_norm",   [NU_LLM_W_OUTPUT] = "output",
+    [NU_LLM_W_ROPE_FREQS] = "rope_freqs", [NU_LLM_W_ROPE_LONG] = "rope_long", [NU_LLM_W_ROPE_SHORT] = "rope_short",
+    [NU_LLM_W_ATTN_NORM] = "attn_norm",  [NU_LLM_W_Q] = "q",                 [NU_LLM_W_K] = "k",
+    [NU_LLM_W_V] = "v",                  [NU_LLM_W_Q_BIAS] = "q_bias",       [NU_LLM_W_K_BIAS] = "k_bias",
+    [NU_LLM_W_V_BIAS] = "v_bias",        [NU_LLM_W_QKV] = "qkv",             [NU_LLM_W_Q_NORM] = "q_norm",
+    [NU_LLM_W_K_NORM] = "k_norm",        [NU_LLM_W_O] = "o",                 [NU_LLM_W_ATTN_POST_NORM] = "attn_post_norm",
+    [NU_LLM_W_FFN_NORM] = "ffn_norm",    [NU_LLM_W_GATE] = "gate",           [NU_LLM_W_UP] = "up",
+    [NU_LLM_W_GATE_UP] = "gate_up",      [NU_LLM_W_DOWN] = "down",           [NU_LLM_W_FFN_POST_NORM] = "ffn_post_norm"};
 
 const char *nu_llm__role_name(nu_llm_role r) { return r < NU_LLM_W_ROLE_COUNT ? ROLE_NAMES[r] : "?"; }
 
@@ -23,6 +26,7 @@ typedef struct planned {
     nu_llm_role role;
     uint32_t layer;  /* UINT32_MAX for the global ones */
     nu_dtype target; /* the file's dtype (moved as it is), F16 or Q4_0_SOA (converted) */
+    bool add_offset; /* a norm's weight with hp.norm_offset added (converted to F32) */
     uint32_t rank;
     int64_t shape[2];
 } planned;
@@ -34,7 +38,10 @@ static int64_t dim_of(const nu_llm_hparams *hp, nu_llm_dim d)
     case NU_LLM_DIM_MODEL: return c->dim;
     case NU_LLM_DIM_Q: return (int64_t)c->heads * c->head_dim;
     case NU_LLM_DIM_KV: return (int64_t)c->kv_heads * c->head_dim;
+    case NU_LLM_DIM_QKV: return ((int64_t)c->heads + 2 * (int64_t)c->kv_heads) * c->head_dim;
     case NU_LLM_DIM_FFN: return c->ffn;
+    case NU_LLM_DIM_FFN2: return 2 * (int64_t)c->ffn;
+    case NU_LLM_DIM_HEAD: return c->head_dim;
     case NU_LLM_DIM_VOCAB: return c->vocab;
     case NU_LLM_DIM_HALF_HEAD: return c->head_dim / 2;
     default: return 0;
@@ -85,7 +92,9 @@ static nu_status check(const nu_llm_file_tensor *f, const nu_llm_tensor_spec *sp
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s is %s; F32, F16, BF16%s expected", f->name,
                             f->type_name ? f->type_name : nu_dtype_name(f->dtype),
                             spec->flags & NU_LLM_T_MATRIX ? " or a block format the products read" : " (a vector)");
-    if (spec->role == NU_LLM_W_ROPE_FREQS && f->dtype != NU_DTYPE_F32)
+    bool factors = spec->role == NU_LLM_W_ROPE_FREQS || spec->role == NU_LLM_W_ROPE_LONG ||
+                   spec->role == NU_LLM_W_ROPE_SHORT;
+    if (factors && f->dtype != NU_DTYPE_F32)
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": tensor %s is %s; F32 expected", f->name, nu_dtype_name(f->dtype));
     p->file = f;
     p->role = spec->role;
@@ -93,6 +102,9 @@ static nu_status check(const nu_llm_file_tensor *f, const nu_llm_tensor_spec *sp
     p->target = f->dtype;
     return NU_OK;
 }
+
+/* Whether the tensor is converted on the device (rather than moved as the file has it). */
+static bool converts(const planned *p) { return p->target != p->file->dtype || p->add_offset; }
 
 static uint64_t target_bytes(const planned *p)
 {
@@ -150,6 +162,8 @@ static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu
                 break;
             if (o->f16 && (spec->flags & NU_LLM_T_MATRIX) && is_float(f->dtype) && f->dtype != NU_DTYPE_F16)
                 p[n].target = NU_DTYPE_F16;
+            if (hp->norm_offset != 0 && (spec->flags & NU_LLM_T_NORM))
+                p[n].target = NU_DTYPE_F32, p[n].add_offset = true;
             n++;
         }
         bool repack = o->repack_q4_0 && st == NU_OK &&
@@ -257,15 +271,30 @@ static nu_status move_as_is(nu_device *d, nu_llm_source *s, nu_llm_weights *w, p
 /* Converts planned tensors pick[0 .. k) (one layer's, say): their file bytes into staging, then
  * nu_op_copy into one new buffer in pick order; staging freed after the commit (its memory returns
  * when the copies are done). The commit's command buffer goes to *inflight (the caller waits). */
+/* The one-element F32 tensor `value` (a norm offset to add), uploaded by c into a new buffer *b
+ * (the caller frees it after committing c). */
+static nu_status scalar_tensor(nu_device *d, nu_commands *c, float value, nu_buffer **b, nu_tensor *out)
+{
+    int64_t one = 1;
+    nu_status st = nu_buffer_new(d, 4, NU_STORAGE_PRIVATE, b);
+    if (st == NU_OK)
+        st = nu_commands_upload(c, *b, 0, &value, 4);
+    if (st != NU_OK)
+        return nu_llm__fail(st, FN ": the norms' offset: %s", nu_error_message(d));
+    *out = nu_tensor_make(*b, 0, NU_DTYPE_F32, 1, &one);
+    return NU_OK;
+}
+
 static nu_status convert(nu_device *d, nu_llm_source *s, nu_llm_weights *w, planned *p, const size_t *pick, size_t k,
-                         nu_commands **inflight)
+                         float norm_offset, nu_commands **inflight)
 {
     size_t files = nu_llm__source_files(s), count = 0;
     const nu_llm_file_tensor **t = nu_llm__malloc_array(k, sizeof *t);
     uint32_t *where = nu_llm__malloc_array(k, sizeof *where);
     uint64_t *offset = nu_llm__malloc_array(k, sizeof *offset);
-    nu_buffer **staging = nu_llm__calloc(files, sizeof *staging), *out = NULL;
+    nu_buffer **staging = nu_llm__calloc(files, sizeof *staging), *out = NULL, *offset_buf = NULL;
     nu_commands *c = NULL;
+    nu_tensor offset_t = {0};
     nu_status st = t && where && offset && staging ? NU_OK : nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
     uint64_t bytes = 0;
     for (size_t i = 0; st == NU_OK && i < k; i++) {
@@ -287,7 +316,10 @@ static nu_status convert(nu_device *d, nu_llm_source *s, nu_llm_weights *w, plan
         planned *q = &p[pick[i]];
         nu_tensor src = view_of(q, staging[where[i]], offset[i], q->file->dtype), dst = view_of(q, out, at, q->target);
         bool *has;
-        if ((st = nu_op_copy(c, &dst, &src)) != NU_OK) {
+        if (q->add_offset && !offset_buf && (st = scalar_tensor(d, c, norm_offset, &offset_buf, &offset_t)) != NU_OK)
+            break;
+        if ((st = nu_op_copy(c, &dst, &src)) != NU_OK ||
+            (q->add_offset && (st = nu_op_add(c, &dst, &dst, &offset_t)) != NU_OK)) {
             st = nu_llm__fail(st, FN ": converting %s to %s: %s", q->file->name, nu_dtype_name(q->target),
                               nu_error_message(d));
             break;
@@ -301,6 +333,7 @@ static nu_status convert(nu_device *d, nu_llm_source *s, nu_llm_weights *w, plan
         st = nu_llm__fail(st, FN ": converting weights: %s", nu_error_message(d));
     for (size_t b = 0; b < count; b++)
         nu_buffer_free(staging[b]); /* its memory is kept until the copies complete */
+    nu_buffer_free(offset_buf);
     if (st == NU_OK)
         *inflight = c;
     else
@@ -321,8 +354,9 @@ static nu_status finish(nu_device *d, nu_commands **c)
     return st;
 }
 
-/* The RoPE frequency divisors the architecture made from the metadata, as a device tensor. */
-static nu_status made_rope_factors(nu_device *d, nu_llm_weights *w, const nu_llm_hparams *hp)
+/* RoPE frequency divisors the architecture made from the metadata, as the device tensor of `role`. */
+static nu_status made_rope_factors(nu_device *d, nu_llm_weights *w, const nu_llm_hparams *hp, nu_llm_role role,
+                                   const float *factors)
 {
     int64_t n = hp->cfg.head_dim / 2;
     nu_buffer *b = NULL;
@@ -331,7 +365,7 @@ static nu_status made_rope_factors(nu_device *d, nu_llm_weights *w, const nu_llm
     if (st == NU_OK)
         st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c);
     if (st == NU_OK)
-        st = nu_commands_upload(c, b, 0, hp->rope_factors, (size_t)n * 4);
+        st = nu_commands_upload(c, b, 0, factors, (size_t)n * 4);
     if (st == NU_OK)
         st = nu_commands_commit(c);
     if (st == NU_OK)
@@ -344,19 +378,35 @@ static nu_status made_rope_factors(nu_device *d, nu_llm_weights *w, const nu_llm
     nu_buffer_set_name(b, "llm rope factors");
     if ((st = keep(w, b)) != NU_OK)
         return st;
-    w->global[NU_LLM_W_ROPE_FREQS] = nu_tensor_make(b, 0, NU_DTYPE_F32, 1, &n);
-    w->has_global[NU_LLM_W_ROPE_FREQS] = true;
+    w->global[role] = nu_tensor_make(b, 0, NU_DTYPE_F32, 1, &n);
+    w->has_global[role] = true;
     return NU_OK;
 }
 
-/* a's and b's rows as one matrix where b follows a in the same buffer with the same dtype. */
+/* A fused matrix's row slices as the separate roles: rows [0, n0), [n0, n0 + n1), ... */
+static nu_status split_rows(nu_llm_layer_w *y, nu_llm_role fused, const nu_llm_role *roles, const int64_t *rows,
+                            int count)
+{
+    int64_t at = 0;
+    for (int i = 0; i < count; i++) {
+        nu_status st = nu_tensor_slice(&y->w[fused], 0, at, rows[i], &y->w[roles[i]]);
+        if (st != NU_OK)
+            return nu_llm__fail(st, FN ": slicing a fused %s matrix", nu_llm__role_name(fused));
+        y->has[roles[i]] = true;
+        at += rows[i];
+    }
+    return NU_OK;
+}
+
+/* a's and b's rows as one matrix (or vector) where b follows a in the same buffer with the same dtype. */
 static bool stacked(const nu_tensor *a, const nu_tensor *b, nu_tensor *out)
 {
-    if (a->buffer != b->buffer || a->dtype != b->dtype || a->rank != 2 || b->rank != 2 || a->shape[1] != b->shape[1] ||
-        !nu_tensor_is_contiguous(a) || !nu_tensor_is_contiguous(b) || b->offset != a->offset + nu_tensor_span_bytes(a))
+    if (a->buffer != b->buffer || a->dtype != b->dtype || a->rank != b->rank || a->rank > 2 ||
+        (a->rank == 2 && a->shape[1] != b->shape[1]) || !nu_tensor_is_contiguous(a) || !nu_tensor_is_contiguous(b) ||
+        b->offset != a->offset + nu_tensor_span_bytes(a))
         return false;
-    int64_t shape[2] = {a->shape[0] + b->shape[0], a->shape[1]};
-    *out = nu_tensor_make(a->buffer, a->offset, a->dtype, 2, shape);
+    int64_t shape[2] = {a->shape[0] + b->shape[0], a->rank == 2 ? a->shape[1] : 1};
+    *out = nu_tensor_make(a->buffer, a->offset, a->dtype, a->rank, shape);
     return true;
 }
 
@@ -378,7 +428,7 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
     /* Everything kept as the file has it, in one move (roster order). */
     size_t k = 0;
     for (size_t i = 0; st == NU_OK && i < n; i++) {
-        if (p[i].target == p[i].file->dtype)
+        if (!converts(&p[i]))
             pick[k++] = i;
         w->blocks |= is_block(p[i].file->dtype);
     }
@@ -390,13 +440,13 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
         size_t j = i;
         k = 0;
         while (j < n && p[j].layer == p[i].layer) {
-            if (p[j].target != p[j].file->dtype)
+            if (converts(&p[j]))
                 pick[k++] = j;
             j++;
         }
         if (k) {
             nu_commands *next = NULL;
-            st = convert(d, s, w, p, pick, k, &next);
+            st = convert(d, s, w, p, pick, k, hp->norm_offset, &next);
             nu_status done = finish(d, &inflight);
             st = st != NU_OK ? st : done;
             inflight = next;
@@ -409,16 +459,34 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
     if (st == NU_OK && converted && !o->keep_cache)
         nu_memory_clear_cache(d); /* the staging's memory, returned when the copies completed */
     if (st == NU_OK && hp->rope_factors_made && !w->has_global[NU_LLM_W_ROPE_FREQS])
-        st = made_rope_factors(d, w, hp);
+        st = made_rope_factors(d, w, hp, NU_LLM_W_ROPE_FREQS, hp->rope_factors);
+    if (st == NU_OK && hp->longrope_made && !w->has_global[NU_LLM_W_ROPE_LONG])
+        st = made_rope_factors(d, w, hp, NU_LLM_W_ROPE_LONG, hp->rope_long);
+    if (st == NU_OK && hp->longrope_made && !w->has_global[NU_LLM_W_ROPE_SHORT])
+        st = made_rope_factors(d, w, hp, NU_LLM_W_ROPE_SHORT, hp->rope_short);
     if (st == NU_OK && c->tied_embeddings) {
         w->global[NU_LLM_W_OUTPUT] = w->global[NU_LLM_W_EMBED];
         w->has_global[NU_LLM_W_OUTPUT] = true;
     }
-    for (uint32_t l = 0; st == NU_OK && o->stack && l < c->layers; l++) {
+    int64_t Q = (int64_t)c->heads * c->head_dim, KV = (int64_t)c->kv_heads * c->head_dim;
+    for (uint32_t l = 0; st == NU_OK && l < c->layers; l++) {
         nu_llm_layer_w *y = &w->layers[l];
-        nu_tensor qk;
-        y->qkv_stacked = stacked(&y->w[NU_LLM_W_Q], &y->w[NU_LLM_W_K], &qk) && stacked(&qk, &y->w[NU_LLM_W_V], &y->qkv);
-        y->gate_up_stacked = stacked(&y->w[NU_LLM_W_GATE], &y->w[NU_LLM_W_UP], &y->gate_up);
+        static const nu_llm_role qkv[3] = {NU_LLM_W_Q, NU_LLM_W_K, NU_LLM_W_V}, gu[2] = {NU_LLM_W_GATE, NU_LLM_W_UP};
+        const int64_t qkv_rows[3] = {Q, KV, KV}, gu_rows[2] = {c->ffn, c->ffn};
+        if (y->has[NU_LLM_W_QKV] && (st = split_rows(y, NU_LLM_W_QKV, qkv, qkv_rows, 3)) == NU_OK)
+            y->qkv = y->w[NU_LLM_W_QKV], y->qkv_stacked = o->stack;
+        if (st == NU_OK && y->has[NU_LLM_W_GATE_UP] && (st = split_rows(y, NU_LLM_W_GATE_UP, gu, gu_rows, 2)) == NU_OK)
+            y->gate_up = y->w[NU_LLM_W_GATE_UP], y->gate_up_stacked = o->stack;
+        if (st != NU_OK || !o->stack)
+            continue;
+        nu_tensor qk, qkb;
+        if (!y->has[NU_LLM_W_QKV])
+            y->qkv_stacked = stacked(&y->w[NU_LLM_W_Q], &y->w[NU_LLM_W_K], &qk) && stacked(&qk, &y->w[NU_LLM_W_V], &y->qkv);
+        if (!y->has[NU_LLM_W_GATE_UP])
+            y->gate_up_stacked = stacked(&y->w[NU_LLM_W_GATE], &y->w[NU_LLM_W_UP], &y->gate_up);
+        y->qkv_bias_stacked = y->has[NU_LLM_W_Q_BIAS] && y->has[NU_LLM_W_K_BIAS] && y->has[NU_LLM_W_V_BIAS] &&
+                              stacked(&y->w[NU_LLM_W_Q_BIAS], &y->w[NU_LLM_W_K_BIAS], &qkb) &&
+                              stacked(&qkb, &y->w[NU_LLM_W_V_BIAS], &y->qkv_bias);
     }
     nu_llm__free(p);
     nu_llm__free(pick);

@@ -6,6 +6,11 @@
  *   Q4_0_SOA (coalesced decode loads). Their file bytes go to the device once, into staging that
  *   the conversion reads and that is freed after it, a layer at a time (so staging holds about one
  *   layer's matrices); the converted tensors of a layer share one buffer in roster order, stacked.
+ * - or a norm's weight with the architecture's offset added (hp.norm_offset: Gemma's Hugging Face
+ *   files), converted to F32 the same way.
+ * A fused q|k|v matrix (NU_LLM_W_QKV) and a fused gate|up one (NU_LLM_W_GATE_UP) are kept whole and
+ * their row slices serve as Q, K, V and GATE, UP. RoPE divisors the architecture made from the
+ * metadata (Llama 3's, LongRoPE's) are uploaded as their roles' tensors.
  * After loading, the memory the staging used is released from nuvec's cache (unless asked to keep
  * it), so what stays is the weights' own bytes (`bytes`). */
 #ifndef NU_LLM_WEIGHTS_H
@@ -20,8 +25,11 @@
 struct nu_llm_layer_w {
     nu_tensor w[NU_LLM_W_ROLE_COUNT];
     bool has[NU_LLM_W_ROLE_COUNT];
-    nu_tensor qkv, gate_up; /* q|k|v and gate|up rows as one matrix where they lie back to back */
+    nu_tensor qkv, gate_up; /* q|k|v and gate|up rows as one matrix where they lie back to back (or
+                             * the file's fused matrix, whose row slices Q, K, V, GATE and UP are) */
     bool qkv_stacked, gate_up_stacked;
+    nu_tensor qkv_bias;     /* q|k|v biases as one vector where they lie back to back */
+    bool qkv_bias_stacked;
 };
 
 typedef struct nu_llm_weights_options {

@@ -220,7 +220,7 @@ static void key_length_is_head_dim(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
-    const make_gguf_shape nemo = {"nemo-like", 64, 2, 4, 2, 128, 512, 64, 10000.0f, 32};
+    const make_gguf_shape nemo = {"nemo-like", 64, 2, 4, 2, 128, 512, 64, 10000.0f, 32, NULL, 0, 0, true};
     const char *path = random_model("nemo_like.gguf", &nemo);
     nu_llm_model *m;
     LLM_OK(nu_llm_model_open(d, path, NULL, &m));
@@ -255,9 +255,10 @@ static void key_length_is_head_dim(void **state)
     llm_ref_free(ref);
     nu_llm_model_free(m);
 
-    /* A head_dim the attention kernels do not take is refused with that reason, not a false one. */
-    const make_gguf_shape odd = {"odd-head", 64, 1, 4, 2, 128, 512, 64, 10000.0f, 24};
-    llm_expect_refused(d, random_model("odd_head.gguf", &odd), NU_ERROR_UNSUPPORTED, "head_dim 24");
+    /* A head_dim the attention kernels do not take (not a multiple of 8) is refused with that
+     * reason, not a false one. */
+    const make_gguf_shape odd = {"odd-head", 64, 1, 4, 2, 128, 512, 64, 10000.0f, 12, NULL, 0, 0, true};
+    llm_expect_refused(d, random_model("odd_head.gguf", &odd), NU_ERROR_UNSUPPORTED, "head_dim 12");
     /* Values of another length than keys. */
     llm_expect_refused(d, with_key("value_length.gguf", KEY_U32("llama.attention.value_length", 32)),
                        NU_ERROR_UNSUPPORTED, "llama.attention.value_length");

@@ -670,8 +670,14 @@ static void refuses_bad_models(void **state)
     llm_expect_refused(d, make_folder("no_weights", llm_config_with(NULL, NULL), false), NU_ERROR_IO,
                    "no .safetensors");
     llm_expect_refused(d, make_folder("not_json", "{\"architectures\": [", true), NU_ERROR_FORMAT, "not valid JSON");
-    llm_expect_refused(d, make_folder("mistral", llm_config_with("architectures", "[\"MistralForCausalLM\"]"), true), NU_ERROR_UNSUPPORTED,
-                   "MistralForCausalLM");
+    llm_expect_refused(d, make_folder("neox", llm_config_with("architectures", "[\"GPTNeoXForCausalLM\"]"), true),
+                       NU_ERROR_UNSUPPORTED, "GPTNeoXForCausalLM");
+    llm_expect_refused(d, make_folder("qwen2moe", llm_config_with("architectures", "[\"Qwen2MoeForCausalLM\"]"), true),
+                       NU_ERROR_UNSUPPORTED, "Qwen2MoeForCausalLM is not supported: mixture-of-experts");
+    /* Mistral's folders are Llama's layer (llm/arch/llama.c): this one opens */
+    LLM_OK(nu_llm_model_open(d, make_folder("mistral", llm_config_with("architectures", "[\"MistralForCausalLM\"]"), true),
+                             NULL, &m));
+    nu_llm_model_free(m);
     llm_expect_refused(d, make_folder("no_arch", llm_config_with("architectures", NULL), true), NU_ERROR_FORMAT, "architectures");
     llm_expect_refused(d, make_folder("no_layers", llm_config_with("num_hidden_layers", NULL), true),
                    NU_ERROR_FORMAT, "num_hidden_layers");

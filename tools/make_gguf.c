@@ -1,6 +1,7 @@
-/* make_gguf.c: `nuvec make-gguf`: writes a Llama-architecture GGUF v3 file of random weights, of a
- * named shape and dtype, for benchmarks: the keys, tokenizer vocabulary and tensor names llama.cpp
- * expects, values from a seeded generator, written streaming (a 7B F16 file is 13.5 GB). */
+/* make_gguf.c: `nuvec make-gguf`: writes a GGUF v3 file of random weights, of a named shape, dtype
+ * and architecture (llama, qwen2, qwen3, gemma2, gemma3, phi3), for benchmarks and tests: the keys,
+ * tokenizer vocabulary and tensor names llama.cpp expects (its converter's), values from a seeded
+ * generator, written streaming (a 7B F16 file is 13.5 GB). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,11 +16,24 @@
 #include "make_gguf.h"
 #include "tool_error.h"
 
+/* The tiny shapes reach past their sliding windows (8 positions) in a few tokens; gemma3-tiny has
+ * the six layers of one sliding pattern; qwen3-tiny and the gemma ones a head_dim that is not
+ * dim / heads, as the real ones. The 7-9B shapes are the released models'. */
 static const make_gguf_shape SHAPES[] = {
-    {"tiny", 64, 2, 4, 2, 128, 512, 128, 10000.0f, 0},
-    {"small", 256, 2, 4, 2, 512, 512, 128, 10000.0f, 0}, /* rows of 256 and 512: Q4_0_SOA's multiples of 256 */
-    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, 0},
-    {"llama-8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 0},
+    {"tiny", 64, 2, 4, 2, 128, 512, 128, 10000.0f, 0, NULL, 0, 0, true},
+    {"small", 256, 2, 4, 2, 512, 512, 128, 10000.0f, 0, NULL, 0, 0, true}, /* rows of 256 and 512: Q4_0_SOA's */
+    {"llama-7b", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, 0, NULL, 0, 0, true},
+    {"llama-8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 0, NULL, 0, 0, true},
+    {"qwen2-tiny", 64, 2, 4, 2, 128, 512, 128, 1000000.0f, 0, "qwen2", 0, 0, true},
+    {"qwen2.5-7b", 3584, 28, 28, 4, 18944, 152064, 32768, 1000000.0f, 0, "qwen2", 0, 0, true},
+    {"qwen3-tiny", 64, 2, 4, 2, 128, 512, 128, 1000000.0f, 32, "qwen3", 0, 0, true},
+    {"qwen3-8b", 4096, 36, 32, 8, 12288, 151936, 40960, 1000000.0f, 128, "qwen3", 0, 0, true},
+    {"gemma2-tiny", 64, 2, 4, 2, 128, 512, 128, 10000.0f, 32, "gemma2", 8, 0, false},
+    {"gemma2-9b", 3584, 42, 16, 8, 14336, 256000, 8192, 10000.0f, 256, "gemma2", 4096, 0, false},
+    {"gemma3-tiny", 64, 6, 4, 2, 128, 512, 128, 1000000.0f, 32, "gemma3", 8, 8, false},
+    {"gemma3-12b", 3840, 48, 16, 8, 15360, 262208, 131072, 1000000.0f, 256, "gemma3", 1024, 8, false},
+    {"phi3-tiny", 96, 2, 4, 2, 128, 512, 128, 10000.0f, 0, "phi3", 8, 0, true},
+    {"phi3-mini", 3072, 32, 32, 32, 8192, 32064, 4096, 10000.0f, 0, "phi3", 2047, 0, true},
 };
 
 const make_gguf_shape *make_gguf_find_shape(const char *name)
@@ -28,6 +42,18 @@ const make_gguf_shape *make_gguf_find_shape(const char *name)
         if (!strcmp(SHAPES[i].name, name))
             return &SHAPES[i];
     return NULL;
+}
+
+const char *make_gguf_arch(const make_gguf_shape *shape) { return shape && shape->arch ? shape->arch : "llama"; }
+
+const make_gguf_shape *make_gguf_find_arch_shape(const char *arch, const char *name)
+{
+    char full[96];
+    snprintf(full, sizeof full, "%s-%s", arch, name);
+    const make_gguf_shape *s = make_gguf_find_shape(full);
+    if (!s)
+        s = make_gguf_find_shape(name);
+    return s && !strcmp(make_gguf_arch(s), arch) ? s : NULL;
 }
 
 /* ---- random values ---- */
@@ -197,12 +223,75 @@ static void piece(uint32_t k, char *out)
     out[at] = 0;
 }
 
+/* An architecture's own key "<arch>.<suffix>". */
+static nu_status arch_u32(gguf_writer *w, const char *arch, const char *suffix, uint32_t v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_writer_u32(w, key, v);
+}
+
+static nu_status arch_f32(gguf_writer *w, const char *arch, const char *suffix, float v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_writer_f32(w, key, v);
+}
+
+/* The keys llama.cpp's converter writes for the architecture (hparams as the shape says). */
+static nu_status arch_metadata(gguf_writer *w, const make_gguf_shape *s, const char *arch, uint32_t layers)
+{
+    bool gemma = !strncmp(arch, "gemma", 5);
+    float eps = !strcmp(arch, "llama") || !strcmp(arch, "phi3") ? 1e-5f : 1e-6f;
+    uint32_t head_dim = s->head_dim ? s->head_dim : s->dim / s->heads;
+    nu_status st = arch_u32(w, arch, "context_length", s->context);
+    if (st == NU_OK)
+        st = arch_u32(w, arch, "embedding_length", s->dim);
+    if (st == NU_OK)
+        st = arch_u32(w, arch, "block_count", layers);
+    if (st == NU_OK)
+        st = arch_u32(w, arch, "feed_forward_length", s->ffn);
+    if (st == NU_OK)
+        st = arch_u32(w, arch, "attention.head_count", s->heads);
+    if (st == NU_OK)
+        st = arch_u32(w, arch, "attention.head_count_kv", s->kv_heads);
+    if (st == NU_OK && s->head_dim)
+        st = arch_u32(w, arch, "attention.key_length", head_dim);
+    if (st == NU_OK && s->head_dim)
+        st = arch_u32(w, arch, "attention.value_length", head_dim);
+    if (st == NU_OK)
+        st = arch_u32(w, arch, "rope.dimension_count", head_dim);
+    if (st == NU_OK)
+        st = arch_f32(w, arch, "attention.layer_norm_rms_epsilon", eps);
+    if (st == NU_OK)
+        st = arch_f32(w, arch, "rope.freq_base", s->rope_theta);
+    if (st == NU_OK)
+        st = arch_u32(w, arch, "vocab_size", s->vocab);
+    if (st == NU_OK && !strcmp(arch, "gemma2"))
+        st = arch_f32(w, arch, "attn_logit_softcapping", 50);
+    if (st == NU_OK && !strcmp(arch, "gemma2"))
+        st = arch_f32(w, arch, "final_logit_softcapping", 30);
+    if (st == NU_OK && !strcmp(arch, "phi3"))
+        st = arch_u32(w, arch, "rope.scaling.original_context_length", s->context);
+    if (st == NU_OK && (gemma || !strcmp(arch, "phi3")))
+        st = arch_u32(w, arch, "attention.sliding_window", s->window);
+    if (st == NU_OK && s->rope_linear > 1) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        st = gguf_writer_string(w, key, "linear");
+        if (st == NU_OK)
+            st = arch_f32(w, arch, "rope.scaling.factor", s->rope_linear);
+    }
+    return st;
+}
+
 static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32_t layers)
 {
     const make_gguf_shape *s = o->shape;
+    const char *arch = make_gguf_arch(s);
     char name[96];
     snprintf(name, sizeof name, "random %s %s", s->name, nu_dtype_name(o->dtype));
-    nu_status st = gguf_writer_string(w, "general.architecture", "llama");
+    nu_status st = gguf_writer_string(w, "general.architecture", arch);
     if (st == NU_OK)
         st = gguf_writer_string(w, "general.name", name);
     if (st == NU_OK)
@@ -210,36 +299,15 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
     if (st == NU_OK)
         st = gguf_writer_u32(w, "general.quantization_version", 2);
     if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.context_length", s->context);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.embedding_length", s->dim);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.block_count", layers);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.feed_forward_length", s->ffn);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.attention.head_count", s->heads);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.attention.head_count_kv", s->kv_heads);
-    uint32_t head_dim = s->head_dim ? s->head_dim : s->dim / s->heads;
-    if (st == NU_OK && s->head_dim)
-        st = gguf_writer_u32(w, "llama.attention.key_length", head_dim);
-    if (st == NU_OK && s->head_dim)
-        st = gguf_writer_u32(w, "llama.attention.value_length", head_dim);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.rope.dimension_count", head_dim);
-    if (st == NU_OK)
-        st = gguf_writer_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    if (st == NU_OK)
-        st = gguf_writer_f32(w, "llama.rope.freq_base", s->rope_theta);
-    if (st == NU_OK)
-        st = gguf_writer_u32(w, "llama.vocab_size", s->vocab);
+        st = arch_metadata(w, s, arch, layers);
     if (st == NU_OK)
         st = gguf_writer_string(w, "tokenizer.ggml.model", "llama");
     if (st != NU_OK)
         return st;
-    /* The vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then placeholder pieces. */
+    /* The vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then placeholder pieces (Phi-3's last:
+     * <|endoftext|>). */
     uint32_t n = s->vocab;
+    bool phi3 = !strcmp(arch, "phi3");
     char *text = malloc((size_t)n * 24);
     const char **tokens = malloc((size_t)n * sizeof *tokens);
     float *scores = malloc((size_t)n * sizeof *scores);
@@ -253,6 +321,10 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
         if (i < 3) {
             strcpy(t, i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
             types[i] = i == 0 ? 2 : 3; /* unknown, control */
+            scores[i] = 0;
+        } else if (phi3 && i == n - 1) {
+            strcpy(t, "<|endoftext|>"); /* llama.cpp's vocabulary loader looks it up in a Phi-3 file */
+            types[i] = 3;
             scores[i] = 0;
         } else if (i < 259) {
             snprintf(t, 24, "<0x%02X>", i - 3);
@@ -286,37 +358,111 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
     return st;
 }
 
-/* The tensors in llama.cpp's order; *count receives how many (at most 2 + 9 a layer + 1). */
+/* A tensor of a layer: its name after "blk.N.", its rows and columns by letter (D dim, Q heads x
+ * head_dim, K kv_heads x head_dim, X the two and v (q + 2 kv), F ffn, G 2 ffn, H head_dim; rows 1:
+ * a vector of its columns), and whether it is a norm (values near 1, F32) or a bias (F32). */
+typedef struct layer_part {
+    const char *name;
+    char rows, cols;
+    bool norm, bias;
+} layer_part;
+
+#define NORM_PART(n) {n, 1, 'D', true, false}
+static const layer_part LLAMA_PARTS[] = {
+    NORM_PART("attn_norm"), {"attn_q.weight", 'Q', 'D', false, false}, {"attn_k.weight", 'K', 'D', false, false},
+    {"attn_v.weight", 'K', 'D', false, false}, {"attn_output.weight", 'D', 'Q', false, false}, NORM_PART("ffn_norm"),
+    {"ffn_gate.weight", 'F', 'D', false, false}, {"ffn_up.weight", 'F', 'D', false, false},
+    {"ffn_down.weight", 'D', 'F', false, false}, {NULL, 0, 0, false, false}};
+static const layer_part QWEN2_PARTS[] = {
+    NORM_PART("attn_norm"), {"attn_q.weight", 'Q', 'D', false, false}, {"attn_q.bias", 1, 'Q', false, true},
+    {"attn_k.weight", 'K', 'D', false, false}, {"attn_k.bias", 1, 'K', false, true},
+    {"attn_v.weight", 'K', 'D', false, false}, {"attn_v.bias", 1, 'K', false, true},
+    {"attn_output.weight", 'D', 'Q', false, false}, NORM_PART("ffn_norm"), {"ffn_gate.weight", 'F', 'D', false, false},
+    {"ffn_up.weight", 'F', 'D', false, false}, {"ffn_down.weight", 'D', 'F', false, false}, {NULL, 0, 0, false, false}};
+static const layer_part QWEN3_PARTS[] = {
+    NORM_PART("attn_norm"), {"attn_q.weight", 'Q', 'D', false, false}, {"attn_k.weight", 'K', 'D', false, false},
+    {"attn_v.weight", 'K', 'D', false, false}, {"attn_q_norm.weight", 1, 'H', true, false},
+    {"attn_k_norm.weight", 1, 'H', true, false}, {"attn_output.weight", 'D', 'Q', false, false},
+    NORM_PART("ffn_norm"), {"ffn_gate.weight", 'F', 'D', false, false}, {"ffn_up.weight", 'F', 'D', false, false},
+    {"ffn_down.weight", 'D', 'F', false, false}, {NULL, 0, 0, false, false}};
+static const layer_part GEMMA2_PARTS[] = {
+    NORM_PART("attn_norm"), {"attn_q.weight", 'Q', 'D', false, false}, {"attn_k.weight", 'K', 'D', false, false},
+    {"attn_v.weight", 'K', 'D', false, false}, {"attn_output.weight", 'D', 'Q', false, false},
+    NORM_PART("post_attention_norm"), NORM_PART("ffn_norm"), {"ffn_gate.weight", 'F', 'D', false, false},
+    {"ffn_up.weight", 'F', 'D', false, false}, {"ffn_down.weight", 'D', 'F', false, false},
+    NORM_PART("post_ffw_norm"), {NULL, 0, 0, false, false}};
+static const layer_part GEMMA3_PARTS[] = {
+    NORM_PART("attn_norm"), {"attn_q.weight", 'Q', 'D', false, false}, {"attn_k.weight", 'K', 'D', false, false},
+    {"attn_v.weight", 'K', 'D', false, false}, {"attn_q_norm.weight", 1, 'H', true, false},
+    {"attn_k_norm.weight", 1, 'H', true, false}, {"attn_output.weight", 'D', 'Q', false, false},
+    NORM_PART("post_attention_norm"), NORM_PART("ffn_norm"), {"ffn_gate.weight", 'F', 'D', false, false},
+    {"ffn_up.weight", 'F', 'D', false, false}, {"ffn_down.weight", 'D', 'F', false, false},
+    NORM_PART("post_ffw_norm"), {NULL, 0, 0, false, false}};
+static const layer_part PHI3_PARTS[] = {
+    NORM_PART("attn_norm"), {"attn_qkv.weight", 'X', 'D', false, false}, {"attn_output.weight", 'D', 'Q', false, false},
+    NORM_PART("ffn_norm"), {"ffn_up.weight", 'G', 'D', false, false}, {"ffn_down.weight", 'D', 'F', false, false},
+    {NULL, 0, 0, false, false}};
+
+static const layer_part *parts_of(const char *arch)
+{
+    static const struct {
+        const char *arch;
+        const layer_part *parts;
+    } all[] = {{"llama", LLAMA_PARTS},   {"qwen2", QWEN2_PARTS},   {"qwen3", QWEN3_PARTS},
+               {"gemma2", GEMMA2_PARTS}, {"gemma3", GEMMA3_PARTS}, {"phi3", PHI3_PARTS}};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (!strcmp(all[i].arch, arch))
+            return all[i].parts;
+    return NULL;
+}
+
+static uint64_t size_of(const make_gguf_shape *s, char letter)
+{
+    uint64_t hd = s->head_dim ? s->head_dim : s->dim / s->heads;
+    switch (letter) {
+    case 'D': return s->dim;
+    case 'Q': return hd * s->heads;
+    case 'K': return hd * s->kv_heads;
+    case 'X': return hd * (s->heads + 2ull * s->kv_heads);
+    case 'F': return s->ffn;
+    case 'G': return 2ull * s->ffn;
+    case 'H': return hd;
+    default: return 1;
+    }
+}
+
+/* The tensors in llama.cpp's order; *count receives how many. */
 static tensor_def *tensor_list(const make_gguf_options *o, uint32_t layers, size_t *count)
 {
     const make_gguf_shape *s = o->shape;
-    uint64_t head_dim = s->head_dim ? s->head_dim : s->dim / s->heads;
-    uint64_t dim = s->dim, q = head_dim * s->heads, kv = head_dim * s->kv_heads, ffn = s->ffn, vocab = s->vocab;
-    tensor_def *t = calloc((size_t)layers * 9 + 3, sizeof *t);
+    const char *arch = make_gguf_arch(s);
+    const layer_part *parts = parts_of(arch);
+    size_t per = 0;
+    while (parts[per].name)
+        per++;
+    tensor_def *t = calloc((size_t)layers * per + 3, sizeof *t);
     if (!t)
         return NULL;
     size_t n = 0;
-#define ADD(nm, r, c, isnorm)                                                                  \
+#define ADD(nm, r, c, isnorm, f32)                                                             \
     do {                                                                                       \
         tensor_def *d_ = &t[n++];                                                              \
         snprintf(d_->name, sizeof d_->name, "%s", nm);                                         \
         d_->rows = (r), d_->cols = (c), d_->norm = (isnorm);                                   \
-        d_->dtype = (isnorm) ? NU_DTYPE_F32 : o->dtype;                                        \
+        d_->dtype = (f32) ? NU_DTYPE_F32 : o->dtype;                                           \
     } while (0)
-    ADD("token_embd.weight", vocab, dim, false);
-    for (uint32_t l = 0; l < layers; l++) {
-        char nm[64];
-        static const char *const parts[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                             "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
-        const uint64_t rows[9] = {1, q, kv, kv, dim, 1, ffn, ffn, dim};
-        const uint64_t cols[9] = {dim, dim, dim, dim, q, dim, dim, dim, ffn};
-        for (int p = 0; p < 9; p++) {
-            snprintf(nm, sizeof nm, "blk.%u.%s.weight", l, parts[p]);
-            ADD(nm, rows[p], cols[p], p == 0 || p == 5);
+    ADD("token_embd.weight", s->vocab, s->dim, false, false);
+    for (uint32_t l = 0; l < layers; l++)
+        for (size_t p = 0; p < per; p++) {
+            char nm[64];
+            const layer_part *q = &parts[p];
+            bool has_suffix = strchr(q->name, '.') != NULL;
+            snprintf(nm, sizeof nm, "blk.%u.%s%s", l, q->name, has_suffix ? "" : ".weight");
+            ADD(nm, q->rows == 1 ? 1 : size_of(s, q->rows), size_of(s, q->cols), q->norm, q->norm || q->bias);
         }
-    }
-    ADD("output_norm.weight", 1, dim, true);
-    ADD("output.weight", vocab, dim, false);
+    ADD("output_norm.weight", 1, s->dim, true, true);
+    if (!strcmp(arch, "llama") || s->untied)
+        ADD("output.weight", s->vocab, s->dim, false, false);
 #undef ADD
     *count = n;
     return t;
@@ -417,6 +563,9 @@ nu_status make_gguf(const make_gguf_options *o, uint64_t *data_bytes)
         o->dtype != NU_DTYPE_Q8_0 && o->dtype != NU_DTYPE_Q4_0)
         return tool_fail(NU_ERROR_INVALID_ARGUMENT, "make-gguf: dtype %s is not f32, f16, bf16, q8_0 or q4_0",
                         nu_dtype_name(o->dtype));
+    if (!parts_of(make_gguf_arch(o->shape)))
+        return tool_fail(NU_ERROR_INVALID_ARGUMENT, "make-gguf: architecture %s is not llama, qwen2, qwen3, "
+                     "gemma2, gemma3 or phi3", make_gguf_arch(o->shape));
     gguf_writer *w;
     nu_status st = gguf_writer_new(0, &w);
     bool begun = false;
@@ -434,16 +583,25 @@ nu_status make_gguf(const make_gguf_options *o, uint64_t *data_bytes)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nuvec make-gguf --shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0|bf16|f32 --out FILE\n"
-               "                        [--seed S] [--layers N] [--threads N]\n"
-               "  Writes a GGUF v3 Llama model of random weights (normal-ish, scale 0.02; norms near 1) with\n"
-               "  llama.cpp's keys, tensor names and a placeholder SentencePiece vocabulary, for benchmarks.\n"
-               "  Shapes: llama-7b (dim 4096, 32 layers, 32 heads, 32 KV heads, FFN 11008, vocab 32000),\n"
-               "  llama-8b (dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, vocab 128256, rope theta\n"
-               "  500000), tiny (dim 64, 2 layers, 4 heads, 2 KV heads, FFN 128, vocab 512), small (dim 256,\n"
-               "  2 layers, 4 heads, 2 KV heads, FFN 512, vocab 512: rows a multiple of 256). Norms are F32,\n"
-               "  the matrices in the dtype. --layers N writes only N blocks; --threads N generates on N threads\n"
-               "  (default: one a CPU, at most 16); the output is the same for every thread count.\n");
+    fprintf(f, "usage: nuvec make-gguf [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3] --shape NAME\n"
+               "                        --dtype f16|q8_0|q4_0|bf16|f32 --out FILE [--seed S] [--layers N] [--threads N]\n"
+               "  Writes a GGUF v3 model of random weights (normal-ish, scale 0.02; norms near 1) with llama.cpp's\n"
+               "  keys and tensor names for the architecture (its converter's) and a placeholder SentencePiece\n"
+               "  vocabulary, for benchmarks and tests. Norms and biases are F32, the matrices in the dtype.\n"
+               "  Shapes (--arch picks <arch>-NAME, so --arch qwen2 --shape tiny is qwen2-tiny; default llama):\n");
+    for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
+        const make_gguf_shape *s = &SHAPES[i];
+        fprintf(f, "    %-11s %-6s dim %u, %u layers, %u heads, %u KV heads, head_dim %u, FFN %u, vocab %u, context %u",
+                s->name, make_gguf_arch(s), s->dim, s->layers, s->heads, s->kv_heads,
+                s->head_dim ? s->head_dim : s->dim / s->heads, s->ffn, s->vocab, s->context);
+        if (s->window)
+            fprintf(f, ", window %u", s->window);
+        if (s->rope_linear > 1)
+            fprintf(f, ", linear RoPE %g", (double)s->rope_linear);
+        fprintf(f, "%s\n", !s->untied ? ", tied output" : "");
+    }
+    fprintf(f, "  --layers N writes only N blocks; --threads N generates on N threads (default: one a CPU, at most\n"
+               "  16); the output is the same for every thread count.\n");
 }
 
 static void draw(void *user, uint64_t done, uint64_t total)
@@ -471,17 +629,17 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
 int cli_make_gguf(int argc, char **argv)
 {
     make_gguf_options o = {.dtype = NU_DTYPE_COUNT};
-    for (int i = 1; i < argc; i++) {
+    const char *arch = NULL, *shape = NULL;
+    for (int i = 1; i < argc; i += 2) { /* every option but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t n;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--shape") && v) {
-            if (!(o.shape = make_gguf_find_shape(v))) {
-                fprintf(stderr, "nuvec make-gguf: unknown shape '%s' (llama-7b, llama-8b, tiny, small)\n", v);
-                return 2;
-            }
+            shape = v;
+        } else if (!strcmp(a, "--arch") && v) {
+            arch = v;
         } else if (!strcmp(a, "--dtype") && v) {
             static const struct { const char *n; nu_dtype d; } dt[] = {
                 {"f16", NU_DTYPE_F16}, {"q8_0", NU_DTYPE_Q8_0}, {"q4_0", NU_DTYPE_Q4_0},
@@ -507,7 +665,11 @@ int cli_make_gguf(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        i++;
+    }
+    if (shape && !(o.shape = arch ? make_gguf_find_arch_shape(arch, shape) : make_gguf_find_shape(shape))) {
+        fprintf(stderr, "nuvec make-gguf: no shape '%s'%s%s (nuvec make-gguf --help lists them)\n", shape,
+                arch ? " for architecture " : "", arch ? arch : "");
+        return 2;
     }
     if (!o.shape || o.dtype == NU_DTYPE_COUNT || !o.path) {
         fprintf(stderr, "nuvec make-gguf: --shape, --dtype and --out are required\n");
@@ -529,7 +691,7 @@ int cli_make_gguf(int argc, char **argv)
         fprintf(stderr, "nuvec make-gguf: %s: %s\n", nu_status_string(st), tool_error_message());
         return 1;
     }
-    printf("%s: %s %s, %u layers, %.3f GiB of tensor data in %.1f s (%.2f GB/s)\n", o.path, o.shape->name,
+    printf("%s: %s %s %s, %u layers, %.3f GiB of tensor data in %.1f s (%.2f GB/s)\n", o.path, make_gguf_arch(o.shape), o.shape->name,
            nu_dtype_name(o.dtype), o.layers ? o.layers : o.shape->layers, bytes / 1073741824.0, secs,
            secs > 0 ? (double)bytes / secs / 1e9 : 0);
     return 0;

@@ -1,5 +1,6 @@
-/* make_gguf.h: random-weight Llama GGUF files of named shapes (`nuvec make-gguf`; the tests write
- * the tiny shape with it). */
+/* make_gguf.h: random-weight GGUF files of named shapes and architectures (`nuvec make-gguf`: llama,
+ * qwen2, qwen3, gemma2, gemma3, phi3, with the keys and tensor names llama.cpp's converter writes;
+ * the tests write the tiny shapes with it). */
 #ifndef TOOLS_MAKE_GGUF_H
 #define TOOLS_MAKE_GGUF_H
 
@@ -8,11 +9,15 @@
 #include "nuvec.h"
 
 typedef struct make_gguf_shape {
-    const char *name;       /* "tiny", "llama-7b", "llama-8b" */
+    const char *name;       /* "tiny", "llama-7b", "llama-8b", "qwen2.5-7b", "gemma2-tiny", ... */
     uint32_t dim, layers, heads, kv_heads, ffn, vocab, context;
     float rope_theta;
-    uint32_t head_dim;      /* 0: dim / heads; otherwise written as llama.attention.key_length and
+    uint32_t head_dim;      /* 0: dim / heads; otherwise written as <arch>.attention.key_length and
                              * value_length (as Mistral Nemo's files have: head_dim 128, dim / heads 160) */
+    const char *arch;       /* general.architecture: NULL is "llama"; qwen2, qwen3, gemma2, gemma3, phi3 */
+    uint32_t window;        /* gemma2, gemma3, phi3: attention.sliding_window (0: none) */
+    float rope_linear;      /* linear RoPE scaling (rope.scaling.type linear); 0: none */
+    bool untied;            /* an output.weight of its own (else tied to the embedding); llama always has one */
 } make_gguf_shape;
 
 typedef struct make_gguf_options {
@@ -28,6 +33,12 @@ typedef struct make_gguf_options {
 
 /* The shape named `name`, or NULL. */
 const make_gguf_shape *make_gguf_find_shape(const char *name);
+/* The shape named `name` of architecture `arch` ("llama" for the llama shapes): "<arch>-<name>"
+ * where there is one (qwen2 and "tiny": "qwen2-tiny"), else `name` if it is of that architecture;
+ * NULL otherwise. */
+const make_gguf_shape *make_gguf_find_arch_shape(const char *arch, const char *name);
+/* The architecture's name of a shape ("llama" for NULL). */
+const char *make_gguf_arch(const make_gguf_shape *shape);
 /* Writes the file (see make_gguf.c); *data_bytes receives the data section's size. */
 nu_status make_gguf(const make_gguf_options *options, uint64_t *data_bytes);
 

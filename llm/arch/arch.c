@@ -7,14 +7,49 @@
 
 #define FN "nu_llm_model_open"
 
-static const nu_llm_arch *const ARCHS[] = {&nu_llm__arch_llama};
+static const nu_llm_arch *const ARCHS[] = {&nu_llm__arch_llama,  &nu_llm__arch_qwen2,  &nu_llm__arch_qwen3,
+                                           &nu_llm__arch_gemma2, &nu_llm__arch_gemma3, &nu_llm__arch_phi3};
 #define ARCH_COUNT (sizeof ARCHS / sizeof *ARCHS)
+
+/* Variants of the families nuvec runs that it does not, by GGUF architecture or config.json class,
+ * with what they have that nuvec lacks. */
+static const struct {
+    const char *name, *what;
+} VARIANTS[] = {
+    {"qwen2moe", "mixture-of-experts layers"},
+    {"Qwen2MoeForCausalLM", "mixture-of-experts layers"},
+    {"qwen3moe", "mixture-of-experts layers"},
+    {"Qwen3MoeForCausalLM", "mixture-of-experts layers"},
+    {"MixtralForCausalLM", "mixture-of-experts layers"},
+    {"phimoe", "mixture-of-experts layers"},
+    {"PhiMoEForCausalLM", "mixture-of-experts layers"},
+    {"qwen2vl", "a vision tower (multimodal RoPE)"},
+    {"Qwen2VLForConditionalGeneration", "a vision tower"},
+    {"Qwen2_5_VLForConditionalGeneration", "a vision tower"},
+    {"qwen3vl", "a vision tower (multimodal RoPE)"},
+    {"Gemma3ForConditionalGeneration", "a vision tower (llama.cpp's converter writes its text model as gemma3, "
+                                       "which nuvec runs)"},
+    {"Mistral3ForConditionalGeneration", "a vision tower"},
+    {"Phi3VForCausalLM", "a vision tower"},
+    {"Phi4MMForCausalLM", "vision and audio towers"},
+    {"gemma3n", "Gemma 3n's per-layer embeddings and altered attention"},
+    {"Gemma3nForConditionalGeneration", "Gemma 3n's per-layer embeddings and altered attention"},
+    {"gemma", "Gemma 1 (nuvec runs gemma2 and gemma3)"},
+    {"GemmaForCausalLM", "Gemma 1 (nuvec runs Gemma 2 and Gemma 3)"},
+    {"phi2", "Phi-2's LayerNorm and parallel blocks (nuvec runs phi3)"},
+    {"PhiForCausalLM", "Phi-2's LayerNorm and parallel blocks (nuvec runs Phi-3)"},
+};
 
 const nu_llm_arch *nu_llm__arch_find(const nu_llm_source *s)
 {
     const char *name = nu_llm__source_arch(s);
     bool gguf = nu_llm__source_kind(s) == NU_LLM_SOURCE_GGUF;
-    char list[256] = "";
+    for (size_t i = 0; i < sizeof VARIANTS / sizeof *VARIANTS; i++)
+        if (!strcmp(name, VARIANTS[i].name)) {
+            nu_llm__fail(NU_ERROR_UNSUPPORTED, FN ": architecture %s is not supported: %s", name, VARIANTS[i].what);
+            return NULL;
+        }
+    char list[512] = "";
     size_t at = 0;
     for (size_t i = 0; i < ARCH_COUNT; i++) {
         const nu_llm_arch *a = ARCHS[i];

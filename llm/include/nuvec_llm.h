@@ -1,4 +1,4 @@
-/* nuvec_llm.h: the Llama model runtime, a component on top of nuvec's public API (libnuvec_llm).
+/* nuvec_llm.h: the model runtime (Llama and the decoders below), a component on top of nuvec's public API (libnuvec_llm).
  *
  * Conventions are nuvec's (nuvec/status.h): calls that can fail return an nu_status and clear
  * their out-parameters on failure; the message of the last failure of an nu_llm_ call on the
@@ -69,11 +69,19 @@ nu_status nu_llm_sample(nu_llm_sampler *sampler, const float *logits, uint32_t v
 
 
 /* ---- Model --------------------------------------------------------------------------------
- * A Llama-architecture decoder (Llama 2 and 3: RMSNorm, RoPE, SwiGLU, grouped-query attention,
- * tied or separate output embedding) on a nuvec device. Opened from a Hugging Face folder
- * (config.json with architectures ["LlamaForCausalLM"], and *.safetensors; F32, F16 or BF16
- * weights) or a GGUF file (a path ending in .gguf: general.architecture "llama"; F32, F16, BF16,
- * Q8_0 or Q4_0 tensors; its vocabulary as the tokenizer); the weights go to the
+ * A decoder-only transformer on a nuvec device, of one of the architectures in llm/arch/ (each
+ * file says what it reads and refuses): llama (Llama 2 and 3, Mistral: RMSNorm, RoPE, SwiGLU,
+ * grouped-query attention, tied or separate output embedding), qwen2 (q, k and v biases), qwen3
+ * (per-head q and k norms), gemma2 (scaled embedding, sandwich norms, GeGLU, attention and final
+ * logit softcaps, sliding-window attention on alternate layers), gemma3 (q and k norms, sliding
+ * windows on five layers of six with their own RoPE base) and phi3 (fused q|k|v and gate|up,
+ * LongRoPE). Opened from a Hugging Face folder (config.json with architectures
+ * ["LlamaForCausalLM"], ["MistralForCausalLM"], ["Qwen2ForCausalLM"], ["Qwen3ForCausalLM"],
+ * ["Gemma2ForCausalLM"], ["Gemma3ForCausalLM"] or ["Phi3ForCausalLM"], and *.safetensors; F32,
+ * F16 or BF16 weights) or a GGUF file (a path ending in .gguf: general.architecture llama, qwen2,
+ * qwen3, gemma2, gemma3 or phi3; F32, F16, BF16 or the block formats the products read; its
+ * vocabulary as the tokenizer); variants of these families that they lack (mixture-of-experts,
+ * vision towers, YaRN RoPE scaling) are refused by name. The weights go to the
  * device once (nu_safetensors_to_device, nu_gguf_to_device), the KV cache
  * ([max_positions, kv_heads, head_dim] a layer, K and V) and the activations are allocated once.
  * The model keeps a position: prefill and decode append tokens at it (their keys and values go
@@ -153,7 +161,9 @@ typedef struct nu_llm_model nu_llm_model;
 /* Opens the model at `path` (a Hugging Face folder, or a .gguf file) on `device`. NU_ERROR_IO (no such folder, no
  * config.json or safetensors), NU_ERROR_FORMAT (malformed JSON, a missing or bad key, a missing
  * tensor or one of the wrong shape or dtype), NU_ERROR_UNSUPPORTED (an architecture other than
- * LlamaForCausalLM, named; a head_dim the attention kernels do not take), NU_ERROR_INVALID_ARGUMENT
+ * those above, named; a key or tensor that changes the arithmetic in a way nuvec does not
+ * implement, named; a head_dim the attention kernels do not take: not a multiple of 8 from 8 to
+ * 256), NU_ERROR_INVALID_ARGUMENT
  * (NULL pointers, bad options), or a nuvec error (device memory); nu_llm_error_message() says
  * which. */
 nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_model_options *options,
