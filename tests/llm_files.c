@@ -335,6 +335,15 @@ const char *llm_make_folder(const char *dir, const char *config, const char *wei
     return dir;
 }
 
+const char *llm_tmp_path(const char *prefix, const char *name)
+{
+    static char path[8][1100];
+    static int next;
+    char *p = path[next++ % 8];
+    snprintf(p, sizeof path[0], "%s/%s%s", nt_tmp_dir(), prefix, name);
+    return p;
+}
+
 const char *llm_model_path(const char *rel)
 {
     static char path[1024];

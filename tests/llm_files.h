@@ -75,6 +75,9 @@ const char *llm_config_with(const char *key, const char *value);
  * named model.safetensors to that file. Returns dir. */
 const char *llm_make_folder(const char *dir, const char *config, const char *weights);
 
+/* prefix + name under the tests' tmp folder (nt_tmp_dir()); static storage, 8 in rotation. */
+const char *llm_tmp_path(const char *prefix, const char *name);
+
 /* `rel` under the test models' folder (NUVEC_MODELS_DIR in the environment, else the build's);
  * fails the test when it is missing. Static storage. */
 const char *llm_model_path(const char *rel);

@@ -33,14 +33,7 @@ enum { VOCAB = 128256, DIM = 64, HEAD_DIM = 16 };
 static const make_gguf_shape LLAMA3 = {"llama3-tiny", DIM, 2, 4, 2, 128, VOCAB, 256, 500000.0f, 0};
 static const char PROMPT[] = "The quick brown fox jumps over the lazy dog, and then it runs away.";
 
-static const char *tmp_path(const char *name)
-{
-    static char path[8][1100];
-    static int next;
-    char *p = path[next++ % 8];
-    snprintf(p, sizeof path[0], "%s/llm_llama3_%s", nt_tmp_dir(), name);
-    return p;
-}
+static const char *tmp_path(const char *name) { return llm_tmp_path("llm_llama3_", name); }
 
 /* Llama 3.1's rope_freqs: factor 8, low 1, high 4, original context 8192, written here in
  * double from the rule as llama.cpp's converter states it. */
@@ -217,12 +210,8 @@ static double *reference_logits(const char *path, const int32_t *tokens, size_t 
 
 static double worst_of(const double *want, const float *got)
 {
-    double lo = INFINITY, hi = -INFINITY, diff = 0;
-    for (uint32_t i = 0; i < VOCAB; i++) {
-        diff = fmax(diff, fabs(got[i] - want[i]));
-        lo = fmin(lo, want[i]), hi = fmax(hi, want[i]);
-    }
-    return diff / (hi - lo);
+    double range, diff = llm_ref_max_diff(want, got, VOCAB, &range);
+    return diff / range;
 }
 
 /* The prompt through the library: its ids into ids[0 .. *n); then LONG tokens (the prompt's, again

@@ -31,14 +31,7 @@
 #include "nuvec_llm.h"
 #include "quantize.h"
 
-static const char *tmp_path(const char *name)
-{
-    static char path[8][1100];
-    static int next;
-    char *p = path[next++ % 8];
-    snprintf(p, sizeof path[0], "%s/llm_quant_%s", nt_tmp_dir(), name);
-    return p;
-}
+static const char *tmp_path(const char *name) { return llm_tmp_path("llm_quant_", name); }
 
 /* Each quantized file type, the dtype most of its matrices take, and the bounds on the logits'
  * largest difference from the reference's, as a fraction of their range, on the integer-dot and
@@ -175,17 +168,12 @@ static double against_reference(nu_device *d, const char *path, const nu_llm_mod
             continue;
         else
             LLM_OK(nu_llm_model_decode(m, tokens[at], got));
-        double lo = INFINITY, hi = -INFINITY, diff = 0;
-        for (uint32_t i = 0; i < V; i++) {
-            double w = want[(size_t)at * V + i];
-            diff = fmax(diff, fabs(got[i] - w));
-            lo = fmin(lo, w), hi = fmax(hi, w);
-        }
-        assert_true(hi > lo);
-        worst = fmax(worst, diff / (hi - lo));
-        if (!(diff <= bound * (hi - lo)))
+        double range, diff = llm_ref_max_diff(want + (size_t)at * V, got, V, &range);
+        assert_true(range > 0);
+        worst = fmax(worst, diff / range);
+        if (!(diff <= bound * range))
             fail_msg("%s at position %u (%s): logits within %g of the reference's, range %g; %g of it allowed", path, at,
-                     at < P1 + P2 ? "prefill" : "decode", diff, hi - lo, bound);
+                     at < P1 + P2 ? "prefill" : "decode", diff, range, bound);
     }
     free(want);
     free(got);
