@@ -263,11 +263,12 @@ static void mixed_formats_load_as_they_are(void **state)
 /* stories260K (trained weights; rows of 64 and 172): what nuvec quantize makes of it, each file
  * type's fallbacks included (Q4_K_M: Q5_0 and Q8_0; IQ4_XS: IQ4_NL; Q4_0 in blocks, not
  * repacked; F16 for the rows of 172), against the reference on its dequantization, on the
- * default path and on the float path. Measured: 0.014-0.031 of the range on the dot path, whose
+ * default path and on the float path (three file types, for time: the rest run on rows of 256
+ * above). Measured: 0.014-0.031 of the range on the dot path, whose
  * rounding of x to 8 bits costs more on trained activations (llama.cpp's CPU backend, which
  * rounds x likewise, is 0.028-0.045 from its own logits of the dequantized file on the Q4_0
  * one), 5e-7-2e-6 on the float path. */
-static const char *const SHARED_TYPES[] = {"q4_k_m", "q4_0", "q4_1", "q5_1", "iq4_xs"};
+static const char *const SHARED_TYPES[] = {"q4_k_m", "q4_0", "iq4_xs"};
 #define SHARED_COUNT (sizeof SHARED_TYPES / sizeof *SHARED_TYPES)
 
 static void shared_model_formats(void **state)
