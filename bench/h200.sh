@@ -4,6 +4,8 @@
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
 # Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture llm batch
+# memory kquant (memory: issue 29's peak device memory at 4,096 positions beside llama.cpp; kquant:
+# K-quant files by llama-quantize beside llama.cpp; neither in the default list: large model files)
 # (llm and batch are not in the default list: they write 17 GB of model files; see their comments below)
 # ops (nuvec bench ops beside bench/torch_ops.py) matvec (a sweep of the matrix-vector knobs)
 # soa (a sweep of NUVEC_MATVEC_SOA, Q4_0_SOA's matrix-vector knobs; not in the default list)
@@ -23,6 +25,23 @@ ldconfig
 if ! ./build/nuvec info >/dev/null 2>&1; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
+# gpu_peak LABEL CMD...: runs CMD with nvidia-smi sampling the GPU's memory.used every 20 ms;
+# appends "PEAK LABEL: N MiB above idle" to memory.txt (stdout stays CMD's).
+gpu_peak() {
+    local label=$1 base max smi rc samples=/tmp/gpu-peak.$$
+    shift
+    base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 20 >"$samples" &
+    smi=$!
+    "$@"
+    rc=$?
+    kill "$smi"
+    wait "$smi" 2>/dev/null
+    max=$(sort -n "$samples" | tail -1)
+    echo "PEAK $label: $((max - base)) MiB above idle (idle $base MiB, peak $max MiB, $(wc -l <"$samples") samples)" >>"$OUT/memory.txt"
+    rm -f "$samples"
+    return $rc
+}
 steps=${*:-info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture random}
 status=0
 for step in $steps; do
@@ -110,7 +129,9 @@ for step in $steps; do
             ./build/nuvec bench llm --model .device/aidreams260K.gguf -p 16 -n 100 | tee -a "$OUT/llm.txt" || status=1
             bash bench/llamacpp.sh run .device/aidreams260K.gguf -p 16 -n 100 -r 3 | tee -a "$OUT/llm.txt" || status=1
         fi
-        if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+        if [ "${LLM_TORCH:-1}" = 0 ]; then
+            echo "SKIP torch llm: LLM_TORCH=0" | tee -a "$OUT/llm.txt"
+        elif python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
             python3 bench/torch_llm.py --shape llama-7b --hf | tee -a "$OUT/llm.txt" || status=1
         else
             echo "SKIP torch llm: no python3 with torch and CUDA" | tee -a "$OUT/llm.txt"
@@ -126,6 +147,76 @@ for step in $steps; do
             ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 1,4,16,64 --json >"$J/batch-$shape.json" || status=1
             bash bench/llamacpp.sh batched "$f" -npp 512 -ntg 128 -npl 1,4,16,64 | tee "$J/batched-bench-$shape.jsonl" |
                 tee -a "$OUT/batch.txt" || status=1
+        done ;;
+    batchsweep)
+        # Batched decode's kernels: nuvec bench llm --batch with NUVEC_LLM_MATVEC_ROWS (the rows up to
+        # which a decode step runs the matrix-vector kernels; more take the matrix products) set to
+        # each of MATVEC_ROWS (default 8 4 2), 7B Q4_0; then the GPU time of a prefill and of a
+        # 4-row batched decode by kernel (NUVEC_TRACE, bench/trace_table.py).
+        d=${LLM_DIR:-/tmp}
+        f=$d/llama-7b-q4_0.gguf
+        [ -f "$f" ] || ./build/nuvec make-gguf --shape llama-7b --dtype q4_0 --out "$f" || status=1
+        for rows in ${MATVEC_ROWS:-8 4 2}; do
+            echo "NUVEC_LLM_MATVEC_ROWS=$rows" | tee -a "$OUT/batchsweep.txt"
+            NUVEC_LLM_MATVEC_ROWS=$rows ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch ${SWEEP_BATCH:-1,2,4,8,16,64} |
+                tee -a "$OUT/batchsweep.txt" || status=1
+        done
+        for tc in ${TC_SWEEP:-default "wm=1 wn=4 fm=4 fn=1" "wm=1 wn=2 fm=4 fn=1" "wm=1 wn=4 fm=1 fn=1"}; do
+            echo "NUVEC_LLM_MATMUL_ROWS=64 NUVEC_MATMUL_TC=$tc" | tee -a "$OUT/batchsweep.txt"
+            if [ "$tc" = default ]; then tcv=; else tcv=$tc; fi
+            NUVEC_LLM_MATMUL_ROWS=64 NUVEC_MATMUL_TC=$tcv ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 64 |
+                grep -E '^ +64 ' | tee -a "$OUT/batchsweep.txt" || status=1
+        done
+        [ "${SWEEP_TRACE:-1}" = 0 ] && continue
+        NUVEC_TRACE=/tmp/trace-prefill.json ./build/nuvec bench llm --model "$f" -p 512 -n 16 >/dev/null || status=1
+        python3 bench/trace_table.py /tmp/trace-prefill.json --rows 40 >"$OUT/trace-prefill.txt" || status=1
+        NUVEC_TRACE=/tmp/trace-batch.json ./build/nuvec bench llm --model "$f" -p 128 -n 16 --batch 4 >/dev/null || status=1
+        python3 bench/trace_table.py /tmp/trace-batch.json --rows 40 >"$OUT/trace-batch4.txt" || status=1 ;;
+    memory)
+        # Issue 29: peak device memory at 4,096 positions, each sampled by nvidia-smi every 20 ms
+        # (memory.used above the idle level before the run): nuvec generate (F16 KV cache of 4,096
+        # positions, a 3,967-token prompt, 128 tokens) beside llama-bench -p 3967 -n 128 (n_ctx
+        # p + n, F16 cache, flash attention); nuvec's own accounting (device_memory of --json) and
+        # llama.cpp's buffer sizes from its log beside them. Then 7B F16's weights against the file's
+        # size, and bench llm's load to first token. LLM_DIR as llm's.
+        d=${LLM_DIR:-/tmp}
+        ids=$(python3 -c 'import random; r = random.Random(0); print(",".join(str(r.randrange(3, 32000)) for _ in range(3967)))')
+        for shape in llama-7b llama-8b; do
+            f=$d/$shape-q4_0.gguf
+            [ -f "$f" ] || ./build/nuvec make-gguf --shape "$shape" --dtype q4_0 --out "$f" || status=1
+            gpu_peak "nuvec generate $shape q4_0, 4096 positions" ./build/nuvec generate "$f" --tokens "$ids" -n 128 \
+                --kv-f16 --max-positions 4096 --json >"$J/memory-nuvec-$shape.json" || status=1
+            python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d["device_memory"]; print("nuvec accounting MiB:", {k: round(v / 2**20, 1) for k, v in m.items()}, "tokens", d["tokens"])' \
+                "$J/memory-nuvec-$shape.json" >>"$OUT/memory.txt"
+            gpu_peak "llama.cpp $shape q4_0, 4095 positions" bash bench/llamacpp.sh run "$f" -p 3967 -n 128 -r 1 --no-ttft \
+                >"$J/memory-llamacpp-$shape.json" || status=1
+            grep -E "buffer size|KV.*size|llama_kv_cache" .peer/run.log | sed 's/^/llama.cpp log: /' | sort -u >>"$OUT/memory.txt"
+        done
+        f=$d/llama-7b-f16.gguf
+        [ -f "$f" ] || ./build/nuvec make-gguf --shape llama-7b --dtype f16 --out "$f" || status=1
+        gpu_peak "nuvec bench llm llama-7b f16, 641 positions" ./build/nuvec bench llm --model "$f" --json \
+            >"$J/memory-nuvec-f16.json" || status=1
+        python3 -c 'import json,os,sys; d=json.load(open(sys.argv[1])); m=d["device_memory"]; s=os.path.getsize(sys.argv[2]); print("7B F16: weights %d B, file %d B, weights / file %.4f; device open to first token %.0f ms, model open to first token %.0f ms" % (m["weights"], s, m["weights"] / s, d["device_open_to_first_token_ms"], d["open_to_first_token_ms"]))' \
+            "$J/memory-nuvec-f16.json" "$f" >>"$OUT/memory.txt"
+        cat "$OUT/memory.txt" ;;
+    kquant)
+        # Issue 23's benchmark: make-gguf F16 files (KQ_SHAPES, default llama-7b) quantized by
+        # llama-quantize (bench/llamacpp.sh quantize; KQ_TYPES, default Q4_K_M Q5_K_M Q6_K), then
+        # nuvec bench llm beside llama-bench on each (pp512, tg128); each quantized file removed
+        # after its runs (disk).
+        d=${LLM_DIR:-/tmp}
+        for shape in ${KQ_SHAPES:-llama-7b}; do
+            f=$d/$shape-f16.gguf
+            [ -f "$f" ] || ./build/nuvec make-gguf --shape "$shape" --dtype f16 --out "$f" || status=1
+            for t in ${KQ_TYPES:-Q4_K_M Q5_K_M Q6_K}; do
+                q=$d/$shape-$t.gguf
+                start=$(date +%s)
+                bash bench/llamacpp.sh quantize "$f" "$q" "$t" || { status=1; continue; }
+                echo "=== $shape $t (llama-quantize $(( $(date +%s) - start )) s, $(stat -c %s "$q") bytes)" | tee -a "$OUT/kquant.txt"
+                ./build/nuvec bench llm --model "$q" | tee -a "$OUT/kquant.txt" || status=1
+                bash bench/llamacpp.sh run "$q" -r 3 --no-ttft | tee "$J/kquant-llamacpp-$shape-$t.json" | tee -a "$OUT/kquant.txt" || status=1
+                rm -f "$q"
+            done
         done ;;
     upload)
         f=${UPLOAD_FILE:-/tmp/nuvec-upload.safetensors}

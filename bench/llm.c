@@ -21,6 +21,7 @@
 #include "llm_memory.h"
 #include "make_gguf.h"
 #include "nuvec_llm.h"
+#include "tool_error.h"
 
 static void usage(FILE *f)
 {
@@ -272,7 +273,7 @@ int bench_llm(int argc, char **argv)
         make_gguf_options mo = {.shape = s, .dtype = dt, .path = tmp_path, .seed = 1};
         uint64_t data = 0;
         if (make_gguf(&mo, &data) != NU_OK) {
-            fprintf(stderr, "nuvec bench llm: writing %s: %s\n", tmp_path, nu_error_message(NULL));
+            fprintf(stderr, "nuvec bench llm: writing %s: %s\n", tmp_path, tool_error_message());
             return 1;
         }
         model_path = tmp_path;

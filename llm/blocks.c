@@ -19,7 +19,7 @@ void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, bool w16, size_t
         [NU_LLM_A_X] = R * D * 4, [NU_LLM_A_XN] = R * D * 4, [NU_LLM_A_Q] = R * Q * 4, [NU_LLM_A_K] = R * KV * 4,
         [NU_LLM_A_V] = R * KV * 4, [NU_LLM_A_ATT] = R * Q * 4, [NU_LLM_A_TMP] = R * D * 4,
         [NU_LLM_A_GATE] = R * F * 4, [NU_LLM_A_UP] = R * F * 4,
-        [NU_LLM_A_QKV] = (R < NU_MATVEC_MAX_ROWS ? R : NU_MATVEC_MAX_ROWS) * (Q + 2 * KV) * 4,
+        [NU_LLM_A_QKV] = R * (Q + 2 * KV) * 4,
         [NU_LLM_A_GU] = 2 * F * 4, [NU_LLM_A_H16] = R * widest * 2, [NU_LLM_A_Q16] = R * Q * 2,
         /* a layer's largest matrix as F16 (prefill of block weights) */
         [NU_LLM_A_W16] = w16 ? D * (Q > F ? Q : F) * 2 : 4};
@@ -38,16 +38,48 @@ static nu_tensor view3(nu_buffer *b, int64_t rows, int64_t heads, int64_t dim)
     return nu_tensor_make(b, 0, NU_DTYPE_F32, 3, s);
 }
 
+/* nu_op_matvec_fused over the pass's rows, p->matvec_rows at a time: a batched decode step of more
+ * rows than one product takes reads the weights once a group (dst, x and the residual sliced
+ * alike; the norm and the GLU are per row). */
+static nu_status mv(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
+                    const nu_matvec_desc *desc)
+{
+    int64_t m = x->shape[0], g = p->matvec_rows ? p->matvec_rows : NU_MATVEC_MAX_ROWS;
+    if (m <= g)
+        return nu_op_matvec_fused(p->c, y, w, x, desc);
+    for (int64_t r = 0; r < m; r += g) {
+        int64_t rows = m - r < g ? m - r : g;
+        nu_tensor xs, ys, rs;
+        nu_matvec_desc sub = *desc;
+        TRY(nu_tensor_slice(x, 0, r, rows, &xs));
+        TRY(nu_tensor_slice(y, 0, r, rows, &ys));
+        if (desc->residual) {
+            TRY(nu_tensor_slice(desc->residual, 0, r, rows, &rs));
+            sub.residual = &rs;
+        }
+        TRY(nu_op_matvec_fused(p->c, &ys, w, &xs, &sub));
+    }
+    return NU_OK;
+}
+
 /* y = x w^T: matvec for decode's few rows, else the matrix product; in a prefill pass with F16
  * inputs, block (and Q4_0_SOA) weights are dequantized to F16 first (into A_W16, one matrix at a
  * time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the product that
  * dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149 TFLOP/s). */
 static nu_status linear(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x)
 {
-    if (p->rows <= NU_MATVEC_MAX_ROWS)
-        return nu_op_matvec(p->c, y, w, x);
-    bool soa = w->dtype == NU_DTYPE_Q4_0_SOA; /* the products take it only as F16 */
+    if (p->rows <= p->matvec_rows || (p->graph && p->rows < p->matmul_rows)) {
+        static const nu_matvec_desc none;
+        return mv(p, y, w, x, &none);
+    }
+    bool soa = w->dtype == NU_DTYPE_Q4_0_SOA;
     bool block = nu_dtype_block_elements(w->dtype) > 1;
+    /* Q4_0_SOA as it is where the matrix units take it (F16 inputs, a device with them): a batched
+     * decode step's few rows then read the weights once instead of a dequantized copy made and
+     * read each step; prefill passes (command buffers) keep the copy, faster at their many rows. Elsewhere the
+     * product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording anything. */
+    if (soa && p->graph && x->dtype == NU_DTYPE_F16 && nu_op_matmul(p->c, y, x, w, NULL) == NU_OK)
+        return NU_OK;
     if (!soa && !(p->w16 && block))
         return nu_op_matmul(p->c, y, x, w, NULL);
     nu_tensor w16 = nu_tensor_make(p->act[NU_LLM_A_W16], 0, NU_DTYPE_F16, 2, w->shape);
@@ -136,7 +168,7 @@ static nu_status attention_fused(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
     if (w->qkv_stacked) { /* one product into [q | k | v] a row */
         int64_t all = (H + 2 * KVH) * HD, qs[3] = {R, H, HD}, ks[3] = {R, KVH, HD};
         nu_tensor qkv = view2(a[NU_LLM_A_QKV], R, all);
-        TRY(nu_op_matvec_fused(p->c, &qkv, &w->qkv, &x, &in));
+        TRY(mv(p, &qkv, &w->qkv, &x, &in));
         q3 = nu_tensor_make(a[NU_LLM_A_QKV], 0, NU_DTYPE_F32, 3, qs);
         k3 = nu_tensor_make(a[NU_LLM_A_QKV], (uint64_t)(H * HD) * 4, NU_DTYPE_F32, 3, ks);
         v3 = nu_tensor_make(a[NU_LLM_A_QKV], (uint64_t)((H + KVH) * HD) * 4, NU_DTYPE_F32, 3, ks);
@@ -147,15 +179,15 @@ static nu_status attention_fused(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
                   v2 = view2(a[NU_LLM_A_V], R, KVH * HD);
         q3 = view3(a[NU_LLM_A_ATT], R, H, HD), k3 = view3(a[NU_LLM_A_K], R, KVH, HD);
         v3 = view3(a[NU_LLM_A_V], R, KVH, HD);
-        TRY(nu_op_matvec_fused(p->c, &q2, &w->w[NU_LLM_W_Q], &x, &in));
-        TRY(nu_op_matvec_fused(p->c, &k2, &w->w[NU_LLM_W_K], &x, &in));
-        TRY(nu_op_matvec_fused(p->c, &v2, &w->w[NU_LLM_W_V], &x, &in));
+        TRY(mv(p, &q2, &w->w[NU_LLM_W_Q], &x, &in));
+        TRY(mv(p, &k2, &w->w[NU_LLM_W_K], &x, &in));
+        TRY(mv(p, &v2, &w->w[NU_LLM_W_V], &x, &in));
     }
     nu_tensor qr = view3(a[NU_LLM_A_Q], R, H, HD), att3 = view3(a[NU_LLM_A_ATT], R, H, HD);
     TRY(rope_and_attend(p, layer, &q3, &k3, &v3, &qr, &att3));
     nu_tensor att2 = view2(a[NU_LLM_A_ATT], R, H * HD);
     nu_matvec_desc add = {.residual = &x};
-    return nu_op_matvec_fused(p->c, &x, &w->w[NU_LLM_W_O], &att2, &add); /* x += att Wo^T */
+    return mv(p, &x, &w->w[NU_LLM_W_O], &att2, &add); /* x += att Wo^T */
 }
 
 nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer)
@@ -202,9 +234,9 @@ nu_status nu_llm__blk_ffn_swiglu(nu_llm_pass *p, const nu_llm_layer_w *w)
     if (p->fused) {
         nu_matvec_desc in = {.norm_weight = &w->w[NU_LLM_W_FFN_NORM], .norm_eps = c->rms_eps,
                              .glu_up = &w->w[NU_LLM_W_UP]};
-        TRY(nu_op_matvec_fused(p->c, &h, &w->w[NU_LLM_W_GATE], &x, &in));
+        TRY(mv(p, &h, &w->w[NU_LLM_W_GATE], &x, &in));
         nu_matvec_desc add = {.residual = &x};
-        return nu_op_matvec_fused(p->c, &x, &w->w[NU_LLM_W_DOWN], &h, &add); /* x += h Wd^T */
+        return mv(p, &x, &w->w[NU_LLM_W_DOWN], &h, &add); /* x += h Wd^T */
     }
     TRY(norm(p, &w->w[NU_LLM_W_FFN_NORM]));
     nu_tensor xn = view2(a[NU_LLM_A_XN], R, D), tmp = view2(a[NU_LLM_A_TMP], R, D), in, gin;
@@ -251,7 +283,7 @@ nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu
     TRY(nu_tensor_slice(&x, 0, first, out_rows, &last));
     if (p->fused) {
         nu_matvec_desc in = {.norm_weight = out_norm, .norm_eps = c->rms_eps};
-        TRY(nu_op_matvec_fused(p->c, logits, output, &last, &in));
+        TRY(mv(p, logits, output, &last, &in));
     } else {
         nu_tensor xl = view2(p->act[NU_LLM_A_XN], out_rows, D);
         TRY(nu_op_rms_norm(p->c, &xl, &last, out_norm, c->rms_eps));

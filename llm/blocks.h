@@ -63,7 +63,10 @@ struct nu_llm_pass {
     bool graph;               /* recording a graph: positions are launch parameters */
     uint32_t max_kv;          /* graph: the most keys a launch attends to (attention's split count) */
     nu_llm_layer_params *params; /* graph: one a layer, filled as the ops are recorded */
-    bool fused;               /* the fused decode layer (rows <= NU_MATVEC_MAX_ROWS, fusion on) */
+    uint32_t matvec_rows;     /* rows a matrix-vector product takes at a time */
+    uint32_t matmul_rows;     /* decode graphs of at least this many rows take the matrix products */
+    bool fused;               /* the fused layer (fusion on; rows <= matvec_rows, or a decode graph
+                               * of fewer than matmul_rows rows) */
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
     bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
     bool pending;             /* tmp holds a block's output not yet added to x */

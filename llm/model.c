@@ -88,8 +88,17 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         o->greedy_on_cpu = true;
     nu_status st;
     if ((st = env_u32("NUVEC_LLM_GREEDY_DEPTH", 1, NU_LLM_GREEDY_MAX_DEPTH, &o->greedy_depth)) != NU_OK ||
-        (st = env_u32("NUVEC_LLM_GREEDY_UNROLL", 1, NU_LLM_GREEDY_MAX_UNROLL, &o->greedy_unroll)) != NU_OK)
+        (st = env_u32("NUVEC_LLM_GREEDY_UNROLL", 1, NU_LLM_GREEDY_MAX_UNROLL, &o->greedy_unroll)) != NU_OK ||
+        (st = env_u32("NUVEC_LLM_MATVEC_ROWS", 1, NU_MATVEC_MAX_ROWS, &o->matvec_rows)) != NU_OK ||
+        (st = env_u32("NUVEC_LLM_MATMUL_ROWS", 2, 32768, &o->matmul_rows)) != NU_OK)
         return st;
+    if (!o->matmul_rows)
+        o->matmul_rows = 64;
+    if (!o->matvec_rows)
+        o->matvec_rows = NU_MATVEC_MAX_ROWS;
+    if (o->matvec_rows > NU_MATVEC_MAX_ROWS)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: matvec_rows %u; 1 to %d", o->matvec_rows,
+                            NU_MATVEC_MAX_ROWS);
     if (!o->greedy_depth)
         o->greedy_depth = 2;
     if (!o->greedy_unroll)
@@ -273,7 +282,8 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     uint32_t chunk = o.prefill_chunk ? o.prefill_chunk : 512;
     nu_llm_weights_options wo = {o.weights_f16, o.repack_q4_0 >= 0, o.stack_weights >= 0, o.keep_load_cache};
     nu_llm_runner_options ro = {chunk < positions ? chunk : positions, o.fusion >= 0, o.prefill_f16 > 0,
-                                o.decode_by_commands, o.greedy_depth, o.greedy_unroll, o.greedy_on_cpu};
+                                o.decode_by_commands, o.greedy_depth, o.greedy_unroll, o.greedy_on_cpu,
+                                o.matvec_rows, o.matmul_rows};
     if ((st = check_fit(m, &o, &wo, &ro, positions)) != NU_OK)
         goto fail;
     m->measure_peaks = o.measure_peaks;

@@ -98,8 +98,9 @@ static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, 
 static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, uint32_t slot, uint32_t start)
 {
     nu_llm_pass p = {.c = c, .hp = r->hp, .kv = r->kv, .rows = rows, .slot = slot, .start = start};
-    p.fused = r->o.fusion && rows <= NU_MATVEC_MAX_ROWS;
-    p.f16_inputs = r->o.prefill_f16 && rows > NU_MATVEC_MAX_ROWS;
+    p.matvec_rows = r->o.matvec_rows, p.matmul_rows = r->o.matmul_rows;
+    p.fused = r->o.fusion && rows <= r->o.matvec_rows;
+    p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
     p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
     return p;
@@ -519,6 +520,8 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         nu_llm_pass p = make_pass(r, rec, rows, 0, 0);
         memcpy(p.act, b->act, sizeof p.act);
         p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
+        p.fused = r->o.fusion && rows < r->o.matmul_rows;
+        p.f16_inputs = r->o.prefill_f16 && rows >= r->o.matmul_rows;
         p.positions = i32_rows(b->positions, rows, 1), p.slots = i32_rows(b->slots, rows, 1);
         nu_tensor ids = i32_rows(b->tokens, rows, 1), next = i32_rows(b->ids, rows, 2);
         int64_t shape[2] = {rows, (int64_t)V};

@@ -35,6 +35,8 @@ typedef struct nu_llm_runner_options {
     uint32_t greedy_depth;  /* 1 .. NU_LLM_GREEDY_MAX_DEPTH */
     uint32_t greedy_unroll; /* 1 .. NU_LLM_GREEDY_MAX_UNROLL */
     bool greedy_on_cpu;     /* greedy decode reads the logits back each token */
+    uint32_t matvec_rows;   /* rows a matrix-vector product takes at a time; passes of no more: fused */
+    uint32_t matmul_rows;   /* batched decode graphs of at least this many rows: the matrix products */
 } nu_llm_runner_options;
 
 typedef struct nu_llm_runner nu_llm_runner;

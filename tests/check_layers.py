@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """check_layers.py [SRC_DIR] [--graph]: fails when an include in src/ points up a layer or closes a cycle,
 or when the llm/ component beside src/ includes anything but public headers and its own, or one of its
-parts includes a part above it (LLM_RANKS) or closes a cycle.
+parts includes a part above it (LLM_RANKS) or closes a cycle, or when a file of tools/ (the nuvec
+command) includes anything but public headers (nuvec's and libnuvec_llm's) and tools/' own.
+(bench/ is not checked: its benchmarks compare nuvec with hand-written Vulkan through src/'s device.)
 
 src/ is layered; a file may include headers of its own layer and of the layers below it, and the
 public headers (nuvec.h, nuvec/*.h). Layers of one rank (kernel, debug) may not include each other.
@@ -46,6 +48,7 @@ LLM_RANKS = {
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]')
 SYSTEM_VULKAN = re.compile(r'^\s*#\s*include\s+<vulkan/')
+INTERNAL_NAME = re.compile(r'\bnu__[a-z]\w*')  # src/'s internal non-static names (nu__fail)
 
 
 def module(path):
@@ -68,13 +71,9 @@ def check_component(src, comp):
     nuvec/*.h, system headers and its own headers (beside them or under its include/), never a
     header of src/. Returns (files, errors)."""
     errors = []
-    files = []
+    files = source_files(comp)
     arrows = []
-    for root, _, names in os.walk(comp):
-        for name in sorted(names):
-            if name.endswith((".c", ".h")):
-                files.append(os.path.join(root, name))
-    for path in sorted(files):
+    for path in files:
         rel = os.path.relpath(path, os.path.dirname(comp))
         with open(path, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
@@ -106,6 +105,50 @@ def check_component(src, comp):
                 else:
                     arrows.append((inner, tgt))
     errors += [f"llm/: cycle between modules: {' -> '.join(c)}" for c in cycles(arrows)]
+    return files, errors
+
+
+def source_files(top):
+    """The .c and .h files under top, sorted."""
+    files = []
+    for root, _, names in os.walk(top):
+        files += [os.path.join(root, n) for n in names if n.endswith((".c", ".h"))]
+    return sorted(files)
+
+
+def check_tools(src, tools, llm):
+    """tools/ is written against the public API: its files may include system headers, nuvec.h,
+    nuvec/*.h, libnuvec_llm's public headers (llm/include: nuvec_llm.h, nuvec_llm/*.h) and tools/'
+    own headers (beside the file, or from tools/: "serve/prompt.h"), never a header of src/ or an
+    internal one of llm/. Returns (files, errors)."""
+    errors = []
+    files = source_files(tools)
+    for path in files:
+        rel = os.path.relpath(path, os.path.dirname(tools))
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                code = line.split("//")[0]
+                if INTERNAL_NAME.search(code) and not code.lstrip().startswith(("/*", "*")):
+                    errors.append(f"{rel}:{n}: names {INTERNAL_NAME.search(code).group(0)}, an internal of src/: "
+                                  f"tools/ calls the public API only")
+                m = ANY_INCLUDE.match(line)
+                if not m or m.group(1) != '"':
+                    continue  # not an include, or a system header
+                target = m.group(2)
+                if target == "nuvec.h" or target.startswith("nuvec/"):
+                    continue  # nuvec's public API
+                if ".." in target.split("/") or os.path.exists(os.path.join(src, target)):
+                    errors.append(f"{rel}:{n}: includes \"{target}\", a header of src/: tools/ sees public headers "
+                                  f"only (nuvec.h, nuvec/*.h, nuvec_llm.h); use the public API or a helper in tools/")
+                    continue
+                own = [os.path.join(os.path.dirname(path), target), os.path.join(tools, target)]
+                if any(os.path.exists(o) for o in own) or os.path.exists(os.path.join(llm, "include", target)):
+                    continue  # tools/' own, or libnuvec_llm's public header
+                if os.path.exists(os.path.join(llm, target)):
+                    errors.append(f"{rel}:{n}: includes \"{target}\", an internal header of llm/: tools/ sees "
+                                  f"libnuvec_llm's public headers only (llm/include)")
+                else:
+                    errors.append(f"{rel}:{n}: \"{target}\" is neither a public header nor one of tools/'")
     return files, errors
 
 
@@ -196,6 +239,12 @@ def main(argv):
         comp_files, comp_errors = check_component(src, comp)
         errors += comp_errors
 
+    tools = os.path.join(src, "..", "tools")
+    tool_files = []
+    if os.path.isdir(tools):
+        tool_files, tool_errors = check_tools(src, tools, comp)
+        errors += tool_errors
+
     up = sum(1 for a, b in arrows
              if a.split(os.sep)[0] in LAYERS and LAYERS[b.split("/")[0]] > LAYERS[a.split(os.sep)[0]])
     largest = max((len(c) for c in comps), default=0)
@@ -203,7 +252,8 @@ def main(argv):
         for a, b in arrows:
             print(f"{a} -> {b}")
     print(f"src/: {len(files)} files, {len(arrows)} include arrows, {up} up a layer, "
-          f"{len(comps)} cycles (largest {largest} modules); llm/: {len(comp_files)} files")
+          f"{len(comps)} cycles (largest {largest} modules); llm/: {len(comp_files)} files; "
+          f"tools/: {len(tool_files)} files")
     for e in errors:
         print("layering: " + e, file=sys.stderr)
     return 1 if errors else 0

@@ -12,6 +12,7 @@
 #include "gguf_write.h"
 #include "harness.h"
 #include "nuvec_llm.h"
+#include "tool_error.h"
 
 static uint8_t *read_file(const char *path, size_t *size)
 {
@@ -233,7 +234,7 @@ bool llm_copy_gguf(const char *src, const char *dst, const llm_gguf_edit *e)
     if (st == NU_OK)
         st = gguf_writer_finish(w);
     if (st != NU_OK)
-        fprintf(stderr, "llm_copy_gguf: writing %s: %s\n", dst, nu_error_message(NULL));
+        fprintf(stderr, "llm_copy_gguf: writing %s: %s\n", dst, tool_error_message());
     gguf_writer_free(w);
     nu_gguf_close(g);
     nu_gguf_close(from);

@@ -17,6 +17,7 @@
 #include "core/host.h"
 #include "gguf_write.h"
 #include "make_gguf.h"
+#include "tool_error.h"
 
 static char *tmp_path(const char *name)
 {
@@ -981,7 +982,7 @@ static void make_gguf_tiny_reads_back(void **state)
     bad.dtype = NU_DTYPE_F16;
     bad.path = "/nonexistent/dir/x.gguf";
     NT_STATUS(NU_ERROR_IO, make_gguf(&bad, NULL));
-    assert_non_null(strstr(nu_error_message(NULL), "/nonexistent/dir/x.gguf"));
+    assert_non_null(strstr(tool_error_message(), "/nonexistent/dir/x.gguf"));
 }
 
 /* ---- the real models ---- */

@@ -20,6 +20,7 @@
 #include "llm_util.h"
 #include "make_gguf.h"
 #include "nuvec_llm.h"
+#include "tool_error.h"
 
 /* Keys to add, by type. */
 #define KEY_U32(k, v) ((llm_gguf_key){(k), NU_GGUF_UINT32, (v), false, NULL})
@@ -208,7 +209,7 @@ static const char *random_model(const char *name, const make_gguf_shape *shape)
     make_gguf_options o = {.shape = shape, .dtype = NU_DTYPE_F32, .path = path, .seed = 7, .threads = 1};
     nu_status st = make_gguf(&o, NULL);
     if (st != NU_OK)
-        fail_msg("make_gguf %s: %s", name, nu_error_message(NULL));
+        fail_msg("make_gguf %s: %s", name, tool_error_message());
     return path;
 }
 

@@ -144,9 +144,11 @@ static nu_status record_matvec(nu_commands *c, void *arg)
 /* Whether the SOA kernel takes its dot path (src/ops/matvec_soa.c: the device's integer dot products,
  * subgroup arithmetic and shuffles, subgroups of a multiple of 8, and x's rows in shared memory: 40
  * bytes a block and row, K / 32 rounded up to 64, plus the norm's sums (local / 8 * m floats) and a
- * few more). */
+ * few more: where all m rows do not fit but one does, the product runs over groups of rows that do,
+ * each on the dot path). */
 static bool soa_dot(nu_device *d, int64_t m, int64_t k, bool norm, const nu_matvec_tune *tune)
 {
+    m = 1;
     const nu_device_info *in = nu_device_get_info(d);
     uint64_t cap = (uint64_t)((k / 32 + 63) / 64 * 64), local = tune->local ? tune->local : 1024;
     uint64_t shared = 40ull * (uint64_t)m * cap + 4ull * (1 + (norm ? local / 8 * (uint64_t)m : 1) + (uint64_t)m);
@@ -461,7 +463,7 @@ static void refuses_what_it_cannot_do(void **state)
     assert_non_null(strstr(nu_error_message(NULL), "columns cannot be sliced"));
     /* matmul and gather keep Q4_0. */
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &x.t, &s.t, NULL));
-    assert_non_null(strstr(nu_error_message(NULL), "Q4_0_SOA, which only nu_op_matvec"));
+    assert_non_null(strstr(nu_error_message(NULL), "Q4_0_SOA, which the products read only on the matrix units"));
     int32_t ids[1] = {1};
     nt_tensor id = nt_tensor_i32(d, ids, 1, 0, 1);
     int64_t gd[2] = {1, 512};
@@ -512,6 +514,103 @@ static void refuses_what_it_cannot_do(void **state)
     nt_close(d);
 }
 
+/* nu_op_matmul reads Q4_0_SOA on the matrix units (kernels/matmul/matmul_coopmat.comp: a batched
+ * decode step's products against the repacked matrices): F16 a times the SOA tensor gives exactly
+ * what the same product against the Q4_0 tensor it was made from gives (the kernel decodes both
+ * into the same F16 tiles), for batched decode's few rows and a prefill's many, whole tiles and
+ * edges, aligned and unaligned tensors. Skipped, saying so, without matrix units (lavapipe),
+ * where the refusal is checked instead (refuses_what_it_cannot_do). */
+static nu_status record_two_products(nu_commands *c, void *arg)
+{
+    const nu_tensor **t = arg; /* want, got, a, Q4_0, SOA */
+    nu_status st = nu_op_matmul(c, t[0], t[2], t[3], NULL);
+    return st != NU_OK ? st : nu_op_matmul(c, t[1], t[2], t[4], NULL);
+}
+
+static void matmul_on_the_matrix_units_reads_it_as_q4_0(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open_matrix_units("matmul_on_the_matrix_units_reads_it_as_q4_0");
+    assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0);
+    uint64_t seed = 21;
+    const int64_t shapes[5][3] = {{4, 4096, 256}, {16, 200, 512}, {64, 256, 1024}, {130, 77, 256}, {1, 33, 768}};
+    for (int c = 0; c < 5; c++) {
+        int64_t m = shapes[c][0], n = shapes[c][1], k = shapes[c][2], as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n};
+        nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 2, as, 0, -1, 1, &seed);
+        nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, bs, 0, -1, 1, &seed);
+        soa_tensor s = repack(d, &q.t, c % 2 ? 2 : 0);
+        nt_tensor want = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0), got = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+        const nu_tensor *ts[5] = {&want.t, &got.t, &a.t, &q.t, &s.t};
+        nt_run(d, record_two_products, ts);
+        nt_tensor_download(&want);
+        nt_tensor_download(&got);
+        for (int64_t i = 0; i < m * n; i++)
+            if (memcmp(&want.values[i], &got.values[i], sizeof(float)))
+                fail_msg("[%lld, %lld] x [%lld, %lld]^T: element %lld is %.9g against Q4_0's %.9g", (long long)m,
+                         (long long)k, (long long)n, (long long)k, (long long)i, got.values[i], want.values[i]);
+        soa_free(&s);
+        nt_tensor_free(&a);
+        nt_tensor_free(&q);
+        nt_tensor_free(&want);
+        nt_tensor_free(&got);
+    }
+    unsetenv("NUVEC_MATMUL_TC");
+    NT_OK(nu_device_close(d));
+}
+
+/* x's quantized rows too many for shared memory (40 bytes a block a row), one row fitting: the
+ * product runs the dot path over groups of rows (src/ops/matvec_soa.c, by_row_groups), so its
+ * results are those of one product a row (to the order of the partial sums), the fused norm and
+ * residual included. */
+static nu_status record_rows(nu_commands *c, void *arg)
+{
+    const nu_tensor **t = arg; /* dst, weight, x, norm weight, residual, then rows one by one */
+    nu_matvec_desc desc = {.norm_weight = t[3], .norm_eps = 1e-5f, .residual = t[4]};
+    return nu_op_matvec_fused(c, t[0], t[1], t[2], &desc);
+}
+
+static void rows_beyond_shared_memory_in_groups(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const nu_device_info *in = nu_device_get_info(d);
+    uint64_t seed = 31;
+    int64_t m = 8, n = 24;
+    int64_t k = (int64_t)(in->max_shared_memory / (40u * 7u) * 32u + 255) / 256 * 256; /* 7 rows overflow */
+    int64_t xs[2] = {m, k}, ws[2] = {n, k}, ds[2] = {m, n}, gs[1] = {k};
+    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, ws, 0, -1, 1, &seed);
+    nt_tensor g = nt_tensor_random(d, NU_DTYPE_F32, 1, gs, 0, 0.5, 1.5, &seed);
+    nt_tensor all = nt_tensor_random(d, NU_DTYPE_F32, 2, ds, 0, -1, 1, &seed);
+    nt_tensor one = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    NT_OK(nu_buffer_write(one.t.buffer, one.t.offset, all.values, (size_t)(m * n) * 4)); /* the same residual */
+    soa_tensor s = repack(d, &q.t, 0);
+    const nu_tensor *ts[5] = {&all.t, &s.t, &x.t, &g.t, &all.t};
+    nt_run(d, record_rows, ts);
+    for (int64_t r = 0; r < m; r++) {
+        nu_tensor xr, dr;
+        NT_OK(nu_tensor_slice(&x.t, 0, r, 1, &xr));
+        NT_OK(nu_tensor_slice(&one.t, 0, r, 1, &dr));
+        const nu_tensor *tr[5] = {&dr, &s.t, &xr, &g.t, &dr};
+        nt_run(d, record_rows, tr);
+    }
+    nt_tensor_download(&all);
+    nt_tensor_download(&one);
+    /* The same arithmetic but for the order of the partial sums (the split of a row group's lanes
+     * depends on the rows a dispatch takes). */
+    for (int64_t i = 0; i < m * n; i++)
+        if (fabsf(all.values[i] - one.values[i]) > 1e-5f * (1.0f + fabsf(one.values[i])))
+            fail_msg("k %lld: element %lld of 8 rows at once is %.9g, row by row %.9g", (long long)k, (long long)i,
+                     all.values[i], one.values[i]);
+    soa_free(&s);
+    nt_tensor_free(&x);
+    nt_tensor_free(&q);
+    nt_tensor_free(&g);
+    nt_tensor_free(&all);
+    nt_tensor_free(&one);
+    nt_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -520,6 +619,8 @@ int main(void)
         cmocka_unit_test(fused_forms_match_the_reference),
         cmocka_unit_test(knobs_and_large_n),
         cmocka_unit_test(refuses_what_it_cannot_do),
+        cmocka_unit_test(rows_beyond_shared_memory_in_groups),
+        cmocka_unit_test(matmul_on_the_matrix_units_reads_it_as_q4_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include "harness.h"
 #include "make_gguf.h"
 #include "quantize.h"
+#include "tool_error.h"
 
 /* ---- blocks made by hand ---- */
 
@@ -622,7 +623,7 @@ static void mix_per_tensor(void **state)
     assert_int_equal(got, NU_DTYPE_Q4_K);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, quant_choose(&o, &m7b, &walk, "token_embd.weight", 2, narrow, NU_DTYPE_F32, &got,
                                                       note, sizeof note));
-    assert_non_null(strstr(nu_error_message(NULL), "token_embd.weight"));
+    assert_non_null(strstr(tool_error_message(), "token_embd.weight"));
     o = (quant_options){quant_find_preset("q4_k_m"), NU_DTYPE_COUNT, NU_DTYPE_COUNT, true};
     NT_OK(quant_choose(&o, &m7b, &walk, "output.weight", 2, wide, NU_DTYPE_F32, &got, note, sizeof note));
     assert_int_equal(got, NU_DTYPE_Q4_K);
@@ -714,7 +715,7 @@ static void quantize_a_file(void **state)
     remove(out);
     r.mix.embedding_type = NU_DTYPE_Q4_K;
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, qz_quantize(&r, &res));
-    assert_non_null(strstr(nu_error_message(NULL), "token_embd.weight"));
+    assert_non_null(strstr(tool_error_message(), "token_embd.weight"));
     FILE *f = fopen(out, "rb");
     assert_null(f);
     r.mix.embedding_type = NU_DTYPE_COUNT;

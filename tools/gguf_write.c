@@ -6,10 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/error.h"
-#include "core/half.h"
-#include "core/half.h"
 #include "gguf_write.h"
+#include "tool_error.h"
 
 #define OUT_BUFFER (8u << 20)
 
@@ -40,7 +38,7 @@ struct gguf_writer {
 
 static nu_status fail(gguf_writer *w, nu_status st, const char *fmt, const char *a, const char *b)
 {
-    nu__fail(NULL, st, fmt, a, b);
+    tool_fail(st, fmt, a, b);
     if (w && w->failed == NU_OK)
         w->failed = st;
     return st;
@@ -95,7 +93,7 @@ nu_status gguf_writer_new(uint32_t alignment, gguf_writer **out)
 {
     *out = NULL;
     if (alignment & (alignment - 1))
-        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "gguf writer: alignment %u is not a power of two", alignment);
+        return tool_fail(NU_ERROR_INVALID_ARGUMENT, "gguf writer: alignment %u is not a power of two", alignment);
     gguf_writer *w = calloc(1, sizeof *w);
     if (!w)
         return oom(NULL);
@@ -326,7 +324,7 @@ static nu_status io_fail(gguf_writer *w, const char *what)
 {
     char why[128];
     const char *reason = strerror_r(errno, why, sizeof why);
-    nu__fail(NULL, NU_ERROR_IO, "gguf writer: '%s': cannot %s: %s", w->path ? w->path : "?", what, reason);
+    tool_fail(NU_ERROR_IO, "gguf writer: '%s': cannot %s: %s", w->path ? w->path : "?", what, reason);
     if (w->failed == NU_OK)
         w->failed = NU_ERROR_IO;
     return NU_ERROR_IO;
@@ -462,11 +460,52 @@ nu_status gguf_writer_finish(gguf_writer *w)
     return st;
 }
 
-/* ---- conversions ---- */
+/* ---- conversions ----
+ * On nuvec's CPU codecs (nuvec/quant.h), which round as every writer in nuvec does; they refuse
+ * a NaN or a value that rounds to an infinity, which these give as IEEE's conversion does. */
 
-uint16_t gguf_f32_to_f16(float x) { return nu__f32_to_f16(x); }
-float gguf_f16_to_f32(uint16_t h) { return nu__f16_to_f32(h); }
-uint16_t gguf_f32_to_bf16(float x) { return nu__f32_to_bf16(x); }
+static uint32_t bits_of(float x)
+{
+    uint32_t f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+uint16_t gguf_f32_to_f16(float x)
+{
+    uint16_t h;
+    if (fabsf(x) < 65520.0f && nu_quantize(NU_DTYPE_F16, &x, &h, 1, NULL) == NU_OK) /* NaN: false */
+        return h;
+    /* An infinity (what rounds above 65504 too), or a NaN made quiet with its payload's top bits. */
+    uint32_t f = bits_of(x);
+    return (uint16_t)(((f >> 16) & 0x8000u) | 0x7C00u | (isnan(x) ? 0x200u | ((f & 0x7FFFFFu) >> 13) : 0));
+}
+
+uint16_t gguf_f32_to_bf16(float x)
+{
+    uint16_t h;
+    uint32_t f = bits_of(x);
+    if ((f & 0x7FFFFFFFu) < 0x7F7F8000u && nu_quantize(NU_DTYPE_BF16, &x, &h, 1, NULL) == NU_OK)
+        return h; /* below the midpoint between the largest bfloat16 and infinity */
+    return (uint16_t)(isnan(x) ? (f >> 16) | 0x40u : ((f >> 16) & 0x8000u) | 0x7F80u);
+}
+
+float gguf_f16_to_f32(uint16_t h)
+{
+    float x = 0;
+    nu_dequantize(NU_DTYPE_F16, &h, &x, 1); /* every half decodes (exactly) */
+    return x;
+}
+
+void gguf_f32_to_half_row(nu_dtype dtype, const float *x, uint8_t *out, size_t n)
+{
+    if (nu_quantize(dtype, x, out, n, NULL) == NU_OK) /* the whole row at once: the common case */
+        return;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = dtype == NU_DTYPE_BF16 ? gguf_f32_to_bf16(x[i]) : gguf_f32_to_f16(x[i]);
+        memcpy(out + 2 * i, &h, 2);
+    }
+}
 
 void gguf_quantize_q8_0(const float *x, uint8_t *block)
 {

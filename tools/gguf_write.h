@@ -9,7 +9,7 @@
  *
  * Shapes are in nuvec order (outermost first, as nuvec/gguf.h reads them back): the writer lists
  * them reversed, as GGUF does. Every call returns an nu_status with a message
- * (nu_error_message(NULL)); after a failure the writer refuses further calls but must still be
+ * (tool_error_message(), tools/tool_error.h); after a failure the writer refuses further calls but must still be
  * freed.
  *
  * Thread safety: one writer, one thread at a time. */
@@ -73,6 +73,8 @@ nu_status gguf_writer_finish(gguf_writer *w);
 uint16_t gguf_f32_to_f16(float x);
 uint16_t gguf_f32_to_bf16(float x);
 float gguf_f16_to_f32(uint16_t h);
+/* n floats as F16 or BF16 (`dtype`) into out (2n bytes, little-endian), as the functions above. */
+void gguf_f32_to_half_row(nu_dtype dtype, const float *x, uint8_t *out, size_t n);
 void gguf_quantize_q8_0(const float *x, uint8_t *block);
 void gguf_quantize_q4_0(const float *x, uint8_t *block);
 

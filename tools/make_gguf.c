@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/error.h"
 #include "gguf_write.h"
 #include "make_gguf.h"
+#include "tool_error.h"
 
 static const make_gguf_shape SHAPES[] = {
     {"tiny", 64, 2, 4, 2, 128, 512, 128, 10000.0f, 0},
@@ -81,17 +81,7 @@ static void make_chunk(const tensor_job *t, uint64_t c, uint8_t *out, float *scr
         switch (t->dtype) {
         case NU_DTYPE_F32: memcpy(row, scratch, n * 4); break;
         case NU_DTYPE_F16:
-            for (size_t i = 0; i < n; i++) {
-                uint16_t h = gguf_f32_to_f16(scratch[i]);
-                memcpy(row + 2 * i, &h, 2);
-            }
-            break;
-        case NU_DTYPE_BF16:
-            for (size_t i = 0; i < n; i++) {
-                uint16_t h = gguf_f32_to_bf16(scratch[i]);
-                memcpy(row + 2 * i, &h, 2);
-            }
-            break;
+        case NU_DTYPE_BF16: gguf_f32_to_half_row(t->dtype, scratch, row, n); break;
         case NU_DTYPE_Q8_0:
             for (size_t b = 0; b < n / 32; b++)
                 gguf_quantize_q8_0(scratch + 32 * b, row + 34 * b);
@@ -256,7 +246,7 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
     int32_t *types = malloc((size_t)n * sizeof *types);
     if (!text || !tokens || !scores || !types) {
         free(text), free(tokens), free(scores), free(types);
-        return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "make-gguf: out of host memory for the vocabulary");
+        return tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "make-gguf: out of host memory for the vocabulary");
     }
     for (uint32_t i = 0; i < n; i++) {
         char *t = text + (size_t)i * 24;
@@ -339,7 +329,7 @@ static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_
     size_t count = 0;
     tensor_def *defs = st == NU_OK ? tensor_list(o, layers, &count) : NULL;
     if (st == NU_OK && !defs)
-        st = nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "make-gguf: out of host memory");
+        st = tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "make-gguf: out of host memory");
     for (size_t i = 0; st == NU_OK && i < count; i++) {
         uint64_t shape[2] = {defs[i].rows, defs[i].cols};
         st = defs[i].rows == 1 ? gguf_writer_tensor(w, defs[i].name, defs[i].dtype, 1, &shape[1])
@@ -376,7 +366,7 @@ static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_
         for (; ok && started < threads; started++)
             ok = pthread_create(&tid[started], NULL, worker, &g) == 0;
         if (!ok)
-            st = nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "make-gguf: out of host memory (or threads)");
+            st = tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "make-gguf: out of host memory (or threads)");
     }
     uint64_t done = 0, total = gguf_writer_data_size(w);
     for (size_t i = 0; st == NU_OK && i < count; i++) {
@@ -422,10 +412,10 @@ nu_status make_gguf(const make_gguf_options *o, uint64_t *data_bytes)
         data_bytes = &dummy;
     *data_bytes = 0;
     if (!o || !o->shape || !o->path)
-        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "make-gguf: NULL options, shape or path");
+        return tool_fail(NU_ERROR_INVALID_ARGUMENT, "make-gguf: NULL options, shape or path");
     if (o->dtype != NU_DTYPE_F32 && o->dtype != NU_DTYPE_F16 && o->dtype != NU_DTYPE_BF16 &&
         o->dtype != NU_DTYPE_Q8_0 && o->dtype != NU_DTYPE_Q4_0)
-        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "make-gguf: dtype %s is not f32, f16, bf16, q8_0 or q4_0",
+        return tool_fail(NU_ERROR_INVALID_ARGUMENT, "make-gguf: dtype %s is not f32, f16, bf16, q8_0 or q4_0",
                         nu_dtype_name(o->dtype));
     gguf_writer *w;
     nu_status st = gguf_writer_new(0, &w);
@@ -536,7 +526,7 @@ int cli_make_gguf(int argc, char **argv)
     if (o.progress)
         fprintf(stderr, "\n");
     if (st != NU_OK) {
-        fprintf(stderr, "nuvec make-gguf: %s: %s\n", nu_status_string(st), nu_error_message(NULL));
+        fprintf(stderr, "nuvec make-gguf: %s: %s\n", nu_status_string(st), tool_error_message());
         return 1;
     }
     printf("%s: %s %s, %u layers, %.3f GiB of tensor data in %.1f s (%.2f GB/s)\n", o.path, o.shape->name,

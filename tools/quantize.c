@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "quantize.h"
+#include "tool_error.h"
 
 /* ---- the command ---- */
 
@@ -103,7 +104,7 @@ int cli_quantize(int argc, char **argv)
     nu_status st = qz_quantize(&r, &res);
     if (st != NU_OK) {
         fflush(stdout);
-        fprintf(stderr, "nuvec quantize: %s: %s\n", nu_status_string(st), nu_error_message(NULL));
+        fprintf(stderr, "nuvec quantize: %s: %s\n", nu_status_string(st), tool_error_message());
         return 1;
     }
     printf("%s: %s, %zu tensors, %.2f MiB -> %.2f MiB (%.2f bits a weight) in %.1f s\n", r.out, r.mix.preset->name,

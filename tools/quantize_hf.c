@@ -13,8 +13,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "core/error.h"
 #include "quantize.h"
+#include "tool_error.h"
 
 #define MAX_FILES 256
 
@@ -74,12 +74,12 @@ static nu_status read_json(const char *folder, const char *name, bool optional, 
     const uint8_t *bytes;
     uint64_t size;
     if (qz_map(path, &bytes, &size) != NU_OK)
-        return optional ? nu__fail(NULL, NU_OK, "%s", "") : nu__fail(NULL, NU_ERROR_IO, "%s has no readable %s", folder, name);
+        return optional ? tool_fail(NU_OK, "%s", "") : tool_fail(NU_ERROR_IO, "%s has no readable %s", folder, name);
     cJSON *root = cJSON_ParseWithLength((const char *)bytes, (size_t)size);
     qz_unmap(bytes, size);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return nu__fail(NULL, NU_ERROR_FORMAT, "%s is not a JSON object", path);
+        return tool_fail(NU_ERROR_FORMAT, "%s is not a JSON object", path);
     }
     *out = root;
     return NU_OK;
@@ -92,12 +92,12 @@ static nu_status cfg_u32(const cJSON *root, const char *key, const uint32_t *def
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) {
         if (!def)
-            return nu__fail(NULL, NU_ERROR_FORMAT, "config.json has no %s", key);
+            return tool_fail(NU_ERROR_FORMAT, "config.json has no %s", key);
         *out = *def;
         return NU_OK;
     }
     if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1) || v->valuedouble > 2147483647.0 || v->valuedouble != floor(v->valuedouble))
-        return nu__fail(NULL, NU_ERROR_FORMAT, "config.json's %s is not a positive integer", key);
+        return tool_fail(NU_ERROR_FORMAT, "config.json's %s is not a positive integer", key);
     *out = (uint32_t)v->valuedouble;
     return NU_OK;
 }
@@ -109,7 +109,7 @@ static nu_status cfg_float(const cJSON *root, const char *key, float def, float 
     if (!v || cJSON_IsNull(v))
         return NU_OK;
     if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite((float)v->valuedouble))
-        return nu__fail(NULL, NU_ERROR_FORMAT, "config.json's %s is not a positive number", key);
+        return tool_fail(NU_ERROR_FORMAT, "config.json's %s is not a positive number", key);
     *out = (float)v->valuedouble;
     return NU_OK;
 }
@@ -129,21 +129,21 @@ static nu_status parse_config(const cJSON *root, hf_config *c)
     cJSON_ArrayForEach(a, arch) llama |= cJSON_IsString(a) && !strcmp(a->valuestring, "LlamaForCausalLM");
     if (!llama) {
         const cJSON *first = cJSON_GetArrayItem(arch, 0);
-        return nu__fail(NULL, NU_ERROR_UNSUPPORTED, "config.json's architecture %s is not supported (only LlamaForCausalLM)",
+        return tool_fail(NU_ERROR_UNSUPPORTED, "config.json's architecture %s is not supported (only LlamaForCausalLM)",
                         cJSON_IsString(first) ? first->valuestring : "(none)");
     }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
-        return nu__fail(NULL, NU_ERROR_UNSUPPORTED, "config.json's hidden_act is not silu");
+        return tool_fail(NU_ERROR_UNSUPPORTED, "config.json's hidden_act is not silu");
     static const char *const refused[] = {"rope_scaling", "num_local_experts"};
     for (int i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, refused[i]);
         if (v && !cJSON_IsNull(v))
-            return nu__fail(NULL, NU_ERROR_UNSUPPORTED, "config.json's %s is not supported", refused[i]);
+            return tool_fail(NU_ERROR_UNSUPPORTED, "config.json's %s is not supported", refused[i]);
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias")) ||
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mlp_bias")))
-        return nu__fail(NULL, NU_ERROR_UNSUPPORTED, "config.json asks for biases, which Llama GGUF files do not have");
+        return tool_fail(NU_ERROR_UNSUPPORTED, "config.json asks for biases, which Llama GGUF files do not have");
     nu_status st;
     if ((st = cfg_u32(root, "hidden_size", NULL, &c->dim)) != NU_OK ||
         (st = cfg_u32(root, "intermediate_size", NULL, &c->ffn)) != NU_OK ||
@@ -160,7 +160,7 @@ static nu_status parse_config(const cJSON *root, hf_config *c)
         (st = cfg_float(root, "rope_theta", 10000.0f, &c->theta)) != NU_OK)
         return st;
     if (c->head_dim % 2)
-        return nu__fail(NULL, NU_ERROR_FORMAT, "config.json's head_dim %u is odd: RoPE pairs its elements", c->head_dim);
+        return tool_fail(NU_ERROR_FORMAT, "config.json's head_dim %u is odd: RoPE pairs its elements", c->head_dim);
     c->bos = cfg_token(root, "bos_token_id");
     c->eos = cfg_token(root, "eos_token_id");
     return NU_OK;
@@ -224,7 +224,7 @@ static nu_status open_weights(hf_input *h)
 {
     DIR *dir = opendir(h->path);
     if (!dir)
-        return nu__fail(NULL, NU_ERROR_IO, "cannot list the folder %s", h->path);
+        return tool_fail(NU_ERROR_IO, "cannot list the folder %s", h->path);
     char *names[MAX_FILES];
     size_t count = 0;
     struct dirent *e;
@@ -234,13 +234,13 @@ static nu_status open_weights(hf_input *h)
         if (n <= 12 || strcmp(e->d_name + n - 12, ".safetensors"))
             continue;
         if (count == MAX_FILES)
-            st = nu__fail(NULL, NU_ERROR_UNSUPPORTED, "%s has more than %d safetensors files", h->path, MAX_FILES);
+            st = tool_fail(NU_ERROR_UNSUPPORTED, "%s has more than %d safetensors files", h->path, MAX_FILES);
         else if (!(names[count++] = strdup(e->d_name)))
-            st = nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
+            st = tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
     }
     closedir(dir);
     if (st == NU_OK && !count)
-        st = nu__fail(NULL, NU_ERROR_IO, "%s has no .safetensors file", h->path);
+        st = tool_fail(NU_ERROR_IO, "%s has no .safetensors file", h->path);
     qsort(names, count, sizeof *names, by_string);
     for (size_t i = 0; i < count; i++) {
         char path[4096];
@@ -248,7 +248,7 @@ static nu_status open_weights(hf_input *h)
         if (st == NU_OK && (st = qz_map(path, &h->bytes[i], &h->sizes[i])) == NU_OK) {
             h->file_count = i + 1;
             if ((st = nu_safetensors_parse(h->bytes[i], (size_t)h->sizes[i], &h->files[i])) != NU_OK)
-                st = nu__fail(NULL, st, "%s: %s", path, nu_error_message(NULL));
+                st = tool_fail(st, "%s: %s", path, nu_error_message(NULL));
         }
         free(names[i]);
     }
@@ -262,7 +262,7 @@ static nu_status collect_tensors(hf_input *h)
         total += nu_safetensors_count(h->files[f]);
     sort_item *items = calloc(total ? total : 1, sizeof *items);
     if (!items)
-        return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
+        return tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
     size_t n = 0;
     nu_status st = NU_OK;
     for (size_t f = 0; st == NU_OK && f < h->file_count; f++)
@@ -271,18 +271,18 @@ static nu_status collect_tensors(hf_input *h)
             qz_tensor *t = &items[n].t;
             bool skip;
             if (!gguf_name(info->name, &h->cfg, t->name, sizeof t->name, &items[n].order, &skip)) {
-                st = nu__fail(NULL, NU_ERROR_UNSUPPORTED, "tensor %s is not one of a LlamaForCausalLM's", info->name);
+                st = tool_fail(NU_ERROR_UNSUPPORTED, "tensor %s is not one of a LlamaForCausalLM's", info->name);
                 break;
             }
             if (skip)
                 continue;
             if (info->dtype != NU_DTYPE_F32 && info->dtype != NU_DTYPE_F16 && info->dtype != NU_DTYPE_BF16) {
-                st = nu__fail(NULL, NU_ERROR_UNSUPPORTED, "tensor %s is %s: only F32, F16 and BF16 quantize", info->name,
+                st = tool_fail(NU_ERROR_UNSUPPORTED, "tensor %s is %s: only F32, F16 and BF16 quantize", info->name,
                               nu_dtype_name(info->dtype));
                 break;
             }
             if (info->rank < 1 || info->rank > 2) {
-                st = nu__fail(NULL, NU_ERROR_FORMAT, "tensor %s has rank %u (1 or 2 expected)", info->name, info->rank);
+                st = tool_fail(NU_ERROR_FORMAT, "tensor %s has rank %u (1 or 2 expected)", info->name, info->rank);
                 break;
             }
             t->rank = info->rank;
@@ -296,14 +296,14 @@ static nu_status collect_tensors(hf_input *h)
             if (strstr(t->name, "attn_q.weight") || strstr(t->name, "attn_k.weight")) {
                 t->rope_heads = strstr(t->name, "attn_q") ? h->cfg.heads : h->cfg.kv_heads;
                 if (t->rank != 2 || t->shape[0] != (uint64_t)t->rope_heads * h->cfg.head_dim) {
-                    st = nu__fail(NULL, NU_ERROR_FORMAT, "tensor %s has %llu rows, not %u heads of %u", info->name,
+                    st = tool_fail(NU_ERROR_FORMAT, "tensor %s has %llu rows, not %u heads of %u", info->name,
                                   (unsigned long long)t->shape[0], t->rope_heads, h->cfg.head_dim);
                     break;
                 }
             }
             for (size_t k = 0; k < n; k++)
                 if (items[k].order == items[n].order)
-                    st = nu__fail(NULL, NU_ERROR_FORMAT, "tensor %s appears twice", info->name);
+                    st = tool_fail(NU_ERROR_FORMAT, "tensor %s appears twice", info->name);
             n++;
         }
     /* What a Llama needs, so that a folder of something else stops here, not at generate. */
@@ -312,7 +312,7 @@ static nu_status collect_tensors(hf_input *h)
     for (size_t k = 0; k < n; k++)
         have += items[k].order != ~0ull;
     if (st == NU_OK && have != need)
-        st = nu__fail(NULL, NU_ERROR_FORMAT, "%s has %zu of the %zu tensors a %u-layer Llama needs", h->path, have, need,
+        st = tool_fail(NU_ERROR_FORMAT, "%s has %zu of the %zu tensors a %u-layer Llama needs", h->path, have, need,
                       h->cfg.layers);
     if (st != NU_OK) {
         free(items);
@@ -321,7 +321,7 @@ static nu_status collect_tensors(hf_input *h)
     qsort(items, n, sizeof *items, by_order);
     if (!(h->base.tensors = calloc(n, sizeof *h->base.tensors))) {
         free(items);
-        return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
+        return tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
     }
     for (size_t k = 0; k < n; k++)
         h->base.tensors[k] = items[k].t;
@@ -353,7 +353,7 @@ static void read_tokenizer(hf_input *h)
     cJSON *root;
     if (read_json(h->path, "tokenizer.json", true, &root) != NU_OK || !root) {
         snprintf(h->base.note, sizeof h->base.note, "%s: the output has no tokenizer",
-                 root || nu_error_message(NULL)[0] ? nu_error_message(NULL) : "no tokenizer.json");
+                 root || tool_error_message()[0] ? tool_error_message() : "no tokenizer.json");
         return;
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -525,7 +525,7 @@ nu_status qz_open_hf(const char *path, qz_input **out)
     *out = NULL;
     hf_input *h = calloc(1, sizeof *h);
     if (!h)
-        return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
+        return tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
     h->path = path;
     h->base.metadata = hf_metadata;
     h->base.close = hf_close;
@@ -540,8 +540,8 @@ nu_status qz_open_hf(const char *path, qz_input **out)
         st = collect_tensors(h);
     if (st != NU_OK) {
         char msg[1024];
-        snprintf(msg, sizeof msg, "%s", nu_error_message(NULL));
-        nu__fail(NULL, st, "%s: %s", path, msg);
+        snprintf(msg, sizeof msg, "%s", tool_error_message());
+        tool_fail(st, "%s: %s", path, msg);
         hf_close(&h->base);
         return st;
     }

@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/error.h"
 #include "quantize.h"
+#include "tool_error.h"
 
 nu_status qz_map(const char *path, const uint8_t **bytes, uint64_t *size)
 {
@@ -23,7 +23,7 @@ nu_status qz_map(const char *path, const uint8_t **bytes, uint64_t *size)
         const int e = fd < 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : errno;
         if (fd >= 0)
             close(fd);
-        return nu__fail(NULL, NU_ERROR_IO, "%s: cannot open it: %s", path, e ? strerror(e) : "not a regular file");
+        return tool_fail(NU_ERROR_IO, "%s: cannot open it: %s", path, e ? strerror(e) : "not a regular file");
     }
     if (st.st_size > 0) {
         /* Shared, read-only: the page cache's pages, read once in order. */
@@ -31,7 +31,7 @@ nu_status qz_map(const char *path, const uint8_t **bytes, uint64_t *size)
         if (p == MAP_FAILED) {
             const int e = errno;
             close(fd);
-            return nu__fail(NULL, NU_ERROR_IO, "%s: cannot map it: %s", path, strerror(e));
+            return tool_fail(NU_ERROR_IO, "%s: cannot map it: %s", path, strerror(e));
         }
         (void)madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
         *bytes = p;
@@ -92,15 +92,16 @@ static nu_status copy_value(gguf_writer *w, const char *key, const nu_gguf_value
     if (v->type != NU_GGUF_ARRAY)
         return gguf_writer_scalar(w, key, v->type, &v->scalar);
     if (v->element_type == NU_GGUF_ARRAY)
-        return nu__fail(NULL, NU_ERROR_UNSUPPORTED, "metadata %s is an array of arrays, which nuvec quantize does not copy",
+        return tool_fail(NU_ERROR_UNSUPPORTED, "metadata %s is an array of arrays, which nuvec quantize does not copy",
                         key);
     if (v->element_type != NU_GGUF_STRING)
         return gguf_writer_array(w, key, v->element_type, v->data, v->length);
     const char **s = malloc((size_t)(v->length ? v->length : 1) * sizeof *s);
     uint64_t *n = malloc((size_t)(v->length ? v->length : 1) * sizeof *n);
-    nu_status st = s && n ? NU_OK : nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "metadata %s: out of host memory", key);
+    nu_status st = s && n ? NU_OK : tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "metadata %s: out of host memory", key);
     for (uint64_t i = 0; st == NU_OK && i < v->length; i++)
-        st = nu_gguf_array_string(v, i, &s[i], &n[i]);
+        if ((st = nu_gguf_array_string(v, i, &s[i], &n[i])) != NU_OK)
+            st = tool_fail(st, "metadata %s: %s", key, nu_error_message(NULL));
     if (st == NU_OK)
         st = gguf_writer_string_array_n(w, key, s, n, v->length);
     free(s);
@@ -116,8 +117,10 @@ static nu_status gguf_metadata(qz_input *in, gguf_writer *w, uint32_t file_type)
     for (uint64_t i = 0; st == NU_OK && i < nu_gguf_kv_count(g->file); i++) {
         const char *key;
         nu_gguf_value v;
-        if ((st = nu_gguf_kv(g->file, i, &key, &v)) != NU_OK)
+        if ((st = nu_gguf_kv(g->file, i, &key, &v)) != NU_OK) {
+            st = tool_fail(st, "%s: %s", g->path, nu_error_message(NULL));
             break;
+        }
         if (!strcmp(key, "general.alignment") || !strncmp(key, "split.", 6))
             continue; /* the writer writes the alignment; split files are refused at open */
         if (!strcmp(key, "general.file_type")) {
@@ -141,7 +144,7 @@ static nu_status refuse(gguf_input *g, nu_status st, const char *what)
 {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", what);
-    nu__fail(NULL, st, "%s: %s", g->path, msg);
+    tool_fail(st, "%s: %s", g->path, msg);
     gguf_close(&g->base);
     return st;
 }
@@ -151,7 +154,7 @@ nu_status qz_open_gguf(const char *path, qz_input **out)
     *out = NULL;
     gguf_input *g = calloc(1, sizeof *g);
     if (!g)
-        return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", path);
+        return tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", path);
     g->path = path;
     g->base.metadata = gguf_metadata;
     g->base.close = gguf_close;

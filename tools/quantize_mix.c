@@ -4,8 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/error.h"
 #include "quantize_mix.h"
+#include "tool_error.h"
 
 /* llama.cpp's LLAMA_FTYPE_* numbers (include/llama.h), written as general.file_type. */
 static const quant_preset PRESETS[] = {
@@ -174,7 +174,7 @@ nu_status quant_choose(const quant_options *o, const quant_model *m, quant_walk 
     if (set != NU_DTYPE_COUNT) {
         if (cols % nu_dtype_block_elements(set)) {
             *out = NU_DTYPE_COUNT;
-            return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT,
+            return tool_fail(NU_ERROR_INVALID_ARGUMENT,
                             "%s: its rows of %llu elements are not a multiple of %s's block of %u (and a type set "
                             "outright has no fallback)",
                             name, (unsigned long long)cols, nu_dtype_name(set), nu_dtype_block_elements(set));

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/error.h"
 #include "quantize.h"
+#include "tool_error.h"
 
 #define CHUNK_BYTES (1u << 20) /* output bytes a chunk of rows aims at */
 
@@ -41,7 +41,7 @@ static nu_status plan(qz_input *in, const qz_request *o)
 {
     qz_tensor **order = malloc((in->count ? in->count : 1) * sizeof *order);
     if (!order)
-        return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
+        return tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
     for (size_t i = 0; i < in->count; i++)
         order[i] = &in->tensors[i];
     qsort(order, in->count, sizeof *order, by_llama_order);
@@ -54,9 +54,9 @@ static nu_status plan(qz_input *in, const qz_request *o)
         if (st != NU_OK)
             break;
         if (t->dtype == NU_DTYPE_COUNT)
-            st = nu__fail(NULL, NU_ERROR_UNSUPPORTED, "tensor %s is %s, a type nuvec does not read", t->name, t->type_name);
+            st = tool_fail(NU_ERROR_UNSUPPORTED, "tensor %s is %s, a type nuvec does not read", t->name, t->type_name);
         else if (t->out != t->dtype && nu_dtype_block_elements(t->dtype) > 1 && !o->allow_requantize)
-            st = nu__fail(NULL, NU_ERROR_UNSUPPORTED,
+            st = tool_fail(NU_ERROR_UNSUPPORTED,
                           "tensor %s is already %s: quantizing it to %s rounds it twice; --allow-requantize does it anyway",
                           t->name, nu_dtype_name(t->dtype), nu_dtype_name(t->out));
     }
@@ -107,7 +107,7 @@ static nu_status make_chunk(const qz_tensor *t, uint64_t row0, uint64_t rows, ui
         if (st == NU_OK)
             st = nu_quantize(t->out, x, out, cols, NULL);
         if (st != NU_OK)
-            return nu__fail(NULL, st, "tensor %s, row %llu: %s", t->name, (unsigned long long)r, nu_error_message(NULL));
+            return tool_fail(st, "tensor %s, row %llu: %s", t->name, (unsigned long long)r, nu_error_message(NULL));
     }
     return NU_OK;
 }
@@ -127,11 +127,11 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&p->lock);
         const chunk *k = &p->chunks[c];
         nu_status st = x ? make_chunk(k->t, k->row0, k->rows, out, x)
-                         : nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a row of %s", k->t->name);
+                         : tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for a row of %s", k->t->name);
         pthread_mutex_lock(&p->lock);
         if (st != NU_OK && p->st == NU_OK) {
             p->st = st;
-            snprintf(p->message, sizeof p->message, "%s", nu_error_message(NULL));
+            snprintf(p->message, sizeof p->message, "%s", tool_error_message());
         }
         if (++p->finished == p->end - p->first)
             pthread_cond_signal(&p->done);
@@ -182,7 +182,7 @@ static nu_status run(const qz_input *in, gguf_writer *w, uint32_t threads)
     p.buf[1] = chunks ? malloc(per_batch * p.slot) : NULL;
     if (!chunks || !p.buf[0] || !p.buf[1]) {
         free(chunks), free(p.buf[0]), free(p.buf[1]);
-        return nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for the chunks in flight");
+        return tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory for the chunks in flight");
     }
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.work, NULL);
@@ -191,7 +191,7 @@ static nu_status run(const qz_input *in, gguf_writer *w, uint32_t threads)
     uint32_t started = 0;
     while (started < threads && pthread_create(&tid[started], NULL, worker, &p) == 0)
         started++;
-    nu_status st = started ? NU_OK : nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "cannot start a worker thread");
+    nu_status st = started ? NU_OK : tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "cannot start a worker thread");
     pthread_mutex_lock(&p.lock);
     size_t first = 0;
     p.first = p.next = 0;
@@ -201,7 +201,7 @@ static nu_status run(const qz_input *in, gguf_writer *w, uint32_t threads)
         while (p.finished < p.end - p.first)
             pthread_cond_wait(&p.done, &p.lock);
         if (p.st != NU_OK) {
-            st = nu__fail(NULL, p.st, "%s", p.message);
+            st = tool_fail(p.st, "%s", p.message);
             break;
         }
         /* This batch is made: start the next into the other buffer, then write this one. */
@@ -281,13 +281,13 @@ nu_status qz_quantize(const qz_request *r, qz_result *result)
 {
     memset(result, 0, sizeof *result);
     if (!r->in || !r->out || !r->mix.preset || r->threads > QZ_MAX_THREADS)
-        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "quantize: no input, output or file type, or over %d threads",
+        return tool_fail(NU_ERROR_INVALID_ARGUMENT, "quantize: no input, output or file type, or over %d threads",
                         QZ_MAX_THREADS);
     struct stat si, so;
     if (stat(r->in, &si) != 0)
-        return nu__fail(NULL, NU_ERROR_IO, "%s: %s", r->in, strerror(errno));
+        return tool_fail(NU_ERROR_IO, "%s: %s", r->in, strerror(errno));
     if (stat(r->out, &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino)
-        return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "OUT %s is the input itself", r->out);
+        return tool_fail(NU_ERROR_INVALID_ARGUMENT, "OUT %s is the input itself", r->out);
     qz_input *in = NULL;
     nu_status st = S_ISDIR(si.st_mode) ? qz_open_hf(r->in, &in) : qz_open_gguf(r->in, &in);
     if (st == NU_OK && in->note[0] && r->notes)
@@ -300,12 +300,12 @@ nu_status qz_quantize(const qz_request *r, qz_result *result)
             print_plan(in, r->plan);
         const size_t n = strlen(r->out) + 32;
         if (!(tmp = malloc(n)))
-            st = nu__fail(NULL, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
+            st = tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory");
         else
             snprintf(tmp, n, "%s.partial-%ld", r->out, (long)getpid());
     }
     if (st == NU_OK && (st = write_output(in, r, tmp, &result->out_bytes)) == NU_OK && rename(tmp, r->out) != 0)
-        st = nu__fail(NULL, NU_ERROR_IO, "cannot rename %s to %s: %s", tmp, r->out, strerror(errno));
+        st = tool_fail(NU_ERROR_IO, "cannot rename %s to %s: %s", tmp, r->out, strerror(errno));
     if (tmp && st != NU_OK)
         unlink(tmp);
     free(tmp);

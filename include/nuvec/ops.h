@@ -298,15 +298,15 @@ nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tens
 
 /* dst[.., m, n] = sum_k a[.., m, k] * b[.., n, k] (+ bias[n]): b is weight-shaped [n, k] (row-major
  * [out, in], as weight files store it), so a linear layer is nu_op_matmul(c, y, x, weight, bias).
- * a is [m, k] or [batch, m, k] float; b [n, k] or [batch, n, k], float or a block dtype but
- * Q4_0_SOA; dst [m, n] or [batch, m, n] float, contiguous, not overlapping the inputs; bias NULL or
+ * a is [m, k] or [batch, m, k] float; b [n, k] or [batch, n, k], float or a block dtype (Q4_0_SOA
+ * only where the tensor-core kernel below takes the product, else NU_ERROR_INVALID_ARGUMENT); dst [m, n] or [batch, m, n] float, contiguous, not overlapping the inputs; bias NULL or
  * [n] float (any stride). A batch of 1 (or rank 2) broadcasts that operand to every batch of dst;
  * dst's batch is the larger of a's and b's. Every dtype combination is accepted (F32 a with block b
  * too). Accumulates in F32 (block weights dequantized exactly, nu_op_copy's values); dst is rounded
  * once. Transposes are views (nu_tensor_transpose): a and b may have any strides; rows of k
  * contiguous and 16-byte aligned take the vector loads. Devices with cooperative matrices try the
- * tensor-core kernel first (kernels/matmul/matmul_coopmat.comp: F16 a against F16, Q8_0 or Q4_0
- * b, which it decodes into F16 tiles itself; the other block dtypes are routed to the tiled
+ * tensor-core kernel first (kernels/matmul/matmul_coopmat.comp: F16 a against F16, Q8_0, Q4_0 or
+ * Q4_0_SOA b, which it decodes into F16 tiles itself; the other block dtypes are routed to the tiled
  * kernel: the matrix-unit kernel has no test device yet); everything else takes the tiled
  * shared-memory kernel (kernels/matmul/matmul.comp: blocks dequantized into shared memory by
  * kernels/quant.glsl) with a tile chosen by shape (src/ops/matmul.c documents the table). m, n or

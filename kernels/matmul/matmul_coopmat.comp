@@ -4,9 +4,9 @@
 // it where the device offers 16x16x16 F16 x F16 + F32 products at subgroup scope, subgroups of 32,
 // and the operands suit it (below); the tiled kernel (matmul.comp) everywhere else.
 //
-//   dst[b, i, j] = sum_k a[b, i, k] * w[b, j, k] (+ bias[j])     a F16; w F16, Q8_0 or Q4_0
+//   dst[b, i, j] = sum_k a[b, i, k] * w[b, j, k] (+ bias[j])     a F16; w F16, Q8_0, Q4_0 or Q4_0_SOA
 //
-// F32 accumulation; dst F32, F16 or BF16 (rounded once). Q8_0 / Q4_0 weights are dequantized to
+// F32 accumulation; dst F32, F16 or BF16 (rounded once). Q8_0 / Q4_0 / Q4_0_SOA weights are dequantized to
 // F16 while they are copied into shared memory (d * q in F32, then rounded to F16: the F16
 // rounding of each weight, at most 2^-11 relative, is the only difference from the exact product
 // besides F32 summation).
@@ -26,7 +26,8 @@
 // 35 TFLOP/s at 4096^3 with it, 150 without), so each way is its own pipeline.
 //
 // Specialisation constants:
-//   0 WDT   weight dtype (ops.glsl code): NU_F16, NU_Q8_0 or NU_Q4_0
+//   0 WDT   weight dtype (ops.glsl code): NU_F16, NU_Q8_0, NU_Q4_0 or NU_Q4_0_SOA (Q4_0's blocks
+//           with each row's scales first, then its quants: nuvec/tensor.h; whole rows, k the row)
 //   1 DDT   dst dtype (ops.glsl code)
 //   2 BIAS  1: add bias[j] (binding 3, dtype BDT)
 //   3 BDT   bias dtype (ops.glsl code)
@@ -67,6 +68,7 @@ const uint LOCAL = gl_WorkGroupSize.x;
 
 #define Q8_0 NU_Q8_0 // the only block dtypes this kernel takes (src/ops/matmul_tc.c routes the others away)
 #define Q4_0 NU_Q4_0
+#define Q4_0_SOA NU_Q4_0_SOA
 #define MAX_FRAGS 16u // FM * FN at most (the host checks)
 #define MAX_SIDE 8u   // FM and FN at most
 const uint BM = WM * FM * 16u, BN = WN * FN * 16u;
@@ -109,8 +111,14 @@ struct Raw { uvec4 w; uint w4; uint d; uint shift; };
 
 Raw load_block(uint row, uint blk, uint part)
 {
-    uint hb = pc.first_w + row * pc.w_row + blk * (WDT == Q8_0 ? 17u : 9u);
-    uint h0 = hb + 1u + (WDT == Q8_0 ? 8u * part : 0u); // Q4_0: both parts read all 16 bytes
+    uint hr = pc.first_w + row * pc.w_row, hb, h0; // the row's first half; the block's scale and quants
+    if (WDT == Q4_0_SOA) { // the row's k / 32 scales, then its runs of 16 quant bytes
+        hb = hr + blk;
+        h0 = hr + pc.k / 32u + 8u * blk;
+    } else {
+        hb = hr + blk * (WDT == Q8_0 ? 17u : 9u);
+        h0 = hb + 1u + (WDT == Q8_0 ? 8u * part : 0u); // Q4_0: both parts read all 16 bytes
+    }
     uint i = h0 >> 1u;
     Raw r;
     r.shift = (h0 & 1u) * 16u;

@@ -22,7 +22,7 @@ typedef struct tc_tile {
 /* The tile by shape: 128 x 128 (4 subgroups of 64 x 64), k 64 a step, one buffer: the best of 12
  * settings on the H200 (bench/RESULTS.md, 2026-12-01: 248 TFLOP/s at 4096^3 F16, against 207-232
  * for 8 subgroups of 64 x 32 or 32 x 64, 148-151 for k 32 a step with 128 x 128 or 128 x 64 tiles);
- * fewer rows of a: 64 x 128 (4 subgroups of 64 x 32); a grid of fewer than two tiles a compute unit:
+ * fewer rows of a: 64 x 32 (2 subgroups of 64 x 16); a grid of fewer than two tiles a compute unit:
  * 8 subgroups of 64 x 32 (choose_tile). tune's tc_ fields override these, and
  * NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N off|on" overrides both for
  * sweeps (docs/knobs.md; a bad knob fails the op where this path applies); off keeps every product
@@ -59,8 +59,9 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batche
      * 240 against 205: the 4-subgroup tile stays where the grid is large). */
     uint64_t tiles = (uint64_t)((m + 127) / 128) * (uint64_t)((n + 127) / 128) * batches;
     uint32_t units = d->info.compute_units ? d->info.compute_units : 1;
-    if (m <= 64)
-        *t = (tc_tile){1, 4, 4, 2, 64, 1, 0, false};
+    if (m <= 64) /* 64 x 32 tiles, 2 subgroups: a batched decode step's 64 rows of a 7B model ran 2258
+                  * tokens/s against 1819 with 64 x 128 (H200, 2026-12-02, bench/RESULTS.md) */
+        *t = (tc_tile){1, 2, 4, 1, 64, 1, 0, false};
     else if (tiles < 2ull * units)
         *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false};
     else
@@ -112,10 +113,12 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
      * (bench/RESULTS.md), far below what the matrix units can do. */
     if (tune->no_tensor_cores || !nu__op_tensor_cores_f16(d, 16))
         return NU_ERROR_UNSUPPORTED;
-    /* Block weights: Q8_0 and Q4_0 only, which the kernel decodes itself into F16 tiles (its F16
-     * packing of the quants, not kernels/quant.glsl's); the other block dtypes take the tiled kernel
-     * (the matrix units cannot be tested on lavapipe: no new format goes there untested). */
-    bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0;
+    /* Block weights: Q8_0, Q4_0 and Q4_0_SOA (Q4_0's values, each row's scales apart: batched
+     * decode's products read the repacked matrices as they are) only, which the kernel decodes itself
+     * into F16 tiles (its F16 packing of the quants, not kernels/quant.glsl's); the other block
+     * dtypes take the tiled kernel (the matrix units cannot be tested on lavapipe: no new format
+     * goes there untested; test_ops_matmul checks Q4_0_SOA where the device has them). */
+    bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0 || b->dtype == NU_DTYPE_Q4_0_SOA;
     if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
         return NU_ERROR_UNSUPPORTED;
     uint32_t ra = a->rank, rb = b->rank, rd = dst->rank;
