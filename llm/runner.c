@@ -195,6 +195,12 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
     }
     r->dev = d, r->arch = a, r->hp = hp, r->w = w, r->kv = kv, r->o = *o;
     r->w16 = (o->prefill_f16 && w->blocks) || w->repacked;
+    /* The fused layer's gate-up product reads both matrices in one dtype: a file that stores
+     * them in two (a per-tensor mix) runs the separate ops. */
+    for (uint32_t l = 0; l < hp->cfg.layers; l++)
+        if (w->layers[l].has[NU_LLM_W_GATE] && w->layers[l].has[NU_LLM_W_UP] &&
+            w->layers[l].w[NU_LLM_W_GATE].dtype != w->layers[l].w[NU_LLM_W_UP].dtype)
+            r->o.fusion = false;
     size_t sizes[NU_LLM_A_COUNT];
     nu_llm__act_sizes(hp, NU_MATVEC_MAX_ROWS, false, sizes); /* decode passes: one row (greedy: one a pass) */
     static const char *const names[NU_LLM_A_COUNT] = {

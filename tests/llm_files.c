@@ -32,7 +32,13 @@ static uint8_t *read_file(const char *path, size_t *size)
     return b;
 }
 
-static bool listed(const char *key, const llm_gguf_edit *e)
+static bool has_prefix(const char *key, const char *prefix)
+{
+    return prefix && prefix[0] && !strncmp(key, prefix, strlen(prefix));
+}
+
+/* Whether the edit drops or replaces `key`. */
+static bool named(const char *key, const llm_gguf_edit *e)
 {
     for (size_t i = 0; e && i < e->drop_count; i++)
         if (!strcmp(key, e->drop[i]))
@@ -41,6 +47,47 @@ static bool listed(const char *key, const llm_gguf_edit *e)
         if (!strcmp(key, e->keys[i].key))
             return true;
     return false;
+}
+
+static nu_dtype retyped(const nu_gguf_tensor_info *t, const llm_gguf_edit *e)
+{
+    for (size_t i = 0; e && i < e->retype_count; i++)
+        if (!strcmp(t->name, e->retypes[i].name))
+            return e->retypes[i].dtype;
+    return t->dtype;
+}
+
+static uint64_t elements_of(const nu_gguf_tensor_info *t)
+{
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < t->rank; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+/* Tensor t's bytes (at `data`) as `dtype`, in new memory of *size bytes; NULL (with a message
+ * from nuvec) when they cannot be converted. */
+static uint8_t *tensor_bytes(const nu_gguf_tensor_info *t, const uint8_t *data, nu_dtype dtype, uint64_t *size)
+{
+    uint64_t n = elements_of(t);
+    *size = dtype == t->dtype ? t->size : n / nu_dtype_block_elements(dtype) * nu_dtype_block_bytes(dtype);
+    uint8_t *out = malloc(*size ? (size_t)*size : 1);
+    float *x = dtype == t->dtype ? NULL : malloc((size_t)n * sizeof *x);
+    nu_status st = out && (dtype == t->dtype || x) ? NU_OK : NU_ERROR_HOST_OUT_OF_MEMORY;
+    if (st == NU_OK && dtype == t->dtype)
+        memcpy(out, data, (size_t)*size);
+    else if (st == NU_OK && t->dtype == NU_DTYPE_F32)
+        memcpy(x, data, (size_t)n * sizeof *x);
+    else if (st == NU_OK)
+        st = nu_dequantize(t->dtype, data, x, n);
+    if (st == NU_OK && x)
+        st = nu_quantize(dtype, x, out, n, NULL);
+    free(x);
+    if (st != NU_OK) {
+        free(out);
+        return NULL;
+    }
+    return out;
 }
 
 /* A NUL-terminated copy of n bytes. */
@@ -104,31 +151,61 @@ static nu_status add_key(gguf_writer *w, const llm_gguf_key *k)
     }
 }
 
-bool llm_copy_gguf(const char *src, const char *dst, const llm_gguf_edit *e)
+static nu_gguf *parse_file(const char *path, uint8_t **bytes)
 {
     size_t size = 0;
-    uint8_t *bytes = read_file(src, &size);
     nu_gguf *g = NULL;
-    if (!bytes || nu_gguf_parse(bytes, size, &g) != NU_OK) {
-        fprintf(stderr, "llm_copy_gguf: cannot read %s\n", src);
+    *bytes = read_file(path, &size);
+    if (!*bytes || nu_gguf_parse(*bytes, size, &g) != NU_OK) {
+        fprintf(stderr, "llm_copy_gguf: cannot read %s\n", path);
+        free(*bytes);
+        *bytes = NULL;
+        return NULL;
+    }
+    return g;
+}
+
+/* The keys of g into w, but those the edit drops or replaces: the source's (from_keys false:
+ * not those of the edit's keys_prefix when it has keys_from), or keys_from's (from_keys: only
+ * those of keys_prefix). */
+static nu_status copy_keys(gguf_writer *w, nu_gguf *g, const llm_gguf_edit *e, bool from_keys)
+{
+    nu_status st = NU_OK;
+    const char *prefix = e && e->keys_from ? e->keys_prefix : NULL;
+    for (uint64_t i = 0; st == NU_OK && i < nu_gguf_kv_count(g); i++) {
+        const char *key;
+        nu_gguf_value v;
+        st = nu_gguf_kv(g, i, &key, &v);
+        bool wanted = !named(key, e) && strcmp(key, "general.alignment") && has_prefix(key, prefix) == from_keys;
+        if (st == NU_OK && wanted)
+            st = copy_value(w, key, &v);
+    }
+    return st;
+}
+
+bool llm_copy_gguf(const char *src, const char *dst, const llm_gguf_edit *e)
+{
+    uint8_t *bytes, *from_bytes = NULL;
+    nu_gguf *g = parse_file(src, &bytes), *from = NULL;
+    if (!g)
+        return false;
+    if (e && e->keys_from && !(from = parse_file(e->keys_from, &from_bytes))) {
+        nu_gguf_close(g);
         free(bytes);
         return false;
     }
     gguf_writer *w = NULL;
     nu_status st = gguf_writer_new(nu_gguf_alignment(g) == 32 ? 0 : nu_gguf_alignment(g), &w);
-    for (uint64_t i = 0; st == NU_OK && i < nu_gguf_kv_count(g); i++) {
-        const char *key;
-        nu_gguf_value v;
-        st = nu_gguf_kv(g, i, &key, &v);
-        if (st == NU_OK && !listed(key, e) && strcmp(key, "general.alignment"))
-            st = copy_value(w, key, &v);
-    }
+    if (st == NU_OK)
+        st = copy_keys(w, g, e, false);
+    if (st == NU_OK && from)
+        st = copy_keys(w, from, e, true);
     for (size_t i = 0; st == NU_OK && e && i < e->key_count; i++)
         st = add_key(w, &e->keys[i]);
     uint64_t n = nu_gguf_tensor_count(g);
     for (uint64_t i = 0; st == NU_OK && i < n; i++) {
         const nu_gguf_tensor_info *t = nu_gguf_tensor(g, i);
-        st = gguf_writer_tensor(w, t->name, t->dtype, t->rank, t->shape);
+        st = gguf_writer_tensor(w, t->name, retyped(t, e), t->rank, t->shape);
     }
     for (size_t i = 0; st == NU_OK && e && i < e->tensor_count; i++)
         st = gguf_writer_tensor(w, e->tensors[i].name, NU_DTYPE_F32, e->tensors[i].rank, e->tensors[i].shape);
@@ -136,7 +213,14 @@ bool llm_copy_gguf(const char *src, const char *dst, const llm_gguf_edit *e)
         st = gguf_writer_begin(w, dst);
     for (uint64_t i = 0; st == NU_OK && i < n; i++) {
         const nu_gguf_tensor_info *t = nu_gguf_tensor(g, i);
-        st = gguf_writer_data(w, bytes + t->offset, (size_t)t->size);
+        uint64_t size;
+        uint8_t *data = tensor_bytes(t, bytes + t->offset, retyped(t, e), &size);
+        st = data ? NU_OK : NU_ERROR_INVALID_ARGUMENT;
+        if (data && e && e->edit_data)
+            e->edit_data(e->user, t, data, size);
+        if (st == NU_OK)
+            st = gguf_writer_data(w, data, (size_t)size);
+        free(data);
     }
     for (size_t i = 0; st == NU_OK && e && i < e->tensor_count; i++) {
         const llm_gguf_tensor *t = &e->tensors[i];
@@ -153,7 +237,9 @@ bool llm_copy_gguf(const char *src, const char *dst, const llm_gguf_edit *e)
         fprintf(stderr, "llm_copy_gguf: writing %s: %s\n", dst, tool_error_message());
     gguf_writer_free(w);
     nu_gguf_close(g);
+    nu_gguf_close(from);
     free(bytes);
+    free(from_bytes);
     return st == NU_OK;
 }
 
@@ -248,6 +334,15 @@ const char *llm_make_folder(const char *dir, const char *config, const char *wei
     if (weights && symlink(weights, file))
         fprintf(stderr, "llm_make_folder: cannot link %s\n", file);
     return dir;
+}
+
+const char *llm_tmp_path(const char *prefix, const char *name)
+{
+    static char path[8][1100];
+    static int next;
+    char *p = path[next++ % 8];
+    snprintf(p, sizeof path[0], "%s/%s%s", nt_tmp_dir(), prefix, name);
+    return p;
 }
 
 const char *llm_model_path(const char *rel)

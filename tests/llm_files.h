@@ -30,6 +30,13 @@ typedef struct llm_gguf_tensor {
     const float *data;
 } llm_gguf_tensor;
 
+/* A tensor of the file to write in another dtype: its data decoded to floats (nu_dequantize, or
+ * as they are for F32) and encoded again (nu_quantize). */
+typedef struct llm_gguf_retype {
+    const char *name;
+    nu_dtype dtype;
+} llm_gguf_retype;
+
 typedef struct llm_gguf_edit {
     const char *const *drop; /* keys to leave out */
     size_t drop_count;
@@ -37,10 +44,22 @@ typedef struct llm_gguf_edit {
     size_t key_count;
     const llm_gguf_tensor *tensors; /* written after the file's own */
     size_t tensor_count;
+    /* Every metadata key of the GGUF file keys_from that starts with keys_prefix ("tokenizer.";
+     * required with keys_from), but those dropped or replaced above, in place of the source's keys
+     * of that prefix: another file's vocabulary. */
+    const char *keys_from, *keys_prefix;
+    const llm_gguf_retype *retypes;
+    size_t retype_count;
+    /* Called with each of the file's tensors' bytes (a copy, in the dtype written) before they
+     * are written, to change them in place (NULL: none). */
+    void (*edit_data)(void *user, const nu_gguf_tensor_info *t, uint8_t *data, uint64_t size);
+    void *user;
 } llm_gguf_edit;
 
-/* Writes `dst`: `src` with `edit` applied (edit NULL: a plain copy). false (and a message on
- * stderr) when src cannot be read or dst written. */
+/* Writes `dst`: `src` with `edit` applied (edit NULL: a plain copy): the source's keys (less
+ * those dropped, replaced or of keys_prefix), keys_from's keys of keys_prefix, the added keys;
+ * the source's tensors (retyped, edited), then the added ones. false (and a message on stderr)
+ * when src or keys_from cannot be read, a retype fails, or dst cannot be written. */
 bool llm_copy_gguf(const char *src, const char *dst, const llm_gguf_edit *edit);
 
 /* Writes the safetensors file `dst`: `src`'s tensors and one more, `name`, F32 zeros of `shape`
@@ -55,6 +74,9 @@ const char *llm_config_with(const char *key, const char *value);
 /* A folder `dir` with `config` as config.json (NULL: none) and, when `weights` is not NULL, a link
  * named model.safetensors to that file. Returns dir. */
 const char *llm_make_folder(const char *dir, const char *config, const char *weights);
+
+/* prefix + name under the tests' tmp folder (nt_tmp_dir()); static storage, 8 in rotation. */
+const char *llm_tmp_path(const char *prefix, const char *name);
 
 /* `rel` under the test models' folder (NUVEC_MODELS_DIR in the environment, else the build's);
  * fails the test when it is missing. Static storage. */

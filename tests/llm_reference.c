@@ -368,3 +368,15 @@ void llm_ref_forward(llm_ref *r, const int32_t *tokens, size_t n, double *logits
     }
     free(x), free(xn), free(qkv), free(att), free(tmp), free(gu), free(sc);
 }
+
+double llm_ref_max_diff(const double *want, const float *got, uint32_t n, double *range)
+{
+    double lo = INFINITY, hi = -INFINITY, diff = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs(got[i] - want[i]));
+        lo = fmin(lo, want[i]), hi = fmax(hi, want[i]);
+    }
+    if (range)
+        *range = hi - lo;
+    return diff;
+}

@@ -42,4 +42,7 @@ void llm_ref_forward(llm_ref *r, const int32_t *tokens, size_t n, double *logits
 /* Forgets the cached tokens. */
 void llm_ref_reset(llm_ref *r);
 
+/* The largest |got[i] - want[i]| over n logits, and into *range (may be NULL) want's max - min. */
+double llm_ref_max_diff(const double *want, const float *got, uint32_t n, double *range);
+
 #endif
