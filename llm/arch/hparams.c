@@ -88,9 +88,11 @@ nu_status nu_llm__arch_meta_check(const nu_llm_source *s, const nu_llm_key *know
     nu_llm_refused_key r[MAX_KEYS];
     if (known_count + BASE_KNOWN_COUNT > MAX_KEYS || refused_count + BASE_REFUSED_COUNT > MAX_KEYS)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN ": an architecture lists too many keys");
-    memcpy(k, known, known_count * sizeof *k);
+    if (known_count) /* known and refused may be NULL where their counts are 0 (memcpy may not take it) */
+        memcpy(k, known, known_count * sizeof *k);
     memcpy(k + known_count, BASE_KNOWN, sizeof BASE_KNOWN);
-    memcpy(r, refused, refused_count * sizeof *r);
+    if (refused_count)
+        memcpy(r, refused, refused_count * sizeof *r);
     memcpy(r + refused_count, BASE_REFUSED, sizeof BASE_REFUSED);
     return nu_llm__meta_check(s, k, known_count + BASE_KNOWN_COUNT, r, refused_count + BASE_REFUSED_COUNT);
 }
