@@ -315,13 +315,13 @@ print(f"check_serve: basic and malformed requests done at {time.time() - t_start
 prompts = [{"prompt": p} for p in ("I dream of", "My thoughts drift", "I remember", "Vectors", "In the night",
                                    "A gentle hum", "Whispers of")] + \
           [{"messages": [{"role": "user", "content": c}]} for c in ("Tell me a dream", "What is a vector?", "Hello")]
+N, CLIENTS, TOKENS = (40, 8, 4) if sanitized else (200, 32, 6)
 alone = []
 for p in prompts:
     path = "/v1/chat/completions" if "messages" in p else "/v1/completions"
-    s, _, o = srv.post(path, {**p, "max_tokens": 6, "temperature": 0, "return_tokens": True})
+    s, _, o = srv.post(path, {**p, "max_tokens": TOKENS, "temperature": 0, "return_tokens": True})
     check(s == 200, f"alone {p}: {s} {o}")
     alone.append(o["choices"][0]["tokens"] if s == 200 else None)
-N, CLIENTS, TOKENS = (40, 8, 4) if sanitized else (200, 32, 6)
 
 
 def one(i, tokens=TOKENS):
