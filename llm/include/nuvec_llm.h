@@ -226,7 +226,7 @@ nu_status nu_llm_model_decode(nu_llm_model *model, int32_t token, float *logits)
  * so nu_llm_model_decode(out[*produced - 1]) continues. No logits are given.
  * With the decode graph, the argmax runs on the GPU and feeds the next pass, and launches are
  * queued ahead: NUVEC_LLM_GREEDY_DEPTH launches in flight (1 to 4, default 2) of
- * NUVEC_LLM_GREEDY_UNROLL tokens each (1 to 8, default 1); up to depth * unroll tokens past a stop
+ * NUVEC_LLM_GREEDY_UNROLL tokens each (1 to 8, default 4); up to depth * unroll tokens past a stop
  * run and are discarded (out[*produced .. n) may be written). Without it (decode_by_commands, or
  * where the greedy graphs cannot be built) it is decode and a CPU argmax token by token. n = 0
  * does nothing.
