@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs nuvec on the device machine (an H200): the tests under validation, the demo, and the
-# benchmarks, with a table at the end. The build comes along (carry: build .gl); .gl holds
+# benchmarks, with a table at the end. The build comes along: build/ is too large to carry (the
+# device tool's 64 MiB), so carry a stripped copy (strip build/nuvec into .devbuild/, carry .devbuild
+# .gl, and copy it to build/nuvec there before running this; tests likewise); .gl holds
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
 # Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture llm batch
