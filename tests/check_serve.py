@@ -362,7 +362,11 @@ check(after["nuvec_requests_live"] == 0 and after["nuvec_requests_live_bytes"] =
 check(after["nuvec_device_active_bytes"] == idle["nuvec_device_active_bytes"],
       f"device memory {idle['nuvec_device_active_bytes']} -> {after['nuvec_device_active_bytes']}")
 rss_growth = after["nuvec_process_resident_bytes"] - idle["nuvec_process_resident_bytes"]
-check(rss_growth < 16 << 20, f"resident memory grew by {rss_growth / 2**20:.1f} MiB")
+# Under AddressSanitizer freed memory waits in its quarantine (256 MiB by default) before it is
+# reused, so the resident size grows by up to that much with nothing leaked (LeakSanitizer checks
+# leaks at exit there).
+rss_limit = (16 + (256 if sanitized else 0)) << 20
+check(rss_growth < rss_limit, f"resident memory grew by {rss_growth / 2**20:.1f} MiB")
 batch = (after["nuvec_decode_rows_total"] - idle["nuvec_decode_rows_total"]) / max(1, after["nuvec_steps_total"] - idle["nuvec_steps_total"])
 print(f"check_serve: load test: {N} requests from {CLIENTS} clients in {load_s:.1f} s, {gen} tokens, "
       f"{batch:.1f} decode rows a step, resident memory {rss_growth / 2**20:+.1f} MiB", flush=True)
