@@ -14,7 +14,7 @@
 #include "nuvec_llm.h"
 #include "tool_error.h"
 
-static uint8_t *read_file(const char *path, size_t *size)
+uint8_t *llm_read_file(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -155,7 +155,7 @@ static nu_gguf *parse_file(const char *path, uint8_t **bytes)
 {
     size_t size = 0;
     nu_gguf *g = NULL;
-    *bytes = read_file(path, &size);
+    *bytes = llm_read_file(path, &size);
     if (!*bytes || nu_gguf_parse(*bytes, size, &g) != NU_OK) {
         fprintf(stderr, "llm_copy_gguf: cannot read %s\n", path);
         free(*bytes);
@@ -247,7 +247,7 @@ bool llm_copy_safetensors_with(const char *src, const char *dst, const char *nam
                                const uint64_t *shape)
 {
     size_t size = 0;
-    uint8_t *bytes = read_file(src, &size);
+    uint8_t *bytes = llm_read_file(src, &size);
     uint64_t hlen = 0;
     if (bytes && size >= 8)
         memcpy(&hlen, bytes, 8);

@@ -81,6 +81,8 @@ const char *llm_tmp_path(const char *prefix, const char *name);
 /* `rel` under the test models' folder (NUVEC_MODELS_DIR in the environment, else the build's);
  * fails the test when it is missing. Static storage. */
 const char *llm_model_path(const char *rel);
+/* A whole file, malloc'ed (NULL where it cannot be read or is empty; *size its length). */
+uint8_t *llm_read_file(const char *path, size_t *size);
 
 /* Fails the test unless opening `path` as a model returns `status` with a message that says
  * `words`, and leaves the out-parameter NULL. */

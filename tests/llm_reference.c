@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gguf_write.h" /* gguf_f16_to_f32 */
+#include "llm_files.h"  /* llm_read_file */
 #include "nuvec.h"
 
 typedef struct ref_matrix {
@@ -41,24 +42,6 @@ struct llm_ref {
     ref_layer *layer;
     uint32_t pos, cap;
 };
-
-static uint8_t *read_all(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = n > 0 ? malloc((size_t)n) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return b;
-}
 
 /* Tensor `name` as doubles, [rows, cols] (cols 1 for a vector); false when absent or of a type
  * the reference does not read. */
@@ -143,7 +126,7 @@ static void read_hparams(const nu_gguf *g, llm_ref *r)
 llm_ref *llm_ref_open(const char *path)
 {
     size_t size = 0;
-    uint8_t *bytes = read_all(path, &size);
+    uint8_t *bytes = llm_read_file(path, &size);
     nu_gguf *g = NULL;
     const char *arch;
     uint64_t alen;
