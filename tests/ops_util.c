@@ -281,6 +281,16 @@ bool nt_is_block(nu_dtype dtype) { return nu_dtype_block_elements(dtype) > 1; }
 bool nt_matvec_dot_path(nu_device *d, const nu_tensor *w, int64_t m, bool norm, const nu_matvec_tune *tune)
 {
     const nu_device_info *info = nu_device_get_info(d);
+    if (w->dtype == NU_DTYPE_Q4_K && (info->subgroup_operations & NU_SUBGROUP_ARITHMETIC) && info->subgroup_size >= 8 &&
+        !(tune && tune->generic_q4_k)) {
+        /* Q4_0_SOA's kernel (src/ops/matvec_soa.c): the dot path where one row of x fits in shared
+         * memory, 48 bytes a block (K / 32 rounded up to 64), plus the norm's sums (local / 8
+         * floats), a split sum and the row's 1 / RMS; more rows go in groups of as many as fit. */
+        uint64_t cap = (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64), local = tune && tune->local ? tune->local : 1024;
+        uint64_t shared = 48ull * cap + 4ull * (1 + (norm ? local / 8 : 1) + 1);
+        return info->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (info->subgroup_operations & NU_SUBGROUP_SHUFFLE) &&
+               info->subgroup_size % 8 == 0 && shared <= info->max_shared_memory && !(tune && tune->float_path);
+    }
     /* x's rows: 52 bytes a block, K / 32 rounded up to 64 blocks; one float each of the unused
      * split sums and (without the norm) sums of squares, 4 bytes a block and row with it. */
     uint64_t cap = (uint64_t)((w->shape[1] / 32 + 63) / 64 * 64);

@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <nuvec/trace.h>
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
@@ -520,6 +523,207 @@ static void refuses_what_it_cannot_do(void **state)
  * into the same F16 tiles), for batched decode's few rows and a prefill's many, whole tiles and
  * edges, aligned and unaligned tensors. Skipped, saying so, without matrix units (lavapipe),
  * where the refusal is checked instead (refuses_what_it_cannot_do). */
+/* Q4_K weights as GGUF stores them, on the same kernel (matvec_soa.glsl's WFMT 1: each
+ * super-block's header and eight 16-byte runs). */
+typedef struct q4k_case {
+    int64_t m, n, k;
+    nu_dtype xdt, ddt;
+    bool norm, glu, resid, bias, gelu;
+    bool unaligned;  /* the matrix 2 bytes into its buffer (the kernel's half loads) */
+    bool columns;    /* the weights a column view: k of 2k + 256 columns, from column 256 */
+    int64_t row0;    /* ... and a slice of rows from row0 (gate, then up, with glu) */
+    bool float_path;
+} q4k_case;
+
+/* Whether the Q4_K product takes the dot path: one row of x in shared memory at 48 bytes a block. */
+static bool q4k_dot(nu_device *d, int64_t k, bool norm, bool float_path)
+{
+    const nu_device_info *in = nu_device_get_info(d);
+    uint64_t cap = (uint64_t)((k / 32 + 63) / 64 * 64);
+    uint64_t shared = 48ull * cap + 4ull * (1 + (norm ? 1024 / 8 : 1) + 1);
+    return in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (in->subgroup_operations & NU_SUBGROUP_SHUFFLE) &&
+           in->subgroup_size % 8 == 0 && shared <= in->max_shared_memory && !float_path;
+}
+
+/* Whether the trace at `path` has a dispatch of a kernel whose name starts with `kernel`. */
+static bool traced(const char *path, const char *kernel)
+{
+    char *text = nt_read_file(path), want[64];
+    assert_non_null(text);
+    snprintf(want, sizeof want, "\"name\":\"%s", kernel);
+    char *compact = text, *o = text;
+    for (; *compact; compact++) /* the writer's spacing aside */
+        if (*compact != ' ' && *compact != '\t' && *compact != '\n' && *compact != '\r')
+            *o++ = *compact;
+    *o = 0;
+    bool found = strstr(text, want) != NULL;
+    free(text);
+    remove(path);
+    return found;
+}
+
+static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char *label)
+{
+    int64_t m = c->m, n = c->n, k = c->k, width = c->columns ? 2 * k + 256 : k, col0 = c->columns ? 256 : 0;
+    int64_t rows = c->row0 + (c->glu ? 2 * n : n);
+    int64_t qs[2] = {rows, width}, xs[2] = {m, k}, ds[2] = {m, n}, gs[1] = {k}, bs[1] = {n};
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_K, 2, qs, 0, -1, 1, seed);
+    nu_tensor whole = q.t, cols, w, up;
+    nu_buffer *moved = NULL;
+    if (c->unaligned) {
+        NT_OK(nu_buffer_new(d, q.size + 2, NU_STORAGE_SHARED, &moved));
+        NT_OK(nu_buffer_write(moved, 2, q.bytes, q.size));
+        whole.buffer = moved;
+        whole.offset += 2;
+    }
+    NT_OK(nu_tensor_slice(&whole, 1, col0, k, &cols));
+    NT_OK(nu_tensor_slice(&cols, 0, c->row0, n, &w));
+    up = w;
+    if (c->glu)
+        NT_OK(nu_tensor_slice(&cols, 0, c->row0 + n, n, &up));
+    nt_tensor x = nt_tensor_random(d, c->xdt, 2, xs, 0, -3, 3, seed);
+    nt_tensor g = nt_tensor_random(d, NU_DTYPE_F32, 1, gs, 0, 0.25f, 2, seed);
+    nt_tensor r = nt_tensor_random(d, NU_DTYPE_F16, 2, ds, 0, -4, 4, seed);
+    nt_tensor b = nt_tensor_random(d, NU_DTYPE_F32, 1, bs, 0, -1, 1, seed);
+    nt_tensor dst = nt_tensor_output(d, c->ddt, 2, ds, 0);
+    const float eps = 1e-5f;
+    mv_case mc = {&dst.t, &w, &x.t,
+                  {.norm_weight = c->norm ? &g.t : NULL, .norm_eps = eps, .glu_up = c->glu ? &up : NULL,
+                   .residual = c->resid ? &r.t : NULL, .bias = c->bias ? &b.t : NULL,
+                   .glu = c->gelu ? NU_GLU_GELU_TANH : NU_GLU_SILU, .tune = {.float_path = c->float_path}},
+                  true};
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-q4k-%d.json", nt_tmp_dir(), (int)getpid());
+    NT_OK(nu_trace_start(d, path));
+    nt_run(d, record_matvec, &mc);
+    NT_OK(nu_trace_stop(d));
+    if (!traced(path, "matvec_soa"))
+        fail_msg("%s: the product did not run on matvec_soa's kernel", label);
+    nt_tensor_download(&dst);
+
+    /* The reference, as run_case's: the weights' exact values, x (times g) as the kernel rounds it. */
+    float *wv = malloc((size_t)(2 * n * k) * sizeof *wv), *v = malloc((size_t)(m * k) * sizeof *v);
+    double *smul = malloc((size_t)m * sizeof *smul), *out = malloc((size_t)(2 * m * n) * sizeof *out),
+           *tol = malloc((size_t)(2 * m * n) * sizeof *tol);
+    assert_true(wv && v && smul && out && tol);
+    for (int64_t j = 0; j < (c->glu ? 2 : 1) * n; j++)
+        memcpy(wv + j * k, q.values + (c->row0 + j) * width + col0, (size_t)k * sizeof *wv);
+    for (int64_t i = 0; i < m; i++) {
+        double ss = 0;
+        for (int64_t e = 0; e < k; e++) {
+            float xe = x.values[i * k + e];
+            ss += (double)xe * xe;
+            v[i * k + e] = c->norm ? xe * g.values[e] : xe;
+        }
+        smul[i] = c->norm ? 1.0 / sqrt(ss / (double)k + (double)eps) : 1.0;
+    }
+    bool dot = q4k_dot(d, k, c->norm, c->float_path);
+    reference(wv, v, m, n, k, dot, out, tol);
+    if (c->glu)
+        reference(wv + n * k, v, m, n, k, dot, out + m * n, tol + m * n);
+    float rel = nt_dtype_tolerance(c->ddt);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t o = i * n + j;
+            double sn = c->norm ? 1e-4 : 0, a = out[o] * smul[i], at = tol[o] * smul[i] + fabs(a) * sn;
+            if (c->bias) {
+                a += b.values[j];
+                at += fabs(a) * 2.4e-7;
+            }
+            double want = a, t = at;
+            if (c->glu) {
+                double u = out[m * n + o] * smul[i], ut = tol[m * n + o] * smul[i] + fabs(u) * sn;
+                want = act(c->gelu, a) * u;
+                t = 1.13 * at * (fabs(u) + ut) + fabs(act(c->gelu, a)) * ut + 1e-6 * fabs(want);
+            }
+            if (c->resid) {
+                want += r.values[o];
+                t += fabs(want) * 2.4e-7;
+            }
+            float wr = nt_round_to(c->ddt, (float)want), got = dst.values[o];
+            t += rel * fabs((double)wr) + 1e-30;
+            if (!(fabs((double)got - (double)wr) <= t))
+                fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; %s path)", label, (long long)i,
+                         (long long)j, (double)got, (double)wr, t, dot ? "dot" : "float");
+        }
+    free(wv);
+    free(v);
+    free(smul);
+    free(out);
+    free(tol);
+    if (moved)
+        NT_OK(nu_buffer_free(moved));
+    nt_tensor_free(&q);
+    nt_tensor_free(&x);
+    nt_tensor_free(&g);
+    nt_tensor_free(&r);
+    nt_tensor_free(&b);
+    nt_tensor_free(&dst);
+}
+
+/* Q4_K products on Q4_0_SOA's kernel against the reference: M 1, 2, 5, K 256, 512 and 4352, odd
+ * N, every x and dst dtype, aligned and unaligned matrices, row and column views, the fused
+ * norm, bias, glu (SiLU, GELU) and residual; on both paths; each traced to that kernel. With
+ * tune.generic_q4_k the product takes the generic paths again (traced too). */
+static void q4_k_super_blocks_as_runs(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const nu_device_info *in = nu_device_get_info(d);
+    if (!(in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) || in->subgroup_size < 8) {
+        nt_close(d);
+        skip(); /* the generic paths take Q4_K there (test_ops_matvec.c checks them) */
+    }
+    uint64_t seed = 41;
+    const struct {
+        int64_t m, n, k;
+        bool norm, glu, resid, bias, gelu, unaligned, columns;
+        int64_t row0;
+    } cases[12] = {
+        {1, 37, 256, false, false, false, false, false, false, false, 0},
+        {2, 5, 4352, false, false, false, false, false, true, false, 3},
+        {5, 129, 512, false, false, false, false, false, false, true, 0},
+        {1, 33, 4352, false, false, false, false, false, false, true, 2},
+        {1, 37, 4352, true, false, false, false, false, false, false, 0},
+        {2, 29, 256, false, true, false, false, false, true, false, 0},
+        {5, 7, 4352, false, true, false, false, true, false, false, 1},
+        {2, 33, 512, false, false, true, false, false, false, true, 0},
+        {1, 31, 4352, true, true, true, false, false, false, false, 0},
+        {5, 3, 256, true, true, true, true, true, true, true, 1},
+        {2, 19, 512, false, false, false, true, false, false, false, 0},
+        {1, 13, 512, true, true, true, true, true, false, false, 0},
+    };
+    for (int fp = 0; fp < 2; fp++)
+        for (int i = 0; i < 12; i++) {
+            q4k_case c = {cases[i].m, cases[i].n, cases[i].k, floats[i % 3], floats[(i + fp) % 2 ? 0 : 1 + i % 2],
+                          cases[i].norm, cases[i].glu, cases[i].resid, cases[i].bias, cases[i].gelu,
+                          cases[i].unaligned, cases[i].columns, cases[i].row0, fp == 1};
+            char label[192];
+            snprintf(label, sizeof label, "%s dst = %s x * Q4_K^T (m %lld n %lld k %lld%s%s%s%s%s%s%s, %s path)",
+                     nu_dtype_name(c.ddt), nu_dtype_name(c.xdt), (long long)c.m, (long long)c.n, (long long)c.k,
+                     c.norm ? ", norm" : "", c.bias ? ", bias" : "", c.glu ? (c.gelu ? ", glu gelu" : ", glu") : "",
+                     c.resid ? ", residual" : "", c.unaligned ? ", unaligned" : "", c.columns ? ", columns" : "",
+                     c.row0 ? ", rows from row0" : "", fp ? "float" : "dot");
+            run_q4k(d, &c, &seed, label);
+        }
+    /* The generic paths on request: not matvec_soa's kernel. */
+    int64_t qs[2] = {9, 512}, xs[2] = {1, 512}, ds[2] = {1, 9};
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_K, 2, qs, 0, -1, 1, &seed);
+    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    mv_case mc = {&dst.t, &q.t, &x.t, {.tune = {.generic_q4_k = true}}, true};
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-q4k-generic-%d.json", nt_tmp_dir(), (int)getpid());
+    NT_OK(nu_trace_start(d, path));
+    nt_run(d, record_matvec, &mc);
+    NT_OK(nu_trace_stop(d));
+    assert_false(traced(path, "matvec_soa"));
+    nt_tensor_free(&q);
+    nt_tensor_free(&x);
+    nt_tensor_free(&dst);
+    nt_close(d);
+}
+
 static nu_status record_two_products(nu_commands *c, void *arg)
 {
     const nu_tensor **t = arg; /* want, got, a, Q4_0, SOA */
@@ -620,6 +824,7 @@ int main(void)
         cmocka_unit_test(knobs_and_large_n),
         cmocka_unit_test(refuses_what_it_cannot_do),
         cmocka_unit_test(rows_beyond_shared_memory_in_groups),
+        cmocka_unit_test(q4_k_super_blocks_as_runs),
         cmocka_unit_test(matmul_on_the_matrix_units_reads_it_as_q4_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,6 @@
 // matvec_soa.glsl: nu_op_matvec and nu_op_matvec_fused (nuvec/ops.h) against Q4_0_SOA weights
-// (nuvec/tensor.h: each row's K / 32 f16 scales, then its K / 32 runs of 16 quant bytes), built
-// as matvec_soa.comp (integer dot products against x rounded to 8 bits, SOA_DOT 1) and
+// (nuvec/tensor.h: each row's K / 32 f16 scales, then its K / 32 runs of 16 quant bytes) and
+// against Q4_K weights as GGUF stores them (WFMT 1: below), built as matvec_soa.comp (integer dot products against x rounded to 8 bits, SOA_DOT 1) and
 // matvec_soa_float.comp (F32 arithmetic on the exact values, for devices without them);
 // src/ops/matvec_soa.c chooses and records them.
 //
@@ -8,6 +8,18 @@
 // lines (matvec_dot.comp reads Q4_0 at 28-53% of the H200's copy bandwidth). Here lane l of a
 // subgroup reads run b = l, l + lanes, .. of a row: one aligned 16-byte load a lane, a subgroup's
 // loads 16 x lanes consecutive bytes, and the lanes' 2-byte scales consecutive too.
+//
+// Q4_K (WFMT 1) needs no repacking for that: its 144-byte super-blocks are 16-byte aligned,
+// a 16-byte header (f16 d, f16 dmin, the 12 bytes of eight 6-bit scales and mins) and eight
+// 16-byte runs of quants. Run b of a row (b = 0..K/32-1, as for Q4_0_SOA) is run r = b % 8 of
+// super-block b / 8: its bytes are qs[16r..16r+15], whose low nibbles are elements 16h..16h+15
+// (h = r % 2) of sub-block a = 2 (r / 2) and whose high nibbles are the same elements of
+// sub-block a + 1. Lane l reads run l (and its super-block's header: the 8 lanes of a
+// super-block read the same 16 bytes), so a subgroup's loads are again consecutive bytes, the
+// headers among them. Each sub-block s has D = d * scale_s and M = dmin * min_s, and
+//   run = D_a (dx_a dot(lo, xq_a,h)) - M_a (dx_a sum xq_a,h) + the same for a + 1 with the high
+// nibbles, xq_a,h being the 8-bit x of half h of x's block a: phase 1 stores them by run (xlo,
+// xhi, xk below).
 //
 // Work:
 // - Phase 1 (the dot path; the float path only where there is a norm): the workgroup reads x's M
@@ -44,11 +56,13 @@
 //   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
 //  11 BDT           bias's dtype
+//  12 WFMT          the weights' format: 0 Q4_0_SOA, 1 Q4_K (GGUF's blocks, K a multiple of 256)
 // Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual, 6 bias
 // (unused ones are bound to x). Push: below.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #include "ops.glsl"
+#include "quant.glsl" // nu_q_k4_scale_min (NU_QB undefined: the common part only)
 #include "elementwise/activation.glsl"
 
 layout(constant_id = 0) const uint XDT = NU_F32;
@@ -62,6 +76,7 @@ layout(constant_id = 8) const uint SPLIT = 1u;
 layout(constant_id = 9) const uint RDT = NU_F32;
 layout(constant_id = 10) const uint GDT = NU_F32;
 layout(constant_id = 11) const uint BDT = NU_F32;
+layout(constant_id = 12) const uint WFMT = 0u;
 layout(local_size_x = 256, local_size_x_id = 3) in; // LOCAL, constant 3
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -73,13 +88,19 @@ const bool XVEC = (FLAGS & 16u) != 0u;
 const bool PREFETCH = (FLAGS & 32u) != 0u;
 const bool GELU = (FLAGS & 64u) != 0u;
 const bool BIAS = (FLAGS & 128u) != 0u;
+const bool QK = WFMT == 1u; // Q4_K
 const uint NW = GLU ? 2u : 1u; // weights read a row
 const uint RM = ROWS * M;
 
 #if SOA_DOT
-shared uvec4 xlo[M * XB];  // x's 8-bit values, elements 0..15 of block b of row m at m * XB + b
-shared uvec4 xhi[M * XB];  // elements 16..31
-shared vec2 xds[M * XB];   // (dx, dx * sum of the block's q)
+// x's 8-bit values in the order of the runs that take them, so that the lanes' reads (run b at
+// m * XB + b) are consecutive 16 bytes (no bank conflicts): xlo holds the low nibbles' partners,
+// xhi the high ones'. Q4_0_SOA: elements 0..15 and 16..31 of block b. Q4_K: half h = b % 2 of
+// blocks b - h and b - h + 1 (the run's sub-blocks a and a + 1).
+shared uvec4 xlo[M * XB];
+shared uvec4 xhi[M * XB];
+shared vec2 xds[QK ? 1u : M * XB]; // Q4_0_SOA: block b's (dx, dx * sum q)
+shared vec4 xk[QK ? M * XB : 1u];  // Q4_K: run b's (dx_a, dx_a+1, dx_a * sum q_a,h, dx_a+1 * sum q_a+1,h)
 #endif
 shared float red[SPLIT > 1u ? (LOCAL / 8u) * RM * NW : 1u]; // the SPLIT subgroups' partial sums
 shared float nsum[NORM ? (LOCAL / 8u) * M : 1u];            // the subgroups' sums of x^2
@@ -158,16 +179,29 @@ void read_x()
             sum += q;
         }
         sum += subgroupShuffleXor(sum, 1u);
-        sum += subgroupShuffleXor(sum, 2u);
+        sum += subgroupShuffleXor(sum, 2u); // the half's sum (threads 0..3: elements 0..15)
+        int half_sum = sum;
         sum += subgroupShuffleXor(sum, 4u);
         if (live) {
-            uint i = m * XB + b;
-            if (t < 4u)
-                xlo[i][t] = word;
-            else
-                xhi[i][t - 4u] = word;
-            if (t == 0u)
-                xds[i] = vec2(dx, dx * float(sum));
+            uint i = m * XB + b, h = t / 4u;
+            if (QK) { // block b's half h: a low-nibble partner of run b + h (b even) or a high one of b - 1 + h
+                uint run = m * XB + (b & ~1u) + h, odd = b & 1u;
+                if (odd == 0u)
+                    xlo[run][t % 4u] = word;
+                else
+                    xhi[run][t % 4u] = word;
+                if (t % 4u == 0u) {
+                    xk[run][odd] = dx;
+                    xk[run][2u + odd] = dx * float(half_sum);
+                }
+            } else {
+                if (h == 0u)
+                    xlo[i][t] = word;
+                else
+                    xhi[i][t - 4u] = word;
+                if (t == 0u)
+                    xds[i] = vec2(dx, dx * float(sum));
+            }
         }
 #endif
     }
@@ -188,45 +222,87 @@ void read_x()
     }
 }
 
-// Run b (16 bytes) of the row whose first half is `base` (of a binding NAME), and its scale.
+// The 16 bytes at half h of a binding NAME (16-byte aligned where WVEC).
+#define LOAD16(NAME, h, q)                                                                          \
+    if (WVEC) {                                                                                     \
+        q = NAME##_v[(h) / 8u];                                                                     \
+    } else {                                                                                        \
+        q = uvec4(uint(NAME##_h[h]) | (uint(NAME##_h[(h) + 1u]) << 16),                             \
+                  uint(NAME##_h[(h) + 2u]) | (uint(NAME##_h[(h) + 3u]) << 16),                      \
+                  uint(NAME##_h[(h) + 4u]) | (uint(NAME##_h[(h) + 5u]) << 16),                      \
+                  uint(NAME##_h[(h) + 6u]) | (uint(NAME##_h[(h) + 7u]) << 16));                     \
+    }
+// Run b (16 bytes) of the row whose first half is `base` (of a binding NAME), and its scales:
+// Q4_0_SOA's f16 in d.x, Q4_K's super-block header in d.
 #define LOAD_RUN(NAME, base, blocks, b, q, d)                                                       \
     {                                                                                               \
-        uint h_ = (base) + (blocks) + (b) * 8u;                                                     \
-        if (WVEC) {                                                                                 \
-            q = NAME##_v[h_ / 8u];                                                                  \
+        if (QK) {                                                                                   \
+            uint s_ = (base) + ((b) >> 3u) * 72u;                                                   \
+            uint h_ = s_ + 8u + ((b) & 7u) * 8u;                                                    \
+            LOAD16(NAME, h_, q)                                                                     \
+            LOAD16(NAME, s_, d)                                                                     \
         } else {                                                                                    \
-            q = uvec4(uint(NAME##_h[h_]) | (uint(NAME##_h[h_ + 1u]) << 16),                         \
-                      uint(NAME##_h[h_ + 2u]) | (uint(NAME##_h[h_ + 3u]) << 16),                    \
-                      uint(NAME##_h[h_ + 4u]) | (uint(NAME##_h[h_ + 5u]) << 16),                    \
-                      uint(NAME##_h[h_ + 6u]) | (uint(NAME##_h[h_ + 7u]) << 16));                   \
+            uint h_ = (base) + (blocks) + (b) * 8u;                                                 \
+            LOAD16(NAME, h_, q)                                                                     \
+            d = uvec4(uint(NAME##_h[(base) + (b)]), 0u, 0u, 0u);                                    \
         }                                                                                           \
-        d = uint(NAME##_h[(base) + (b)]);                                                           \
     }
 
-#if SOA_DOT
-// Run q (scale bits d) of block b against x's row m.
-float run_dot(uvec4 q, uint d, uint b, uint m)
+// Q4_K: the (D, M) of sub-blocks a and a + 1 (a even) from the super-block header hd.
+void k4_scales(uvec4 hd, uint a, out vec2 da, out vec2 db)
 {
+    vec2 d = vec2(nu_q_f16(hd.x & 0xffffu), nu_q_f16(hd.x >> 16u)); // subnormal halves exact
+    uvec2 sa = nu_q_k4_scale_min(hd.yzw, a), sb = nu_q_k4_scale_min(hd.yzw, a + 1u);
+    da = d * vec2(sa);
+    db = d * vec2(sb);
+}
+
+#if SOA_DOT
+// Run q (scales d) of run b against x's row m.
+float run_dot(uvec4 q, uvec4 d, uint b, uint m)
+{
+    if (QK) {
+        uint i = m * XB + b;
+        uvec4 xa = xlo[i], xb = xhi[i];
+        int dota = 0, dotb = 0;
+        for (uint j = 0u; j < 4u; j++) {
+            dota += dotPacked4x8EXT(int(q[j] & 0x0f0f0f0fu), int(xa[j]));
+            dotb += dotPacked4x8EXT(int((q[j] >> 4u) & 0x0f0f0f0fu), int(xb[j]));
+        }
+        vec2 da, db;
+        k4_scales(d, b & 6u, da, db);
+        vec4 xs = xk[i];
+        return da.x * (xs.x * float(dota)) - da.y * xs.z + db.x * (xs.y * float(dotb)) - db.y * xs.w;
+    }
     uint i = m * XB + b;
     uvec4 lo = xlo[i], hi = xhi[i];
     int dot = 0;
     for (uint j = 0u; j < 4u; j++)
         dot += dotPacked4x8EXT(int(q[j] & 0x0f0f0f0fu), int(lo[j])) + dotPacked4x8EXT(int((q[j] >> 4u) & 0x0f0f0f0fu), int(hi[j]));
     vec2 ds = xds[i];
-    return nu_f16_to_f32(d) * (ds.x * float(dot) - 8.0 * ds.y);
+    return nu_f16_to_f32(d.x) * (ds.x * float(dot) - 8.0 * ds.y);
 }
 #else
-// Run q (scale bits d) against v, the block's 32 elements of x (times g).
-float run_dot_f(uvec4 q, uint d, float v[32])
+// Run q (scales d) of run b against v, the 32 elements of x (times g) its quants multiply: the
+// low nibbles' 16 in v[0..15], the high ones' in v[16..31].
+float run_dot_f(uvec4 q, uvec4 d, uint b, float v[32])
 {
-    float s = 0.0;
+    float sa = 0.0, sb = 0.0, va = 0.0, vb = 0.0, off = QK ? 0.0 : 8.0; // Q4_0: q - 8; Q4_K: q, and M apart
     for (uint j = 0u; j < 4u; j++)
         for (uint c = 0u; c < 4u; c++) {
             uint byte = (q[j] >> (8u * c)) & 0xffu;
-            s = fma(float(int(byte & 15u) - 8), v[4u * j + c], s);
-            s = fma(float(int(byte >> 4u) - 8), v[16u + 4u * j + c], s);
+            float lo = v[4u * j + c], hi = v[16u + 4u * j + c];
+            sa = fma(float(byte & 15u) - off, lo, sa);
+            sb = fma(float(byte >> 4u) - off, hi, sb);
+            va += lo;
+            vb += hi;
         }
-    return nu_f16_to_f32(d) * s;
+    if (QK) {
+        vec2 da, db;
+        k4_scales(d, b & 6u, da, db);
+        return da.x * sa - da.y * va + db.x * sb - db.y * vb;
+    }
+    return nu_f16_to_f32(d.x) * (sa + sb);
 }
 #endif
 
@@ -262,7 +338,7 @@ void main()
     uint step = SPLIT * sg_size; // runs between a lane's consecutive ones
     uint gr, n0, base[ROWS];
     uvec4 rq[UNROLL * ROWS * NW];
-    uint rd[UNROLL * ROWS * NW];
+    uvec4 rd[UNROLL * ROWS * NW];
     // PREFETCH: the first chunk's weight loads are issued before x is read and quantized (phase 1
     // and its barrier then run while they are in flight).
     bool pre = PREFETCH && gl_WorkGroupID.x < batches;
@@ -296,17 +372,19 @@ void main()
                             acc[(wi * ROWS + r) * M + m] += run_dot(rq[o], rd[o], b, m);
                         }
 #else
+                    // x's elements under the run's low nibbles (16 from ea), then its high ones' (from eb).
+                    uint ea = QK ? ((b & ~1u) * 32u + (b & 1u) * 16u) : b * 32u, eb = ea + (QK ? 32u : 16u);
                     float v[32];
                     float ss = 0.0;
                     for (uint e = 0u; e < 32u; e += 4u) {
                         float v4[4];
-                        x_load4(m, b * 32u + e, v4, ss);
+                        x_load4(m, (e < 16u ? ea : eb - 16u) + e, v4, ss);
                         v[e] = v4[0]; v[e + 1u] = v4[1]; v[e + 2u] = v4[2]; v[e + 3u] = v4[3];
                     }
                     for (uint r = 0u; r < ROWS; r++)
                         for (uint wi = 0u; wi < NW; wi++) {
                             uint o = (t * ROWS + r) * NW + wi;
-                            acc[(wi * ROWS + r) * M + m] += run_dot_f(rq[o], rd[o], v);
+                            acc[(wi * ROWS + r) * M + m] += run_dot_f(rq[o], rd[o], b, v);
                         }
 #endif
                 }

@@ -1,4 +1,4 @@
-/* matvec_soa.c: products against Q4_0_SOA weights (see matvec_soa.h): the dot path
+/* matvec_soa.c: products against Q4_0_SOA weights and Q4_K's (see matvec_soa.h): the dot path
  * (kernels/matvec/matvec_soa.comp: x rounded to 8 bits a block, integer dot products) where the
  * device has integer dot products, subgroup arithmetic and shuffles and x's rows fit in shared
  * memory; the float path (matvec_soa_float.comp) elsewhere. matvec_soa.glsl describes both. */
@@ -19,6 +19,8 @@ typedef struct soa_tune {
     uint32_t split;  /* subgroups a row group; 0: chosen by auto_split */
     int dot;         /* -1: the dot path where it applies; 0: the float path */
     uint32_t prefetch; /* 1: the first weight loads before x is read (matvec_soa.glsl's PREFETCH) */
+    uint32_t x_block;  /* shared-memory bytes of x a block and row on the dot path: 40 (Q4_0_SOA),
+                        * 48 (Q4_K: dx of both sub-blocks and the sums of their halves, by run) */
 } soa_tune;
 
 /* Defaults: 1024 threads, at most 132 workgroups (one a streaming multiprocessor of the H200),
@@ -27,7 +29,7 @@ typedef struct soa_tune {
  * --filter Q4_0_SOA` with NUVEC_MATVEC_SOA): 6.38 / 10.81 / 11.95 / 22.85 us at 4096x4096,
  * 11008x4096, 4096x11008, 32000x4096 and 17.68 for the fused gate-up, against 7.03 / 11.86 /
  * 12.99 / 23.55 / 19.30 for the first guess (512 threads, 264 workgroups, 4 runs, prefetch). */
-static soa_tune default_tune(void) { return (soa_tune){1024, 1, 2, 132, 0, -1, 0}; }
+static soa_tune default_tune(nu_dtype w) { return (soa_tune){1024, 1, 2, 132, 0, -1, 0, w == NU_DTYPE_Q4_K ? 48 : 40}; }
 
 /* NUVEC_MATVEC_SOA's keys: the shared ones and prefetch=0|1. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
@@ -67,11 +69,11 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
 /* x's blocks a row in shared memory, rounded up to a multiple of 64 (few pipelines serve every K). */
 static uint32_t capacity_blocks(int64_t k) { return (uint32_t)((k / 32 + 63) / 64 * 64); }
 
-/* The kernel's shared memory (matvec_soa.glsl): x's rows on the dot path (40 bytes a block and
- * row), the split partial sums, the norm's sums and each row's 1 / RMS. */
+/* The kernel's shared memory (matvec_soa.glsl): x's rows on the dot path (x_block bytes a block
+ * and row), the split partial sums, the norm's sums and each row's 1 / RMS. */
 static uint64_t shared_bytes(bool dot, int64_t m, int64_t k, const soa_tune *t, uint32_t split, uint32_t nw, bool norm)
 {
-    uint64_t x = dot ? 40ull * (uint64_t)m * capacity_blocks(k) : 0;
+    uint64_t x = dot ? (uint64_t)t->x_block * (uint64_t)m * capacity_blocks(k) : 0;
     uint64_t red = split > 1 ? (t->local / 8ull) * t->rows * (uint64_t)m * nw : 1;
     uint64_t ns = norm ? (t->local / 8ull) * (uint64_t)m : 1;
     return x + 4 * (red + ns + (uint64_t)m);
@@ -110,8 +112,8 @@ static uint32_t auto_split(nu_device *d, const soa_tune *t, int64_t m, int64_t n
     return best;
 }
 
-/* desc's tensors (matvec_soa.h): norm_weight [k] float and a positive finite eps, glu_up Q4_0_SOA of
- * weight's shape, residual [m, n] float; none of them overlapping dst but residual as dst itself
+/* desc's tensors (matvec_soa.h): norm_weight [k] float and a positive finite eps, glu_up of
+ * weight's dtype and shape, residual [m, n] float; none of them overlapping dst but residual as dst itself
  * (bias and glu: matvec.c's checks). */
 static nu_status check_desc(nu_device *d, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
                             const nu_matvec_desc *desc)
@@ -179,6 +181,23 @@ static nu_status by_row_groups(nu_commands *c, nu_device *d, const nu_tensor *ds
     return NU_OK;
 }
 
+/* The device's side of both formats: subgroup arithmetic, subgroups of 8 or more. */
+static bool device_takes(const nu_device *d)
+{
+    return (d->info.subgroup_operations & NU_SUBGROUP_ARITHMETIC) && d->info.subgroup_size >= 8;
+}
+
+/* One row stride serves both weights (the push constants' w_row): a glu_up with another (a view
+ * of a wider matrix) stays on the generic paths. */
+static int64_t row_stride(const nu_tensor *w) { return w->shape[0] > 1 ? w->strides[0] : w->shape[1]; }
+
+bool nu__matvec_soa_takes_q4_k(nu_device *d, const nu_tensor *weight, const nu_matvec_desc *desc)
+{
+    const nu_tensor *u = desc ? desc->glu_up : NULL;
+    return weight->dtype == NU_DTYPE_Q4_K && device_takes(d) && (weight->shape[1] <= 1 || weight->strides[1] == 1) &&
+           (!u || (u->dtype == NU_DTYPE_Q4_K && row_stride(u) == row_stride(weight)));
+}
+
 nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, const nu_tensor *weight,
                          const nu_tensor *x, const nu_matvec_desc *desc)
 {
@@ -186,20 +205,21 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     if (!desc)
         desc = &none;
     nu_status st;
-    if (weight->dtype != NU_DTYPE_Q4_0_SOA)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": weight is %s; this path takes Q4_0_SOA",
+    bool q4_k = weight->dtype == NU_DTYPE_Q4_K;
+    if (weight->dtype != NU_DTYPE_Q4_0_SOA && !q4_k)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": weight is %s; this path takes Q4_0_SOA and Q4_K",
                         nu_dtype_name(weight->dtype));
     if ((st = check_desc(d, dst, weight, x, desc)) != NU_OK)
         return st;
     const nu_device_info *in = &d->info;
-    if (!(in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) || in->subgroup_size < 8)
+    if (!device_takes(d))
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": Q4_0_SOA weights need subgroup arithmetic and subgroups of at "
                         "least 8 threads, which %s lacks (keep Q4_0 weights there)", in->name);
     int64_t m = x->shape[0], k = x->shape[1], n = weight->shape[0];
     bool norm = desc->norm_weight, glu = desc->glu_up, resid = desc->residual, bias = desc->bias;
     uint32_t nw = glu ? 2 : 1;
 
-    soa_tune tune = default_tune();
+    soa_tune tune = default_tune(weight->dtype);
     if ((st = soa_knobs(d, &desc->tune, &tune)) != NU_OK)
         return st;
     uint32_t sg = in->subgroup_size;
@@ -233,31 +253,31 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     for (int i = 0; i < 7; i++)
         if ((st = nu__op_bind(FN, ts[i], i ? NU_ACCESS_READ : NU_ACCESS_WRITE, &bind[i], &first[i])) != NU_OK)
             return st;
-    /* uvec4 runs where both weights' first halves are 16-byte aligned (each row then is: K / 32 * 18
-     * bytes, a multiple of 144). */
+    /* uvec4 runs where both weights' first halves are 16-byte aligned (each row then is too: a
+     * multiple of 144 bytes, Q4_0_SOA's K / 32 * 18 and Q4_K's K / 256 * 144). */
     bool wvec = first[1] % 8 == 0 && (!glu || first[3] % 8 == 0);
     bool xvec = (k == 1 || x->strides[1] == 1) && (uint64_t)first[2] * nu_dtype_size(x->dtype) % 16 == 0 &&
                 (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
     uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
                      (tune.prefetch ? 32u : 0u) | (desc->glu == NU_GLU_GELU_TANH ? 64u : 0u) | (bias ? 128u : 0u);
-    uint32_t constants[12] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
+    uint32_t constants[13] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
                               tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
                               norm ? nu__op_dtype_code(desc->norm_weight->dtype) : 0u,
-                              bias ? nu__op_dtype_code(desc->bias->dtype) : 0u};
+                              bias ? nu__op_dtype_code(desc->bias->dtype) : 0u, q4_k ? 1u : 0u};
     struct {
         uint32_t n, k, first_w, w_row, first_up, first_x, x_row, x_col, first_dst, first_g, g_col, first_r, r_row,
             r_col;
         float eps;
         uint32_t first_bias, bias_col;
-    } push = {(uint32_t)n, (uint32_t)k, first[1], nu__op_block_halves(weight, k), first[3], first[2],
+    } push = {(uint32_t)n, (uint32_t)k, first[1], nu__op_block_halves(weight, row_stride(weight)), first[3], first[2],
               m > 1 ? (uint32_t)x->strides[0] : 0, (uint32_t)x->strides[1], first[0], first[4],
               norm ? (uint32_t)desc->norm_weight->strides[0] : 0, first[5],
               resid && m > 1 ? (uint32_t)desc->residual->strides[0] : 0,
               resid ? (uint32_t)desc->residual->strides[1] : 0, norm ? desc->norm_eps : 0.0f, first[6],
               bias && n > 1 ? (uint32_t)desc->bias->strides[0] : 0};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 12,
+    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 13,
                             &kern)) != NU_OK)
         return st;
     uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
