@@ -102,6 +102,7 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
     p.fused = r->o.fusion && rows <= r->o.matvec_rows;
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
+    p.matrix_units = nu_device_get_info(r->dev)->features[NU_FEATURE_COOPERATIVE_MATRIX];
     p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
     if (r->hp->longrope) { /* LongRoPE: the long divisors for a cache past the original context (llama.cpp's choice) */
         nu_llm_role role = r->kv->positions > r->hp->rope_original_context ? NU_LLM_W_ROPE_LONG : NU_LLM_W_ROPE_SHORT;

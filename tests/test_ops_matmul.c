@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <nuvec/trace.h>
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
@@ -461,11 +464,13 @@ static void refuses_bad_tensors(void **state)
 }
 
 /* The cooperative-matrix path (src/ops/matmul_tc.c, kernels/matmul/matmul_coopmat.comp) where the
- * device has matrix units: F16 a against F16, Q8_0 and Q4_0 weights, odd shapes (edges of the
- * 128 x 128 and 64 x 128 tiles), k tails of the 64-element steps, batches with a broadcast weight,
+ * device has matrix units: F16 a against F16, Q8_0, Q4_0, Q4_K and Q6_K weights (the K formats
+ * with k rounded up to their 256-element super-blocks, Q6_K's 210-byte blocks at an odd half in
+ * every other case), odd shapes (edges of the 128 x 128 and 64 x 128 tiles), k tails of the
+ * 64-element steps, batches with a broadcast weight,
  * bias, every dst dtype. It runs without the validation layer: Debian 12's (1.3.239) predates
  * VK_KHR_cooperative_matrix, and nuvec leaves the extension off under it. That path rounds each
- * dequantized weight to F16 (d * q in F32, then to nearest even), so the reference uses the weights
+ * dequantized weight to F16 (its F32 value, then to nearest even), so the reference uses the weights
  * rounded so; its results must then differ from the tiled path's (tune.no_tensor_cores), which
  * multiplies the exact values: the matrix units really ran. Skipped, saying so, where the device
  * has no VK_KHR_cooperative_matrix (lavapipe). It sets NUVEC_MATMUL_TC itself, so that a run of
@@ -477,18 +482,22 @@ static void tensor_cores_match_the_reference(void **state)
     uint64_t seed = 11;
     /* Whatever the caller's environment says: the device reads it at its first product. */
     assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0);
-    const nu_dtype wds[3] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
+    const nu_dtype wds[5] = {NU_DTYPE_F16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0, NU_DTYPE_Q4_K, NU_DTYPE_Q6_K};
     /* Edges only; edges, whole tiles and a bias; whole tiles of 64-row tiles; one row; whole
      * 128 x 128 tiles straight to dst beside edge tiles, batched (the kernel's two ways out). */
     const int64_t shapes[6][4] = {{37, 45, 160, 1},  {130, 200, 448, 1}, {64, 129, 96, 3},
                                   {1, 77, 64, 1},    {256, 264, 128, 2}, {300, 256, 64, 1}};
-    for (int w = 0; w < 3; w++)
+    for (int w = 0; w < 5; w++)
         for (int c = 0; c < 6; c++) {
+            bool kfmt = wds[w] == NU_DTYPE_Q4_K || wds[w] == NU_DTYPE_Q6_K;
             int64_t m = shapes[c][0], n = shapes[c][1], k = shapes[c][2], batch = shapes[c][3];
+            if (kfmt)
+                k = (k + 255) / 256 * 256;
             int64_t as[3] = {batch, m, k}, bs[2] = {n, k}, ds[3] = {batch, m, n}, bis[1] = {n};
             nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 3, as, 0, -1, 1, &seed);
             nt_tensor b = wds[w] == NU_DTYPE_F16 ? nt_tensor_random(d, wds[w], 2, bs, 0, -1, 1, &seed)
-                                                 : nt_tensor_quantized(d, wds[w], 2, bs, 0, -1, 1, &seed);
+                                                 : nt_tensor_quantized(d, wds[w], 2, bs, kfmt ? (uint64_t)(c % 2) : 0,
+                                                                       -1, 1, &seed);
             nt_tensor dst = nt_tensor_output(d, floats[(w + c) % 3], 3, ds, 0);
             nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F32, 1, bis, 0, -1, 1, &seed);
             float *bv = malloc((size_t)(n * k) * sizeof *bv);
@@ -520,6 +529,143 @@ static void tensor_cores_match_the_reference(void **state)
             nt_tensor_free(&dst);
             nt_tensor_free(&bias);
         }
+    unsetenv("NUVEC_MATMUL_TC");
+    NT_OK(nu_device_close(d));
+}
+
+/* Whether the trace at `path` has a command named `kernel` (removed after). */
+static bool traced(const char *path, const char *kernel)
+{
+    char *text = nt_read_file(path), want[64];
+    assert_non_null(text);
+    snprintf(want, sizeof want, "\"%s\"", kernel);
+    bool found = strstr(text, want) != NULL;
+    free(text);
+    remove(path);
+    return found;
+}
+
+/* A chain of three products in one recording: h = a w1^T (F16), y = h w2^T + bias, z = a w3^T. */
+typedef struct chain3 {
+    const nu_tensor *h, *y, *z, *a, *w1, *w2, *w3, *bias;
+    nu_matmul_tune tune;
+} chain3;
+
+static nu_status record_chain3(nu_commands *c, void *arg)
+{
+    const chain3 *k = arg;
+    nu_matmul_desc plain = {NULL, k->tune}, biased = {k->bias, k->tune};
+    nu_status st = nu_op_matmul_ex(c, k->h, k->a, k->w1, &plain);
+    if (st == NU_OK)
+        st = nu_op_matmul_ex(c, k->y, k->h, k->w2, &biased);
+    return st == NU_OK ? nu_op_matmul_ex(c, k->z, k->a, k->w3, &plain) : st;
+}
+
+/* Split-K on the matrix units (src/ops/matmul_tc.c: k split over workgroups, the F32 partials
+ * added by matmul_splits.comp): few rows against each weight kind the kernel reads, splits chosen
+ * by the grid and given (tune.tc_splits, rounded to whole 256-element runs), a bias, batches, every
+ * dst dtype, against the reference (traced: the sum kernel ran); then a graph of three split
+ * products in sequence, which share one scratch buffer, against the same chain in a command buffer
+ * without splits (the same partials' order within a split: equal to F32 summation's bound).
+ * Skipped where the device has no VK_KHR_cooperative_matrix (lavapipe). */
+static void tensor_cores_split_k(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open_matrix_units("tensor_cores_split_k");
+    assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0);
+    uint64_t seed = 23;
+    const struct {
+        int64_t m, n, k, batch;
+        nu_dtype w;
+        uint32_t splits;
+        bool bias;
+    } cases[6] = {
+        {16, 4096, 4096, 1, NU_DTYPE_F16, 0, false}, {16, 200, 1024, 2, NU_DTYPE_Q4_K, 3, true},
+        {5, 77, 768, 1, NU_DTYPE_Q6_K, 0, false},    {64, 129, 512, 1, NU_DTYPE_Q8_0, 2, true},
+        {1, 300, 2048, 1, NU_DTYPE_Q4_0, 0, true},   {33, 64, 1280, 3, NU_DTYPE_Q4_K, 64, false},
+    };
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-splitk-%d.json", nt_tmp_dir(), (int)getpid());
+    for (int c = 0; c < 6; c++) {
+        int64_t m = cases[c].m, n = cases[c].n, k = cases[c].k, batch = cases[c].batch;
+        int64_t as[3] = {batch, m, k}, bs[2] = {n, k}, ds[3] = {batch, m, n}, bis[1] = {n};
+        nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 3, as, 0, -1, 1, &seed);
+        nt_tensor b = cases[c].w == NU_DTYPE_F16 ? nt_tensor_random(d, NU_DTYPE_F16, 2, bs, 0, -1, 1, &seed)
+                                                 : nt_tensor_quantized(d, cases[c].w, 2, bs, (uint64_t)(c % 2), -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, floats[c % 3], 3, ds, 0);
+        nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F32, 1, bis, 0, -1, 1, &seed);
+        float *bv = malloc((size_t)(n * k) * sizeof *bv);
+        for (int64_t i = 0; i < n * k; i++)
+            bv[i] = nt_round_to(NU_DTYPE_F16, b.values[i]);
+        nu_matmul_tune tune = {.tc_splits = cases[c].splits};
+        char what[160];
+        snprintf(what, sizeof what, "split-K: %s dst = F16 a [%lld, %lld, %lld] * %s b^T%s, splits %u",
+                 nu_dtype_name(dst.t.dtype), (long long)batch, (long long)m, (long long)k, nu_dtype_name(cases[c].w),
+                 cases[c].bias ? " + bias" : "", cases[c].splits);
+        NT_OK(nu_trace_start(d, path));
+        check_tuned(d, &dst, &a.t, a.values, &b.t, bv, cases[c].bias ? &bias.t : NULL,
+                    cases[c].bias ? bias.values : NULL, &tune, what);
+        NT_OK(nu_trace_stop(d));
+        if (!traced(path, "matmul_splits"))
+            fail_msg("%s: no matmul_splits in the trace (was k split?)", what);
+        free(bv);
+        nt_tensor_free(&a);
+        nt_tensor_free(&b);
+        nt_tensor_free(&dst);
+        nt_tensor_free(&bias);
+    }
+
+    /* The graph: three split products sharing the recording's scratch. */
+    int64_t m = 16, k = 4096, n1 = 1024, as[2] = {m, k}, w1s[2] = {n1, k}, w2s[2] = {4096, n1}, w3s[2] = {512, k};
+    int64_t hs[2] = {m, n1}, ys[2] = {m, 4096}, zs[2] = {m, 512}, bis[1] = {4096};
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 2, as, 0, -1, 1, &seed);
+    nt_tensor w1 = nt_tensor_quantized(d, NU_DTYPE_Q4_K, 2, w1s, 0, -1, 1, &seed);
+    nt_tensor w2 = nt_tensor_quantized(d, NU_DTYPE_Q6_K, 2, w2s, 1, -1, 1, &seed);
+    nt_tensor w3 = nt_tensor_random(d, NU_DTYPE_F16, 2, w3s, 0, -1, 1, &seed);
+    nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F32, 1, bis, 0, -1, 1, &seed);
+    nt_tensor outs[2][3];
+    for (int r = 0; r < 2; r++) {
+        outs[r][0] = nt_tensor_output(d, NU_DTYPE_F16, 2, hs, 0);
+        outs[r][1] = nt_tensor_output(d, NU_DTYPE_F32, 2, ys, 0);
+        outs[r][2] = nt_tensor_output(d, NU_DTYPE_F32, 2, zs, 0);
+    }
+    chain3 plain = {&outs[0][0].t, &outs[0][1].t, &outs[0][2].t, &a.t, &w1.t, &w2.t, &w3.t, &bias.t, {.tc_splits = 1}};
+    nt_run(d, record_chain3, &plain);
+    chain3 split = {&outs[1][0].t, &outs[1][1].t, &outs[1][2].t, &a.t, &w1.t, &w2.t, &w3.t, &bias.t, {0}};
+    nu_commands *rec;
+    NT_OK(nu_graph_record(d, &rec));
+    NT_OK(record_chain3(rec, &split));
+    nu_graph *g;
+    NT_OK(nu_graph_new(rec, &g));
+    for (int launch = 0; launch < 2; launch++) { /* launches reuse the scratch */
+        NT_OK(nu_graph_launch(g));
+        NT_OK(nu_graph_wait(g, UINT64_MAX));
+    }
+    for (int i = 0; i < 3; i++) {
+        nt_tensor_download(&outs[0][i]);
+        nt_tensor_download(&outs[1][i]);
+        uint64_t count = (uint64_t)nu_tensor_numel(&outs[0][i].t), differ = 0;
+        /* F32 sums of 4096 F16 x F16 products of values up to 1 (and 1024 of h's): their order
+         * differs, so the F32 results differ in their last bits almost everywhere (the graph's
+         * launches record no per-dispatch trace events: this says the split ran there). */
+        char what[64];
+        snprintf(what, sizeof what, "split-K graph, product %d against the unsplit chain", i + 1);
+        nt_expect_close(what, outs[1][i].values, outs[0][i].values, count, i == 1 ? 0.5f : 2e-3f, 2e-3f);
+        for (uint64_t e = 0; e < count; e++)
+            differ += outs[1][i].values[e] != outs[0][i].values[e];
+        if (i == 2 && differ < count / 2)
+            fail_msg("%s: only %llu of %llu results differ from the unsplit ones: was k split?", what,
+                     (unsigned long long)differ, (unsigned long long)count);
+    }
+    NT_OK(nu_graph_free(g));
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++)
+            nt_tensor_free(&outs[r][i]);
+    nt_tensor_free(&a);
+    nt_tensor_free(&w1);
+    nt_tensor_free(&w2);
+    nt_tensor_free(&w3);
+    nt_tensor_free(&bias);
     unsetenv("NUVEC_MATMUL_TC");
     NT_OK(nu_device_close(d));
 }
@@ -584,6 +730,7 @@ int main(void)
         cmocka_unit_test(strided_transposed_and_sliced_views),
         cmocka_unit_test(every_variant_and_knob),
         cmocka_unit_test(tensor_cores_match_the_reference),
+        cmocka_unit_test(tensor_cores_split_k),
         cmocka_unit_test(refuses_bad_tensors),
         cmocka_unit_test(bad_developer_overrides_fail_naming_the_variable),
     };

@@ -346,6 +346,10 @@ typedef struct nu_matmul_tune {
     uint32_t tc_bk;            /* k a step, 32 or 64 (default 64) */
     uint32_t tc_buffers;       /* shared-memory tile buffers, 1 or 2 (default 1) */
     uint32_t tc_probe;         /* diagnostics, 0..3 (0: in use; bench/RESULTS.md) */
+    uint32_t tc_splits;        /* matrix units: k split over this many workgroups (each k / splits, in
+                                * whole 256-element runs), 1..64, their F32 partial sums added by a
+                                * second dispatch (default: m <= 64 where the grid holds fewer than 16
+                                * subgroups a compute unit, up to that; else 1) */
 } nu_matmul_tune;
 typedef struct nu_matmul_desc {
     const nu_tensor *bias; /* nu_op_matmul's bias (NULL: none) */

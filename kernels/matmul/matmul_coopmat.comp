@@ -4,12 +4,15 @@
 // it where the device offers 16x16x16 F16 x F16 + F32 products at subgroup scope, subgroups of 32,
 // and the operands suit it (below); the tiled kernel (matmul.comp) everywhere else.
 //
-//   dst[b, i, j] = sum_k a[b, i, k] * w[b, j, k] (+ bias[j])     a F16; w F16, Q8_0, Q4_0 or Q4_0_SOA
+//   dst[b, i, j] = sum_k a[b, i, k] * w[b, j, k] (+ bias[j])
+//   a F16; w F16, Q8_0, Q4_0, Q4_0_SOA, Q4_K or Q6_K
 //
-// F32 accumulation; dst F32, F16 or BF16 (rounded once). Q8_0 / Q4_0 / Q4_0_SOA weights are dequantized to
-// F16 while they are copied into shared memory (d * q in F32, then rounded to F16: the F16
-// rounding of each weight, at most 2^-11 relative, is the only difference from the exact product
-// besides F32 summation).
+// F32 accumulation; dst F32, F16 or BF16 (rounded once). Block weights are dequantized to F16
+// while they are copied into shared memory (each weight's F32 value as ggml computes it, then
+// rounded to F16: the F16 rounding of each weight, at most 2^-11 relative, is the only
+// difference from the exact product besides F32 summation). Q4_0 / Q8_0 / Q4_0_SOA do it in F16
+// arithmetic (exactly that rounding: below); Q4_K and Q6_K in F32 (their scales are products of
+// two scales: D * q - M and (d * scale) * (q - 32), each rounded as ggml rounds it).
 //
 // Layout of the work: a workgroup computes a BM x BN tile of dst (BM = 16 * FM * WM, BN = 16 * FN *
 // WN) with WM x WN subgroups, each a (BM / WM) x (BN / WN) part as (BM / WM / 16) x
@@ -26,8 +29,9 @@
 // 35 TFLOP/s at 4096^3 with it, 150 without), so each way is its own pipeline.
 //
 // Specialisation constants:
-//   0 WDT   weight dtype (ops.glsl code): NU_F16, NU_Q8_0, NU_Q4_0 or NU_Q4_0_SOA (Q4_0's blocks
-//           with each row's scales first, then its quants: nuvec/tensor.h; whole rows, k the row)
+//   0 WDT   weight dtype (ops.glsl code): NU_F16, NU_Q8_0, NU_Q4_0, NU_Q4_0_SOA (Q4_0's blocks
+//           with each row's scales first, then its quants: nuvec/tensor.h; whole rows, k the row),
+//           NU_Q4_K or NU_Q6_K (GGUF's super-blocks: kernels/quant.glsl describes them)
 //   1 DDT   dst dtype (ops.glsl code)
 //   2 BIAS  1: add bias[j] (binding 3, dtype BDT)
 //   3 BDT   bias dtype (ops.glsl code)
@@ -69,6 +73,9 @@ const uint LOCAL = gl_WorkGroupSize.x;
 #define Q8_0 NU_Q8_0 // the only block dtypes this kernel takes (src/ops/matmul_tc.c routes the others away)
 #define Q4_0 NU_Q4_0
 #define Q4_0_SOA NU_Q4_0_SOA
+#define Q4_K NU_Q4_K
+#define Q6_K NU_Q6_K
+const bool KFMT = WDT == Q4_K || WDT == Q6_K; // 256-element super-blocks, dequantized in F32
 #define MAX_FRAGS 16u // FM * FN at most (the host checks)
 #define MAX_SIDE 8u   // FM and FN at most
 const uint BM = WM * FM * 16u, BN = WN * FN * 16u;
@@ -94,6 +101,8 @@ layout(push_constant) uniform Push {
     uint first_dst, dst_batch;       // dst is contiguous [.., m, n]
     uint first_bias;
     uint tile_x, tile_y;             // the first tile's column and row (in tiles)
+    uint k_per;                      // split-K: the k of a split (a multiple of BK and 256); k: none
+    uint batches;                    // a's and w's batches: workgroup z is split * batches + batch
 } pc;
 
 uvec4 zero4() { return uvec4(0u); }
@@ -103,15 +112,47 @@ uint w_word(uint i) { return w_w[i]; }
 uint w_last_word(uint i) { return i < uint(w_w.length()) ? w_w[i] : uint(w_h[2u * i]); }
 uint funnel(uint a, uint b, uint s) { return (a >> s) | ((b << 1u) << (31u - s)); }
 
-// A block weight's unit (16 elements: half a Q8_0 block, or a Q4_0 block's low or high nibbles) as
-// loaded: the 16 bytes' words (and the word after, where they start at an odd half) and the scale.
-// Loaded before the products of a step, converted to F16 after them (block_to_f16), so that the
-// loads are in flight while the matrix units work.
-struct Raw { uvec4 w; uint w4; uint d; uint shift; };
+// A block weight's unit (16 elements: half a Q8_0 block, a Q4_0 block's low or high nibbles, half
+// of a K format's 32-element sub-block) as loaded: the 16 bytes' words (and the word after, where
+// they start at an odd half) and the scale. Loaded before the products of a step, converted to F16
+// after them (block_to_f16), so that the loads are in flight while the matrix units work.
+// K formats: w holds Q4_K's 16 quant bytes or Q6_K's 16 ql bytes; x (and x4) Q4_K's 16-byte
+// header (d, dmin, scales) or Q6_K's 16 qh bytes (the same half's parity: shift serves both); d
+// Q6_K's d and e the half holding its unit's int8 scale; j the sub-block in its super-block.
+struct Raw { uvec4 w; uint w4; uint d; uint shift; uvec4 x; uint x4; uint e; uint j; };
+
+uvec4 words4(uint i) { return uvec4(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u)); }
+
+Raw load_kblock(uint hr, uint blk, uint part)
+{
+    Raw r;
+    uint sb = blk / 8u, j = blk % 8u, h0, hx;
+    r.j = j;
+    if (WDT == Q4_K) { // 72 halves: d, dmin, scales[12] (8 halves), qs[128]
+        hx = hr + sb * 72u;
+        h0 = hx + 8u + 16u * (j / 2u) + 8u * part; // qs[32 (j / 2) + 16 part ..]: nibble j % 2
+        r.d = 0u;
+        r.e = 0u;
+    } else { // Q6_K, 105 halves: ql[128], qh[64], scales[16], d
+        uint hb = hr + sb * 105u, n = j / 4u, q = j % 4u;
+        h0 = hb + 32u * n + 16u * (q & 1u) + 8u * part; // ql[64 n + 32 (q & 1) + 16 part ..]
+        hx = hb + 64u + 16u * n + 8u * part;            // qh[32 n + 16 part ..]
+        r.e = uint(w_h[hb + 96u + 4u * n + q]);         // scales[8 n + 2 q + part]: byte `part`
+        r.d = uint(w_h[hb + 104u]);
+    }
+    r.shift = (h0 & 1u) * 16u;
+    r.w = words4(h0 >> 1u);
+    r.w4 = r.shift != 0u ? w_last_word((h0 >> 1u) + 4u) : 0u;
+    r.x = words4(hx >> 1u);
+    r.x4 = r.shift != 0u ? w_last_word((hx >> 1u) + 4u) : 0u;
+    return r;
+}
 
 Raw load_block(uint row, uint blk, uint part)
 {
     uint hr = pc.first_w + row * pc.w_row, hb, h0; // the row's first half; the block's scale and quants
+    if (KFMT)
+        return load_kblock(hr, blk, part);
     if (WDT == Q4_0_SOA) { // the row's k / 32 scales, then its runs of 16 quant bytes
         hb = hr + blk;
         h0 = hr + pc.k / 32u + 8u * blk;
@@ -128,7 +169,65 @@ Raw load_block(uint row, uint blk, uint part)
     return r;
 }
 
-Raw zero_raw() { Raw r; r.w = uvec4(0u); r.w4 = 0u; r.d = 0u; r.shift = 0u; return r; }
+Raw zero_raw()
+{
+    Raw r;
+    r.w = uvec4(0u); r.w4 = 0u; r.d = 0u; r.shift = 0u; r.x = uvec4(0u); r.x4 = 0u; r.e = 0u; r.j = 0u;
+    return r;
+}
+
+// An IEEE half's value, subnormals exact (kernels/quant.glsl's nu_q_f16).
+float half_value(uint h)
+{
+    if ((h & 0x7c00u) != 0u)
+        return unpackHalf2x16(h).x;
+    float v = float(h & 0x3ffu) * 5.9604644775390625e-8;
+    return (h & 0x8000u) != 0u ? -v : v;
+}
+
+// A K format's unit as F16: byte i of q (16 bytes) with x's byte i gives element i.
+void kblock_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
+{
+    uint s = r.shift;
+    uint q[4] = uint[4](funnel(r.w.x, r.w.y, s), funnel(r.w.y, r.w.z, s), funnel(r.w.z, r.w.w, s), funnel(r.w.w, r.w4, s));
+    uint x[4] = uint[4](funnel(r.x.x, r.x.y, s), funnel(r.x.y, r.x.z, s), funnel(r.x.z, r.x.w, s), funnel(r.x.w, r.x4, s));
+    float scale, mn = 0.0;
+    uint nib, hbit = 0u;
+    if (WDT == Q4_K) { // x is the header: w = (d * sc) * q - dmin * m
+        uint j = r.j;
+        uvec2 sm = j < 4u ? uvec2((x[1] >> (8u * j)) & 63u, (x[2] >> (8u * j)) & 63u)
+                          : uvec2(((x[3] >> (8u * (j - 4u))) & 15u) | (((x[1] >> (8u * (j - 4u) + 6u)) & 3u) << 4u),
+                                  ((x[3] >> (8u * (j - 4u) + 4u)) & 15u) | (((x[2] >> (8u * (j - 4u) + 6u)) & 3u) << 4u));
+        precise float sc = half_value(x[0] & 0xffffu) * float(sm.x);
+        precise float m = half_value(x[0] >> 16u) * float(sm.y);
+        scale = sc;
+        mn = m;
+        nib = 4u * (j % 2u); // zero_raw(): d and dmin 0, so every value is 0
+    } else { // Q6_K: w = (d * sc) * (q - 32), q = ql's nibble | qh's two bits << 4
+        uint q4 = r.j % 4u;
+        int sc = bitfieldExtract(int(r.e), int(8u * part), 8);
+        precise float ds = half_value(r.d) * float(sc);
+        scale = ds;
+        nib = 4u * (q4 / 2u);
+        hbit = 2u * q4;
+    }
+    float v[16];
+    [[unroll]] for (uint i = 0u; i < 16u; i++) {
+        uint b = (q[i / 4u] >> (8u * (i % 4u))) & 0xffu, c = (x[i / 4u] >> (8u * (i % 4u))) & 0xffu;
+        uint u = (b >> nib) & 15u;
+        precise float val;
+        if (WDT == Q4_K) {
+            val = scale * float(u) - mn;
+        } else {
+            val = scale * float(int(u | (((c >> hbit) & 3u) << 4u)) - 32);
+        }
+        v[i] = val;
+    }
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        lo[i] = packHalf2x16(vec2(v[2u * i], v[2u * i + 1u]));
+        hi[i] = packHalf2x16(vec2(v[8u + 2u * i], v[8u + 2u * i + 1u]));
+    }
+}
 
 // Elements 16 * part .. 16 * part + 15 of a unit, as F16 (two uvec4), two at a time in F16 vector
 // arithmetic: a byte or nibble b or'ed into the mantissa of 1024.0 (0x6400) is 1024 + b exactly, so
@@ -144,6 +243,10 @@ uvec4 dequant8(uvec4 pairs, f16vec2 bias, f16vec2 d) // 4 words of two biased va
 
 void block_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
 {
+    if (KFMT) {
+        kblock_to_f16(r, part, lo, hi);
+        return;
+    }
     f16vec2 d = f16vec2(unpackFloat2x16(r.d * 0x10001u).x);
     uint s = r.shift;
     uint q[4] = uint[4](funnel(r.w.x, r.w.y, s), funnel(r.w.y, r.w.z, s), funnel(r.w.z, r.w.w, s), funnel(r.w.w, r.w4, s));
@@ -241,7 +344,12 @@ void store_tiles(uint buf)
 
 void main()
 {
-    uint n0 = (pc.tile_x + gl_WorkGroupID.x) * BN, m0 = (pc.tile_y + gl_WorkGroupID.y) * BM, batch = gl_WorkGroupID.z;
+    // Split-K (src/ops/matmul_tc.c: a grid too small for the device): workgroup z takes k0..k1 of
+    // batch z % batches and writes its partial sums as batch z of dst (F32 partials, summed by
+    // matmul_splits.comp); without a split z is the batch and k0..k1 all of k.
+    uint zb = gl_WorkGroupID.z, batch = zb % pc.batches, k0 = (zb / pc.batches) * pc.k_per;
+    uint k1 = min(pc.k, k0 + pc.k_per);
+    uint n0 = (pc.tile_x + gl_WorkGroupID.x) * BN, m0 = (pc.tile_y + gl_WorkGroupID.y) * BM;
     uint sg = gl_SubgroupID, wm = sg / WN, wn = sg % WN;
     // Arrays of matrices sized by compile-time constants, not by the specialisation constants: the
     // H200's compiler put spec-constant-sized ones in memory (34 TFLOP/s, against 400+ without the
@@ -250,14 +358,14 @@ void main()
     [[unroll]] for (uint i = 0u; i < FM * FN; i++)
         acc[i] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
 
-    uint steps = (pc.k + BK - 1u) / BK;
-    load_tiles(batch, m0, n0, 0u);
+    uint steps = (k1 - k0 + BK - 1u) / BK;
+    load_tiles(batch, m0, n0, k0);
     store_tiles(0u);
     barrier();
     for (uint s = 0u; s < steps; s++) {
         uint buf = BUFFERS == 2u ? s & 1u : 0u, base = buf * (TILE_A + TILE_B);
         if (s + 1u < steps)
-            load_tiles(batch, m0, n0, (s + 1u) * BK); // in flight while the matrix units work
+            load_tiles(batch, m0, n0, k0 + (s + 1u) * BK); // in flight while the matrix units work
         [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[MAX_SIDE];
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[MAX_SIDE];
@@ -280,7 +388,7 @@ void main()
     }
 
     if (EPILOGUE == 0u) { // whole tiles, F32 or F16, no bias
-        uint first = pc.first_dst + batch * pc.dst_batch + (m0 + wm * FM * 16u) * pc.n + n0 + wn * FN * 16u;
+        uint first = pc.first_dst + zb * pc.dst_batch + (m0 + wm * FM * 16u) * pc.n + n0 + wn * FN * 16u;
         [[unroll]] for (uint i = 0u; i < FM; i++)
             [[unroll]] for (uint j = 0u; j < FN; j++) {
                 uint at = first + 16u * i * pc.n + 16u * j;
@@ -309,7 +417,7 @@ void main()
                 if (BIAS != 0u && col < pc.n)
                     v += NU_LOAD(bias, BDT, pc.first_bias + col);
                 if (row < pc.m && col < pc.n)
-                    NU_STORE(dst, DDT, pc.first_dst + batch * pc.dst_batch + row * pc.n + col, v)
+                    NU_STORE(dst, DDT, pc.first_dst + zb * pc.dst_batch + row * pc.n + col, v)
             }
             subgroupBarrier();
         }

@@ -619,6 +619,29 @@ nu_status nu__commands_adopt(nu_commands *c, nu_buffer *b)
     return nu_buffer_free(b);
 }
 
+nu_status nu__commands_scratch(nu_commands *c, size_t bytes, nu_buffer **out, bool *adopt)
+{
+    nu__list *l = c->list;
+    *out = NULL;
+    *adopt = !l;
+    if (l && l->scratch && nu_buffer_size(l->scratch) >= bytes) {
+        *out = l->scratch;
+        return NU_OK;
+    }
+    nu_buffer *b;
+    nu_status st = nu_buffer_new_gpu(c->s.device, bytes, NU_STORAGE_PRIVATE, &b);
+    if (st != NU_OK)
+        return st;
+    nu_buffer_set_name(b, "nuvec op scratch");
+    if (l) {
+        if ((st = nu__list_adopt(l, b)) != NU_OK)
+            return st;
+        l->scratch = b;
+    }
+    *out = b;
+    return NU_OK;
+}
+
 nu_status nu_commands_free(nu_commands *c)
 {
     if (!c)

@@ -39,6 +39,14 @@ nu_status nu__commands_new_list(nu_device *d, nu__list *list, nu_commands **out)
  * a graph recording keeps it until the graph is freed (launches reuse it). b is freed on failure
  * too. */
 nu_status nu__commands_adopt(nu_commands *c, nu_buffer *b);
+/* Device memory of at least `bytes` for an op's intermediate results within its own recorded work
+ * (written and read back by its dispatches: split-K partial sums). A graph recording hands every op
+ * that asks the same buffer (replaced by a larger one, which it keeps too, when one asks for more):
+ * ops in sequence share it, their uses ordered by the recording's hazard tracking, so a graph of
+ * many such ops holds the largest of them, not their sum; *adopt is false, the recording owns it.
+ * A command buffer's op gets a fresh one (nu_buffer_new_gpu) with *adopt true: it hands it over
+ * (nu__commands_adopt) once its dispatches are recorded. */
+nu_status nu__commands_scratch(nu_commands *c, size_t bytes, nu_buffer **out, bool *adopt);
 
 /* Per device: the spare command buffer objects (runtime/device.c calls these). */
 nu_status nu__recorder_init(nu_device *d);

@@ -95,6 +95,7 @@ typedef struct nu__list {
     uint32_t kernel_count, kernel_capacity;
     nu_buffer **owned;     /* temporaries recorded ops handed over (nu__list_adopt): freed with the list */
     uint32_t owned_count, owned_capacity;
+    nu_buffer *scratch;    /* the ops' shared scratch (nu__commands_scratch): one of `owned` */
     uint32_t empty_refs;   /* empty ranges so far (each takes the next placeholder slot) */
     int32_t last_user;     /* the last command if it is a user dispatch (nu_graph_param), else -1 */
     /* The last op's values a launch may change (nu__graph_note_values), valid while cmd_count

@@ -94,7 +94,7 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
 /* tune's fields, checked against their ranges (a bad one fails, naming it). */
 static nu_status check_tune(nu_device *d, const nu_matmul_tune *t)
 {
-    const nu__op_field fields[13] = {
+    const nu__op_field fields[14] = {
         {"variant", (uint32_t)t->variant, (unsigned)t->variant < NU_MATMUL_VARIANT_COUNT, "a nu_matmul_variant"},
         {"bm", t->bm, t->bm <= 256, "1..256"},
         {"bn", t->bn, t->bn <= 256, "1..256"},
@@ -108,8 +108,9 @@ static nu_status check_tune(nu_device *d, const nu_matmul_tune *t)
         {"tc_bk", t->tc_bk, t->tc_bk == 32 || t->tc_bk == 64, "32 or 64"},
         {"tc_buffers", t->tc_buffers, t->tc_buffers <= 2, "1 or 2"},
         {"tc_probe", t->tc_probe, t->tc_probe <= 3, "0..3"},
+        {"tc_splits", t->tc_splits, t->tc_splits <= 64, "1..64"},
     };
-    return nu__op_tune_check(d, FN, fields, 13);
+    return nu__op_tune_check(d, FN, fields, 14);
 }
 
 static nu_status tune_tile(nu_device *d, const nu_matmul_tune *tune, matmul_tile *t, bool *vector)

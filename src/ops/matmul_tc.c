@@ -1,6 +1,7 @@
 /* matmul_tc.c: nu_op_matmul on the matrix units (kernels/matmul/matmul_coopmat.comp, whose header
- * describes the kernel): F16 activations against F16, Q8_0 or Q4_0 weights, on devices whose
- * VK_KHR_cooperative_matrix offers 16x16x16 F16 x F16 + F32 products at subgroup scope. */
+ * describes the kernel): F16 activations against F16, Q8_0, Q4_0, Q4_0_SOA, Q4_K or Q6_K weights,
+ * on devices whose VK_KHR_cooperative_matrix offers 16x16x16 F16 x F16 + F32 products at subgroup
+ * scope; split over k where the grid is small (matmul_splits.comp adds the partials). */
 #include "ops/matmul_tc.h"
 
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "exec/commands.h"
 #include "kernels_table.h"
 #include "ops/op.h"
 
@@ -17,6 +19,7 @@
 typedef struct tc_tile {
     uint32_t wm, wn, fm, fn, bk, buffers, probe;
     bool off; /* NUVEC_MATMUL_TC=off */
+    uint32_t splits; /* split-K: 0 by the grid (choose_splits), else as given */
 } tc_tile;
 
 /* The tile by shape: 128 x 128 (4 subgroups of 64 x 64), k 64 a step, one buffer: the best of 12
@@ -47,6 +50,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 1, 8, false, &t->fm);
     if (!strcmp(key, "fn"))
         return nu__op_knob_u32(value, 1, 8, false, &t->fn);
+    if (!strcmp(key, "splits"))
+        return nu__op_knob_u32(value, 1, 64, false, &t->splits);
     return false;
 }
 
@@ -61,17 +66,37 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batche
     uint32_t units = d->info.compute_units ? d->info.compute_units : 1;
     if (m <= 64) /* 64 x 32 tiles, 2 subgroups: a batched decode step's 64 rows of a 7B model ran 2258
                   * tokens/s against 1819 with 64 x 128 (H200, 2026-12-02, bench/RESULTS.md) */
-        *t = (tc_tile){1, 2, 4, 1, 64, 1, 0, false};
+        *t = (tc_tile){1, 2, 4, 1, 64, 1, 0, false, 0};
     else if (tiles < 2ull * units)
-        *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false};
+        *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false, 0};
     else
-        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, false};
-    uint32_t *const to[7] = {&t->wm, &t->wn, &t->fm, &t->fn, &t->bk, &t->buffers, &t->probe};
-    const uint32_t given[7] = {tune->tc_wm, tune->tc_wn, tune->tc_fm, tune->tc_fn, tune->tc_bk, tune->tc_buffers,
-                               tune->tc_probe};
-    nu__op_tune_take(to, given, 7);
+        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, false, 0};
+    uint32_t *const to[8] = {&t->wm, &t->wn, &t->fm, &t->fn, &t->bk, &t->buffers, &t->probe, &t->splits};
+    const uint32_t given[8] = {tune->tc_wm, tune->tc_wn, tune->tc_fm, tune->tc_fn, tune->tc_bk, tune->tc_buffers,
+                               tune->tc_probe, tune->tc_splits};
+    nu__op_tune_take(to, given, 8);
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64, buffers=1|2, "
-                            "probe=0..3", apply_knob, t);
+                            "probe=0..3, splits=1..64", apply_knob, t);
+}
+
+/* Split-K by the grid: a product of few rows (m <= 64, the 64 x 32 tile of two subgroups: a
+ * batched decode step) over a few thousand columns fills the H200's 132 compute units with 2 to 8
+ * subgroups each, each looping over all of k with two tiles' loads in flight: far from enough
+ * bytes in flight for the memory. Splitting k (whole 256-element runs, so that every block format's
+ * blocks stay whole) multiplies the workgroups up to 16 subgroups a compute unit; the partials
+ * cost a write and a read of splits x m x n floats, small beside the weights at these m. */
+static uint32_t choose_splits(const nu_device *d, const tc_tile *t, int64_t m, uint64_t tiles, int64_t k)
+{
+    if (t->splits)
+        return t->splits;
+    if (m > 64 || k < 512)
+        return 1;
+    uint64_t units = d->info.compute_units ? d->info.compute_units : 1;
+    uint64_t have = tiles * t->wm * t->wn, want = 16 * units;
+    if (have >= want)
+        return 1;
+    uint64_t s = (want + have - 1) / have, runs = (uint64_t)k / 256;
+    return (uint32_t)(s < runs ? (s < 64 ? s : 64) : runs);
 }
 
 /* A's or an F16 weight's rows: last dimension contiguous, rows and batches 16-byte aligned. */
@@ -91,6 +116,7 @@ static bool rows16(const nu_tensor *t, uint32_t first)
 typedef struct tc_push {
     uint32_t m, n, k, first_a, a_row, a_batch, first_w, w_row, w_batch, first_dst, dst_batch, first_bias;
     uint32_t tile_x, tile_y; /* the first tile of the dispatch */
+    uint32_t k_per, batches; /* split-K: k a split (k: none); a's and w's batches (z = split * batches + batch) */
 } tc_push;
 
 static nu_status dispatch_tiles(nu_commands *c, nu_kernel *kern, const nu_binding bind[4], tc_push *push, uint32_t x,
@@ -100,6 +126,40 @@ static nu_status dispatch_tiles(nu_commands *c, nu_kernel *kern, const nu_bindin
     push->tile_y = y;
     uint32_t groups[3] = {nx, ny, batches};
     return nu_commands_dispatch(c, kern, groups, bind, 4, push, sizeof *push);
+}
+
+/* The product's dispatches: whole tiles go straight to dst where coopMatStore may write it: F32
+ * or F16, no bias, rows and the first element 16-byte aligned (Vulkan's rule for
+ * cooperative-matrix stores); the edges, and everything else, through shared memory (the kernel's
+ * EPILOGUE). z: the workgroups' third dimension (batches, times the splits). */
+static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constants[13], const nu_binding bind[4],
+                                  tc_push *push, nu_dtype ddt, const nu_tensor *bias, uint64_t gx, uint64_t gy,
+                                  uint32_t bm, uint32_t bn, uint32_t z)
+{
+    uint32_t n = push->n, m = push->m, per16 = ddt == NU_DTYPE_F32 ? 4 : 8;
+    bool direct = (ddt == NU_DTYPE_F32 || ddt == NU_DTYPE_F16) && !bias && n % per16 == 0 && push->first_dst % per16 == 0;
+    uint32_t fx = direct ? n / bn : 0, fy = direct ? m / bm : 0;
+    nu_kernel *kern;
+    nu_status st;
+    if (fx && fy) {
+        constants[12] = 0;
+        if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 13, &kern)) != NU_OK ||
+            (st = dispatch_tiles(c, kern, bind, push, 0, 0, fx, fy, z)) != NU_OK)
+            return st;
+        constants[12] = 1;
+    } else
+        fx = fy = 0;
+    if (fx == gx && fy == gy)
+        return NU_OK;
+    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 13, &kern)) != NU_OK)
+        return st;
+    if (!fx) /* nothing went straight: every tile */
+        return dispatch_tiles(c, kern, bind, push, 0, 0, (uint32_t)gx, (uint32_t)gy, z);
+    if (fx < gx && (st = dispatch_tiles(c, kern, bind, push, fx, 0, (uint32_t)gx - fx, (uint32_t)gy, z)) != NU_OK)
+        return st; /* the right column of tiles */
+    if (fy < gy) /* the bottom row, but its corner */
+        return dispatch_tiles(c, kern, bind, push, 0, fy, fx, (uint32_t)gy - fy, z);
+    return NU_OK;
 }
 
 nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
@@ -113,12 +173,13 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
      * (bench/RESULTS.md), far below what the matrix units can do. */
     if (tune->no_tensor_cores || !nu__op_tensor_cores_f16(d, 16))
         return NU_ERROR_UNSUPPORTED;
-    /* Block weights: Q8_0, Q4_0 and Q4_0_SOA (Q4_0's values, each row's scales apart: batched
-     * decode's products read the repacked matrices as they are) only, which the kernel decodes itself
-     * into F16 tiles (its F16 packing of the quants, not kernels/quant.glsl's); the other block
-     * dtypes take the tiled kernel (the matrix units cannot be tested on lavapipe: no new format
-     * goes there untested; test_ops_matmul checks Q4_0_SOA where the device has them). */
-    bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0 || b->dtype == NU_DTYPE_Q4_0_SOA;
+    /* Block weights: Q8_0, Q4_0, Q4_0_SOA (Q4_0's values, each row's scales apart: batched decode's
+     * products read the repacked matrices as they are), Q4_K and Q6_K (Q4_K_M's formats) only, which
+     * the kernel decodes itself into F16 tiles (its own decoding, not kernels/quant.glsl's); the
+     * other block dtypes take the tiled kernel (the matrix units cannot be tested on lavapipe: no
+     * new format goes there untested; test_ops_matmul checks these where the device has them). */
+    bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0 || b->dtype == NU_DTYPE_Q4_0_SOA ||
+                 b->dtype == NU_DTYPE_Q4_K || b->dtype == NU_DTYPE_Q6_K;
     if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
         return NU_ERROR_UNSUPPORTED;
     uint32_t ra = a->rank, rb = b->rank, rd = dst->rank;
@@ -167,37 +228,59 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     }
     tc_push push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
                     ra == 3 && a->shape[0] > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row,
-                    (uint32_t)w_batch, first[0], rd == 3 ? (uint32_t)(m * n) : 0, first[3], 0, 0};
+                    (uint32_t)w_batch, first[0], rd == 3 ? (uint32_t)(m * n) : 0, first[3], 0, 0,
+                    (uint32_t)k, (uint32_t)batches};
     uint32_t bm = 16 * t.fm * t.wm, bn = 16 * t.fn * t.wn;
     uint64_t gx = ((uint64_t)n + bn - 1) / bn, gy = ((uint64_t)m + bm - 1) / bm;
     if (gx > in->max_workgroup_count[0] || gy > in->max_workgroup_count[1])
         return NU_ERROR_UNSUPPORTED;
-    /* Whole tiles go straight to dst where coopMatStore may write it: F32 or F16, no bias, rows
-     * and the first element 16-byte aligned (Vulkan's rule for cooperative-matrix stores); the
-     * edges, and everything else, through shared memory (the kernel's EPILOGUE). */
-    uint32_t per16 = dst->dtype == NU_DTYPE_F32 ? 4 : 8;
-    bool direct = (dst->dtype == NU_DTYPE_F32 || dst->dtype == NU_DTYPE_F16) && !bias && n % per16 == 0 &&
-                  first[0] % per16 == 0;
-    uint32_t fx = direct ? (uint32_t)(n / bn) : 0, fy = direct ? (uint32_t)(m / bm) : 0;
-    nu_kernel *kern;
-    if (fx && fy) {
-        constants[12] = 0;
-        if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 13, &kern)) != NU_OK ||
-            (st = dispatch_tiles(c, kern, bind, &push, 0, 0, fx, fy, (uint32_t)batches)) != NU_OK)
+
+    /* Split-K (choose_splits): the product's partials go to the recording's scratch as F32 batches
+     * (split s of batch b is batch s * batches + b there), then matmul_splits.comp adds them into
+     * dst with the bias. */
+    uint32_t splits = choose_splits(d, &t, m, gx * gy * (uint64_t)batches, k);
+    uint64_t per = (uint64_t)k, count = (uint64_t)batches * (uint64_t)m * (uint64_t)n;
+    if (splits > 1) {
+        per = ((uint64_t)k / splits + 255) / 256 * 256;
+        splits = (uint32_t)(((uint64_t)k + per - 1) / per);
+    }
+    uint64_t part_bytes = count * splits * 4;
+    if (splits > 1 && (part_bytes > in->max_storage_buffer_range || (uint64_t)batches * splits > 65535 ||
+                       (count + 255) / 256 > 65535ull * 65535ull || m * n > UINT32_MAX))
+        splits = 1, per = (uint64_t)k;
+    nu_binding out = bind[0];
+    nu_buffer *part = NULL;
+    bool adopt = false;
+    if (splits > 1) {
+        if ((st = nu__commands_scratch(c, (size_t)part_bytes, &part, &adopt)) != NU_OK)
             return st;
-        constants[12] = 1;
-    } else
-        fx = fy = 0;
-    if (fx == gx && fy == gy)
-        return NU_OK;
-    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof push, constants, 13, &kern)) != NU_OK)
-        return st;
-    if (!fx) /* nothing went straight: every tile */
-        return dispatch_tiles(c, kern, bind, &push, 0, 0, (uint32_t)gx, (uint32_t)gy, (uint32_t)batches);
-    if (fx < gx && (st = dispatch_tiles(c, kern, bind, &push, fx, 0, (uint32_t)gx - fx, (uint32_t)gy,
-                                        (uint32_t)batches)) != NU_OK) /* the right column of tiles */
-        return st;
-    if (fy < gy) /* the bottom row, but its corner */
-        return dispatch_tiles(c, kern, bind, &push, 0, fy, fx, (uint32_t)gy - fy, (uint32_t)batches);
-    return NU_OK;
+        bind[0] = (nu_binding){.buffer = part, .access = NU_ACCESS_WRITE, .offset = 0, .size = (size_t)part_bytes};
+        push.first_dst = 0;
+        push.dst_batch = (uint32_t)(m * n);
+        constants[1] = nu__op_dtype_code(NU_DTYPE_F32);
+        constants[2] = constants[3] = 0; /* the bias: in the sum */
+    }
+    push.k_per = (uint32_t)per;
+    st = dispatch_product(c, d, constants, bind, &push, splits > 1 ? NU_DTYPE_F32 : dst->dtype, splits > 1 ? NULL : bias,
+                          gx, gy, bm, bn, (uint32_t)batches * splits);
+    if (st == NU_OK && splits > 1) {
+        nu_kernel *sum;
+        uint32_t sconst[4] = {nu__op_dtype_code(dst->dtype), bias ? 1u : 0u, bias ? nu__op_dtype_code(bias->dtype) : 0u,
+                              256};
+        struct {
+            uint32_t count, n, splits, first_dst, first_bias;
+        } spush = {(uint32_t)count, (uint32_t)n, splits, first[0], first[3]};
+        nu_binding sbind[3] = {out, {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)part_bytes},
+                               bind[3]};
+        uint64_t wg = (count + 255) / 256;
+        uint32_t sgroups[3] = {(uint32_t)(wg < 65535 ? wg : 65535), (uint32_t)((wg + 65534) / 65535), 1};
+        if ((st = nu__op_kernel(d, NU__K_matmul_splits, sizeof spush, sconst, 4, &sum)) == NU_OK)
+            st = nu_commands_dispatch(c, sum, sgroups, sbind, 3, &spush, sizeof spush);
+    }
+    if (adopt) {
+        nu_status st2 = nu__commands_adopt(c, part);
+        if (st == NU_OK)
+            st = st2;
+    }
+    return st;
 }
