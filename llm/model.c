@@ -92,8 +92,7 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         (st = env_u32("NUVEC_LLM_MATVEC_ROWS", 1, NU_MATVEC_MAX_ROWS, &o->matvec_rows)) != NU_OK ||
         (st = env_u32("NUVEC_LLM_MATMUL_ROWS", 2, 32768, &o->matmul_rows)) != NU_OK)
         return st;
-    if (!o->matmul_rows)
-        o->matmul_rows = 64;
+    /* matmul_rows 0 stays 0: the runner chooses it by the weights (runner.c). */
     if (!o->matvec_rows)
         o->matvec_rows = NU_MATVEC_MAX_ROWS;
     if (o->matvec_rows > NU_MATVEC_MAX_ROWS)

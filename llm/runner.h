@@ -36,7 +36,8 @@ typedef struct nu_llm_runner_options {
     uint32_t greedy_unroll; /* 1 .. NU_LLM_GREEDY_MAX_UNROLL */
     bool greedy_on_cpu;     /* greedy decode reads the logits back each token */
     uint32_t matvec_rows;   /* rows a matrix-vector product takes at a time; passes of no more: fused */
-    uint32_t matmul_rows;   /* batched decode graphs of at least this many rows: the matrix products */
+    uint32_t matmul_rows;   /* batched decode graphs of at least this many rows: the matrix products
+                             * (0: chosen by the weights when the runner opens: runner.c) */
 } nu_llm_runner_options;
 
 typedef struct nu_llm_runner nu_llm_runner;

@@ -431,6 +431,7 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
         if (!converts(&p[i]))
             pick[k++] = i;
         w->blocks |= is_block(p[i].file->dtype);
+        w->k_formats |= p[i].file->dtype == NU_DTYPE_Q4_K || p[i].file->dtype == NU_DTYPE_Q6_K;
     }
     if (st == NU_OK && k)
         st = move_as_is(d, s, w, p, pick, k);

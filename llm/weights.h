@@ -50,6 +50,7 @@ typedef struct nu_llm_weights {
     uint64_t bytes;        /* device bytes of the weights */
     bool repacked;         /* some matrices are Q4_0_SOA */
     bool blocks;           /* some matrices are of a block dtype (Q8_0, Q4_0, ...) */
+    bool k_formats;        /* some matrices are Q4_K or Q6_K (the K formats the matrix units read) */
 } nu_llm_weights;
 
 /* Loads the roster's tensors of `s` for `hp` onto the device. NU_ERROR_FORMAT (a missing tensor, a

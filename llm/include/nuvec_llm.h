@@ -149,8 +149,10 @@ typedef struct nu_llm_model_options {
                               * time (0: 8, NU_MATVEC_MAX_ROWS; 1 to 8): a step of more rows runs
                               * the fused layer a group at a time, each group reading the weights */
     uint32_t matmul_rows;    /* batched decode steps of at least this many rows take the matrix
-                              * products instead (0: 64; 2 to 32768; H200, 7B Q4_0, 64 rows: 2258
-                              * tokens/s against 1540 a group of rows at a time) */
+                              * products instead (0: by the weights: 16 where Q4_K or Q6_K matrices
+                              * meet matrix units, which read them as they are, else 64; 2 to
+                              * 32768; H200, 7B Q4_0, 64 rows: 2258 tokens/s against 1540 a group
+                              * of rows at a time; 7B Q4_K_M, 16 rows: 855.7 against 631.7) */
     uint32_t slots;          /* sequences the KV cache holds at once (0: 1; at most 32768): slot 0 is
                               * the model's own, the others are handed out by nu_llm_model_seq_acquire
                               * for nu_llm_model_step; each costs max_positions positions of cache */
