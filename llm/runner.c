@@ -521,8 +521,13 @@ static nu_tensor i32_rows(nu_buffer *b, int64_t rows, uint32_t rank)
 static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
 {
     uint64_t before = nu_memory_active(r->dev);
+    /* An F16 copy of block weights (A_W16: 86 MiB for a 7B model) only where the step takes the
+     * matrix products and some matrix is not read by the matrix units as it is (linear_b): fewer
+     * rows take the matrix-vector products, which read every format. */
+    bool units = nu_device_get_info(r->dev)->features[NU_FEATURE_COOPERATIVE_MATRIX] && r->o.prefill_f16;
+    bool w16 = r->w16 && rows >= r->o.matmul_rows && !(units && !r->w->blocks_copied);
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, r->w16, sizes);
+    nu_llm__act_sizes(r->hp, rows, w16, sizes);
     nu_status st = NU_OK;
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
         st = nv(r, nu_buffer_new(r->dev, sizes[i], NU_STORAGE_PRIVATE, &b->act[i]), "batched decode activations");
@@ -540,6 +545,7 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
         p.fused = r->o.fusion && rows < r->o.matmul_rows;
         p.f16_inputs = r->o.prefill_f16 && rows >= r->o.matmul_rows;
+        p.w16 = r->o.prefill_f16 && w16; /* (make_pass: prefill_f16) without a copy where it has none */
         p.positions = i32_rows(b->positions, rows, 1), p.slots = i32_rows(b->slots, rows, 1);
         nu_tensor ids = i32_rows(b->tokens, rows, 1), next = i32_rows(b->ids, rows, 2);
         int64_t shape[2] = {rows, (int64_t)V};

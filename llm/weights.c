@@ -432,6 +432,9 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
             pick[k++] = i;
         w->blocks |= is_block(p[i].file->dtype);
         w->k_formats |= p[i].file->dtype == NU_DTYPE_Q4_K || p[i].file->dtype == NU_DTYPE_Q6_K;
+        nu_dtype t = p[i].target;
+        w->blocks_copied |= is_block(t) && t != NU_DTYPE_Q8_0 && t != NU_DTYPE_Q4_0 && t != NU_DTYPE_Q4_K &&
+                            t != NU_DTYPE_Q6_K;
     }
     if (st == NU_OK && k)
         st = move_as_is(d, s, w, p, pick, k);

@@ -51,6 +51,9 @@ typedef struct nu_llm_weights {
     bool repacked;         /* some matrices are Q4_0_SOA */
     bool blocks;           /* some matrices are of a block dtype (Q8_0, Q4_0, ...) */
     bool k_formats;        /* some matrices are Q4_K or Q6_K (the K formats the matrix units read) */
+    bool blocks_copied;    /* some matrices are of a block dtype the matrix-unit product does not read
+                            * itself (not Q8_0, Q4_0, Q4_0_SOA, Q4_K or Q6_K): products of many rows
+                            * take an F16 copy of them (NU_LLM_A_W16) */
 } nu_llm_weights;
 
 /* Loads the roster's tensors of `s` for `hp` onto the device. NU_ERROR_FORMAT (a missing tensor, a

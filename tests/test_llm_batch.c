@@ -4,8 +4,8 @@
  * and leave the batch between steps (a step mixing a new sequence's prefill with the others'
  * decode rows), a released slot is reused, a new sequence takes over a released slot's cached
  * prefix (only the rest is prefilled) and continues as it would alone; batches past
- * NU_MATVEC_MAX_ROWS rows (the matrix products and per-row attention) and padded buckets (3 rows
- * in a graph of 4) too; refusals name the problem. */
+ * NU_MATVEC_MAX_ROWS rows (by groups of rows, and on the matrix products with matmul_rows 16; per-row
+ * attention) and padded buckets (3 rows in a graph of 4) too; refusals name the problem. */
 #include "harness.h"
 
 #include <math.h>
@@ -164,19 +164,23 @@ static void batch_gives_what_each_gets_alone(void **state)
     for (int i = 4; i < 7; i++)
         expect_alone(&seqs[i], ref_ids[i], ref_logits[i]);
     nu_llm_model_free(m);
-    /* 10 sequences at once: decode rows past NU_MATVEC_MAX_ROWS (a bucket of 16 on the products). */
+    /* 10 sequences at once: decode rows past NU_MATVEC_MAX_ROWS (a bucket of 16): by groups of 8
+     * rows (the default below matmul_rows), then on the matrix products (matmul_rows 16). */
     o.slots = SEQS;
-    LLM_OK(nu_llm_model_open(d, path, &o, &m));
-    for (int i = 0; i < 10; i++) {
-        seqs[i] = (seq){.id = i + 2};
-        LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &seqs[i].slot, NULL));
-        run[i] = &seqs[i];
+    for (int products = 0; products < 2; products++) {
+        o.matmul_rows = products ? 16 : 0;
+        LLM_OK(nu_llm_model_open(d, path, &o, &m));
+        for (int i = 0; i < 10; i++) {
+            seqs[i] = (seq){.id = i + 2};
+            LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &seqs[i].slot, NULL));
+            run[i] = &seqs[i];
+        }
+        while (seqs[0].produced < GEN)
+            step(m, run, 10);
+        for (int i = 0; i < 10; i++)
+            expect_alone(&seqs[i], ref_ids[i + 2], ref_logits[i + 2]);
+        nu_llm_model_free(m);
     }
-    while (seqs[0].produced < GEN)
-        step(m, run, 10);
-    for (int i = 0; i < 10; i++)
-        expect_alone(&seqs[i], ref_ids[i + 2], ref_logits[i + 2]);
-    nu_llm_model_free(m);
     nt_close(d);
 }
 
