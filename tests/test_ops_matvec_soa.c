@@ -523,9 +523,10 @@ static void refuses_what_it_cannot_do(void **state)
  * into the same F16 tiles), for batched decode's few rows and a prefill's many, whole tiles and
  * edges, aligned and unaligned tensors. Skipped, saying so, without matrix units (lavapipe),
  * where the refusal is checked instead (refuses_what_it_cannot_do). */
-/* Q4_K weights as GGUF stores them, on the same kernel (matvec_soa.glsl's WFMT 1: each
- * super-block's header and eight 16-byte runs). */
+/* Q4_K and Q5_K weights as GGUF stores them, on the same kernel (matvec_soa.glsl's WFMT 1 and 2:
+ * each super-block's header, Q5_K's fifth bits, and eight 16-byte runs). */
 typedef struct q4k_case {
+    nu_dtype w;      /* Q4_K or Q5_K */
     int64_t m, n, k;
     nu_dtype xdt, ddt;
     bool norm, glu, resid, bias, gelu;
@@ -567,7 +568,7 @@ static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char 
     int64_t m = c->m, n = c->n, k = c->k, width = c->columns ? 2 * k + 256 : k, col0 = c->columns ? 256 : 0;
     int64_t rows = c->row0 + (c->glu ? 2 * n : n);
     int64_t qs[2] = {rows, width}, xs[2] = {m, k}, ds[2] = {m, n}, gs[1] = {k}, bs[1] = {n};
-    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_K, 2, qs, 0, -1, 1, seed);
+    nt_tensor q = nt_tensor_quantized(d, c->w, 2, qs, 0, -1, 1, seed);
     nu_tensor whole = q.t, cols, w, up;
     nu_buffer *moved = NULL;
     if (c->unaligned) {
@@ -661,18 +662,18 @@ static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char 
     nt_tensor_free(&dst);
 }
 
-/* Q4_K products on Q4_0_SOA's kernel against the reference: M 1, 2, 5, K 256, 512 and 4352, odd
- * N, every x and dst dtype, aligned and unaligned matrices, row and column views, the fused
- * norm, bias, glu (SiLU, GELU) and residual; on both paths; each traced to that kernel. With
- * tune.generic_q4_k the product takes the generic paths again (traced too). */
-static void q4_k_super_blocks_as_runs(void **state)
+/* Q4_K and Q5_K products on Q4_0_SOA's kernel against the reference: M 1, 2, 5, K 256, 512 and
+ * 4352, odd N, every x and dst dtype, aligned and unaligned matrices, row and column views, the
+ * fused norm, bias, glu (SiLU, GELU) and residual; on both paths; each traced to that kernel.
+ * With tune.generic_k_formats the product takes the generic paths again (traced too). */
+static void k_super_blocks_as_runs(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
     const nu_device_info *in = nu_device_get_info(d);
     if (!(in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) || in->subgroup_size < 8) {
         nt_close(d);
-        skip(); /* the generic paths take Q4_K there (test_ops_matvec.c checks them) */
+        skip(); /* the generic paths take Q4_K and Q5_K there (test_ops_matvec.c checks them) */
     }
     uint64_t seed = 41;
     const struct {
@@ -693,34 +694,38 @@ static void q4_k_super_blocks_as_runs(void **state)
         {2, 19, 512, false, false, false, true, false, false, false, 0},
         {1, 13, 512, true, true, true, true, true, false, false, 0},
     };
+    const nu_dtype ws[2] = {NU_DTYPE_Q4_K, NU_DTYPE_Q5_K};
+    for (int wi = 0; wi < 2; wi++)
     for (int fp = 0; fp < 2; fp++)
         for (int i = 0; i < 12; i++) {
-            q4k_case c = {cases[i].m, cases[i].n, cases[i].k, floats[i % 3], floats[(i + fp) % 2 ? 0 : 1 + i % 2],
+            q4k_case c = {ws[wi], cases[i].m, cases[i].n, cases[i].k, floats[i % 3], floats[(i + fp) % 2 ? 0 : 1 + i % 2],
                           cases[i].norm, cases[i].glu, cases[i].resid, cases[i].bias, cases[i].gelu,
                           cases[i].unaligned, cases[i].columns, cases[i].row0, fp == 1};
             char label[192];
-            snprintf(label, sizeof label, "%s dst = %s x * Q4_K^T (m %lld n %lld k %lld%s%s%s%s%s%s%s, %s path)",
-                     nu_dtype_name(c.ddt), nu_dtype_name(c.xdt), (long long)c.m, (long long)c.n, (long long)c.k,
+            snprintf(label, sizeof label, "%s dst = %s x * %s^T (m %lld n %lld k %lld%s%s%s%s%s%s%s, %s path)",
+                     nu_dtype_name(c.ddt), nu_dtype_name(c.xdt), nu_dtype_name(c.w), (long long)c.m, (long long)c.n, (long long)c.k,
                      c.norm ? ", norm" : "", c.bias ? ", bias" : "", c.glu ? (c.gelu ? ", glu gelu" : ", glu") : "",
                      c.resid ? ", residual" : "", c.unaligned ? ", unaligned" : "", c.columns ? ", columns" : "",
                      c.row0 ? ", rows from row0" : "", fp ? "float" : "dot");
             run_q4k(d, &c, &seed, label);
         }
     /* The generic paths on request: not matvec_soa's kernel. */
-    int64_t qs[2] = {9, 512}, xs[2] = {1, 512}, ds[2] = {1, 9};
-    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_K, 2, qs, 0, -1, 1, &seed);
-    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
-    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
-    mv_case mc = {&dst.t, &q.t, &x.t, {.tune = {.generic_q4_k = true}}, true};
-    char path[512];
-    snprintf(path, sizeof path, "%s/nuvec-q4k-generic-%d.json", nt_tmp_dir(), (int)getpid());
-    NT_OK(nu_trace_start(d, path));
-    nt_run(d, record_matvec, &mc);
-    NT_OK(nu_trace_stop(d));
-    assert_false(traced(path, "matvec_soa"));
-    nt_tensor_free(&q);
-    nt_tensor_free(&x);
-    nt_tensor_free(&dst);
+    for (int wi = 0; wi < 2; wi++) {
+        int64_t qs[2] = {9, 512}, xs[2] = {1, 512}, ds[2] = {1, 9};
+        nt_tensor q = nt_tensor_quantized(d, ws[wi], 2, qs, 0, -1, 1, &seed);
+        nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+        mv_case mc = {&dst.t, &q.t, &x.t, {.tune = {.generic_k_formats = true}}, true};
+        char path[512];
+        snprintf(path, sizeof path, "%s/nuvec-kfmt-generic-%d.json", nt_tmp_dir(), (int)getpid());
+        NT_OK(nu_trace_start(d, path));
+        nt_run(d, record_matvec, &mc);
+        NT_OK(nu_trace_stop(d));
+        assert_false(traced(path, "matvec_soa"));
+        nt_tensor_free(&q);
+        nt_tensor_free(&x);
+        nt_tensor_free(&dst);
+    }
     nt_close(d);
 }
 
@@ -824,7 +829,7 @@ int main(void)
         cmocka_unit_test(knobs_and_large_n),
         cmocka_unit_test(refuses_what_it_cannot_do),
         cmocka_unit_test(rows_beyond_shared_memory_in_groups),
-        cmocka_unit_test(q4_k_super_blocks_as_runs),
+        cmocka_unit_test(k_super_blocks_as_runs),
         cmocka_unit_test(matmul_on_the_matrix_units_reads_it_as_q4_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

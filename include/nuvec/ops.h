@@ -260,9 +260,9 @@ typedef struct nu_matvec_tune {
     bool no_subgroup;  /* the float path's sums by a shared-memory tree, not subgroup arithmetic */
     bool prefetch;     /* Q4_0_SOA and Q4_K's runs: the first weight loads issued before x is read
                         * (default off) */
-    bool generic_q4_k; /* Q4_K weights on the dot and float paths every block format takes, not on
-                        * Q4_0_SOA's kernel, which reads Q4_K's super-blocks as 16-byte runs
-                        * (default: that kernel, where the device has subgroup arithmetic and
+    bool generic_k_formats; /* Q4_K and Q5_K weights on the dot and float paths every block format
+                        * takes, not on Q4_0_SOA's kernel, which reads their super-blocks as 16-byte
+                        * runs (default: that kernel, where the device has subgroup arithmetic and
                         * subgroups of 8 or more; its knobs are Q4_0_SOA's) */
 } nu_matvec_tune;
 

@@ -1,6 +1,6 @@
 // matvec_soa.glsl: nu_op_matvec and nu_op_matvec_fused (nuvec/ops.h) against Q4_0_SOA weights
 // (nuvec/tensor.h: each row's K / 32 f16 scales, then its K / 32 runs of 16 quant bytes) and
-// against Q4_K weights as GGUF stores them (WFMT 1: below), built as matvec_soa.comp (integer dot products against x rounded to 8 bits, SOA_DOT 1) and
+// against Q4_K and Q5_K weights as GGUF stores them (WFMT 1 and 2: below), built as matvec_soa.comp (integer dot products against x rounded to 8 bits, SOA_DOT 1) and
 // matvec_soa_float.comp (F32 arithmetic on the exact values, for devices without them);
 // src/ops/matvec_soa.c chooses and records them.
 //
@@ -20,6 +20,10 @@
 //   run = D_a (dx_a dot(lo, xq_a,h)) - M_a (dx_a sum xq_a,h) + the same for a + 1 with the high
 // nibbles, xq_a,h being the 8-bit x of half h of x's block a: phase 1 stores them by run (xlo,
 // xhi, xk below).
+// Q5_K (WFMT 2) is Q4_K with a fifth bit a quant: 176-byte super-blocks (11 x 16), the header,
+// qh[32] (16 bytes a half h: element 64c + 16h + i's fifth bit is bit 2c of byte i, element
+// 64c + 32 + 16h + i's bit 2c + 1), then Q4_K's eight runs. A lane also reads its run's qh half
+// (shared by the 4 lanes of that half) and ors the two bits into its nibbles.
 //
 // Work:
 // - Phase 1 (the dot path; the float path only where there is a norm): the workgroup reads x's M
@@ -56,7 +60,7 @@
 //   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
 //  11 BDT           bias's dtype
-//  12 WFMT          the weights' format: 0 Q4_0_SOA, 1 Q4_K (GGUF's blocks, K a multiple of 256)
+//  12 WFMT          the weights' format: 0 Q4_0_SOA, 1 Q4_K, 2 Q5_K (GGUF's blocks, K a multiple of 256)
 // Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual, 6 bias
 // (unused ones are bound to x). Push: below.
 #extension GL_KHR_shader_subgroup_basic : enable
@@ -88,7 +92,10 @@ const bool XVEC = (FLAGS & 16u) != 0u;
 const bool PREFETCH = (FLAGS & 32u) != 0u;
 const bool GELU = (FLAGS & 64u) != 0u;
 const bool BIAS = (FLAGS & 128u) != 0u;
-const bool QK = WFMT == 1u; // Q4_K
+const bool K5 = WFMT == 2u;             // Q5_K
+const bool QK = WFMT == 1u || K5;       // a K format: Q4_K or Q5_K
+const uint SB_HALVES = K5 ? 88u : 72u;  // a super-block
+const uint QS_HALF = K5 ? 24u : 8u;     // its first run
 const uint NW = GLU ? 2u : 1u; // weights read a row
 const uint RM = ROWS * M;
 
@@ -233,14 +240,18 @@ void read_x()
                   uint(NAME##_h[(h) + 6u]) | (uint(NAME##_h[(h) + 7u]) << 16));                     \
     }
 // Run b (16 bytes) of the row whose first half is `base` (of a binding NAME), and its scales:
-// Q4_0_SOA's f16 in d.x, Q4_K's super-block header in d.
-#define LOAD_RUN(NAME, base, blocks, b, q, d)                                                       \
+// Q4_0_SOA's f16 in d.x, a K format's super-block header in d (and Q5_K's qh half in e).
+#define LOAD_RUN(NAME, base, blocks, b, q, d, e)                                                    \
     {                                                                                               \
         if (QK) {                                                                                   \
-            uint s_ = (base) + ((b) >> 3u) * 72u;                                                   \
-            uint h_ = s_ + 8u + ((b) & 7u) * 8u;                                                    \
+            uint s_ = (base) + ((b) >> 3u) * SB_HALVES;                                             \
+            uint h_ = s_ + QS_HALF + ((b) & 7u) * 8u;                                               \
             LOAD16(NAME, h_, q)                                                                     \
             LOAD16(NAME, s_, d)                                                                     \
+            if (K5) {                                                                               \
+                uint e_ = s_ + 8u + ((b) & 1u) * 8u;                                                \
+                LOAD16(NAME, e_, e)                                                                 \
+            }                                                                                       \
         } else {                                                                                    \
             uint h_ = (base) + (blocks) + (b) * 8u;                                                 \
             LOAD16(NAME, h_, q)                                                                     \
@@ -248,7 +259,20 @@ void read_x()
         }                                                                                           \
     }
 
-// Q4_K: the (D, M) of sub-blocks a and a + 1 (a even) from the super-block header hd.
+// The quants of run b under its low nibbles (lo) and high ones (hi), a byte each: Q5_K's fifth
+// bits (e, its qh half) or'ed in.
+void run_quants(uvec4 q, uvec4 e, uint b, out uvec4 lo, out uvec4 hi)
+{
+    lo = q & 0x0f0f0f0fu;
+    hi = (q >> 4u) & 0x0f0f0f0fu;
+    if (K5) {
+        uint c = (b & 7u) >> 1u;
+        lo |= ((e >> (2u * c)) & 0x01010101u) << 4u;
+        hi |= ((e >> (2u * c + 1u)) & 0x01010101u) << 4u;
+    }
+}
+
+// A K format: the (D, M) of sub-blocks a and a + 1 (a even) from the super-block header hd.
 void k4_scales(uvec4 hd, uint a, out vec2 da, out vec2 db)
 {
     vec2 d = vec2(nu_q_f16(hd.x & 0xffffu), nu_q_f16(hd.x >> 16u)); // subnormal halves exact
@@ -258,16 +282,17 @@ void k4_scales(uvec4 hd, uint a, out vec2 da, out vec2 db)
 }
 
 #if SOA_DOT
-// Run q (scales d) of run b against x's row m.
-float run_dot(uvec4 q, uvec4 d, uint b, uint m)
+// Run q (scales d, Q5_K's fifth bits e) of run b against x's row m.
+float run_dot(uvec4 q, uvec4 d, uvec4 e, uint b, uint m)
 {
     if (QK) {
         uint i = m * XB + b;
-        uvec4 xa = xlo[i], xb = xhi[i];
+        uvec4 xa = xlo[i], xb = xhi[i], qa, qb;
+        run_quants(q, e, b, qa, qb);
         int dota = 0, dotb = 0;
         for (uint j = 0u; j < 4u; j++) {
-            dota += dotPacked4x8EXT(int(q[j] & 0x0f0f0f0fu), int(xa[j]));
-            dotb += dotPacked4x8EXT(int((q[j] >> 4u) & 0x0f0f0f0fu), int(xb[j]));
+            dota += dotPacked4x8EXT(int(qa[j]), int(xa[j]));
+            dotb += dotPacked4x8EXT(int(qb[j]), int(xb[j]));
         }
         vec2 da, db;
         k4_scales(d, b & 6u, da, db);
@@ -283,17 +308,18 @@ float run_dot(uvec4 q, uvec4 d, uint b, uint m)
     return nu_f16_to_f32(d.x) * (ds.x * float(dot) - 8.0 * ds.y);
 }
 #else
-// Run q (scales d) of run b against v, the 32 elements of x (times g) its quants multiply: the
-// low nibbles' 16 in v[0..15], the high ones' in v[16..31].
-float run_dot_f(uvec4 q, uvec4 d, uint b, float v[32])
+// Run q (scales d, Q5_K's fifth bits e) of run b against v, the 32 elements of x (times g) its
+// quants multiply: the low nibbles' 16 in v[0..15], the high ones' in v[16..31].
+float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
 {
-    float sa = 0.0, sb = 0.0, va = 0.0, vb = 0.0, off = QK ? 0.0 : 8.0; // Q4_0: q - 8; Q4_K: q, and M apart
+    float sa = 0.0, sb = 0.0, va = 0.0, vb = 0.0, off = QK ? 0.0 : 8.0; // Q4_0: q - 8; K formats: q, and M apart
+    uvec4 qa, qb;
+    run_quants(q, e, b, qa, qb);
     for (uint j = 0u; j < 4u; j++)
         for (uint c = 0u; c < 4u; c++) {
-            uint byte = (q[j] >> (8u * c)) & 0xffu;
             float lo = v[4u * j + c], hi = v[16u + 4u * j + c];
-            sa = fma(float(byte & 15u) - off, lo, sa);
-            sb = fma(float(byte >> 4u) - off, hi, sb);
+            sa = fma(float((qa[j] >> (8u * c)) & 0xffu) - off, lo, sa);
+            sb = fma(float((qb[j] >> (8u * c)) & 0xffu) - off, hi, sb);
             va += lo;
             vb += hi;
         }
@@ -314,9 +340,10 @@ float run_dot_f(uvec4 q, uvec4 d, uint b, float v[32])
         if (b < blocks)                                                                             \
             for (uint r = 0u; r < ROWS; r++) {                                                      \
                 uint o = (t * ROWS + r) * NW;                                                       \
-                LOAD_RUN(w, pc.first_w + base[r], blocks, b, rq[o], rd[o])                          \
+                LOAD_RUN(w, pc.first_w + base[r], blocks, b, rq[o], rd[o], re[K5 ? o : 0u])         \
                 if (GLU)                                                                            \
-                    LOAD_RUN(up, pc.first_up + base[r], blocks, b, rq[o + NW - 1u], rd[o + NW - 1u]) \
+                    LOAD_RUN(up, pc.first_up + base[r], blocks, b, rq[o + NW - 1u], rd[o + NW - 1u],   \
+                             re[K5 ? o + NW - 1u : 0u])                                             \
             }                                                                                       \
     }
 
@@ -339,6 +366,7 @@ void main()
     uint gr, n0, base[ROWS];
     uvec4 rq[UNROLL * ROWS * NW];
     uvec4 rd[UNROLL * ROWS * NW];
+    uvec4 re[K5 ? UNROLL * ROWS * NW : 1u]; // Q5_K's qh halves
     // PREFETCH: the first chunk's weight loads are issued before x is read and quantized (phase 1
     // and its barrier then run while they are in flight).
     bool pre = PREFETCH && gl_WorkGroupID.x < batches;
@@ -369,7 +397,7 @@ void main()
                     for (uint r = 0u; r < ROWS; r++)
                         for (uint wi = 0u; wi < NW; wi++) {
                             uint o = (t * ROWS + r) * NW + wi;
-                            acc[(wi * ROWS + r) * M + m] += run_dot(rq[o], rd[o], b, m);
+                            acc[(wi * ROWS + r) * M + m] += run_dot(rq[o], rd[o], re[K5 ? o : 0u], b, m);
                         }
 #else
                     // x's elements under the run's low nibbles (16 from ea), then its high ones' (from eb).
@@ -384,7 +412,7 @@ void main()
                     for (uint r = 0u; r < ROWS; r++)
                         for (uint wi = 0u; wi < NW; wi++) {
                             uint o = (t * ROWS + r) * NW + wi;
-                            acc[(wi * ROWS + r) * M + m] += run_dot_f(rq[o], rd[o], b, v);
+                            acc[(wi * ROWS + r) * M + m] += run_dot_f(rq[o], rd[o], re[K5 ? o : 0u], b, v);
                         }
 #endif
                 }

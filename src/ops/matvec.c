@@ -130,8 +130,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 0, 8, false, &k->glu_rows);
     if (!strcmp(key, "subgroup") && nu__op_knob_u32(value, 0, 1, false, &v))
         return k->subgroup = v ? 1 : -1, true;
-    if (!strcmp(key, "q4kruns") && nu__op_knob_u32(value, 0, 1, false, &v))
-        return k->q4_k_runs = v ? 1 : -1, true;
+    if (!strcmp(key, "kruns") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return k->k_runs = v ? 1 : -1, true;
     return false;
 }
 
@@ -155,7 +155,7 @@ nu_status nu__matvec_tune_knobs(nu_device *d, const char *fn, const nu_matvec_tu
         return st;
     *k = (nu__mv_knobs){t->local, t->rows, t->unroll, t->groups, t->split, t->glu_rows,
                         t->float_path ? -1 : 0, t->no_subgroup ? -1 : 0, t->prefetch ? 1 : 0,
-                        t->generic_q4_k ? -1 : 0};
+                        t->generic_k_formats ? -1 : 0};
     return NU_OK;
 }
 
@@ -168,7 +168,7 @@ static nu_status matvec_knobs(nu_device *d, const char *fn, const nu_matvec_tune
     return nu__op_env_knobs(d, fn, "NUVEC_MATVEC",
                             "local=32..1024 (a power of two), rows=1..8, unroll=1..8, subgroup=0|1, dot=0|1, "
                             "groups=0..65535, split=1..32 (a power of two), glurows=0..8 (0: as rows), "
-                            "q4kruns=0|1",
+                            "kruns=0|1",
                             apply_knob, k);
 }
 
@@ -490,13 +490,14 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: k is 0 (x and weight are empty but dst is not)", fn);
 
     /* Q4_0_SOA weights have their own kernel, fused forms included (src/ops/matvec_soa.c), and
-     * so have Q4_K's where it applies (unless desc->tune.generic_q4_k or NUVEC_MATVEC's
-     * q4kruns=0 say otherwise): its loads of their super-blocks are Q4_0_SOA's 16-byte runs. */
+     * so have Q4_K's and Q5_K's where it applies (unless desc->tune.generic_k_formats or
+     * NUVEC_MATVEC's kruns=0 say otherwise): its loads of their super-blocks are Q4_0_SOA's
+     * 16-byte runs. */
     if (weight->dtype == NU_DTYPE_Q4_0_SOA)
         return nu__matvec_soa(c, d, dst, weight, x, desc);
     if ((st = matvec_knobs(d, fn, desc ? &desc->tune : NULL, &a.knobs)) != NU_OK)
         return st;
-    if (weight->dtype == NU_DTYPE_Q4_K && a.knobs.q4_k_runs >= 0 && nu__matvec_soa_takes_q4_k(d, weight, desc))
+    if (a.knobs.k_runs >= 0 && nu__matvec_soa_takes_k(d, weight, desc))
         return nu__matvec_soa(c, d, dst, weight, x, desc);
 
     if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &a.bind[0], &a.first[0])) != NU_OK ||
