@@ -76,6 +76,11 @@ void nt_expect_close(const char *what, const float *got, const float *want, uint
 /* The tolerance of a result stored as dtype (the rounding of one store, relative). */
 float nt_dtype_tolerance(nu_dtype dtype);
 
+/* Whether the trace nu_trace_stop wrote at `path` has a command whose name starts with `kernel`
+ * (a command buffer's dispatches are named by their kernels; a graph launch's are not). The file
+ * is removed. */
+bool nt_trace_has(const char *path, const char *kernel);
+
 /* Records, commits and waits; fails the test on an error. */
 void nt_run(nu_device *d, nu_status (*record)(nu_commands *c, void *arg), void *arg);
 /* nt_run of nu_op_copy(dst, src). */

@@ -533,18 +533,6 @@ static void tensor_cores_match_the_reference(void **state)
     NT_OK(nu_device_close(d));
 }
 
-/* Whether the trace at `path` has a command named `kernel` (removed after). */
-static bool traced(const char *path, const char *kernel)
-{
-    char *text = nt_read_file(path), want[64];
-    assert_non_null(text);
-    snprintf(want, sizeof want, "\"%s\"", kernel);
-    bool found = strstr(text, want) != NULL;
-    free(text);
-    remove(path);
-    return found;
-}
-
 /* A chain of three products in one recording: h = a w1^T (F16), y = h w2^T + bias, z = a w3^T. */
 typedef struct chain3 {
     const nu_tensor *h, *y, *z, *a, *w1, *w2, *w3, *bias;
@@ -606,7 +594,7 @@ static void tensor_cores_split_k(void **state)
         check_tuned(d, &dst, &a.t, a.values, &b.t, bv, cases[c].bias ? &bias.t : NULL,
                     cases[c].bias ? bias.values : NULL, &tune, what);
         NT_OK(nu_trace_stop(d));
-        if (!traced(path, "matmul_splits"))
+        if (!nt_trace_has(path, "matmul_splits"))
             fail_msg("%s: no matmul_splits in the trace (was k split?)", what);
         free(bv);
         nt_tensor_free(&a);

@@ -213,6 +213,64 @@ static double act(bool gelu, double v)
     return gelu ? 0.5 * v * (1.0 + tanh(0.79788456080286536 * (v + 0.044715 * v * v * v))) : v / (1.0 + exp(-v));
 }
 
+/* x (times g where norm, in F32 as the kernel multiplies them) into v, and each row's 1 / RMS(x)
+ * (double; 1 without the norm) into s. */
+static void normed_rows(const float *x, const float *g, bool norm, float eps, int64_t m, int64_t k, float *v, double *s)
+{
+    for (int64_t i = 0; i < m; i++) {
+        double ss = 0;
+        for (int64_t e = 0; e < k; e++) {
+            float xe = x[i * k + e];
+            ss += (double)xe * xe;
+            v[i * k + e] = norm ? xe * g[e] : xe;
+        }
+        s[i] = norm ? 1.0 / sqrt(ss / (double)k + (double)eps) : 1.0;
+    }
+}
+
+/* What the fused product adds around its dots (NULL/false: absent). */
+typedef struct fused_parts {
+    bool norm, glu, gelu;
+    const float *bias;  /* [n] */
+    const float *resid; /* [m, n] */
+} fused_parts;
+
+/* dst (got, m x n, stored as ddt) against act(s gate + bias) * (s up) + residual, from the
+ * reference's gate dots and bounds (gv, gt) and up ones (uv, ut; with glu), s the rows' norm scales;
+ * fails naming label, the shape and the path. */
+static void expect_fused(const char *label, const float *got, nu_dtype ddt, int64_t m, int64_t n, int64_t k, bool dot,
+                         const double *s, const double *gv, const double *gt, const double *uv, const double *ut,
+                         const fused_parts *f)
+{
+    float rel = nt_dtype_tolerance(ddt);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t o = i * n + j;
+            double sn = f->norm ? 1e-4 : 0;
+            double a = gv[o] * s[i], at = gt[o] * s[i] + fabs(a) * sn;
+            if (f->bias) {
+                a += f->bias[j];
+                at += fabs(a) * 2.4e-7;
+            }
+            double want = a, tol = at;
+            if (f->glu) {
+                double u = uv[o] * s[i], utol = ut[o] * s[i] + fabs(u) * sn;
+                want = act(f->gelu, a) * u;
+                tol = 1.13 * at * (fabs(u) + utol) + fabs(act(f->gelu, a)) * utol + 1e-6 * fabs(want);
+            }
+            if (f->resid) {
+                want += f->resid[o];
+                tol += fabs(want) * 2.4e-7;
+            }
+            float wr = nt_round_to(ddt, (float)want), g = got[o];
+            tol += rel * fabs((double)wr) + 1e-30;
+            if (!(fabs((double)g - (double)wr) <= tol))
+                fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld, %s path)",
+                         label, (long long)i, (long long)j, (double)g, (double)wr, tol, (long long)m, (long long)n,
+                         (long long)k, dot ? "dot" : "float");
+        }
+}
+
 /* Runs one product (fused where the case says) and checks it against the reference; returns the
  * results (malloc) for the caller's comparisons when `keep`. */
 static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const char *label, bool keep)
@@ -256,54 +314,22 @@ static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const c
     /* The reference: v = x * g (F32, as the kernel), s = 1 / RMS(x) in double. */
     float *v = malloc((size_t)(m * k) * sizeof *v);
     double *smul = malloc((size_t)m * sizeof *smul);
-    for (int64_t i = 0; i < m; i++) {
-        double ss = 0;
-        for (int64_t e = 0; e < k; e++) {
-            float xe = x.values[i * k + e];
-            ss += (double)xe * xe;
-            v[i * k + e] = sc->norm ? xe * g.values[e] : xe;
-        }
-        smul[i] = sc->norm ? 1.0 / sqrt(ss / (double)k + (double)eps) : 1.0;
-    }
+    normed_rows(x.values, g.values, sc->norm, eps, m, k, v, smul);
     bool dot = soa_dot(d, m, k, sc->norm, &sc->tune);
     double *gv = malloc((size_t)(m * n) * sizeof *gv), *gt = malloc((size_t)(m * n) * sizeof *gt);
     double *uv = malloc((size_t)(m * n) * sizeof *uv), *ut = malloc((size_t)(m * n) * sizeof *ut);
     reference(q.values + sc->row0 * k, v, m, n, k, dot, gv, gt);
     if (sc->glu)
         reference(q.values + (sc->row0 + n) * k, v, m, n, k, dot, uv, ut);
-    float rel = nt_dtype_tolerance(sc->ddt);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            int64_t o = i * n + j;
-            double sn = sc->norm ? 1e-4 : 0;
-            double a = gv[o] * smul[i], at = gt[o] * smul[i] + fabs(a) * sn;
-            if (sc->bias) {
-                a += bv[j];
-                at += fabs(a) * 2.4e-7;
-            }
-            double want = a, tol = at;
-            if (sc->glu) {
-                double u = uv[o] * smul[i], utol = ut[o] * smul[i] + fabs(u) * sn;
-                want = act(sc->gelu, a) * u;
-                tol = 1.13 * at * (fabs(u) + utol) + fabs(act(sc->gelu, a)) * utol + 1e-6 * fabs(want);
-            }
-            if (sc->resid) {
-                want += resid[o];
-                tol += fabs(want) * 2.4e-7;
-            }
-            float wr = nt_round_to(sc->ddt, (float)want), got = dst.values[o];
-            tol += rel * fabs((double)wr) + 1e-30;
-            if (!(fabs((double)got - (double)wr) <= tol))
-                fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld, %s path)",
-                         label, (long long)i, (long long)j, (double)got, (double)wr, tol, (long long)m, (long long)n,
-                         (long long)k, dot ? "dot" : "float");
-        }
+    fused_parts parts = {sc->norm, sc->glu, sc->gelu, sc->bias ? bv : NULL, sc->resid ? resid : NULL};
+    expect_fused(label, dst.values, sc->ddt, m, n, k, dot, smul, gv, gt, uv, ut, &parts);
     float *kept = NULL;
     if (keep) {
         kept = malloc((size_t)(m * n) * sizeof *kept);
         memcpy(kept, dst.values, (size_t)(m * n) * sizeof *kept);
     }
     /* The plain product: Q4_0's (nu_op_matvec on the tensor SOA was made from) within its bound. */
+    float rel = nt_dtype_tolerance(sc->ddt);
     if (!sc->norm && !sc->glu && !sc->resid && !sc->bias) {
         nu_tensor qw;
         NT_OK(nu_tensor_slice(&q.t, 0, sc->row0, n, &qw));
@@ -546,23 +572,6 @@ static bool q4k_dot(nu_device *d, int64_t k, bool norm, bool float_path)
            in->subgroup_size % 8 == 0 && shared <= in->max_shared_memory && !float_path;
 }
 
-/* Whether the trace at `path` has a dispatch of a kernel whose name starts with `kernel`. */
-static bool traced(const char *path, const char *kernel)
-{
-    char *text = nt_read_file(path), want[64];
-    assert_non_null(text);
-    snprintf(want, sizeof want, "\"name\":\"%s", kernel);
-    char *compact = text, *o = text;
-    for (; *compact; compact++) /* the writer's spacing aside */
-        if (*compact != ' ' && *compact != '\t' && *compact != '\n' && *compact != '\r')
-            *o++ = *compact;
-    *o = 0;
-    bool found = strstr(text, want) != NULL;
-    free(text);
-    remove(path);
-    return found;
-}
-
 static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char *label)
 {
     int64_t m = c->m, n = c->n, k = c->k, width = c->columns ? 2 * k + 256 : k, col0 = c->columns ? 256 : 0;
@@ -598,7 +607,7 @@ static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char 
     NT_OK(nu_trace_start(d, path));
     nt_run(d, record_matvec, &mc);
     NT_OK(nu_trace_stop(d));
-    if (!traced(path, "matvec_soa"))
+    if (!nt_trace_has(path, "matvec_soa"))
         fail_msg("%s: the product did not run on matvec_soa's kernel", label);
     nt_tensor_download(&dst);
 
@@ -609,44 +618,13 @@ static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char 
     assert_true(wv && v && smul && out && tol);
     for (int64_t j = 0; j < (c->glu ? 2 : 1) * n; j++)
         memcpy(wv + j * k, q.values + (c->row0 + j) * width + col0, (size_t)k * sizeof *wv);
-    for (int64_t i = 0; i < m; i++) {
-        double ss = 0;
-        for (int64_t e = 0; e < k; e++) {
-            float xe = x.values[i * k + e];
-            ss += (double)xe * xe;
-            v[i * k + e] = c->norm ? xe * g.values[e] : xe;
-        }
-        smul[i] = c->norm ? 1.0 / sqrt(ss / (double)k + (double)eps) : 1.0;
-    }
+    normed_rows(x.values, g.values, c->norm, eps, m, k, v, smul);
     bool dot = q4k_dot(d, k, c->norm, c->float_path);
     reference(wv, v, m, n, k, dot, out, tol);
     if (c->glu)
         reference(wv + n * k, v, m, n, k, dot, out + m * n, tol + m * n);
-    float rel = nt_dtype_tolerance(c->ddt);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            int64_t o = i * n + j;
-            double sn = c->norm ? 1e-4 : 0, a = out[o] * smul[i], at = tol[o] * smul[i] + fabs(a) * sn;
-            if (c->bias) {
-                a += b.values[j];
-                at += fabs(a) * 2.4e-7;
-            }
-            double want = a, t = at;
-            if (c->glu) {
-                double u = out[m * n + o] * smul[i], ut = tol[m * n + o] * smul[i] + fabs(u) * sn;
-                want = act(c->gelu, a) * u;
-                t = 1.13 * at * (fabs(u) + ut) + fabs(act(c->gelu, a)) * ut + 1e-6 * fabs(want);
-            }
-            if (c->resid) {
-                want += r.values[o];
-                t += fabs(want) * 2.4e-7;
-            }
-            float wr = nt_round_to(c->ddt, (float)want), got = dst.values[o];
-            t += rel * fabs((double)wr) + 1e-30;
-            if (!(fabs((double)got - (double)wr) <= t))
-                fail_msg("%s: dst[%lld, %lld] is %.9g, expected %.9g (tolerance %.3g; %s path)", label, (long long)i,
-                         (long long)j, (double)got, (double)wr, t, dot ? "dot" : "float");
-        }
+    fused_parts parts = {c->norm, c->glu, c->gelu, c->bias ? b.values : NULL, c->resid ? r.values : NULL};
+    expect_fused(label, dst.values, c->ddt, m, n, k, dot, smul, out, tol, out + m * n, tol + m * n, &parts);
     free(wv);
     free(v);
     free(smul);
@@ -721,7 +699,7 @@ static void k_super_blocks_as_runs(void **state)
         NT_OK(nu_trace_start(d, path));
         nt_run(d, record_matvec, &mc);
         NT_OK(nu_trace_stop(d));
-        assert_false(traced(path, "matvec_soa"));
+        assert_false(nt_trace_has(path, "matvec_soa"));
         nt_tensor_free(&q);
         nt_tensor_free(&x);
         nt_tensor_free(&dst);
