@@ -71,8 +71,9 @@ struct nu_llm_pass {
                                * of fewer than matmul_rows rows) */
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
     bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
-    bool matrix_units;        /* the device has VK_KHR_cooperative_matrix: a decode graph's products
-                               * read Q4_0_SOA, Q4_K and Q6_K weights as they are (linear_b) */
+    bool matrix_units;        /* the device has VK_KHR_cooperative_matrix and the products take F16
+                               * inputs (prefill_f16): a decode graph's products read Q8_0, Q4_0,
+                               * Q4_0_SOA, Q4_K and Q6_K weights as they are (linear_b) */
     bool pending;             /* tmp holds a block's output not yet added to x */
     const nu_tensor *rope_freqs; /* RoPE's frequency divisors (NU_LLM_W_ROPE_FREQS, or LongRoPE's
                                   * long or short ones), or NULL */

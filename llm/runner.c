@@ -35,6 +35,8 @@ struct nu_llm_runner {
     nu_llm_kv *kv;
     nu_llm_runner_options o;
     bool w16;                       /* prefill passes have an A_W16: block weights dequantized there */
+    bool units;                     /* the products read block weights on the matrix units: the device
+                                     * has them and the products take F16 inputs (prefill_f16) */
     nu_buffer *act[NU_LLM_A_COUNT]; /* the decode graphs' activations */
     nu_buffer *ids, *logits, *gid;  /* a pass's ids (shared), the logits (shared), decode's id */
     nu_buffer *ring[NU_LLM_GREEDY_MAX_DEPTH];
@@ -102,7 +104,7 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
     p.fused = r->o.fusion && rows <= r->o.matvec_rows;
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
-    p.matrix_units = nu_device_get_info(r->dev)->features[NU_FEATURE_COOPERATIVE_MATRIX];
+    p.matrix_units = r->units;
     p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
     if (r->hp->longrope) { /* LongRoPE: the long divisors for a cache past the original context (llama.cpp's choice) */
         nu_llm_role role = r->kv->positions > r->hp->rope_original_context ? NU_LLM_W_ROPE_LONG : NU_LLM_W_ROPE_SHORT;
@@ -196,6 +198,7 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
     }
     r->dev = d, r->arch = a, r->hp = hp, r->w = w, r->kv = kv, r->o = *o;
     r->w16 = (o->prefill_f16 && w->blocks) || w->repacked;
+    r->units = o->prefill_f16 && nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX];
     /* matmul_rows 0: by the weights. 16 where Q4_K or Q6_K matrices are read as they are by the
      * matrix units (linear_b): their matrix-vector products over 8 rows run x's rows in passes of
      * as many as fit in shared memory (2 for the FFN's k = 11008) or, for Q6_K, on the float path,
@@ -203,10 +206,7 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
      * tokens/s with the products against 631.7 by groups, bench/RESULTS.md 2026-12-02); else 64
      * (7B Q4_0: 16 rows by groups 1375.3 against 1006.4 with the products). */
     if (!r->o.matmul_rows)
-        r->o.matmul_rows = w->k_formats && o->prefill_f16 &&
-                                   nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX]
-                               ? 16
-                               : 64;
+        r->o.matmul_rows = w->k_formats && r->units ? 16 : 64;
     /* The fused layer's gate-up product reads both matrices in one dtype: a file that stores
      * them in two (a per-tensor mix) runs the separate ops. */
     for (uint32_t l = 0; l < hp->cfg.layers; l++)
@@ -524,8 +524,7 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
     /* An F16 copy of block weights (A_W16: 86 MiB for a 7B model) only where the step takes the
      * matrix products and some matrix is not read by the matrix units as it is (linear_b): fewer
      * rows take the matrix-vector products, which read every format. */
-    bool units = nu_device_get_info(r->dev)->features[NU_FEATURE_COOPERATIVE_MATRIX] && r->o.prefill_f16;
-    bool w16 = r->w16 && rows >= r->o.matmul_rows && !(units && !r->w->blocks_copied);
+    bool w16 = r->w16 && rows >= r->o.matmul_rows && !(r->units && !r->w->blocks_copied);
     size_t sizes[NU_LLM_A_COUNT];
     nu_llm__act_sizes(r->hp, rows, w16, sizes);
     nu_status st = NU_OK;

@@ -54,6 +54,7 @@
 #extension GL_EXT_control_flow_attributes : require // [[unroll]]: arrays of matrices must not be indexed at run time
 #extension GL_GOOGLE_include_directive : require // glslc enables it itself; glslang needs it asked
 #include "ops.glsl"
+#include "quant.glsl" // nu_q_f16, nu_q_k4_scale_min (NU_QB undefined: the common part only)
 
 layout(constant_id = 0) const uint WDT = NU_F16;
 layout(constant_id = 1) const uint DDT = NU_F32;
@@ -176,15 +177,6 @@ Raw zero_raw()
     return r;
 }
 
-// An IEEE half's value, subnormals exact (kernels/quant.glsl's nu_q_f16).
-float half_value(uint h)
-{
-    if ((h & 0x7c00u) != 0u)
-        return unpackHalf2x16(h).x;
-    float v = float(h & 0x3ffu) * 5.9604644775390625e-8;
-    return (h & 0x8000u) != 0u ? -v : v;
-}
-
 // A K format's unit as F16: byte i of q (16 bytes) with x's byte i gives element i.
 void kblock_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
 {
@@ -195,18 +187,16 @@ void kblock_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
     uint nib, hbit = 0u;
     if (WDT == Q4_K) { // x is the header: w = (d * sc) * q - dmin * m
         uint j = r.j;
-        uvec2 sm = j < 4u ? uvec2((x[1] >> (8u * j)) & 63u, (x[2] >> (8u * j)) & 63u)
-                          : uvec2(((x[3] >> (8u * (j - 4u))) & 15u) | (((x[1] >> (8u * (j - 4u) + 6u)) & 3u) << 4u),
-                                  ((x[3] >> (8u * (j - 4u) + 4u)) & 15u) | (((x[2] >> (8u * (j - 4u) + 6u)) & 3u) << 4u));
-        precise float sc = half_value(x[0] & 0xffffu) * float(sm.x);
-        precise float m = half_value(x[0] >> 16u) * float(sm.y);
+        uvec2 sm = nu_q_k4_scale_min(uvec3(x[1], x[2], x[3]), j);
+        precise float sc = nu_q_f16(x[0] & 0xffffu) * float(sm.x);
+        precise float m = nu_q_f16(x[0] >> 16u) * float(sm.y);
         scale = sc;
         mn = m;
         nib = 4u * (j % 2u); // zero_raw(): d and dmin 0, so every value is 0
     } else { // Q6_K: w = (d * sc) * (q - 32), q = ql's nibble | qh's two bits << 4
         uint q4 = r.j % 4u;
         int sc = bitfieldExtract(int(r.e), int(8u * part), 8);
-        precise float ds = half_value(r.d) * float(sc);
+        precise float ds = nu_q_f16(r.d) * float(sc);
         scale = ds;
         nib = 4u * (q4 / 2u);
         hbit = 2u * q4;
