@@ -62,6 +62,11 @@ typedef enum op_kind {
     K_ATTN_PREFILL, /* shape: tokens (32 heads of 128, causal, F16) */
     K_MV_FUSED,     /* nu_op_matvec_fused (sub: mv_form); shape: n, k */
     K_MV_SEPARATE,  /* the separate ops the fused form replaces (sub: mv_form); shape: n, k */
+    K_MATMUL_ROWS,  /* a batched decode step's product: shape m, n, k; a [m, k] F16 (dst F32 [m, n])
+                       against the weight (dtype), rotated over copies like matvec's */
+    K_ATTN_BATCH,   /* a batched decode step's attention: shape rows, keys, positions; each row its
+                       own slot of an F16 cache [rows, positions, 32, 128], position keys - 1 (the
+                       per-row form: positions and slots from I32 tensors), 32 query heads */
 } op_kind;
 
 /* The fused forms a decode layer uses (K_MV_FUSED, K_MV_SEPARATE). */
@@ -262,6 +267,46 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
             st = new_tensor(d, bt, NU_DTYPE_F16, 2, w, FILL, &bt->t[3]);
         return st;
     }
+    case K_MATMUL_ROWS: {
+        int64_t a[2] = {s[0], s[2]}, w[2] = {s[1], s[2]}, out[2] = {s[0], s[1]};
+        if ((st = new_tensor(d, bt, NU_DTYPE_F32, 2, out, FILL, &bt->t[0])) == NU_OK)
+            st = new_tensor(d, bt, NU_DTYPE_F16, 2, a, FILL, &bt->t[1]);
+        nu_tensor probe = nu_tensor_make(NULL, 0, k->dtype, 2, w);
+        uint64_t per = nu_tensor_span_bytes(&probe);
+        bt->copies = (int)((ROTATE_BYTES + per - 1) / per);
+        bt->copies = bt->copies > MAX_COPIES ? MAX_COPIES : bt->copies < 1 ? 1 : bt->copies;
+        for (int i = 0; i < bt->copies && st == NU_OK; i++)
+            st = new_tensor(d, bt, k->dtype, 2, w, FILL, &bt->weights[i]);
+        return st;
+    }
+    case K_ATTN_BATCH: {
+        /* t: 0 dst, 1 q [rows, 32, 128], 2 positions (keys - 1 each), 3 slots (0 .. rows - 1);
+         * weights[0] / outs[0]: the K and V caches. */
+        int64_t q[3] = {s[0], 32, 128}, cache[4] = {s[0], s[2], 32, 128}, r1[1] = {s[0]};
+        if ((st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[0])) == NU_OK &&
+            (st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[1])) == NU_OK &&
+            (st = new_tensor(d, bt, NU_DTYPE_I32, 1, r1, (uint32_t)s[1] - 1, &bt->t[2])) == NU_OK &&
+            (st = new_tensor(d, bt, NU_DTYPE_I32, 1, r1, 0u, &bt->t[3])) == NU_OK &&
+            (st = new_tensor(d, bt, NU_DTYPE_F16, 4, cache, FILL, &bt->weights[0])) == NU_OK)
+            st = new_tensor(d, bt, NU_DTYPE_F16, 4, cache, FILL, &bt->outs[0]);
+        bt->copies = 1; /* rows x keys x 32 KB: past the L2 cache at the shapes benchmarked */
+        int32_t *v = st == NU_OK ? malloc((size_t)s[0] * sizeof *v) : NULL;
+        if (st == NU_OK && !v)
+            return NU_ERROR_HOST_OUT_OF_MEMORY;
+        for (int64_t i = 0; v && i < s[0]; i++)
+            v[i] = (int32_t)i;
+        nu_commands *c;
+        if (v && (st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c)) == NU_OK) {
+            st = nu_commands_upload(c, bt->t[3].buffer, 0, v, (size_t)s[0] * sizeof *v);
+            if (st == NU_OK)
+                st = nu_commands_commit(c);
+            if (st == NU_OK)
+                st = nu_commands_wait(c, NU_WAIT_FOREVER);
+            nu_commands_free(c);
+        }
+        free(v);
+        return st;
+    }
     case K_ATTN_DECODE: {
         /* K and V caches rotated over copies of at least ROTATE_BYTES in all (from memory, not L2). */
         int64_t q[3] = {1, 32, 128}, kv[3] = {s[0], s[1], 128};
@@ -380,6 +425,12 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
     case K_MATMUL_DQ: {
         nu_status st = nu_op_copy(c, &t[3], &t[2]);
         return st == NU_OK ? nu_op_matmul(c, &t[0], &t[1], &t[3], NULL) : st;
+    }
+    case K_MATMUL_ROWS:
+        return nu_op_matmul(c, &t[0], &t[1], &bt->weights[rep % bt->copies], NULL);
+    case K_ATTN_BATCH: {
+        nu_attention_desc ad = {.positions = &t[2], .slots = &t[3], .max_length = (uint32_t)k->shape_v[2]};
+        return nu_op_attention(c, &t[0], &t[1], &bt->weights[0], &bt->outs[0], &ad);
     }
     case K_ATTN_DECODE: {
         /* sub 2: the per-row form, its one row's position (context - 1) from t[2]. */
@@ -607,7 +658,7 @@ int bench_ops(int argc, char **argv)
     bool cpu = info->type == NU_DEVICE_CPU;
     const char *skipped[64];
     int nskipped = 0;
-    static char shapes[64][24];
+    static char shapes[128][24];
     int nshapes = 0;
     static const nu_dtype mmd[4] = {NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
     static const int64_t sq[3] = {1024, 4096, 8192}, pn[3] = {4096, 11008, 32000};
@@ -663,6 +714,44 @@ int bench_ops(int argc, char **argv)
                                                : ctx[ci] == 4096 ? ">= 80% of copy" : "",
                                                4.0 * ctx[ci] * 32 * 128};
         }
+    /* A batched decode step (issue 22): its products at 16 and 64 rows of F16 inputs (nu_op_matmul:
+     * the matrix units where the device has them), beside the matrix-vector products of 1 and 8
+     * rows the smaller steps take (Q4_0_SOA, Q4_K, Q6_K; 8 rows of Q6_K on the generic path), GB/s
+     * of the weights' bytes; and its attention over 16 and 64 sequences of 512 keys each. */
+    const char *skipped_units[16];
+    int nunits = 0;
+    static const nu_dtype few[3] = {NU_DTYPE_Q4_0_SOA, NU_DTYPE_Q4_K, NU_DTYPE_Q6_K};
+    static const int64_t fewm[4] = {1, 8, 16, 64}, fews[3][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
+    for (int di = 0; di < 3; di++)
+        for (int si = 0; si < 3; si++)
+            for (int mi = 0; mi < 4; mi++) {
+                int64_t m = fewm[mi], n = fews[si][0], kk = fews[si][1];
+                if (cpu && m > 16)
+                    continue; /* lavapipe: the 16-row case says enough */
+                char *name = shapes[nshapes++];
+                snprintf(name, sizeof shapes[0], "%lldx%lld>%lld", (long long)m, (long long)kk, (long long)n);
+                nu_tensor probe = nu_tensor_make(NULL, 0, few[di], 2, fews[si]);
+                double wb = (double)nu_tensor_span_bytes(&probe);
+                if (m > 8 && few[di] == NU_DTYPE_Q4_0_SOA && !info->cooperative_matrix_count) {
+                    skipped_units[nunits++] = name; /* the products read Q4_0_SOA on matrix units only */
+                    continue;
+                }
+                if (m <= 8)
+                    cases[ncases++] = (bench_case){"rows_mv", name, K_MATVEC, 0, few[di], F32, 0, {n, kk, m}, wb,
+                                                   "", 2.0 * m * n * kk};
+                else
+                    cases[ncases++] = (bench_case){"rows_mm", name, K_MATMUL_ROWS, 0, few[di], F32, 0, {m, n, kk}, wb,
+                                                   "", 2.0 * m * n * kk};
+            }
+    for (int ri = 0; ri < 2; ri++) {
+        int64_t R = ri ? 64 : 16, keys = 512, P = 641;
+        if (cpu && ri)
+            continue;
+        char *name = shapes[nshapes++];
+        snprintf(name, sizeof shapes[0], "%lld x %lld", (long long)R, (long long)keys);
+        cases[ncases++] = (bench_case){"attn_rows", name, K_ATTN_BATCH, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0, {R, keys, P},
+                                       2.0 * R * keys * 32 * 128 * 2, ">= 80% of copy", 4.0 * R * keys * 32 * 128};
+    }
     /* The decode step's key append with RoPE (32 KV heads of 128, an F32 token into an F16 cache of
      * 4096 positions): one dispatch against rope then kv_append; bytes: src read, the row written. */
     for (int two = 0; two < 2; two++)
@@ -681,6 +770,11 @@ int bench_ops(int argc, char **argv)
         /* Causal: half of the 4 T^2 D H multiply-adds of the two products. */
         cases[ncases++] = (bench_case){"attn_pre", name, K_ATTN_PREFILL, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0, {T},
                                        4.0 * T * 32 * 128 * 2, ">= 0.5x torch", 2.0 * T * T * 128 * 32};
+    }
+    if (nunits && !json) {
+        printf("skipped without matrix units (nu_op_matmul reads Q4_0_SOA only there): rows_mm Q4_0_SOA");
+        for (int i = 0; i < nunits; i++)
+            printf(" %s%s", skipped_units[i], i + 1 < nunits ? "," : "\n");
     }
     if (nskipped && !json) {
         printf("skipped on a CPU device (minutes each there):");
