@@ -282,7 +282,8 @@ bool nt_is_block(nu_dtype dtype) { return nu_dtype_block_elements(dtype) > 1; }
 bool nt_matvec_dot_path(nu_device *d, const nu_tensor *w, int64_t m, bool norm, const nu_matvec_tune *tune)
 {
     const nu_device_info *info = nu_device_get_info(d);
-    if ((w->dtype == NU_DTYPE_Q4_K || w->dtype == NU_DTYPE_Q5_K) && (info->subgroup_operations & NU_SUBGROUP_ARITHMETIC) && info->subgroup_size >= 8 &&
+    if ((w->dtype == NU_DTYPE_Q4_K || w->dtype == NU_DTYPE_Q5_K || w->dtype == NU_DTYPE_Q6_K) &&
+        (info->subgroup_operations & NU_SUBGROUP_ARITHMETIC) && info->subgroup_size >= 8 &&
         !(tune && tune->generic_k_formats)) {
         /* Q4_0_SOA's kernel (src/ops/matvec_soa.c): the dot path where one row of x fits in shared
          * memory, 48 bytes a block (K / 32 rounded up to 64), plus the norm's sums (local / 8

@@ -500,7 +500,7 @@ static float *run_on_new_device(const nt_tensor *w, const nt_tensor *x, const nu
  * does not reach it), and over desc->tune on a device that first reads it set. */
 static void the_environment_overrides_once_per_device(void **state)
 {
-    /* Q5_0: a block format that stays on the paths NUVEC_MATVEC tunes (Q4_K and Q5_K take
+    /* Q5_0: a block format that stays on the paths NUVEC_MATVEC tunes (the K formats take
      * matvec_soa's kernel, tuned by NUVEC_MATVEC_SOA, where the device has subgroups). */
     (void)state;
     uint64_t seed = 8;

@@ -549,10 +549,11 @@ static void refuses_what_it_cannot_do(void **state)
  * into the same F16 tiles), for batched decode's few rows and a prefill's many, whole tiles and
  * edges, aligned and unaligned tensors. Skipped, saying so, without matrix units (lavapipe),
  * where the refusal is checked instead (refuses_what_it_cannot_do). */
-/* Q4_K and Q5_K weights as GGUF stores them, on the same kernel (matvec_soa.glsl's WFMT 1 and 2:
- * each super-block's header, Q5_K's fifth bits, and eight 16-byte runs). */
+/* Q4_K, Q5_K and Q6_K weights as GGUF stores them, on the same kernel (matvec_soa.glsl's WFMT 1 to
+ * 3: each super-block's header, Q5_K's fifth bits, and eight 16-byte runs; Q6_K's ql runs, qh
+ * chunks and scales, at 2-byte boundaries: 210-byte super-blocks). */
 typedef struct q4k_case {
-    nu_dtype w;      /* Q4_K or Q5_K */
+    nu_dtype w;      /* Q4_K, Q5_K or Q6_K */
     int64_t m, n, k;
     nu_dtype xdt, ddt;
     bool norm, glu, resid, bias, gelu;
@@ -560,9 +561,10 @@ typedef struct q4k_case {
     bool columns;    /* the weights a column view: k of 2k + 256 columns, from column 256 */
     int64_t row0;    /* ... and a slice of rows from row0 (gate, then up, with glu) */
     bool float_path;
+    const nu_matvec_tune *tune; /* knobs (NULL: the defaults, float_path as above) */
 } q4k_case;
 
-/* Whether the Q4_K product takes the dot path: one row of x in shared memory at 48 bytes a block. */
+/* Whether a K format's product takes the dot path: one row of x in shared memory at 48 bytes a block. */
 static bool q4k_dot(nu_device *d, int64_t k, bool norm, bool float_path)
 {
     const nu_device_info *in = nu_device_get_info(d);
@@ -600,7 +602,8 @@ static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char 
     mv_case mc = {&dst.t, &w, &x.t,
                   {.norm_weight = c->norm ? &g.t : NULL, .norm_eps = eps, .glu_up = c->glu ? &up : NULL,
                    .residual = c->resid ? &r.t : NULL, .bias = c->bias ? &b.t : NULL,
-                   .glu = c->gelu ? NU_GLU_GELU_TANH : NU_GLU_SILU, .tune = {.float_path = c->float_path}},
+                   .glu = c->gelu ? NU_GLU_GELU_TANH : NU_GLU_SILU,
+                   .tune = c->tune ? *c->tune : (nu_matvec_tune){.float_path = c->float_path}},
                   true};
     char path[512];
     snprintf(path, sizeof path, "%s/nuvec-q4k-%d.json", nt_tmp_dir(), (int)getpid());
@@ -640,10 +643,11 @@ static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char 
     nt_tensor_free(&dst);
 }
 
-/* Q4_K and Q5_K products on Q4_0_SOA's kernel against the reference: M 1, 2, 5, K 256, 512 and
- * 4352, odd N, every x and dst dtype, aligned and unaligned matrices, row and column views, the
- * fused norm, bias, glu (SiLU, GELU) and residual; on both paths; each traced to that kernel.
- * With tune.generic_k_formats the product takes the generic paths again (traced too). */
+/* Q4_K, Q5_K and Q6_K products on Q4_0_SOA's kernel against the reference: M 1, 2, 5, K 256, 512,
+ * 4352 and 11008 (43 super-blocks: Q6_K's rows then start at 2 mod 4 bytes, and 2 mod 16 in a
+ * column view), odd N, every x and dst dtype, aligned and unaligned matrices, row and column
+ * views, the fused norm, bias, glu (SiLU, GELU) and residual; on both paths; each traced to that
+ * kernel. With tune.generic_k_formats the product takes the generic paths again (traced too). */
 static void k_super_blocks_as_runs(void **state)
 {
     (void)state;
@@ -651,14 +655,14 @@ static void k_super_blocks_as_runs(void **state)
     const nu_device_info *in = nu_device_get_info(d);
     if (!(in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) || in->subgroup_size < 8) {
         nt_close(d);
-        skip(); /* the generic paths take Q4_K and Q5_K there (test_ops_matvec.c checks them) */
+        skip(); /* the generic paths take the K formats there (test_ops_matvec.c checks them) */
     }
     uint64_t seed = 41;
     const struct {
         int64_t m, n, k;
         bool norm, glu, resid, bias, gelu, unaligned, columns;
         int64_t row0;
-    } cases[12] = {
+    } cases[15] = {
         {1, 37, 256, false, false, false, false, false, false, false, 0},
         {2, 5, 4352, false, false, false, false, false, true, false, 3},
         {5, 129, 512, false, false, false, false, false, false, true, 0},
@@ -671,14 +675,17 @@ static void k_super_blocks_as_runs(void **state)
         {5, 3, 256, true, true, true, true, true, true, true, 1},
         {2, 19, 512, false, false, false, true, false, false, false, 0},
         {1, 13, 512, true, true, true, true, true, false, false, 0},
+        {1, 21, 11008, false, false, false, false, false, false, true, 1},
+        {2, 9, 11008, true, false, true, false, false, true, false, 0},
+        {1, 7, 11008, false, true, false, true, true, false, true, 2},
     };
-    const nu_dtype ws[2] = {NU_DTYPE_Q4_K, NU_DTYPE_Q5_K};
-    for (int wi = 0; wi < 2; wi++)
+    const nu_dtype ws[3] = {NU_DTYPE_Q4_K, NU_DTYPE_Q5_K, NU_DTYPE_Q6_K};
+    for (int wi = 0; wi < 3; wi++)
     for (int fp = 0; fp < 2; fp++)
-        for (int i = 0; i < 12; i++) {
+        for (int i = 0; i < 15; i++) {
             q4k_case c = {ws[wi], cases[i].m, cases[i].n, cases[i].k, floats[i % 3], floats[(i + fp) % 2 ? 0 : 1 + i % 2],
                           cases[i].norm, cases[i].glu, cases[i].resid, cases[i].bias, cases[i].gelu,
-                          cases[i].unaligned, cases[i].columns, cases[i].row0, fp == 1};
+                          cases[i].unaligned, cases[i].columns, cases[i].row0, fp == 1, NULL};
             char label[192];
             snprintf(label, sizeof label, "%s dst = %s x * %s^T (m %lld n %lld k %lld%s%s%s%s%s%s%s, %s path)",
                      nu_dtype_name(c.ddt), nu_dtype_name(c.xdt), nu_dtype_name(c.w), (long long)c.m, (long long)c.n, (long long)c.k,
@@ -687,8 +694,19 @@ static void k_super_blocks_as_runs(void **state)
                      c.row0 ? ", rows from row0" : "", fp ? "float" : "dot");
             run_q4k(d, &c, &seed, label);
         }
+    /* The knobs (rows not dividing N, runs in flight, split row groups, prefetch, fewer
+     * workgroups than row groups) on Q6_K's loads, at K 11008 (rows at 2 mod 4 bytes). */
+    const nu_matvec_tune tunes[4] = {{.rows = 3, .unroll = 3}, {.split = 2, .local = 64},
+                                     {.split = 4, .rows = 2, .unroll = 1, .prefetch = true}, {.groups = 2, .prefetch = true}};
+    for (int t = 0; t < 4; t++) {
+        q4k_case c = {NU_DTYPE_Q6_K, 1 + t % 2, 301, t % 2 ? 11008 : 4352, NU_DTYPE_F32, NU_DTYPE_F32, t == 1, t == 2,
+                      t == 3, false, false, t == 0, t == 3, t, false, &tunes[t]};
+        char label[96];
+        snprintf(label, sizeof label, "Q6_K with knobs %d (m %lld k %lld)", t, (long long)c.m, (long long)c.k);
+        run_q4k(d, &c, &seed, label);
+    }
     /* The generic paths on request: not matvec_soa's kernel. */
-    for (int wi = 0; wi < 2; wi++) {
+    for (int wi = 0; wi < 3; wi++) {
         int64_t qs[2] = {9, 512}, xs[2] = {1, 512}, ds[2] = {1, 9};
         nt_tensor q = nt_tensor_quantized(d, ws[wi], 2, qs, 0, -1, 1, &seed);
         nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);

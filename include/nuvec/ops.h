@@ -258,12 +258,12 @@ typedef struct nu_matvec_tune {
     bool float_path;   /* block weights on the float path, x unrounded (default: the dot path where
                         * it applies) */
     bool no_subgroup;  /* the float path's sums by a shared-memory tree, not subgroup arithmetic */
-    bool prefetch;     /* Q4_0_SOA and Q4_K's runs: the first weight loads issued before x is read
-                        * (default off) */
-    bool generic_k_formats; /* Q4_K and Q5_K weights on the dot and float paths every block format
-                        * takes, not on Q4_0_SOA's kernel, which reads their super-blocks as 16-byte
-                        * runs (default: that kernel, where the device has subgroup arithmetic and
-                        * subgroups of 8 or more; its knobs are Q4_0_SOA's) */
+    bool prefetch;     /* Q4_0_SOA and the K formats' runs: the first weight loads issued before x
+                        * is read (default off) */
+    bool generic_k_formats; /* Q4_K, Q5_K and Q6_K weights on the dot and float paths every block
+                        * format takes, not on Q4_0_SOA's kernel, which reads their super-blocks as
+                        * 16-byte runs (default: that kernel, where the device has subgroup
+                        * arithmetic and subgroups of 8 or more; its knobs are Q4_0_SOA's) */
 } nu_matvec_tune;
 
 /* The product fused with what a decoder layer does around it, in the product's own dispatch (one

@@ -1,6 +1,7 @@
 // matvec_soa.glsl: nu_op_matvec and nu_op_matvec_fused (nuvec/ops.h) against Q4_0_SOA weights
 // (nuvec/tensor.h: each row's K / 32 f16 scales, then its K / 32 runs of 16 quant bytes) and
-// against Q4_K and Q5_K weights as GGUF stores them (WFMT 1 and 2: below), built as matvec_soa.comp (integer dot products against x rounded to 8 bits, SOA_DOT 1) and
+// against Q4_K, Q5_K and Q6_K weights as GGUF stores them (WFMT 1 to 3: below), built as
+// matvec_soa.comp (integer dot products against x rounded to 8 bits, SOA_DOT 1) and
 // matvec_soa_float.comp (F32 arithmetic on the exact values, for devices without them);
 // src/ops/matvec_soa.c chooses and records them.
 //
@@ -24,6 +25,27 @@
 // qh[32] (16 bytes a half h: element 64c + 16h + i's fifth bit is bit 2c of byte i, element
 // 64c + 32 + 16h + i's bit 2c + 1), then Q4_K's eight runs. A lane also reads its run's qh half
 // (shared by the 4 lanes of that half) and ors the two bits into its nibbles.
+// Q6_K (WFMT 3): 210-byte super-blocks, ql[128] (low 4 bits), qh[64] (high 2 bits), int8
+// scales[16] (one per 16 elements), f16 d; element 128n + 32k + l (half n, quarter k, l < 32) is
+// d * scales[8n + 2k + l / 16] * (q - 32), q its nibble of ql[64n + 32 (k % 2) + l] (the low one
+// for k < 2) under bits 2k, 2k + 1 of qh[32n + l]. Its runs are ql's eight 16-byte rows: run
+// r = 4n + 2j + h (j = 0, 1; h = 0, 1) has at byte i the low bits of element 128n + 32j + 16h + i
+// (low nibble, scale 8n + 2j + h) and of element 64 further (high nibble, scale 8n + 2j + 4 + h),
+// the high bits of both in byte i of qh's 16-byte chunk 2n + h (shared with run r ^ 2): bits 2j,
+// 2j + 1 and 2j + 4, 2j + 5. So lane l again reads run l of the row (8 lanes a super-block, each
+// its 16 ql bytes, its qh chunk, the two halves holding its scales and d), and
+//   run = D_lo (dx_lo dot(q_lo, xq_lo) - 32 dx_lo sum xq_lo) + the same for hi, D = d * scale
+// (a Q4_K run with M = 32 D: xk as Q4_K's), x's block j of a super-block (half h) under the low
+// nibbles (j & 2 clear) or high ones of run 4 (j / 4) + 2 (j % 2) + h. 210 = 2 mod 16 (and mod 4),
+// so a super-block's bytes start at any even byte (rows of k = 11008, 43 super-blocks, too): a run
+// and a qh chunk are the five 4-byte words that cover them, shifted by a half where they start at
+// 2 mod 4 (LOAD16U: the same code for either parity, which differs between a subgroup's
+// super-blocks). A subgroup's loads still cover consecutive bytes (a lane's 20, 16 on from its
+// neighbour's), and the scale and d halves of a super-block's 8 lanes lie in its last 18 bytes.
+// The float path: D_lo sum (q_lo - 32) v_lo + the same for hi. H200, 1 row of x (2026-12-02,
+// F32 x): 15.0 us at 4096 x 11008 (2.47 TB/s of weights; 2 runs in flight, the default, was best,
+// and so were these loads, against two aligned uvec4 a run shifted into place, 15.8 us, or 8
+// halves, 19.8) against 38.7 on matvec_dot.comp; Q4_K's runs there: 14.1 us (1.79 TB/s).
 //
 // Work:
 // - Phase 1 (the dot path; the float path only where there is a norm): the workgroup reads x's M
@@ -52,7 +74,8 @@
 //   3 LOCAL         threads a workgroup (local_size_x), a multiple of the subgroup size
 //   4 ROWS          weight rows a subgroup computes at a time (1..8)
 //   5 UNROLL        runs a lane has in flight per row and weight (1..8)
-//   6 FLAGS         bit 0: weight offsets 16-byte aligned (uvec4 loads; else 8 half loads a run),
+//   6 FLAGS         bit 0: weight offsets 16-byte aligned (uvec4 loads; else 8 half loads a run;
+//                   Q6_K: unused, 0),
 //                   1: NORM, 2: GLU, 3: RESID, 4: x's vector path (rows 16-byte aligned, stride 1),
 //                   5: PREFETCH (the first chunk's weight loads issued before phase 1),
 //                   6: GELU (the GLU's activation; else SiLU), 7: BIAS
@@ -60,7 +83,8 @@
 //   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
 //  11 BDT           bias's dtype
-//  12 WFMT          the weights' format: 0 Q4_0_SOA, 1 Q4_K, 2 Q5_K (GGUF's blocks, K a multiple of 256)
+//  12 WFMT          the weights' format: 0 Q4_0_SOA, 1 Q4_K, 2 Q5_K, 3 Q6_K (GGUF's blocks, K a
+//                   multiple of 256)
 // Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual, 6 bias
 // (unused ones are bound to x). Push: below.
 #extension GL_KHR_shader_subgroup_basic : enable
@@ -93,9 +117,11 @@ const bool PREFETCH = (FLAGS & 32u) != 0u;
 const bool GELU = (FLAGS & 64u) != 0u;
 const bool BIAS = (FLAGS & 128u) != 0u;
 const bool K5 = WFMT == 2u;             // Q5_K
-const bool QK = WFMT == 1u || K5;       // a K format: Q4_K or Q5_K
-const uint SB_HALVES = K5 ? 88u : 72u;  // a super-block
-const uint QS_HALF = K5 ? 24u : 8u;     // its first run
+const bool K6 = WFMT == 3u;             // Q6_K
+const bool QK = WFMT == 1u || K5 || K6; // a K format: Q4_K, Q5_K or Q6_K (x stored by run, xk)
+const bool QE = K5 || K6;               // runs with high bits apart (re: Q5_K's qh half, Q6_K's qh chunk)
+const uint SB_HALVES = K6 ? 105u : K5 ? 88u : 72u; // a super-block
+const uint QS_HALF = K6 ? 0u : K5 ? 24u : 8u;      // its first run
 const uint NW = GLU ? 2u : 1u; // weights read a row
 const uint RM = ROWS * M;
 
@@ -103,11 +129,12 @@ const uint RM = ROWS * M;
 // x's 8-bit values in the order of the runs that take them, so that the lanes' reads (run b at
 // m * XB + b) are consecutive 16 bytes (no bank conflicts): xlo holds the low nibbles' partners,
 // xhi the high ones'. Q4_0_SOA: elements 0..15 and 16..31 of block b. Q4_K: half h = b % 2 of
-// blocks b - h and b - h + 1 (the run's sub-blocks a and a + 1).
+// blocks b - h and b - h + 1 (the run's sub-blocks a and a + 1); Q6_K: half h of blocks c and
+// c + 2 of its super-block, c = 4 (r / 4) + (r / 2) % 2, r = b % 8.
 shared uvec4 xlo[M * XB];
 shared uvec4 xhi[M * XB];
 shared vec2 xds[QK ? 1u : M * XB]; // Q4_0_SOA: block b's (dx, dx * sum q)
-shared vec4 xk[QK ? M * XB : 1u];  // Q4_K: run b's (dx_a, dx_a+1, dx_a * sum q_a,h, dx_a+1 * sum q_a+1,h)
+shared vec4 xk[QK ? M * XB : 1u];  // K formats: run b's (dx_a, dx_a+1, dx_a * sum q_a,h, dx_a+1 * sum q_a+1,h)
 #endif
 shared float red[SPLIT > 1u ? (LOCAL / 8u) * RM * NW : 1u]; // the SPLIT subgroups' partial sums
 shared float nsum[NORM ? (LOCAL / 8u) * M : 1u];            // the subgroups' sums of x^2
@@ -192,7 +219,9 @@ void read_x()
         if (live) {
             uint i = m * XB + b, h = t / 4u;
             if (QK) { // block b's half h: a low-nibble partner of run b + h (b even) or a high one of b - 1 + h
-                uint run = m * XB + (b & ~1u) + h, odd = b & 1u;
+                // (Q6_K: block j = b % 8 of a super-block, of run 4 (j / 4) + 2 (j % 2) + h, high where j & 2)
+                uint run = m * XB + (K6 ? (b & ~7u) + (b & 4u) + 2u * (b & 1u) : b & ~1u) + h;
+                uint odd = K6 ? (b >> 1u) & 1u : b & 1u;
                 if (odd == 0u)
                     xlo[run][t % 4u] = word;
                 else
@@ -239,11 +268,30 @@ void read_x()
                   uint(NAME##_h[(h) + 4u]) | (uint(NAME##_h[(h) + 5u]) << 16),                      \
                   uint(NAME##_h[(h) + 6u]) | (uint(NAME##_h[(h) + 7u]) << 16));                     \
     }
+// The 16 bytes at half h of a binding NAME, h any half (Q6_K's runs, 2-byte aligned): the five
+// aligned words that cover them, shifted by a half where h is odd (always five loads, so that
+// lanes of either parity run the same code; the fifth word is still in the super-block).
+#define LOAD16U(NAME, h, q)                                                                         \
+    {                                                                                               \
+        uint i_ = (h) >> 1u;                                                                        \
+        uvec4 a_ = uvec4(NAME##_w[i_], NAME##_w[i_ + 1u], NAME##_w[i_ + 2u], NAME##_w[i_ + 3u]);  \
+        uint t_ = NAME##_w[i_ + 4u];                                                                \
+        q = ((h) & 1u) != 0u ? (a_ >> 16u) | (uvec4(a_.yzw, t_) << 16u) : a_;                     \
+    }
 // Run b (16 bytes) of the row whose first half is `base` (of a binding NAME), and its scales:
 // Q4_0_SOA's f16 in d.x, a K format's super-block header in d (and Q5_K's qh half in e).
+// Q6_K: its ql run in q, its qh chunk in e, and d's half, then the halves holding its low and
+// high nibbles' scales, in d.xyz.
 #define LOAD_RUN(NAME, base, blocks, b, q, d, e)                                                    \
     {                                                                                               \
-        if (QK) {                                                                                   \
+        if (K6) {                                                                                   \
+            uint s_ = (base) + ((b) >> 3u) * SB_HALVES, r_ = (b) & 7u;                              \
+            uint hq_ = s_ + 8u * r_, he_ = s_ + 64u + 16u * (r_ >> 2u) + 8u * (r_ & 1u);            \
+            LOAD16U(NAME, hq_, q)                                                                   \
+            LOAD16U(NAME, he_, e)                                                                   \
+            uint sc_ = s_ + 96u + 4u * (r_ >> 2u) + ((r_ >> 1u) & 1u);                              \
+            d = uvec4(uint(NAME##_h[s_ + 104u]), uint(NAME##_h[sc_]), uint(NAME##_h[sc_ + 2u]), 0u); \
+        } else if (QK) {                                                                            \
             uint s_ = (base) + ((b) >> 3u) * SB_HALVES;                                             \
             uint h_ = s_ + QS_HALF + ((b) & 7u) * 8u;                                               \
             LOAD16(NAME, h_, q)                                                                     \
@@ -260,11 +308,17 @@ void read_x()
     }
 
 // The quants of run b under its low nibbles (lo) and high ones (hi), a byte each: Q5_K's fifth
-// bits (e, its qh half) or'ed in.
+// bits (e, its qh half) or'ed in, or Q6_K's fifth and sixth (e, its qh chunk: bits 2j, 2j + 1
+// the low nibbles', 2j + 4, 2j + 5 the high ones', j = (b / 2) % 2).
 void run_quants(uvec4 q, uvec4 e, uint b, out uvec4 lo, out uvec4 hi)
 {
     lo = q & 0x0f0f0f0fu;
     hi = (q >> 4u) & 0x0f0f0f0fu;
+    if (K6) {
+        uint s = 2u * ((b >> 1u) & 1u);
+        lo |= ((e >> s) & 0x03030303u) << 4u;
+        hi |= (e >> s) & 0x30303030u;
+    }
     if (K5) {
         uint c = (b & 7u) >> 1u;
         lo |= ((e >> (2u * c)) & 0x01010101u) << 4u;
@@ -280,9 +334,20 @@ void k4_scales(uvec4 hd, uint a, out vec2 da, out vec2 db)
     da = d * vec2(sa);
     db = d * vec2(sb);
 }
+// Q6_K: D = d * scale of run b's low nibbles (da) and high ones (db) from LOAD_RUN's d (the scale
+// is byte b % 2 of its half), and M = 32 D (the quants' offset, taken as a K format's minimum).
+void k6_scales(uvec4 hd, uint b, out vec2 da, out vec2 db)
+{
+    float d = nu_q_f16(hd.x);
+    int o = int(8u * (b & 1u));
+    precise float sa = d * float(bitfieldExtract(int(hd.y), o, 8));
+    precise float sb = d * float(bitfieldExtract(int(hd.z), o, 8));
+    da = vec2(sa, 32.0 * sa);
+    db = vec2(sb, 32.0 * sb);
+}
 
 #if SOA_DOT
-// Run q (scales d, Q5_K's fifth bits e) of run b against x's row m.
+// Run q (scales d, Q5_K's or Q6_K's high bits e) of run b against x's row m.
 float run_dot(uvec4 q, uvec4 d, uvec4 e, uint b, uint m)
 {
     if (QK) {
@@ -295,7 +360,10 @@ float run_dot(uvec4 q, uvec4 d, uvec4 e, uint b, uint m)
             dotb += dotPacked4x8EXT(int(qb[j]), int(xb[j]));
         }
         vec2 da, db;
-        k4_scales(d, b & 6u, da, db);
+        if (K6)
+            k6_scales(d, b, da, db);
+        else
+            k4_scales(d, b & 6u, da, db);
         vec4 xs = xk[i];
         return da.x * (xs.x * float(dota)) - da.y * xs.z + db.x * (xs.y * float(dotb)) - db.y * xs.w;
     }
@@ -308,11 +376,11 @@ float run_dot(uvec4 q, uvec4 d, uvec4 e, uint b, uint m)
     return nu_f16_to_f32(d.x) * (ds.x * float(dot) - 8.0 * ds.y);
 }
 #else
-// Run q (scales d, Q5_K's fifth bits e) of run b against v, the 32 elements of x (times g) its
-// quants multiply: the low nibbles' 16 in v[0..15], the high ones' in v[16..31].
+// Run q (scales d, Q5_K's or Q6_K's high bits e) of run b against v, the 32 elements of x (times
+// g) its quants multiply: the low nibbles' 16 in v[0..15], the high ones' in v[16..31].
 float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
 {
-    float sa = 0.0, sb = 0.0, va = 0.0, vb = 0.0, off = QK ? 0.0 : 8.0; // Q4_0: q - 8; K formats: q, and M apart
+    float sa = 0.0, sb = 0.0, va = 0.0, vb = 0.0, off = K6 ? 32.0 : QK ? 0.0 : 8.0; // q - 8, q - 32; Q4_K, Q5_K: q, and M apart
     uvec4 qa, qb;
     run_quants(q, e, b, qa, qb);
     for (uint j = 0u; j < 4u; j++)
@@ -323,6 +391,11 @@ float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
             va += lo;
             vb += hi;
         }
+    if (K6) {
+        vec2 da, db;
+        k6_scales(d, b, da, db);
+        return da.x * sa + db.x * sb;
+    }
     if (QK) {
         vec2 da, db;
         k4_scales(d, b & 6u, da, db);
@@ -340,10 +413,10 @@ float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
         if (b < blocks)                                                                             \
             for (uint r = 0u; r < ROWS; r++) {                                                      \
                 uint o = (t * ROWS + r) * NW;                                                       \
-                LOAD_RUN(w, pc.first_w + base[r], blocks, b, rq[o], rd[o], re[K5 ? o : 0u])         \
+                LOAD_RUN(w, pc.first_w + base[r], blocks, b, rq[o], rd[o], re[QE ? o : 0u])         \
                 if (GLU)                                                                            \
                     LOAD_RUN(up, pc.first_up + base[r], blocks, b, rq[o + NW - 1u], rd[o + NW - 1u],   \
-                             re[K5 ? o + NW - 1u : 0u])                                             \
+                             re[QE ? o + NW - 1u : 0u])                                             \
             }                                                                                       \
     }
 
@@ -366,7 +439,7 @@ void main()
     uint gr, n0, base[ROWS];
     uvec4 rq[UNROLL * ROWS * NW];
     uvec4 rd[UNROLL * ROWS * NW];
-    uvec4 re[K5 ? UNROLL * ROWS * NW : 1u]; // Q5_K's qh halves
+    uvec4 re[QE ? UNROLL * ROWS * NW : 1u]; // Q5_K's qh halves, Q6_K's qh chunks
     // PREFETCH: the first chunk's weight loads are issued before x is read and quantized (phase 1
     // and its barrier then run while they are in flight).
     bool pre = PREFETCH && gl_WorkGroupID.x < batches;
@@ -397,11 +470,13 @@ void main()
                     for (uint r = 0u; r < ROWS; r++)
                         for (uint wi = 0u; wi < NW; wi++) {
                             uint o = (t * ROWS + r) * NW + wi;
-                            acc[(wi * ROWS + r) * M + m] += run_dot(rq[o], rd[o], re[K5 ? o : 0u], b, m);
+                            acc[(wi * ROWS + r) * M + m] += run_dot(rq[o], rd[o], re[QE ? o : 0u], b, m);
                         }
 #else
                     // x's elements under the run's low nibbles (16 from ea), then its high ones' (from eb).
-                    uint ea = QK ? ((b & ~1u) * 32u + (b & 1u) * 16u) : b * 32u, eb = ea + (QK ? 32u : 16u);
+                    uint ea = K6 ? (b >> 3u) * 256u + ((b >> 2u) & 1u) * 128u + ((b >> 1u) & 1u) * 32u + (b & 1u) * 16u
+                            : QK ? ((b & ~1u) * 32u + (b & 1u) * 16u) : b * 32u;
+                    uint eb = ea + (K6 ? 64u : QK ? 32u : 16u);
                     float v[32];
                     float ss = 0.0;
                     for (uint e = 0u; e < 32u; e += 4u) {
@@ -412,7 +487,7 @@ void main()
                     for (uint r = 0u; r < ROWS; r++)
                         for (uint wi = 0u; wi < NW; wi++) {
                             uint o = (t * ROWS + r) * NW + wi;
-                            acc[(wi * ROWS + r) * M + m] += run_dot_f(rq[o], rd[o], re[K5 ? o : 0u], b, v);
+                            acc[(wi * ROWS + r) * M + m] += run_dot_f(rq[o], rd[o], re[QE ? o : 0u], b, v);
                         }
 #endif
                 }

@@ -490,7 +490,7 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: k is 0 (x and weight are empty but dst is not)", fn);
 
     /* Q4_0_SOA weights have their own kernel, fused forms included (src/ops/matvec_soa.c), and
-     * so have Q4_K's and Q5_K's where it applies (unless desc->tune.generic_k_formats or
+     * so have Q4_K's, Q5_K's and Q6_K's where it applies (unless desc->tune.generic_k_formats or
      * NUVEC_MATVEC's kruns=0 say otherwise): its loads of their super-blocks are Q4_0_SOA's
      * 16-byte runs. */
     if (weight->dtype == NU_DTYPE_Q4_0_SOA)

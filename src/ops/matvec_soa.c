@@ -1,4 +1,4 @@
-/* matvec_soa.c: products against Q4_0_SOA weights and Q4_K's and Q5_K's (see matvec_soa.h): the dot path
+/* matvec_soa.c: products against Q4_0_SOA weights and Q4_K's, Q5_K's and Q6_K's (see matvec_soa.h): the dot path
  * (kernels/matvec/matvec_soa.comp: x rounded to 8 bits a block, integer dot products) where the
  * device has integer dot products, subgroup arithmetic and shuffles and x's rows fit in shared
  * memory; the float path (matvec_soa_float.comp) elsewhere. matvec_soa.glsl describes both. */
@@ -20,7 +20,7 @@ typedef struct soa_tune {
     int dot;         /* -1: the dot path where it applies; 0: the float path */
     uint32_t prefetch; /* 1: the first weight loads before x is read (matvec_soa.glsl's PREFETCH) */
     uint32_t x_block;  /* shared-memory bytes of x a block and row on the dot path: 40 (Q4_0_SOA),
-                        * 48 (Q4_K, Q5_K: dx of both sub-blocks and the sums of their halves, by run) */
+                        * 48 (the K formats: dx of both sub-blocks and the sums of their halves, by run) */
 } soa_tune;
 
 /* Defaults: 1024 threads, at most 132 workgroups (one a streaming multiprocessor of the H200),
@@ -29,7 +29,7 @@ typedef struct soa_tune {
  * --filter Q4_0_SOA` with NUVEC_MATVEC_SOA): 6.38 / 10.81 / 11.95 / 22.85 us at 4096x4096,
  * 11008x4096, 4096x11008, 32000x4096 and 17.68 for the fused gate-up, against 7.03 / 11.86 /
  * 12.99 / 23.55 / 19.30 for the first guess (512 threads, 264 workgroups, 4 runs, prefetch). */
-static bool k_format(nu_dtype w) { return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K; }
+static bool k_format(nu_dtype w) { return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K || w == NU_DTYPE_Q6_K; }
 static soa_tune default_tune(nu_dtype w) { return (soa_tune){1024, 1, 2, 132, 0, -1, 0, k_format(w) ? 48 : 40}; }
 
 /* NUVEC_MATVEC_SOA's keys: the shared ones and prefetch=0|1. */
@@ -207,7 +207,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
         desc = &none;
     nu_status st;
     if (weight->dtype != NU_DTYPE_Q4_0_SOA && !k_format(weight->dtype))
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": weight is %s; this path takes Q4_0_SOA, Q4_K and Q5_K",
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": weight is %s; this path takes Q4_0_SOA, Q4_K, Q5_K and Q6_K",
                         nu_dtype_name(weight->dtype));
     if ((st = check_desc(d, dst, weight, x, desc)) != NU_OK)
         return st;
@@ -254,8 +254,10 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
         if ((st = nu__op_bind(FN, ts[i], i ? NU_ACCESS_READ : NU_ACCESS_WRITE, &bind[i], &first[i])) != NU_OK)
             return st;
     /* uvec4 runs where both weights' first halves are 16-byte aligned (each row then is too: a
-     * multiple of 16 bytes, Q4_0_SOA's K / 32 * 18, Q4_K's K / 256 * 144, Q5_K's K / 256 * 176). */
-    bool wvec = first[1] % 8 == 0 && (!glu || first[3] % 8 == 0);
+     * multiple of 16 bytes, Q4_0_SOA's K / 32 * 18, Q4_K's K / 256 * 144, Q5_K's K / 256 * 176);
+     * never for Q6_K, whose 210-byte super-blocks put runs at any even byte (the kernel's own loads,
+     * whatever the flag: clear, not to make two pipelines of one). */
+    bool wvec = first[1] % 8 == 0 && (!glu || first[3] % 8 == 0) && weight->dtype != NU_DTYPE_Q6_K;
     bool xvec = (k == 1 || x->strides[1] == 1) && (uint64_t)first[2] * nu_dtype_size(x->dtype) % 16 == 0 &&
                 (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
     uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
@@ -265,7 +267,10 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
                               norm ? nu__op_dtype_code(desc->norm_weight->dtype) : 0u,
                               bias ? nu__op_dtype_code(desc->bias->dtype) : 0u,
-                              weight->dtype == NU_DTYPE_Q4_K ? 1u : weight->dtype == NU_DTYPE_Q5_K ? 2u : 0u};
+                              weight->dtype == NU_DTYPE_Q4_K   ? 1u
+                              : weight->dtype == NU_DTYPE_Q5_K ? 2u
+                              : weight->dtype == NU_DTYPE_Q6_K ? 3u
+                                                               : 0u};
     struct {
         uint32_t n, k, first_w, w_row, first_up, first_x, x_row, x_col, first_dst, first_g, g_col, first_r, r_row,
             r_col;
