@@ -64,8 +64,12 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batche
      * 240 against 205: the 4-subgroup tile stays where the grid is large). */
     uint64_t tiles = (uint64_t)((m + 127) / 128) * (uint64_t)((n + 127) / 128) * batches;
     uint32_t units = d->info.compute_units ? d->info.compute_units : 1;
-    if (m <= 64) /* 64 x 32 tiles, 2 subgroups: a batched decode step's 64 rows of a 7B model ran 2258
-                  * tokens/s against 1819 with 64 x 128 (H200, 2026-12-02, bench/RESULTS.md) */
+    if (m <= 16) /* 16 x 64 tiles, 4 subgroups of one fragment: a 64-row tile computed 48 rows of
+                  * nothing there (H200, 2026-12-02, nuvec bench ops "rows_mm" at 16 rows: 4096 x 4096
+                  * Q4_0_SOA 36.2 -> 22.9 us, Q4_K 37.7 -> 27.8; 4096 x 11008 Q4_K 94.7 -> 65.7) */
+        *t = (tc_tile){1, 4, 1, 1, 64, 1, 0, false, 0};
+    else if (m <= 64) /* 64 x 32 tiles, 2 subgroups: a batched decode step's 64 rows of a 7B model ran
+                       * 2258 tokens/s against 1819 with 64 x 128 (H200, 2026-12-02, bench/RESULTS.md) */
         *t = (tc_tile){1, 2, 4, 1, 64, 1, 0, false, 0};
     else if (tiles < 2ull * units)
         *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false, 0};
