@@ -66,8 +66,7 @@ typedef enum op_kind {
                        against the weight (dtype), rotated over copies like matvec's */
     K_ATTN_BATCH,   /* a batched decode step's attention: shape rows, keys, positions; each row its
                        own slot of an F16 cache [rows, positions, 32, 128], position keys - 1 (the
-                       per-row form: positions and slots from I32 tensors), 32 query heads; the
-                       decode path */
+                       per-row form: positions and slots from I32 tensors), 32 query heads */
 } op_kind;
 
 /* The fused forms a decode layer uses (K_MV_FUSED, K_MV_SEPARATE). */
@@ -430,11 +429,9 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
     case K_MATMUL_ROWS:
         return nu_op_matmul(c, &t[0], &t[1], &bt->weights[rep % bt->copies], NULL);
     case K_ATTN_BATCH: {
-        /* The decode path, as the model runtime asks for it (llm/blocks.c): the op's own choice for
-         * more than NU_ATTENTION_DECODE_ROWS rows is the prefill path (H200: 4.4 ms at 16 and 64 rows
-         * against 54 and 180 us; bench/RESULTS.md). */
+        /* The op's own choice: the decode path for rows with slots no more than the cache's (the
+         * prefill path ran 4.4 ms at 16 and 64 rows against 54 and 180 us on the H200). */
         nu_attention_desc ad = {.positions = &t[2], .slots = &t[3], .max_length = (uint32_t)k->shape_v[2]};
-        ad.tune.path = NU_ATTENTION_PATH_DECODE;
         return nu_op_attention(c, &t[0], &t[1], &bt->weights[0], &bt->outs[0], &ad);
     }
     case K_ATTN_DECODE: {

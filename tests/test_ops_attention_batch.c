@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <nuvec/trace.h>
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
@@ -416,6 +419,38 @@ static void one_graph_serves_changing_batches(void **state)
     nt_close(d);
 }
 
+/* The path the op takes by itself (tune.path AUTO): the decode path for rows with slots no more
+ * than the cache's slots (a batched decode step, each row its own sequence: 6 rows of 6 slots),
+ * the prefill path for more (a prompt's rows: 12 rows of one slot in a cache of 6); traced, and
+ * checked against the reference. */
+static void auto_path_by_rows_and_slots(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 47;
+    int32_t pos6[6], slot6[6], pos12[12], slot12[12];
+    for (int i = 0; i < 6; i++)
+        pos6[i] = 10 + 7 * i, slot6[i] = 5 - i;
+    for (int i = 0; i < 12; i++)
+        pos12[i] = 30 + i, slot12[i] = 3;
+    const batch_case cases[2] = {
+        {6, 64, 8, 2, 64, 6, pos6, slot6, 0, 0, false, 0, 0, 0, 0, {0}},
+        {6, 64, 8, 2, 64, 12, pos12, slot12, 0, 0, false, 0, 0, 0, 0, {0}},
+    };
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-attn-auto-%d.json", nt_tmp_dir(), (int)getpid());
+    for (int i = 0; i < 2; i++) {
+        NT_OK(nu_trace_start(d, path));
+        run_batch(d, &cases[i], NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_F16, NU_DTYPE_F32, 1, false, &seed,
+                  i ? "auto, 12 rows of one slot" : "auto, 6 rows of 6 slots");
+        NT_OK(nu_trace_stop(d));
+        bool prefill = nt_trace_has(path, "attn_prefill");
+        if (prefill != (i == 1))
+            fail_msg("%s rows with slots took the %s path", i ? "12" : "6", prefill ? "prefill" : "decode");
+    }
+    nt_close(d);
+}
+
 /* What the per-row form, windows and softcaps refuse, each by name. */
 static void refusals(void **state)
 {
@@ -495,6 +530,7 @@ int main(void)
         cmocka_unit_test(softcaps),
         cmocka_unit_test(every_head_dim),
         cmocka_unit_test(one_graph_serves_changing_batches),
+        cmocka_unit_test(auto_path_by_rows_and_slots),
         cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

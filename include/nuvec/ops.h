@@ -394,7 +394,8 @@ typedef struct nu_rows_tune {
  * ops' bindings, and its attention output is zeros. */
 
 typedef enum nu_attention_path {
-    NU_ATTENTION_PATH_AUTO,    /* decode up to NU_ATTENTION_DECODE_ROWS rows, prefill past them */
+    NU_ATTENTION_PATH_AUTO,    /* decode up to NU_ATTENTION_DECODE_ROWS rows, and for rows with
+                                * slots (desc.slots) no more than the cache's slots; prefill past them */
     NU_ATTENTION_PATH_DECODE,  /* each row on its own, its keys split over workgroups: the path for
                                 * a batch of decode rows of different sequences, any row count */
     NU_ATTENTION_PATH_PREFILL, /* tiles of rows sharing each block of keys: rows of one sequence */
@@ -473,7 +474,8 @@ typedef struct nu_attention_desc {
  * The prefill path (flash-attention style tiles: attn_prefill.comp) shares each block of keys
  * among a tile's rows; a tile whose rows belong to different slots takes its slots one after
  * the other (right, but with a pass over each slot's keys), so batches of decode rows of many
- * sequences want tune.path DECODE. Devices with cooperative matrices take a prefill kernel on
+ * sequences want the decode path: the automatic choice takes it for rows with slots no more
+ * than the cache's slots (tune.path DECODE forces it for more). Devices with cooperative matrices take a prefill kernel on
  * them (attn_prefill_coopmat.comp; its p and scaled q rounded to F16, within 2^-10 of max |v|)
  * for F16 q, k, v with 16-byte aligned rows and head_dim a multiple of 16 that fits its shared
  * memory, in the scalar form without window or softcap; everything else takes attn_prefill.comp.

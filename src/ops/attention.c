@@ -459,8 +459,13 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         return NU_OK;
     if (qh > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %lld query heads; at most 65535", (long long)qh);
-    bool decode = a.tune.path == NU_ATTENTION_PATH_AUTO ? tokens <= NU_ATTENTION_DECODE_ROWS
-                                                        : a.tune.path == NU_ATTENTION_PATH_DECODE;
+    /* Auto: the decode path for a few rows, and for rows with slots no more than the cache's slots
+     * (a batched decode step: each row its own sequence; the prefill path's tiles would mix slots:
+     * H200, 16 and 64 such rows of 512 keys, 4.4 ms against 54 and 180 us, bench/RESULTS.md); the
+     * prefill path for the rows of a prompt. */
+    bool decode = a.tune.path == NU_ATTENTION_PATH_AUTO
+                      ? tokens <= NU_ATTENTION_DECODE_ROWS || (desc->slots && tokens <= slots)
+                      : a.tune.path == NU_ATTENTION_PATH_DECODE;
     if (decode && tokens > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": the decode path takes at most 65535 tokens (%lld)", (long long)tokens);
     if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &a.bind[0], &a.first[0])) != NU_OK ||
