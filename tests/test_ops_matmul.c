@@ -634,8 +634,8 @@ static void tensor_cores_split_k(void **state)
         nt_tensor_download(&outs[1][i]);
         uint64_t count = (uint64_t)nu_tensor_numel(&outs[0][i].t), differ = 0;
         /* F32 sums of 4096 F16 x F16 products of values up to 1 (and 1024 of h's): their order
-         * differs, so the F32 results differ in their last bits almost everywhere (the graph's
-         * launches record no per-dispatch trace events: this says the split ran there). */
+         * differs, so the F32 results differ in their last bits almost everywhere: this says the
+         * split ran there. */
         char what[64];
         snprintf(what, sizeof what, "split-K graph, product %d against the unsplit chain", i + 1);
         nt_expect_close(what, outs[1][i].values, outs[0][i].values, count, i == 1 ? 0.5f : 2e-3f, 2e-3f);

@@ -1,6 +1,6 @@
 /* test_trace.c: timelines. A trace holds every dispatch, copy, fill, upload, download and
- * barrier with a GPU duration, CPU spans for record / commit / wait, and the GPU times of work a
- * barrier orders do not overlap. Also: refusals, and NUVEC_TRACE. */
+ * barrier with a GPU duration (graph launches' dispatches too), CPU spans for record / commit /
+ * wait, and the GPU times of work a barrier orders do not overlap. Also: refusals, and NUVEC_TRACE. */
 #include "harness.h"
 
 #include <cjson/cJSON.h>
@@ -128,6 +128,74 @@ static void every_command_is_in_the_trace(void **state)
     unlink(path);
 }
 
+/* Graph launches: a graph built before the trace starts, launched three times while it runs
+ * (its copies encoded again with timestamps; launches reuse them), gives an event per dispatch
+ * and launch, ordered as the chain's barriers order them; a launch after the trace stops adds
+ * none (its copy encoded again without), and the graph's results stay right throughout. */
+static void graph_launches_are_traced(void **state)
+{
+    (void)state;
+    snprintf(path, sizeof path, "%s/nuvec-trace-graph-%d.json", nt_tmp_dir(), (int)getpid());
+    nu_device *d = nt_open();
+    nu_kernel *add;
+    NT_OK(nu_kernel_builtin(d, "add_f32", &add));
+    enum { CHAIN = 5, LAUNCHES = 3 };
+    nu_buffer *x, *b[CHAIN + 1];
+    NT_OK(nu_buffer_new(d, 4096, NU_STORAGE_SHARED, &x));
+    for (int i = 0; i <= CHAIN; i++)
+        NT_OK(nu_buffer_new(d, 4096, NU_STORAGE_SHARED, &b[i]));
+    float ones[1024], zeros[1024] = {0};
+    for (int i = 0; i < 1024; i++)
+        ones[i] = 1;
+    NT_OK(nu_buffer_write(x, 0, ones, sizeof ones));
+    nu_commands *rec;
+    NT_OK(nu_graph_record(d, &rec));
+    uint32_t n = 1024, groups[3] = {4, 1, 1};
+    for (int i = 0; i < CHAIN; i++) { /* b[i+1] = b[i] + x */
+        nu_binding bind[3] = {{b[i + 1], NU_ACCESS_WRITE, 0, 0}, {b[i], NU_ACCESS_READ, 0, 0}, {x, NU_ACCESS_READ, 0, 0}};
+        NT_OK(nu_commands_dispatch(rec, add, groups, bind, 3, &n, 4));
+    }
+    nu_graph *g;
+    NT_OK(nu_graph_new(rec, &g));
+    NT_OK(nu_graph_launch(g)); /* encoded and launched before the trace */
+    NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+    NT_OK(nu_trace_start(d, path));
+    float out[4];
+    for (int l = 0; l < LAUNCHES; l++) {
+        NT_OK(nu_buffer_write(b[0], 0, zeros, sizeof zeros));
+        NT_OK(nu_graph_launch(g));
+        NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        NT_OK(nu_buffer_read(b[CHAIN], 0, out, sizeof out));
+        assert_true(out[0] == CHAIN && out[3] == CHAIN);
+    }
+    NT_OK(nu_trace_stop(d));
+    NT_OK(nu_graph_launch(g)); /* after the trace: encoded again without timestamps */
+    NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+    NT_OK(nu_buffer_read(b[CHAIN], 0, out, sizeof out));
+    assert_true(out[0] == CHAIN);
+
+    cJSON *doc = load(path);
+    span s[64];
+    int count = events(doc, "add_f32", s, 64);
+    if (count != CHAIN * LAUNCHES)
+        fail_msg("%d add_f32 events in the trace of %d launches of %d dispatches", count, LAUNCHES, CHAIN);
+    for (int i = 0; i + 1 < count; i++) { /* each launch's chain ordered by its barriers, launches in turn */
+        assert_int_equal(s[i].tid, 1);
+        if (s[i].ts + s[i].dur > s[i + 1].ts + 0.001)
+            fail_msg("graph dispatch %d ends at %.3f us, after dispatch %d starts at %.3f us", i, s[i].ts + s[i].dur,
+                     i + 1, s[i + 1].ts);
+    }
+    assert_true(events(doc, "barrier", s, 64) >= (CHAIN - 1) * LAUNCHES);
+    cJSON_Delete(doc);
+    NT_OK(nu_graph_free(g));
+    for (int i = 0; i <= CHAIN; i++)
+        nu_buffer_free(b[i]);
+    nu_buffer_free(x);
+    nu_kernel_free(add);
+    nt_close(d);
+    unlink(path);
+}
+
 static void bad_paths_are_refused(void **state)
 {
     nu_device *d = nt_open();
@@ -218,6 +286,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_command_is_in_the_trace),
+        cmocka_unit_test(graph_launches_are_traced),
         cmocka_unit_test(bad_paths_are_refused),
         cmocka_unit_test(nuvec_trace_traces_from_open_to_close),
         cmocka_unit_test(traces_start_while_threads_record),

@@ -1,8 +1,9 @@
 /* trace.c: timelines (see nuvec/trace.h).
  *
  * GPU side: a traced command buffer writes a timestamp before and after each command into
- * query pools of its own (reset inside the command buffer before first use); completion
- * reads them and adds one event per command to the device's trace. GPU ticks become CPU time
+ * query pools of its own (reset from the host when made); completion reads them and adds one
+ * event per command to the device's trace. A graph's copy encoded while a trace runs keeps its
+ * pools (tc->keep): each launch's completion reads them and resets them for the next launch. GPU ticks become CPU time
  * through an offset measured when the trace starts: a command buffer that only writes a
  * timestamp is submitted on each queue between two CPU clock reads, and the timestamp is
  * taken to fall midway (good to the round trip, tens of microseconds).
@@ -171,7 +172,20 @@ void nu__trace_command_done(nu__trace_cmd *tc, bool completed)
             }
         }
     }
-    free_cmd(d, tc);
+    if (!tc->keep) {
+        free_cmd(d, tc);
+        return;
+    }
+    /* Read or not, the queries are written again by the next submission: reset them now (the
+     * command buffer is not pending). */
+    for (uint32_t p = 0; p < tc->pool_count; p++)
+        d->vkd.vkResetQueryPool(d->device, tc->pools[p], 0, POOL_QUERIES);
+}
+
+void nu__trace_command_free(nu__trace_cmd *tc)
+{
+    if (tc)
+        free_cmd(tc->device, tc);
 }
 
 /* ---- starting and stopping ---------------------------------------------------------------- */

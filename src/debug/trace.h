@@ -25,6 +25,8 @@ typedef struct nu__trace_cmd {
     uint32_t queries;  /* used so far */
     nu__trace_span *spans;
     uint32_t span_count, span_capacity;
+    bool keep;         /* a graph copy's: completion reads the timestamps and resets the pools for
+                        * its next launch instead of freeing them (nu__trace_command_free does) */
 } nu__trace_cmd;
 
 /* Per device (called by nu_device_open / nu_device_close; open starts a trace when NUVEC_TRACE
@@ -50,8 +52,10 @@ nu_status nu__trace_command_new(nu_device *d, uint32_t queue, VkCommandBuffer cm
 uint32_t nu__trace_command_begin(nu__trace_cmd *tc);
 /* Ends it (a timestamp after it) named `name`; `barrier` says it was a barrier. */
 void nu__trace_command_end(nu__trace_cmd *tc, uint32_t query, const char *name, bool barrier);
-/* Completion: reads the timestamps into the device's trace (when `completed`) and frees tc
- * (NULL is ignored). */
+/* Completion: reads the timestamps into the device's trace (when `completed`) and frees tc, or,
+ * where tc->keep, resets its queries for the command buffer's next submission (NULL is ignored). */
 void nu__trace_command_done(nu__trace_cmd *tc, bool completed);
+/* Frees a kept tc (NULL is ignored): its command buffer is not pending. */
+void nu__trace_command_free(nu__trace_cmd *tc);
 
 #endif

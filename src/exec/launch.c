@@ -46,6 +46,7 @@ void nu__graph_destroy(nu_graph *g)
         if (cp->set_pool)
             d->vkd.vkDestroyDescriptorPool(d->device, cp->set_pool, NULL);
         nu__free(cp->sets);
+        nu__trace_command_free(cp->trace);
         nu__submission_fini(&cp->s);
     }
     nu__list_free(g->list); /* no launch is pending: its temporaries may go */
@@ -220,11 +221,22 @@ static nu_status encode_copy(nu_graph *g, nu__graph_copy *cp)
         return st;
     cp->version = 0;
     d->vkd.vkResetCommandPool(d->device, cp->pool, 0);
+    /* While a trace runs, each command between timestamps of the copy's own (kept across its
+     * launches: each completion reads them into the trace). The copy is not pending here. */
+    nu__trace_command_free(cp->trace);
+    cp->trace = NULL;
+    cp->traced = nu__trace_active(d);
+    uint64_t record_start;
+    if (cp->traced && (st = nu__trace_command_new(d, d->compute->index, cp->cmd, &cp->trace, &record_start)) != NU_OK)
+        return st;
+    if (cp->trace)
+        cp->trace->keep = true;
     nu__encoder e;
     if ((st = nu__encoder_begin(&e, d, cp->cmd, 0, "recording a graph")) != NU_OK)
         return st;
     if (g->timestamps)
         nu__encode_timestamp(&e, g->timestamps, 0, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT);
+    e.trace = cp->trace;
     for (uint32_t lv = 0; lv < s->level_count; lv++) {
         if (lv)
             nu__encode_barrier(&e, &s->barriers[lv]);
@@ -377,7 +389,8 @@ static nu_status prepare(nu_graph *g, nu__graph_copy *cp, const char *fn)
         st = nu__graph_schedule(g);
     else if (g->uses_version != g->bind_version)
         st = collect_uses(g); /* slots rebound through their sets */
-    if (st == NU_OK && cp->version != g->version)
+    /* Encoded again where the graph changed, or a trace started or stopped since. */
+    if (st == NU_OK && (cp->version != g->version || cp->traced != nu__trace_active(d)))
         st = encode_copy(g, cp);
     if (st == NU_OK && g->sets && cp->sets_version != g->bind_version)
         st = write_sets(g, cp);
@@ -411,7 +424,7 @@ static nu_status prepare(nu_graph *g, nu__graph_copy *cp, const char *fn)
     s->cmd = cp->cmd;
     s->value = 0;
     s->next = NULL;
-    s->trace = NULL;
+    s->trace = cp->trace; /* completion reads the launch's timestamps (and keeps the pools) */
     s->state = NU__RECORDING;
     return NU_OK;
 }

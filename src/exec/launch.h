@@ -60,6 +60,8 @@ typedef struct nu__graph_copy {
     VkDescriptorPool set_pool; /* the slotted dispatches' sets (UPDATE_AFTER_BIND) */
     VkDescriptorSet *sets;
     uint64_t sets_version;     /* the bind_version they were written at; 0: never */
+    bool traced;               /* encoded while a trace ran: timestamps around each command */
+    nu__trace_cmd *trace;      /* those timestamps' pools (kept across launches), or NULL */
 } nu__graph_copy;
 
 struct nu_graph {
