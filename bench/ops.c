@@ -152,6 +152,36 @@ static void free_tensors(bench_tensors *bt)
  * scales of 1.0 and small quants. (Gather's ids are filled with 1.) */
 #define FILL 0x3c003c00u
 
+/* bytes into `b` (at 0), waited for. */
+static nu_status upload(nu_device *d, nu_buffer *b, const void *bytes, size_t size)
+{
+    nu_commands *c;
+    nu_status st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c);
+    if (st != NU_OK)
+        return st;
+    st = nu_commands_upload(c, b, 0, bytes, size);
+    if (st == NU_OK)
+        st = nu_commands_commit(c);
+    if (st == NU_OK)
+        st = nu_commands_wait(c, NU_WAIT_FOREVER);
+    nu_commands_free(c);
+    return st;
+}
+
+/* The weights of a product [shape[0], shape[1]] of `dtype`: copies holding ROTATE_BYTES in all
+ * (MAX_COPIES at most), which the repetitions take in turn. */
+static nu_status rotated_weights(nu_device *d, bench_tensors *bt, nu_dtype dtype, const int64_t shape[2])
+{
+    nu_tensor probe = nu_tensor_make(NULL, 0, dtype, 2, shape);
+    uint64_t per = nu_tensor_span_bytes(&probe);
+    bt->copies = (int)((ROTATE_BYTES + per - 1) / per);
+    bt->copies = bt->copies > MAX_COPIES ? MAX_COPIES : bt->copies < 1 ? 1 : bt->copies;
+    nu_status st = NU_OK;
+    for (int i = 0; i < bt->copies && st == NU_OK; i++)
+        st = new_tensor(d, bt, dtype, 2, shape, FILL, &bt->weights[i]);
+    return st;
+}
+
 static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
 {
     const int64_t *s = k->shape_v;
@@ -203,15 +233,7 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
                 return NU_ERROR_HOST_OUT_OF_MEMORY;
             for (int64_t i = 0; i < s[2]; i++)
                 v[i] = (int32_t)((i * 7919) % s[0]);
-            nu_commands *c;
-            if ((st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c)) == NU_OK) {
-                st = nu_commands_upload(c, bt->t[2].buffer, 0, v, (size_t)s[2] * sizeof *v);
-                if (st == NU_OK)
-                    st = nu_commands_commit(c);
-                if (st == NU_OK)
-                    st = nu_commands_wait(c, NU_WAIT_FOREVER);
-                nu_commands_free(c);
-            }
+            st = upload(d, bt->t[2].buffer, v, (size_t)s[2] * sizeof *v);
             free(v);
         }
         return st;
@@ -221,15 +243,8 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
         int64_t w[2] = {k->kind == K_MATVEC_GLU ? 2 * s[0] : s[0], s[1]}, x[2] = {s[2], s[1]}, out[2] = {s[2], s[0]};
         if ((st = new_tensor(d, bt, k->out_dtype, 2, out, FILL, &bt->t[0])) == NU_OK)
             st = new_tensor(d, bt, NU_DTYPE_F32, 2, x, FILL, &bt->t[1]);
-        nu_tensor probe = nu_tensor_make(NULL, 0, k->dtype, 2, w);
-        uint64_t per = nu_tensor_span_bytes(&probe);
-        bt->copies = (int)((ROTATE_BYTES + per - 1) / per);
-        if (bt->copies > MAX_COPIES)
-            bt->copies = MAX_COPIES;
-        if (bt->copies < 1)
-            bt->copies = 1;
-        for (int i = 0; i < bt->copies && st == NU_OK; i++)
-            st = new_tensor(d, bt, k->dtype, 2, w, FILL, &bt->weights[i]);
+        if (st == NU_OK)
+            st = rotated_weights(d, bt, k->dtype, w);
         for (int i = 0; k->sub && i < bt->copies && st == NU_OK; i++)
             st = new_tensor(d, bt, k->out_dtype, 2, out, FILL, &bt->outs[i]);
         return st;
@@ -249,12 +264,8 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
             st = new_tensor(d, bt, NU_DTYPE_F32, 2, mid, FILL, &bt->t[3]);
         if (st == NU_OK && glu)
             st = new_tensor(d, bt, NU_DTYPE_F32, 2, gu, FILL, &bt->outs[0]);
-        nu_tensor probe = nu_tensor_make(NULL, 0, k->dtype, 2, w);
-        uint64_t per = nu_tensor_span_bytes(&probe);
-        bt->copies = (int)((ROTATE_BYTES + per - 1) / per);
-        bt->copies = bt->copies > MAX_COPIES ? MAX_COPIES : bt->copies < 1 ? 1 : bt->copies;
-        for (int i = 0; i < bt->copies && st == NU_OK; i++)
-            st = new_tensor(d, bt, k->dtype, 2, w, FILL, &bt->weights[i]);
+        if (st == NU_OK)
+            st = rotated_weights(d, bt, k->dtype, w);
         return st;
     }
     case K_MATMUL:
@@ -271,12 +282,8 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
         int64_t a[2] = {s[0], s[2]}, w[2] = {s[1], s[2]}, out[2] = {s[0], s[1]};
         if ((st = new_tensor(d, bt, NU_DTYPE_F32, 2, out, FILL, &bt->t[0])) == NU_OK)
             st = new_tensor(d, bt, NU_DTYPE_F16, 2, a, FILL, &bt->t[1]);
-        nu_tensor probe = nu_tensor_make(NULL, 0, k->dtype, 2, w);
-        uint64_t per = nu_tensor_span_bytes(&probe);
-        bt->copies = (int)((ROTATE_BYTES + per - 1) / per);
-        bt->copies = bt->copies > MAX_COPIES ? MAX_COPIES : bt->copies < 1 ? 1 : bt->copies;
-        for (int i = 0; i < bt->copies && st == NU_OK; i++)
-            st = new_tensor(d, bt, k->dtype, 2, w, FILL, &bt->weights[i]);
+        if (st == NU_OK)
+            st = rotated_weights(d, bt, k->dtype, w);
         return st;
     }
     case K_ATTN_BATCH: {
@@ -295,15 +302,8 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
             return NU_ERROR_HOST_OUT_OF_MEMORY;
         for (int64_t i = 0; v && i < s[0]; i++)
             v[i] = (int32_t)i;
-        nu_commands *c;
-        if (v && (st = nu_commands_new(d, NU_QUEUE_COMPUTE, &c)) == NU_OK) {
-            st = nu_commands_upload(c, bt->t[3].buffer, 0, v, (size_t)s[0] * sizeof *v);
-            if (st == NU_OK)
-                st = nu_commands_commit(c);
-            if (st == NU_OK)
-                st = nu_commands_wait(c, NU_WAIT_FOREVER);
-            nu_commands_free(c);
-        }
+        if (v)
+            st = upload(d, bt->t[3].buffer, v, (size_t)s[0] * sizeof *v);
         free(v);
         return st;
     }
