@@ -377,6 +377,45 @@ static void test_suballocation(void **state)
     fake_fini(&f);
 }
 
+/* With first_block, a kind's shared blocks grow from it: 256 KiB, 512 KiB, then 1 MiB (block_size)
+ * each; a request larger than the next size gets the power of two that holds it; the other kind
+ * starts at first_block too. */
+static void test_blocks_grow_from_first_block(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f, UINT64_MAX);
+    nu__pool_config c = {.block_size = MIB, .first_block = 256 * KIB, .memory_limit = 64 * MIB, .page_size = 4096};
+    nu__memory_backend b = {.ctx = &f, .allocate = fake_allocate, .release = fake_release};
+    nu__pool *p = NULL;
+    assert_int_equal(nu__pool_create(&c, &b, &p), NU_OK);
+    nu__pool_set_cache_limit(p, 0, NULL);
+    nu__allocation a = alloc_ok(p, 4 * KIB);
+    assert_int_equal(f.last_size, 256 * KIB);
+    assert_int_equal(stats(p).reserved, 256 * KIB);
+    nu__allocation big = alloc_ok(p, 255 * KIB); /* does not fit the first block's rest */
+    assert_ptr_not_equal(big.block, a.block);
+    assert_int_equal(f.last_size, 512 * KIB);
+    nu__allocation c1 = alloc_ok(p, 256 * KIB), c2 = alloc_ok(p, 256 * KIB);
+    assert_ptr_equal(c1.block, big.block); /* 255 + 256 KiB of 512: the first fits the rest */
+    assert_int_equal(f.last_size, MIB);    /* c2: a new block, now block_size */
+    assert_ptr_not_equal(c2.block, big.block);
+    nu__allocation other;
+    other = alloc_kind(p, NU__KIND_SHARED, 1000);
+    assert_int_equal(f.last_size, 256 * KIB);
+    assert_int_equal(stats(p).reserved, 256 * KIB + 512 * KIB + MIB + 256 * KIB);
+    check_backend(p, &f);
+    nu__allocation all[] = {a, big, c1, c2, other};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        nu__pool_free(p, &all[i], NULL);
+    assert_int_equal(stats(p).reserved, 0);
+    nu__pool_destroy(p);
+    fake_fini(&f);
+
+    c.first_block = 3 * KIB; /* not a power of two */
+    assert_int_equal(nu__pool_create(&c, &b, &p), NU_ERROR_INVALID_ARGUMENT);
+}
+
 static void test_dedicated(void **state)
 {
     (void)state;
@@ -1700,6 +1739,7 @@ int main(void)
         cmocka_unit_test(test_reuse_bounds),
         cmocka_unit_test(test_reuse_smallest_then_lifo),
         cmocka_unit_test(test_suballocation),
+        cmocka_unit_test(test_blocks_grow_from_first_block),
         cmocka_unit_test(test_dedicated),
         cmocka_unit_test(test_limit_oom_message),
         cmocka_unit_test(test_limit_message_idle_cache),

@@ -170,7 +170,9 @@ typedef struct nu_device_desc {
     /* Where shared buffers live (default NU_SHARED_MEMORY_AUTO). */
     nu_shared_memory shared_memory;
     /* Bytes of memory blocks the allocator sub-allocates from (0: 64 MiB, at most 1/8 of the
-     * smallest heap used). Larger requests get memory of their own. */
+     * smallest heap used); requests up to a quarter of it are carved from blocks, larger ones get
+     * memory of their own. A memory kind's first block is 2 MiB, each next one twice the one
+     * before up to this size. */
     uint64_t block_size;
 } nu_device_desc;
 

@@ -87,6 +87,7 @@ typedef struct kind_state {
     nu__block *shared; /* blocks that are carved, oldest first */
     nu__block *shared_tail;
     nu__block *dedicated;
+    uint64_t next_block; /* the size of the kind's next shared block (first_block, doubling to block_size) */
 } kind_state;
 
 struct nu__pool {
@@ -577,11 +578,26 @@ static nu_status new_block(nu__pool *pool, int kind, uint64_t size, bool dedicat
         b->range_count = 1;
         b->largest = size - s;
         link_block(&pool->kinds[kind].shared, &pool->kinds[kind].shared_tail, b);
+        uint64_t *next = &pool->kinds[kind].next_block;
+        if (*next <= size)
+            *next = size < pool->block_size ? size << 1 : pool->block_size;
     }
     pool->reserved += size;
     pool->blocks++;
     fill(out, b, 0, s);
     return NU_OK;
+}
+
+/* A new shared block's size for a request of rounded size s: the kind's next size (first_block,
+ * doubled after each new block up to block_size, as VMA grows its blocks), or the smallest power of
+ * two that holds s if larger. Small first blocks keep a model that holds a few MiB of small buffers
+ * from reserving a whole block_size for them. */
+static uint64_t shared_block_size(kind_state *k, uint64_t s)
+{
+    uint64_t size = k->next_block;
+    while (size < s)
+        size <<= 1;
+    return size;
 }
 
 nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, unsigned flags, nu__allocation *out,
@@ -661,7 +677,7 @@ nu_status nu__pool_alloc(nu__pool *pool, int kind, uint64_t size, unsigned flags
             if (st != NU_ERROR_OUT_OF_MEMORY)
                 break;
         }
-        uint64_t need = dedicated ? s : pool->block_size;
+        uint64_t need = dedicated ? s : shared_block_size(&pool->kinds[kind], s);
         bool backend_failed;
         st = new_block(pool, kind, need, dedicated, s, out, &d, &backend_failed);
         if (st == NU_OK)
@@ -765,7 +781,7 @@ nu_status nu__pool_create(const nu__pool_config *config, const nu__memory_backen
         return NU_ERROR_INVALID_ARGUMENT;
     *out = NULL;
     if (!config || !backend || !backend->allocate || !backend->release || config->block_size == 0 ||
-        (config->block_size & (config->block_size - 1)) != 0)
+        (config->block_size & (config->block_size - 1)) != 0 || (config->first_block & (config->first_block - 1)) != 0)
         return NU_ERROR_INVALID_ARGUMENT;
     nu__pool *pool = nu__calloc(1, sizeof *pool);
     if (!pool)
@@ -773,6 +789,10 @@ nu_status nu__pool_create(const nu__pool_config *config, const nu__memory_backen
     atomic_init(&pool->lock, 0);
     pool->backend = *backend;
     pool->block_size = config->block_size;
+    uint64_t first = config->first_block && config->first_block < config->block_size ? config->first_block
+                                                                                     : config->block_size;
+    for (int k = 0; k < NU__KIND_COUNT; k++)
+        pool->kinds[k].next_block = first;
     pool->page_size = config->page_size;
     pool->memory_limit = config->memory_limit;
     pool->cache_limit = config->memory_limit;

@@ -14,7 +14,9 @@
  *   can wait for their queue positions); the others wait until the guard is idle.
  * - Otherwise requests up to block_size/4 are carved from blocks (first fit over each block's
  *   free ranges, which coalesce when pieces are released); a new block is allocated when none
- *   fits. Larger requests get a block of their own ("dedicated").
+ *   fits: a kind's first is first_block bytes, each next one twice the one before (or the power
+ *   of two that holds the request), up to block_size, so that a few MiB of small buffers do not
+ *   reserve a whole block_size. Larger requests get a block of their own ("dedicated").
  * - Memory limit: bounds active + cache (MLX's meaning; the unused parts of blocks are not
  *   counted, `reserved` reports them). A request of rounded size S with active + cache + S >
  *   limit first releases least recently freed cached pieces until it fits; if active + S >
@@ -50,6 +52,8 @@ typedef struct nu__memory_backend {
 
 typedef struct nu__pool_config {
     uint64_t block_size;   /* bytes per shared block (a power of two; requests <= 1/4 carved) */
+    uint64_t first_block;  /* a kind's first shared block (a power of two; 0 or >= block_size:
+                            * block_size): each new block of the kind doubles it up to block_size */
     uint64_t memory_limit; /* initial memory limit */
     uint64_t page_size;    /* reuse slack is 2 pages */
 } nu__pool_config;

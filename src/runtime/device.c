@@ -149,6 +149,7 @@ nu_status nu_device_open(const nu_device_desc *desc, nu_device **out)
     long page = sysconf(_SC_PAGESIZE);
     nu__pool_config pc = {
         .block_size = default_block_size(d, desc->block_size),
+        .first_block = 2ull << 20, /* 2, 4, ... up to block_size */
         .memory_limit = heap,
         .page_size = page > 0 ? (uint64_t)page : 4096,
     };
