@@ -434,6 +434,65 @@ static void refuses_bad_tensors(void **state)
     nt_close(d);
 }
 
+/* Ops of one graph share its partials (nu__commands_scratch): four attentions, independent of each
+ * other (their own outputs), recorded into one graph hold one op's partials, not four (a decode
+ * graph's layers), and the shared buffer's uses are ordered: each output equals the command
+ * buffer's, bit for bit. */
+static void graph_ops_share_partials(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 21;
+    const int64_t P = 512, hkv = 2, hq = 8, D = 64;
+    const int OPS = 4;
+    int64_t ks[3] = {P, hkv, D}, qs[3] = {1, hq, D};
+    nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+    nt_tensor q[4], dst[4];
+    nu_attention_desc desc = {.causal = true, .q_position = (uint32_t)P - 1, .kv_length = (uint32_t)P, .tune.splits = 64};
+    for (int i = 0; i < OPS; i++) {
+        q[i] = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+        dst[i] = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    }
+    uint64_t one = (uint64_t)hq * 64 * (D + 2) * 4; /* one op's partials: 135 KiB */
+    uint64_t before = nu_memory_active(d);
+    nu_commands *rec;
+    nu_graph *g;
+    NT_OK(nu_graph_record(d, &rec));
+    for (int i = 0; i < OPS; i++)
+        NT_OK(nu_op_attention(rec, &dst[i].t, &q[i].t, &k.t, &v.t, &desc));
+    NT_OK(nu_graph_new(rec, &g));
+    uint64_t held = nu_memory_active(d) - before;
+    if (held >= 2 * one)
+        fail_msg("a graph of %d attentions holds %llu bytes; one op's partials are %llu", OPS, (unsigned long long)held,
+                 (unsigned long long)one);
+    NT_OK(nu_graph_launch(g));
+    NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+    size_t n = (size_t)(hq * D);
+    for (int i = 0; i < OPS; i++) {
+        nt_tensor_download(&dst[i]);
+        float *graph = malloc(n * sizeof *graph);
+        memcpy(graph, dst[i].values, n * sizeof *graph);
+        nt_attn_call a = {&dst[i].t, &q[i].t, &k.t, &v.t, &desc};
+        nt_run(d, nt_record_attention, &a);
+        nt_tensor_download(&dst[i]);
+        for (size_t j = 0; j < n; j++)
+            if (memcmp(&dst[i].values[j], &graph[j], sizeof *graph))
+                fail_msg("op %d of the graph: dst[%zu] is %.9g, the command buffer's %.9g", i, j, (double)graph[j],
+                         (double)dst[i].values[j]);
+        expect_attention(&dst[i], q[i].values, k.values, v.values, 1, hq, hkv, D, &desc, "an op of a shared-partials graph");
+        free(graph);
+    }
+    NT_OK(nu_graph_free(g));
+    for (int i = 0; i < OPS; i++) {
+        nt_tensor_free(&q[i]);
+        nt_tensor_free(&dst[i]);
+    }
+    nt_tensor_free(&k);
+    nt_tensor_free(&v);
+    nt_close(d);
+}
+
 /* One decode step recorded once as a graph whose launches change the position: rope's
  * position_offset, both kv_appends' position, attention's q_position and kv_length (not causal,
  * so that kv_length alone limits the keys) (nu_op_graph_param), launched for 40 steps with new q,
@@ -741,6 +800,7 @@ int main(void)
         cmocka_unit_test(strided_and_transposed_views),
         cmocka_unit_test(partials_outlive_their_free),
         cmocka_unit_test(decode_inside_a_graph),
+        cmocka_unit_test(graph_ops_share_partials),
         cmocka_unit_test(decode_step_with_graph_params),
         cmocka_unit_test(fused_merge_in_a_graph),
         cmocka_unit_test(prefill_on_the_matrix_units),
