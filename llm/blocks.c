@@ -10,7 +10,7 @@
             return st_;                                                                                            \
     } while (0)
 
-void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, bool w16, size_t *sizes)
+void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, bool w16, size_t *sizes)
 {
     const nu_llm_config *c = &hp->cfg;
     size_t R = rows, D = c->dim, Q = (size_t)c->heads * c->head_dim, KV = (size_t)c->kv_heads * c->head_dim, F = c->ffn;
@@ -19,7 +19,7 @@ void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, bool w16, size_t
         [NU_LLM_A_X] = R * D * 4, [NU_LLM_A_XN] = R * D * 4, [NU_LLM_A_Q] = R * Q * 4, [NU_LLM_A_K] = R * KV * 4,
         [NU_LLM_A_V] = R * KV * 4, [NU_LLM_A_ATT] = R * Q * 4, [NU_LLM_A_TMP] = R * D * 4,
         [NU_LLM_A_GATE] = R * F * 4, [NU_LLM_A_UP] = R * F * 4,
-        [NU_LLM_A_QKV] = R * (Q + 2 * KV) * 4,
+        [NU_LLM_A_QKV] = qkv_rows ? (size_t)qkv_rows * (Q + 2 * KV) * 4 : 4,
         [NU_LLM_A_GU] = 2 * F * 4, [NU_LLM_A_H16] = R * widest * 2, [NU_LLM_A_Q16] = R * Q * 2,
         /* a layer's largest matrix as F16 (prefill of block weights) */
         [NU_LLM_A_W16] = w16 ? D * (Q > F ? Q : F) * 2 : 4};

@@ -81,8 +81,11 @@ struct nu_llm_pass {
     nu_tensor positions, slots;
 };
 
-/* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes). */
-void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, bool w16, size_t *sizes);
+/* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes).
+ * qkv_rows: the rows of A_QKV, which only a pass taking q, k and v as one product writes (the
+ * fused layer, a graph's one row); 0 where no pass does (prefill passes of more rows than a
+ * matrix-vector product takes): A_QKV is then a 4-byte placeholder. */
+void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, bool w16, size_t *sizes);
 
 /* x = embed[ids] (ids: I32 [rows]), times hp.embed_scale where it is set. */
 nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_tensor *ids);

@@ -66,10 +66,18 @@ static nu_status nv(nu_llm_runner *r, nu_status st, const char *what)
 const char *nu_llm__runner_note(const nu_llm_runner *r) { return r->note; }
 uint64_t nu_llm__runner_bytes(const nu_llm_runner *r) { return r->bytes; }
 
-static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, bool w16)
+/* The rows of A_QKV a prefill pass of `rows` rows needs: only fused passes (no more rows than a
+ * matrix-vector product takes) write q, k and v as one product. */
+static uint32_t prefill_qkv_rows(const nu_llm_runner_options *o, uint32_t rows)
+{
+    uint32_t fused = o->matvec_rows ? o->matvec_rows : NU_MATVEC_MAX_ROWS;
+    return o->fusion ? (rows < fused ? rows : fused) : 0;
+}
+
+static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, bool w16)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(hp, rows, w16, sizes);
+    nu_llm__act_sizes(hp, rows, qkv_rows, w16, sizes);
     uint64_t sum = 0;
     for (int i = 0; i < NU_LLM_A_COUNT; i++)
         sum += sizes[i];
@@ -79,12 +87,15 @@ static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, bool w16)
 void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16, uint64_t *held,
                           uint64_t *pass)
 {
-    *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, false) + (uint64_t)o->chunk * 4 + (uint64_t)hp->cfg.vocab * 4 + 4 +
-            (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL;
-    *pass = act_bytes(hp, o->chunk, w16) + (uint64_t)o->chunk * 4;
+    *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, false) + (uint64_t)o->chunk * 4 +
+            (uint64_t)hp->cfg.vocab * 4 + 4 + (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL;
+    *pass = act_bytes(hp, o->chunk, prefill_qkv_rows(o, o->chunk), w16) + (uint64_t)o->chunk * 4;
 }
 
-uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r) { return act_bytes(r->hp, r->o.chunk, r->w16) + (uint64_t)r->o.chunk * 4; }
+uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r)
+{
+    return act_bytes(r->hp, r->o.chunk, prefill_qkv_rows(&r->o, r->o.chunk), r->w16) + (uint64_t)r->o.chunk * 4;
+}
 
 static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
 {
@@ -214,7 +225,7 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
             w->layers[l].w[NU_LLM_W_GATE].dtype != w->layers[l].w[NU_LLM_W_UP].dtype)
             r->o.fusion = false;
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(hp, NU_MATVEC_MAX_ROWS, false, sizes); /* decode passes: one row (greedy: one a pass) */
+    nu_llm__act_sizes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, false, sizes); /* decode passes: one row (greedy: one a pass) */
     static const char *const names[NU_LLM_A_COUNT] = {
         "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att", "llm tmp", "llm gate", "llm up",
         "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight"};
@@ -285,7 +296,9 @@ static nu_status read_logits(nu_llm_runner *r, float *logits)
 /* A prefill pass's activations from nu_buffer_new_gpu: each pass frees its own right after its
  * commit; the next pass's come from that memory while the GPU still runs the previous pass,
  * ordered after its uses (in-flight reuse: nuvec/buffer.h), so the CPU records pass i + 1 while
- * pass i runs and the activations hold about one pass's memory. */
+ * pass i runs and the activations hold about one pass's memory. Every pass of a prefill takes
+ * buffers of the same size (`rows`: its first pass's), so that a shorter last pass reuses them too
+ * instead of asking for memory of another size while they sit in the cache. */
 static void free_pass(nu_buffer **set)
 {
     for (int i = 0; i < NU_LLM_A_COUNT; i++) {
@@ -297,7 +310,7 @@ static void free_pass(nu_buffer **set)
 static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, nu_buffer **ids)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, r->w16, sizes);
+    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), r->w16, sizes);
     memset(set, 0, sizeof *set * NU_LLM_A_COUNT);
     nu_status st = nv(r, nu_buffer_new_gpu(r->dev, (size_t)rows * 4, NU_STORAGE_PRIVATE, ids), "a prefill pass's ids");
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
@@ -314,13 +327,13 @@ static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, 
  * next commit waits for instead): the KV cache orders them (nuvec/command.h). */
 nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits)
 {
-    uint32_t start = r->kv->length[slot], pos = start;
+    uint32_t start = r->kv->length[slot], pos = start, first = n < r->o.chunk ? n : r->o.chunk;
     nu_commands *prev = NULL;
     nu_status st = NU_OK;
     for (uint32_t done = 0; done < n && st == NU_OK;) {
         uint32_t rows = n - done < r->o.chunk ? n - done : r->o.chunk;
         nu_buffer *set[NU_LLM_A_COUNT], *ids = NULL;
-        if ((st = pass_buffers(r, rows, set, &ids)) != NU_OK)
+        if ((st = pass_buffers(r, first, set, &ids)) != NU_OK)
             break;
         nu_commands *c = NULL;
         if ((st = nv(r, nu_commands_new(r->dev, NU_QUEUE_COMPUTE, &c), "commands")) == NU_OK &&
@@ -525,8 +538,10 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
      * matrix products and some matrix is not read by the matrix units as it is (linear_b): fewer
      * rows take the matrix-vector products, which read every format. */
     bool w16 = r->w16 && rows >= r->o.matmul_rows && !(r->units && !r->w->blocks_copied);
+    /* A_QKV: the fused layer's rows (fewer than matmul_rows), or a graph's one row */
+    bool one_product = (r->o.fusion && rows < r->o.matmul_rows) || rows == 1;
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, w16, sizes);
+    nu_llm__act_sizes(r->hp, rows, one_product ? rows : 0, w16, sizes);
     nu_status st = NU_OK;
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
         st = nv(r, nu_buffer_new(r->dev, sizes[i], NU_STORAGE_PRIVATE, &b->act[i]), "batched decode activations");

@@ -164,6 +164,37 @@ static void peaks(void **state)
     nt_close(d);
 }
 
+/* A prefill of several passes holds one pass's activations: the last, shorter pass takes buffers
+ * of the first one's size, so it reuses their memory (in flight) instead of asking for more while
+ * they wait in the cache. Passes of 9 rows (more than a matrix-vector product takes) over 12
+ * tokens: 9, 9 and 2. */
+static void prefill_passes_reuse_one_set(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    nu_llm_model_options o = {.measure_peaks = true, .prefill_chunk = 9};
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), &o, &m));
+    nu_memory_clear_cache(d);
+    nu_llm_memory mem;
+    LLM_OK(nu_llm_model_memory(m, &mem));
+    int32_t prompt[20] = {1, 303, 281, 269, 435, 447, 275, 303, 281, 269, 435, 447, 275, 303, 281, 269, 435, 447, 275, 303};
+    LLM_OK(nu_llm_model_prefill(m, prompt, 20, NULL)); /* passes of 9, 9 and 2 rows */
+    LLM_OK(nu_llm_model_memory(m, &mem));
+    uint64_t cached = nu_memory_cache(d);
+    printf("a prefill pass %llu bytes; after three passes the cache holds %llu, the peak %llu above %llu\n",
+           (unsigned long long)mem.prefill_pass, (unsigned long long)cached,
+           (unsigned long long)(mem.prefill_peak - mem.total), (unsigned long long)mem.total);
+    if (cached > mem.prefill_pass + 16 * 256) /* each buffer rounded to 256 bytes */
+        fail_msg("after a prefill of three passes the cache holds %llu bytes; one pass takes %llu",
+                 (unsigned long long)cached, (unsigned long long)mem.prefill_pass);
+    if (mem.prefill_peak - mem.total > mem.prefill_pass + 16 * 256)
+        fail_msg("the prefill's peak is %llu above the model; one pass takes %llu",
+                 (unsigned long long)(mem.prefill_peak - mem.total), (unsigned long long)mem.prefill_pass);
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +202,7 @@ int main(void)
         cmocka_unit_test(repacked_weights_replace_the_file),
         cmocka_unit_test(memory_cap),
         cmocka_unit_test(peaks),
+        cmocka_unit_test(prefill_passes_reuse_one_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
