@@ -539,7 +539,8 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
      * rows take the matrix-vector products, which read every format. */
     bool w16 = r->w16 && rows >= r->o.matmul_rows && !(r->units && !r->w->blocks_copied);
     /* A_QKV: the fused layer's rows (fewer than matmul_rows), or a graph's one row */
-    bool one_product = (r->o.fusion && rows < r->o.matmul_rows) || rows == 1;
+    bool fused = r->o.fusion && rows < r->o.matmul_rows;
+    bool one_product = fused || rows == 1;
     size_t sizes[NU_LLM_A_COUNT];
     nu_llm__act_sizes(r->hp, rows, one_product ? rows : 0, w16, sizes);
     nu_status st = NU_OK;
@@ -557,7 +558,7 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         nu_llm_pass p = make_pass(r, rec, rows, 0, 0);
         memcpy(p.act, b->act, sizeof p.act);
         p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
-        p.fused = r->o.fusion && rows < r->o.matmul_rows;
+        p.fused = fused;
         p.f16_inputs = r->o.prefill_f16 && rows >= r->o.matmul_rows;
         p.w16 = r->o.prefill_f16 && w16; /* (make_pass: prefill_f16) without a copy where it has none */
         p.positions = i32_rows(b->positions, rows, 1), p.slots = i32_rows(b->slots, rows, 1);
