@@ -86,11 +86,19 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         o->stack_weights = -1;
     if (getenv("NUVEC_LLM_GREEDY_CPU"))
         o->greedy_on_cpu = true;
+    const char *host = getenv("NUVEC_LLM_EMBED_IN_HOST");
+    if (host && *host) {
+        if (strcmp(host, "0") && strcmp(host, "1"))
+            return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: NUVEC_LLM_EMBED_IN_HOST=%s is not 0 or 1",
+                                host);
+        o->embed_in_host = *host == '1' ? 1 : -1;
+    }
     nu_status st;
     if ((st = env_u32("NUVEC_LLM_GREEDY_DEPTH", 1, NU_LLM_GREEDY_MAX_DEPTH, &o->greedy_depth)) != NU_OK ||
         (st = env_u32("NUVEC_LLM_GREEDY_UNROLL", 1, NU_LLM_GREEDY_MAX_UNROLL, &o->greedy_unroll)) != NU_OK ||
         (st = env_u32("NUVEC_LLM_MATVEC_ROWS", 1, NU_MATVEC_MAX_ROWS, &o->matvec_rows)) != NU_OK ||
-        (st = env_u32("NUVEC_LLM_MATMUL_ROWS", 2, 32768, &o->matmul_rows)) != NU_OK)
+        (st = env_u32("NUVEC_LLM_MATMUL_ROWS", 2, 32768, &o->matmul_rows)) != NU_OK ||
+        (st = env_u32("NUVEC_LLM_PREFILL_CHUNK", 1, 32768, &o->prefill_chunk)) != NU_OK)
         return st;
     /* matmul_rows 0 stays 0: the runner chooses it by the weights (runner.c). */
     if (!o->matvec_rows)
@@ -155,9 +163,12 @@ static nu_status check_fit(nu_llm_model *m, const nu_llm_model_options *o, const
     const nu_llm_config *c = &m->hp.cfg;
     uint64_t weights, held, pass;
     bool blocks, repacked;
-    nu_status st = nu_llm__weights_plan(m->src, m->arch, &m->hp, wo, &weights, &blocks, &repacked);
+    uint64_t shared;
+    nu_status st = nu_llm__weights_plan(m->src, m->arch, &m->hp, wo, &weights, &shared, &blocks, &repacked);
     if (st != NU_OK)
         return st;
+    if (!nu_device_memory_choice(m->dev)->shared_device_local)
+        weights -= shared; /* in host memory (embed_in_host) */
     nu_llm__runner_sizes(&m->hp, ro, (ro->prefill_f16 && blocks) || repacked, &held, &pass);
     uint64_t kv = nu_llm__kv_bytes(c->layers, o->slots, positions, c->kv_heads, c->head_dim, o->kv_dtype);
     m->need = weights + kv + held + 2 * pass;
@@ -184,7 +195,8 @@ nu_status nu_llm_model_memory(const nu_llm_model *m, nu_llm_memory *out)
         memset(out, 0, sizeof *out);
     if (!m || !out)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_memory: NULL %s", m ? "out" : "model");
-    out->weights = m->w.bytes;
+    out->weights_in_host = nu_device_memory_choice(m->dev)->shared_device_local ? 0 : m->w.shared_bytes;
+    out->weights = m->w.bytes - out->weights_in_host;
     out->kv_cache = m->kv.bytes;
     out->activations = nu_llm__runner_bytes(m->run);
     out->total = out->weights + out->kv_cache + out->activations;
@@ -279,7 +291,11 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     special_ids(m);
     uint32_t positions = o.max_positions ? o.max_positions : c->max_positions;
     uint32_t chunk = o.prefill_chunk ? o.prefill_chunk : 512;
-    nu_llm_weights_options wo = {o.weights_f16, o.repack_q4_0 >= 0, o.stack_weights >= 0, o.keep_load_cache};
+    /* The embedding in host memory where shared buffers are (a discrete GPU), as llama.cpp keeps its
+     * input layer: a step reads its rows over the bus. */
+    bool embed_shared = o.embed_in_host > 0 || (o.embed_in_host == 0 && !nu_device_memory_choice(device)->shared_device_local);
+    nu_llm_weights_options wo = {o.weights_f16, o.repack_q4_0 >= 0, o.stack_weights >= 0, o.keep_load_cache,
+                                 embed_shared};
     nu_llm_runner_options ro = {chunk < positions ? chunk : positions, o.fusion >= 0, o.prefill_f16 > 0,
                                 o.decode_by_commands, o.greedy_depth, o.greedy_unroll, o.greedy_on_cpu,
                                 o.matvec_rows, o.matmul_rows};

@@ -27,6 +27,7 @@ typedef struct planned {
     uint32_t layer;  /* UINT32_MAX for the global ones */
     nu_dtype target; /* the file's dtype (moved as it is), F16 or Q4_0_SOA (converted) */
     bool add_offset; /* a norm's weight with hp.norm_offset added (converted to F32) */
+    bool shared;     /* copied by the CPU into a shared buffer (embed_shared) */
     uint32_t rank;
     int64_t shape[2];
 } planned;
@@ -178,22 +179,26 @@ static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu
         nu_llm__free(p);
         return st;
     }
+    for (size_t i = 0; o->embed_shared && !c->tied_embeddings && i < n; i++)
+        p[i].shared = p[i].role == NU_LLM_W_EMBED && p[i].layer == UINT32_MAX && !converts(&p[i]);
     *out = p;
     *count = n;
     return NU_OK;
 }
 
 nu_status nu_llm__weights_plan(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
-                               const nu_llm_weights_options *o, uint64_t *bytes, bool *blocks, bool *repacked)
+                               const nu_llm_weights_options *o, uint64_t *bytes, uint64_t *shared_bytes, bool *blocks,
+                               bool *repacked)
 {
     planned *p;
     size_t n;
-    *bytes = 0, *blocks = *repacked = false;
+    *bytes = *shared_bytes = 0, *blocks = *repacked = false;
     nu_status st = plan_all(s, a, hp, o, &p, &n);
     if (st != NU_OK)
         return st;
     for (size_t i = 0; i < n; i++) {
         *bytes += target_bytes(&p[i]);
+        *shared_bytes += p[i].shared ? target_bytes(&p[i]) : 0;
         *blocks |= is_block(p[i].file->dtype);
         *repacked |= p[i].target == NU_DTYPE_Q4_0_SOA;
     }
@@ -266,6 +271,37 @@ static nu_status move_as_is(nu_device *d, nu_llm_source *s, nu_llm_weights *w, p
     }
     nu_llm__free(t), nu_llm__free(where), nu_llm__free(offset), nu_llm__free(bufs);
     return st;
+}
+
+/* Copies planned tensor q (the embedding) from the file's mapping into a new shared buffer of its own:
+ * host memory on a discrete GPU, whose work reads a step's rows of it over the bus. */
+static nu_status copy_to_shared(nu_device *d, nu_llm_source *s, nu_llm_weights *w, const planned *q)
+{
+    uint64_t bytes = target_bytes(q);
+    nu_buffer *b = NULL;
+    void *dst = NULL;
+    nu_status st = nu_buffer_new(d, (size_t)bytes, NU_STORAGE_SHARED, &b);
+    if (st == NU_OK)
+        st = nu_buffer_contents_mut(b, &dst);
+    if (st != NU_OK) {
+        nu_buffer_free(b);
+        return nu_llm__fail(st, FN ": %s in a shared buffer (%llu bytes): %s", q->file->name,
+                            (unsigned long long)bytes, nu_error_message(d));
+    }
+    if ((st = nu_llm__source_read(s, q->file, dst, bytes)) != NU_OK) {
+        nu_buffer_free(b);
+        return st;
+    }
+    nu_buffer_set_name(b, "llm weights (shared)");
+    if ((st = keep(w, b)) != NU_OK)
+        return st;
+    w->shared_bytes += nu_buffer_accounted_bytes(b);
+    bool *has;
+    nu_tensor *dst_view = slot_of(w, q, &has);
+    *dst_view = view_of(q, b, 0, q->file->dtype);
+    *has = true;
+    return nu_tensor_check(dst_view, q->file->name) == NU_OK ? NU_OK
+           : nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN ": %s", nu_error_message(d));
 }
 
 /* Converts planned tensors pick[0 .. k) (one layer's, say): their file bytes into staging, then
@@ -428,7 +464,7 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
     /* Everything kept as the file has it, in one move (roster order). */
     size_t k = 0;
     for (size_t i = 0; st == NU_OK && i < n; i++) {
-        if (!converts(&p[i]))
+        if (!converts(&p[i]) && !p[i].shared)
             pick[k++] = i;
         w->blocks |= is_block(p[i].file->dtype);
         w->k_formats |= p[i].file->dtype == NU_DTYPE_Q4_K || p[i].file->dtype == NU_DTYPE_Q6_K;
@@ -438,6 +474,9 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
     }
     if (st == NU_OK && k)
         st = move_as_is(d, s, w, p, pick, k);
+    for (size_t i = 0; st == NU_OK && i < n; i++)
+        if (p[i].shared)
+            st = copy_to_shared(d, s, w, &p[i]);
     /* The converted ones a group (the globals, then each layer) at a time, one group in flight. */
     bool converted = false;
     for (size_t i = 0; st == NU_OK && i < n;) {

@@ -38,6 +38,9 @@ typedef struct nu_llm_weights_options {
                         * multiple of 256 elements */
     bool stack;        /* q|k|v and gate|up views where they lie back to back */
     bool keep_cache;   /* leave the staging's memory in nuvec's cache */
+    bool embed_shared; /* the token embedding, where it is moved as the file has it and the output is
+                        * not tied to it, in a shared buffer the CPU copies it into (host memory on a
+                        * discrete GPU: the model's embed_in_host) */
 } nu_llm_weights_options;
 
 typedef struct nu_llm_weights {
@@ -47,7 +50,8 @@ typedef struct nu_llm_weights {
     uint32_t layer_count;
     nu_buffer **buffers;   /* owned */
     uint32_t buffer_count, buffer_cap;
-    uint64_t bytes;        /* device bytes of the weights */
+    uint64_t bytes;        /* bytes of the weights (shared_bytes of them in a shared buffer) */
+    uint64_t shared_bytes; /* the embedding's with embed_shared */
     bool repacked;         /* some matrices are Q4_0_SOA */
     bool blocks;           /* some matrices are of a block dtype (Q8_0, Q4_0, ...) */
     bool k_formats;        /* some matrices are Q4_K or Q6_K (the K formats the matrix units read) */
@@ -64,10 +68,11 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
 void nu_llm__weights_free(nu_llm_weights *w);
 
 /* What loading would give, without device work (the memory cap checks it before anything moves):
- * the weights' device bytes, and whether some matrices would be of a block dtype or repacked.
- * Failures as nu_llm__weights_load's checks. */
+ * the weights' bytes (*shared_bytes of them in a shared buffer), and whether some matrices would be
+ * of a block dtype or repacked. Failures as nu_llm__weights_load's checks. */
 nu_status nu_llm__weights_plan(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
-                               const nu_llm_weights_options *o, uint64_t *bytes, bool *blocks, bool *repacked);
+                               const nu_llm_weights_options *o, uint64_t *bytes, uint64_t *shared_bytes, bool *blocks,
+                               bool *repacked);
 
 /* A short name of a role ("q", "ffn_norm", ...) for messages. */
 const char *nu_llm__role_name(nu_llm_role r);

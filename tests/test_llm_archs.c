@@ -68,12 +68,13 @@ static double off(const float *got, const double *want)
     return worst / (hi - lo);
 }
 
-/* The model at `path` (fusion 1 or -1) against the reference of the GGUF file `ref_path`: a prompt of 4 tokens, then decode
+/* The model at `path` (fusion 1 or -1; embed_in_host as the option) against the reference of the GGUF file `ref_path`: a prompt of 4 tokens, then decode
  * steps to position N - 1; then, reset, a prompt of N - 2 tokens (its last rows past the window)
  * and one decode step. Returns the worst difference over the range. */
-static double against_reference(nu_device *d, const char *path, const char *ref_path, int fusion, uint32_t cache)
+static double against_reference(nu_device *d, const char *path, const char *ref_path, int fusion, uint32_t cache,
+                                int embed_in_host)
 {
-    nu_llm_model_options o = {.max_positions = cache, .fusion = fusion};
+    nu_llm_model_options o = {.max_positions = cache, .fusion = fusion, .embed_in_host = embed_in_host};
     nu_llm_model *m;
     LLM_OK(nu_llm_model_open(d, path, &o, &m));
     assert_int_equal(nu_llm_model_config(m)->vocab, V);
@@ -107,7 +108,7 @@ static void check_arch(nu_device *d, const make_gguf_shape *shape)
 {
     const char *path = arch_file(shape);
     for (int fusion = 1; fusion >= -1; fusion -= 2) {
-        double worst = against_reference(d, path, path, fusion, CACHE);
+        double worst = against_reference(d, path, path, fusion, CACHE, 0);
         printf("%-12s %s: logits within %.3g of the reference's range\n", shape->name,
                fusion > 0 ? "fused" : "separate ops", worst);
         if (worst > 1e-4)
@@ -157,8 +158,8 @@ static void phi3(void **state)
     llm_gguf_edit e = {.keys = keys, .key_count = 2, .tensors = factors, .tensor_count = 2};
     const char *longrope = tmp_path("phi3_longrope.gguf");
     assert_true(llm_copy_gguf(arch_file(shape), longrope, &e));
-    double worst_short = against_reference(d, longrope, longrope, 1, 24),
-           worst_long = against_reference(d, longrope, longrope, 1, 32);
+    double worst_short = against_reference(d, longrope, longrope, 1, 24, 0),
+           worst_long = against_reference(d, longrope, longrope, 1, 32, 0);
     printf("phi3 LongRoPE: short factors within %.3g, long within %.3g of the range\n", worst_short, worst_long);
     assert_true(worst_short <= 1e-4 && worst_long <= 1e-4);
     /* the two choices differ: the long factors with a cache of 24 are not the reference's */
@@ -395,7 +396,8 @@ static void hf_folders(void **state)
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const make_gguf_shape *shape = shape_of(names[i]);
         const char *gguf = arch_file(shape);
-        double worst = against_reference(d, hf_folder(shape, gguf), gguf, 1, CACHE);
+        /* the untied ones' embedding read from the safetensors into a shared buffer (embed_in_host 1) */
+        double worst = against_reference(d, hf_folder(shape, gguf), gguf, 1, CACHE, 1);
         printf("%-12s from config.json and safetensors: logits within %.3g of the reference's range\n", names[i],
                worst);
         if (worst > 1e-4)

@@ -2,7 +2,8 @@
  * shared model file (and a random-weight Q4_0 model whose matrices are repacked to Q4_0_SOA), the
  * device's active bytes grew by exactly what the model reports (weights + KV cache + activations),
  * the weights are the file's tensors once (the repacked ones replace the file's copy: the weights
- * cost what the file's tensors do), and nothing is left after free; the memory cap refuses a model
+ * cost what the file's tensors do), and nothing is left after free; the token embedding in host
+ * memory (embed_in_host) gives the same logits and leaves the device's report; the memory cap refuses a model
  * that does not fit before any weight moves and leaves the device as it was. */
 #include "harness.h"
 
@@ -46,12 +47,15 @@ static void check_model(nu_device *d, const char *path, const nu_llm_model_optio
            (unsigned long long)mem.activations, (unsigned long long)mem.total, (unsigned long long)grew,
            (unsigned long long)mem.prefill_pass, (unsigned long long)mem.need);
     assert_int_equal(mem.total, mem.weights + mem.kv_cache + mem.activations);
-    assert_int_equal(grew, mem.total); /* the conversions' staging is gone too */
+    /* the conversions' staging is gone too; an embedding in host memory is a shared buffer of
+     * nuvec's pool, but not device memory */
+    assert_int_equal(grew, mem.total + mem.weights_in_host);
     /* The weights are the file's tensors once: each padded to the binding alignment and the
      * buffers rounded (at most 256 bytes a tensor and 64 KiB a buffer here). */
-    if (file_bytes && (mem.weights < file_bytes || mem.weights > file_bytes + 256 * tensors + 8 * 65536))
-        fail_msg("%s: the weights take %llu bytes on the device; the file's tensors are %llu", path,
-                 (unsigned long long)mem.weights, (unsigned long long)file_bytes);
+    uint64_t weights = mem.weights + mem.weights_in_host;
+    if (file_bytes && (weights < file_bytes || weights > file_bytes + 256 * tensors + 8 * 65536))
+        fail_msg("%s: the weights take %llu bytes; the file's tensors are %llu", path, (unsigned long long)weights,
+                 (unsigned long long)file_bytes);
     assert_true(mem.kv_cache > 0 && mem.activations > 0 && mem.prefill_pass > 0);
     assert_true(mem.need >= mem.total + 2 * mem.prefill_pass - 65536 * 8);
     assert_int_equal(mem.device_active, nu_memory_active(d));
@@ -104,6 +108,57 @@ static void repacked_weights_replace_the_file(void **state)
     check_model(d, path, NULL, bytes, n);
     nu_llm_model_options no_repack = {.repack_q4_0 = -1};
     check_model(d, path, &no_repack, bytes, n);
+    nt_close(d);
+}
+
+/* embed_in_host: the token embedding of a model with its own output matrix (make-gguf's small shape,
+ * Q4_0) read from a shared buffer gives the logits it gives from device memory, bit for bit, in
+ * prefill and decode. Where shared buffers are host memory (a discrete GPU) the report counts it in
+ * weights_in_host (by default and with 1) and not in weights; elsewhere (lavapipe) shared buffers
+ * are device memory, and weights_in_host is 0. */
+static void embedding_in_host_memory(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    char path[1100];
+    snprintf(path, sizeof path, "%s/llm_mem_embed_q4_0.gguf", nt_tmp_dir());
+    make_gguf_options mo = {.shape = make_gguf_find_shape("small"), .dtype = NU_DTYPE_Q4_0, .path = path, .seed = 5};
+    NT_OK(make_gguf(&mo, NULL));
+    size_t n;
+    uint64_t file_bytes = gguf_tensor_bytes(d, path, &n);
+    nu_gguf *g;
+    NT_OK(nu_gguf_open(d, path, &g));
+    uint64_t embed_bytes = nu_gguf_find_tensor(g, "token_embd.weight")->size;
+    nu_gguf_close(g);
+    bool host_memory = !nu_device_memory_choice(d)->shared_device_local;
+    const int modes[3] = {-1, 1, 0};
+    float *logits[3] = {NULL, NULL, NULL};
+    uint32_t vocab = 0;
+    int32_t prompt[9] = {1, 17, 200, 3, 99, 250, 7, 31, 64};
+    for (int i = 0; i < 3; i++) {
+        nu_llm_model_options o = {.embed_in_host = modes[i]};
+        check_model(d, path, &o, file_bytes, n);
+        nu_llm_model *m;
+        LLM_OK(nu_llm_model_open(d, path, &o, &m));
+        nu_llm_memory mem;
+        LLM_OK(nu_llm_model_memory(m, &mem));
+        uint64_t want = modes[i] >= 0 && host_memory ? embed_bytes : 0;
+        if (mem.weights_in_host < want || mem.weights_in_host > want + 65536)
+            fail_msg("embed_in_host %d: %llu bytes of weights in host memory; the embedding is %llu (shared buffers "
+                     "%s)", modes[i], (unsigned long long)mem.weights_in_host, (unsigned long long)embed_bytes,
+                     host_memory ? "in host memory" : "device-local");
+        vocab = nu_llm_model_config(m)->vocab;
+        logits[i] = malloc(2 * (size_t)vocab * sizeof(float));
+        assert_non_null(logits[i]);
+        LLM_OK(nu_llm_model_prefill(m, prompt, 9, logits[i]));
+        LLM_OK(nu_llm_model_decode(m, 42, logits[i] + vocab));
+        nu_llm_model_free(m);
+    }
+    for (int i = 1; i < 3; i++)
+        if (memcmp(logits[0], logits[i], 2 * (size_t)vocab * sizeof(float)))
+            fail_msg("embed_in_host %d: the logits differ from the embedding in device memory's", modes[i]);
+    for (int i = 0; i < 3; i++)
+        free(logits[i]);
     nt_close(d);
 }
 
@@ -200,6 +255,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(models_cost_what_they_report),
         cmocka_unit_test(repacked_weights_replace_the_file),
+        cmocka_unit_test(embedding_in_host_memory),
         cmocka_unit_test(memory_cap),
         cmocka_unit_test(peaks),
         cmocka_unit_test(prefill_passes_reuse_one_set),

@@ -16,6 +16,7 @@ void cli_llm_memory_json(cJSON *parent, const nu_llm_model *m)
         const char *name;
         uint64_t value;
     } fields[] = {{"weights", mem.weights},
+                  {"weights_in_host", mem.weights_in_host},
                   {"kv_cache", mem.kv_cache},
                   {"activations", mem.activations},
                   {"total", mem.total},
@@ -41,6 +42,8 @@ void cli_llm_memory_line(FILE *f, const nu_llm_model *m)
     fprintf(f, "device memory: weights %.1f MiB, KV cache %.1f MiB, activations %.1f MiB (total %.1f MiB); a prefill "
                "pass %.1f MiB",
             mem.weights / mib, mem.kv_cache / mib, mem.activations / mib, mem.total / mib, mem.prefill_pass / mib);
+    if (mem.weights_in_host)
+        fprintf(f, "; in host memory: weights %.1f MiB", mem.weights_in_host / mib);
     if (mem.prefill_peak || mem.decode_peak)
         fprintf(f, "; peak %.1f MiB in prefill, %.1f MiB in decode", mem.prefill_peak / mib, mem.decode_peak / mib);
     if (mem.heap_budget)

@@ -125,9 +125,9 @@ typedef struct nu_llm_model_options {
                               * open into NU_DTYPE_Q4_0_SOA, which the matrix-vector products read
                               * with coalesced loads (nuvec/dtype.h); prefill dequantizes them to
                               * F16 before each product. 0 (default) and 1: where every row's
-                              * length is a multiple of 256; -1 never. Costs the matrices' bytes
-                              * again in device memory (the file's copy stays for the embedding
-                              * rows and the norms) */
+                              * length is a multiple of 256; -1 never. The repacked matrices take
+                              * the place of the file's: its bytes go through staging a layer at a
+                              * time, freed after */
     int fusion;              /* 0 (default) and 1: decode passes run the fused layer (norms, residual
                               * adds and SwiGLU inside the matrix-vector products: 7 dependency
                               * levels a layer); -1: the separate ops (for comparisons) */
@@ -153,6 +153,14 @@ typedef struct nu_llm_model_options {
                               * meet matrix units, which read them as they are, else 64; 2 to
                               * 32768; H200, 7B Q4_0, 64 rows: 2258 tokens/s against 1540 a group
                               * of rows at a time; 7B Q4_K_M, 16 rows: 855.7 against 631.7) */
+    int embed_in_host;       /* the token embedding's place: 0 (default) in host memory where shared
+                              * buffers are host memory (a discrete GPU: nu_device_memory_choice's
+                              * shared_device_local false), as llama.cpp keeps its input layer; a
+                              * step's work reads its rows over the bus, and the device holds less by
+                              * the embedding (7B: 70 MiB; Llama 3 8B: 282 MiB); 1: in a shared buffer
+                              * wherever shared buffers live; -1: device memory. An embedding the
+                              * output is tied to, or one converted at open (weights_f16), stays in
+                              * device memory */
     uint32_t slots;          /* sequences the KV cache holds at once (0: 1; at most 32768): slot 0 is
                               * the model's own, the others are handed out by nu_llm_model_seq_acquire
                               * for nu_llm_model_step; each costs max_positions positions of cache */
@@ -184,7 +192,9 @@ const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a
 const char *nu_llm_model_note(const nu_llm_model *model);
 /* What the model holds in device memory, and what its work took (bytes). */
 typedef struct nu_llm_memory {
-    uint64_t weights;       /* the weights, each once, in the layout the kernels read */
+    uint64_t weights;       /* the weights in device memory, each once, in the layout the kernels read */
+    uint64_t weights_in_host; /* the weights in host memory (the token embedding: embed_in_host); not
+                             * in weights, total or need */
     uint64_t kv_cache;      /* K and V of every layer (and sequence slot) */
     uint64_t activations;   /* the decode graphs' activations, the ids, the logits */
     uint64_t total;         /* weights + kv_cache + activations: what the open model holds */

@@ -74,6 +74,28 @@ nu_status nu_llm__source_move(nu_llm_source *s, const nu_llm_file_tensor *const 
                                          : nu_llm__hf_move(s, tensors, n, name, buffers, buffer_count, where, offset);
 }
 
+nu_status nu_llm__source_read(nu_llm_source *s, const nu_llm_file_tensor *t, void *dst, uint64_t size)
+{
+    nu_buffer *file;
+    uint64_t offset, bytes;
+    if (s->kind == NU_LLM_SOURCE_GGUF) {
+        const nu_gguf_tensor_info *g = nu_gguf_tensor(s->gguf, t->index);
+        file = nu_gguf_buffer(s->gguf), offset = g ? g->offset : 0, bytes = g ? g->size : 0;
+    } else {
+        const nu_tensor_info *h = t->file < s->file_count ? nu_safetensors_tensor(s->files[t->file], t->index) : NULL;
+        file = h ? nu_safetensors_buffer(s->files[t->file]) : NULL, offset = h ? h->offset : 0, bytes = h ? h->size : 0;
+    }
+    if (bytes != size)
+        return nu_llm__fail(NU_ERROR_FORMAT, FN ": %s holds %llu bytes; %llu expected", t->name,
+                            (unsigned long long)bytes, (unsigned long long)size);
+    const void *p = NULL;
+    if (!file || nu_buffer_contents(file, &p) != NU_OK || !p)
+        return nu_llm__fail(NU_ERROR_IO, FN ": the mapping of %s cannot be read: %s", s->path,
+                            nu_error_message(s->device));
+    memcpy(dst, (const unsigned char *)p + offset, (size_t)size);
+    return NU_OK;
+}
+
 /* ---- metadata ---------------------------------------------------------------------------- */
 
 /* GGUF's full key: "<arch>.<name>". */

@@ -58,6 +58,10 @@ const nu_llm_file_tensor *nu_llm__source_find(const nu_llm_source *s, const char
  * tensors[i]. The buffers are named `name`. */
 nu_status nu_llm__source_move(nu_llm_source *s, const nu_llm_file_tensor *const *tensors, size_t n, const char *name,
                               nu_buffer **buffers, size_t *buffer_count, uint32_t *where, uint64_t *offset);
+/* Copies tensor t's bytes (as the file has them, `size` of them) into host memory at dst: for a
+ * tensor kept in a host-visible buffer (the token embedding in host memory, weights.c). NU_ERROR_IO
+ * where the file's mapping cannot be read, NU_ERROR_FORMAT where its byte count is not `size`. */
+nu_status nu_llm__source_read(nu_llm_source *s, const nu_llm_file_tensor *t, void *dst, uint64_t size);
 /* The most buffers nu_llm__source_move makes (the files). */
 size_t nu_llm__source_files(const nu_llm_source *s);
 
