@@ -204,10 +204,10 @@ static void strided_and_transposed_views(void **state)
     nt_close(d);
 }
 
-/* The split partials' buffer is freed inside nu_op_attention, before the commit: buffers made and
- * filled after recording (and before the commit) must not get its memory, and the result must
- * still be right; a command buffer freed without a commit must release it too (no leak at close:
- * the harness's allocation count). */
+/* The split partials' buffer (the command buffer's scratch) is freed at the commit, before the
+ * work runs: buffers made and filled after recording (and before the commit) must not get its
+ * memory, and the result must still be right; a command buffer freed without a commit must release
+ * it too (no leak at close: the harness's allocation count). */
 static void partials_outlive_their_free(void **state)
 {
     (void)state;
@@ -434,10 +434,11 @@ static void refuses_bad_tensors(void **state)
     nt_close(d);
 }
 
-/* Ops of one graph share its partials (nu__commands_scratch): four attentions, independent of each
- * other (their own outputs), recorded into one graph hold one op's partials, not four (a decode
- * graph's layers), and the shared buffer's uses are ordered: each output equals the command
- * buffer's, bit for bit. */
+/* Ops of one recording share its partials (nu__commands_scratch): four attentions, independent of
+ * each other (their own outputs), recorded into one graph hold one op's partials, not four (a
+ * decode graph's layers), and so do they recorded into one command buffer (a prefill pass's
+ * products); the shared buffer's uses are ordered: each output equals that of the op alone in a
+ * command buffer, bit for bit, in both. */
 static void graph_ops_share_partials(void **state)
 {
     (void)state;
@@ -469,20 +470,48 @@ static void graph_ops_share_partials(void **state)
     NT_OK(nu_graph_launch(g));
     NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
     size_t n = (size_t)(hq * D);
+    float *graph = malloc(OPS * n * sizeof *graph), *shared = malloc(OPS * n * sizeof *shared);
+    assert_non_null(graph);
+    assert_non_null(shared);
     for (int i = 0; i < OPS; i++) {
         nt_tensor_download(&dst[i]);
-        float *graph = malloc(n * sizeof *graph);
-        memcpy(graph, dst[i].values, n * sizeof *graph);
+        memcpy(graph + i * n, dst[i].values, n * sizeof *graph);
+    }
+    /* The same four ops in one command buffer. */
+    nu_commands *c;
+    nu_memory_stats s0, s1; /* active, and freed memory the recorded work still holds (pending) */
+    NT_OK(nu_memory_get_stats(d, &s0));
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    for (int i = 0; i < OPS; i++)
+        NT_OK(nu_op_attention(c, &dst[i].t, &q[i].t, &k.t, &v.t, &desc));
+    NT_OK(nu_memory_get_stats(d, &s1));
+    held = s1.active + s1.pending - s0.active - s0.pending;
+    if (held >= 2 * one)
+        fail_msg("a command buffer of %d attentions holds %llu bytes; one op's partials are %llu", OPS,
+                 (unsigned long long)held, (unsigned long long)one);
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    NT_OK(nu_commands_free(c));
+    for (int i = 0; i < OPS; i++) {
+        nt_tensor_download(&dst[i]);
+        memcpy(shared + i * n, dst[i].values, n * sizeof *shared);
+    }
+    for (int i = 0; i < OPS; i++) {
         nt_attn_call a = {&dst[i].t, &q[i].t, &k.t, &v.t, &desc};
         nt_run(d, nt_record_attention, &a);
         nt_tensor_download(&dst[i]);
         for (size_t j = 0; j < n; j++)
-            if (memcmp(&dst[i].values[j], &graph[j], sizeof *graph))
-                fail_msg("op %d of the graph: dst[%zu] is %.9g, the command buffer's %.9g", i, j, (double)graph[j],
+            if (memcmp(&dst[i].values[j], &shared[i * n + j], sizeof *shared))
+                fail_msg("op %d of the command buffer: dst[%zu] is %.9g, the op alone gives %.9g", i, j,
+                         (double)shared[i * n + j], (double)dst[i].values[j]);
+        for (size_t j = 0; j < n; j++)
+            if (memcmp(&dst[i].values[j], &graph[i * n + j], sizeof *graph))
+                fail_msg("op %d of the graph: dst[%zu] is %.9g, the op alone gives %.9g", i, j, (double)graph[i * n + j],
                          (double)dst[i].values[j]);
         expect_attention(&dst[i], q[i].values, k.values, v.values, 1, hq, hkv, D, &desc, "an op of a shared-partials graph");
-        free(graph);
     }
+    free(graph);
+    free(shared);
     NT_OK(nu_graph_free(g));
     for (int i = 0; i < OPS; i++) {
         nt_tensor_free(&q[i]);

@@ -122,6 +122,7 @@ static nu_commands *alloc_commands(nu_device *d)
     c->labels = false;
     c->spare_next = NULL;
     c->list = NULL;
+    c->scratch = NULL;
     return c;
 }
 
@@ -605,6 +606,8 @@ nu_status nu_commands_commit(nu_commands *c)
     }
     uint64_t t0 = c->record_start_ns ? nu__trace_now() : 0;
     nu_status st2 = nu__submit(&c->s);
+    nu_buffer_free(c->scratch); /* its memory stays with the submitted work until it completes */
+    c->scratch = NULL;
     if (t0) {
         nu__trace_cpu(d, "record", c->record_start_ns, t0);
         nu__trace_cpu(d, "commit", t0, nu__trace_now());
@@ -619,13 +622,13 @@ nu_status nu__commands_adopt(nu_commands *c, nu_buffer *b)
     return nu_buffer_free(b);
 }
 
-nu_status nu__commands_scratch(nu_commands *c, size_t bytes, nu_buffer **out, bool *adopt)
+nu_status nu__commands_scratch(nu_commands *c, size_t bytes, nu_buffer **out)
 {
     nu__list *l = c->list;
+    nu_buffer **held = l ? &l->scratch : &c->scratch;
     *out = NULL;
-    *adopt = !l;
-    if (l && l->scratch && nu_buffer_size(l->scratch) >= bytes) {
-        *out = l->scratch;
+    if (*held && nu_buffer_size(*held) >= bytes) {
+        *out = *held;
         return NU_OK;
     }
     nu_buffer *b;
@@ -636,8 +639,10 @@ nu_status nu__commands_scratch(nu_commands *c, size_t bytes, nu_buffer **out, bo
     if (l) {
         if ((st = nu__list_adopt(l, b)) != NU_OK)
             return st;
-        l->scratch = b;
+    } else {
+        nu_buffer_free(c->scratch); /* its memory stays with the work recorded on it */
     }
+    *held = b;
     *out = b;
     return NU_OK;
 }
@@ -650,6 +655,8 @@ nu_status nu_commands_free(nu_commands *c)
         nu__list_free(c->list);
         c->list = NULL;
     }
+    nu_buffer_free(c->scratch);
+    c->scratch = NULL;
     if (c->s.state == NU__RECORDING) {
         nu__submission_release(&c->s, false);
         destroy(c);

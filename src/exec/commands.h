@@ -28,6 +28,9 @@ struct nu_commands {
     /* A recording for a graph (nu_graph_record): commands go to its list, not into a Vulkan
      * command buffer (there is none); NULL otherwise. */
     nu__list *list;
+    /* A command buffer's ops' shared scratch (nu__commands_scratch), freed at commit or free: its
+     * memory stays with the recorded work until that completes. NULL for a graph recording. */
+    nu_buffer *scratch;
 };
 
 /* A command buffer recording into `list` for a graph (nu_graph_record), which it owns from now
@@ -40,13 +43,15 @@ nu_status nu__commands_new_list(nu_device *d, nu__list *list, nu_commands **out)
  * too. */
 nu_status nu__commands_adopt(nu_commands *c, nu_buffer *b);
 /* Device memory of at least `bytes` for an op's intermediate results within its own recorded work
- * (written and read back by its dispatches: split-K partial sums). A graph recording hands every op
- * that asks the same buffer (replaced by a larger one, which it keeps too, when one asks for more):
- * ops in sequence share it, their uses ordered by the recording's hazard tracking, so a graph of
- * many such ops holds the largest of them, not their sum; *adopt is false, the recording owns it.
- * A command buffer's op gets a fresh one (nu_buffer_new_gpu) with *adopt true: it hands it over
- * (nu__commands_adopt) once its dispatches are recorded. */
-nu_status nu__commands_scratch(nu_commands *c, size_t bytes, nu_buffer **out, bool *adopt);
+ * (written and read back by its dispatches: split-K partial sums). Every op of a recording that
+ * asks gets the same buffer (replaced by a larger one when one asks for more): ops in sequence share
+ * it, their uses ordered by the recording's hazard tracking, so a recording of many such ops holds
+ * the largest of them, not their sum (a 7B prefill pass of 52 rows: 1.6 GiB when each product had
+ * its own). A graph recording keeps each buffer until the graph is freed (launches reuse them); a
+ * command buffer frees the one it replaces at once and its last at commit (nuvec keeps a freed
+ * buffer's memory until the work recorded on it completes). The recording owns it: the op does
+ * not free it. */
+nu_status nu__commands_scratch(nu_commands *c, size_t bytes, nu_buffer **out);
 
 /* Per device: the spare command buffer objects (runtime/device.c calls these). */
 nu_status nu__recorder_init(nu_device *d);

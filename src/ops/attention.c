@@ -15,15 +15,12 @@
  * attends with q_position = p and kv_length = p + 1; prefill writes its tokens at 0.. and runs
  * with q_position 0, kv_length = tokens, causal (or per-row positions 0..).
  *
- * The decode path's partials: the recording's scratch (nu__commands_scratch). A command buffer's
- * op gets a temporary device buffer (nu_buffer_new_gpu: it may reuse memory of freed buffers whose
- * GPU work has not finished, ordered after it) and hands it to the recording (nu__commands_adopt),
- * which frees it as soon as the dispatches are recorded, since nuvec keeps a freed buffer's memory
- * until the GPU work recorded on it completes (buffer.c's guard; tests/test_ops_attention.c checks
- * it by freeing before commit). A graph recording hands every op the same buffer (the largest
- * asked for), kept until the graph is freed since every launch reuses it: a decode graph's layers
- * share one set of partials, their uses ordered by the recording's hazard tracking, instead of
- * holding one each (a 7B model at 4,096 positions: 0.5 MiB instead of 17 MiB a graph). So
+ * The decode path's partials: the recording's scratch (nu__commands_scratch). Every op of a
+ * recording gets the same buffer (the largest asked for), their uses ordered by the recording's
+ * hazard tracking: a command buffer frees it at commit (nuvec keeps a freed buffer's memory until
+ * the GPU work recorded on it completes: buffer.c's guard), a graph keeps it until it is freed
+ * since every launch reuses it. So a decode graph's layers share one set of partials instead of
+ * holding one each (a 7B model at 4,096 positions: 0.5 MiB instead of 17 MiB a graph), and
  * callers need no workspace argument. The fused merge's counters are a second, small buffer
  * (nu_buffer_from: fresh memory, zeros written when it is made, so no fill is recorded; each
  * launch leaves them zero again), handed over the same way. */
@@ -345,8 +342,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": the split partials need %llu bytes, more than one binding covers",
                         (unsigned long long)bytes);
     nu_buffer *part = NULL, *count = NULL;
-    bool adopt = false;
-    if ((st = nu__commands_scratch(c, (size_t)bytes, &part, &adopt)) != NU_OK)
+    if ((st = nu__commands_scratch(c, (size_t)bytes, &part)) != NU_OK)
         return st;
     b8[4] = (nu_binding){.buffer = part, .access = final == 2 ? NU_ACCESS_READ_WRITE : NU_ACCESS_WRITE, .offset = 0,
                          .size = (size_t)bytes};
@@ -354,11 +350,8 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         /* The counters, one a workgroup column (row, head group), zero before the first launch:
          * written here (fresh memory, nu_buffer_new: no GPU work of a previous owner pending), and
          * put back to zero by each launch's last split, so a graph's launches need no fill. */
-        if ((st = new_counters(d, (size_t)tokens * groups[0], &count)) != NU_OK) {
-            if (adopt)
-                nu_buffer_free(part);
+        if ((st = new_counters(d, (size_t)tokens * groups[0], &count)) != NU_OK)
             return st;
-        }
         b8[5] = (nu_binding){.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0};
         st = nu_commands_dispatch(c, kern, groups, b8, 8, &a->push, sizeof a->push);
     } else {
@@ -377,15 +370,14 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
             st = nu_commands_dispatch(c, combine, cgroups, cbind, 2, &cpush, sizeof cpush);
         }
     }
-    /* Handed to the recording: a command buffer frees them now (their memory stays with the
-     * recorded work until that completes), a graph when the graph is freed (its launches reuse
-     * them). The scalar form's values are in the dispatch that reads the keys (the op's only
+    /* The counters, handed to the recording: a command buffer frees them now (their memory stays
+     * with the recorded work until that completes), a graph when the graph is freed (its launches
+     * reuse them). The scalar form's values are in the dispatch that reads the keys (the op's only
      * dispatch, or the one before the combine). */
-    nu_status st2 = adopt ? nu__commands_adopt(c, part) : NU_OK;
     nu_status st3 = count ? nu__commands_adopt(c, count) : NU_OK;
-    if (st == NU_OK && st2 == NU_OK && st3 == NU_OK)
+    if (st == NU_OK && st3 == NU_OK)
         note_values(c, a, final == 0 ? 1u : 0u);
-    return st != NU_OK ? st : st2 != NU_OK ? st2 : st3;
+    return st != NU_OK ? st : st3;
 }
 
 /* q, dst: [tokens, heads, head_dim]; k, v: [positions, kv_heads, head_dim] or with slots in front. */

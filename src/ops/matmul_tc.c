@@ -254,9 +254,8 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         splits = 1, per = (uint64_t)k;
     nu_binding out = bind[0];
     nu_buffer *part = NULL;
-    bool adopt = false;
     if (splits > 1) {
-        if ((st = nu__commands_scratch(c, (size_t)part_bytes, &part, &adopt)) != NU_OK)
+        if ((st = nu__commands_scratch(c, (size_t)part_bytes, &part)) != NU_OK)
             return st;
         bind[0] = (nu_binding){.buffer = part, .access = NU_ACCESS_WRITE, .offset = 0, .size = (size_t)part_bytes};
         push.first_dst = 0;
@@ -280,11 +279,6 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         uint32_t sgroups[3] = {(uint32_t)(wg < 65535 ? wg : 65535), (uint32_t)((wg + 65534) / 65535), 1};
         if ((st = nu__op_kernel(d, NU__K_matmul_splits, sizeof spush, sconst, 4, &sum)) == NU_OK)
             st = nu_commands_dispatch(c, sum, sgroups, sbind, 3, &spush, sizeof spush);
-    }
-    if (adopt) {
-        nu_status st2 = nu__commands_adopt(c, part);
-        if (st == NU_OK)
-            st = st2;
     }
     return st;
 }
