@@ -51,7 +51,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
-#extension GL_EXT_control_flow_attributes : require // [[unroll]]: arrays of matrices must not be indexed at run time
+#extension GL_EXT_control_flow_attributes : require // [[unroll]]
 #extension GL_GOOGLE_include_directive : require // glslc enables it itself; glslang needs it asked
 #include "ops.glsl"
 #include "quant.glsl" // nu_q_f16, nu_q_k4_scale_min (NU_QB undefined: the common part only)
@@ -77,8 +77,53 @@ const uint LOCAL = gl_WorkGroupSize.x;
 #define Q4_K NU_Q4_K
 #define Q6_K NU_Q6_K
 const bool KFMT = WDT == Q4_K || WDT == Q6_K; // 256-element super-blocks, dequantized in F32
-#define MAX_FRAGS 16u // FM * FN at most (the host checks)
-#define MAX_SIDE 8u   // FM and FN at most
+// The subgroup's fragments by name (main() says why): M(i) for each row fragment i < 8 (or column
+// fragment), M(i, j) for each accumulator; each M guards itself with i < FM, j < FN (FM and FN at
+// most 8, FM * FN at most 16: the host checks). Fragment (i, j) covers rows 16 i .. of the
+// subgroup's part and columns 16 j ..
+#define EACH_SIDE(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+#define EACH_J(M, i) M(i, 0) M(i, 1) M(i, 2) M(i, 3) M(i, 4) M(i, 5) M(i, 6) M(i, 7)
+#define EACH_FRAG(M) EACH_J(M, 0) EACH_J(M, 1) EACH_J(M, 2) EACH_J(M, 3) EACH_J(M, 4) EACH_J(M, 5) EACH_J(M, 6) EACH_J(M, 7)
+#define ACC_F32 coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define ACC_F16 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define DECLARE_ACC(i, j) ACC_F32 acc_##i##_##j = ACC_F32(0.0);
+#define LOAD_A(i) \
+    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa_##i; \
+    if (uint(i) < FM) \
+        coopMatLoad(fa_##i, tiles, base + (wm * FM * 16u + 16u * uint(i)) * ROW + kk / 8u, ROW, \
+                    gl_CooperativeMatrixLayoutRowMajor);
+#define LOAD_B(j) \
+    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb_##j; \
+    if (uint(j) < FN) \
+        coopMatLoad(fb_##j, tiles, base + TILE_A + (wn * FN * 16u + 16u * uint(j)) * ROW + kk / 8u, ROW, \
+                    gl_CooperativeMatrixLayoutColumnMajor);
+#define MULTIPLY_ADD(i, j) \
+    if (uint(i) < FM && uint(j) < FN && (PROBE & 2u) == 0u) \
+        acc_##i##_##j = coopMatMulAdd(fa_##i, fb_##j, acc_##i##_##j);
+#define STORE_DIRECT(i, j) \
+    if (uint(i) < FM && uint(j) < FN) { \
+        uint at = first + 16u * uint(i) * pc.n + 16u * uint(j); \
+        if (DDT == NU_F32) \
+            coopMatStore(acc_##i##_##j, dst_f, at, pc.n, gl_CooperativeMatrixLayoutRowMajor); \
+        else \
+            coopMatStore(ACC_F16(acc_##i##_##j), dst_f16, at, pc.n, gl_CooperativeMatrixLayoutRowMajor); \
+    }
+#define STORE_THROUGH_SHARED(i, j) \
+    if (uint(i) < FM && uint(j) < FN) { \
+        coopMatStore(acc_##i##_##j, scratch, out0, 16u, gl_CooperativeMatrixLayoutRowMajor); \
+        subgroupMemoryBarrierShared(); \
+        subgroupBarrier(); \
+        for (uint e = lane; e < 256u; e += gl_SubgroupSize) { \
+            uint r = e / 16u, c = e % 16u; \
+            uint row = m0 + wm * FM * 16u + 16u * uint(i) + r, col = n0 + wn * FN * 16u + 16u * uint(j) + c; \
+            float v = scratch[out0 + e]; \
+            if (BIAS != 0u && col < pc.n) \
+                v += NU_LOAD(bias, BDT, pc.first_bias + col); \
+            if (row < pc.m && col < pc.n) \
+                NU_STORE(dst, DDT, pc.first_dst + zb * pc.dst_batch + row * pc.n + col, v) \
+        } \
+        subgroupBarrier(); \
+    }
 const uint BM = WM * FM * 16u, BN = WN * FN * 16u;
 const uint ROW = (BK + 8u) / 8u;               // a tile row in shared memory: BK + 8 halves
 const uint TILE_A = BM * ROW, TILE_B = BN * ROW; // uvec4 a tile
@@ -341,12 +386,13 @@ void main()
     uint k1 = min(pc.k, k0 + pc.k_per);
     uint n0 = (pc.tile_x + gl_WorkGroupID.x) * BN, m0 = (pc.tile_y + gl_WorkGroupID.y) * BM;
     uint sg = gl_SubgroupID, wm = sg / WN, wn = sg % WN;
-    // Arrays of matrices sized by compile-time constants, not by the specialisation constants: the
-    // H200's compiler put spec-constant-sized ones in memory (34 TFLOP/s, against 400+ without the
-    // products); the loops below touch the first FM * FN, FM and FN.
-    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[MAX_FRAGS];
-    [[unroll]] for (uint i = 0u; i < FM * FN; i++)
-        acc[i] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+    // The accumulators and fragments are named variables, one per (i, j) < (8, 8), not arrays:
+    // those the tile does not use (i >= FM or j >= FN, specialisation constants) are never touched
+    // and vanish. Arrays sized by specialisation constants ran from memory (34 TFLOP/s against
+    // 400+); arrays of compile-time size ran from registers but made the H200's driver reserve
+    // local memory for them, 138 MiB of device memory a context once the kernel ran (512 bytes a
+    // thread; bench/RESULTS.md, ninth session).
+    EACH_FRAG(DECLARE_ACC)
 
     uint steps = (k1 - k0 + BK - 1u) / BK;
     load_tiles(batch, m0, n0, k0);
@@ -357,17 +403,9 @@ void main()
         if (s + 1u < steps)
             load_tiles(batch, m0, n0, k0 + (s + 1u) * BK); // in flight while the matrix units work
         [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[MAX_SIDE];
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[MAX_SIDE];
-            [[unroll]] for (uint i = 0u; i < FM; i++)
-                coopMatLoad(fa[i], tiles, base + (wm * FM * 16u + 16u * i) * ROW + kk / 8u, ROW,
-                            gl_CooperativeMatrixLayoutRowMajor);
-            [[unroll]] for (uint j = 0u; j < FN; j++) // w's rows are the product's columns: column-major K x N
-                coopMatLoad(fb[j], tiles, base + TILE_A + (wn * FN * 16u + 16u * j) * ROW + kk / 8u, ROW,
-                            gl_CooperativeMatrixLayoutColumnMajor);
-            [[unroll]] for (uint i = 0u; i < FM; i++)
-                [[unroll]] for (uint j = 0u; j < FN; j++)
-                    if ((PROBE & 2u) == 0u) acc[i * FN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * FN + j]);
+            EACH_SIDE(LOAD_A) // w's rows are the product's columns: column-major K x N
+            EACH_SIDE(LOAD_B)
+            EACH_FRAG(MULTIPLY_ADD)
         }
         if (s + 1u < steps) {
             if (BUFFERS == 1u)
@@ -379,36 +417,11 @@ void main()
 
     if (EPILOGUE == 0u) { // whole tiles, F32 or F16, no bias
         uint first = pc.first_dst + zb * pc.dst_batch + (m0 + wm * FM * 16u) * pc.n + n0 + wn * FN * 16u;
-        [[unroll]] for (uint i = 0u; i < FM; i++)
-            [[unroll]] for (uint j = 0u; j < FN; j++) {
-                uint at = first + 16u * i * pc.n + 16u * j;
-                if (DDT == NU_F32)
-                    coopMatStore(acc[i * FN + j], dst_f, at, pc.n, gl_CooperativeMatrixLayoutRowMajor);
-                else {
-                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> h =
-                        coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[i * FN + j]);
-                    coopMatStore(h, dst_f16, at, pc.n, gl_CooperativeMatrixLayoutRowMajor);
-                }
-            }
+        EACH_FRAG(STORE_DIRECT)
         return;
     }
     // Out through shared memory: each subgroup its own 16 x 16 floats at a time.
     uint lane = gl_SubgroupInvocationID;
     uint out0 = sg * 256u;
-    [[unroll]] for (uint i = 0u; i < FM; i++)
-        [[unroll]] for (uint j = 0u; j < FN; j++) {
-            coopMatStore(acc[i * FN + j], scratch, out0, 16u, gl_CooperativeMatrixLayoutRowMajor);
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
-                uint r = e / 16u, c = e % 16u;
-                uint row = m0 + wm * FM * 16u + 16u * i + r, col = n0 + wn * FN * 16u + 16u * j + c;
-                float v = scratch[out0 + e];
-                if (BIAS != 0u && col < pc.n)
-                    v += NU_LOAD(bias, BDT, pc.first_bias + col);
-                if (row < pc.m && col < pc.n)
-                    NU_STORE(dst, DDT, pc.first_dst + zb * pc.dst_batch + row * pc.n + col, v)
-            }
-            subgroupBarrier();
-        }
+    EACH_FRAG(STORE_THROUGH_SHARED)
 }
