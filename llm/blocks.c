@@ -78,13 +78,15 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
     bool soa = w->dtype == NU_DTYPE_Q4_0_SOA;
     bool block = nu_dtype_block_elements(w->dtype) > 1;
     /* The block dtypes the matrix units read as they are (Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K: F16
-     * inputs, a device with them): a batched decode step's rows then read the weights once instead
-     * of a dequantized copy made and read each step; prefill passes (command buffers) keep the
-     * copy, faster at their many rows (measured for Q4_0). Elsewhere the product refuses Q4_0_SOA
-     * (NU_ERROR_INVALID_ARGUMENT) before recording, and the others stay on the copy. */
+     * inputs, a device with them): a batched decode step's rows, and a prefill pass of at most
+     * NU_LLM_DIRECT_ROWS, then read the weights once instead of a dequantized copy made and read
+     * each pass; longer prefill passes keep the copy, faster at their many rows (measured for
+     * Q4_0). Elsewhere the product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording,
+     * and the others stay on the copy. */
     bool direct = soa || w->dtype == NU_DTYPE_Q4_K || w->dtype == NU_DTYPE_Q6_K || w->dtype == NU_DTYPE_Q8_0 ||
                   w->dtype == NU_DTYPE_Q4_0;
-    if (direct && p->graph && x->dtype == NU_DTYPE_F16 && p->matrix_units && nu_op_matmul(p->c, y, x, w, bias) == NU_OK)
+    if (direct && (p->graph || p->rows <= NU_LLM_DIRECT_ROWS) && x->dtype == NU_DTYPE_F16 && p->matrix_units &&
+        nu_op_matmul(p->c, y, x, w, bias) == NU_OK)
         return NU_OK;
     if (!soa && !(p->w16 && block))
         return nu_op_matmul(p->c, y, x, w, bias);

@@ -81,6 +81,13 @@ struct nu_llm_pass {
     nu_tensor positions, slots;
 };
 
+/* Prefill passes of at most this many rows read block weights (Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K) on
+ * the matrix units as they are, as a decode graph's products do, instead of dequantizing each
+ * matrix to F16 first (A_W16): at these rows the copy costs more than the product it feeds (H200,
+ * 7B Q4_0, 16-row passes: 33 us to copy a 4096 x 4096 matrix and 80 us an 11008 x 4096 one, beside
+ * 13-36 us for the products: bench/RESULTS.md, ninth session). */
+#define NU_LLM_DIRECT_ROWS 64u
+
 /* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes).
  * qkv_rows: the rows of A_QKV, which only a pass taking q, k and v as one product writes (the
  * fused layer, a graph's one row); 0 where no pass does (prefill passes of more rows than a

@@ -310,7 +310,9 @@ static void free_pass(nu_buffer **set)
 static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, nu_buffer **ids)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), r->w16, sizes);
+    /* No F16 copy of the weights where every product reads them as they are (linear_b) */
+    bool w16 = r->w16 && !(rows <= NU_LLM_DIRECT_ROWS && r->units && !r->w->blocks_copied);
+    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), w16, sizes);
     memset(set, 0, sizeof *set * NU_LLM_A_COUNT);
     nu_status st = nv(r, nu_buffer_new_gpu(r->dev, (size_t)rows * 4, NU_STORAGE_PRIVATE, ids), "a prefill pass's ids");
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
