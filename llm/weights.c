@@ -300,8 +300,9 @@ static nu_status copy_to_shared(nu_device *d, nu_llm_source *s, nu_llm_weights *
     nu_tensor *dst_view = slot_of(w, q, &has);
     *dst_view = view_of(q, b, 0, q->file->dtype);
     *has = true;
-    return nu_tensor_check(dst_view, q->file->name) == NU_OK ? NU_OK
-           : nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN ": %s", nu_error_message(d));
+    if ((st = nu_tensor_check(dst_view, q->file->name)) != NU_OK)
+        st = nu_llm__fail(st, FN ": %s", nu_error_message(d));
+    return st;
 }
 
 /* Converts planned tensors pick[0 .. k) (one layer's, say): their file bytes into staging, then

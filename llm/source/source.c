@@ -88,11 +88,9 @@ nu_status nu_llm__source_read(nu_llm_source *s, const nu_llm_file_tensor *t, voi
     if (bytes != size)
         return nu_llm__fail(NU_ERROR_FORMAT, FN ": %s holds %llu bytes; %llu expected", t->name,
                             (unsigned long long)bytes, (unsigned long long)size);
-    const void *p = NULL;
-    if (!file || nu_buffer_contents(file, &p) != NU_OK || !p)
+    if (!file || nu_buffer_read(file, (size_t)offset, dst, (size_t)size) != NU_OK)
         return nu_llm__fail(NU_ERROR_IO, FN ": the mapping of %s cannot be read: %s", s->path,
-                            nu_error_message(s->device));
-    memcpy(dst, (const unsigned char *)p + offset, (size_t)size);
+                            file ? nu_error_message(s->device) : "no mapping");
     return NU_OK;
 }
 
