@@ -307,12 +307,22 @@ static void free_pass(nu_buffer **set)
     }
 }
 
+/* Whether a pass of `rows` rows takes an F16 copy of block weights (A_W16), as linear_b decides:
+ * only where it takes the matrix products (a decode graph of at least matmul_rows rows, a prefill
+ * pass of more than a matrix-vector product's rows) and some product does not read its weights on
+ * the matrix units as they are (a device without them, a format they do not read, a prefill pass
+ * of more than NU_LLM_DIRECT_ROWS). */
+static bool pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
+{
+    bool products = graph ? rows >= r->o.matmul_rows : rows > r->o.matvec_rows;
+    bool direct = r->units && !r->w->blocks_copied && (graph || rows <= NU_LLM_DIRECT_ROWS);
+    return r->w16 && products && !direct;
+}
+
 static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, nu_buffer **ids)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    /* No F16 copy of the weights where every product reads them as they are (linear_b) */
-    bool w16 = r->w16 && !(rows <= NU_LLM_DIRECT_ROWS && r->units && !r->w->blocks_copied);
-    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), w16, sizes);
+    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), pass_w16(r, rows, false), sizes);
     memset(set, 0, sizeof *set * NU_LLM_A_COUNT);
     nu_status st = nv(r, nu_buffer_new_gpu(r->dev, (size_t)rows * 4, NU_STORAGE_PRIVATE, ids), "a prefill pass's ids");
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
@@ -539,7 +549,7 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
     /* An F16 copy of block weights (A_W16: 86 MiB for a 7B model) only where the step takes the
      * matrix products and some matrix is not read by the matrix units as it is (linear_b): fewer
      * rows take the matrix-vector products, which read every format. */
-    bool w16 = r->w16 && rows >= r->o.matmul_rows && !(r->units && !r->w->blocks_copied);
+    bool w16 = pass_w16(r, rows, true);
     /* A_QKV: the fused layer's rows (fewer than matmul_rows), or a graph's one row */
     bool fused = r->o.fusion && rows < r->o.matmul_rows;
     bool one_product = fused || rows == 1;
