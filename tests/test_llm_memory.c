@@ -30,6 +30,15 @@ static uint64_t gguf_tensor_bytes(nu_device *d, const char *path, size_t *count)
     return sum;
 }
 
+/* Writes make-gguf's small shape in Q4_0 (rows of 256 and 512: Q4_0_SOA's; its own output matrix)
+ * as `name` in the tests' folder; its path goes to path. */
+static void small_q4_0(char *path, size_t size, const char *name, uint64_t seed)
+{
+    snprintf(path, size, "%s/%s", nt_tmp_dir(), name);
+    make_gguf_options mo = {.shape = make_gguf_find_shape("small"), .dtype = NU_DTYPE_Q4_0, .path = path, .seed = seed};
+    NT_OK(make_gguf(&mo, NULL));
+}
+
 /* Opens `path` and checks the report against the device's statistics. */
 static void check_model(nu_device *d, const char *path, const nu_llm_model_options *o, uint64_t file_bytes,
                         size_t tensors)
@@ -100,9 +109,7 @@ static void repacked_weights_replace_the_file(void **state)
     (void)state;
     nu_device *d = nt_open();
     char path[1100];
-    snprintf(path, sizeof path, "%s/llm_mem_small_q4_0.gguf", nt_tmp_dir());
-    make_gguf_options mo = {.shape = make_gguf_find_shape("small"), .dtype = NU_DTYPE_Q4_0, .path = path, .seed = 3};
-    NT_OK(make_gguf(&mo, NULL));
+    small_q4_0(path, sizeof path, "llm_mem_small_q4_0.gguf", 3);
     size_t n;
     uint64_t bytes = gguf_tensor_bytes(d, path, &n);
     check_model(d, path, NULL, bytes, n);
@@ -121,9 +128,7 @@ static void embedding_in_host_memory(void **state)
     (void)state;
     nu_device *d = nt_open();
     char path[1100];
-    snprintf(path, sizeof path, "%s/llm_mem_embed_q4_0.gguf", nt_tmp_dir());
-    make_gguf_options mo = {.shape = make_gguf_find_shape("small"), .dtype = NU_DTYPE_Q4_0, .path = path, .seed = 5};
-    NT_OK(make_gguf(&mo, NULL));
+    small_q4_0(path, sizeof path, "llm_mem_embed_q4_0.gguf", 5);
     size_t n;
     uint64_t file_bytes = gguf_tensor_bytes(d, path, &n);
     nu_gguf *g;
