@@ -271,6 +271,11 @@ static void refusals_by_name(void **state)
     expect_failure("{{ 9223372036854775807 + 1 }}", NULL, NU_ERROR_UNSUPPORTED, NU_LLM_TEMPLATE_UNSUPPORTED, "64 bits");
     expect_failure("{{ 'abc'.casefold() }}", NULL, NU_ERROR_UNSUPPORTED, NU_LLM_TEMPLATE_UNSUPPORTED, "'casefold'");
     expect_failure("{{ lipsum() }}", NULL, NU_ERROR_UNSUPPORTED, NU_LLM_TEMPLATE_UNSUPPORTED, "lipsum");
+    /* a format width or precision past nuvec's limits, however many digits (they once overflowed) */
+    expect_failure("{{ '{:1111111111111111111111d}'.format(1) }}", NULL, NU_ERROR_UNSUPPORTED,
+                   NU_LLM_TEMPLATE_UNSUPPORTED, "format spec");
+    expect_failure("{{ '{:.99999999999999999999f}'.format(1.5) }}", NULL, NU_ERROR_UNSUPPORTED,
+                   NU_LLM_TEMPLATE_UNSUPPORTED, "format spec");
     /* Jinja2 leaves its 'missing' sentinel in a finished loop's variables */
     expect_failure("{% set ns = namespace() %}{% for x in [1] %}{% macro m() %}{{ x }}{% endmacro %}{% set ns.m = m %}"
                    "{% endfor %}{{ ns.m() }}",

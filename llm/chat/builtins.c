@@ -484,13 +484,14 @@ static void format_value(jstate *st, jbuf *b, jv v, const char *spec, size_t len
         }
         p++;
     }
+    /* Digits past the limits below stop counting (the spec is refused there): no overflow. */
     int64_t width = 0, prec = -1;
     for (; p < end && *p >= '0' && *p <= '9'; p++)
-        width = width * 10 + (*p - '0');
+        width = width > (1 << 20) ? width : width * 10 + (*p - '0');
     if (p < end && *p == '.') {
         prec = 0;
         for (p++; p < end && *p >= '0' && *p <= '9'; p++)
-            prec = prec * 10 + (*p - '0');
+            prec = prec > 1000 ? prec : prec * 10 + (*p - '0');
     }
     char type = p < end ? *p++ : 0;
     if (p != end || width > (1 << 20) || prec > 1000)
