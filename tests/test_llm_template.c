@@ -276,6 +276,9 @@ static void refusals_by_name(void **state)
                    NU_LLM_TEMPLATE_UNSUPPORTED, "format spec");
     expect_failure("{{ '{:.99999999999999999999f}'.format(1.5) }}", NULL, NU_ERROR_UNSUPPORTED,
                    NU_LLM_TEMPLATE_UNSUPPORTED, "format spec");
+    expect_failure("{{ '%99999999999999999999d' % 1 }}", NULL, NU_ERROR_OUT_OF_RANGE, NU_LLM_TEMPLATE_LIMIT, "format width");
+    expect_failure("{{ '{18446744073709551617}'.format(1, 2) }}", NULL, NU_ERROR_FORMAT, NU_LLM_TEMPLATE_ERROR,
+                   "out of range");
     /* Jinja2 leaves its 'missing' sentinel in a finished loop's variables */
     expect_failure("{% set ns = namespace() %}{% for x in [1] %}{% macro m() %}{{ x }}{% endmacro %}{% set ns.m = m %}"
                    "{% endfor %}{{ ns.m() }}",

@@ -372,11 +372,11 @@ jv j_printf_format(jstate *st, jv fmt, jv args)
         if (p < end && *p == '*')
             j_unsupported(st, "'*' widths in %% formatting");
         for (; p < end && *p >= '0' && *p <= '9'; p++)
-            width = (width < 0 ? 0 : width) * 10 + (*p - '0');
+            width = width > (1 << 20) ? width : (width < 0 ? 0 : width) * 10 + (*p - '0'); /* no overflow */
         if (p < end && *p == '.') {
             prec = 0;
             for (p++; p < end && *p >= '0' && *p <= '9'; p++)
-                prec = prec * 10 + (*p - '0');
+                prec = prec > (1 << 20) ? prec : prec * 10 + (*p - '0');
         }
         if (width > (1 << 20) || prec > (1 << 20))
             j_fail(st, NU_LLM_TEMPLATE_LIMIT, "a format width over the limit");
@@ -592,8 +592,8 @@ jv m_format(jstate *st, jv self, jargs *a)
                 j_error(st, "cannot switch from automatic field numbering to manual field specification");
             manual = true;
             size_t i = 0;
-            for (const char *d = field; d < part; d++)
-                i = i * 10 + (size_t)(*d - '0');
+            for (const char *d = field; d < part; d++) /* saturating: past npos either way, no wrap */
+                i = i > a->npos ? i : i * 10 + (size_t)(*d - '0');
             if (i >= a->npos)
                 j_error(st, "Replacement index %zu out of range for positional args tuple", i);
             v = a->pos[i];
@@ -624,7 +624,7 @@ jv m_format(jstate *st, jv self, jargs *a)
                 jv key = j_str(st, s, (size_t)(close - s));
                 if (digits) {
                     int64_t i = 0;
-                    for (const char *d = s; d < close; d++)
+                    for (const char *d = s; d < close && i <= INT64_MAX / 10 - 9; d++) /* no overflow */
                         i = i * 10 + (*d - '0');
                     key = jv_int(i);
                 }
