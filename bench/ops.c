@@ -59,7 +59,8 @@ typedef enum op_kind {
     K_KV_ROPE,      /* shape: positions, kv_heads (1 token of 128, F32 into an F16 cache, the
                        interleaved layout); sub 0 nu_op_kv_append_rope, 1 nu_op_rope then
                        nu_op_kv_append (an F16 temporary) */
-    K_ATTN_PREFILL, /* shape: tokens (32 heads of 128, causal, F16) */
+    K_ATTN_PREFILL, /* shape: tokens, keys (32 heads of 128, causal, F16; keys past tokens: a later
+                     * prefill pass, its rows at the last positions) */
     K_MV_FUSED,     /* nu_op_matvec_fused (sub: mv_form); shape: n, k */
     K_MV_SEPARATE,  /* the separate ops the fused form replaces (sub: mv_form); shape: n, k */
     K_MATMUL_ROWS,  /* a batched decode step's product: shape m, n, k; a [m, k] F16 (dst F32 [m, n])
@@ -330,9 +331,9 @@ static nu_status setup(nu_device *d, const bench_case *k, bench_tensors *bt)
         return st;
     }
     case K_ATTN_PREFILL: {
-        int64_t q[3] = {s[0], 32, 128};
+        int64_t q[3] = {s[0], 32, 128}, kv[3] = {s[1] > s[0] ? s[1] : s[0], 32, 128};
         for (int i = 0; i < 4 && st == NU_OK; i++)
-            st = new_tensor(d, bt, NU_DTYPE_F16, 3, q, FILL, &bt->t[i]);
+            st = new_tensor(d, bt, NU_DTYPE_F16, 3, i < 2 ? q : kv, FILL, &bt->t[i]);
         return st;
     }
     }
@@ -455,7 +456,8 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
         return st == NU_OK ? nu_op_kv_append(c, &t[0], &t[2], pos) : st;
     }
     case K_ATTN_PREFILL: {
-        nu_attention_desc ad = {.causal = true, .kv_length = (uint32_t)k->shape_v[0]};
+        int64_t keys = k->shape_v[1] > k->shape_v[0] ? k->shape_v[1] : k->shape_v[0];
+        nu_attention_desc ad = {.causal = true, .q_position = (uint32_t)(keys - k->shape_v[0]), .kv_length = (uint32_t)keys};
         return nu_op_attention(c, &t[0], &t[1], &t[2], &t[3], &ad);
     }
     case K_MV_FUSED:
@@ -560,6 +562,8 @@ int bench_ops(int argc, char **argv)
         {"cast", "bf16>f16", K_CAST, 0, BF16, F16, 1, {n16}, 2 * sz, ew, 0},
         {"dequant", "q4_0>f16", K_CAST, 0, Q4, F16, 2, {rows, 4096}, (double)rows * 4096 * (18.0 / 32 + 2), ew, 0},
         {"dequant", "q8_0>f16", K_CAST, 0, Q8, F16, 2, {rows, 4096}, (double)rows * 4096 * (34.0 / 32 + 2), ew, 0},
+        {"dequant", "q4_0_soa>f16", K_CAST, 0, NU_DTYPE_Q4_0_SOA, F16, 2, {rows, 4096},
+         (double)rows * 4096 * (18.0 / 32 + 2), ew, 0},
         {"silu", big, K_UNARY, NU_UNARY_SILU, F16, F16, 1, {n16}, 2 * sz, ew, 0},
         {"gelu", big, K_UNARY, NU_UNARY_GELU, F16, F16, 1, {n16}, 2 * sz, ew, 0},
         {"exp", big, K_UNARY, NU_UNARY_EXP, F32, F32, 1, {n32}, 2 * sz, ew, 0},
@@ -772,6 +776,13 @@ int bench_ops(int argc, char **argv)
         /* Causal: half of the 4 T^2 D H multiply-adds of the two products. */
         cases[ncases++] = (bench_case){"attn_pre", name, K_ATTN_PREFILL, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0, {T},
                                        4.0 * T * 32 * 128 * 2, ">= 0.5x torch", 2.0 * T * T * 128 * 32};
+    }
+    /* A later pass of a long prompt's prefill (512 rows at positions 3,456..3,967, the last of a
+     * 3,968-token prompt in passes of 512): bytes q, dst, k and v; each row sees position + 1 keys. */
+    if (!cpu) {
+        cases[ncases++] = (bench_case){"attn_pre", "512 after 3456", K_ATTN_PREFILL, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0,
+                                       {512, 3968}, (2.0 * 512 + 2.0 * 3968) * 32 * 128 * 2, "",
+                                       4.0 * 512 * (3456 + 256.5) * 128 * 32};
     }
     if (nunits && !json) {
         printf("skipped without matrix units (nu_op_matmul reads Q4_0_SOA only there): rows_mm Q4_0_SOA");

@@ -199,6 +199,20 @@ def main():
             return lambda: sdpa(q, k, v, True)
         case("attn_pre", "F16", f"{n} causal", 4 * n * 32 * 128 * 2, mkpre, "F.scaled_dot_product_attention, causal",
              2.0 * n * n * 128 * 32)
+    # A later pass of a long prompt's prefill: 512 query rows at positions 3,456..3,967 against
+    # 3,968 keys, causal from the bottom right (each row sees position + 1 keys), as nuvec's case.
+    def mklater():
+        q = rand((1, 32, 512, 128), f16)
+        k, v = (rand((1, 32, 3968, 128), f16) for _ in range(2))
+        try:
+            from torch.nn.attention.bias import causal_lower_right
+            bias = causal_lower_right(512, 3968)
+            return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        except ImportError:
+            mask = torch.ones(512, 3968, dtype=torch.bool, device=dev).tril(3968 - 512)
+            return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    case("attn_pre", "F16", "512 after 3456", (2 * 512 + 2 * 3968) * 32 * 128 * 2, mklater,
+         "F.scaled_dot_product_attention, causal_lower_right", 4.0 * 512 * (3456 + 256.5) * 128 * 32)
     out = []
     for name, d, shape, nbytes, make, note, flops in cases:
         if args.filter and args.filter not in name and name != "copy":

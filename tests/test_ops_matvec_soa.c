@@ -81,12 +81,14 @@ static void repack_is_exact_and_dequantizes_as_q4_0(void **state)
     nu_device *d = nt_open();
     uint64_t seed = 11;
     /* rows, K, extra columns of the Q4_0 source (a column slice: strided rows), its pad blocks,
-     * the SOA tensor's byte offset (2: not 16-byte aligned). */
+     * the SOA tensor's byte offset (2: not 16-byte aligned). F16 outputs of the even cases are
+     * 16-byte aligned: cases 0 and 4 (and their row slices) take copy.comp's block-a-thread path
+     * (FAST 2: rows of a multiple of 256, runs 16-byte aligned), the others its groups of 8. */
     const struct {
         int64_t n, k, extra;
         uint64_t pad, offset;
-    } cases[4] = {{3, 256, 0, 0, 0}, {5, 4352, 0, 1, 16}, {2, 512, 256, 3, 2}, {1, 256, 64, 0, 32}};
-    for (int c = 0; c < 4; c++) {
+    } cases[5] = {{3, 256, 0, 0, 0}, {5, 4352, 0, 1, 16}, {2, 512, 256, 3, 2}, {1, 256, 64, 0, 32}, {7, 4352, 0, 0, 48}};
+    for (int c = 0; c < 5; c++) {
         int64_t n = cases[c].n, k = cases[c].k, qs[2] = {n, k + cases[c].extra};
         nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, qs, cases[c].pad, -2, 2, &seed);
         nu_tensor qv;

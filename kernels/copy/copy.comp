@@ -16,6 +16,8 @@
 //     bindings: 16-byte loads and stores (8 elements a step for casts, one vector for moves), the
 //     tail an element a thread. For block src, 1 when dst's first element is 16-byte aligned
 //     (8 elements stored as one or two vectors); blocks are always read by groups (below).
+//     2: Q4_0_SOA to F16 a block a thread (cp_soa_block), where dst is 16-byte aligned, the rows
+//     have a multiple of 256 elements and src's first half is 16-byte aligned.
 //     0: an element a thread (U8: a 32-bit word of dst a thread), src through its strides.
 //   3 LOCAL: threads per workgroup (tuning; default 256).
 //   4 UNROLL: steps a thread loads before it stores, in the vector and block paths (tuning;
@@ -67,8 +69,8 @@ uint cp_f16_to_f32(uint h)
     return s | (uint(p + 103) << 23) | ((m << uint(23 - p)) & 0x7fffffu);
 }
 
-// Single bits to IEEE half bits, round to nearest even; NaN stays a (quiet) NaN.
-uint cp_f32_to_f16(uint x)
+// The rest: NaN, infinity and overflow, subnormal halves, underflow to zero.
+uint cp_f32_to_f16_rare(uint x)
 {
     uint s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
     if (a > 0x7f800000u)
@@ -91,6 +93,19 @@ uint cp_f32_to_f16(uint x)
     if (rest > mid || (rest == mid && (h & 1u) != 0u))
         h++; // may carry into the exponent: still the right half
     return s | h;
+}
+
+// Single bits to IEEE half bits, round to nearest even; NaN stays a (quiet) NaN.
+uint cp_f32_to_f16(uint x)
+{
+    uint s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    // The common cases without branches: a normal half (2^-14 <= a < 65520: rebias the exponent,
+    // round away 13 bits to nearest even, a carry into the exponent still the right half) and zero.
+    if (a - 0x38800000u < 0x0efff000u)
+        return s | ((a - 0x37fff001u + ((a >> 13) & 1u)) >> 13);
+    if (a == 0u)
+        return s;
+    return cp_f32_to_f16_rare(x);
 }
 
 // Single bits to bfloat16 bits, round to nearest even; NaN stays a (quiet) NaN.
@@ -211,6 +226,30 @@ void cp_dequant8(uint u, out uint v[8])
         v[k] = floatBitsToUint(nu_q_value(DT_SRC, q, dm, k));
 }
 
+// FAST 2 (Q4_0_SOA rows of a multiple of 256 elements to F16, its runs 16-byte aligned): block i
+// (row i / bpr) by one thread: its scale and its 16-byte run of quants in one load each, its 32
+// halves in four 16-byte stores at vector vd + 4 i. The values are nu_q_value's (the scale times
+// nibble - 8, exact in F32), rounded to F16 as cp_f32_to_f16 rounds: the bits of the FAST 1 path.
+uint cp_q4_half(float d, uint n)
+{
+    precise float v = d * float(int(n) - 8);
+    return cp_f32_to_f16(floatBitsToUint(v));
+}
+// The halves of the nibbles in bits 0..3 and 8..11 of w, packed.
+uint cp_q4_pair(float d, uint w) { return cp_q4_half(d, w & 15u) | (cp_q4_half(d, (w >> 8) & 15u) << 16); }
+void cp_soa_block(uint i, uint bpr, uint vd)
+{
+    uint row = i / bpr, b = i - row * bpr;
+    uint hrow = pc.first_src + row * pc.stride.z * 9u;
+    float d = nu_q_f16(uint(src_h[hrow + b]));
+    uvec4 q = src_v[(hrow + bpr + 8u * b) / 8u];
+    // Store w: elements 8 w .. 8 w + 7, the low (w < 2) or high nibbles of bytes 8 (w % 2) .. + 7.
+    for (uint w = 0u; w < 4u; w++) {
+        uint sh = w >= 2u ? 4u : 0u, x = q[2u * (w & 1u)] >> sh, y = q[2u * (w & 1u) + 1u] >> sh;
+        dst_v[vd + 4u * i + w] = uvec4(cp_q4_pair(d, x), cp_q4_pair(d, x >> 16), cp_q4_pair(d, y), cp_q4_pair(d, y >> 16));
+    }
+}
+
 // Eight elements as dst's dtype at vector vd + u (16-byte aligned) or element first_dst + 8u.
 void cp_store8(uint vd, uint u, uint v[8])
 {
@@ -245,6 +284,12 @@ void main()
         return;
     }
     uint vd = nu_vbase(DT_DST == NU_F32 ? NU_F32 : NU_F16, pc.first_dst);
+    if (FAST == 2u && DT_SRC == NU_Q4_0_SOA && DT_DST == NU_F16) {
+        uint bpr = pc.shape.w / 32u, blocks = pc.count / 32u;
+        for (uint i = index; i < blocks; i += threads)
+            cp_soa_block(i, bpr, vd);
+        return;
+    }
     if (BLOCK) { // every row is a whole number of 8-element steps
         uint units = pc.count / 8u;
         for (uint base = index; base < units; base += threads * UNROLL) {
