@@ -82,8 +82,8 @@ static void repack_is_exact_and_dequantizes_as_q4_0(void **state)
     uint64_t seed = 11;
     /* rows, K, extra columns of the Q4_0 source (a column slice: strided rows), its pad blocks,
      * the SOA tensor's byte offset (2: not 16-byte aligned). F16 outputs of the even cases are
-     * 16-byte aligned: cases 0 and 4 (and their row slices) take copy.comp's block-a-thread path
-     * (FAST 2: rows of a multiple of 256, runs 16-byte aligned), the others its groups of 8. */
+     * 16-byte aligned: cases 0 and 4 (and their row slices) take copy.comp's FAST 2 path (rows of
+     * a multiple of 64, runs 4-byte aligned), the others its general groups of 8. */
     const struct {
         int64_t n, k, extra;
         uint64_t pad, offset;

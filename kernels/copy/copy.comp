@@ -16,8 +16,8 @@
 //     bindings: 16-byte loads and stores (8 elements a step for casts, one vector for moves), the
 //     tail an element a thread. For block src, 1 when dst's first element is 16-byte aligned
 //     (8 elements stored as one or two vectors); blocks are always read by groups (below).
-//     2: Q4_0_SOA to F16 a block a thread (cp_soa_block), where dst is 16-byte aligned, the rows
-//     have a multiple of 256 elements and src's first half is 16-byte aligned.
+//     2: Q4_0_SOA to F16 by groups of 8 without the index arithmetic (cp_soa_group), where dst is
+//     16-byte aligned, the rows have a multiple of 64 elements and src's first half is even.
 //     0: an element a thread (U8: a 32-bit word of dst a thread), src through its strides.
 //   3 LOCAL: threads per workgroup (tuning; default 256).
 //   4 UNROLL: steps a thread loads before it stores, in the vector and block paths (tuning;
@@ -226,10 +226,11 @@ void cp_dequant8(uint u, out uint v[8])
         v[k] = floatBitsToUint(nu_q_value(DT_SRC, q, dm, k));
 }
 
-// FAST 2 (Q4_0_SOA rows of a multiple of 256 elements to F16, its runs 16-byte aligned): block i
-// (row i / bpr) by one thread: its scale and its 16-byte run of quants in one load each, its 32
-// halves in four 16-byte stores at vector vd + 4 i. The values are nu_q_value's (the scale times
-// nibble - 8, exact in F32), rounded to F16 as cp_f32_to_f16 rounds: the bits of the FAST 1 path.
+// FAST 2 (Q4_0_SOA rows of a multiple of 64 elements to F16, the scales and runs 4-byte aligned):
+// elements 8 u .. 8 u + 7 (group u % 4 of block u / 4, row u / 4 / bpr) by one thread, from two
+// 32-bit words of the block's run, its 8 halves in one 16-byte store at vector vd + u, so a
+// subgroup's stores are one contiguous stretch. The values are nu_q_value's (the scale times
+// nibble - 8, exact in F32) rounded as cp_f32_to_f16 rounds: the bits of the groups path below.
 uint cp_q4_half(float d, uint n)
 {
     precise float v = d * float(int(n) - 8);
@@ -237,17 +238,16 @@ uint cp_q4_half(float d, uint n)
 }
 // The halves of the nibbles in bits 0..3 and 8..11 of w, packed.
 uint cp_q4_pair(float d, uint w) { return cp_q4_half(d, w & 15u) | (cp_q4_half(d, (w >> 8) & 15u) << 16); }
-void cp_soa_block(uint i, uint bpr, uint vd)
+void cp_soa_group(uint u, uint bpr, uint vd)
 {
+    uint i = u / 4u, g = u % 4u;
     uint row = i / bpr, b = i - row * bpr;
     uint hrow = pc.first_src + row * pc.stride.z * 9u;
     float d = nu_q_f16(uint(src_h[hrow + b]));
-    uvec4 q = src_v[(hrow + bpr + 8u * b) / 8u];
-    // Store w: elements 8 w .. 8 w + 7, the low (w < 2) or high nibbles of bytes 8 (w % 2) .. + 7.
-    for (uint w = 0u; w < 4u; w++) {
-        uint sh = w >= 2u ? 4u : 0u, x = q[2u * (w & 1u)] >> sh, y = q[2u * (w & 1u) + 1u] >> sh;
-        dst_v[vd + 4u * i + w] = uvec4(cp_q4_pair(d, x), cp_q4_pair(d, x >> 16), cp_q4_pair(d, y), cp_q4_pair(d, y >> 16));
-    }
+    // Group g: the low (g < 2) or high nibbles of bytes 8 (g % 2) .. + 7 of the run.
+    uint w = (hrow + bpr + 8u * b) / 2u + 2u * (g & 1u), sh = g >= 2u ? 4u : 0u;
+    uint x = src_w[w] >> sh, y = src_w[w + 1u] >> sh;
+    dst_v[vd + u] = uvec4(cp_q4_pair(d, x), cp_q4_pair(d, x >> 16), cp_q4_pair(d, y), cp_q4_pair(d, y >> 16));
 }
 
 // Eight elements as dst's dtype at vector vd + u (16-byte aligned) or element first_dst + 8u.
@@ -285,9 +285,9 @@ void main()
     }
     uint vd = nu_vbase(DT_DST == NU_F32 ? NU_F32 : NU_F16, pc.first_dst);
     if (FAST == 2u && DT_SRC == NU_Q4_0_SOA && DT_DST == NU_F16) {
-        uint bpr = pc.shape.w / 32u, blocks = pc.count / 32u;
-        for (uint i = index; i < blocks; i += threads)
-            cp_soa_block(i, bpr, vd);
+        uint bpr = pc.shape.w / 32u, units = pc.count / 8u;
+        for (uint u = index; u < units; u += threads)
+            cp_soa_group(u, bpr, vd);
         return;
     }
     if (BLOCK) { // every row is a whole number of 8-element steps

@@ -114,12 +114,12 @@ nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
     if (block) /* outer strides in blocks (multiples of a block's elements), so offsets stay in 32 bits */
         for (int i = 0; i < 3; i++)
             push.stride[i] /= nu_dtype_block_elements(src->dtype);
-    /* Q4_0_SOA to F16 a block a thread (copy.comp's FAST 2) where each block's run of quants is
-     * 16-byte aligned: rows of a multiple of 256 elements (8 scales of 2 bytes per 256), the view's
-     * first half a multiple of 8. H200, 7B prefill's weight copies (bench/RESULTS.md, tenth
-     * session): 4096 x 4096 34 us by groups of 8 elements, about the copy bandwidth this way. */
+    /* Q4_0_SOA to F16 by groups of 8 read as 32-bit words (copy.comp's FAST 2) where the runs of
+     * quants are 4-byte aligned: rows of a multiple of 64 elements (an even count of 2-byte
+     * scales), the view's first half even. The 7B prefill's weight copies (a prefill pass copies
+     * each matrix to F16 before its product) took 34 us for 4096 x 4096 the general way. */
     bool soa_blocks = src->dtype == NU_DTYPE_Q4_0_SOA && dst->dtype == NU_DTYPE_F16 && dst_aligned &&
-                      push.shape[3] % 256 == 0 && first[1] % 8 == 0 && push.stride[2] % 8 == 0;
+                      push.shape[3] % 64 == 0 && first[1] % 2 == 0 && push.stride[2] % 2 == 0;
     uint32_t constants[5] = {nu__op_dtype_code(dst->dtype), nu__op_dtype_code(src->dtype),
                              soa_blocks ? 2u : fast, COPY_LOCAL, COPY_UNROLL};
     nu_kernel *k;
@@ -129,7 +129,7 @@ nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
      * elements, or U8's words, one a thread on the general path. */
     uint64_t threads;
     if (soa_blocks)
-        threads = count / 32;
+        threads = count / 8;
     else if (block)
         threads = (count / 8 + COPY_UNROLL - 1) / COPY_UNROLL;
     else if (fast) {
