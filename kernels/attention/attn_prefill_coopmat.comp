@@ -12,9 +12,10 @@
 // memory (scaled, then F16) into each subgroup's D / 16 A fragments, kept in registers. Per block of
 // BC = 32 keys: k's and v's rows go to shared memory (16-byte loads, rows padded by 8 halves);
 //   S = Q K^T     (2 accumulators of 16 x 16: the B fragments are k's rows read column-major),
-//   S to shared memory, where two lanes a row take its 32 scores: the mask (past kv_length and,
-//   causal, past q_position + row), the row maximum m_new (a shuffle between the two), p = exp(s -
-//   m_new) written as F16, l = l alpha + sum p with alpha = exp(m - m_new);
+//   S to shared memory (column-major: SAREA below), where two lanes a row take its 32 scores: the
+//   mask (past kv_length and, causal, past q_position + row), the row maximum m_new (a shuffle
+//   between the two), p = exp(s - m_new) written as F16, l = l alpha + sum p with alpha = exp(m -
+//   m_new);
 //   O = alpha O + P V (D / 16 accumulators): O's rows are scaled through shared memory, a fragment at
 //   a time, only where some row's maximum moved (the subgroup's alpha all 1 skips it: the common
 //   case once the maxima settle); P's A fragments from shared memory, v's B fragments row-major.
@@ -51,7 +52,12 @@ const uint PROW = BC + 8u;      // a row of P in shared memory (halves)
 #define MB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 
 shared uvec4 kv[2u * BC * ROW]; // k's rows then v's; at the start q's rows, 64 at a time
-shared float ssc[NSG * 16u * BC];    // each subgroup's scores, or the O fragment being scaled or written
+// Each subgroup's area of ssc: its scores S (16 x BC) column-major, the second 16 columns 16
+// floats further on, so that the lane pairs reading their rows (lane 2 r + half: row r, columns
+// 16 half ..) fall in 32 different banks (row-major rows of 32 floats put all 16 rows in the same
+// banks: a 16-way conflict for each score read); or the O fragment being scaled or written.
+const uint SAREA = 16u * BC + 16u, SFRAG = 16u * 16u + 16u;
+shared float ssc[NSG * SAREA];
 shared float16_t psh[NSG * 16u * PROW]; // each subgroup's p
 shared float rsc[NSG * 16u];         // each subgroup's row factors (alpha, then 1 / l)
 
@@ -68,8 +74,8 @@ const uint SOFTCAP = 0u; // the host takes softcaps, windows and the per-row for
 void scale_rows(uint sg, uint lane)
 {
     [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        uint e = lane * 8u + i;
-        ssc[sg * 16u * BC + e] *= rsc[sg * 16u + e / 16u];
+        uint e = i * 32u + lane; // consecutive lanes, consecutive banks
+        ssc[sg * SAREA + e] *= rsc[sg * 16u + e / 16u];
     }
 }
 
@@ -136,7 +142,7 @@ void main()
                 coopMatLoad(kf, kv, (16u * b) * ROW + 2u * f, ROW, gl_CooperativeMatrixLayoutColumnMajor);
                 s[b] = coopMatMulAdd(qf[f], kf, s[b]);
             }
-            coopMatStore(s[b], ssc, sg * 16u * BC + 16u * b, BC, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(s[b], ssc, sg * SAREA + SFRAG * b, 16u, gl_CooperativeMatrixLayoutColumnMajor);
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier();
@@ -145,7 +151,7 @@ void main()
         float mx = NEG_INF;
         [[unroll]] for (uint c = 0u; c < 16u; c++) {
             uint col = 16u * half_ + c;
-            x[c] = j0 + col < row_end ? ssc[(sg * 16u + my_row) * BC + col] : NEG_INF;
+            x[c] = j0 + col < row_end ? ssc[sg * SAREA + SFRAG * half_ + 16u * c + my_row] : NEG_INF;
             mx = max(mx, x[c]);
         }
         mx = max(mx, subgroupShuffleXor(mx, 1u));
@@ -167,13 +173,13 @@ void main()
             if (half_ == 0u)
                 rsc[sg * 16u + my_row] = alpha;
             [[unroll]] for (uint f = 0u; f < FD; f++) {
-                coopMatStore(o[f], ssc, sg * 16u * BC, 16u, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(o[f], ssc, sg * SAREA, 16u, gl_CooperativeMatrixLayoutRowMajor);
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
                 scale_rows(sg, lane);
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
-                coopMatLoad(o[f], ssc, sg * 16u * BC, 16u, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(o[f], ssc, sg * SAREA, 16u, gl_CooperativeMatrixLayoutRowMajor);
                 subgroupBarrier();
             }
         }
@@ -194,13 +200,13 @@ void main()
     if (half_ == 0u)
         rsc[sg * 16u + my_row] = l > 0.0 ? 1.0 / l : 0.0;
     [[unroll]] for (uint f = 0u; f < FD; f++) {
-        coopMatStore(o[f], ssc, sg * 16u * BC, 16u, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatStore(o[f], ssc, sg * SAREA, 16u, gl_CooperativeMatrixLayoutRowMajor);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
         [[unroll]] for (uint i = 0u; i < 8u; i++) {
-            uint e = lane * 8u + i, r = e / 16u, c = e % 16u, row = row0 + sg * 16u + r;
+            uint e = i * 32u + lane, r = e / 16u, c = e % 16u, row = row0 + sg * 16u + r;
             if (row < pc.tokens)
-                NU_STORE(dst, DDT, pc.first_dst + (row * pc.q_heads + h) * D + 16u * f + c, ssc[sg * 16u * BC + e] * rsc[sg * 16u + r])
+                NU_STORE(dst, DDT, pc.first_dst + (row * pc.q_heads + h) * D + 16u * f + c, ssc[sg * SAREA + e] * rsc[sg * 16u + r])
         }
         subgroupBarrier();
     }

@@ -212,12 +212,12 @@ static nu_status record_prefill(nu_commands *c, attn_op *a, const nu_tensor *q, 
     nu_attention_tune *t = &a->tune;
     /* The matrix units: tc_rows query rows a workgroup, 16 a subgroup (attn_prefill_coopmat.comp),
      * where its shared memory fits: k's and v's 32 rows of D + 8 halves, and per subgroup 16 x 32
-     * scores (F32), p (F16, rows of 40) and 16 row factors; head_dim a multiple of 16 (its
+     * scores (F32, 16 floats of padding), p (F16, rows of 40) and 16 row factors; head_dim a multiple of 16 (its
      * fragments); the scalar form without window or softcap (its masks are the scalar form's). */
     uint32_t tc_rows = t->tc_rows ? t->tc_rows : 128;
     for (;;) {
         uint32_t tc_sg = tc_rows / 16;
-        uint64_t tc_shared = 16ull * 64 * ((uint64_t)hd + 8) / 8 + tc_sg * (16ull * 32 * 4 + 16ull * 40 * 2 + 64);
+        uint64_t tc_shared = 16ull * 64 * ((uint64_t)hd + 8) / 8 + tc_sg * ((16ull * 32 + 16) * 4 + 16ull * 40 * 2 + 64);
         if (tc_shared <= d->info.max_shared_memory && 32 * tc_sg <= d->info.max_workgroup_size[0])
             break;
         if (t->tc_rows || tc_rows == 64) {
