@@ -210,14 +210,16 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
     r->dev = d, r->arch = a, r->hp = hp, r->w = w, r->kv = kv, r->o = *o;
     r->w16 = (o->prefill_f16 && w->blocks) || w->repacked;
     r->units = o->prefill_f16 && nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX];
-    /* matmul_rows 0: by the weights. 16 where Q4_K or Q6_K matrices are read as they are by the
-     * matrix units (linear_b): their matrix-vector products over 8 rows run x's rows in passes of
-     * as many as fit in shared memory (2 for the FFN's k = 11008) or, for Q6_K, on the float path,
-     * so a group of 8 rows reads the weights several times (H200, 7B Q4_K_M, 16 rows: 855.7
-     * tokens/s with the products against 631.7 by groups, bench/RESULTS.md 2026-12-02); else 64
-     * (7B Q4_0: 16 rows by groups 1375.3 against 1006.4 with the products). */
+    /* matmul_rows 0: by the weights. 16 where Q4_K, Q6_K or Q4_0_SOA matrices are read as they are
+     * by the matrix units (linear_b). Q4_K's and Q6_K's matrix-vector products over 8 rows run x's
+     * rows in passes of as many as fit in shared memory (2 for the FFN's k = 11008) or, for Q6_K,
+     * on the float path, so a group of 8 rows reads the weights several times (H200, 7B Q4_K_M, 16
+     * rows: 855.7 tokens/s with the products against 631.7 by groups); Q4_0_SOA's 8-row product
+     * costs 2.7x its one-row one, and the 16-row product with a block a thread (SOA_VEC) beats two
+     * such groups (7B Q4_0, 16 rows: 1,743 tokens/s against 1,370; bench/RESULTS.md 2026-12-02).
+     * Else 64. */
     if (!r->o.matmul_rows)
-        r->o.matmul_rows = w->k_formats && r->units ? 16 : 64;
+        r->o.matmul_rows = (w->k_formats || w->repacked) && r->units ? 16 : 64;
     /* The fused layer's gate-up product reads both matrices in one dtype: a file that stores
      * them in two (a per-tensor mix) runs the separate ops. */
     for (uint32_t l = 0; l < hp->cfg.layers; l++)

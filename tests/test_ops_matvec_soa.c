@@ -738,14 +738,18 @@ static void matmul_on_the_matrix_units_reads_it_as_q4_0(void **state)
 {
     (void)state;
     nu_device *d = nt_open_matrix_units("matmul_on_the_matrix_units_reads_it_as_q4_0");
-    assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0);
     uint64_t seed = 21;
     const int64_t shapes[5][3] = {{4, 4096, 256}, {16, 200, 512}, {64, 256, 1024}, {130, 77, 256}, {1, 33, 768}};
-    for (int c = 0; c < 5; c++) {
-        int64_t m = shapes[c][0], n = shapes[c][1], k = shapes[c][2], as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n};
+    /* The default tiles, then k 256 and 128 a step in the few-row tiles, for every shape (even
+     * cases: Q4_0_SOA 16-byte aligned, its blocks a load a thread; odd: 2 halves in, in words). */
+    const char *knobs[3] = {"on", "wm=1 wn=4 fm=1 fn=1 bk=256", "wm=1 wn=2 fm=4 fn=1 bk=128"};
+    for (int c = 0; c < 15; c++) {
+        assert_int_equal(setenv("NUVEC_MATMUL_TC", knobs[c / 5], 1), 0);
+        int sh = c % 5;
+        int64_t m = shapes[sh][0], n = shapes[sh][1], k = shapes[sh][2], as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n};
         nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 2, as, 0, -1, 1, &seed);
         nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, bs, 0, -1, 1, &seed);
-        soa_tensor s = repack(d, &q.t, c % 2 ? 2 : 0);
+        soa_tensor s = repack(d, &q.t, sh % 2 ? 2 : 0);
         nt_tensor want = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0), got = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
         const nu_tensor *ts[5] = {&want.t, &got.t, &a.t, &q.t, &s.t};
         nt_run(d, record_two_products, ts);
@@ -753,8 +757,9 @@ static void matmul_on_the_matrix_units_reads_it_as_q4_0(void **state)
         nt_tensor_download(&got);
         for (int64_t i = 0; i < m * n; i++)
             if (memcmp(&want.values[i], &got.values[i], sizeof(float)))
-                fail_msg("[%lld, %lld] x [%lld, %lld]^T: element %lld is %.9g against Q4_0's %.9g", (long long)m,
-                         (long long)k, (long long)n, (long long)k, (long long)i, got.values[i], want.values[i]);
+                fail_msg("%s: [%lld, %lld] x [%lld, %lld]^T: element %lld is %.9g against Q4_0's %.9g", knobs[c / 5],
+                         (long long)m, (long long)k, (long long)n, (long long)k, (long long)i, got.values[i],
+                         want.values[i]);
         soa_free(&s);
         nt_tensor_free(&a);
         nt_tensor_free(&q);

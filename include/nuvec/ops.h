@@ -343,7 +343,7 @@ typedef struct nu_matmul_tune {
                                 * 1 x 4 for m <= 64, 2 x 4 for a grid under two tiles a compute unit) */
     uint32_t tc_fm, tc_fn;     /* 16 x 16 fragments a subgroup along m and n, 1..8 (default 4 x 4; 4 x 2
                                 * with the 1 x 4 and 2 x 4 subgroups) */
-    uint32_t tc_bk;            /* k a step, 32 or 64 (default 64) */
+    uint32_t tc_bk;            /* k a step, 32, 64, 128 or 256 (default 64) */
     uint32_t tc_buffers;       /* shared-memory tile buffers, 1 or 2 (default 1) */
     uint32_t tc_probe;         /* diagnostics, 0..3 (0: in use; bench/RESULTS.md) */
     uint32_t tc_splits;        /* matrix units: k split over this many workgroups (each k / splits, in

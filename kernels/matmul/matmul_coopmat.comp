@@ -40,11 +40,14 @@
 //   6 WN    subgroups along N (each 16 * FN columns)
 //   7 FM    16-row fragments a subgroup covers
 //   8 FN    16-column fragments a subgroup covers (FM * FN <= 16, FM and FN <= 8)
-//   9 BK    k a step: 32 or 64
+//   9 BK    k a step: 32, 64, 128 or 256 (few rows of a: more of each weight row in flight a step)
 //   10 BUFFERS  shared-memory tile buffers: 2 (the next step's tiles stored during this one) or 1
 //   12 EPILOGUE 0: straight to dst, 1: through shared memory (above)
 //   11 PROBE    diagnostics, 0 in use: bit 0 skips the global loads (tiles of constants), bit 1
 //               the products (NUVEC_MATMUL_TC="probe=N"; see bench/RESULTS.md for what they showed)
+//   13 SOA_VEC  1: Q4_0_SOA whose quant runs are 16-byte aligned (first, row stride and k / 32 in
+//               halves multiples of 8; the host checks): a thread takes a whole block, its 16 bytes
+//               in one load (else thread pairs take a block in 4-byte words, as for Q4_0)
 // Bindings: 0 dst, 1 a, 2 w, 3 bias (the placeholder when BIAS is 0). Push: see Push; the
 // workgroup (x, y) computes tile (tile_x + x, tile_y + y).
 #extension GL_KHR_cooperative_matrix : require
@@ -68,6 +71,7 @@ layout(constant_id = 9) const uint BK = 32u;
 layout(constant_id = 10) const uint BUFFERS = 2u;
 layout(constant_id = 11) const uint PROBE = 0u;
 layout(constant_id = 12) const uint EPILOGUE = 1u;
+layout(constant_id = 13) const uint SOA_VEC = 0u;
 layout(local_size_x = 256, local_size_x_id = 4) in;
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -306,14 +310,18 @@ void block_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
     hi = dequant8(p[1], bias, d);
 }
 
-// What one thread moves into shared memory per K step: A_PER uvec4 of a, W_PER of F16 w or
-// B_PER units of block w.
+// What one thread moves into shared memory per K step: A_PER uvec4 of a, W_PER of F16 w,
+// B_PER units of block w, or Q_PER whole Q4_0_SOA blocks (SOA_VEC).
+const bool WHOLE = WDT == Q4_0_SOA && SOA_VEC != 0u;
 const uint A_PER = (BM * BK / 8u + LOCAL - 1u) / LOCAL;
-// Block weights: thread pairs take a block (of BK / 32 a row), a unit (16 elements) each.
-const uint W_UNITS = BN * (BK / 32u) * 2u;
+// Block weights: thread pairs take a block (of BK / 32 a row), a unit (16 elements) each; with
+// SOA_VEC a thread takes a block.
+const uint W_UNITS = BN * (BK / 32u) * 2u, W_BLOCKS = BN * (BK / 32u);
 const uint W_PER = WDT == NU_F16 ? (BN * BK / 8u + LOCAL - 1u) / LOCAL : 1u;
-const uint B_PER = WDT == NU_F16 ? 1u : (W_UNITS + LOCAL - 1u) / LOCAL;
-uvec4 ra[A_PER], rw[W_PER];
+const uint B_PER = WDT == NU_F16 || WHOLE ? 1u : (W_UNITS + LOCAL - 1u) / LOCAL;
+const uint Q_PER = WHOLE ? (W_BLOCKS + LOCAL - 1u) / LOCAL : 1u;
+uvec4 ra[A_PER], rw[W_PER], rq[Q_PER];
+uint rs[Q_PER]; // the blocks' F16 scales (SOA_VEC)
 Raw rb[B_PER];
 
 void load_tiles(uint batch, uint m0, uint n0, uint k0)
@@ -323,6 +331,7 @@ void load_tiles(uint batch, uint m0, uint n0, uint k0)
         [[unroll]] for (uint p = 0u; p < A_PER; p++) ra[p] = uvec4(k0);
         [[unroll]] for (uint p = 0u; p < W_PER; p++) rw[p] = uvec4(k0);
         [[unroll]] for (uint p = 0u; p < B_PER; p++) rb[p] = zero_raw();
+        [[unroll]] for (uint p = 0u; p < Q_PER; p++) rq[p] = uvec4(0u), rs[p] = 0u;
         return;
     }
     [[unroll]] for (uint p = 0u; p < A_PER; p++) {
@@ -337,6 +346,16 @@ void load_tiles(uint batch, uint m0, uint n0, uint k0)
             uint row = n0 + r, kk = k0 + 8u * c;
             rw[p] = e < BN * BK / 8u && row < pc.n && kk < pc.k
                         ? w_v[(pc.first_w + batch * pc.w_batch + row * pc.w_row + kk) / 8u] : zero4();
+        }
+    } else if (WHOLE) {
+        // A thread a block: a row's BK / 32 blocks to consecutive threads (one contiguous run of
+        // the row's quants, and of its scales).
+        [[unroll]] for (uint p = 0u; p < Q_PER; p++) {
+            uint e = tid + p * LOCAL, r = e / (BK / 32u), blk = (k0 + 32u * (e % (BK / 32u))) / 32u;
+            uint row = n0 + r, hr = pc.first_w + row * pc.w_row;
+            bool inside = e < W_BLOCKS && row < pc.n && 32u * blk < pc.k;
+            rq[p] = inside ? w_v[(hr + pc.k / 32u + 8u * blk) / 8u] : zero4();
+            rs[p] = inside ? uint(w_h[hr + blk]) : 0u;
         }
     } else {
         // Thread pairs take a block, a unit each.
@@ -362,6 +381,23 @@ void store_tiles(uint buf)
             uint e = tid + p * LOCAL;
             if (e < BN * BK / 8u)
                 put8(base + TILE_A + (e / (BK / 8u)) * ROW + e % (BK / 8u), rw[p]);
+        }
+    } else if (WHOLE) {
+        [[unroll]] for (uint p = 0u; p < Q_PER; p++) {
+            uint e = tid + p * LOCAL;
+            if (e < W_BLOCKS) {
+                uint at = base + TILE_A + (e / (BK / 32u)) * ROW + (e % (BK / 32u)) * 4u;
+                Raw r = zero_raw();
+                r.w = rq[p];
+                r.d = rs[p];
+                uvec4 lo, hi;
+                block_to_f16(r, 0u, lo, hi); // elements 0..15: the low nibbles
+                put8(at, lo);
+                put8(at + 1u, hi);
+                block_to_f16(r, 1u, lo, hi); // 16..31: the high nibbles
+                put8(at + 2u, lo);
+                put8(at + 3u, hi);
+            }
         }
     } else {
         [[unroll]] for (uint p = 0u; p < B_PER; p++) {

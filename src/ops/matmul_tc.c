@@ -25,9 +25,9 @@ typedef struct tc_tile {
 /* The tile by shape: 128 x 128 (4 subgroups of 64 x 64), k 64 a step, one buffer: the best of 12
  * settings on the H200 (bench/RESULTS.md, 2026-12-01: 248 TFLOP/s at 4096^3 F16, against 207-232
  * for 8 subgroups of 64 x 32 or 32 x 64, 148-151 for k 32 a step with 128 x 128 or 128 x 64 tiles);
- * fewer rows of a: 64 x 32 (2 subgroups of 64 x 16); a grid of fewer than two tiles a compute unit:
+ * fewer rows of a: 16 x 64 or 64 x 64 (4 subgroups); a grid of fewer than two tiles a compute unit:
  * 8 subgroups of 64 x 32 (choose_tile). tune's tc_ fields override these, and
- * NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64 buffers=1|2 probe=N off|on" overrides both for
+ * NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64|128|256 buffers=1|2 probe=N off|on" overrides both for
  * sweeps (docs/knobs.md; a bad knob fails the op where this path applies); off keeps every product
  * on the tiled path. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
@@ -36,7 +36,7 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     uint32_t v;
     if ((!strcmp(key, "on") || !strcmp(key, "off")) && !*value)
         return t->off = key[1] == 'f', true;
-    if (!strcmp(key, "bk") && nu__op_knob_u32(value, 32, 64, false, &v) && v % 32 == 0)
+    if (!strcmp(key, "bk") && nu__op_knob_u32(value, 32, 256, false, &v) && (v & (v - 1)) == 0)
         return t->bk = v, true;
     if (!strcmp(key, "buffers"))
         return nu__op_knob_u32(value, 1, 2, false, &t->buffers);
@@ -66,11 +66,14 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batche
     uint32_t units = d->info.compute_units ? d->info.compute_units : 1;
     if (m <= 16) /* 16 x 64 tiles, 4 subgroups of one fragment: a 64-row tile computed 48 rows of
                   * nothing there (H200, 2026-12-02, nuvec bench ops "rows_mm" at 16 rows: 4096 x 4096
-                  * Q4_0_SOA 36.2 -> 22.9 us, Q4_K 37.7 -> 27.8; 4096 x 11008 Q4_K 94.7 -> 65.7) */
+                  * Q4_0_SOA 36.2 -> 22.9 us, Q4_K 37.7 -> 27.8; 4096 x 11008 Q4_K 94.7 -> 65.7). k 64 a
+                  * step: 128 and 256 were no faster (Q4_0_SOA 15.5 and 18.6 us against 16.0). */
         *t = (tc_tile){1, 4, 1, 1, 64, 1, 0, false, 0};
-    else if (m <= 64) /* 64 x 32 tiles, 2 subgroups: a batched decode step's 64 rows of a 7B model ran
-                       * 2258 tokens/s against 1819 with 64 x 128 (H200, 2026-12-02, bench/RESULTS.md) */
-        *t = (tc_tile){1, 2, 4, 1, 64, 1, 0, false, 0};
+    else if (m <= 64) /* 64 x 64 tiles, 4 subgroups (H200, 2026-12-02, "rows_mm" at 64 rows, us, Q4_0_SOA
+                       * 4096 x 4096 33.4 -> 25.0, 4096 x 11008 64.5 -> 60.8, 11008 x 4096 73.4 -> 60.4;
+                       * k 128 a step 27.4, 65.1, 67.0; against the 64 x 32 tiles of 2 subgroups, which
+                       * had beaten 64 x 128 before split-K) */
+        *t = (tc_tile){1, 4, 4, 1, 64, 1, 0, false, 0};
     else if (tiles < 2ull * units)
         *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false, 0};
     else
@@ -79,11 +82,11 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batche
     const uint32_t given[8] = {tune->tc_wm, tune->tc_wn, tune->tc_fm, tune->tc_fn, tune->tc_bk, tune->tc_buffers,
                                tune->tc_probe, tune->tc_splits};
     nu__op_tune_take(to, given, 8);
-    return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64, buffers=1|2, "
+    return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64|128|256, buffers=1|2, "
                             "probe=0..3, splits=1..64", apply_knob, t);
 }
 
-/* Split-K by the grid: a product of few rows (m <= 64, the 64 x 32 tile of two subgroups: a
+/* Split-K by the grid: a product of few rows (m <= 64, the few-row tiles of four subgroups: a
  * batched decode step) over a few thousand columns fills the H200's 132 compute units with 2 to 8
  * subgroups each, each looping over all of k with two tiles' loads in flight: far from enough
  * bytes in flight for the memory. Splitting k (whole 256-element runs, so that every block format's
@@ -136,7 +139,7 @@ static nu_status dispatch_tiles(nu_commands *c, nu_kernel *kern, const nu_bindin
  * or F16, no bias, rows and the first element 16-byte aligned (Vulkan's rule for
  * cooperative-matrix stores); the edges, and everything else, through shared memory (the kernel's
  * EPILOGUE). z: the workgroups' third dimension (batches, times the splits). */
-static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constants[13], const nu_binding bind[4],
+static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constants[14], const nu_binding bind[4],
                                   tc_push *push, nu_dtype ddt, const nu_tensor *bias, uint64_t gx, uint64_t gy,
                                   uint32_t bm, uint32_t bn, uint32_t z)
 {
@@ -147,7 +150,7 @@ static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constan
     nu_status st;
     if (fx && fy) {
         constants[12] = 0;
-        if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 13, &kern)) != NU_OK ||
+        if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 14, &kern)) != NU_OK ||
             (st = dispatch_tiles(c, kern, bind, push, 0, 0, fx, fy, z)) != NU_OK)
             return st;
         constants[12] = 1;
@@ -155,7 +158,7 @@ static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constan
         fx = fy = 0;
     if (fx == gx && fy == gy)
         return NU_OK;
-    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 13, &kern)) != NU_OK)
+    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 14, &kern)) != NU_OK)
         return st;
     if (!fx) /* nothing went straight: every tile */
         return dispatch_tiles(c, kern, bind, push, 0, 0, (uint32_t)gx, (uint32_t)gy, z);
@@ -219,9 +222,9 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         return NU_ERROR_UNSUPPORTED;
 
     uint32_t wdt = nu__op_dtype_code(b->dtype);
-    uint32_t constants[13] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
+    uint32_t constants[14] = {wdt, nu__op_dtype_code(dst->dtype), bias ? 1u : 0u,
                               bias ? nu__op_dtype_code(bias->dtype) : 0u, local, t.wm, t.wn, t.fm, t.fn, t.bk,
-                              t.buffers, t.probe, 1u};
+                              t.buffers, t.probe, 1u, 0u};
     /* Strides: a's and w's rows and batches (w's in halves for block dtypes; 0 broadcasts one
      * weight over the batches). */
     uint64_t w_row = n > 1 ? (uint64_t)b->strides[rb - 2] : 0;
@@ -230,6 +233,10 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         w_row = nu__op_block_halves(b, (int64_t)w_row);
         w_batch = nu__op_block_halves(b, (int64_t)w_batch);
     }
+    /* Q4_0_SOA with every block's 16 quant bytes 16-byte aligned (the kernel's SOA_VEC): a thread
+     * reads a whole block in one load. The quants start k / 32 halves into a row. */
+    if (b->dtype == NU_DTYPE_Q4_0_SOA && first[2] % 8 == 0 && w_row % 8 == 0 && w_batch % 8 == 0 && k % 256 == 0)
+        constants[13] = 1;
     tc_push push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
                     ra == 3 && a->shape[0] > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row,
                     (uint32_t)w_batch, first[0], rd == 3 ? (uint32_t)(m * n) : 0, first[3], 0, 0,
