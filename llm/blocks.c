@@ -10,7 +10,8 @@
             return st_;                                                                                            \
     } while (0)
 
-void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, bool w16, size_t *sizes)
+void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t gu_rows, bool w16,
+                       size_t *sizes)
 {
     const nu_llm_config *c = &hp->cfg;
     size_t R = rows, D = c->dim, Q = (size_t)c->heads * c->head_dim, KV = (size_t)c->kv_heads * c->head_dim, F = c->ffn;
@@ -20,7 +21,8 @@ void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_row
         [NU_LLM_A_V] = R * KV * 4, [NU_LLM_A_ATT] = R * Q * 4, [NU_LLM_A_TMP] = R * D * 4,
         [NU_LLM_A_GATE] = R * F * 4, [NU_LLM_A_UP] = R * F * 4,
         [NU_LLM_A_QKV] = qkv_rows ? (size_t)qkv_rows * (Q + 2 * KV) * 4 : 4,
-        [NU_LLM_A_GU] = 2 * F * 4, [NU_LLM_A_H16] = R * widest * 2, [NU_LLM_A_Q16] = R * Q * 2,
+        [NU_LLM_A_GU] = (size_t)(gu_rows ? gu_rows : 1) * 2 * F * 4, [NU_LLM_A_H16] = R * widest * 2,
+        [NU_LLM_A_Q16] = R * Q * 2,
         /* a layer's largest matrix as F16 (prefill of block weights) */
         [NU_LLM_A_W16] = w16 ? D * (Q > F ? Q : F) * 2 : 4};
     memcpy(sizes, s, sizeof s);
@@ -68,6 +70,13 @@ static nu_status mv(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, cons
  * matrix at a time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the
  * product that dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149
  * TFLOP/s). */
+/* The block dtypes the matrix units read as they are (F16 inputs, a device with them). */
+static bool units_read(nu_dtype dtype)
+{
+    return dtype == NU_DTYPE_Q4_0_SOA || dtype == NU_DTYPE_Q4_K || dtype == NU_DTYPE_Q6_K || dtype == NU_DTYPE_Q8_0 ||
+           dtype == NU_DTYPE_Q4_0;
+}
+
 static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
                           const nu_tensor *bias)
 {
@@ -83,10 +92,8 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
      * each pass; longer prefill passes keep the copy, faster at their many rows (measured for
      * Q4_0). Elsewhere the product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording,
      * and the others stay on the copy. */
-    bool direct = soa || w->dtype == NU_DTYPE_Q4_K || w->dtype == NU_DTYPE_Q6_K || w->dtype == NU_DTYPE_Q8_0 ||
-                  w->dtype == NU_DTYPE_Q4_0;
-    if (direct && (p->graph || p->rows <= NU_LLM_DIRECT_ROWS) && x->dtype == NU_DTYPE_F16 && p->matrix_units &&
-        nu_op_matmul(p->c, y, x, w, bias) == NU_OK)
+    if (units_read(w->dtype) && (p->graph || p->rows <= NU_LLM_DIRECT_ROWS) && x->dtype == NU_DTYPE_F16 &&
+        p->matrix_units && nu_op_matmul(p->c, y, x, w, bias) == NU_OK)
         return NU_OK;
     if (!soa && !(p->w16 && block))
         return nu_op_matmul(p->c, y, x, w, bias);
@@ -118,15 +125,41 @@ static nu_status input(nu_llm_pass *p, int buffer, const nu_tensor *x, nu_tensor
 }
 
 /* xn = rms_norm(x) * weight, adding a pending block output into x first (one op). */
-static nu_status norm(nu_llm_pass *p, const nu_tensor *weight)
+static nu_status norm_to(nu_llm_pass *p, const nu_tensor *weight, const nu_tensor *xn)
 {
     const nu_llm_config *c = &p->hp->cfg;
-    nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, c->dim), xn = view2(p->act[NU_LLM_A_XN], p->rows, c->dim);
+    nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, c->dim);
     if (!p->pending)
-        return nu_op_rms_norm(p->c, &xn, &x, weight, c->rms_eps);
+        return nu_op_rms_norm(p->c, xn, &x, weight, c->rms_eps);
     nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], p->rows, c->dim);
     p->pending = false;
-    return nu_op_add_rms_norm(p->c, &x, &xn, &x, &tmp, weight, c->rms_eps);
+    return nu_op_add_rms_norm(p->c, &x, xn, &x, &tmp, weight, c->rms_eps);
+}
+
+static nu_status norm(nu_llm_pass *p, const nu_tensor *weight)
+{
+    nu_tensor xn = view2(p->act[NU_LLM_A_XN], p->rows, p->hp->cfg.dim);
+    return norm_to(p, weight, &xn);
+}
+
+/* The normalised x as the products take it (*out): where the pass takes F16 inputs, the norm
+ * writes it in F16 into A_H16 itself (no copy after it; x, the residual stream, stays F32);
+ * else xn in A_XN. */
+static nu_status norm_input(nu_llm_pass *p, const nu_tensor *weight, nu_tensor *out)
+{
+    int64_t shape[2] = {p->rows, p->hp->cfg.dim};
+    *out = p->f16_inputs ? nu_tensor_make(p->act[NU_LLM_A_H16], 0, NU_DTYPE_F16, 2, shape)
+                         : view2(p->act[NU_LLM_A_XN], shape[0], shape[1]);
+    return norm_to(p, weight, out);
+}
+
+/* Whether a separate-ops pass takes q|k|v and gate|up each as one product over the stacked
+ * matrices (where the layer has them): a graph's (a decode step's) rows, unless the pass copies
+ * block weights to F16 first (A_W16 holds one unstacked matrix). A_QKV and A_GU then hold the
+ * rows (runner.c, build_bucket). */
+static bool stacked_products(const nu_llm_pass *p)
+{
+    return p->graph && (p->rows == 1 || !p->w16);
 }
 
 /* The fused products' input: x, normalised by the product itself (norm_weight), unless a block's
@@ -225,8 +258,9 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
         TRY(nu_op_rope(p->c, q_out, q3, &rope_q));
         TRY(nu_op_kv_write(p->c, &kc, k3, &kw));
         TRY(nu_op_kv_write(p->c, &vc, v3, &vw));
-        nu_tensor qa;
-        TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
+        nu_tensor qa = *q_out;
+        if (q_out->dtype != NU_DTYPE_F16)
+            TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
         nu_attention_desc ad = {.scale = hp->attn_scale, .positions = &p->positions, .slots = &p->slots,
                                 .max_length = p->max_kv, .window = window, .softcap = hp->attn_softcap};
         ad.tune.path = NU_ATTENTION_PATH_DECODE; /* rows of different sequences: each on its own */
@@ -246,7 +280,8 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
     if (pp)
         TRY(nu_op_graph_param(p->c, NU_OP_VALUE_POSITION, &pp->v_pos));
     nu_tensor qa = *q_out;
-    TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
+    if (q_out->dtype != NU_DTYPE_F16) /* (q_out F16: rotated into A_Q16 already) */
+        TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
     /* A graph's one row needs no mask unless it has a window (its position is then a launch
      * parameter too); its kv_length is a launch parameter (recorded with the most keys, so that
      * the split count suits the longest context). */
@@ -309,38 +344,49 @@ nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_
     const nu_llm_config *c = &p->hp->cfg;
     int64_t R = p->rows, H = c->heads, KVH = c->kv_heads, HD = c->head_dim;
     nu_buffer **a = p->act;
-    TRY(norm(p, &w->w[NU_LLM_W_ATTN_NORM]));
-    nu_tensor xn = view2(a[NU_LLM_A_XN], R, c->dim), in;
+    nu_tensor in;
+    TRY(norm_input(p, &w->w[NU_LLM_W_ATTN_NORM], &in));
     nu_tensor q3 = view3(a[NU_LLM_A_Q], R, H, HD), k3 = view3(a[NU_LLM_A_K], R, KVH, HD),
               v3 = view3(a[NU_LLM_A_V], R, KVH, HD);
-    if (p->graph && R == 1 && one_qkv(w)) { /* one product into [q | k | v] of one row */
-        nu_tensor all = view2(a[NU_LLM_A_QKV], 1, (H + 2 * KVH) * HD);
-        TRY(linear_b(p, &all, &w->qkv, &xn, w->has[NU_LLM_W_Q_BIAS] ? &w->qkv_bias : NULL));
+    if (stacked_products(p) && one_qkv(w)) { /* one product into [q | k | v] a row */
+        nu_tensor all = view2(a[NU_LLM_A_QKV], R, (H + 2 * KVH) * HD);
+        TRY(linear_b(p, &all, &w->qkv, &in, w->has[NU_LLM_W_Q_BIAS] ? &w->qkv_bias : NULL));
         split_qkv(p, &q3, &k3, &v3);
     } else {
         nu_tensor q2 = view2(a[NU_LLM_A_Q], R, H * HD), k2 = view2(a[NU_LLM_A_K], R, KVH * HD),
                   v2 = view2(a[NU_LLM_A_V], R, KVH * HD);
-        TRY(input(p, NU_LLM_A_H16, &xn, &in));
         TRY(linear_b(p, &q2, &w->w[NU_LLM_W_Q], &in, opt(w, NU_LLM_W_Q_BIAS)));
         TRY(linear_b(p, &k2, &w->w[NU_LLM_W_K], &in, opt(w, NU_LLM_W_K_BIAS)));
         TRY(linear_b(p, &v2, &w->w[NU_LLM_W_V], &in, opt(w, NU_LLM_W_V_BIAS)));
     }
     TRY(qk_norms(p, w, &q3, &k3));
-    nu_tensor att3 = view3(a[NU_LLM_A_ATT], R, H, HD), att2 = view2(a[NU_LLM_A_ATT], R, H * HD);
-    TRY(rope_and_attend(p, layer, &q3, &k3, &v3, &q3, &att3)); /* q rotated in place */
+    /* F16 inputs: RoPE writes q in F16 into A_Q16 and attention its output in F16 into A_H16,
+     * as the next ops take them (no copies); else q is rotated into A_Q (in place where q3 is
+     * that view already) and the output is F32. */
+    bool f16 = p->f16_inputs;
+    int64_t qs[3] = {R, H, HD}, os[2] = {R, H * HD};
+    nu_dtype odt = f16 ? NU_DTYPE_F16 : NU_DTYPE_F32;
+    nu_buffer *ob = a[f16 ? NU_LLM_A_H16 : NU_LLM_A_ATT];
+    nu_tensor qr = f16 ? nu_tensor_make(a[NU_LLM_A_Q16], 0, NU_DTYPE_F16, 3, qs) : view3(a[NU_LLM_A_Q], R, H, HD);
+    nu_tensor att3 = nu_tensor_make(ob, 0, odt, 3, qs), att2 = nu_tensor_make(ob, 0, odt, 2, os);
+    TRY(rope_and_attend(p, layer, &q3, &k3, &v3, &qr, &att3));
     nu_tensor tmp = view2(a[NU_LLM_A_TMP], R, c->dim);
-    TRY(input(p, NU_LLM_A_H16, &att2, &in));
-    TRY(linear(p, &tmp, &w->w[NU_LLM_W_O], &in));
+    TRY(linear(p, &tmp, &w->w[NU_LLM_W_O], &att2));
     return leave_pending(p, &tmp, opt(w, NU_LLM_W_ATTN_POST_NORM));
 }
 
-/* h = act(h) * up, act the architecture's GLU activation. */
-static nu_status glu(nu_llm_pass *p, const nu_tensor *h, const nu_tensor *up)
+/* *out = act(gate) * up, act the architecture's GLU activation, as the down product takes it:
+ * in F16 into A_H16 where the pass takes F16 inputs (the GLU's own output: no copy), else F32
+ * into A_GATE (gate may be that view itself). GeGLU applies the activation to gate in place. */
+static nu_status glu_input(nu_llm_pass *p, const nu_tensor *gate, const nu_tensor *up, nu_tensor *out)
 {
+    int64_t shape[2] = {p->rows, p->hp->cfg.ffn};
+    *out = p->f16_inputs ? nu_tensor_make(p->act[NU_LLM_A_H16], 0, NU_DTYPE_F16, 2, shape)
+                         : view2(p->act[NU_LLM_A_GATE], shape[0], shape[1]);
     if (p->hp->act == NU_GLU_SILU)
-        return nu_op_swiglu(p->c, h, h, up);
-    TRY(nu_op_unary(p->c, NU_UNARY_GELU_TANH, h, h, 0));
-    return nu_op_mul(p->c, h, h, up);
+        return nu_op_swiglu(p->c, out, gate, up);
+    TRY(nu_op_unary(p->c, NU_UNARY_GELU_TANH, gate, gate, 0));
+    return nu_op_mul(p->c, out, gate, up);
 }
 
 nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
@@ -362,24 +408,21 @@ nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
         nu_matvec_desc add = {.residual = &x};
         return mv(p, &x, &w->w[NU_LLM_W_DOWN], &h, &add); /* x += h Wd^T */
     }
-    TRY(norm(p, &w->w[NU_LLM_W_FFN_NORM]));
-    nu_tensor xn = view2(a[NU_LLM_A_XN], R, D), in, gin;
-    if (p->graph && R == 1 && w->gate_up_stacked) { /* one product into [gate | up] of one row */
-        nu_tensor all = view2(a[NU_LLM_A_GU], 1, 2 * F), g1, u1;
-        TRY(linear(p, &all, &w->gate_up, &xn));
-        TRY(nu_tensor_slice(&all, 1, 0, F, &g1));
-        TRY(nu_tensor_slice(&all, 1, F, F, &u1));
-        TRY(glu(p, &g1, &u1));
-        TRY(linear(p, &tmp, &w->w[NU_LLM_W_DOWN], &g1));
+    nu_tensor in, hin;
+    TRY(norm_input(p, &w->w[NU_LLM_W_FFN_NORM], &in));
+    if (stacked_products(p) && w->gate_up_stacked) { /* one product into [gate | up] a row */
+        nu_tensor all = view2(a[NU_LLM_A_GU], R, 2 * F), g, u;
+        TRY(linear(p, &all, &w->gate_up, &in));
+        TRY(nu_tensor_slice(&all, 1, 0, F, &g));
+        TRY(nu_tensor_slice(&all, 1, F, F, &u));
+        TRY(glu_input(p, &g, &u, &hin));
     } else {
         nu_tensor up = view2(a[NU_LLM_A_UP], R, F);
-        TRY(input(p, NU_LLM_A_H16, &xn, &in));
         TRY(linear(p, &h, &w->w[NU_LLM_W_GATE], &in));
         TRY(linear(p, &up, &w->w[NU_LLM_W_UP], &in));
-        TRY(glu(p, &h, &up));
-        TRY(input(p, NU_LLM_A_H16, &h, &gin));
-        TRY(linear(p, &tmp, &w->w[NU_LLM_W_DOWN], &gin));
+        TRY(glu_input(p, &h, &up, &hin));
     }
+    TRY(linear(p, &tmp, &w->w[NU_LLM_W_DOWN], &hin));
     return leave_pending(p, &tmp, post);
 }
 
@@ -395,6 +438,21 @@ nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_ten
     p->pending = false;
     TRY(nu_op_gather(p->c, &x, embed, ids));
     return p->hp->embed_scale ? nu_op_scale(p->c, &x, &x, p->hp->embed_scale) : NU_OK;
+}
+
+/* A decode step's logits (more rows than a matrix-vector product takes, F16 inputs) from a block
+ * output matrix the matrix units read as it is: its rows normalised into A_H16 in F16, then one
+ * product, which reads the matrix once instead of once every NU_MATVEC_MAX_ROWS rows. False where
+ * that does not apply (or the product refuses the shape): the caller takes the other path. */
+static bool logits_on_units(nu_llm_pass *p, const nu_tensor *logits, const nu_tensor *last, const nu_tensor *out_norm,
+                            const nu_tensor *output)
+{
+    int64_t shape[2] = {logits->shape[0], p->hp->cfg.dim};
+    if (shape[0] <= NU_MATVEC_MAX_ROWS || !p->f16_inputs || !p->matrix_units || !units_read(output->dtype))
+        return false;
+    nu_tensor x16 = nu_tensor_make(p->act[NU_LLM_A_H16], 0, NU_DTYPE_F16, 2, shape);
+    return nu_op_rms_norm(p->c, &x16, last, out_norm, p->hp->cfg.rms_eps) == NU_OK &&
+           nu_op_matmul(p->c, logits, &x16, output, NULL) == NU_OK;
 }
 
 nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu_tensor *output,
@@ -414,7 +472,7 @@ nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu
     if (p->fused) {
         nu_matvec_desc in = {.norm_weight = out_norm, .norm_eps = c->rms_eps};
         TRY(mv(p, logits, output, &last, &in));
-    } else {
+    } else if (!logits_on_units(p, logits, &last, out_norm, output)) {
         nu_tensor xl = view2(p->act[NU_LLM_A_XN], out_rows, D);
         TRY(nu_op_rms_norm(p->c, &xl, &last, out_norm, c->rms_eps));
         bool is_float = output->dtype == NU_DTYPE_F32 || output->dtype == NU_DTYPE_F16 || output->dtype == NU_DTYPE_BF16;

@@ -40,8 +40,8 @@ enum {
     NU_LLM_A_TMP,    /* [rows, dim] a block's output to add */
     NU_LLM_A_GATE,   /* [rows, ffn] */
     NU_LLM_A_UP,
-    NU_LLM_A_QKV,    /* [min(rows, 8), (heads + 2 kv_heads) * head_dim]: stacked products' output */
-    NU_LLM_A_GU,     /* [1, 2 ffn] */
+    NU_LLM_A_QKV,    /* [qkv_rows, (heads + 2 kv_heads) * head_dim]: stacked products' output */
+    NU_LLM_A_GU,     /* [gu_rows, 2 ffn] */
     NU_LLM_A_H16,    /* [rows, max(dim, q, ffn)] F16 inputs of the products */
     NU_LLM_A_Q16,    /* [rows, q] F16 */
     NU_LLM_A_W16,    /* the largest matrix as F16 (block weights dequantized before a product) */
@@ -90,9 +90,11 @@ struct nu_llm_pass {
 
 /* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes).
  * qkv_rows: the rows of A_QKV, which only a pass taking q, k and v as one product writes (the
- * fused layer, a graph's one row); 0 where no pass does (prefill passes of more rows than a
- * matrix-vector product takes): A_QKV is then a 4-byte placeholder. */
-void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, bool w16, size_t *sizes);
+ * fused layer, a graph's rows: stacked_products in blocks.c); 0 where no pass does (prefill passes
+ * of more rows than a matrix-vector product takes): A_QKV is then a 4-byte placeholder. gu_rows:
+ * the rows of A_GU, [gate | up] as one product (0: one row, a graph's one row). */
+void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t gu_rows, bool w16,
+                       size_t *sizes);
 
 /* x = embed[ids] (ids: I32 [rows]), times hp.embed_scale where it is set. */
 nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_tensor *ids);

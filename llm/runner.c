@@ -77,7 +77,7 @@ static uint32_t prefill_qkv_rows(const nu_llm_runner_options *o, uint32_t rows)
 static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, bool w16)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(hp, rows, qkv_rows, w16, sizes);
+    nu_llm__act_sizes(hp, rows, qkv_rows, 0, w16, sizes);
     uint64_t sum = 0;
     for (int i = 0; i < NU_LLM_A_COUNT; i++)
         sum += sizes[i];
@@ -227,7 +227,8 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
             w->layers[l].w[NU_LLM_W_GATE].dtype != w->layers[l].w[NU_LLM_W_UP].dtype)
             r->o.fusion = false;
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, false, sizes); /* decode passes: one row (greedy: one a pass) */
+    /* decode passes: one row (greedy: one a pass) */
+    nu_llm__act_sizes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, 0, false, sizes);
     static const char *const names[NU_LLM_A_COUNT] = {
         "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att", "llm tmp", "llm gate", "llm up",
         "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight"};
@@ -324,7 +325,7 @@ static bool pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
 static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, nu_buffer **ids)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), pass_w16(r, rows, false), sizes);
+    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), 0, pass_w16(r, rows, false), sizes);
     memset(set, 0, sizeof *set * NU_LLM_A_COUNT);
     nu_status st = nv(r, nu_buffer_new_gpu(r->dev, (size_t)rows * 4, NU_STORAGE_PRIVATE, ids), "a prefill pass's ids");
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
@@ -552,11 +553,13 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
      * matrix products and some matrix is not read by the matrix units as it is (linear_b): fewer
      * rows take the matrix-vector products, which read every format. */
     bool w16 = pass_w16(r, rows, true);
-    /* A_QKV: the fused layer's rows (fewer than matmul_rows), or a graph's one row */
-    bool fused = r->o.fusion && rows < r->o.matmul_rows;
-    bool one_product = fused || rows == 1;
+    /* A_QKV: the fused layer's rows (fewer than matmul_rows), or the rows of a step taking q|k|v
+     * and gate|up as one product each (blocks.c, stacked_products: no F16 copy of the weights),
+     * which A_GU holds too. */
+    bool fused = r->o.fusion && rows < r->o.matmul_rows, copies = r->o.prefill_f16 && w16;
+    bool stacked = !fused && (rows == 1 || !copies);
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, one_product ? rows : 0, w16, sizes);
+    nu_llm__act_sizes(r->hp, rows, fused || stacked ? rows : 0, stacked ? rows : 0, w16, sizes);
     nu_status st = NU_OK;
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
         st = nv(r, nu_buffer_new(r->dev, sizes[i], NU_STORAGE_PRIVATE, &b->act[i]), "batched decode activations");
@@ -574,7 +577,7 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
         p.fused = fused;
         p.f16_inputs = r->o.prefill_f16 && rows >= r->o.matmul_rows;
-        p.w16 = r->o.prefill_f16 && w16; /* (make_pass: prefill_f16) without a copy where it has none */
+        p.w16 = copies; /* (make_pass: prefill_f16) without a copy where it has none */
         p.positions = i32_rows(b->positions, rows, 1), p.slots = i32_rows(b->slots, rows, 1);
         nu_tensor ids = i32_rows(b->tokens, rows, 1), next = i32_rows(b->ids, rows, 2);
         int64_t shape[2] = {rows, (int64_t)V};

@@ -371,7 +371,8 @@ static void add_rms_norm_matches_the_reference(void **state)
             nt_tensor a = nt_tensor_random(d, dt, 2, shape, 0, -2, 2, &seed);
             nt_tensor b = nt_tensor_random(d, dt, 2, shape, 0, -2, 2, &seed);
             nt_tensor w = nt_tensor_random(d, floats[li % 3], 1, ws, 0, -1, 1, &seed);
-            nt_tensor apart = nt_tensor_output(d, dt, 2, shape, 0), dst = nt_tensor_output(d, dt, 2, shape, 0);
+            nu_dtype ddt = li % 2 ? dt : floats[(li + (size_t)where + 1) % 3]; /* dst of the sum's dtype or another */
+            nt_tensor apart = nt_tensor_output(d, dt, 2, shape, 0), dst = nt_tensor_output(d, ddt, 2, shape, 0);
             nt_tensor *sum = where == 0 ? &a : where == 1 ? &b : &apart;
             uint64_t numel = (uint64_t)(rows * n);
             float *s = malloc(numel * sizeof *s), *want = malloc(numel * sizeof *want), *want_sum = malloc(numel * sizeof *s);
@@ -385,17 +386,18 @@ static void add_rms_norm_matches_the_reference(void **state)
                     sq += (double)s[r * n + i] * s[r * n + i];
                 double rstd = 1 / sqrt(sq / (double)n + 1e-5);
                 for (int64_t i = 0; i < n; i++)
-                    want[r * n + i] = nt_round_to(dt, (float)(s[r * n + i] * rstd * w.values[i]));
+                    want[r * n + i] = nt_round_to(ddt, (float)(s[r * n + i] * rstd * w.values[i]));
             }
             add_norm_case k = {&sum->t, &dst.t, &a.t, &b.t, &w.t};
             nt_run(d, record_add_norm, &k);
             nt_tensor_download(sum);
             nt_tensor_download(&dst);
             char what[128];
-            snprintf(what, sizeof what, "add_rms_norm %s, %lld x %lld, sum %s", nu_dtype_name(dt), (long long)rows,
-                     (long long)n, (const char *[]){"in place of a", "in place of b", "apart"}[where]);
+            snprintf(what, sizeof what, "add_rms_norm %s into %s, %lld x %lld, sum %s", nu_dtype_name(dt),
+                     nu_dtype_name(ddt), (long long)rows, (long long)n,
+                     (const char *[]){"in place of a", "in place of b", "apart"}[where]);
             nt_expect_close(what, sum->values, want_sum, numel, 1e-6f, 1e-6f);
-            nt_expect_close(what, dst.values, want, numel, 2e-5f, 2e-5f + 2 * nt_dtype_tolerance(dt));
+            nt_expect_close(what, dst.values, want, numel, 2e-5f, 2e-5f + 2 * nt_dtype_tolerance(ddt));
             free(s);
             free(want);
             free(want_sum);
@@ -405,7 +407,7 @@ static void add_rms_norm_matches_the_reference(void **state)
             nt_tensor_free(&apart);
             nt_tensor_free(&dst);
         }
-    /* Refusals: a sum overlapping dst, of another dtype, of another shape; NULLs. */
+    /* Refusals: a sum overlapping dst, of another shape, in place of a as another dtype; NULLs. */
     int64_t shape[2] = {3, 64}, other[2] = {3, 32}, ws[1] = {64};
     nt_tensor a = nt_tensor_random(d, NU_DTYPE_F32, 2, shape, 0, -1, 1, &seed);
     nt_tensor b = nt_tensor_random(d, NU_DTYPE_F32, 2, shape, 0, -1, 1, &seed);
@@ -415,8 +417,10 @@ static void add_rms_norm_matches_the_reference(void **state)
     nu_commands *c;
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &o.t, &o.t, &a.t, &b.t, &w.t, 1e-5f));
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &h.t, &o.t, &a.t, &b.t, &w.t, 1e-5f));
-    assert_non_null(strstr(nu_error_message(d), "dtype"));
+    nu_tensor a16 = a.t; /* a's own bytes read as F16: not the same view, so not in place */
+    a16.dtype = NU_DTYPE_F16;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &a16, &h.t, &a.t, &b.t, &w.t, 1e-5f));
+    assert_non_null(strstr(nu_error_message(d), "overlaps"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &small.t, &o.t, &a.t, &b.t, &w.t, 1e-5f));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, &a.t, &a.t, &a.t, &b.t, &w.t, 1e-5f));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_add_rms_norm(c, NULL, &o.t, &a.t, &b.t, &w.t, 1e-5f));

@@ -121,9 +121,10 @@ nu_status nu_op_layer_norm(nu_commands *c, const nu_tensor *dst, const nu_tensor
 
 /* The residual add and the next RMSNorm of a transformer block as one op (one dispatch, one
  * dependency level fewer than nu_op_add then nu_op_rms_norm): sum = a + b, then dst =
- * rms_norm(sum) * weight as nu_op_rms_norm computes it. a, b and sum are contiguous of one
- * shape; sum has dst's dtype and may be a or b itself (in place, the same view) but overlaps
- * nothing else; dst overlaps none of them. */
+ * rms_norm(sum) * weight as nu_op_rms_norm computes it (from the F32 sum, before sum's rounding).
+ * a, b and sum are contiguous of one shape; sum may be of any float dtype (F32 beside an F16 dst:
+ * the residual stream kept, the next product's input rounded once) and may be a or b itself (in
+ * place, the same view) but overlaps nothing else; dst overlaps none of them. */
 nu_status nu_op_add_rms_norm(nu_commands *c, const nu_tensor *sum, const nu_tensor *dst, const nu_tensor *a,
                              const nu_tensor *b, const nu_tensor *weight, float eps);
 

@@ -15,7 +15,8 @@
 //   0 LOCAL    threads a workgroup, a power of two (256; 1024 for rows of 16384 or more)
 //   1 ROWS     rows a workgroup (see kernels/reduce/reduce_kernel.glsl)
 //   2 MODE     0 RMSNorm, 1 LayerNorm, 2 LayerNorm with bias, 3 RMSNorm of x + b (writing x + b)
-//   3 DTYPES   dtypes (ops.glsl codes) packed: dst | src << 4 | weight << 8 | bias << 12
+//   3 DTYPES   dtypes (ops.glsl codes) packed: dst | src << 4 | weight << 8 | bias << 12 | the
+//              sum << 16 (MODE 3: its own dtype, F32 under an F16 dst, say)
 //   4 VEC      1: 16-byte loads and stores (src's and dst's rows contiguous, weight and bias
 //              contiguous, each 16-byte aligned)
 //   5 SUBGROUP 1: team reductions with subgroup arithmetic (norm_sg only)
@@ -39,6 +40,7 @@ const uint DT_DST = DTYPES & 15u;
 const uint DT_SRC = (DTYPES >> 4u) & 15u;
 const uint DT_W = (DTYPES >> 8u) & 15u;
 const uint DT_B = (DTYPES >> 12u) & 15u;
+const uint DT_SUM = (DTYPES >> 16u) & 15u;
 NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, src)
 NU_TENSOR(readonly, 2, w)
@@ -78,7 +80,7 @@ void take8(uint pass, float x[8], uint i)
         for (uint k = 0u; k < 8u; k++)
             x[k] += bx[k];
         if (pass == 1u)
-            NU_STORE8(sum, DT_DST, nu_vbase(DT_DST, pc.first_sum + g_row), i / 8u, x)
+            NU_STORE8(sum, DT_SUM, nu_vbase(DT_SUM, pc.first_sum + g_row), i / 8u, x)
     }
     if (pass == 0u) {
         if (MODE == 0u || MODE == 3u) {
@@ -114,7 +116,7 @@ void take1(uint pass, float x, uint i)
     if (MODE == 3u) { // s = x + b
         x += NU_LOAD(b, DT_B, pc.first_b + g_row + i);
         if (pass == 1u)
-            NU_STORE(sum, DT_DST, pc.first_sum + g_row + i, x)
+            NU_STORE(sum, DT_SUM, pc.first_sum + g_row + i, x)
     }
     if (pass == 0u) {
         if (MODE == 0u || MODE == 3u)

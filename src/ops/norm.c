@@ -49,7 +49,8 @@ static nu_status norm(nu_commands *c, const char *fn, uint32_t mode, const nu_te
         (bias && (st = check_vector(fn, "bias", bias, dst, src)) != NU_OK))
         return st;
     if (mode == 3) {
-        /* b and the sum: contiguous, src's shape; the sum of dst's dtype, replacing src or b
+        /* b and the sum: contiguous, src's shape; the sum of any float dtype (F32 beside an F16
+         * dst: the residual stream kept, the next product's input rounded), replacing src or b
          * exactly (the same view) or apart from every other tensor. */
         if ((st = nu__op_check(fn, "b", addend, NU__OP_FLOAT)) != NU_OK ||
             (st = nu__op_check(fn, "sum", sum, NU__OP_FLOAT)) != NU_OK ||
@@ -63,9 +64,6 @@ static nu_status norm(nu_commands *c, const char *fn, uint32_t mode, const nu_te
             (st = nu__op_no_alias(fn, sum, "b", addend, true)) != NU_OK ||
             (st = nu__op_no_alias(fn, sum, "weight", weight, false)) != NU_OK)
             return st;
-        if (sum->dtype != dst->dtype)
-            return nu__fail(nu_buffer_device(dst->buffer), NU_ERROR_INVALID_ARGUMENT, "%s: sum is %s, dst %s: the same "
-                            "dtype expected", fn, nu_dtype_name(sum->dtype), nu_dtype_name(dst->dtype));
     }
     /* eps >= 0: a negative one can make var + eps negative (a NaN row) for some rows only. */
     if (!(eps >= 0) || !isfinite(eps))
@@ -90,7 +88,8 @@ static nu_status norm(nu_commands *c, const char *fn, uint32_t mode, const nu_te
     if (mode == 1 && bias)
         mode = 2;
     uint32_t dtypes = nu__op_dtype_code(dst->dtype) | nu__op_dtype_code(src->dtype) << 4 |
-                      nu__op_dtype_code(weight->dtype) << 8 | nu__op_dtype_code(b->dtype) << 12;
+                      nu__op_dtype_code(weight->dtype) << 8 | nu__op_dtype_code(b->dtype) << 12 |
+                      (mode == 3 ? nu__op_dtype_code(sum->dtype) << 16 : 0u);
     uint32_t constants[7] = {p.local, p.per_group, mode, dtypes, vec, p.subgroup, p.unroll};
     norm_push push = {{0}, {0}, p.rows, p.n, first[1], first[0], first[2], first[3],
                       (uint32_t)weight->strides[0], mode == 3 ? 1u : (uint32_t)b->strides[0], eps, first[4]};
