@@ -140,13 +140,16 @@ for step in $steps; do
         fi ;;
     batch)
         # Issue 22's batched decode: B sequences at once, nuvec bench llm --batch beside llama.cpp's
-        # batched-bench (its S_TG: speed_tg), 7B and 8B Q4_0 (LLM_DIR as llm's).
+        # batched-bench (its S_TG: speed_tg), 7B and 8B Q4_0 (LLM_DIR as llm's); --same-prompts: every
+        # prompt 512 tokens, as batched-bench's -npp 512 (attention reads as many keys a step).
         d=${LLM_DIR:-/tmp}
         for shape in llama-7b llama-8b; do
             f=$d/$shape-q4_0.gguf
             [ -f "$f" ] || ./build/nuvec make-gguf --shape "$shape" --dtype q4_0 --out "$f" || status=1
-            ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 1,4,16,64 | tee -a "$OUT/batch.txt" || status=1
-            ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 1,4,16,64 --json >"$J/batch-$shape.json" || status=1
+            ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 1,4,16,64 --same-prompts | tee -a "$OUT/batch.txt" ||
+                status=1
+            ./build/nuvec bench llm --model "$f" -p 512 -n 128 --batch 1,4,16,64 --same-prompts --json \
+                >"$J/batch-$shape.json" || status=1
             bash bench/llamacpp.sh batched "$f" -npp 512 -ntg 128 -npl 1,4,16,64 | tee "$J/batched-bench-$shape.jsonl" |
                 tee -a "$OUT/batch.txt" || status=1
         done ;;

@@ -26,7 +26,8 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nuvec bench llm (--model PATH | --shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0 [--keep])\n"
-               "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--batch B,B,...] [--json] [--device NAME]\n"
+               "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--batch B,B,... [--same-prompts]] [--json]\n"
+               "                       [--device NAME]\n"
                "  Opens the model (a .gguf file or a Hugging Face folder; with --shape a random-weight GGUF\n"
                "  written first into $TMPDIR, removed afterwards unless --keep), then: the time from opening\n"
                "  the device to the first generated token, one prefill of -p random tokens (default 512),\n"
@@ -39,8 +40,9 @@ static void usage(FILE *f)
                "  (nu_llm_model_step: one batched graph launch a step, the ids taken on the GPU): their\n"
                "  prompts of different lengths (sequence i: -p * (1 - i / (2 B)) tokens, from -p down to\n"
                "  about -p / 2) prefilled in one step, then -n steps of B rows; aggregate and per-sequence\n"
-               "  decode tokens/s and the prefill's tokens/s (llama.cpp's batched-bench beside it:\n"
-               "  bench/llamacpp.sh batched, whose prompts are all -npp long).\n");
+               "  decode tokens/s and the prefill's tokens/s. --same-prompts: every prompt -p tokens, as\n"
+               "  llama.cpp's batched-bench has them (bench/llamacpp.sh batched, -npp): the same keys a step\n"
+               "  for attention to read, for a side-by-side comparison.\n");
 }
 
 /* The bytes of weights one decode step reads: every tensor of a GGUF file but the token
@@ -124,7 +126,7 @@ static bool parse_batches(const char *s, uint32_t *counts, uint32_t *n, uint32_t
 /* The batched measurement (--batch): one model of the largest B's slots; for each B, B sequences
  * prefilled in one step and decoded -n steps together. */
 static int bench_batches(nu_device *d, const char *model_path, nu_dtype kv, long prompt, long gen,
-                         const uint32_t *batches, uint32_t nb, bool json)
+                         const uint32_t *batches, uint32_t nb, bool same_prompts, bool json)
 {
     uint32_t most = 0;
     for (uint32_t i = 0; i < nb; i++)
@@ -149,6 +151,7 @@ static int bench_batches(nu_device *d, const char *model_path, nu_dtype kv, long
         cJSON_AddStringToObject(root, "model", model_path);
         cJSON_AddNumberToObject(root, "prompt_tokens", (double)prompt);
         cJSON_AddNumberToObject(root, "decode_tokens", (double)gen);
+        cJSON_AddBoolToObject(root, "same_prompts", same_prompts);
     } else {
         printf("nuvec bench llm --batch on %s: %s\n", nu_device_get_info(d)->name, model_path);
         printf("  %8s %14s %16s %16s\n", "B", "prefill tok/s", "decode tok/s", "per sequence");
@@ -160,7 +163,7 @@ static int bench_batches(nu_device *d, const char *model_path, nu_dtype kv, long
         for (uint32_t i = 0; i < B && st == NU_OK; i++)
             st = nu_llm_model_seq_acquire(m, NULL, 0, &slots[i], NULL);
         for (uint32_t i = 0; i < B; i++) {
-            long len = prompt - (long)((uint64_t)i * (uint64_t)prompt / (2u * B));
+            long len = same_prompts ? prompt : prompt - (long)((uint64_t)i * (uint64_t)prompt / (2u * B));
             for (long j = 0; j < len; j++) {
                 x = x * 6364136223846793005ull + 1442695040888963407ull;
                 rows[n++] = (nu_llm_row){(int32_t)((x >> 33) % cfg->vocab), slots[i],
@@ -222,7 +225,7 @@ int bench_llm(int argc, char **argv)
     uint64_t t_start = bench_now_ns();
     const char *model_path = NULL, *shape = NULL, *dtype = NULL, *select = NULL, *kv = "f16";
     long prompt = 512, gen = 128;
-    bool json = false, keep = false;
+    bool json = false, keep = false, same_prompts = false;
     uint32_t batches[32], nb = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
@@ -235,6 +238,8 @@ int bench_llm(int argc, char **argv)
             kv = argv[++i];
         else if (!strcmp(argv[i], "--keep"))
             keep = true;
+        else if (!strcmp(argv[i], "--same-prompts"))
+            same_prompts = true;
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
             if (!parse_batches(argv[++i], batches, &nb, 32)) {
                 fprintf(stderr, "nuvec bench llm: --batch wants counts like 1,4,16,64 (1 to 4096, at most 32)\n");
@@ -256,6 +261,10 @@ int bench_llm(int argc, char **argv)
     if (!model_path == !shape || (shape && !dtype) || (strcmp(kv, "f16") && strcmp(kv, "f32"))) {
         fprintf(stderr, "nuvec bench llm: give --model PATH, or --shape NAME with --dtype T (and --kv f16 or f32)\n");
         usage(stderr);
+        return 2;
+    }
+    if (same_prompts && !nb) {
+        fprintf(stderr, "nuvec bench llm: --same-prompts goes with --batch (the batched measurement's prompts)\n");
         return 2;
     }
     char tmp_path[4096] = "";
@@ -288,7 +297,7 @@ int bench_llm(int argc, char **argv)
         goto out;
     if (nb) {
         status = bench_batches(d, model_path, !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32, prompt, gen, batches,
-                               nb, json);
+                               nb, same_prompts, json);
         goto out;
     }
     nu_llm_model_options mo = {.kv_dtype = !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32,

@@ -86,6 +86,19 @@ if p.returncode == 0:
     b = json.loads(p.stdout)["batches"]
     check([x["sequences"] for x in b] == [1, 3] and all(x["decode_tokens_per_s"] > 0 for x in b),
           f"bench llm --batch: {b}")
+    want = [sum(4 - i * 4 // (2 * B) for i in range(B)) for B in (1, 3)]  # sequence i: -p (1 - i / (2 B))
+    check([x["prompt_rows"] for x in b] == want, f"bench llm --batch prompts (-p down to -p / 2): {b}, want {want}")
+# --same-prompts: every prompt -p long (llama.cpp's batched-bench's -npp); refused without --batch.
+p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "3",
+                    "--batch", "3", "--same-prompts", "--json"], capture_output=True, text=True, timeout=600)
+check(p.returncode == 0, f"bench llm --same-prompts: rc {p.returncode}: {p.stderr}")
+if p.returncode == 0:
+    o = json.loads(p.stdout)
+    check(o["same_prompts"] is True and [x["prompt_rows"] for x in o["batches"]] == [12],
+          f"bench llm --same-prompts: {o}")
+p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "--same-prompts"],
+                   capture_output=True, text=True, timeout=600)
+check(p.returncode == 2 and "--batch" in p.stderr, f"--same-prompts without --batch: rc {p.returncode}: {p.stderr}")
 # --max-memory: a model that needs more is refused, saying what it needs.
 rc, out, err = run(f"{models}/aidreams260K/model.gguf", "-n", "3", "--max-memory", "100000")
 check(rc == 1 and "needs" in err and "max_memory" in err, f"--max-memory: rc {rc}: {err}")
