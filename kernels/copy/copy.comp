@@ -142,17 +142,24 @@ void cp_store_bits(uint i, uint f32bits)
         dst_h[i] = uint16_t(cp_from_f32(DT_DST, f32bits));
 }
 
-// Block dtypes: the block holding dst element i's source (its first half hb; for Q4_0_SOA, rank
-// 2 with whole rows, the block's scale hb and its run of quants hq in row x.z's K / 32 scales,
-// then runs of 8 halves), and the element's position j in it.
+// Q4_0_SOA source (rank 2, whole rows of bpr blocks; nuvec/tensor.h): block b of row `row` as
+// halves of src, its scale at hb and its run of 16 quant bytes at hq (a row's bpr scales, then its
+// runs of 8 halves).
+void cp_soa_block(uint row, uint b, uint bpr, out uint hb, out uint hq)
+{
+    uint first = pc.first_src + row * pc.stride.z * 9u;
+    hb = first + b;
+    hq = first + bpr + b * 8u;
+}
+
+// Block dtypes: the block holding dst element i's source (its first half hb; for Q4_0_SOA its
+// scale hb and its run of quants hq: cp_soa_block), and the element's position j in it.
 void cp_block(uint i, out uint j, out uint hb, out uint hq)
 {
     uvec4 x = cp_index(i);
     j = x.w % BE;
     if (DT_SRC == NU_Q4_0_SOA) {
-        uint bpr = pc.shape.w / 32u, row = pc.first_src + x.z * pc.stride.z * 9u;
-        hb = row + x.w / 32u;
-        hq = row + bpr + (x.w / 32u) * 8u;
+        cp_soa_block(x.z, x.w / 32u, pc.shape.w / 32u, hb, hq);
         return;
     }
     uint block = x.x * pc.stride.x + x.y * pc.stride.y + x.z * pc.stride.z + x.w / BE;
@@ -241,11 +248,11 @@ uint cp_q4_pair(float d, uint w) { return cp_q4_half(d, w & 15u) | (cp_q4_half(d
 void cp_soa_group(uint u, uint bpr, uint vd)
 {
     uint i = u / 4u, g = u % 4u;
-    uint row = i / bpr, b = i - row * bpr;
-    uint hrow = pc.first_src + row * pc.stride.z * 9u;
-    float d = nu_q_f16(uint(src_h[hrow + b]));
+    uint row = i / bpr, hb, hq;
+    cp_soa_block(row, i - row * bpr, bpr, hb, hq);
+    float d = nu_q_f16(uint(src_h[hb]));
     // Group g: the low (g < 2) or high nibbles of bytes 8 (g % 2) .. + 7 of the run.
-    uint w = (hrow + bpr + 8u * b) / 2u + 2u * (g & 1u), sh = g >= 2u ? 4u : 0u;
+    uint w = hq / 2u + 2u * (g & 1u), sh = g >= 2u ? 4u : 0u;
     uint x = src_w[w] >> sh, y = src_w[w + 1u] >> sh;
     dst_v[vd + u] = uvec4(cp_q4_pair(d, x), cp_q4_pair(d, x >> 16), cp_q4_pair(d, y), cp_q4_pair(d, y >> 16));
 }
