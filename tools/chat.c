@@ -4,6 +4,7 @@
  * again), runs the rest through nu_llm_model_step and streams the reply. /reset starts over;
  * Ctrl-C stops the reply in progress (the program goes on); /exit or end of input quits. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,33 @@ static void on_sigint(int sig)
 {
     (void)sig;
     interrupted = 1;
+}
+
+/* Waits at the prompt until stdin has input (true) or Ctrl-C comes (false). SIGINT is blocked from
+ * the flag's check until ppoll unblocks it atomically, so a Ctrl-C that arrives after the prompt is
+ * printed but before the wait is not lost (a blocking read would sleep through it). stdin is
+ * unbuffered (main), so no line waits in stdio's buffer unseen by the poll. */
+static bool wait_for_input(void)
+{
+    sigset_t block, before;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &before);
+    bool input = false;
+    while (!interrupted) {
+        struct pollfd fd = {.fd = 0, .events = POLLIN};
+        int r = ppoll(&fd, 1, NULL, &before);
+        if (r > 0) {
+            input = true;
+            break;
+        }
+        if (r < 0 && errno != EINTR) {
+            input = true; /* the read says what is wrong */
+            break;
+        }
+    }
+    sigprocmask(SIG_SETMASK, &before, NULL);
+    return input;
 }
 
 static void usage(FILE *f)
@@ -238,11 +266,14 @@ int cli_chat(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     fprintf(stderr, "nuvec chat: %s, %u positions, chat template: %s. /reset, /exit, Ctrl-C stops a reply.\n", path,
             c.ctx, c.prompt.origin);
+    setvbuf(stdin, NULL, _IONBF, 0); /* wait_for_input polls the descriptor */
     for (;;) {
         printf("> ");
         fflush(stdout);
         errno = 0;
-        ssize_t got = getline(&line, &line_cap, stdin);
+        ssize_t got = wait_for_input() ? getline(&line, &line_cap, stdin) : -1;
+        if (got < 0 && interrupted)
+            errno = EINTR;
         if (got < 0) {
             if (errno == EINTR) { /* Ctrl-C at the prompt: a new prompt */
                 clearerr(stdin);
