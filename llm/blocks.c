@@ -64,12 +64,6 @@ static nu_status mv(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, cons
     return NU_OK;
 }
 
-/* y = x w^T (+ bias): the matrix-vector products for decode's few rows (and a batched decode step
- * of fewer than matmul_rows rows, a group at a time), else the matrix product; in a prefill pass
- * with F16 inputs, block (and Q4_0_SOA) weights are dequantized to F16 first (into A_W16, one
- * matrix at a time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the
- * product that dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149
- * TFLOP/s). */
 /* The block dtypes the matrix units read as they are (F16 inputs, a device with them). */
 static bool units_read(nu_dtype dtype)
 {
@@ -77,6 +71,12 @@ static bool units_read(nu_dtype dtype)
            dtype == NU_DTYPE_Q4_0;
 }
 
+/* y = x w^T (+ bias): the matrix-vector products for decode's few rows (and a batched decode step
+ * of fewer than matmul_rows rows, a group at a time), else the matrix product; in a prefill pass
+ * with F16 inputs, block (and Q4_0_SOA) weights are dequantized to F16 first (into A_W16, one
+ * matrix at a time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the
+ * product that dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149
+ * TFLOP/s). */
 static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
                           const nu_tensor *bias)
 {
@@ -113,10 +113,11 @@ static const nu_tensor *opt(const nu_llm_layer_w *w, nu_llm_role role)
     return w->has[role] ? &w->w[role] : NULL;
 }
 
-/* x (F32) in F16 in buffer b where the pass takes F16 inputs; else x itself. */
+/* x (F32) in F16 in buffer b where the pass takes F16 inputs; else (or x F16 already: written so
+ * by the op before) x itself. */
 static nu_status input(nu_llm_pass *p, int buffer, const nu_tensor *x, nu_tensor *out)
 {
-    if (!p->f16_inputs) {
+    if (!p->f16_inputs || x->dtype == NU_DTYPE_F16) {
         *out = *x;
         return NU_OK;
     }
@@ -154,12 +155,13 @@ static nu_status norm_input(nu_llm_pass *p, const nu_tensor *weight, nu_tensor *
 }
 
 /* Whether a separate-ops pass takes q|k|v and gate|up each as one product over the stacked
- * matrices (where the layer has them): a graph's (a decode step's) rows, unless the pass copies
- * block weights to F16 first (A_W16 holds one unstacked matrix). A_QKV and A_GU then hold the
- * rows (runner.c, build_bucket). */
+ * matrices (where the layer has them): a graph's (a decode step's) rows, as nu_llm__stacked_rows
+ * says (blocks.h). */
+bool nu_llm__stacked_rows(uint32_t rows, bool w16) { return rows == 1 || !w16; }
+
 static bool stacked_products(const nu_llm_pass *p)
 {
-    return p->graph && (p->rows == 1 || !p->w16);
+    return p->graph && nu_llm__stacked_rows(p->rows, p->w16);
 }
 
 /* The fused products' input: x, normalised by the product itself (norm_weight), unless a block's
@@ -258,9 +260,8 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
         TRY(nu_op_rope(p->c, q_out, q3, &rope_q));
         TRY(nu_op_kv_write(p->c, &kc, k3, &kw));
         TRY(nu_op_kv_write(p->c, &vc, v3, &vw));
-        nu_tensor qa = *q_out;
-        if (q_out->dtype != NU_DTYPE_F16)
-            TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
+        nu_tensor qa;
+        TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
         nu_attention_desc ad = {.scale = hp->attn_scale, .positions = &p->positions, .slots = &p->slots,
                                 .max_length = p->max_kv, .window = window, .softcap = hp->attn_softcap};
         ad.tune.path = NU_ATTENTION_PATH_DECODE; /* rows of different sequences: each on its own */
@@ -279,9 +280,8 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
     TRY(nu_op_kv_append(p->c, &vc, v3, p->start));
     if (pp)
         TRY(nu_op_graph_param(p->c, NU_OP_VALUE_POSITION, &pp->v_pos));
-    nu_tensor qa = *q_out;
-    if (q_out->dtype != NU_DTYPE_F16) /* (q_out F16: rotated into A_Q16 already) */
-        TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
+    nu_tensor qa;
+    TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
     /* A graph's one row needs no mask unless it has a window (its position is then a launch
      * parameter too); its kv_length is a launch parameter (recorded with the most keys, so that
      * the split count suits the longest context). */

@@ -96,6 +96,12 @@ struct nu_llm_pass {
 void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t gu_rows, bool w16,
                        size_t *sizes);
 
+/* Whether a decode graph's separate-ops pass of `rows` rows takes q|k|v and gate|up each as one
+ * product over the stacked matrices: one row, or any rows where the pass does not copy block
+ * weights to F16 first (w16: A_W16 holds one unstacked matrix). Its A_QKV and A_GU then hold the
+ * rows (runner.c sizes them by this). */
+bool nu_llm__stacked_rows(uint32_t rows, bool w16);
+
 /* x = embed[ids] (ids: I32 [rows]), times hp.embed_scale where it is set. */
 nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_tensor *ids);
 /* The attention half: x += post_norm(attention(rope(qn(norm(x) Wq + bq)), K, V) Wo), with the

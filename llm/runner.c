@@ -554,10 +554,9 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
      * rows take the matrix-vector products, which read every format. */
     bool w16 = pass_w16(r, rows, true);
     /* A_QKV: the fused layer's rows (fewer than matmul_rows), or the rows of a step taking q|k|v
-     * and gate|up as one product each (blocks.c, stacked_products: no F16 copy of the weights),
-     * which A_GU holds too. */
+     * and gate|up as one product each (nu_llm__stacked_rows), which A_GU holds too. */
     bool fused = r->o.fusion && rows < r->o.matmul_rows, copies = r->o.prefill_f16 && w16;
-    bool stacked = !fused && (rows == 1 || !copies);
+    bool stacked = !fused && nu_llm__stacked_rows(rows, copies);
     size_t sizes[NU_LLM_A_COUNT];
     nu_llm__act_sizes(r->hp, rows, fused || stacked ? rows : 0, stacked ? rows : 0, w16, sizes);
     nu_status st = NU_OK;
