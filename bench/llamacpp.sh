@@ -187,6 +187,12 @@ server() {
     [ -f "$work/ui/ui.cpp" ] || die "ui-assets.cmake wrote no ui.cpp"
     local srcs=("$SRC"/tools/server/server*.cpp "$SRC/tools/server/main.cpp" "$SRC/vendor/cpp-httplib/httplib.cpp"
                 "$SRC"/tools/mtmd/mtmd*.cpp "$SRC/tools/mtmd/clip.cpp" "$SRC"/tools/mtmd/models/*.cpp "$work/ui/ui.cpp")
+    # mtmd-helper hashes images with vendor/hash (where this bundle has it: hash.cpp over C sources, sha1.c C++)
+    local csrcs=()
+    if [ -f "$SRC/vendor/hash/hash.cpp" ]; then
+        srcs+=("$SRC/vendor/hash/hash.cpp")
+        csrcs=("$SRC"/vendor/hash/*/*.c)
+    fi
     local flags=(-std=c++17 -O2 -DNDEBUG -fPIC "-I$SRC/include" "-I$SRC/ggml/include" "-I$SRC/common" "-I$SRC/vendor"
                  "-I$SRC/tools/mtmd" "-I$SRC/tools/server" "-I$work/ui" "-I$SRC")
     echo "llamacpp.sh: compiling llama-server (${#srcs[@]} files; several minutes)" >&2
@@ -197,6 +203,13 @@ server() {
         objs+=("$o")
         while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
         g++ "${flags[@]}" -c "$f" -o "$o" 2>>"$work/compile.log" &
+    done
+    for f in "${csrcs[@]}"; do
+        local o=$work/obj/$(echo "${f#"$SRC"/}" | tr '/' '_').o
+        objs+=("$o")
+        local cc=(gcc) # its CMakeLists compiles sha1.c as C++ (it holds a namespace), the others as C
+        [ "$(basename "$f")" = sha1.c ] && cc=(g++ -x c++ -std=c++17)
+        "${cc[@]}" -O2 -DNDEBUG -fPIC -w "-I$SRC/vendor/hash" -c "$f" -o "$o" 2>>"$work/compile.log" &
     done
     wait
     for f in "${objs[@]}"; do [ -f "$f" ] || { tail -n 30 "$work/compile.log" >&2; die "llama-server: $f did not compile"; }; done
