@@ -5,10 +5,10 @@
 # .gl, and copy it to build/nuvec there before running this; tests likewise); .gl holds
 # Debian's libvulkan1, libcjson1, libcmocka0 and vulkan-validationlayers packages (that
 # machine has the NVIDIA driver but no Vulkan loader). Usage: bench/h200.sh [STEP...]
-# Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture llm batch
+# Steps: info tests demo alloc dispatch submit pipeline graph cuda torch summary upload trace capture llm batch serve
 # memory kquant (memory: issue 29's peak device memory at 4,096 positions beside llama.cpp; kquant:
 # K-quant files by llama-quantize beside llama.cpp; neither in the default list: large model files)
-# (llm and batch are not in the default list: they write 17 GB of model files; see their comments below)
+# (llm, batch and serve are not in the default list: they write 4-17 GB of model files; see their comments below)
 # ops (nuvec bench ops beside bench/torch_ops.py) matvec (a sweep of the matrix-vector knobs)
 # soa (a sweep of NUVEC_MATVEC_SOA, Q4_0_SOA's matrix-vector knobs; not in the default list)
 # random (default: all; random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0);
@@ -152,6 +152,30 @@ for step in $steps; do
                 >"$J/batch-$shape.json" || status=1
             bash bench/llamacpp.sh batched "$f" -npp 512 -ntg 128 -npl 1,4,16,64 | tee "$J/batched-bench-$shape.jsonl" |
                 tee -a "$OUT/batch.txt" || status=1
+        done ;;
+    serve)
+        # Issue 24's benchmark: nuvec serve beside llama.cpp's llama-server (bench/llamacpp.sh server,
+        # packed into .device/llamacpp-peer.tar.xz by `bench/llamacpp.sh package`), the same prompts
+        # at SERVE_CLIENTS (default 1,8,32) concurrent streaming clients, then the 2,000-token
+        # prefix test (bench/serve/bench_serve.py); on SERVE_SHAPE (default llama-7b) Q4_0 (LLM_DIR
+        # as llm's).
+        d=${LLM_DIR:-/tmp}
+        f=$d/${SERVE_SHAPE:-llama-7b}-q4_0.gguf
+        [ -f "$f" ] || ./build/nuvec make-gguf --shape "${SERVE_SHAPE:-llama-7b}" --dtype q4_0 --out "$f" || status=1
+        if [ ! -x .peer/dist/llama-server ] && [ -f .device/llamacpp-peer.tar.xz ]; then
+            mkdir -p .peer && xz -dc .device/llamacpp-peer.tar.xz | tar -C .peer -xf - || status=1
+        fi
+        servers=nuvec
+        if [ -x .peer/dist/llama-server ]; then
+            servers=nuvec,llama
+        else
+            echo "SKIP llama-server: none in .peer/dist or .device/llamacpp-peer.tar.xz (bench/llamacpp.sh server)" |
+                tee -a "$OUT/serve.txt"
+        fi
+        python3 bench/serve/bench_serve.py --model "$f" --servers "$servers" --clients "${SERVE_CLIENTS:-1,8,32}" \
+            --json "$J/serve.json" | tee -a "$OUT/serve.txt" || status=1
+        for s in nuvec llama; do
+            [ -f /tmp/bench_serve_$s.log ] && tail -n 5 /tmp/bench_serve_$s.log | sed "s/^/$s log: /" >>"$OUT/serve.txt"
         done ;;
     batchsweep)
         # Batched decode's kernels: nuvec bench llm --batch with NUVEC_LLM_MATVEC_ROWS (the rows up to

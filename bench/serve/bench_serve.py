@@ -5,7 +5,8 @@ Each server is started on 127.0.0.1 (a free port) with the same slots and contex
 by C concurrent streaming clients (default 1, 8 and 32) sending R requests each round
 (/v1/completions with prompts of P token ids drawn from a seeded generator, the same for both, stream, temperature 0, ignore_eos so every request generates --max-tokens).
 Per round: aggregate decode tokens/s (completion tokens of the round over its wall time) and time
-to first token (p50, p99, from sending the request to its first text). Then the prefix test: a
+to first token (p50, p99, from sending the request to its first text), after an untimed round at the
+most clients and one prompt of the prefix test's length (--warmup 0: none). Then the prefix test: a
 request with a --prefix-token shared prefix, then another that shares it (different ends): the
 second's time to first token against the first's (the prefix cache should make it >= 5x sooner).
 
@@ -13,7 +14,7 @@ llama-server comes from bench/llamacpp.sh (fetch, build, server: nothing of it i
 Usage:
   bench/serve/bench_serve.py --model MODEL.gguf [--nuvec build/nuvec] [--llama-server .peer/dist/llama-server]
       [--servers nuvec,llama] [--clients 1,8,32] [--requests R] [--prompt-tokens P] [--max-tokens T]
-      [--parallel 32] [--ctx N] [--prefix-tokens 2000] [--timeout S] [--json FILE]
+      [--parallel 32] [--ctx N] [--prefix-tokens 2000] [--timeout S] [--warmup 0|1] [--json FILE]
 One JSON object a round on stdout ({"server", "clients", "requests", "decode_tps", "ttft_p50_ms",
 "ttft_p99_ms", ...}), the prefix test's too, then a summary of the targets (>= 1.5x llama-server's
 throughput at 8 and 32 clients, p50 time to first token no worse, prefix >= 5x) when both ran.
@@ -163,6 +164,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=2560, help="positions a slot holds")
     ap.add_argument("--prefix-tokens", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--warmup", type=int, default=1, help="1: an untimed round and long prompt first (0: none)")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     results = []
@@ -173,6 +175,14 @@ def main():
             rng = random.Random(1)  # the same prompts for both servers
             vocab = vocab_of(port)
             one(port, prompt_of(rng, 8, vocab), 4, args.timeout)  # warm-up
+            if args.warmup:
+                # Untimed: a round at the most clients and a prompt of the prefix test's length (other
+                # tokens), so that neither server's first timed requests pay for kernels it builds on
+                # first use of a batch shape (llama.cpp's Vulkan backend compiles its pipelines then).
+                warm = random.Random(2)
+                round_(kind, port, max(args.clients), args, warm, vocab)
+                if args.prefix_tokens:
+                    one(port, prompt_of(warm, args.prefix_tokens + 8, vocab), 4, args.timeout)
             for c in args.clients:
                 results.append(round_(kind, port, c, args, rng, vocab))
                 print(json.dumps(results[-1]), flush=True)
