@@ -13,6 +13,8 @@
 // difference from the exact product besides F32 summation). Q4_0 / Q8_0 / Q4_0_SOA do it in F16
 // arithmetic (exactly that rounding: below); Q4_K and Q6_K in F32 (their scales are products of
 // two scales: D * q - M and (d * scale) * (q - 32), each rounded as ggml rounds it).
+// Q4_0 and Q4_0_SOA tiles hold k in a permuted order within each group of four, a's as w's (PERM,
+// below: two tile elements a shift and a LOP3).
 //
 // Layout of the work: a workgroup computes a BM x BN tile of dst (BM = 16 * FM * WM, BN = 16 * FN *
 // WN) with WM x WN subgroups, each a (BM / WM) x (BN / WN) part as (BM / WM / 16) x
@@ -198,14 +200,19 @@ Raw load_kblock(uint hr, uint blk, uint part)
     return r;
 }
 
+// Q4_0_SOA's block blk of the row whose first half is hr: its scale's half and its first quant
+// half (the row's k / 32 scales, then its runs of 16 quant bytes).
+uvec2 soa_block(uint hr, uint blk) { return uvec2(hr + blk, hr + pc.k / 32u + 8u * blk); }
+
 Raw load_block(uint row, uint blk, uint part)
 {
     uint hr = pc.first_w + row * pc.w_row, hb, h0; // the row's first half; the block's scale and quants
     if (KFMT)
         return load_kblock(hr, blk, part);
-    if (WDT == Q4_0_SOA) { // the row's k / 32 scales, then its runs of 16 quant bytes
-        hb = hr + blk;
-        h0 = hr + pc.k / 32u + 8u * blk;
+    if (WDT == Q4_0_SOA) {
+        uvec2 at = soa_block(hr, blk);
+        hb = at.x;
+        h0 = at.y;
     } else {
         hb = hr + blk * (WDT == Q8_0 ? 17u : 9u);
         h0 = hb + 1u + (WDT == Q8_0 ? 8u * part : 0u); // Q4_0: both parts read all 16 bytes
@@ -280,6 +287,20 @@ uvec4 dequant8(uvec4 pairs, f16vec2 bias, f16vec2 d) // 4 words of two biased va
     return r;
 }
 
+// Q4_0's (and Q4_0_SOA's) k order in the tiles: within each aligned group of four k, the middle
+// two swap places (k 4g, 4g + 2, 4g + 1, 4g + 3), in a's tile and w's alike, so the products and
+// their sums over k are unchanged. Why: quant word i of a block holds elements 4i..4i+3 in its low
+// nibbles (16 + 4i.. in its high ones), and (word >> s) & 0x000f000f puts two of them, 4i + s / 8
+// and 4i + 2 + s / 8 (s = 0 or 8; 4 or 12 for the high nibbles), in the low bits of two halves at
+// once: a pair of tile elements for a shift and two logic operations (one LOP3), where taking
+// elements in k order costs a byte extraction and a pack for each. a's tile takes the same order
+// by swapping halves between its words (perm4, store_tiles). H200 (bench/RESULTS.md, thirteenth
+// session): 16 x 4096 > 11008 Q4_0_SOA 31.7 -> 29.6 us, 64 x 11008 > 4096 60.3 -> 55.0.
+const bool PERM = WDT == Q4_0 || WDT == Q4_0_SOA;
+
+// Two words of halves (x0, x1), (y0, y1), k 4g..4g+3, in PERM's order: (x0, y0), (x1, y1).
+uvec2 perm4(uint x, uint y) { return uvec2((x & 0xffffu) | (y << 16u), (x >> 16u) | (y & 0xffff0000u)); }
+
 void block_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
 {
     if (KFMT) {
@@ -289,6 +310,20 @@ void block_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
     f16vec2 d = f16vec2(unpackFloat2x16(r.d * 0x10001u).x);
     uint s = r.shift;
     uint q[4] = uint[4](funnel(r.w.x, r.w.y, s), funnel(r.w.y, r.w.z, s), funnel(r.w.z, r.w.w, s), funnel(r.w.w, r.w4, s));
+    if (PERM) {
+        // The unit's elements (low nibbles for part 0, high for 1) in PERM's order: word i gives
+        // tile elements 4i..4i+3 as two pairs, its nibbles at shift b and b + 8.
+        uint b = 4u * part;
+        uvec4 p[2];
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+            p[i / 2u][2u * (i % 2u)] = ((q[i] >> b) & 0x000f000fu) | 0x64006400u;
+            p[i / 2u][2u * (i % 2u) + 1u] = ((q[i] >> (b + 8u)) & 0x000f000fu) | 0x64006400u;
+        }
+        f16vec2 bias = f16vec2(1032.0hf);
+        lo = dequant8(p[0], bias, d);
+        hi = dequant8(p[1], bias, d);
+        return;
+    }
     uvec4 p[2];
     [[unroll]] for (uint h = 0u; h < 2u; h++) {
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
@@ -352,10 +387,11 @@ void load_tiles(uint batch, uint m0, uint n0, uint k0)
         // the row's quants, and of its scales).
         [[unroll]] for (uint p = 0u; p < Q_PER; p++) {
             uint e = tid + p * LOCAL, r = e / (BK / 32u), blk = (k0 + 32u * (e % (BK / 32u))) / 32u;
-            uint row = n0 + r, hr = pc.first_w + row * pc.w_row;
+            uint row = n0 + r;
+            uvec2 at = soa_block(pc.first_w + row * pc.w_row, blk);
             bool inside = e < W_BLOCKS && row < pc.n && 32u * blk < pc.k;
-            rq[p] = inside ? w_v[(hr + pc.k / 32u + 8u * blk) / 8u] : zero4();
-            rs[p] = inside ? uint(w_h[hr + blk]) : 0u;
+            rq[p] = inside ? w_v[at.y / 8u] : zero4();
+            rs[p] = inside ? uint(w_h[at.x]) : 0u;
         }
     } else {
         // Thread pairs take a block, a unit each.
@@ -373,8 +409,11 @@ void store_tiles(uint buf)
     uint base = buf * (TILE_A + TILE_B);
     [[unroll]] for (uint p = 0u; p < A_PER; p++) {
         uint e = tid + p * LOCAL;
+        uvec4 v = ra[p];
+        if (PERM) // w's k order (PERM): 8 halves, two groups of four k
+            v = uvec4(perm4(v.x, v.y), perm4(v.z, v.w));
         if (e < BM * BK / 8u)
-            put8(base + (e / (BK / 8u)) * ROW + e % (BK / 8u), ra[p]);
+            put8(base + (e / (BK / 8u)) * ROW + e % (BK / 8u), v);
     }
     if (WDT == NU_F16) {
         [[unroll]] for (uint p = 0u; p < W_PER; p++) {
