@@ -157,11 +157,12 @@ for step in $steps; do
         # Issue 24's benchmark: nuvec serve beside llama.cpp's llama-server (bench/llamacpp.sh server,
         # packed into .device/llamacpp-peer.tar.xz by `bench/llamacpp.sh package`), the same prompts
         # at SERVE_CLIENTS (default 1,8,32) concurrent streaming clients, then the 2,000-token
-        # prefix test (bench/serve/bench_serve.py); on SERVE_SHAPE (default llama-7b) Q4_0 (LLM_DIR
-        # as llm's).
+        # prefix test (bench/serve/bench_serve.py); on SERVE_MODEL, default SERVE_SHAPE's (default
+        # llama-7b) Q4_0 file, made where missing (LLM_DIR as llm's).
         d=${LLM_DIR:-/tmp}
-        f=$d/${SERVE_SHAPE:-llama-7b}-q4_0.gguf
-        [ -f "$f" ] || ./build/nuvec make-gguf --shape "${SERVE_SHAPE:-llama-7b}" --dtype q4_0 --out "$f" || status=1
+        f=${SERVE_MODEL:-$d/${SERVE_SHAPE:-llama-7b}-q4_0.gguf}
+        [ -f "$f" ] || [ -n "${SERVE_MODEL:-}" ] || ./build/nuvec make-gguf --shape "${SERVE_SHAPE:-llama-7b}" --dtype q4_0 --out "$f" ||
+            status=1
         if [ ! -x .peer/dist/llama-server ] && [ -f .device/llamacpp-peer.tar.xz ]; then
             mkdir -p .peer && xz -dc .device/llamacpp-peer.tar.xz | tar -C .peer -xf - || status=1
         fi
