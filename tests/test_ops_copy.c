@@ -4,7 +4,8 @@
  * byte moves of strided, transposed and broadcast views with unaligned first elements (the bytes
  * around dst untouched), every block dtype dequantized exactly as ggml does (nu_dequantize's
  * values: padded, unaligned first blocks, slices of rows and of blocks, odd row counts, every
- * quant and scale byte, subnormal and largest half scales); and what it refuses.
+ * quant and scale byte, subnormal and largest half scales); and what it refuses. And nu_op_prefetch
+ * (src/ops/prefetch.c): it runs, changes nothing and is ordered after its `after`.
  * Tolerance: none; every result is compared bit for bit (a NaN need only be a NaN). */
 #include "ops_util.h"
 
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
@@ -517,6 +519,127 @@ static void copy_refuses_bad_tensors(void **state)
     nt_close(d);
 }
 
+/* nu_op_prefetch: the prefetch kernel runs (traced), reads the whole span or its first bytes of
+ * block and float views with unaligned first elements, changes nothing (src's bytes, and the copy
+ * it follows and the one after it give their values), and is ordered after the op writing `after`
+ * (in a command buffer, under the validation layer's synchronisation checks; in a graph, by the
+ * order its launch ran the dispatches in). */
+typedef struct prefetch_case {
+    const nu_tensor *q, *a, *mid, *out;
+} prefetch_case;
+
+typedef struct trace_event {
+    double ts;
+    char name[16];
+} trace_event;
+
+/* The names of the GPU events of trace `path` (copies, prefetches, barriers) in the order they ran,
+ * comma-separated, into out (the file is removed). */
+static void gpu_order(const char *path, char *out, size_t size)
+{
+    char *text = nt_read_file(path);
+    assert_non_null(text);
+    trace_event ev[64];
+    int n = 0;
+    for (const char *p = strstr(text, "{\"name\":\""); p && n < 64; p = strstr(p + 1, "{\"name\":\"")) {
+        const char *name = p + 9, *q = strchr(name, '"'), *end = strchr(p, '}');
+        const char *ts = strstr(p, "\"ts\":"), *cat = strstr(p, "\"cat\":\"gpu\"");
+        if (!q || !end || !ts || ts > end || !cat || cat > end || q - name >= 16)
+            continue;
+        memcpy(ev[n].name, name, (size_t)(q - name));
+        ev[n].name[q - name] = 0;
+        ev[n].ts = strtod(ts + 5, NULL);
+        n++;
+    }
+    free(text);
+    remove(path);
+    for (int i = 1; i < n; i++) /* by start time */
+        for (int j = i; j > 0 && ev[j].ts < ev[j - 1].ts; j--) {
+            trace_event t = ev[j];
+            ev[j] = ev[j - 1];
+            ev[j - 1] = t;
+        }
+    out[0] = 0;
+    for (int i = 0; i < n; i++)
+        snprintf(out + strlen(out), size - strlen(out), "%s%s", i ? "," : "", ev[i].name);
+}
+
+static nu_status record_prefetches(nu_commands *c, void *arg)
+{
+    const prefetch_case *pc = arg;
+    nu_status st;
+    if ((st = nu_op_copy(c, pc->mid, pc->a)) != NU_OK)
+        return st;
+    nu_prefetch_desc first = {.bytes = 1000, .after = pc->mid}, all = {.after = pc->mid, .groups = 3};
+    if ((st = nu_op_prefetch(c, pc->q, &first)) != NU_OK || (st = nu_op_prefetch(c, pc->q, &all)) != NU_OK ||
+        (st = nu_op_prefetch(c, pc->a, NULL)) != NU_OK)
+        return st;
+    return nu_op_copy(c, pc->out, pc->mid);
+}
+
+static void prefetch_reads_and_changes_nothing(void **state)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 16;
+    int64_t qs[2] = {111, 1024}, n[1] = {5001};
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, qs, 1, -1, 1, &seed);
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_F32, 1, n, 3, -1, 1, &seed);
+    nt_tensor mid = nt_tensor_output(d, NU_DTYPE_F16, 1, n, 1), out = nt_tensor_output(d, NU_DTYPE_F32, 1, n, 0);
+    prefetch_case pc = {&q.t, &a.t, &mid.t, &out.t};
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-prefetch-%d.json", nt_tmp_dir(), (int)getpid());
+    NT_OK(nu_trace_start(d, path));
+    nt_run(d, record_prefetches, &pc);
+    NT_OK(nu_trace_stop(d));
+    assert_true(nt_trace_has(path, "prefetch"));
+    remove(path);
+    uint8_t *now = malloc(q.size);
+    assert_non_null(now);
+    NT_OK(nu_buffer_read(q.t.buffer, 0, now, q.size));
+    assert_memory_equal(now, q.bytes, q.size);
+    free(now);
+    nt_tensor_download(&out);
+    for (uint64_t i = 0; i < a.numel; i++)
+        assert_true(out.values[i] == nt_round_to(NU_DTYPE_F16, a.values[i]));
+    /* In a graph (the level pass): the copy writing mid and the prefetch with no `after` in the
+     * first level, the prefetches after mid and the copy reading it in the second. */
+    nu_commands *rec;
+    nu_graph *g;
+    NT_OK(nu_graph_record(d, &rec));
+    NT_OK(record_prefetches(rec, &pc));
+    NT_OK(nu_graph_new(rec, &g));
+    NT_OK(nu_trace_start(d, path));
+    NT_OK(nu_graph_launch(g));
+    NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+    NT_OK(nu_trace_stop(d));
+    char order[256];
+    gpu_order(path, order, sizeof order);
+    assert_string_equal(order, "copy,prefetch,barrier,prefetch,prefetch,copy");
+    NT_OK(nu_graph_free(g));
+    /* Refusals. */
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_prefetch_desc past = {.bytes = nu_tensor_span_bytes(&a.t) + 1};
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_prefetch(c, &a.t, &past));
+    assert_non_null(strstr(nu_error_message(NULL), "past src's"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_prefetch(NULL, &a.t, NULL));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_prefetch(c, NULL, NULL));
+    nu_tensor beyond = a.t;
+    beyond.offset = a.size;
+    NT_STATUS(NU_ERROR_OUT_OF_RANGE, nu_op_prefetch(c, &beyond, NULL));
+    nu_prefetch_desc bad_after = {.after = &beyond};
+    NT_STATUS(NU_ERROR_OUT_OF_RANGE, nu_op_prefetch(c, &a.t, &bad_after));
+    nu_tensor empty = a.t;
+    empty.shape[0] = 0;
+    NT_OK(nu_op_prefetch(c, &empty, NULL)); /* records nothing */
+    nu_commands_free(c);
+    nt_tensor_free(&q);
+    nt_tensor_free(&a);
+    nt_tensor_free(&mid);
+    nt_tensor_free(&out);
+    nt_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -526,6 +649,7 @@ int main(void)
         cmocka_unit_test(copy_dequantizes_every_block_dtype_exactly),
         cmocka_unit_test(copy_runs_at_large_sizes),
         cmocka_unit_test(copy_refuses_bad_tensors),
+        cmocka_unit_test(prefetch_reads_and_changes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

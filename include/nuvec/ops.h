@@ -52,6 +52,24 @@ NU_BEGIN_DECLS
  * refused, naming K. */
 nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src);
 
+/* nu_op_prefetch's options; zero is the default. */
+typedef struct nu_prefetch_desc {
+    uint64_t bytes;         /* the first `bytes` of src's span to read (0: all of it) */
+    const nu_tensor *after; /* NULL, or a tensor the prefetch is declared to read, so that hazard
+                             * tracking orders it after the op that writes that tensor: in a graph
+                             * it then runs in the level after that op's, beside the op's readers */
+    uint32_t groups;        /* workgroups (0: one a compute unit where the device reports them,
+                             * else 16) */
+} nu_prefetch_desc;
+
+/* Reads the bytes of src's span (from its first element's byte: any dtype, any view; the first
+ * desc->bytes of them) so that the device's caches hold them when an op of a later dependency
+ * level reads them, and produces nothing: src is unchanged and nothing else is written. Worth it
+ * where the ops it runs beside leave the memory idle and the cache holds what runs between (the
+ * H200: 50 MB of L2; bench/RESULTS.md has what the model runtime gains). desc may be NULL.
+ * NU_ERROR_INVALID_ARGUMENT for a bad src or after (nu_tensor_check) or bytes past src's span. */
+nu_status nu_op_prefetch(nu_commands *c, const nu_tensor *src, const nu_prefetch_desc *desc);
+
 /* ---- elementwise ------------------------------------------------------------------------- */
 
 typedef enum nu_binary_op { NU_BINARY_ADD, NU_BINARY_SUB, NU_BINARY_MUL, NU_BINARY_DIV, NU_BINARY_OP_COUNT } nu_binary_op;
