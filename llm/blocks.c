@@ -207,6 +207,57 @@ static nu_status qk_norms(nu_llm_pass *p, const nu_llm_layer_w *w, nu_tensor *q3
     return NU_OK;
 }
 
+/* Prefetches of `bytes` (0: all) of w, split evenly over n tensors of it (each its first part),
+ * ordered after the op writing `anchor`. */
+static nu_status prefetch_parts(nu_llm_pass *p, const nu_tensor *const *w, int n, uint64_t bytes, const nu_tensor *anchor)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t span = nu_tensor_span_bytes(w[i]), want = bytes ? bytes / (uint64_t)n : 0;
+        nu_prefetch_desc d = {.bytes = want < span ? want : 0, .after = anchor};
+        TRY(nu_op_prefetch(p->c, w[i], &d));
+    }
+    return NU_OK;
+}
+
+/* The weights the pass's plan reads ahead in the level of the op at `at` (which reads `anchor`,
+ * written by the op before it): a one-row fused graph's only. */
+static nu_status read_ahead(nu_llm_pass *p, const nu_llm_layer_w *w, nu_llm_at at, const nu_tensor *anchor)
+{
+    const nu_llm_prefetch *plan = p->ahead;
+    if (!plan || !p->graph || !p->fused || p->per_row || p->rows != 1)
+        return NU_OK;
+    for (int t = 0; t < NU_LLM_AHEAD_COUNT; t++) {
+        if (plan->at[t] != at)
+            continue;
+        const nu_tensor *m[3];
+        int n = 0;
+        const nu_llm_layer_w *nx = p->next_layer;
+        switch ((nu_llm_ahead)t) {
+        case NU_LLM_AHEAD_O: m[n++] = &w->w[NU_LLM_W_O]; break;
+        case NU_LLM_AHEAD_GU:
+            m[n++] = &w->w[NU_LLM_W_GATE];
+            if (w->has[NU_LLM_W_UP])
+                m[n++] = &w->w[NU_LLM_W_UP];
+            break;
+        case NU_LLM_AHEAD_DOWN: m[n++] = &w->w[NU_LLM_W_DOWN]; break;
+        case NU_LLM_AHEAD_QKV_NEXT:
+            if (!nx)
+                break;
+            if (nx->qkv_stacked) {
+                m[n++] = &nx->qkv;
+            } else {
+                m[n++] = &nx->w[NU_LLM_W_Q];
+                m[n++] = &nx->w[NU_LLM_W_K];
+                m[n++] = &nx->w[NU_LLM_W_V];
+            }
+            break;
+        default: break;
+        }
+        TRY(prefetch_parts(p, m, n, plan->bytes[t], anchor));
+    }
+    return NU_OK;
+}
+
 /* Whether layer `layer` is a sliding-window one, and its window (0: none). */
 static uint32_t layer_window(const nu_llm_hparams *hp, uint32_t layer)
 {
@@ -246,8 +297,9 @@ static bool one_qkv(const nu_llm_layer_w *w)
 
 /* RoPE on q (into q_out) and the cache writes of k (rotated) and v for the pass's rows, and the
  * attention that reads them, into att; graph parameters declared where the pass is a graph. */
-static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor *q3, const nu_tensor *k3,
-                                 const nu_tensor *v3, const nu_tensor *q_out, const nu_tensor *att3)
+static nu_status rope_and_attend(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer, const nu_tensor *q3,
+                                 const nu_tensor *k3, const nu_tensor *v3, const nu_tensor *q_out,
+                                 const nu_tensor *att3)
 {
     const nu_llm_hparams *hp = p->hp;
     nu_rope_desc rope = layer_rope(p, layer);
@@ -282,6 +334,7 @@ static nu_status rope_and_attend(nu_llm_pass *p, uint32_t layer, const nu_tensor
         TRY(nu_op_graph_param(p->c, NU_OP_VALUE_POSITION, &pp->v_pos));
     nu_tensor qa;
     TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
+    TRY(read_ahead(p, w, NU_LLM_AT_ATTN, &qa));
     /* A graph's one row needs no mask unless it has a window (its position is then a launch
      * parameter too); its kv_length is a launch parameter (recorded with the most keys, so that
      * the split count suits the longest context). */
@@ -325,9 +378,11 @@ static nu_status attention_fused(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
         TRY(mv(p, &v2, &w->w[NU_LLM_W_V], &src, &in));
     }
     TRY(qk_norms(p, w, &q3, &k3));
+    TRY(read_ahead(p, w, NU_LLM_AT_ROPE, &q3));
     nu_tensor qr = view3(a[NU_LLM_A_Q], R, H, HD), att3 = view3(a[NU_LLM_A_ATT], R, H, HD);
-    TRY(rope_and_attend(p, layer, &q3, &k3, &v3, &qr, &att3));
+    TRY(rope_and_attend(p, w, layer, &q3, &k3, &v3, &qr, &att3));
     nu_tensor att2 = view2(a[NU_LLM_A_ATT], R, H * HD);
+    TRY(read_ahead(p, w, NU_LLM_AT_O, &att2));
     if (w->has[NU_LLM_W_ATTN_POST_NORM]) { /* the post-norm comes between the product and the add */
         nu_tensor tmp = view2(a[NU_LLM_A_TMP], R, D);
         TRY(mv(p, &tmp, &w->w[NU_LLM_W_O], &att2, &(nu_matvec_desc){0}));
@@ -369,7 +424,7 @@ nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_
     nu_buffer *ob = a[f16 ? NU_LLM_A_H16 : NU_LLM_A_ATT];
     nu_tensor qr = f16 ? nu_tensor_make(a[NU_LLM_A_Q16], 0, NU_DTYPE_F16, 3, qs) : view3(a[NU_LLM_A_Q], R, H, HD);
     nu_tensor att3 = nu_tensor_make(ob, 0, odt, 3, qs), att2 = nu_tensor_make(ob, 0, odt, 2, os);
-    TRY(rope_and_attend(p, layer, &q3, &k3, &v3, &qr, &att3));
+    TRY(rope_and_attend(p, w, layer, &q3, &k3, &v3, &qr, &att3));
     nu_tensor tmp = view2(a[NU_LLM_A_TMP], R, c->dim);
     TRY(linear(p, &tmp, &w->w[NU_LLM_W_O], &att2));
     return leave_pending(p, &tmp, opt(w, NU_LLM_W_ATTN_POST_NORM));
@@ -400,7 +455,9 @@ nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
         nu_matvec_desc in = {.glu_up = &w->w[NU_LLM_W_UP], .glu = p->hp->act};
         nu_tensor src;
         TRY(fused_input(p, &w->w[NU_LLM_W_FFN_NORM], &in, &src));
+        TRY(read_ahead(p, w, NU_LLM_AT_GU, &src));
         TRY(mv(p, &h, &w->w[NU_LLM_W_GATE], &src, &in));
+        TRY(read_ahead(p, w, NU_LLM_AT_DOWN, &h));
         if (post) {
             TRY(mv(p, &tmp, &w->w[NU_LLM_W_DOWN], &h, &(nu_matvec_desc){0}));
             return leave_pending(p, &tmp, post);

@@ -55,6 +55,32 @@ typedef struct nu_llm_layer_params {
     bool windowed;
 } nu_llm_layer_params;
 
+/* Reading a decode step's weights ahead (nu_op_prefetch): the levels of the fused one-row layer
+ * where the memory idles (RoPE and the cache writes, attention over a short context) can load the
+ * next products' weights into the device's cache, which those products then read from. A plan
+ * says, for each product read ahead, in which op's level (the level of the op named: a
+ * nu_llm_at) and how many of its first bytes (0: all; gate and up take half each). */
+typedef enum nu_llm_at {
+    NU_LLM_AT_NONE,   /* not read ahead */
+    NU_LLM_AT_ROPE,   /* beside RoPE and the KV-cache writes */
+    NU_LLM_AT_ATTN,   /* beside attention */
+    NU_LLM_AT_O,      /* beside the output product */
+    NU_LLM_AT_GU,     /* beside the gate-up product */
+    NU_LLM_AT_DOWN,   /* beside the down product */
+    NU_LLM_AT_COUNT
+} nu_llm_at;
+typedef enum nu_llm_ahead {
+    NU_LLM_AHEAD_O,        /* the layer's output product */
+    NU_LLM_AHEAD_GU,       /* its gate and up */
+    NU_LLM_AHEAD_DOWN,     /* its down */
+    NU_LLM_AHEAD_QKV_NEXT, /* the next layer's q|k|v (the first layer's: not read ahead) */
+    NU_LLM_AHEAD_COUNT
+} nu_llm_ahead;
+typedef struct nu_llm_prefetch {
+    uint8_t at[NU_LLM_AHEAD_COUNT];     /* nu_llm_at */
+    uint64_t bytes[NU_LLM_AHEAD_COUNT]; /* 0: all */
+} nu_llm_prefetch;
+
 struct nu_llm_pass {
     nu_commands *c;
     const nu_llm_hparams *hp;
@@ -79,6 +105,8 @@ struct nu_llm_pass {
                                   * long or short ones), or NULL */
     bool per_row;             /* rows' slots and positions from `slots` and `positions` (I32 [rows]) */
     nu_tensor positions, slots;
+    const nu_llm_prefetch *ahead; /* a one-row fused graph's weights read ahead, or NULL */
+    const nu_llm_layer_w *next_layer; /* the layer after the one being recorded (NULL after the last) */
 };
 
 /* Prefill passes of at most this many rows read block weights (Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K) on

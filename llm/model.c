@@ -71,6 +71,70 @@ static nu_status env_u32(const char *name, uint32_t lo, uint32_t hi, uint32_t *v
     return NU_OK;
 }
 
+/* The weights a one-sequence decode reads ahead by default (prefetch 1): the output product's
+ * beside RoPE and the cache writes, the first 16 MB of gate and up beside attention. */
+static const nu_llm_prefetch default_ahead = {
+    .at = {[NU_LLM_AHEAD_O] = NU_LLM_AT_ROPE, [NU_LLM_AHEAD_GU] = NU_LLM_AT_ATTN},
+    .bytes = {[NU_LLM_AHEAD_GU] = 16u << 20}};
+
+/* NUVEC_LLM_PREFETCH's plan (docs/knobs.md): "TARGET=LEVEL[:MB] ..." (spaces or commas between),
+ * TARGET o, gu, down or qkv (the next layer's), LEVEL rope, attn, o, gu, down or off, before the
+ * target's own level. */
+static nu_status prefetch_plan(const char *spec, nu_llm_prefetch *plan)
+{
+    static const char *const targets[NU_LLM_AHEAD_COUNT] = {"o", "gu", "down", "qkv"};
+    static const char *const levels[NU_LLM_AT_COUNT] = {"off", "rope", "attn", "o", "gu", "down"};
+    /* the last level each target may be read in: before its own */
+    static const int last[NU_LLM_AHEAD_COUNT] = {NU_LLM_AT_ATTN, NU_LLM_AT_O, NU_LLM_AT_GU, NU_LLM_AT_DOWN};
+    memset(plan, 0, sizeof *plan);
+    const char *s = spec;
+    while (*s) {
+        while (*s == ' ' || *s == ',')
+            s++;
+        if (!*s)
+            break;
+        size_t n = strcspn(s, " ,");
+        char item[64];
+        if (n >= sizeof item)
+            goto bad;
+        memcpy(item, s, n);
+        item[n] = 0;
+        s += n;
+        char *eq = strchr(item, '='), *colon = eq ? strchr(eq, ':') : NULL;
+        if (!eq)
+            goto bad;
+        *eq = 0;
+        if (colon)
+            *colon = 0;
+        int t = -1, lv = -1;
+        for (int i = 0; i < NU_LLM_AHEAD_COUNT; i++)
+            if (!strcmp(item, targets[i]))
+                t = i;
+        for (int i = 0; i < NU_LLM_AT_COUNT; i++)
+            if (!strcmp(eq + 1, levels[i]))
+                lv = i;
+        if (t < 0 || lv < 0 || lv > last[t])
+            goto bad;
+        uint64_t mb = 0;
+        if (colon) {
+            char *end;
+            unsigned long v = strtoul(colon + 1, &end, 10);
+            if (*end || !colon[1] || v > 4096)
+                goto bad;
+            mb = v;
+        }
+        plan->at[t] = (uint8_t)lv;
+        plan->bytes[t] = mb << 20;
+    }
+    return NU_OK;
+bad:
+    return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT,
+                        "nu_llm_model_open: NUVEC_LLM_PREFETCH=%s: each item is TARGET=LEVEL[:MB], TARGET o, gu, "
+                        "down or qkv, LEVEL off, rope, attn, o, gu or down before the target's own (o: rope or attn; "
+                        "gu: up to o; down: up to gu), MB at most 4096",
+                        spec);
+}
+
 /* The options with their defaults and the developer overrides applied, checked. */
 static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, nu_llm_model_options *o)
 {
@@ -299,6 +363,14 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     nu_llm_runner_options ro = {chunk < positions ? chunk : positions, o.fusion >= 0, o.prefill_f16 > 0,
                                 o.decode_by_commands, o.greedy_depth, o.greedy_unroll, o.greedy_on_cpu,
                                 o.matvec_rows, o.matmul_rows};
+    ro.ahead_on = o.prefetch > 0;
+    ro.ahead = default_ahead;
+    const char *ahead = getenv("NUVEC_LLM_PREFETCH");
+    if (ahead && *ahead) {
+        if ((st = prefetch_plan(ahead, &ro.ahead)) != NU_OK)
+            goto fail;
+        ro.ahead_on = true;
+    }
     if ((st = check_fit(m, &o, &wo, &ro, positions)) != NU_OK)
         goto fail;
     m->measure_peaks = o.measure_peaks;

@@ -39,6 +39,9 @@ struct nu_llm_runner {
                                      * has them and the products take F16 inputs (prefill_f16) */
     nu_buffer *act[NU_LLM_A_COUNT]; /* the decode graphs' activations */
     nu_buffer *ids, *logits, *gid;  /* a pass's ids (shared), the logits (shared), decode's id */
+    nu_buffer *glogits;             /* the greedy passes' logits (device memory: only their argmax
+                                     * reads them; in host memory, on a discrete GPU, the output
+                                     * product wrote vocab floats over the bus every token) */
     nu_buffer *ring[NU_LLM_GREEDY_MAX_DEPTH];
     nu_graph *graph[G_COUNT];
     nu_llm_layer_params *params;    /* [P_SLOTS][layers] */
@@ -88,7 +91,7 @@ void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options 
                           uint64_t *pass)
 {
     *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, false) + (uint64_t)o->chunk * 4 +
-            (uint64_t)hp->cfg.vocab * 4 + 4 + (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL;
+            (uint64_t)hp->cfg.vocab * 4 * 2 /* logits, greedy's */ + 4 + (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL;
     *pass = act_bytes(hp, o->chunk, prefill_qkv_rows(o, o->chunk), w16) + (uint64_t)o->chunk * 4;
 }
 
@@ -116,6 +119,7 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
     p.matrix_units = r->units;
+    p.ahead = r->o.ahead_on ? &r->o.ahead : NULL;
     p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
     if (r->hp->longrope) { /* LongRoPE: the long divisors for a cache past the original context (llama.cpp's choice) */
         nu_llm_role role = r->kv->positions > r->hp->rope_original_context ? NU_LLM_W_ROPE_LONG : NU_LLM_W_ROPE_SHORT;
@@ -131,8 +135,10 @@ static nu_status record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tenso
 {
     const nu_llm_weights *w = r->w;
     TRY(nu_llm__blk_embed(p, &w->global[NU_LLM_W_EMBED], ids));
-    for (uint32_t l = 0; l < r->hp->cfg.layers; l++)
+    for (uint32_t l = 0; l < r->hp->cfg.layers; l++) {
+        p->next_layer = l + 1 < r->hp->cfg.layers ? &w->layers[l + 1] : NULL;
         TRY(r->arch->layer(p, &w->layers[l], l));
+    }
     return nu_llm__blk_logits(p, &w->global[NU_LLM_W_OUT_NORM], &w->global[NU_LLM_W_OUTPUT], logits, next);
 }
 
@@ -175,6 +181,7 @@ static nu_status record_graph(nu_llm_runner *r, int g)
         memcpy(p.act, r->act, sizeof p.act);
         p.graph = true, p.max_kv = r->kv->positions, p.params = r->params + (size_t)greedy_slot(j, u) * layers;
         nu_tensor logits = one_logits(r);
+        logits.buffer = r->glogits;
         st = record_forward(r, &p, &gid, &logits, &next);
     }
     if (st == NU_OK)
@@ -282,6 +289,7 @@ void nu_llm__runner_free(nu_llm_runner *r)
         nu_buffer_free(r->act[i]);
     nu_buffer_free(r->ids);
     nu_buffer_free(r->logits);
+    nu_buffer_free(r->glogits);
     nu_buffer_free(r->gid);
     for (int j = 0; j < NU_LLM_GREEDY_MAX_DEPTH; j++)
         nu_buffer_free(r->ring[j]);
@@ -428,7 +436,9 @@ static void build_greedy_graphs(nu_llm_runner *r)
         r->greedy_by_cpu = true;
         return;
     }
-    nu_status st = NU_OK;
+    nu_status st = r->glogits ? NU_OK
+                              : new_buffer(r, (size_t)r->hp->cfg.vocab * 4, NU_STORAGE_PRIVATE, "llm greedy logits",
+                                           &r->glogits);
     for (uint32_t j = 0; st == NU_OK && j < r->o.greedy_depth; j++)
         st = build_graph(r, G_GREEDY + (int)j);
     if (st == NU_OK) {

@@ -38,6 +38,8 @@ typedef struct nu_llm_runner_options {
     uint32_t matvec_rows;   /* rows a matrix-vector product takes at a time; passes of no more: fused */
     uint32_t matmul_rows;   /* batched decode graphs of at least this many rows: the matrix products
                              * (0: chosen by the weights when the runner opens: runner.c) */
+    bool ahead_on;          /* the one-row decode graphs read weights ahead as `ahead` says */
+    nu_llm_prefetch ahead;
 } nu_llm_runner_options;
 
 typedef struct nu_llm_runner nu_llm_runner;
