@@ -236,6 +236,10 @@ static void parameters_change_per_launch(void **state)
     parameters_pass(NULL, rerecord_run());
     parameters_pass(&(nu_graph_options){.params = NU_GRAPH_PARAMS_FROM_MEMORY}, rerecord_run());
     parameters_pass(&(nu_graph_options){.params = NU_GRAPH_PARAMS_RECORDED}, true);
+    /* Copied into device memory at each launch's start (a discrete GPU's default), and read where
+     * the CPU wrote them. */
+    parameters_pass(&(nu_graph_options){.params = NU_GRAPH_PARAMS_IN_DEVICE_MEMORY}, rerecord_run());
+    parameters_pass(&(nu_graph_options){.params = NU_GRAPH_PARAMS_IN_HOST_MEMORY}, rerecord_run());
     /* The developer override wins over the options. */
     if (!rerecord_run()) {
         setenv("NUVEC_GRAPH_RERECORD", "1", 1);
@@ -245,8 +249,9 @@ static void parameters_change_per_launch(void **state)
 }
 
 /* A kernel-library op's push constant (nu_op_unary's alpha, bytes 12..15) as a parameter: its
- * kernel (with specialisation constants) reads it from memory. */
-static void op_parameter(void **state)
+ * kernel (with specialisation constants) reads it from memory, where the CPU wrote it or copied
+ * into device memory by each launch; launches in flight with other values. */
+static void op_parameter_with(const nu_graph_options *o)
 {
     nu_buffer *x = floats(1, 1), *y = floats(0, 0);
     int64_t shape[1] = {N};
@@ -256,7 +261,7 @@ static void op_parameter(void **state)
     NT_OK(nu_op_unary(c, NU_UNARY_SCALE, &ty, &tx, 1.0f));
     uint32_t p;
     NT_OK(nu_graph_param(c, 12, 4, &p));
-    nu_graph *g = build(c);
+    nu_graph *g = build_with(c, o);
     for (int i = 0; i < 6; i++) {
         float alpha = (float)(i % 3 + 2);
         NT_OK(nu_graph_set_param(g, p, &alpha, 4));
@@ -271,6 +276,13 @@ static void op_parameter(void **state)
     NT_OK(nu_graph_free(g));
     nu_buffer_free(x);
     nu_buffer_free(y);
+}
+
+static void op_parameter(void **state)
+{
+    op_parameter_with(NULL);
+    op_parameter_with(&(nu_graph_options){.params = NU_GRAPH_PARAMS_IN_DEVICE_MEMORY});
+    op_parameter_with(&(nu_graph_options){.params = NU_GRAPH_PARAMS_IN_HOST_MEMORY});
 }
 
 static void slots_rebind_pass(const nu_graph_options *o, bool sets)
@@ -484,7 +496,7 @@ static void misuse(void **state)
     /* Unknown options: refused, the recording left as it was (it builds after). */
     NT_OK(nu_commands_fill(c, x, 0, 16, 2));
     g = (nu_graph *)1;
-    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new_with(c, &(nu_graph_options){.params = 3}, &g));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new_with(c, &(nu_graph_options){.params = 5}, &g));
     assert_null(g);
     assert_non_null(strstr(nu_error_message(NULL), "unknown options"));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_graph_new_with(c, &(nu_graph_options){.slots = -1}, &g));

@@ -95,8 +95,16 @@ nu_status nu_graph_param(nu_commands *recording, uint32_t offset, uint32_t size,
 /* How launches realise changed parameters (nu_graph_options.params). */
 typedef enum nu_graph_params {
     NU_GRAPH_PARAMS_DEFAULT = 0,     /* NU_GRAPH_PARAMS_FROM_MEMORY */
-    NU_GRAPH_PARAMS_FROM_MEMORY = 1, /* read from memory where the kernel can be rewritten (else recorded) */
+    NU_GRAPH_PARAMS_FROM_MEMORY = 1, /* read from memory where the kernel can be rewritten (else
+                                        recorded): the CPU writes a launch's values to host-visible
+                                        memory; where that is not device-local (shared buffers in
+                                        host memory: a discrete GPU), each launch first copies them
+                                        into device memory, which the kernels read (one copy and one
+                                        barrier a launch, instead of each such kernel reading over
+                                        the bus as it starts) */
     NU_GRAPH_PARAMS_RECORDED = 2,    /* recorded push constants: a change encodes the copies again */
+    NU_GRAPH_PARAMS_IN_DEVICE_MEMORY = 3, /* FROM_MEMORY, always copied into device memory first */
+    NU_GRAPH_PARAMS_IN_HOST_MEMORY = 4,   /* FROM_MEMORY, always read where the CPU wrote them */
 } nu_graph_params;
 
 /* How launches realise rebound slots (nu_graph_options.slots). */

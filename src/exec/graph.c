@@ -5,6 +5,7 @@
  * (exec/schedule.h) and hands over a graph ready for launches. */
 #include "exec/graph.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -155,7 +156,7 @@ static nu_status oom(nu_graph *g)
 
 /* The dispatches with parameters read them from memory where their kernel has the variant (in
  * the order their first parameter was declared), with their areas in the parameter buffer. */
-static nu_status plan_params(nu_graph *g, bool recorded)
+static nu_status plan_params(nu_graph *g, bool recorded, bool in_device)
 {
     nu_device *d = g->device;
     nu__list *l = g->list;
@@ -191,6 +192,12 @@ static nu_status plan_params(nu_graph *g, bool recorded)
         return st;
     g->params_vk = ((nu__vk_block *)g->param_buffer->alloc.memory)->buffer;
     g->params_offset = g->param_buffer->alloc.offset;
+    if (!in_device)
+        return NU_OK;
+    if ((st = nu__buffer_create_internal_private(d, (size_t)(area * NU__GRAPH_COPIES), &g->param_device)) != NU_OK)
+        return st;
+    g->params_dev_vk = ((nu__vk_block *)g->param_device->alloc.memory)->buffer;
+    g->params_dev_offset = g->param_device->alloc.offset;
     return NU_OK;
 }
 
@@ -272,7 +279,7 @@ nu_status nu_graph_new_with(nu_commands *c, const nu_graph_options *options, nu_
     if (!out)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: NULL out", fn);
     nu_graph_options o = options ? *options : (nu_graph_options){0};
-    if ((unsigned)o.params > NU_GRAPH_PARAMS_RECORDED || (unsigned)o.slots > NU_GRAPH_SLOTS_SETS ||
+    if ((unsigned)o.params > NU_GRAPH_PARAMS_IN_HOST_MEMORY || (unsigned)o.slots > NU_GRAPH_SLOTS_SETS ||
         (unsigned)o.schedule > NU_GRAPH_SCHEDULE_IN_ORDER)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: unknown options (params %d, slots %d, schedule %d)", fn,
                         (int)o.params, (int)o.slots, (int)o.schedule);
@@ -283,6 +290,9 @@ nu_status nu_graph_new_with(nu_commands *c, const nu_graph_options *options, nu_
     } else if (nu__env_on("NUVEC_GRAPH_SETS")) {
         o.slots = NU_GRAPH_SLOTS_SETS;
     }
+    const char *pd = getenv("NUVEC_GRAPH_PARAMS_DEVICE");
+    if (o.params != NU_GRAPH_PARAMS_RECORDED && pd && (!strcmp(pd, "0") || !strcmp(pd, "1")))
+        o.params = *pd == '1' ? NU_GRAPH_PARAMS_IN_DEVICE_MEMORY : NU_GRAPH_PARAMS_IN_HOST_MEMORY;
     if (nu__device_lost(d))
         return nu__fail(d, NU_ERROR_DEVICE_LOST, "%s: the device was lost", fn);
     const nu__resource *gone = nu__list_freed(l);
@@ -294,7 +304,12 @@ nu_status nu_graph_new_with(nu_commands *c, const nu_graph_options *options, nu_
         return NU_ERROR_HOST_OUT_OF_MEMORY;
     g->version = g->bind_version = 1;
     g->in_order = o.schedule == NU_GRAPH_SCHEDULE_IN_ORDER;
-    nu_status st = plan_params(g, o.params == NU_GRAPH_PARAMS_RECORDED);
+    /* Parameters from memory: in device memory where the memory the CPU writes them to is not
+     * (shared buffers in host memory: a discrete GPU), unless asked otherwise. */
+    bool in_device = o.params == NU_GRAPH_PARAMS_IN_DEVICE_MEMORY ||
+                     ((o.params == NU_GRAPH_PARAMS_DEFAULT || o.params == NU_GRAPH_PARAMS_FROM_MEMORY) &&
+                      !d->memory.shared_device_local);
+    nu_status st = plan_params(g, o.params == NU_GRAPH_PARAMS_RECORDED, in_device);
     if (st == NU_OK && o.slots == NU_GRAPH_SLOTS_SETS)
         st = plan_sets(g);
     if (st == NU_OK)

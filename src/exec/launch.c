@@ -59,6 +59,8 @@ void nu__graph_destroy(nu_graph *g)
     nu__free(g->set_writes);
     if (g->param_buffer)
         nu_buffer_free(g->param_buffer);
+    if (g->param_device)
+        nu_buffer_free(g->param_device);
     pthread_mutex_destroy(&g->lock);
     nu__free(g);
 }
@@ -137,8 +139,10 @@ static uint32_t cmd_infos(const nu_graph *g, const nu__graph_copy *cp, uint32_t 
     const nu__graph_node *n = &g->nodes[index];
     if (!n->memory_kernel)
         return c->ref_count;
-    info[c->ref_count] = (VkDescriptorBufferInfo){
-        g->params_vk, g->params_offset + (VkDeviceSize)(cp - g->copies) * g->params_area + n->param_at, c->push_size};
+    VkDeviceSize at = (VkDeviceSize)(cp - g->copies) * g->params_area + n->param_at;
+    info[c->ref_count] = g->param_device
+                             ? (VkDescriptorBufferInfo){g->params_dev_vk, g->params_dev_offset + at, c->push_size}
+                             : (VkDescriptorBufferInfo){g->params_vk, g->params_offset + at, c->push_size};
     return c->ref_count + 1;
 }
 
@@ -237,6 +241,16 @@ static nu_status encode_copy(nu_graph *g, nu__graph_copy *cp)
     if (g->timestamps)
         nu__encode_timestamp(&e, g->timestamps, 0, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT);
     e.trace = cp->trace;
+    if (g->param_device) { /* the launch's parameters into device memory, before any kernel reads them */
+        VkDeviceSize at = (VkDeviceSize)(cp - g->copies) * g->params_area;
+        nu__encode_copy(&e, g->params_dev_vk, g->params_dev_offset + at, g->params_vk, g->params_offset + at,
+                        g->params_area, "parameters");
+        VkMemoryBarrier2 mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2, .srcStageMask = VK_PIPELINE_STAGE_2_COPY_BIT,
+                               .srcAccessMask = VK_ACCESS_2_TRANSFER_WRITE_BIT,
+                               .dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+                               .dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT};
+        nu__encode_barrier(&e, &mb);
+    }
     for (uint32_t lv = 0; lv < s->level_count; lv++) {
         if (lv)
             nu__encode_barrier(&e, &s->barriers[lv]);

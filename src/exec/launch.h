@@ -77,12 +77,16 @@ struct nu_graph {
     uint64_t uses_version;    /* the bind_version `uses` were collected at */
     bool rebound;             /* a slot changed so that the schedule must be made again */
     bool in_order;            /* scheduled without the level pass (NU_GRAPH_SCHEDULE_IN_ORDER) */
-    /* Parameters read from memory: the commands, and a host-visible buffer with an area per copy. */
+    /* Parameters read from memory: the commands, and a host-visible buffer with an area per copy
+     * (the CPU writes a launch's values there). Where param_device is set, each launch first
+     * copies its area into the same place of that device-local buffer, which the kernels read:
+     * one copy and one barrier a launch instead of every such kernel reading over the bus at its
+     * start (host-visible memory is host memory on a discrete GPU). */
     uint32_t *memory_cmds;
     uint32_t memory_cmd_count;
-    nu_buffer *param_buffer;
-    VkBuffer params_vk;
-    VkDeviceSize params_offset, params_area;
+    nu_buffer *param_buffer, *param_device;
+    VkBuffer params_vk, params_dev_vk;
+    VkDeviceSize params_offset, params_area, params_dev_offset;
     /* Slots rebound through descriptor sets: the dispatches touching a slot, and room for one
      * update of all their sets. */
     bool sets;

@@ -242,6 +242,11 @@ nu_status nu__buffer_create_staging(nu_device *d, size_t size, nu_buffer **out)
     return create(d, size, NU_STORAGE_SHARED, NU__ALLOC_INTERNAL, out);
 }
 
+nu_status nu__buffer_create_internal_private(nu_device *d, size_t size, nu_buffer **out)
+{
+    return create(d, size, NU_STORAGE_PRIVATE, NU__ALLOC_INTERNAL, out);
+}
+
 nu_status nu_buffer_new(nu_device *device, size_t size, nu_storage storage, nu_buffer **out)
 {
     return nu__buffer_create(device, size, storage, false, out);

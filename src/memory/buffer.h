@@ -44,6 +44,8 @@ nu_status nu__buffer_create(nu_device *d, size_t size, nu_storage storage, bool 
 /* A shared buffer of nuvec's own (staging for uploads and downloads): counted in neither the
  * user's `buffers` nor `active` (nuvec/memory.h), freed with nu_buffer_free. */
 nu_status nu__buffer_create_staging(nu_device *d, size_t size, nu_buffer **out);
+/* A private buffer of nuvec's own (a graph's launch parameters in device memory), counted the same. */
+nu_status nu__buffer_create_internal_private(nu_device *d, size_t size, nu_buffer **out);
 
 /* NU_OK for a live buffer; INVALID_ARGUMENT for NULL, INVALID_HANDLE for a freed one (the
  * message names `fn`). */
