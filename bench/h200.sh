@@ -11,6 +11,8 @@
 # (llm, batch and serve are not in the default list: they write 4-17 GB of model files; see their comments below)
 # ops (nuvec bench ops beside bench/torch_ops.py) matvec (a sweep of the matrix-vector knobs)
 # soa (a sweep of NUVEC_MATVEC_SOA, Q4_0_SOA's matrix-vector knobs; not in the default list)
+# ahead (one-sequence decode with weights read ahead or not, launch parameters in device or host
+# memory: NUVEC_LLM_PREFETCH plans, NUVEC_GRAPH_PARAMS_DEVICE; not in the default list)
 # random (default: all; random takes RANDOM_PROGRAMS, default 100000, from RANDOM_SEED, default 0);
 # gputests runs only the tests that do GPU work. upload writes a weights file of UPLOAD_SIZE
 # (default 16G) and runs `nuvec bench upload`, `nuvec load --to-gpu` and bench/torch_upload.py on
@@ -177,6 +179,27 @@ for step in $steps; do
             --json "$J/serve.json" | tee -a "$OUT/serve.txt" || status=1
         for s in nuvec llama; do
             [ -f /tmp/bench_serve_$s.log ] && tail -n 5 /tmp/bench_serve_$s.log | sed "s/^/$s log: /" >>"$OUT/serve.txt"
+        done ;;
+    ahead)
+        # One-sequence decode's options measured side by side (7B Q4_0 by default; AHEAD_MODEL names
+        # another file, a Q4_K_M one from llama-quantize say): weights read ahead
+        # (NUVEC_LLM_PREFETCH, each plan of AHEAD_PLANS) or not, and the decode graph's launch
+        # parameters copied into device memory (the default on a discrete GPU) or read where the CPU
+        # wrote them (NUVEC_GRAPH_PARAMS_DEVICE=0); AHEAD_REPS rounds (default 2). LLM_DIR as llm's.
+        d=${LLM_DIR:-/tmp}
+        f=${AHEAD_MODEL:-$d/llama-7b-q4_0.gguf}
+        [ -f "$f" ] || [ -n "${AHEAD_MODEL:-}" ] || ./build/nuvec make-gguf --shape llama-7b --dtype q4_0 --out "$f" ||
+            status=1
+        ahead_run() {
+            echo "$1 | $(shift; env "$@" ./build/nuvec bench llm --model "$f" -p 512 -n 128 2>&1 |
+                grep -E 'decode \(|prompt \(' | sed 's/^ *//;s/  */ /g' | tr '\n' ' ')" | tee -a "$OUT/ahead.txt"
+        }
+        for rep in $(seq "${AHEAD_REPS:-2}"); do
+            ahead_run "defaults" NUVEC_LLM_PREFETCH=
+            ahead_run "parameters in host memory" NUVEC_GRAPH_PARAMS_DEVICE=0 NUVEC_LLM_PREFETCH=
+            for plan in ${AHEAD_PLANS:-"o=rope,gu=attn:16" "o=rope,gu=attn:32,qkv=down:8" "o=attn,gu=rope:16"}; do
+                ahead_run "read ahead: $plan" NUVEC_LLM_PREFETCH="$plan"
+            done
         done ;;
     batchsweep)
         # Batched decode's kernels: nuvec bench llm --batch with NUVEC_LLM_MATVEC_ROWS (the rows up to
