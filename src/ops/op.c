@@ -103,7 +103,7 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
     pthread_mutex_lock(&o->lock);
     for (size_t i = 0; i < o->count; i++) {
         op_kernel *k = &o->kernels[i];
-        if (k->id == id && k->n == n && memcmp(k->constants, constants, n * sizeof *constants) == 0) {
+        if (k->id == id && k->n == n && (!n || memcmp(k->constants, constants, n * sizeof *constants) == 0)) {
             *out = k->kernel;
             pthread_mutex_unlock(&o->lock);
             return NU_OK;
@@ -127,7 +127,8 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
         memset(e, 0, sizeof *e);
         e->id = id;
         e->n = n;
-        memcpy(e->constants, constants, n * sizeof *constants);
+        if (n) /* constants may be NULL when there are none */
+            memcpy(e->constants, constants, n * sizeof *constants);
         e->kernel = k;
         *out = k;
     }

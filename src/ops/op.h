@@ -20,8 +20,8 @@ nu_status nu__ops_init(nu_device *d);
 void nu__ops_fini(nu_device *d);
 
 /* The embedded kernel `id` (kernels_table.h's NU__K_<name>) with `push_size` bytes of push
- * constants, specialised with constants 0..n-1, from the device's table (created on first use;
- * owned by the table). */
+ * constants, specialised with constants 0..n-1 (NULL where n is 0), from the device's table
+ * (created on first use; owned by the table). */
 nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
                         nu_kernel **out);
 
