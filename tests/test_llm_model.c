@@ -7,7 +7,7 @@
  * on the GPU (nu_llm_model_decode_greedy) against the CPU's argmax on every file; bad folders and
  * config.json files refused with their messages; a random-weight Q4_0 model of rows a multiple of
  * 256 (make-gguf's "small") decoded with its matrices repacked (Q4_0_SOA) as without; a prompt in
- * pipelined passes of 3 rows as in one pass. */
+ * pipelined passes of 3 rows as in one pass; weights read ahead (prefetch) changing no result. */
 #include "harness.h"
 
 #include <math.h>
@@ -501,6 +501,53 @@ static void greedy_decode_matches_cpu_argmax(void **state)
 
 /* decode_greedy's refusals: NULL arguments, bad ids, a cache that n tokens would overflow
  * (nothing runs), no host memory; *produced cleared. */
+/* Reading weights ahead (nu_llm_model_options.prefetch, NUVEC_LLM_PREFETCH's plans) changes no
+ * result: the decode graph's logits bit for bit and greedy decode's ids (its ring of graphs) as
+ * without, on aidreams260K (the fused layer); a bad plan is refused naming the variable. */
+static void decode_reading_ahead(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    enum { N = 12 };
+    static const char *const plans[] = {NULL, NULL, "o=rope gu=attn:1 down=o qkv=gu", "o=attn,gu=rope,down=gu,qkv=down:1"};
+    float *want = NULL;
+    for (int v = 0; v < 4; v++) {
+        if (plans[v])
+            setenv("NUVEC_LLM_PREFETCH", plans[v], 1);
+        nu_llm_model_options o = {.prefetch = v == 0 ? -1 : 1};
+        nu_llm_model *m;
+        LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), &o, &m));
+        uint32_t V = nu_llm_model_config(m)->vocab;
+        float *got = malloc((size_t)N * V * sizeof *got);
+        assert_non_null(got);
+        int32_t ids[N], out[N];
+        greedy(m, DREAM_PROMPT, 7, ids, N, got);
+        assert_memory_equal(ids, DREAM_IDS, sizeof ids);
+        if (!want)
+            want = got;
+        else if (memcmp(got, want, (size_t)N * V * sizeof *got))
+            fail_msg("the logits with weights read ahead (plan %s) differ from those without", plans[v] ? plans[v] : "default");
+        nu_llm_model_reset(m);
+        LLM_OK(nu_llm_model_prefill(m, DREAM_PROMPT, 7, NULL));
+        uint32_t produced;
+        LLM_OK(nu_llm_model_decode_greedy(m, DREAM_IDS[0], N, out, &produced, -1, NULL, NULL));
+        assert_int_equal(produced, N);
+        assert_memory_equal(out, DREAM_IDS + 1, sizeof out);
+        nu_llm_model_free(m);
+        if (got != want)
+            free(got);
+        unsetenv("NUVEC_LLM_PREFETCH");
+    }
+    free(want);
+    setenv("NUVEC_LLM_PREFETCH", "o=gu", 1); /* the output product is read before the gate-up level */
+    nu_llm_model *m = NULL;
+    assert_int_equal(nu_llm_model_open(d, llm_model_path("aidreams260K/hf"), NULL, &m), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_llm_error_message(), "NUVEC_LLM_PREFETCH=o=gu"));
+    assert_null(m);
+    unsetenv("NUVEC_LLM_PREFETCH");
+    nt_close(d);
+}
+
 static void greedy_decode_refusals(void **state)
 {
     (void)state;
@@ -730,6 +777,7 @@ int main(void)
         cmocka_unit_test(repacked_q4_0_decodes_as_the_file),
         cmocka_unit_test(greedy_decode_matches_cpu_argmax),
         cmocka_unit_test(greedy_decode_refusals),
+        cmocka_unit_test(decode_reading_ahead),
         cmocka_unit_test(tokenizer_json),
         cmocka_unit_test(refuses_bad_models),
     };
