@@ -9,6 +9,7 @@
  * Tolerance: none; every result is compared bit for bit (a NaN need only be a NaN). */
 #include "ops_util.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -539,20 +540,24 @@ static void gpu_order(const char *path, char *out, size_t size)
 {
     char *text = nt_read_file(path);
     assert_non_null(text);
-    trace_event ev[64];
-    int n = 0;
-    for (const char *p = strstr(text, "{\"name\":\""); p && n < 64; p = strstr(p + 1, "{\"name\":\"")) {
-        const char *name = p + 9, *q = strchr(name, '"'), *end = strchr(p, '}');
-        const char *ts = strstr(p, "\"ts\":"), *cat = strstr(p, "\"cat\":\"gpu\"");
-        if (!q || !end || !ts || ts > end || !cat || cat > end || q - name >= 16)
-            continue;
-        memcpy(ev[n].name, name, (size_t)(q - name));
-        ev[n].name[q - name] = 0;
-        ev[n].ts = strtod(ts + 5, NULL);
-        n++;
-    }
+    cJSON *doc = cJSON_Parse(text);
     free(text);
     remove(path);
+    cJSON *list = cJSON_GetObjectItem(doc, "traceEvents"), *e;
+    assert_true(cJSON_IsArray(list));
+    trace_event ev[64];
+    int n = 0;
+    cJSON_ArrayForEach(e, list)
+    {
+        cJSON *cat = cJSON_GetObjectItem(e, "cat"), *nm = cJSON_GetObjectItem(e, "name"), *ts = cJSON_GetObjectItem(e, "ts");
+        if (n == 64 || !cJSON_IsString(cat) || strcmp(cat->valuestring, "gpu") || !cJSON_IsString(nm) ||
+            !cJSON_IsNumber(ts))
+            continue;
+        ev[n].ts = ts->valuedouble;
+        snprintf(ev[n].name, sizeof ev[n].name, "%s", nm->valuestring);
+        n++;
+    }
+    cJSON_Delete(doc);
     for (int i = 1; i < n; i++) /* by start time */
         for (int j = i; j > 0 && ev[j].ts < ev[j - 1].ts; j--) {
             trace_event t = ev[j];
