@@ -440,8 +440,10 @@ static nu_status glu_input(nu_llm_pass *p, const nu_tensor *gate, const nu_tenso
                          : view2(p->act[NU_LLM_A_GATE], shape[0], shape[1]);
     if (p->hp->act == NU_GLU_SILU)
         return nu_op_swiglu(p->c, out, gate, up);
-    TRY(nu_op_unary(p->c, NU_UNARY_GELU_TANH, gate, gate, 0));
-    return nu_op_mul(p->c, out, gate, up);
+    /* GELU into A_GATE (gate itself, or a column slice of [gate | up] that an op may not write) */
+    nu_tensor g = view2(p->act[NU_LLM_A_GATE], shape[0], shape[1]);
+    TRY(nu_op_unary(p->c, NU_UNARY_GELU_TANH, &g, gate, 0));
+    return nu_op_mul(p->c, out, &g, up);
 }
 
 nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
