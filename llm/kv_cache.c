@@ -11,12 +11,12 @@ uint64_t nu_llm__kv_bytes(uint32_t layers, uint32_t slots, uint32_t positions, u
     return 2ull * layers * slots * positions * kv_heads * head_dim * nu_dtype_size(dtype);
 }
 
-nu_status nu_llm__kv_new(nu_device *d, uint32_t layers, uint32_t slots, uint32_t positions, uint32_t kv_heads,
-                         uint32_t head_dim, nu_dtype dtype, nu_llm_kv *kv)
+nu_status nu_llm__kv_new(nu_device *d, uint32_t layers, uint32_t first, uint32_t end, uint32_t slots,
+                         uint32_t positions, uint32_t kv_heads, uint32_t head_dim, nu_dtype dtype, nu_llm_kv *kv)
 {
     memset(kv, 0, sizeof *kv);
     kv->device = d;
-    kv->layers = layers, kv->slots = slots, kv->positions = positions;
+    kv->layers = layers, kv->first = first, kv->end = end, kv->slots = slots, kv->positions = positions;
     kv->kv_heads = kv_heads, kv->head_dim = head_dim, kv->dtype = dtype;
     kv->k = nu_llm__calloc(layers, sizeof *kv->k);
     kv->v = nu_llm__calloc(layers, sizeof *kv->v);
@@ -29,12 +29,12 @@ nu_status nu_llm__kv_new(nu_device *d, uint32_t layers, uint32_t slots, uint32_t
         return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_open: no memory for the KV cache");
     }
     size_t bytes = (size_t)slots * positions * kv_heads * head_dim * nu_dtype_size(dtype);
-    for (uint32_t l = 0; l < layers; l++) {
+    for (uint32_t l = first; l < end; l++) {
         nu_status st = nu_buffer_new(d, bytes, NU_STORAGE_PRIVATE, &kv->k[l]);
         if (st == NU_OK)
             st = nu_buffer_new(d, bytes, NU_STORAGE_PRIVATE, &kv->v[l]);
         if (st != NU_OK) {
-            st = nu_llm__fail(st, "nu_llm_model_open: the KV cache (%u layers of 2 x %zu bytes): %s", layers, bytes,
+            st = nu_llm__fail(st, "nu_llm_model_open: the KV cache (%u layers of 2 x %zu bytes): %s", end - first, bytes,
                               nu_error_message(d));
             nu_llm__kv_free(kv);
             return st;

@@ -1,5 +1,7 @@
 /* kv_cache.h: the KV cache of sequence slots. Each layer has one K and one V buffer of
- * [slots, positions, kv_heads, head_dim] (the dtype the model was opened with); slot s holds one
+ * [slots, positions, kv_heads, head_dim] (the dtype the model was opened with): every layer, or on
+ * one device of a model split by layers, the layers [first, end) that device runs (the others'
+ * buffers are NULL; each device's cache keeps the same slots' lengths and tokens); slot s holds one
  * sequence's keys and values at rows 0 .. length(s) - 1. A slot is acquired for a sequence and
  * released when it ends; its length is what the runner has appended (the next position). The cache
  * is sized by positions and slots alone. Thread safety: the model's (one thread at a time). */
@@ -14,6 +16,7 @@
 typedef struct nu_llm_kv {
     nu_device *device;
     uint32_t layers, slots, positions, kv_heads, head_dim;
+    uint32_t first, end;  /* the layers with buffers: [first, end) (all: 0, layers) */
     nu_dtype dtype;
     nu_buffer **k, **v;  /* per layer */
     uint32_t *length;    /* per slot */
@@ -24,10 +27,11 @@ typedef struct nu_llm_kv {
     uint64_t bytes;      /* device bytes of the cache */
 } nu_llm_kv;
 
-/* Allocates the cache (private buffers, a K and a V a layer). NU_ERROR_OUT_OF_MEMORY and the other
- * nuvec errors of nu_buffer_new with nu_llm_error_message set. */
-nu_status nu_llm__kv_new(nu_device *d, uint32_t layers, uint32_t slots, uint32_t positions, uint32_t kv_heads,
-                         uint32_t head_dim, nu_dtype dtype, nu_llm_kv *out);
+/* Allocates the cache of a model of `layers` layers (private buffers, a K and a V for each layer of
+ * [first, end)). NU_ERROR_OUT_OF_MEMORY and the other nuvec errors of nu_buffer_new with
+ * nu_llm_error_message set. */
+nu_status nu_llm__kv_new(nu_device *d, uint32_t layers, uint32_t first, uint32_t end, uint32_t slots,
+                         uint32_t positions, uint32_t kv_heads, uint32_t head_dim, nu_dtype dtype, nu_llm_kv *out);
 void nu_llm__kv_free(nu_llm_kv *kv);
 /* The bytes a cache of these sizes takes. */
 uint64_t nu_llm__kv_bytes(uint32_t layers, uint32_t slots, uint32_t positions, uint32_t kv_heads, uint32_t head_dim,

@@ -1,7 +1,12 @@
 /* model.c: the model's public calls (nuvec_llm.h's Model section) over its parts: the source
  * (llm/source/: the file or folder), the architecture (llm/arch/), the weights (weights.c), the KV
  * cache (kv_cache.c), the tokenizer (llm/tokenizer/) and the runner (runner.c, over the blocks). Opening
- * goes in that order; each part is checked before the next moves anything to the device. */
+ * goes in that order; each part is checked before the next moves anything to the device.
+ * A model split by layers over several devices has a share on each (nu_llm_share: its layers'
+ * weights, a KV cache of those layers, a runner over them); a step runs the shares in order, each
+ * handing its hidden state to the next (nu_llm__runner_hand_over). Every share's cache keeps the
+ * same slots, lengths and tokens: each runner appends to its own, and what the model changes
+ * itself (acquiring, releasing, truncating, undoing a failed step) it changes in every share. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +21,22 @@
 #include "tokenizer/readers.h"
 #include "weights.h"
 
-struct nu_llm_model {
+/* One device's share of the model: layers [first, end). */
+typedef struct nu_llm_share {
     nu_device *dev;
-    nu_llm_source *src;
-    const nu_llm_arch *arch;
-    nu_llm_hparams hp;
+    uint32_t first, end;
     nu_llm_weights w;
     nu_llm_kv kv;
     nu_llm_runner *run;
+} nu_llm_share;
+
+struct nu_llm_model {
+    nu_llm_source *src;
+    const nu_llm_arch *arch;
+    nu_llm_hparams hp;
+    uint32_t shares;
+    nu_llm_share share[NU_LLM_MAX_DEVICES];
+    nu_llm_kv *kv;  /* the first share's cache: the slots' lengths and tokens the model reads */
     nu_llm_tokenizer *tok;
     char tok_note[256];
     bool measure_peaks;
@@ -33,22 +46,68 @@ struct nu_llm_model {
 const nu_llm_config *nu_llm_model_config(const nu_llm_model *m) { return m ? &m->hp.cfg : NULL; }
 const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *m) { return m ? m->tok : NULL; }
 const char *nu_llm_model_tokenizer_note(const nu_llm_model *m) { return !m || m->tok ? "" : m->tok_note; }
-const char *nu_llm_model_note(const nu_llm_model *m) { return m && m->run ? nu_llm__runner_note(m->run) : ""; }
-uint32_t nu_llm_model_position(const nu_llm_model *m) { return m ? m->kv.length[0] : 0; }
+uint32_t nu_llm_model_position(const nu_llm_model *m) { return m ? m->kv->length[0] : 0; }
+uint32_t nu_llm_model_devices(const nu_llm_model *m) { return m ? m->shares : 0; }
+
+const char *nu_llm_model_note(const nu_llm_model *m)
+{
+    for (uint32_t i = 0; m && i < m->shares; i++)
+        if (m->share[i].run && *nu_llm__runner_note(m->share[i].run))
+            return nu_llm__runner_note(m->share[i].run);
+    return "";
+}
+
+nu_status nu_llm_model_device_layers(const nu_llm_model *m, uint32_t index, nu_device **device, uint32_t *first,
+                                     uint32_t *end)
+{
+    if (!m || index >= m->shares)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_device_layers: %s",
+                            m ? "no such device" : "NULL model");
+    if (device)
+        *device = m->share[index].dev;
+    if (first)
+        *first = m->share[index].first;
+    if (end)
+        *end = m->share[index].end;
+    return NU_OK;
+}
+
+/* Slot `slot`'s length in every share's cache. */
+static void set_length(nu_llm_model *m, uint32_t slot, uint32_t length)
+{
+    for (uint32_t i = 0; i < m->shares; i++)
+        m->share[i].kv.length[slot] = length;
+}
+
+/* The other shares' caches keep slot `slot` as the first share's does (its use, length, tokens and
+ * release count). */
+static void mirror_slot(nu_llm_model *m, uint32_t slot)
+{
+    const nu_llm_kv *a = m->kv;
+    for (uint32_t i = 1; i < m->shares; i++) {
+        nu_llm_kv *b = &m->share[i].kv;
+        b->used[slot] = a->used[slot], b->length[slot] = a->length[slot];
+        b->released[slot] = a->released[slot], b->releases = a->releases;
+        memcpy(b->tokens + (size_t)slot * b->positions, a->tokens + (size_t)slot * a->positions,
+               (size_t)a->length[slot] * sizeof *a->tokens);
+    }
+}
 
 void nu_llm_model_reset(nu_llm_model *m)
 {
     if (m)
-        m->kv.length[0] = 0;
+        set_length(m, 0, 0);
 }
 
 void nu_llm_model_free(nu_llm_model *m)
 {
     if (!m)
         return;
-    nu_llm__runner_free(m->run);
-    nu_llm__kv_free(&m->kv);
-    nu_llm__weights_free(&m->w);
+    for (uint32_t i = 0; i < m->shares; i++) {
+        nu_llm__runner_free(m->share[i].run);
+        nu_llm__kv_free(&m->share[i].kv);
+        nu_llm__weights_free(&m->share[i].w);
+    }
     nu_llm__source_close(m->src);
     nu_llm_tokenizer_free(m->tok);
     nu_llm__free(m);
@@ -218,11 +277,31 @@ static uint32_t private_heap(nu_device *d)
     return nu_device_get_info(d)->memory_types[nu_device_memory_choice(d)->private_type].heap;
 }
 
-/* The cap: max_memory, and where the driver reports a budget, what is left of it. The model's
- * weights, KV cache, decode activations and two prefill passes in flight must fit, before any
- * weight moves. */
-static nu_status check_fit(nu_llm_model *m, const nu_llm_model_options *o, const nu_llm_weights_options *wo,
-                           const nu_llm_runner_options *ro, uint32_t positions)
+/* Whether share i's device is not also an earlier share's. */
+static bool first_use(const nu_llm_model *m, uint32_t i)
+{
+    for (uint32_t j = 0; j < i; j++)
+        if (m->share[j].dev == m->share[i].dev)
+            return false;
+    return true;
+}
+
+/* What the driver's budget leaves of the heap private buffers use (UINT64_MAX where it reports
+ * none). */
+static uint64_t budget_left(nu_device *d)
+{
+    nu_memory_budget b;
+    if (nu_device_memory_budget(d, &b) != NU_OK || !b.from_driver)
+        return UINT64_MAX;
+    uint32_t h = private_heap(d);
+    return b.budget[h] > b.usage[h] ? b.budget[h] - b.usage[h] : 0;
+}
+
+/* The cap: max_memory, and where the driver reports a budget, what is left of it. A share's
+ * weights, KV cache, decode activations and two prefill passes in flight must fit its device,
+ * before any weight moves. */
+static nu_status check_fit(nu_llm_model *m, const nu_llm_share *sh, const nu_llm_model_options *o,
+                           const nu_llm_weights_options *wo, const nu_llm_runner_options *ro, uint32_t positions)
 {
     const nu_llm_config *c = &m->hp.cfg;
     uint64_t weights, held, pass;
@@ -231,25 +310,26 @@ static nu_status check_fit(nu_llm_model *m, const nu_llm_model_options *o, const
     nu_status st = nu_llm__weights_plan(m->src, m->arch, &m->hp, wo, &weights, &shared, &blocks, &repacked);
     if (st != NU_OK)
         return st;
-    if (!nu_device_memory_choice(m->dev)->shared_device_local)
+    if (!nu_device_memory_choice(sh->dev)->shared_device_local)
         weights -= shared; /* in host memory (embed_in_host) */
     nu_llm__runner_sizes(&m->hp, ro, (ro->prefill_f16 && blocks) || repacked, &held, &pass);
-    uint64_t kv = nu_llm__kv_bytes(c->layers, o->slots, positions, c->kv_heads, c->head_dim, o->kv_dtype);
-    m->need = weights + kv + held + 2 * pass;
-    uint64_t cap = o->max_memory ? o->max_memory : UINT64_MAX;
+    uint64_t kv = nu_llm__kv_bytes(sh->end - sh->first, o->slots, positions, c->kv_heads, c->head_dim, o->kv_dtype);
+    uint64_t need = weights + kv + held + 2 * pass;
+    m->need += need;
+    uint64_t cap = o->max_memory ? o->max_memory : UINT64_MAX, left = budget_left(sh->dev);
     const char *what = "the cap (max_memory)";
-    nu_memory_budget b;
-    if (nu_device_memory_budget(m->dev, &b) == NU_OK && b.from_driver) {
-        uint32_t h = private_heap(m->dev);
-        uint64_t left = b.budget[h] > b.usage[h] ? b.budget[h] - b.usage[h] : 0;
-        if (left < cap)
-            cap = left, what = "what the driver's budget leaves of the device's memory";
-    }
-    if (m->need <= cap)
+    if (left < cap)
+        cap = left, what = "what the driver's budget leaves of the device's memory";
+    if (need <= cap)
         return NU_OK;
-    return nu_llm__fail(NU_ERROR_OUT_OF_MEMORY, "nu_llm_model_open: the model needs %llu bytes of device memory (weights "
-                        "%llu, KV cache %llu for %u positions, activations %llu, two prefill passes %llu); %s is %llu",
-                        (unsigned long long)m->need, (unsigned long long)weights, (unsigned long long)kv, positions,
+    char device[64] = "";
+    if (m->shares > 1)
+        snprintf(device, sizeof device, " on device %u of %u (layers %u to %u)", (unsigned)(sh - m->share), m->shares,
+                 sh->first, sh->end - 1);
+    return nu_llm__fail(NU_ERROR_OUT_OF_MEMORY, "nu_llm_model_open: the model needs %llu bytes of device memory%s "
+                        "(weights %llu, KV cache %llu for %u positions, activations %llu, two prefill passes %llu); %s "
+                        "is %llu",
+                        (unsigned long long)need, device, (unsigned long long)weights, (unsigned long long)kv, positions,
                         (unsigned long long)held, (unsigned long long)(2 * pass), what, (unsigned long long)cap);
 }
 
@@ -259,38 +339,49 @@ nu_status nu_llm_model_memory(const nu_llm_model *m, nu_llm_memory *out)
         memset(out, 0, sizeof *out);
     if (!m || !out)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_memory: NULL %s", m ? "out" : "model");
-    out->weights_in_host = nu_device_memory_choice(m->dev)->shared_device_local ? 0 : m->w.shared_bytes;
-    out->weights = m->w.bytes - out->weights_in_host;
-    out->kv_cache = m->kv.bytes;
-    out->activations = nu_llm__runner_bytes(m->run);
+    for (uint32_t i = 0; i < m->shares; i++) {
+        const nu_llm_share *sh = &m->share[i];
+        uint64_t in_host = nu_device_memory_choice(sh->dev)->shared_device_local ? 0 : sh->w.shared_bytes;
+        out->weights_in_host += in_host;
+        out->weights += sh->w.bytes - in_host;
+        out->kv_cache += sh->kv.bytes;
+        out->activations += nu_llm__runner_bytes(sh->run);
+        out->prefill_pass += nu_llm__runner_pass_bytes(sh->run);
+        if (!first_use(m, i))
+            continue; /* the same device given twice: its statistics once */
+        nu_memory_stats ms;
+        if (nu_memory_get_stats(sh->dev, &ms) == NU_OK)
+            out->device_active += ms.active, out->device_reserved += ms.reserved;
+        nu_memory_budget b;
+        if (nu_device_memory_budget(sh->dev, &b) == NU_OK && b.from_driver) {
+            uint32_t h = private_heap(sh->dev);
+            out->heap_budget += b.budget[h], out->heap_usage += b.usage[h];
+        }
+    }
     out->total = out->weights + out->kv_cache + out->activations;
-    out->prefill_pass = nu_llm__runner_pass_bytes(m->run);
     out->need = m->need;
     out->open_peak = m->open_peak;
     out->prefill_peak = m->prefill_peak;
     out->decode_peak = m->decode_peak;
-    nu_memory_stats ms;
-    if (nu_memory_get_stats(m->dev, &ms) == NU_OK)
-        out->device_active = ms.active, out->device_reserved = ms.reserved;
-    nu_memory_budget b;
-    if (nu_device_memory_budget(m->dev, &b) == NU_OK && b.from_driver) {
-        uint32_t h = private_heap(m->dev);
-        out->heap_budget = b.budget[h], out->heap_usage = b.usage[h];
-    }
     return NU_OK;
 }
 
-/* With measure_peaks: the device's peak reset before a call's work, read after. */
+/* With measure_peaks: the devices' peaks reset before a call's work, read after (summed). */
 static void peak_start(nu_llm_model *m)
 {
-    if (m->measure_peaks)
-        nu_memory_reset_peak(m->dev);
+    for (uint32_t i = 0; m->measure_peaks && i < m->shares; i++)
+        if (first_use(m, i))
+            nu_memory_reset_peak(m->share[i].dev);
 }
 
 static void peak_end(nu_llm_model *m, uint64_t *into)
 {
-    if (m->measure_peaks)
-        *into = nu_memory_peak(m->dev);
+    if (!m->measure_peaks)
+        return;
+    *into = 0;
+    for (uint32_t i = 0; i < m->shares; i++)
+        if (first_use(m, i))
+            *into += nu_memory_peak(m->share[i].dev);
 }
 
 /* The tokenizer is optional: without a usable one the model runs on token ids (the note says why).
@@ -312,12 +403,93 @@ static void open_tokenizer(nu_llm_model *m)
     nu_llm__fail(NU_OK, "%s", "");
 }
 
+/* Each device's room for the model: what the driver's budget leaves of the heap private buffers
+ * use, or that heap's size. */
+static double device_room(nu_device *d)
+{
+    uint64_t left = budget_left(d);
+    return left != UINT64_MAX ? (double)left : (double)nu_device_get_info(d)->heaps[private_heap(d)].size;
+}
+
+/* The shares' layers: in proportion to weights (or to the devices' room), at least one each. */
+static nu_status share_layers(nu_llm_model *m, nu_device *const *devices, uint32_t count, const double *weights)
+{
+    static const char fn[] = "nu_llm_model_open_split";
+    uint32_t layers = m->hp.cfg.layers;
+    if (count > layers)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: %u devices for %u layers; each device takes at least one",
+                            fn, count, layers);
+    double w[NU_LLM_MAX_DEVICES], total = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        w[i] = weights ? weights[i] : device_room(devices[i]);
+        if (!(w[i] > 0) || w[i] > 1e300)
+            return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, weights ? "%s: weight %u is %g; positive and finite expected"
+                                                                   : "%s: device %u reports no memory (%g bytes)",
+                                fn, i, w[i]);
+        total += w[i];
+    }
+    double at = 0;
+    uint32_t first = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        at += w[i];
+        uint32_t end = i + 1 == count ? layers : (uint32_t)(layers * (at / total) + 0.5);
+        if (end < first + 1)
+            end = first + 1;
+        if (end > layers - (count - 1 - i)) /* room for a layer on each device after this one */
+            end = layers - (count - 1 - i);
+        m->share[i].dev = devices[i], m->share[i].first = first, m->share[i].end = end;
+        first = end;
+    }
+    m->shares = count;
+    return NU_OK;
+}
+
 nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_model_options *options, nu_llm_model **out)
 {
     if (out)
         *out = NULL;
     if (!device || !path || !out)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: NULL %s", !device ? "device" : !path ? "path" : "out");
+    return nu_llm_model_open_split(&device, 1, NULL, path, options, out);
+}
+
+/* Loads share sh: its weights (from a source opened on its device, the model's own for the first
+ * device), its KV cache and its runner. */
+static nu_status open_share(nu_llm_model *m, nu_llm_share *sh, const char *path, const nu_llm_model_options *o,
+                            nu_llm_weights_options wo, nu_llm_runner_options ro, uint32_t positions)
+{
+    const nu_llm_config *c = &m->hp.cfg;
+    nu_llm_source *src = m->src;
+    nu_status st = sh == m->share ? NU_OK : nu_llm__source_open(sh->dev, path, &src);
+    wo.first = sh->first, wo.end = sh->end;
+    ro.first = sh->first, ro.end = sh->end;
+    if (st == NU_OK)
+        st = nu_llm__weights_load(sh->dev, src, m->arch, &m->hp, &wo, &sh->w);
+    if (src != m->src)
+        nu_llm__source_close(src);
+    if (st == NU_OK)
+        st = nu_llm__kv_new(sh->dev, c->layers, sh->first, sh->end, o->slots, positions, c->kv_heads, c->head_dim,
+                            o->kv_dtype, &sh->kv);
+    if (st != NU_OK)
+        return st;
+    sh->kv.used[0] = true; /* the model's own sequence (prefill, decode) */
+    return nu_llm__runner_new(sh->dev, m->arch, &m->hp, &sh->w, &sh->kv, &ro, &sh->run);
+}
+
+nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, const double *weights, const char *path,
+                                  const nu_llm_model_options *options, nu_llm_model **out)
+{
+    static const char fn[] = "nu_llm_model_open_split";
+    if (out)
+        *out = NULL;
+    if (!devices || !path || !out)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: NULL %s", fn, !devices ? "devices" : !path ? "path" : "out");
+    if (count < 1 || count > NU_LLM_MAX_DEVICES)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: %u devices; 1 to %d", fn, count, NU_LLM_MAX_DEVICES);
+    for (uint32_t i = 0; i < count; i++)
+        if (!devices[i])
+            return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: device %u is NULL", fn, i);
+    nu_device *device = devices[0];
     nu_llm_model_options o;
     nu_status st = resolve_options(device, options, &o);
     if (st != NU_OK)
@@ -325,7 +497,8 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
     nu_llm_model *m = nu_llm__calloc(1, sizeof *m);
     if (!m)
         return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_open: no memory");
-    m->dev = device;
+    m->share[0].dev = device;
+    m->kv = &m->share[0].kv;
     const nu_llm_config *c = &m->hp.cfg;
     if ((st = nu_llm__source_open(device, path, &m->src)) != NU_OK)
         goto fail;
@@ -352,6 +525,8 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
                           o.max_positions, c->max_positions);
         goto fail;
     }
+    if ((st = share_layers(m, devices, count, weights)) != NU_OK)
+        goto fail;
     special_ids(m);
     uint32_t positions = o.max_positions ? o.max_positions : c->max_positions;
     uint32_t chunk = o.prefill_chunk ? o.prefill_chunk : 512;
@@ -371,20 +546,27 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
             goto fail;
         ro.ahead_on = true;
     }
-    if ((st = check_fit(m, &o, &wo, &ro, positions)) != NU_OK)
-        goto fail;
+    for (uint32_t i = 0; i < m->shares; i++) {
+        nu_llm_share *sh = &m->share[i];
+        nu_llm_weights_options swo = wo;
+        nu_llm_runner_options sro = ro;
+        swo.first = sh->first, swo.end = sh->end, sro.first = sh->first, sro.end = sh->end;
+        if ((st = check_fit(m, sh, &o, &swo, &sro, positions)) != NU_OK)
+            goto fail;
+    }
     m->measure_peaks = o.measure_peaks;
-    uint64_t before = nu_memory_active(device);
-    if (m->measure_peaks)
-        nu_memory_reset_peak(device);
-    if ((st = nu_llm__weights_load(device, m->src, m->arch, &m->hp, &wo, &m->w)) != NU_OK ||
-        (st = nu_llm__kv_new(device, c->layers, o.slots, positions, c->kv_heads, hd, o.kv_dtype, &m->kv)) != NU_OK)
-        goto fail;
-    m->kv.used[0] = true; /* the model's own sequence (prefill, decode) */
-    if ((st = nu_llm__runner_new(device, m->arch, &m->hp, &m->w, &m->kv, &ro, &m->run)) != NU_OK)
-        goto fail;
-    if (m->measure_peaks)
-        m->open_peak = nu_memory_peak(device) - before;
+    uint64_t before[NU_LLM_MAX_DEVICES];
+    for (uint32_t i = 0; i < m->shares; i++) {
+        before[i] = nu_memory_active(m->share[i].dev);
+        if (m->measure_peaks)
+            nu_memory_reset_peak(m->share[i].dev);
+    }
+    for (uint32_t i = 0; i < m->shares; i++)
+        if ((st = open_share(m, &m->share[i], path, &o, wo, ro, positions)) != NU_OK)
+            goto fail;
+    for (uint32_t i = 0; m->measure_peaks && i < m->shares; i++)
+        if (first_use(m, i))
+            m->open_peak += nu_memory_peak(m->share[i].dev) - before[i];
     open_tokenizer(m);
     /* The file's mapping counts in nuvec's active bytes (nuvec/mapped.h), and nothing needs it
      * once the weights are on the device and the tokenizer has copied its vocabulary. */
@@ -397,16 +579,117 @@ fail:
     return st;
 }
 
+/* The argmax of n logits (the lowest id of equal largest ones). */
+static int32_t argmax(const float *x, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return (int32_t)best;
+}
+
+/* ---- the shares in order ---------------------------------------------------------------- */
+
+/* Appends tokens[0 .. n) to slot `slot`: the runner's prefill on one device; on several, each chunk
+ * through every share in turn. On failure the slot's length is as before, in every share. */
+static nu_status run_prefill(nu_llm_model *m, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits)
+{
+    if (m->shares == 1)
+        return nu_llm__runner_prefill(m->share[0].run, slot, tokens, n, logits);
+    uint32_t before = m->kv->length[slot], chunk = nu_llm__runner_chunk(m->share[0].run);
+    nu_status st = NU_OK;
+    for (uint32_t done = 0; st == NU_OK && done < n;) {
+        uint32_t rows = n - done < chunk ? n - done : chunk;
+        for (uint32_t i = 0; st == NU_OK && i < m->shares; i++) {
+            if (i > 0)
+                st = nu_llm__runner_hand_over(m->share[i - 1].run, m->share[i].run, NU_LLM_STAGE_PASS, rows);
+            if (st == NU_OK)
+                st = nu_llm__runner_prefill(m->share[i].run, slot, tokens + done, rows,
+                                            i + 1 == m->shares && done + rows == n ? logits : NULL);
+        }
+        done += rows;
+    }
+    if (st != NU_OK)
+        set_length(m, slot, before);
+    return st;
+}
+
+/* One token of slot 0 by the decode graphs, share by share. */
+static nu_status run_decode(nu_llm_model *m, int32_t token, float *logits)
+{
+    uint32_t before = m->kv->length[0];
+    nu_status st = NU_OK;
+    for (uint32_t i = 0; st == NU_OK && i < m->shares; i++) {
+        if (i > 0)
+            st = nu_llm__runner_hand_over(m->share[i - 1].run, m->share[i].run, NU_LLM_STAGE_DECODE, 1);
+        if (st == NU_OK)
+            st = nu_llm__runner_decode(m->share[i].run, token, i + 1 == m->shares ? logits : NULL);
+    }
+    if (st != NU_OK)
+        set_length(m, 0, before);
+    return st;
+}
+
+/* One decode row each for n slots, share by share (runner.h's nu_llm__runner_batch_decode). */
+static nu_status run_batch(nu_llm_model *m, const int32_t *tokens, const uint32_t *slots, uint32_t n, float *logits,
+                           int32_t *ids)
+{
+    if (m->shares == 1)
+        return nu_llm__runner_batch_decode(m->share[0].run, tokens, slots, n, logits, ids);
+    uint32_t *before = nu_llm__malloc_array(n, sizeof *before);
+    if (!before)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step: no memory");
+    for (uint32_t r = 0; r < n; r++)
+        before[r] = m->kv->length[slots[r]];
+    nu_status st = NU_OK;
+    for (uint32_t i = 0; st == NU_OK && i < m->shares; i++) {
+        bool last = i + 1 == m->shares;
+        if (i > 0)
+            st = nu_llm__runner_hand_over(m->share[i - 1].run, m->share[i].run, NU_LLM_STAGE_BATCH, n);
+        if (st == NU_OK)
+            st = nu_llm__runner_batch_decode(m->share[i].run, tokens, slots, n, last ? logits : NULL, last ? ids : NULL);
+    }
+    for (uint32_t r = 0; st != NU_OK && r < n; r++)
+        set_length(m, slots[r], before[r]);
+    nu_llm__free(before);
+    return st;
+}
+
+/* Greedy decode of a split model: token by token, the logits read back and their argmax taken
+ * here (as the runner's greedy decode does without its graphs). */
+static nu_status run_greedy(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
+                            int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
+{
+    if (m->shares == 1)
+        return nu_llm__runner_greedy(m->share[0].run, token, n, out, produced, stop_token, on_token, user);
+    uint32_t V = m->hp.cfg.vocab;
+    float *logits = nu_llm__malloc_array(V, sizeof *logits);
+    if (!logits)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_decode_greedy: no memory");
+    nu_status st = NU_OK;
+    for (uint32_t k = 0; k < n; k++) {
+        if ((st = run_decode(m, k ? out[k - 1] : token, logits)) != NU_OK)
+            break;
+        out[k] = argmax(logits, V);
+        *produced = k + 1;
+        if ((on_token && !on_token(user, out[k])) || out[k] == stop_token)
+            break;
+    }
+    nu_llm__free(logits);
+    return st;
+}
+
 static nu_status check_ids(nu_llm_model *m, const int32_t *tokens, size_t n, const char *fn)
 {
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= m->hp.cfg.vocab)
             return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: token %zu is %d; ids are 0 to %u", fn, i, tokens[i],
                                 m->hp.cfg.vocab - 1);
-    uint32_t pos = m->kv.length[0];
-    if (n > m->kv.positions - pos)
+    uint32_t pos = m->kv->length[0];
+    if (n > m->kv->positions - pos)
         return nu_llm__fail(NU_ERROR_OUT_OF_RANGE, "%s: %zu tokens at position %u overflow the cache's %u positions", fn, n,
-                            pos, m->kv.positions);
+                            pos, m->kv->positions);
     return NU_OK;
 }
 
@@ -419,7 +702,7 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
     if (st != NU_OK)
         return st;
     peak_start(m);
-    st = nu_llm__runner_prefill(m->run, 0, tokens, (uint32_t)n, logits);
+    st = run_prefill(m, 0, tokens, (uint32_t)n, logits);
     peak_end(m, &m->prefill_peak);
     return st;
 }
@@ -432,7 +715,7 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     if (st != NU_OK)
         return st;
     peak_start(m);
-    st = nu_llm__runner_decode(m->run, token, logits);
+    st = run_decode(m, token, logits);
     peak_end(m, &m->decode_peak);
     return st;
 }
@@ -447,15 +730,15 @@ nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n,
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: NULL %s", fn, !m ? "model" : !produced ? "produced" : "out");
     if (token < 0 || (uint32_t)token >= m->hp.cfg.vocab)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: token %d; ids are 0 to %u", fn, token, m->hp.cfg.vocab - 1);
-    uint32_t pos = m->kv.length[0];
-    if (n > m->kv.positions - pos)
+    uint32_t pos = m->kv->length[0];
+    if (n > m->kv->positions - pos)
         return nu_llm__fail(NU_ERROR_OUT_OF_RANGE, "%s: %u tokens from position %u overflow the cache's %u positions", fn,
-                            n, pos, m->kv.positions);
+                            n, pos, m->kv->positions);
     if (n == 0)
         return NU_OK;
     uint32_t got = 0;
     peak_start(m);
-    nu_status st = nu_llm__runner_greedy(m->run, token, n, out, &got, stop_token, on_token, user);
+    nu_status st = run_greedy(m, token, n, out, &got, stop_token, on_token, user);
     peak_end(m, &m->decode_peak);
     if (st == NU_OK)
         *produced = got;
@@ -464,9 +747,9 @@ nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n,
 
 /* ---- sequences and batches --------------------------------------------------------------- */
 
-uint32_t nu_llm_model_slots(const nu_llm_model *m) { return m ? m->kv.slots : 0; }
+uint32_t nu_llm_model_slots(const nu_llm_model *m) { return m ? m->kv->slots : 0; }
 
-static bool held(const nu_llm_model *m, uint32_t slot) { return slot < m->kv.slots && m->kv.used[slot]; }
+static bool held(const nu_llm_model *m, uint32_t slot) { return slot < m->kv->slots && m->kv->used[slot]; }
 
 nu_status nu_llm_model_seq_acquire(nu_llm_model *m, const int32_t *prefix, uint32_t n, uint32_t *slot, uint32_t *reused)
 {
@@ -478,10 +761,11 @@ nu_status nu_llm_model_seq_acquire(nu_llm_model *m, const int32_t *prefix, uint3
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_seq_acquire: NULL %s",
                             !m ? "model" : !slot ? "slot" : "prefix");
     uint32_t kept = 0;
-    nu_status st = nu_llm__kv_acquire_prefix(&m->kv, prefix, n, slot, &kept);
+    nu_status st = nu_llm__kv_acquire_prefix(m->kv, prefix, n, slot, &kept);
     if (st != NU_OK)
-        *slot = UINT32_MAX;
-    else if (reused)
+        return *slot = UINT32_MAX, st;
+    mirror_slot(m, *slot);
+    if (reused)
         *reused = kept;
     return st;
 }
@@ -490,16 +774,17 @@ nu_status nu_llm_model_seq_release(nu_llm_model *m, uint32_t slot)
 {
     if (!m || !held(m, slot))
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_seq_release: %s", m ? "the slot is not held" : "NULL model");
-    nu_llm__kv_release(&m->kv, slot);
+    nu_llm__kv_release(m->kv, slot);
+    mirror_slot(m, slot);
     return NU_OK;
 }
 
 nu_status nu_llm_model_seq_truncate(nu_llm_model *m, uint32_t slot, uint32_t length)
 {
-    if (!m || !held(m, slot) || length > m->kv.length[slot])
+    if (!m || !held(m, slot) || length > m->kv->length[slot])
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_seq_truncate: %s",
                             !m ? "NULL model" : !held(m, slot) ? "the slot is not held" : "a length past the slot's");
-    m->kv.length[slot] = length;
+    set_length(m, slot, length);
     return NU_OK;
 }
 
@@ -510,19 +795,10 @@ uint32_t nu_llm_model_seq_length(const nu_llm_model *m, uint32_t slot, const int
     if (!m || !held(m, slot))
         return 0;
     if (tokens)
-        *tokens = m->kv.tokens + (size_t)slot * m->kv.positions;
-    return m->kv.length[slot];
+        *tokens = m->kv->tokens + (size_t)slot * m->kv->positions;
+    return m->kv->length[slot];
 }
 
-/* The argmax of n logits (the lowest id of equal largest ones). */
-static int32_t argmax(const float *x, uint32_t n)
-{
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return (int32_t)best;
-}
 
 /* Checks a step: slots held, ids, room, outputs on slots' last rows only; counts[slot] = rows. */
 static nu_status check_step(const nu_llm_model *m, const nu_llm_row *rows, uint32_t n, const float *logits,
@@ -544,9 +820,9 @@ static nu_status check_step(const nu_llm_model *m, const nu_llm_row *rows, uint3
     }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t s = rows[i].slot;
-        if (counts[s] > m->kv.positions - m->kv.length[s])
+        if (counts[s] > m->kv->positions - m->kv->length[s])
             return nu_llm__fail(NU_ERROR_OUT_OF_RANGE, "%s: %u tokens at position %u of slot %u overflow the cache's %u "
-                                "positions", fn, counts[s], m->kv.length[s], s, m->kv.positions);
+                                "positions", fn, counts[s], m->kv->length[s], s, m->kv->positions);
         for (uint32_t j = i + 1; rows[i].output != NU_LLM_OUTPUT_NONE && j < n; j++)
             if (rows[j].slot == s)
                 return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: row %u asks for an output but is not slot %u's last "
@@ -561,7 +837,7 @@ nu_status nu_llm_model_step(nu_llm_model *m, const nu_llm_row *rows, uint32_t n,
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_step: %s",
                             !m ? "NULL model" : !rows ? "NULL rows" : "no rows");
     const uint32_t V = m->hp.cfg.vocab;
-    uint32_t *counts = nu_llm__calloc(m->kv.slots, sizeof *counts);
+    uint32_t *counts = nu_llm__calloc(m->kv->slots, sizeof *counts);
     int32_t *tokens = nu_llm__malloc_array(n, sizeof *tokens), *dec_ids = nu_llm__malloc_array(n, sizeof *dec_ids);
     int32_t *dec_tokens = nu_llm__malloc_array(n, sizeof *dec_tokens);
     uint32_t *dec_slots = nu_llm__malloc_array(n, sizeof *dec_slots), *dec_row = nu_llm__malloc_array(n, sizeof *dec_row);
@@ -588,7 +864,7 @@ nu_status nu_llm_model_step(nu_llm_model *m, const nu_llm_row *rows, uint32_t n,
             if (rows[j].slot == s)
                 tokens[k++] = rows[j].token, out = rows[j].output;
         counts[s] = 0;
-        st = nu_llm__runner_prefill(m->run, s, tokens, k, out != NU_LLM_OUTPUT_NONE ? one : NULL);
+        st = run_prefill(m, s, tokens, k, out != NU_LLM_OUTPUT_NONE ? one : NULL);
         if (st == NU_OK && out != NU_LLM_OUTPUT_NONE) { /* its last row's output, placed below */
             uint32_t last = n;
             while (rows[--last].slot != s) {
@@ -606,7 +882,7 @@ nu_status nu_llm_model_step(nu_llm_model *m, const nu_llm_row *rows, uint32_t n,
         !(dec_logits = nu_llm__malloc_array((size_t)n_dec * V, sizeof *dec_logits)))
         st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step: no memory");
     if (st == NU_OK && n_dec)
-        st = nu_llm__runner_batch_decode(m->run, dec_tokens, dec_slots, n_dec, dec_logits, dec_ids);
+        st = run_batch(m, dec_tokens, dec_slots, n_dec, dec_logits, dec_ids);
     for (uint32_t d = 0; st == NU_OK && d < n_dec; d++) {
         uint32_t i = dec_row[d], nl = 0, na = 0;
         for (uint32_t j = 0; j < i; j++)

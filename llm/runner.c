@@ -25,6 +25,7 @@ typedef struct nu_llm_bucket {
     nu_graph *graph;
     nu_buffer *act[NU_LLM_A_COUNT];
     nu_buffer *tokens, *positions, *slots, *logits, *ids;
+    nu_buffer *stage_in, *stage_out; /* a share of a split model: the hidden state in and out */
 } nu_llm_bucket;
 
 struct nu_llm_runner {
@@ -34,6 +35,11 @@ struct nu_llm_runner {
     const nu_llm_weights *w;
     nu_llm_kv *kv;
     nu_llm_runner_options o;
+    uint32_t first, end;            /* the layers run: [first, end) */
+    bool embeds, head;              /* the first share (from the token ids), the last (the logits) */
+    /* A share of a split model: the hidden state in (all but the first) and out (all but the last)
+     * of a prefill pass (chunk rows) and of the decode graph (one row): blocks.h's stage buffers. */
+    nu_buffer *pass_in, *pass_out, *dec_in, *dec_out;
     bool w16;                       /* prefill passes have an A_W16: block weights dequantized there */
     bool units;                     /* the products read block weights on the matrix units: the device
                                      * has them and the products take F16 inputs (prefill_f16) */
@@ -68,6 +74,7 @@ static nu_status nv(nu_llm_runner *r, nu_status st, const char *what)
 
 const char *nu_llm__runner_note(const nu_llm_runner *r) { return r->note; }
 uint64_t nu_llm__runner_bytes(const nu_llm_runner *r) { return r->bytes; }
+uint32_t nu_llm__runner_chunk(const nu_llm_runner *r) { return r->o.chunk; }
 
 /* The rows of A_QKV a prefill pass of `rows` rows needs: only fused passes (no more rows than a
  * matrix-vector product takes) write q, k and v as one product. */
@@ -87,11 +94,16 @@ static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_
     return sum;
 }
 
+/* The bytes of a stage buffer of `cap` rows (blocks.h: x and a pending output). */
+static uint64_t stage_bytes(const nu_llm_hparams *hp, uint32_t cap) { return 2ull * cap * hp->cfg.dim * 4; }
+
 void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16, uint64_t *held,
                           uint64_t *pass)
 {
+    uint32_t stages = (o->first > 0) + (o->end && o->end < hp->cfg.layers);
     *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, false) + (uint64_t)o->chunk * 4 +
-            (uint64_t)hp->cfg.vocab * 4 * 2 /* logits, greedy's */ + 4 + (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL;
+            (uint64_t)hp->cfg.vocab * 4 * 2 /* logits, greedy's */ + 4 + (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL +
+            stages * stage_bytes(hp, o->chunk + 1);
     *pass = act_bytes(hp, o->chunk, prefill_qkv_rows(o, o->chunk), w16) + (uint64_t)o->chunk * 4;
 }
 
@@ -128,17 +140,24 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
     return p;
 }
 
-/* Records the forward pass `p` with its token ids, the logits out, and where next is not NULL the
- * argmax of the logits into it. */
+/* Records the forward pass `p` over the runner's layers: from its token ids (the first share) or
+ * the hidden state in stage_in (the others), to the logits out and, where next is not NULL, the
+ * argmax of the logits into it (the last share) or to the hidden state in stage_out (the others);
+ * the stage buffers hold `cap` rows. */
 static nu_status record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tensor *ids, const nu_tensor *logits,
-                                const nu_tensor *next)
+                                const nu_tensor *next, nu_buffer *stage_in, nu_buffer *stage_out, uint32_t cap)
 {
     const nu_llm_weights *w = r->w;
-    TRY(nu_llm__blk_embed(p, &w->global[NU_LLM_W_EMBED], ids));
-    for (uint32_t l = 0; l < r->hp->cfg.layers; l++) {
-        p->next_layer = l + 1 < r->hp->cfg.layers ? &w->layers[l + 1] : NULL;
+    if (r->embeds)
+        TRY(nu_llm__blk_embed(p, &w->global[NU_LLM_W_EMBED], ids));
+    else
+        TRY(nu_llm__blk_stage_in(p, stage_in, cap, &w->layers[r->first]));
+    for (uint32_t l = r->first; l < r->end; l++) {
+        p->next_layer = l + 1 < r->end ? &w->layers[l + 1] : NULL;
         TRY(r->arch->layer(p, &w->layers[l], l));
     }
+    if (!r->head)
+        return nu_llm__blk_stage_out(p, stage_out, cap, &w->layers[r->end - 1]);
     return nu_llm__blk_logits(p, &w->global[NU_LLM_W_OUT_NORM], &w->global[NU_LLM_W_OUTPUT], logits, next);
 }
 
@@ -172,7 +191,7 @@ static nu_status record_graph(nu_llm_runner *r, int g)
         memcpy(p.act, r->act, sizeof p.act);
         p.graph = true, p.max_kv = r->kv->positions, p.params = r->params;
         nu_tensor logits = one_logits(r);
-        st = record_forward(r, &p, &gid, &logits, NULL);
+        st = record_forward(r, &p, &gid, &logits, NULL, r->dec_in, r->dec_out, 1);
     }
     uint32_t j = (uint32_t)(g - G_GREEDY), to = (j + 1) % (r->o.greedy_depth ? r->o.greedy_depth : 1);
     for (uint32_t u = 0; st == NU_OK && g != G_DECODE && u < U; u++) {
@@ -182,7 +201,7 @@ static nu_status record_graph(nu_llm_runner *r, int g)
         p.graph = true, p.max_kv = r->kv->positions, p.params = r->params + (size_t)greedy_slot(j, u) * layers;
         nu_tensor logits = one_logits(r);
         logits.buffer = r->glogits;
-        st = record_forward(r, &p, &gid, &logits, &next);
+        st = record_forward(r, &p, &gid, &logits, &next, NULL, NULL, 0);
     }
     if (st == NU_OK)
         st = nu_graph_new(rec, &r->graph[g]);
@@ -215,6 +234,8 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
         return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_open: no memory");
     }
     r->dev = d, r->arch = a, r->hp = hp, r->w = w, r->kv = kv, r->o = *o;
+    r->first = o->first, r->end = o->end ? o->end : hp->cfg.layers;
+    r->embeds = r->first == 0, r->head = r->end == hp->cfg.layers;
     r->w16 = (o->prefill_f16 && w->blocks) || w->repacked;
     r->units = o->prefill_f16 && nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX];
     /* matmul_rows 0: by the weights. 16 where Q4_K, Q6_K or Q4_0_SOA matrices are read as they are
@@ -250,6 +271,12 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
         st = new_buffer(r, 4, NU_STORAGE_SHARED, "llm graph id", &r->gid);
     for (int j = 0; st == NU_OK && j < NU_LLM_GREEDY_MAX_DEPTH; j++)
         st = new_buffer(r, ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL, NU_STORAGE_SHARED, "llm greedy ids", &r->ring[j]);
+    if (st == NU_OK && !r->embeds &&
+        (st = new_buffer(r, stage_bytes(hp, o->chunk), NU_STORAGE_SHARED, "llm pass in", &r->pass_in)) == NU_OK)
+        st = new_buffer(r, stage_bytes(hp, 1), NU_STORAGE_SHARED, "llm decode in", &r->dec_in);
+    if (st == NU_OK && !r->head &&
+        (st = new_buffer(r, stage_bytes(hp, o->chunk), NU_STORAGE_SHARED, "llm pass out", &r->pass_out)) == NU_OK)
+        st = new_buffer(r, stage_bytes(hp, 1), NU_STORAGE_SHARED, "llm decode out", &r->dec_out);
     if (st == NU_OK && !r->o.by_commands && build_graph(r, G_DECODE) != NU_OK) {
         snprintf(r->note, sizeof r->note, "decode records a command buffer per token: the decode graph failed: %s",
                  nu_error_message(d));
@@ -269,8 +296,8 @@ static void free_bucket(nu_llm_bucket *b)
     nu_graph_free(b->graph);
     for (int i = 0; i < NU_LLM_A_COUNT; i++)
         nu_buffer_free(b->act[i]);
-    nu_buffer *io[5] = {b->tokens, b->positions, b->slots, b->logits, b->ids};
-    for (int i = 0; i < 5; i++)
+    nu_buffer *io[7] = {b->tokens, b->positions, b->slots, b->logits, b->ids, b->stage_in, b->stage_out};
+    for (int i = 0; i < 7; i++)
         nu_buffer_free(io[i]);
     memset(b, 0, sizeof *b);
 }
@@ -293,13 +320,16 @@ void nu_llm__runner_free(nu_llm_runner *r)
     nu_buffer_free(r->gid);
     for (int j = 0; j < NU_LLM_GREEDY_MAX_DEPTH; j++)
         nu_buffer_free(r->ring[j]);
+    nu_buffer *stages[4] = {r->pass_in, r->pass_out, r->dec_in, r->dec_out};
+    for (int i = 0; i < 4; i++)
+        nu_buffer_free(stages[i]);
     nu_llm__free(r->params);
     nu_llm__free(r);
 }
 
 static nu_status read_logits(nu_llm_runner *r, float *logits)
 {
-    if (!logits)
+    if (!logits || !r->head)
         return NU_OK;
     return nv(r, nu_buffer_read(r->logits, 0, logits, (size_t)r->hp->cfg.vocab * 4), "reading the logits");
 }
@@ -351,6 +381,9 @@ static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, 
 nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits)
 {
     uint32_t start = r->kv->length[slot], pos = start, first = n < r->o.chunk ? n : r->o.chunk;
+    if ((!r->embeds || !r->head) && n > r->o.chunk) /* one pass: its hidden state goes to the next share */
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN ": %u rows for a share of a split model; at most %u", n,
+                            r->o.chunk);
     nu_commands *prev = NULL;
     nu_status st = NU_OK;
     for (uint32_t done = 0; done < n && st == NU_OK;) {
@@ -366,7 +399,8 @@ nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t 
             nu_llm_pass p = make_pass(r, c, rows, slot, pos);
             memcpy(p.act, set, sizeof p.act);
             nu_tensor out = one_logits(r);
-            st = nv(r, record_forward(r, &p, &t, &out, NULL), "recording the forward pass");
+            st = nv(r, record_forward(r, &p, &t, &out, NULL, r->pass_in, r->pass_out, r->o.chunk),
+                    "recording the forward pass");
         }
         if (st == NU_OK)
             st = nv(r, nu_commands_commit(c), "the forward pass");
@@ -402,7 +436,7 @@ static nu_status set_params(nu_llm_runner *r, nu_graph *gr, int g, uint32_t pos)
     uint32_t len = pos + 1, layers = r->hp->cfg.layers;
     int32_t ipos = (int32_t)pos;
     const nu_llm_layer_params *pp = r->params + (size_t)g * layers;
-    for (uint32_t l = 0; l < layers; l++) {
+    for (uint32_t l = r->first; l < r->end; l++) {
         TRY(nv(r, nu_graph_set_param(gr, pp[l].q_rope, &ipos, 4), "a graph parameter"));
         TRY(nv(r, nu_graph_set_param(gr, pp[l].k_pos, &pos, 4), "a graph parameter"));
         TRY(nv(r, nu_graph_set_param(gr, pp[l].v_pos, &pos, 4), "a graph parameter"));
@@ -541,6 +575,8 @@ static nu_status greedy_by_graphs(nu_llm_runner *r, int32_t token, uint32_t n, i
 nu_status nu_llm__runner_greedy(nu_llm_runner *r, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
                                 int32_t stop_token, bool (*on_token)(void *user, int32_t id), void *user)
 {
+    if (!r->embeds || !r->head) /* a share of a split model: the model decodes token by token */
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN "_decode_greedy: a share of a split model");
     if (!r->o.by_commands && !r->depth && !r->greedy_by_cpu)
         build_greedy_graphs(r);
     return r->o.by_commands || r->greedy_by_cpu ? greedy_by_logits(r, token, n, out, produced, stop_token, on_token, user)
@@ -574,7 +610,7 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         st = nv(r, nu_buffer_new(r->dev, sizes[i], NU_STORAGE_PRIVATE, &b->act[i]), "batched decode activations");
     size_t i32 = (size_t)rows * 4, V = r->hp->cfg.vocab;
     nu_buffer **io[5] = {&b->tokens, &b->positions, &b->slots, &b->logits, &b->ids};
-    size_t io_bytes[5] = {i32, i32, i32, i32 * V, i32};
+    size_t io_bytes[5] = {i32, i32, i32, r->head ? i32 * V : 4, i32};
     /* The logits stay in device memory, read back (through the GPU) only for the rows that ask
      * for them: shared memory can be the host's, and the product writing rows x vocab floats over
      * the bus, then the argmax reading them back, took 9 of a 25 ms step (H200, 8B, 64 rows:
@@ -583,6 +619,10 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         nu_storage where = io[i] == &b->logits ? NU_STORAGE_PRIVATE : NU_STORAGE_SHARED;
         st = nv(r, nu_buffer_new(r->dev, io_bytes[i], where, io[i]), "batched decode inputs and outputs");
     }
+    if (st == NU_OK && !r->embeds)
+        st = nv(r, nu_buffer_new(r->dev, stage_bytes(r->hp, rows), NU_STORAGE_SHARED, &b->stage_in), "a stage buffer");
+    if (st == NU_OK && !r->head)
+        st = nv(r, nu_buffer_new(r->dev, stage_bytes(r->hp, rows), NU_STORAGE_SHARED, &b->stage_out), "a stage buffer");
     nu_commands *rec = NULL;
     if (st == NU_OK)
         st = nv(r, nu_graph_record(r->dev, &rec), "recording a batched decode graph");
@@ -597,7 +637,8 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         nu_tensor ids = i32_rows(b->tokens, rows, 1), next = i32_rows(b->ids, rows, 2);
         int64_t shape[2] = {rows, (int64_t)V};
         nu_tensor logits = nu_tensor_make(b->logits, 0, NU_DTYPE_F32, 2, shape);
-        st = nv(r, record_forward(r, &p, &ids, &logits, &next), "recording a batched decode graph");
+        st = nv(r, record_forward(r, &p, &ids, &logits, &next, b->stage_in, b->stage_out, rows),
+                "recording a batched decode graph");
     }
     if (st == NU_OK)
         st = nv(r, nu_graph_new(rec, &b->graph), "building a batched decode graph");
@@ -613,17 +654,23 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
     return NU_OK;
 }
 
-nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
-                                      float *logits, int32_t *ids)
+/* The bucket of n rows, built where it is not yet. */
+static nu_status bucket_of(nu_llm_runner *r, uint32_t n, nu_llm_bucket **out)
 {
     uint32_t k = 0;
     while ((1u << k) < n)
         k++;
     if (k >= MAX_BUCKETS)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN "_step: %u decode rows; at most %u", n, 1u << (MAX_BUCKETS - 1));
-    nu_llm_bucket *b = &r->buckets[k];
-    if (!b->graph)
-        TRY(build_bucket(r, b, 1u << k));
+    *out = &r->buckets[k];
+    return (*out)->graph ? NU_OK : build_bucket(r, *out, 1u << k);
+}
+
+nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
+                                      float *logits, int32_t *ids)
+{
+    nu_llm_bucket *b;
+    TRY(bucket_of(r, n, &b));
     uint32_t B = b->rows;
     int32_t *t = nu_llm__malloc_array(B, 3 * sizeof *t);
     if (!t)
@@ -644,9 +691,9 @@ nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, c
         st = nv(r, nu_graph_launch(b->graph), "launching a batched decode graph");
     if (st == NU_OK)
         st = nv(r, nu_graph_wait(b->graph, NU_WAIT_FOREVER), "a batched decode graph");
-    if (st == NU_OK && logits)
+    if (st == NU_OK && logits && r->head)
         st = nv(r, nu_buffer_read(b->logits, 0, logits, (size_t)n * r->hp->cfg.vocab * 4), "reading the logits");
-    if (st == NU_OK && ids)
+    if (st == NU_OK && ids && r->head)
         st = nv(r, nu_buffer_read(b->ids, 0, ids, (size_t)n * 4), "reading the ids");
     if (st == NU_OK)
         for (uint32_t i = 0; i < n; i++) {
@@ -655,5 +702,49 @@ nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, c
             r->kv->length[s]++;
         }
     nu_llm__free(t);
+    return st;
+}
+
+/* ---- a share of a split model ------------------------------------------------------------ */
+
+/* The stage buffer (in or out) of `kind` and its rows: decode by command buffers runs prefill
+ * passes; a bucket is built for `rows` where `in` asks and there is none. */
+static nu_status stage_of(nu_llm_runner *r, nu_llm_stage kind, uint32_t rows, bool in, nu_buffer **buf, uint32_t *cap)
+{
+    if (kind == NU_LLM_STAGE_DECODE && r->o.by_commands)
+        kind = NU_LLM_STAGE_PASS;
+    *buf = NULL;
+    if (kind == NU_LLM_STAGE_BATCH) {
+        nu_llm_bucket *b;
+        TRY(bucket_of(r, rows, &b));
+        *buf = in ? b->stage_in : b->stage_out, *cap = b->rows;
+    } else if (kind == NU_LLM_STAGE_DECODE) {
+        *buf = in ? r->dec_in : r->dec_out, *cap = 1;
+    } else {
+        *buf = in ? r->pass_in : r->pass_out, *cap = r->o.chunk;
+    }
+    if (!*buf || rows > *cap)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN ": no hidden state of %u rows to hand %s", rows,
+                            in ? "to the first share" : "on from the last share");
+    return NU_OK;
+}
+
+nu_status nu_llm__runner_hand_over(nu_llm_runner *from, nu_llm_runner *to, nu_llm_stage kind, uint32_t rows)
+{
+    nu_buffer *out, *in;
+    uint32_t out_cap, in_cap;
+    TRY(stage_of(from, kind, rows, false, &out, &out_cap));
+    TRY(stage_of(to, kind, rows, true, &in, &in_cap));
+    size_t row = (size_t)from->hp->cfg.dim * 4, bytes = rows * row;
+    void *host = nu_llm__malloc_array(rows, row);
+    if (!host)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
+    nu_status st = NU_OK;
+    for (int half = 0; st == NU_OK && half < 2; half++) { /* x, then the output still to add */
+        st = nv(from, nu_buffer_read(out, half * out_cap * row, host, bytes), "reading the hidden state");
+        if (st == NU_OK)
+            st = nv(to, nu_buffer_write(in, half * in_cap * row, host, bytes), "writing the hidden state");
+    }
+    nu_llm__free(host);
     return st;
 }

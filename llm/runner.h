@@ -15,6 +15,13 @@
  *   launch k + depth on the graph launch k used. Built at the first greedy decode, not at open.
  *   Tokens past a stop run speculatively and are discarded; their keys go to rows past the slot's
  *   length (and past the cache's end the kernels write nothing), which later tokens overwrite.
+ * A runner may run a share of the layers, [first, end) (a model split by layers over several
+ * devices, model.c): the first share's passes start from the token embedding, the others' from the
+ * hidden state the share before left; every share but the last ends its passes by leaving that
+ * state (the residual stream x, and the last block's output where it is still to be added: blocks.h)
+ * in a shared buffer of the kind of work (a prefill pass, the decode graph, a batched decode graph
+ * of a bucket), which nu_llm__runner_hand_over copies into the next share's. Greedy decode and the
+ * logits are the last share's; the model runs a split model's greedy decode token by token.
  * Thread safety: the model's (one thread at a time). */
 #ifndef NU_LLM_RUNNER_H
 #define NU_LLM_RUNNER_H
@@ -40,7 +47,15 @@ typedef struct nu_llm_runner_options {
                              * (0: chosen by the weights when the runner opens: runner.c) */
     bool ahead_on;          /* the one-row decode graphs read weights ahead as `ahead` says */
     nu_llm_prefetch ahead;
+    uint32_t first, end;    /* the layers this runner runs: [first, end) (end 0: all) */
 } nu_llm_runner_options;
+
+/* The kinds of work whose hidden state one share of a split model hands to the next. */
+typedef enum nu_llm_stage {
+    NU_LLM_STAGE_PASS,   /* a prefill pass (and decode by command buffers) */
+    NU_LLM_STAGE_DECODE, /* the one-sequence decode graph */
+    NU_LLM_STAGE_BATCH,  /* a batched decode graph (the bucket of the rows) */
+} nu_llm_stage;
 
 typedef struct nu_llm_runner nu_llm_runner;
 
@@ -58,14 +73,21 @@ const char *nu_llm__runner_note(const nu_llm_runner *r);
  * repacked weights (an F16 copy of the largest matrix). */
 void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16, uint64_t *held,
                           uint64_t *pass);
+/* The most rows a prefill pass takes (the options' chunk). */
+uint32_t nu_llm__runner_chunk(const nu_llm_runner *r);
 /* Device bytes the runner holds (activations, id and logits buffers; graphs' own memory aside). */
 uint64_t nu_llm__runner_bytes(const nu_llm_runner *r);
+/* Copies the hidden state of the last work of `kind` that `from` (the share before `to`) ran, of
+ * `rows` rows, into `to`'s input for that kind (building to's batched decode graph for `rows` where
+ * it has none yet), through the host. */
+nu_status nu_llm__runner_hand_over(nu_llm_runner *from, nu_llm_runner *to, nu_llm_stage kind, uint32_t rows);
 /* Device bytes a prefill pass's activations take at most (freed after each pass). */
 uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r);
 
 /* Appends tokens[0 .. n) to slot `slot` and writes the logits of the last one (vocab floats) to
- * `logits` (may be NULL). On failure the slot's length is as before. Ids and room are the
- * caller's to check. */
+ * `logits` (may be NULL; NULL for a share other than the last). On failure the slot's length is as
+ * before. Ids and room are the caller's to check; a share of a split model takes at most `chunk`
+ * tokens a call (one pass, whose hidden state the next share takes). */
 nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits);
 /* One token of slot 0 by the decode graph (or a one-row pass). */
 nu_status nu_llm__runner_decode(nu_llm_runner *r, int32_t token, float *logits);

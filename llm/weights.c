@@ -138,14 +138,21 @@ static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu
     if (!p)
         return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
     nu_status st = NU_OK;
+    uint32_t from = o->first, to = o->end ? o->end : c->layers;
+    bool embeds = from == 0, head = to == c->layers;
     for (uint32_t pass = 0; st == NU_OK && pass <= c->layers; pass++) {
         uint32_t layer = pass == 0 ? UINT32_MAX : pass - 1;
+        if (pass > 0 && (layer < from || layer >= to))
+            continue; /* another device's layer */
         size_t first = n;
         for (uint32_t r = 0; st == NU_OK && r < a->roster_count; r++) {
             const nu_llm_tensor_spec *spec = &a->roster[r];
             bool global = spec->role < NU_LLM_W_GLOBAL_COUNT;
             if (global != (pass == 0))
                 continue;
+            if ((spec->role == NU_LLM_W_EMBED && !embeds && !(head && c->tied_embeddings)) ||
+                ((spec->role == NU_LLM_W_OUT_NORM || spec->role == NU_LLM_W_OUTPUT) && !head))
+                continue; /* the first device's input, the last one's output */
             if (spec->role == NU_LLM_W_OUTPUT && c->tied_embeddings)
                 continue; /* tied: the embedding serves (a stored lm_head is what transformers ties away) */
             if (!(nu_llm__source_kind(s) == NU_LLM_SOURCE_GGUF ? spec->gguf : spec->hf))
@@ -508,12 +515,12 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
         st = made_rope_factors(d, w, hp, NU_LLM_W_ROPE_LONG, hp->rope_long);
     if (st == NU_OK && hp->longrope_made && !w->has_global[NU_LLM_W_ROPE_SHORT])
         st = made_rope_factors(d, w, hp, NU_LLM_W_ROPE_SHORT, hp->rope_short);
-    if (st == NU_OK && c->tied_embeddings) {
+    if (st == NU_OK && c->tied_embeddings && (!o->end || o->end == c->layers)) {
         w->global[NU_LLM_W_OUTPUT] = w->global[NU_LLM_W_EMBED];
         w->has_global[NU_LLM_W_OUTPUT] = true;
     }
     int64_t Q = (int64_t)c->heads * c->head_dim, KV = (int64_t)c->kv_heads * c->head_dim;
-    for (uint32_t l = 0; st == NU_OK && l < c->layers; l++) {
+    for (uint32_t l = o->first; st == NU_OK && l < (o->end ? o->end : c->layers); l++) {
         nu_llm_layer_w *y = &w->layers[l];
         static const nu_llm_role qkv[3] = {NU_LLM_W_Q, NU_LLM_W_K, NU_LLM_W_V}, gu[2] = {NU_LLM_W_GATE, NU_LLM_W_UP};
         const int64_t qkv_rows[3] = {Q, KV, KV}, gu_rows[2] = {c->ffn, c->ffn};

@@ -41,6 +41,10 @@ typedef struct nu_llm_weights_options {
     bool embed_shared; /* the token embedding, where it is moved as the file has it and the output is
                         * not tied to it, in a shared buffer the CPU copies it into (host memory on a
                         * discrete GPU: the model's embed_in_host) */
+    uint32_t first, end; /* the layers loaded: [first, end) (a device's share of a model split by
+                          * layers; end 0: all), with the embedding where first is 0 and the output
+                          * norm and matrix where end is the last layer's (the embedding too where
+                          * the output is tied to it) */
 } nu_llm_weights_options;
 
 typedef struct nu_llm_weights {

@@ -181,6 +181,30 @@ typedef struct nu_llm_model nu_llm_model;
  * which. */
 nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_model_options *options,
                             nu_llm_model **out);
+
+/* The most devices a model may be split over. */
+#define NU_LLM_MAX_DEVICES 16
+
+/* Opens the model split by layers over devices[0 .. count) (1 to NU_LLM_MAX_DEVICES, any vendors,
+ * the same physical device more than once too): each device holds a contiguous range of layers
+ * with their weights and KV cache, in the order given; the first also holds the token embedding,
+ * the last the output norm and matrix. Layers are shared in proportion to weights[0 .. count)
+ * (positive and finite), or, where weights is NULL, to each device's free memory (what the
+ * driver's budget leaves of the heap private buffers use; that heap's size where the driver does
+ * not report a budget); every device gets at least one layer. Each step's hidden state goes from
+ * one device to the next through the host (shared buffers: x and, in prefill, the last block's
+ * output still to add), so a split model gives the logits and ids of the same model on one device
+ * exactly. Every call below works on a split model; greedy decode then goes token by token (the
+ * logits read back). max_memory caps each device. Errors as nu_llm_model_open's, and
+ * NU_ERROR_INVALID_ARGUMENT for a bad count or weight, or more devices than the model has layers. */
+nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, const double *weights, const char *path,
+                                  const nu_llm_model_options *options, nu_llm_model **out);
+/* The devices a model runs on (1 unless split). */
+uint32_t nu_llm_model_devices(const nu_llm_model *model);
+/* Device `index`'s share of the layers, [*first, *end), and the device (either out may be NULL).
+ * NU_ERROR_INVALID_ARGUMENT for a NULL model or an index past nu_llm_model_devices. */
+nu_status nu_llm_model_device_layers(const nu_llm_model *model, uint32_t index, nu_device **device, uint32_t *first,
+                                     uint32_t *end);
 /* Waits for the model's GPU work and frees it (NULL is ignored). */
 void nu_llm_model_free(nu_llm_model *model);
 const nu_llm_config *nu_llm_model_config(const nu_llm_model *model); /* NULL for NULL */
@@ -193,7 +217,8 @@ const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a
  * graph or greedy decode's graphs could not be built (the message says why), so decode records a
  * command buffer a token, or greedy decode reads the logits back each token. */
 const char *nu_llm_model_note(const nu_llm_model *model);
-/* What the model holds in device memory, and what its work took (bytes). */
+/* What the model holds in device memory, and what its work took (bytes); a split model's, summed
+ * over its devices. */
 typedef struct nu_llm_memory {
     uint64_t weights;       /* the weights in device memory, each once, in the layout the kernels read */
     uint64_t weights_in_host; /* the weights in host memory (the token embedding: embed_in_host); not
