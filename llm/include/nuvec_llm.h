@@ -163,7 +163,8 @@ typedef struct nu_llm_model_options {
                               * device memory */
     int prefetch;            /* one-sequence decode reads the next products' weights into the device's
                               * cache beside the ops that leave the memory idle (nu_op_prefetch):
-                              * 0 (default): off; 1: on; -1: off */
+                              * 0 (default): off; 1: on; -1: off (on the H200 it lost 6-14% of 7B
+                              * decode with every plan tried: bench/RESULTS.md) */
     uint32_t slots;          /* sequences the KV cache holds at once (0: 1; at most 32768): slot 0 is
                               * the model's own, the others are handed out by nu_llm_model_seq_acquire
                               * for nu_llm_model_step; each costs max_positions positions of cache */
