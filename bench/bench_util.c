@@ -99,7 +99,7 @@ int bench_common_option(const char *bench, int argc, char **argv, int *i, bool *
     return BENCH_OPTION_TAKEN;
 }
 
-bool bench_open(const char *bench, const char *select, nu_device **out)
+void bench_no_validation(const char *bench)
 {
     /* Validation intercepts every Vulkan call: its numbers would measure the layer. */
     const char *val = getenv("NUVEC_VALIDATION");
@@ -108,6 +108,11 @@ bool bench_open(const char *bench, const char *select, nu_device **out)
                 val);
         unsetenv("NUVEC_VALIDATION");
     }
+}
+
+bool bench_open(const char *bench, const char *select, nu_device **out)
+{
+    bench_no_validation(bench);
     nu_device_desc desc = {.select = select, .validation = false};
     nu_status st = nu_device_open(&desc, out);
     if (st != NU_OK) {

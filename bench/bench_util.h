@@ -37,6 +37,8 @@ int bench_common_option(const char *bench, int argc, char **argv, int *i, bool *
 /* Opens the device chosen by `select` (NULL: NUVEC_DEVICE or the default order) without
  * validation (a NUVEC_VALIDATION in the environment is dropped with a note: the layer would be
  * measured). Prints why on stderr and returns false on failure. */
+/* Leaves NUVEC_VALIDATION off for the process, saying so where it was on. */
+void bench_no_validation(const char *bench);
 bool bench_open(const char *bench, const char *select, nu_device **out);
 
 /* The device's "device" object for a benchmark's JSON document. */

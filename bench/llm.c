@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "devices.h"
 #include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
@@ -27,7 +28,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: nuvec bench llm (--model PATH | --shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0 [--keep])\n"
                "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--batch B,B,... [--same-prompts]] [--json]\n"
-               "                       [--device NAME]\n"
+               "                       [--device NAME | --devices LIST [--split layer] [--split-weights W,W,...]]\n"
                "  Opens the model (a .gguf file or a Hugging Face folder; with --shape a random-weight GGUF\n"
                "  written first into $TMPDIR, removed afterwards unless --keep), then: the time from opening\n"
                "  the device to the first generated token, one prefill of -p random tokens (default 512),\n"
@@ -125,8 +126,8 @@ static bool parse_batches(const char *s, uint32_t *counts, uint32_t *n, uint32_t
 
 /* The batched measurement (--batch): one model of the largest B's slots; for each B, B sequences
  * prefilled in one step and decoded -n steps together. */
-static int bench_batches(nu_device *d, const char *model_path, nu_dtype kv, long prompt, long gen,
-                         const uint32_t *batches, uint32_t nb, bool same_prompts, bool json)
+static int bench_batches(nu_device *d, const cli_devices *devs, const char *model_path, nu_dtype kv, long prompt,
+                         long gen, const uint32_t *batches, uint32_t nb, bool same_prompts, bool json)
 {
     uint32_t most = 0;
     for (uint32_t i = 0; i < nb; i++)
@@ -134,11 +135,15 @@ static int bench_batches(nu_device *d, const char *model_path, nu_dtype kv, long
     nu_llm_model_options mo = {.kv_dtype = kv, .max_positions = (uint32_t)(prompt + gen + 1), .slots = most,
                                .measure_peaks = true};
     nu_llm_model *m = NULL;
-    nu_status st = nu_llm_model_open(d, model_path, &mo, &m);
+    nu_status st = cli_model_open(devs, d, model_path, &mo, &m);
     if (st != NU_OK) {
         fprintf(stderr, "nuvec bench llm: %s: %s (%s)\n", model_path, nu_status_string(st), nu_llm_error_message());
         return 1;
     }
+    char split[512];
+    cli_describe_split(m, split, sizeof split);
+    if (*split)
+        fprintf(stderr, "nuvec bench llm: %s\n", split);
     const nu_llm_config *cfg = nu_llm_model_config(m);
     nu_llm_model_seq_release(m, 0); /* every slot for the sequences */
     size_t rows_cap = (size_t)most * (size_t)prompt;
@@ -227,6 +232,8 @@ int bench_llm(int argc, char **argv)
     long prompt = 512, gen = 128;
     bool json = false, keep = false, same_prompts = false;
     uint32_t batches[32], nb = 0;
+    cli_devices devs = {0};
+    char why[512] = "";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model_path = argv[++i];
@@ -240,6 +247,17 @@ int bench_llm(int argc, char **argv)
             keep = true;
         else if (!strcmp(argv[i], "--same-prompts"))
             same_prompts = true;
+        else if ((!strcmp(argv[i], "--devices") || !strcmp(argv[i], "--split-weights") || !strcmp(argv[i], "--split")) &&
+                 i + 1 < argc) {
+            const char *a = argv[i], *v = argv[++i];
+            bool ok = !strcmp(a, "--devices")         ? cli_devices_parse(&devs, v, why, sizeof why)
+                      : !strcmp(a, "--split-weights") ? cli_split_weights_parse(&devs, v, why, sizeof why)
+                                                      : cli_split_mode_parse(v, why, sizeof why);
+            if (!ok) {
+                fprintf(stderr, "nuvec bench llm: %s\n", why);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
             if (!parse_batches(argv[++i], batches, &nb, 32)) {
                 fprintf(stderr, "nuvec bench llm: --batch wants counts like 1,4,16,64 (1 to 4096, at most 32)\n");
@@ -261,6 +279,10 @@ int bench_llm(int argc, char **argv)
     if (!model_path == !shape || (shape && !dtype) || (strcmp(kv, "f16") && strcmp(kv, "f32"))) {
         fprintf(stderr, "nuvec bench llm: give --model PATH, or --shape NAME with --dtype T (and --kv f16 or f32)\n");
         usage(stderr);
+        return 2;
+    }
+    if (!cli_devices_check(&devs, select, why, sizeof why)) {
+        fprintf(stderr, "nuvec bench llm: %s\n", why);
         return 2;
     }
     if (same_prompts && !nb) {
@@ -293,21 +315,33 @@ int bench_llm(int argc, char **argv)
     nu_llm_model *m = NULL;
     float *logits = NULL;
     int32_t *tokens = NULL, *gpu_ids = NULL, *cpu_ids = NULL;
-    if (!bench_open("llm", select, &d))
+    if (devs.count) { /* the first device stands for them in the copy bandwidth and the JSON (dev0) */
+        bench_no_validation("llm");
+        if (cli_devices_open(&devs, false, why, sizeof why) != NU_OK) {
+            fprintf(stderr, "nuvec bench llm: %s\n", why);
+            goto out;
+        }
+    } else if (!bench_open("llm", select, &d)) {
         goto out;
+    }
+    nu_device *dev0 = devs.count ? devs.device[0] : d;
     if (nb) {
-        status = bench_batches(d, model_path, !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32, prompt, gen, batches,
-                               nb, same_prompts, json);
+        status = bench_batches(dev0, &devs, model_path, !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32, prompt, gen,
+                               batches, nb, same_prompts, json);
         goto out;
     }
     nu_llm_model_options mo = {.kv_dtype = !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32,
                                .max_positions = (uint32_t)(prompt + gen + 1), .measure_peaks = true};
     uint64_t t_open = bench_now_ns();
-    nu_status st = nu_llm_model_open(d, model_path, &mo, &m);
+    nu_status st = cli_model_open(&devs, d, model_path, &mo, &m);
     if (st != NU_OK) {
         fprintf(stderr, "nuvec bench llm: %s: %s (%s)\n", model_path, nu_status_string(st), nu_llm_error_message());
         goto out;
     }
+    char split[512];
+    cli_describe_split(m, split, sizeof split);
+    if (*split && !json)
+        printf("  split by layers: %s\n", split);
     const nu_llm_config *cfg = nu_llm_model_config(m);
     if ((uint64_t)prompt + (uint64_t)gen + 1 > cfg->max_positions) {
         fprintf(stderr, "nuvec bench llm: -p %ld + -n %ld is more than the model's %u positions\n", prompt, gen,
@@ -379,13 +413,13 @@ int bench_llm(int argc, char **argv)
     if (same < gen)
         fprintf(stderr, "nuvec bench llm: warning: greedy decode's token %ld is %d, %d with the CPU's argmax\n", same,
                 gpu_ids[same], cpu_ids[same]);
-    uint64_t wbytes = decode_weight_bytes(d, model_path);
-    double copy = copy_gbps(d, nu_device_get_info(d)->type == NU_DEVICE_CPU ? 32u << 20 : 1u << 30);
+    uint64_t wbytes = decode_weight_bytes(dev0, model_path);
+    double copy = copy_gbps(dev0, nu_device_get_info(dev0)->type == NU_DEVICE_CPU ? 32u << 20 : 1u << 30);
     double pps = (double)prompt / prefill_s, dps = (double)gen / decode_s, rps = (double)gen / readback_s;
     double wps = (double)wbytes * dps / 1e9;
     if (json) {
         cJSON *root = cJSON_CreateObject();
-        bench_json_device(root, d);
+        bench_json_device(root, dev0);
         cJSON_AddStringToObject(root, "model", model_path);
         cJSON_AddStringToObject(root, "kv_dtype", kv);
         cJSON_AddNumberToObject(root, "prompt_tokens", (double)prompt);
@@ -403,13 +437,14 @@ int bench_llm(int argc, char **argv)
         cli_llm_memory_json(root, m);
         status = bench_json_print("llm", root);
     } else {
-        printf("nuvec bench llm on %s: %s\n", nu_device_get_info(d)->name, model_path);
+        printf("nuvec bench llm on %s: %s\n", nu_device_get_info(dev0)->name, model_path);
         printf("  %u layers, dim %u, %u heads (%u KV), FFN %u, vocab %u; KV cache %s\n", cfg->layers, cfg->dim,
                cfg->heads, cfg->kv_heads, cfg->ffn, cfg->vocab, kv);
         printf("  device open to first token  %10.1f ms (model open + 1-token prefill: %.1f ms)\n", ttft_ms, open_ms);
         printf("  prompt (%ld tokens)          %10.0f tokens/s\n", prompt, pps);
-        printf("  decode (%ld tokens, greedy)  %10.1f tokens/s (%.3f ms a token; ids on the GPU, launches queued ahead)\n",
-               gen, dps, 1e3 / dps);
+        const char *note = nu_llm_model_note(m);
+        printf("  decode (%ld tokens, greedy)  %10.1f tokens/s (%.3f ms a token; %s)\n", gen, dps, 1e3 / dps,
+               *note ? note : "ids on the GPU, launches queued ahead");
         printf("  decode, logits read back    %10.1f tokens/s (%.3f ms a token; the logits read back each token, the "
                "argmax on the CPU)%s\n", rps, 1e3 / rps, same == gen ? "" : " (ids differ: see the warning)");
         if (wbytes)
@@ -430,6 +465,7 @@ out:
     nu_llm_model_free(m);
     if (d)
         nu_device_close(d);
+    cli_devices_close(&devs);
     if (tmp_path[0] && !keep)
         unlink(tmp_path);
     return status;

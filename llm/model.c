@@ -54,7 +54,7 @@ const char *nu_llm_model_note(const nu_llm_model *m)
     for (uint32_t i = 0; m && i < m->shares; i++)
         if (m->share[i].run && *nu_llm__runner_note(m->share[i].run))
             return nu_llm__runner_note(m->share[i].run);
-    return "";
+    return m && m->shares > 1 ? "greedy decode reads the logits back each token: the model is split over devices" : "";
 }
 
 nu_status nu_llm_model_device_layers(const nu_llm_model *m, uint32_t index, nu_device **device, uint32_t *first,

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_generate.py NUVEC MODELS_DIR: `nuvec generate` end to end on the tiny models (their README's
-greedy ids and text, greedy on the GPU as with --no-graph), its --tokens and sampling options, `nuvec
+greedy ids and text, greedy on the GPU as with --no-graph), its --tokens and sampling options, --devices
+(a layer split over the same device opened several times: the same ids), `nuvec
 bench llm`'s two decode figures (the same ids), and its refusals (exit status 2 for bad
 arguments, 1 with a message for a bad model)."""
 import json
@@ -69,6 +70,20 @@ check(rc == 1 and "tokenizer" in err, f"--prompt without a tokenizer: rc {rc}: {
 for bad in (["--temp"], ["-n", "x"], ["--tokens", "1,x"], ["--prompt", "a", "--tokens", "1"], ["--frobnicate"], []):
     rc, out, err = run(*([f"{models}/aidreams260K/hf"] if bad != [] else []), *bad)
     check(rc in (1, 2) and err, f"{bad}: rc {rc}")
+# --devices: the model split by layers over the same device opened two and three times gives the same
+# ids and text (test_llm_split checks the logits bit for bit), and says the split on stderr; bad lists
+# are refused with exit status 2 and a message.
+for devices, weights in (("0,0", []), ("0,0,0", ["--split-weights", "1,2,1"])):
+    rc, out, err = run(f"{models}/aidreams260K/hf", "--prompt", "I dream of", "-n", "40", "--json", "--devices", devices,
+                       *weights, "--split", "layer")
+    check(rc == 0 and json.loads(out)["tokens"] == dream and "layers 0-" in err, f"--devices {devices}: rc {rc}: {err}")
+for bad in (["--devices", "0,0", "--device", "0"], ["--devices", "0,,0"], ["--devices", "0,0", "--split", "tensor"],
+            ["--devices", "0,0", "--split-weights", "1"], ["--devices", "0,0", "--split-weights", "1,-2"],
+            ["--split-weights", "1,1"]):
+    rc, out, err = run(f"{models}/aidreams260K/hf", "-n", "2", *bad)
+    check(rc == 2 and "nuvec generate:" in err, f"{bad}: rc {rc}: {err[:200]}")
+rc, out, err = run(f"{models}/aidreams260K/hf", "-n", "2", "--devices", "0,99")
+check(rc == 1 and "device 99" in err, f"--devices 0,99: rc {rc}: {err[:200]}")
 # `nuvec bench llm` times greedy decode both ways (ids on the GPU; logits read back): same ids.
 p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "20", "--json"],
                    capture_output=True, text=True, timeout=600)
@@ -78,6 +93,10 @@ if p.returncode == 0:
     check(o["decode_ids_match"] is True and o["decode_tokens_per_s"] > 0 and o["decode_readback_tokens_per_s"] > 0,
           f"bench llm: {o}")
     check(o.get("device_memory", {}).get("prefill_peak", 0) > 0, f"bench llm device_memory: {o}")
+p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "8",
+                    "--devices", "0,0"], capture_output=True, text=True, timeout=600)
+check(p.returncode == 0 and "split by layers: layers 0-" in p.stdout and "split over devices" in p.stdout,
+      f"bench llm --devices: rc {p.returncode}: {p.stdout} {p.stderr}")
 # `nuvec bench llm --batch`: B sequences at once through nu_llm_model_step.
 p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "3",
                     "--batch", "1,3", "--json"], capture_output=True, text=True, timeout=600)

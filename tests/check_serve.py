@@ -434,6 +434,23 @@ check(len(limited) >= 3 and all(r[1] == "1" and json.loads(r[2])["error"]["type"
 check(small.metrics()["nuvec_queue_rejected_total"] == len(limited), "429s counted")
 check(small.stop() == 0, "the small server stops")
 
+# A model split by layers over the same device opened twice (--devices 0,0): the README's greedy ids,
+# three requests at once (one batched step through both devices), and it says the split.
+split = Server("--devices", "0,0", "--parallel", "3")
+check(split.find("layers 0-"), f"the split said: {''.join(l for l in split.lines if l)}")
+
+
+def split_one(i):
+    return split.post("/v1/completions", {"prompt": "I dream of", "max_tokens": 12, "temperature": 0,
+                                          "return_tokens": True})
+
+
+with concurrent.futures.ThreadPoolExecutor(3) as pool:
+    res = list(pool.map(split_one, range(3)))
+check(all(r[0] == 200 and r[2]["choices"][0]["tokens"] == DREAM[:12] for r in res),
+      f"split greedy completions: {[r[2] for r in res]}")
+check(split.stop() == 0, "the split server stops")
+
 # Nothing a sanitizer (the ASan build's) or the server itself complained about.
 for server in servers:
     said = [l for l in server.lines if l and re.search(r"runtime error|Sanitizer", l)]

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "devices.h"
 #include "nuvec.h"
 #include "nuvec_llm.h"
 #include "serve/prompt.h"
@@ -57,12 +58,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: nuvec chat MODEL [--system TEXT] [--chat-template FILE] [-n N] [--temp T] [--top-k K]\n"
-            "                  [--top-p P] [--seed S] [--ctx N] [--device NAME]\n"
+            "                  [--top-p P] [--seed S] [--ctx N] [--device NAME | --devices LIST [--split layer]\n"
+            "                  [--split-weights W,W,...]]\n"
             "  An interactive conversation: type a message and Enter; the reply streams. /reset forgets\n"
             "  the conversation (the system message stays), /exit or end of input quits, Ctrl-C stops a\n"
             "  reply. -n: tokens a reply has at most (default: until the context ends); --temp (default\n"
             "  0.8), --top-k (40), --top-p (0.95), --seed shape sampling (--temp 0: greedy). Each turn\n"
-            "  reports on stderr how many of its prompt's tokens were in the cache already.\n");
+            "  reports on stderr how many of its prompt's tokens were in the cache already. --devices 0,1:\n"
+            "  the model split by layers over those devices (as `nuvec generate`).\n");
 }
 
 static bool parse_num(const char *s, double lo, double hi, double *out)
@@ -182,6 +185,8 @@ int cli_chat(int argc, char **argv)
     const char *path = NULL, *system_text = NULL, *tpl = NULL;
     double n = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 0, ctx = 0;
     nu_device_desc dd = {0};
+    cli_devices devs = {0};
+    char why[512] = "";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -195,6 +200,12 @@ int cli_chat(int argc, char **argv)
             tpl = argv[++i];
         else if (!strcmp(a, "--device"))
             dd.select = argv[++i];
+        else if (!strcmp(a, "--devices"))
+            ok = cli_devices_parse(&devs, argv[++i], why, sizeof why);
+        else if (!strcmp(a, "--split-weights"))
+            ok = cli_split_weights_parse(&devs, argv[++i], why, sizeof why);
+        else if (!strcmp(a, "--split"))
+            ok = cli_split_mode_parse(argv[++i], why, sizeof why);
         else if (!strcmp(a, "-n"))
             ok = parse_num(argv[++i], 1, UINT32_MAX, &n) && n == (uint32_t)n;
         else if (!strcmp(a, "--temp"))
@@ -212,10 +223,16 @@ int cli_chat(int argc, char **argv)
         else
             ok = false;
         if (!ok) {
-            fprintf(stderr, "nuvec chat: bad argument '%s'%s%s\n", a, v && a[0] == '-' ? " " : "", v && a[0] == '-' ? v : "");
+            fprintf(stderr, "nuvec chat: bad argument '%s'%s%s%s%s\n", a, v && a[0] == '-' ? " " : "",
+                    v && a[0] == '-' ? v : "", *why ? ": " : "", why);
             usage(stderr);
             return 2;
         }
+    }
+    if (!cli_devices_check(&devs, dd.select, why, sizeof why)) {
+        fprintf(stderr, "nuvec chat: %s\n", why);
+        usage(stderr);
+        return 2;
     }
     if (!path) {
         fprintf(stderr, "nuvec chat: no MODEL\n");
@@ -229,14 +246,17 @@ int cli_chat(int argc, char **argv)
     char msg[512], *line = NULL;
     size_t line_cap = 0;
     nu_llm_model_options mo = {.max_positions = (uint32_t)ctx};
-    if (nu_device_open(&dd, &d) != NU_OK) {
-        fprintf(stderr, "nuvec chat: no device: %s\n", nu_error_message(NULL));
+    if (devs.count ? cli_devices_open(&devs, dd.validation, why, sizeof why) != NU_OK : nu_device_open(&dd, &d) != NU_OK) {
+        fprintf(stderr, "nuvec chat: no device: %s\n", devs.count ? why : nu_error_message(NULL));
         return 1;
     }
-    if (nu_llm_model_open(d, path, &mo, &c.m) != NU_OK) {
+    if (cli_model_open(&devs, d, path, &mo, &c.m) != NU_OK) {
         fprintf(stderr, "nuvec chat: %s\n", nu_llm_error_message());
         goto done;
     }
+    cli_describe_split(c.m, why, sizeof why);
+    if (*why)
+        fprintf(stderr, "nuvec chat: %s\n", why);
     c.cfg = nu_llm_model_config(c.m);
     c.tok = nu_llm_model_tokenizer(c.m);
     c.ctx = mo.max_positions ? mo.max_positions : c.cfg->max_positions;
@@ -316,5 +336,6 @@ done:
         chat_prompt_close(&c.prompt);
     nu_llm_model_free(c.m);
     nu_device_close(d);
+    cli_devices_close(&devs);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "devices.h"
 #include "llm_memory.h"
 #include "nuvec.h"
 #include "nuvec_llm.h"
@@ -22,6 +23,7 @@ static void usage(FILE *f)
             "usage: nuvec generate MODEL [--prompt TEXT | --tokens ID,ID,...] [-n N] [--temp T] [--top-k K]\n"
             "                      [--top-p P] [--seed S] [--json] [--device NAME] [--kv-f16] [--f16-weights]\n"
             "                      [--max-positions N] [--max-memory BYTES] [--no-graph]\n"
+            "                      [--devices LIST [--split layer] [--split-weights W,W,...]]\n"
             "  MODEL: a GGUF file (.gguf: its vocabulary gives text) or a Hugging Face folder (config.json,\n"
             "  *.safetensors; tokenizer.json for text).\n"
             "  --prompt TEXT is tokenized as `nuvec tokenize` shows (BOS first where the vocabulary adds one);\n"
@@ -36,7 +38,9 @@ static void usage(FILE *f)
             "  device_memory {weights, kv_cache, activations, total, peaks, ...} in bytes; without it the\n"
             "  same goes to stderr in one line. Greedy decode\n"
             "  with the graph keeps the ids on the GPU (nu_llm_model_decode_greedy); sampling and --no-graph\n"
-            "  read the logits back each token.\n");
+            "  read the logits back each token. --devices 0,1 (indices or names, as --device; the same one\n"
+            "  twice too) splits the model by layers over them, in proportion to --split-weights (default:\n"
+            "  each device's free memory); the split is said on stderr.\n");
 }
 
 static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -161,6 +165,8 @@ int cli_generate(int argc, char **argv)
     bool json = false;
     nu_device_desc desc = {0};
     nu_llm_model_options mo = {0};
+    cli_devices devs = {0};
+    char why[512] = "";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -182,6 +188,12 @@ int cli_generate(int argc, char **argv)
             tokens = argv[++i];
         else if (!strcmp(a, "--device"))
             desc.select = argv[++i];
+        else if (!strcmp(a, "--devices"))
+            ok = cli_devices_parse(&devs, argv[++i], why, sizeof why);
+        else if (!strcmp(a, "--split-weights"))
+            ok = cli_split_weights_parse(&devs, argv[++i], why, sizeof why);
+        else if (!strcmp(a, "--split"))
+            ok = cli_split_mode_parse(argv[++i], why, sizeof why);
         else if (!strcmp(a, "-n"))
             ok = parse_u64(argv[++i], 1u << 24, &n);
         else if (!strcmp(a, "--seed"))
@@ -201,11 +213,16 @@ int cli_generate(int argc, char **argv)
         else
             ok = false;
         if (!ok) {
-            fprintf(stderr, "nuvec generate: bad argument '%s'%s%s\n", a, v && a[0] == '-' ? " " : "",
-                    v && a[0] == '-' ? v : "");
+            fprintf(stderr, "nuvec generate: bad argument '%s'%s%s%s%s\n", a, v && a[0] == '-' ? " " : "",
+                    v && a[0] == '-' ? v : "", *why ? ": " : "", why);
             usage(stderr);
             return 2;
         }
+    }
+    if (!cli_devices_check(&devs, desc.select, why, sizeof why)) {
+        fprintf(stderr, "nuvec generate: %s\n", why);
+        usage(stderr);
+        return 2;
     }
     if (!model_path || (prompt && tokens)) {
         fprintf(stderr, "nuvec generate: %s\n", !model_path ? "no MODEL" : "--prompt and --tokens exclude each other");
@@ -223,15 +240,18 @@ int cli_generate(int argc, char **argv)
     float *logits = NULL;
     size_t nids = 0, nout = 0;
     streamer s = {0};
-    nu_status st = nu_device_open(&desc, &d);
+    nu_status st = devs.count ? cli_devices_open(&devs, desc.validation, why, sizeof why) : nu_device_open(&desc, &d);
     if (st != NU_OK) {
-        fprintf(stderr, "nuvec generate: no device: %s\n", nu_error_message(NULL));
+        fprintf(stderr, "nuvec generate: no device: %s\n", devs.count ? why : nu_error_message(NULL));
         return 1;
     }
-    if ((st = nu_llm_model_open(d, model_path, &mo, &m)) != NU_OK) {
+    if ((st = cli_model_open(&devs, d, model_path, &mo, &m)) != NU_OK) {
         fprintf(stderr, "nuvec generate: %s\n", nu_llm_error_message());
         goto done;
     }
+    cli_describe_split(m, why, sizeof why);
+    if (*why)
+        fprintf(stderr, "nuvec generate: %s\n", why);
     const nu_llm_config *cfg = nu_llm_model_config(m);
     const nu_llm_tokenizer *tok = nu_llm_model_tokenizer(m);
     if (prompt) {
@@ -389,5 +409,6 @@ done:
     nu_llm_sampler_free(sampler);
     nu_llm_model_free(m);
     nu_device_close(d);
+    cli_devices_close(&devs);
     return rc;
 }

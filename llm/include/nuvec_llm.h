@@ -216,7 +216,8 @@ const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *model);
 const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a tokenizer */
 /* Why decode or greedy decode runs a slower path than asked ("" when neither does): the decode
  * graph or greedy decode's graphs could not be built (the message says why), so decode records a
- * command buffer a token, or greedy decode reads the logits back each token. */
+ * command buffer a token, or greedy decode reads the logits back each token (as it does on a
+ * model split over devices). */
 const char *nu_llm_model_note(const nu_llm_model *model);
 /* What the model holds in device memory, and what its work took (bytes); a split model's, summed
  * over its devices. */

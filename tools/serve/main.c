@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "devices.h"
 #include "http.h"
 #include "nuvec.h"
 
@@ -20,6 +21,7 @@ static void usage(FILE *f)
             "                   [--batch N] [--max-tokens N] [--max-body BYTES] [--threads N] [--timeout S]\n"
             "                   [--drain-timeout S] [--chat-template FILE] [--alias NAME] [--device NAME]\n"
             "                   [--kv-f16] [--f16-weights] [--max-memory BYTES]\n"
+            "                   [--devices LIST [--split layer] [--split-weights W,W,...]]\n"
             "  An OpenAI-compatible server: POST /v1/chat/completions and /v1/completions (stream or not),\n"
             "  GET /v1/models, /health (503 while loading), /metrics (Prometheus), POST /tokenize,\n"
             "  /detokenize, /apply-template, and a chat page at /.\n"
@@ -30,7 +32,8 @@ static void usage(FILE *f)
             "  --threads: HTTP threads (default 4); --timeout: idle connection seconds (default 30);\n"
             "  --drain-timeout: seconds a SIGTERM waits for requests (default 30); --chat-template: a Jinja\n"
             "  file instead of the model's (ChatML when the model has none); --alias: the model's name in\n"
-            "  the API (default the file or folder name). docs/serving.md has the details.\n");
+            "  the API (default the file or folder name); --devices 0,1: the model split by layers over\n"
+            "  those devices (as `nuvec generate`). docs/serving.md has the details.\n");
 }
 
 static bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -73,6 +76,8 @@ int cli_serve(int argc, char **argv)
              threads = 4, timeout = 30, drain = 30, maxmem = 0;
     nu_device_desc dd = {0};
     nu_llm_model_options mo = {0};
+    cli_devices devs = {0};
+    char why[512] = "";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -92,6 +97,12 @@ int cli_serve(int argc, char **argv)
             alias = argv[++i];
         else if (!strcmp(a, "--device"))
             dd.select = argv[++i];
+        else if (!strcmp(a, "--devices"))
+            ok = cli_devices_parse(&devs, argv[++i], why, sizeof why);
+        else if (!strcmp(a, "--split-weights"))
+            ok = cli_split_weights_parse(&devs, argv[++i], why, sizeof why);
+        else if (!strcmp(a, "--split"))
+            ok = cli_split_mode_parse(argv[++i], why, sizeof why);
         else if (!strcmp(a, "--port"))
             ok = parse_u64(argv[++i], 0, 65535, &port);
         else if (!strcmp(a, "--parallel"))
@@ -119,10 +130,16 @@ int cli_serve(int argc, char **argv)
         else
             ok = false;
         if (!ok) {
-            fprintf(stderr, "nuvec serve: bad argument '%s'%s%s\n", a, v && a[0] == '-' ? " " : "", v && a[0] == '-' ? v : "");
+            fprintf(stderr, "nuvec serve: bad argument '%s'%s%s%s%s\n", a, v && a[0] == '-' ? " " : "",
+                    v && a[0] == '-' ? v : "", *why ? ": " : "", why);
             usage(stderr);
             return 2;
         }
+    }
+    if (!cli_devices_check(&devs, dd.select, why, sizeof why)) {
+        fprintf(stderr, "nuvec serve: %s\n", why);
+        usage(stderr);
+        return 2;
     }
     if (!path) {
         fprintf(stderr, "nuvec serve: no MODEL\n");
@@ -156,8 +173,8 @@ int cli_serve(int argc, char **argv)
     nu_llm_model *m = NULL;
     chat_prompt prompt = {0};
     bool have_prompt = false;
-    if (nu_device_open(&dd, &d) != NU_OK) {
-        fprintf(stderr, "nuvec serve: no device: %s\n", nu_error_message(NULL));
+    if (devs.count ? cli_devices_open(&devs, dd.validation, why, sizeof why) != NU_OK : nu_device_open(&dd, &d) != NU_OK) {
+        fprintf(stderr, "nuvec serve: no device: %s\n", devs.count ? why : nu_error_message(NULL));
         goto done;
     }
     /* The KV cache: --ctx positions for each slot (and the model's own slot 0, which the engine
@@ -167,15 +184,18 @@ int cli_serve(int argc, char **argv)
     /* --ctx, or 4096 where the model holds more (a failed open for a max_positions beyond the
      * model's costs nothing: it is refused before any weight moves). */
     mo.max_positions = ctx ? (uint32_t)ctx : 4096;
-    nu_status st = nu_llm_model_open(d, path, &mo, &m);
+    nu_status st = cli_model_open(&devs, d, path, &mo, &m);
     if (st == NU_ERROR_INVALID_ARGUMENT && !ctx && strstr(nu_llm_error_message(), "max_positions")) {
         mo.max_positions = 0;
-        st = nu_llm_model_open(d, path, &mo, &m);
+        st = cli_model_open(&devs, d, path, &mo, &m);
     }
     if (st != NU_OK) {
         fprintf(stderr, "nuvec serve: %s\n", nu_llm_error_message());
         goto done;
     }
+    cli_describe_split(m, why, sizeof why);
+    if (*why)
+        fprintf(stderr, "nuvec serve: %s\n", why);
     const nu_llm_config *cfg = nu_llm_model_config(m);
     uint32_t positions = mo.max_positions ? mo.max_positions : cfg->max_positions;
     if (chat_prompt_open(&prompt, path, tpl, nu_llm_model_tokenizer(m), msg, sizeof msg)) {
@@ -222,6 +242,7 @@ done:
         chat_prompt_close(&prompt);
     nu_llm_model_free(m);
     nu_device_close(d);
+    cli_devices_close(&devs);
     if (!rc)
         fprintf(stderr, "nuvec serve: stopped\n");
     return rc;
