@@ -591,24 +591,36 @@ static int32_t argmax(const float *x, uint32_t n)
 
 /* ---- the shares in order ---------------------------------------------------------------- */
 
-/* Appends tokens[0 .. n) to slot `slot`: the runner's prefill on one device; on several, each chunk
- * through every share in turn. On failure the slot's length is as before, in every share. */
+/* Appends tokens[0 .. n) to slot `slot`: the runner's prefill on one device; on several, chunk i
+ * of prefill_chunk rows runs on device k in tick i + k, so the devices work on different chunks at
+ * once. In a tick the devices go last first: device k waits for device k - 1's pass of the chunk
+ * (begun in the tick before) and for its own pass before (its input buffer is free then), takes
+ * the hidden state and commits its pass; device k - 1 then commits its next chunk, whose output
+ * overwrites what device k has taken. On failure the slot's length is as before, in every share. */
 static nu_status run_prefill(nu_llm_model *m, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits)
 {
     if (m->shares == 1)
         return nu_llm__runner_prefill(m->share[0].run, slot, tokens, n, logits);
     uint32_t before = m->kv->length[slot], chunk = nu_llm__runner_chunk(m->share[0].run);
+    uint32_t chunks = (n + chunk - 1) / chunk, size = n < chunk ? n : chunk, S = m->shares;
     nu_status st = NU_OK;
-    for (uint32_t done = 0; st == NU_OK && done < n;) {
-        uint32_t rows = n - done < chunk ? n - done : chunk;
-        for (uint32_t i = 0; st == NU_OK && i < m->shares; i++) {
-            if (i > 0)
-                st = nu_llm__runner_hand_over(m->share[i - 1].run, m->share[i].run, NU_LLM_STAGE_PASS, rows);
+    for (uint32_t t = 0; st == NU_OK && t < chunks + S - 1; t++)
+        for (uint32_t k = S; st == NU_OK && k-- > 0;) {
+            if (t < k || t - k >= chunks)
+                continue;
+            uint32_t i = t - k, rows = n - i * chunk < chunk ? n - i * chunk : chunk;
+            nu_llm_runner *r = m->share[k].run;
+            if (k > 0 && (st = nu_llm__runner_pass_end(m->share[k - 1].run, NULL)) == NU_OK &&
+                (st = nu_llm__runner_pass_end(r, NULL)) == NU_OK)
+                st = nu_llm__runner_hand_over(m->share[k - 1].run, r, NU_LLM_STAGE_PASS, rows);
+            if (k == 0)
+                st = nu_llm__runner_pass_end(r, NULL);
             if (st == NU_OK)
-                st = nu_llm__runner_prefill(m->share[i].run, slot, tokens + done, rows,
-                                            i + 1 == m->shares && done + rows == n ? logits : NULL);
+                st = nu_llm__runner_pass_begin(r, slot, tokens + (size_t)i * chunk, rows, size);
         }
-        done += rows;
+    for (uint32_t k = 0; k < S; k++) { /* every pass in flight ends, on failure too */
+        nu_status e = nu_llm__runner_pass_end(m->share[k].run, k + 1 == S ? logits : NULL);
+        st = st != NU_OK ? st : e;
     }
     if (st != NU_OK)
         set_length(m, slot, before);

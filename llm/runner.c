@@ -40,6 +40,7 @@ struct nu_llm_runner {
     /* A share of a split model: the hidden state in (all but the first) and out (all but the last)
      * of a prefill pass (chunk rows) and of the decode graph (one row): blocks.h's stage buffers. */
     nu_buffer *pass_in, *pass_out, *dec_in, *dec_out;
+    nu_commands *in_flight;         /* a split model's prefill pass, between pass_begin and pass_end */
     bool w16;                       /* prefill passes have an A_W16: block weights dequantized there */
     bool units;                     /* the products read block weights on the matrix units: the device
                                      * has them and the products take F16 inputs (prefill_f16) */
@@ -306,6 +307,7 @@ void nu_llm__runner_free(nu_llm_runner *r)
 {
     if (!r)
         return;
+    nu_llm__runner_pass_end(r, NULL);
     for (int k = 0; k < MAX_BUCKETS; k++)
         free_bucket(&r->buckets[k]);
     for (int g = 0; g < G_COUNT; g++) {
@@ -376,6 +378,38 @@ static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, 
     return st;
 }
 
+/* Records and commits one pass of `rows` tokens of slot `slot` from position `pos`, its
+ * activations `size` rows (freed right after the commit: the next pass may take their memory,
+ * after this one's uses); *out receives the commands, to wait for. */
+static nu_status commit_pass(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t rows, uint32_t pos,
+                             uint32_t size, nu_commands **out)
+{
+    *out = NULL;
+    nu_buffer *set[NU_LLM_A_COUNT], *ids = NULL;
+    TRY(pass_buffers(r, size, set, &ids));
+    nu_commands *c = NULL;
+    nu_status st;
+    if ((st = nv(r, nu_commands_new(r->dev, NU_QUEUE_COMPUTE, &c), "commands")) == NU_OK &&
+        (st = nv(r, nu_commands_upload(c, ids, 0, tokens, (size_t)rows * 4), "the token ids")) == NU_OK) {
+        int64_t shape = rows;
+        nu_tensor t = nu_tensor_make(ids, 0, NU_DTYPE_I32, 1, &shape);
+        nu_llm_pass p = make_pass(r, c, rows, slot, pos);
+        memcpy(p.act, set, sizeof p.act);
+        nu_tensor out_logits = one_logits(r);
+        st = nv(r, record_forward(r, &p, &t, &out_logits, NULL, r->pass_in, r->pass_out, r->o.chunk),
+                "recording the forward pass");
+    }
+    if (st == NU_OK)
+        st = nv(r, nu_commands_commit(c), "the forward pass");
+    free_pass(set);
+    nu_buffer_free(ids);
+    if (st != NU_OK)
+        nu_commands_free(c);
+    else
+        *out = c;
+    return st;
+}
+
 /* Passes of at most `chunk` rows, each committed without waiting for the one before (which the
  * next commit waits for instead): the KV cache orders them (nuvec/command.h). */
 nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits)
@@ -388,28 +422,9 @@ nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t 
     nu_status st = NU_OK;
     for (uint32_t done = 0; done < n && st == NU_OK;) {
         uint32_t rows = n - done < r->o.chunk ? n - done : r->o.chunk;
-        nu_buffer *set[NU_LLM_A_COUNT], *ids = NULL;
-        if ((st = pass_buffers(r, first, set, &ids)) != NU_OK)
+        nu_commands *c;
+        if ((st = commit_pass(r, slot, tokens + done, rows, pos, first, &c)) != NU_OK)
             break;
-        nu_commands *c = NULL;
-        if ((st = nv(r, nu_commands_new(r->dev, NU_QUEUE_COMPUTE, &c), "commands")) == NU_OK &&
-            (st = nv(r, nu_commands_upload(c, ids, 0, tokens + done, (size_t)rows * 4), "the token ids")) == NU_OK) {
-            int64_t shape = rows;
-            nu_tensor t = nu_tensor_make(ids, 0, NU_DTYPE_I32, 1, &shape);
-            nu_llm_pass p = make_pass(r, c, rows, slot, pos);
-            memcpy(p.act, set, sizeof p.act);
-            nu_tensor out = one_logits(r);
-            st = nv(r, record_forward(r, &p, &t, &out, NULL, r->pass_in, r->pass_out, r->o.chunk),
-                    "recording the forward pass");
-        }
-        if (st == NU_OK)
-            st = nv(r, nu_commands_commit(c), "the forward pass");
-        free_pass(set); /* the next pass may take their memory, after this one's uses */
-        nu_buffer_free(ids);
-        if (st != NU_OK) {
-            nu_commands_free(c);
-            break;
-        }
         if (prev) {
             st = nv(r, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
             nu_commands_free(prev);
@@ -428,6 +443,28 @@ nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t 
     memcpy(r->kv->tokens + (size_t)slot * r->kv->positions + start, tokens, (size_t)n * sizeof *tokens);
     r->kv->length[slot] = pos;
     return read_logits(r, logits);
+}
+
+nu_status nu_llm__runner_pass_begin(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, uint32_t size)
+{
+    if (r->in_flight || n > r->o.chunk || size > r->o.chunk || n > size)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN ": a pass of %u rows (buffers of %u; at most %u)%s", n, size,
+                            r->o.chunk, r->in_flight ? " while one is in flight" : "");
+    uint32_t pos = r->kv->length[slot];
+    TRY(commit_pass(r, slot, tokens, n, pos, size, &r->in_flight));
+    memcpy(r->kv->tokens + (size_t)slot * r->kv->positions + pos, tokens, (size_t)n * sizeof *tokens);
+    r->kv->length[slot] = pos + n;
+    return NU_OK;
+}
+
+nu_status nu_llm__runner_pass_end(nu_llm_runner *r, float *logits)
+{
+    if (!r->in_flight)
+        return NU_OK;
+    nu_status st = nv(r, nu_commands_wait(r->in_flight, NU_WAIT_FOREVER), "the forward pass");
+    nu_commands_free(r->in_flight);
+    r->in_flight = NULL;
+    return st != NU_OK ? st : read_logits(r, logits);
 }
 
 /* The parameters in slot g of graph gr for the token at `pos`. */

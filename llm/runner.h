@@ -89,6 +89,13 @@ uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r);
  * before. Ids and room are the caller's to check; a share of a split model takes at most `chunk`
  * tokens a call (one pass, whose hidden state the next share takes). */
 nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits);
+/* A share of a split model's prefill, pipelined across the devices (model.c): commits one pass of
+ * tokens[0 .. n) of slot `slot` (n <= chunk; its activations of `size` rows, size <= chunk) without
+ * waiting for it, the slot's length advanced; at most one in flight. nu_llm__runner_pass_end waits
+ * for it (NU_OK where none is in flight) and reads the logits of its last row (the last share;
+ * `logits` may be NULL). After a failure of either, the caller sets the slot's length back. */
+nu_status nu_llm__runner_pass_begin(nu_llm_runner *r, uint32_t slot, const int32_t *tokens, uint32_t n, uint32_t size);
+nu_status nu_llm__runner_pass_end(nu_llm_runner *r, float *logits);
 /* One token of slot 0 by the decode graph (or a one-row pass). */
 nu_status nu_llm__runner_decode(nu_llm_runner *r, int32_t token, float *logits);
 /* One decode row for each of n different slots (slots[i]; each at its length, with room), by the
