@@ -234,6 +234,7 @@ int bench_llm(int argc, char **argv)
     uint32_t batches[32], nb = 0;
     cli_devices devs = {0};
     char why[512] = "";
+    bool ok;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model_path = argv[++i];
@@ -247,16 +248,12 @@ int bench_llm(int argc, char **argv)
             keep = true;
         else if (!strcmp(argv[i], "--same-prompts"))
             same_prompts = true;
-        else if ((!strcmp(argv[i], "--devices") || !strcmp(argv[i], "--split-weights") || !strcmp(argv[i], "--split")) &&
-                 i + 1 < argc) {
-            const char *a = argv[i], *v = argv[++i];
-            bool ok = !strcmp(a, "--devices")         ? cli_devices_parse(&devs, v, why, sizeof why)
-                      : !strcmp(a, "--split-weights") ? cli_split_weights_parse(&devs, v, why, sizeof why)
-                                                      : cli_split_mode_parse(v, why, sizeof why);
+        else if (i + 1 < argc && cli_devices_option(&devs, argv[i], argv[i + 1], &ok, why, sizeof why)) {
             if (!ok) {
                 fprintf(stderr, "nuvec bench llm: %s\n", why);
                 return 2;
             }
+            i++;
         }
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
             if (!parse_batches(argv[++i], batches, &nb, 32)) {

@@ -200,12 +200,8 @@ int cli_chat(int argc, char **argv)
             tpl = argv[++i];
         else if (!strcmp(a, "--device"))
             dd.select = argv[++i];
-        else if (!strcmp(a, "--devices"))
-            ok = cli_devices_parse(&devs, argv[++i], why, sizeof why);
-        else if (!strcmp(a, "--split-weights"))
-            ok = cli_split_weights_parse(&devs, argv[++i], why, sizeof why);
-        else if (!strcmp(a, "--split"))
-            ok = cli_split_mode_parse(argv[++i], why, sizeof why);
+        else if (cli_devices_option(&devs, a, v, &ok, why, sizeof why))
+            i++;
         else if (!strcmp(a, "-n"))
             ok = parse_num(argv[++i], 1, UINT32_MAX, &n) && n == (uint32_t)n;
         else if (!strcmp(a, "--temp"))

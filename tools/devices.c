@@ -59,6 +59,19 @@ bool cli_split_mode_parse(const char *mode, char *why, size_t why_size)
     return false;
 }
 
+bool cli_devices_option(cli_devices *d, const char *arg, const char *value, bool *ok, char *why, size_t why_size)
+{
+    if (!strcmp(arg, "--devices"))
+        *ok = cli_devices_parse(d, value, why, why_size);
+    else if (!strcmp(arg, "--split-weights"))
+        *ok = cli_split_weights_parse(d, value, why, why_size);
+    else if (!strcmp(arg, "--split"))
+        *ok = cli_split_mode_parse(value, why, why_size);
+    else
+        return false;
+    return true;
+}
+
 bool cli_devices_check(const cli_devices *d, const char *single, char *why, size_t why_size)
 {
     if (single && d->count) {

@@ -25,6 +25,9 @@ bool cli_devices_parse(cli_devices *d, const char *list, char *why, size_t why_s
 bool cli_split_weights_parse(cli_devices *d, const char *list, char *why, size_t why_size);
 /* --split MODE: "layer" (the only split nuvec runs) or a refusal with *why. */
 bool cli_split_mode_parse(const char *mode, char *why, size_t why_size);
+/* Whether `arg` is --devices, --split-weights or --split: then *ok says whether `value` (not NULL)
+ * is good for it (else *why says why). */
+bool cli_devices_option(cli_devices *d, const char *arg, const char *value, bool *ok, char *why, size_t why_size);
 /* The checks across options: weights for as many devices as --devices names, and --device not with
  * --devices (`single`: --device's value or NULL). */
 bool cli_devices_check(const cli_devices *d, const char *single, char *why, size_t why_size);

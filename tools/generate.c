@@ -188,12 +188,8 @@ int cli_generate(int argc, char **argv)
             tokens = argv[++i];
         else if (!strcmp(a, "--device"))
             desc.select = argv[++i];
-        else if (!strcmp(a, "--devices"))
-            ok = cli_devices_parse(&devs, argv[++i], why, sizeof why);
-        else if (!strcmp(a, "--split-weights"))
-            ok = cli_split_weights_parse(&devs, argv[++i], why, sizeof why);
-        else if (!strcmp(a, "--split"))
-            ok = cli_split_mode_parse(argv[++i], why, sizeof why);
+        else if (cli_devices_option(&devs, a, v, &ok, why, sizeof why))
+            i++;
         else if (!strcmp(a, "-n"))
             ok = parse_u64(argv[++i], 1u << 24, &n);
         else if (!strcmp(a, "--seed"))

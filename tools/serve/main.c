@@ -97,12 +97,8 @@ int cli_serve(int argc, char **argv)
             alias = argv[++i];
         else if (!strcmp(a, "--device"))
             dd.select = argv[++i];
-        else if (!strcmp(a, "--devices"))
-            ok = cli_devices_parse(&devs, argv[++i], why, sizeof why);
-        else if (!strcmp(a, "--split-weights"))
-            ok = cli_split_weights_parse(&devs, argv[++i], why, sizeof why);
-        else if (!strcmp(a, "--split"))
-            ok = cli_split_mode_parse(argv[++i], why, sizeof why);
+        else if (cli_devices_option(&devs, a, v, &ok, why, sizeof why))
+            i++;
         else if (!strcmp(a, "--port"))
             ok = parse_u64(argv[++i], 0, 65535, &port);
         else if (!strcmp(a, "--parallel"))
