@@ -5,7 +5,8 @@
  * prefilled in chunks of 3 (each chunk through every share), decode steps, greedy decode's ids,
  * and a batched step mixing a new sequence's prompt with other sequences' decode rows; by the
  * decode graphs, by command buffers, and by the separate ops. The layers are shared as the weights
- * say, at least one a device; bad counts, weights and devices are refused by name; a device lost
+ * say, at least one a device; one nuvec device given twice works and its memory counts once; bad
+ * counts, weights and devices are refused by name; a device lost
  * on either side gives NU_ERROR_DEVICE_LOST with a message and leaves the position as it was. */
 #include "harness.h"
 
@@ -199,6 +200,23 @@ static void shares_and_refusals(void **state)
         LLM_OK(nu_llm_model_device_layers(m, i, NULL, &first, &end));
         assert_true(end > first);
     }
+    nu_llm_model_free(m);
+    /* the same nuvec device twice: two shares on it, its memory counted once */
+    nu_device *same[2] = {devices[0], devices[0]};
+    LLM_OK(nu_llm_model_open(devices[0], path, NULL, &m));
+    float one[V], two[V];
+    int32_t p[3] = {1, 200, 300};
+    LLM_OK(nu_llm_model_prefill(m, p, 3, one));
+    nu_llm_model_free(m);
+    LLM_OK(nu_llm_model_open_split(same, 2, NULL, path, NULL, &m));
+    LLM_OK(nu_llm_model_prefill(m, p, 3, two));
+    assert_memory_equal(one, two, sizeof one);
+    nu_llm_memory mem;
+    LLM_OK(nu_llm_model_memory(m, &mem));
+    nu_memory_stats ms;
+    NT_OK(nu_memory_get_stats(devices[0], &ms));
+    assert_int_equal(mem.device_active, ms.active);
+    assert_true(mem.weights > 0 && mem.kv_cache > 0 && mem.total == mem.weights + mem.kv_cache + mem.activations);
     nu_llm_model_free(m);
     nu_device *six[6] = {devices[0], devices[1], devices[2], devices[0], devices[1], devices[2]};
     LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_open_split(six, 6, NULL, path, NULL, &m));
