@@ -54,7 +54,8 @@ const char *nu_llm_model_note(const nu_llm_model *m)
     for (uint32_t i = 0; m && i < m->shares; i++)
         if (m->share[i].run && *nu_llm__runner_note(m->share[i].run))
             return nu_llm__runner_note(m->share[i].run);
-    return m && m->shares > 1 ? "greedy decode reads the logits back each token: the model is split over devices" : "";
+    return m && m->shares > 1 ? "greedy decode goes token by token, each id read back: the model is split over devices"
+                              : "";
 }
 
 nu_status nu_llm_model_device_layers(const nu_llm_model *m, uint32_t index, nu_device **device, uint32_t *first,
@@ -668,27 +669,32 @@ static nu_status run_batch(nu_llm_model *m, const int32_t *tokens, const uint32_
     return st;
 }
 
-/* Greedy decode of a split model: token by token, the logits read back and their argmax taken
- * here (as the runner's greedy decode does without its graphs). */
+/* Greedy decode of a split model: token by token, every device's decode graph in turn, the last
+ * one's with the argmax of the logits, whose id comes back (runner.c's G_ARGMAX). */
 static nu_status run_greedy(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
                             int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
 {
     if (m->shares == 1)
         return nu_llm__runner_greedy(m->share[0].run, token, n, out, produced, stop_token, on_token, user);
-    uint32_t V = m->hp.cfg.vocab;
-    float *logits = nu_llm__malloc_array(V, sizeof *logits);
-    if (!logits)
-        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_decode_greedy: no memory");
     nu_status st = NU_OK;
     for (uint32_t k = 0; k < n; k++) {
-        if ((st = run_decode(m, k ? out[k - 1] : token, logits)) != NU_OK)
+        int32_t in = k ? out[k - 1] : token;
+        uint32_t before = m->kv->length[0];
+        for (uint32_t i = 0; st == NU_OK && i + 1 < m->shares; i++) {
+            st = nu_llm__runner_decode(m->share[i].run, in, NULL);
+            if (st == NU_OK)
+                st = nu_llm__runner_hand_over(m->share[i].run, m->share[i + 1].run, NU_LLM_STAGE_DECODE, 1);
+        }
+        if (st == NU_OK)
+            st = nu_llm__runner_decode_argmax(m->share[m->shares - 1].run, in, &out[k]);
+        if (st != NU_OK) {
+            set_length(m, 0, before);
             break;
-        out[k] = argmax(logits, V);
+        }
         *produced = k + 1;
         if ((on_token && !on_token(user, out[k])) || out[k] == stop_token)
             break;
     }
-    nu_llm__free(logits);
     return st;
 }
 

@@ -11,10 +11,11 @@
 /* Greedy ring ids lie ID_STRIDE bytes apart (the largest storage buffer offset alignment Vulkan
  * allows), U of them in each of the depth ring buffers. */
 #define ID_STRIDE 256
-/* The graphs: decode's, then the greedy ring's. Parameter slots: decode's 0, pass u of greedy
- * graph j 1 + j * NU_LLM_GREEDY_MAX_UNROLL + u. */
-enum { G_DECODE, G_GREEDY, G_COUNT = G_GREEDY + NU_LLM_GREEDY_MAX_DEPTH };
-#define P_SLOTS (1 + NU_LLM_GREEDY_MAX_DEPTH * NU_LLM_GREEDY_MAX_UNROLL)
+/* The graphs: decode's, decode's with the argmax of its logits (the last share of a split model's
+ * greedy decode: built at its first use), then the greedy ring's. Parameter slots: decode's 0, the
+ * argmax one's 1, pass u of greedy graph j 2 + j * NU_LLM_GREEDY_MAX_UNROLL + u. */
+enum { G_DECODE, G_ARGMAX, G_GREEDY, G_COUNT = G_GREEDY + NU_LLM_GREEDY_MAX_DEPTH };
+#define P_SLOTS (2 + NU_LLM_GREEDY_MAX_DEPTH * NU_LLM_GREEDY_MAX_UNROLL)
 
 /* A batched decode graph of B rows (a power of two): each row its own slot and position, read from
  * shared I32 buffers the CPU writes before each launch; the logits of every row and their argmax
@@ -46,6 +47,8 @@ struct nu_llm_runner {
                                      * has them and the products take F16 inputs (prefill_f16) */
     nu_buffer *act[NU_LLM_A_COUNT]; /* the decode graphs' activations */
     nu_buffer *ids, *logits, *gid;  /* a pass's ids (shared), the logits (shared), decode's id */
+    nu_buffer *arg_id;              /* G_ARGMAX's argmax (shared) */
+    bool argmax_by_cpu;             /* G_ARGMAX could not be built: its decode reads the logits */
     nu_buffer *glogits;             /* the greedy passes' logits (device memory: only their argmax
                                      * reads them; in host memory, on a discrete GPU, the output
                                      * product wrote vocab floats over the bus every token) */
@@ -176,7 +179,7 @@ static nu_tensor ring_id(nu_llm_runner *r, uint32_t j, uint32_t u, uint32_t rank
     return nu_tensor_make(r->ring[j], (uint64_t)u * ID_STRIDE, NU_DTYPE_I32, rank, shape);
 }
 
-static int greedy_slot(uint32_t j, uint32_t u) { return 1 + (int)(j * NU_LLM_GREEDY_MAX_UNROLL + u); }
+static int greedy_slot(uint32_t j, uint32_t u) { return 2 + (int)(j * NU_LLM_GREEDY_MAX_UNROLL + u); }
 
 /* Records and builds graph g: decode's one pass, or greedy graph j's `unroll` passes (pass 0 reads
  * the ring's previous graph's last id, pass u > 0 the id pass u - 1 wrote). */
@@ -186,16 +189,20 @@ static nu_status record_graph(nu_llm_runner *r, int g)
     nu_status st = nu_graph_record(r->dev, &rec);
     int64_t one = 1;
     uint32_t U = r->o.greedy_unroll, layers = r->hp->cfg.layers;
-    if (st == NU_OK && g == G_DECODE) {
+    if (st == NU_OK && (g == G_DECODE || g == G_ARGMAX)) {
         nu_tensor gid = nu_tensor_make(r->gid, 0, NU_DTYPE_I32, 1, &one);
         nu_llm_pass p = make_pass(r, rec, 1, 0, 0);
         memcpy(p.act, r->act, sizeof p.act);
-        p.graph = true, p.max_kv = r->kv->positions, p.params = r->params;
+        p.graph = true, p.max_kv = r->kv->positions, p.params = r->params + (size_t)(g == G_ARGMAX) * layers;
         nu_tensor logits = one_logits(r);
-        st = record_forward(r, &p, &gid, &logits, NULL, r->dec_in, r->dec_out, 1);
+        int64_t shape[2] = {1, 1};
+        nu_tensor next = nu_tensor_make(r->arg_id, 0, NU_DTYPE_I32, 2, shape);
+        if (g == G_ARGMAX)
+            logits.buffer = r->glogits;
+        st = record_forward(r, &p, &gid, &logits, g == G_ARGMAX ? &next : NULL, r->dec_in, r->dec_out, 1);
     }
     uint32_t j = (uint32_t)(g - G_GREEDY), to = (j + 1) % (r->o.greedy_depth ? r->o.greedy_depth : 1);
-    for (uint32_t u = 0; st == NU_OK && g != G_DECODE && u < U; u++) {
+    for (uint32_t u = 0; st == NU_OK && g >= G_GREEDY && u < U; u++) {
         nu_tensor gid = u ? ring_id(r, to, u - 1, 1) : ring_id(r, j, U - 1, 1), next = ring_id(r, to, u, 2);
         nu_llm_pass p = make_pass(r, rec, 1, 0, 0);
         memcpy(p.act, r->act, sizeof p.act);
@@ -320,6 +327,7 @@ void nu_llm__runner_free(nu_llm_runner *r)
     nu_buffer_free(r->logits);
     nu_buffer_free(r->glogits);
     nu_buffer_free(r->gid);
+    nu_buffer_free(r->arg_id);
     for (int j = 0; j < NU_LLM_GREEDY_MAX_DEPTH; j++)
         nu_buffer_free(r->ring[j]);
     nu_buffer *stages[4] = {r->pass_in, r->pass_out, r->dec_in, r->dec_out};
@@ -496,6 +504,49 @@ nu_status nu_llm__runner_decode(nu_llm_runner *r, int32_t token, float *logits)
     r->kv->tokens[pos] = token;
     r->kv->length[0] = pos + 1;
     return read_logits(r, logits);
+}
+
+nu_status nu_llm__runner_decode_argmax(nu_llm_runner *r, int32_t token, int32_t *id)
+{
+    if (!r->head)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN "_decode_greedy: the argmax of a share without the logits");
+    if (!r->o.by_commands && !r->o.greedy_on_cpu && !r->graph[G_ARGMAX] && !r->argmax_by_cpu) {
+        nu_status st = r->glogits ? NU_OK
+                                  : new_buffer(r, (size_t)r->hp->cfg.vocab * 4, NU_STORAGE_PRIVATE, "llm greedy logits",
+                                               &r->glogits);
+        if (st == NU_OK && !r->arg_id)
+            st = new_buffer(r, 4, NU_STORAGE_SHARED, "llm argmax id", &r->arg_id);
+        if (st == NU_OK)
+            st = build_graph(r, G_ARGMAX);
+        if (st != NU_OK) {
+            snprintf(r->note, sizeof r->note, "greedy decode reads the logits back each token: its graph failed: %s",
+                     nu_error_message(r->dev));
+            r->argmax_by_cpu = true;
+        }
+    }
+    if (!r->graph[G_ARGMAX]) { /* the logits back, their argmax here (greedy_by_logits's) */
+        uint32_t V = r->hp->cfg.vocab;
+        float *logits = nu_llm__malloc_array(V, sizeof *logits);
+        if (!logits)
+            return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_decode_greedy: no memory");
+        nu_status st = nu_llm__runner_decode(r, token, logits);
+        uint32_t best = 0;
+        for (uint32_t i = 1; st == NU_OK && i < V; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        *id = (int32_t)best;
+        nu_llm__free(logits);
+        return st;
+    }
+    uint32_t pos = r->kv->length[0];
+    TRY(nv(r, nu_buffer_write(r->gid, 0, &token, 4), "writing the token id"));
+    TRY(set_params(r, r->graph[G_ARGMAX], 1, pos));
+    TRY(nv(r, nu_graph_launch(r->graph[G_ARGMAX]), "launching the decode graph"));
+    TRY(nv(r, nu_graph_wait(r->graph[G_ARGMAX], NU_WAIT_FOREVER), "the decode graph"));
+    TRY(nv(r, nu_buffer_read(r->arg_id, 0, id, 4), "reading the token id"));
+    r->kv->tokens[pos] = token;
+    r->kv->length[0] = pos + 1;
+    return NU_OK;
 }
 
 /* The greedy ring, built at the first greedy decode: a model that is only prefilled, or decoded

@@ -98,6 +98,11 @@ nu_status nu_llm__runner_pass_begin(nu_llm_runner *r, uint32_t slot, const int32
 nu_status nu_llm__runner_pass_end(nu_llm_runner *r, float *logits);
 /* One token of slot 0 by the decode graph (or a one-row pass). */
 nu_status nu_llm__runner_decode(nu_llm_runner *r, int32_t token, float *logits);
+/* One token of slot 0 by the decode graph with the argmax of its logits (the lowest id of equal
+ * largest ones) into *id, the logits left in device memory (a graph built at the first call; where
+ * it cannot be, or greedy_on_cpu, the logits are read back and their argmax taken here): the last
+ * share of a split model's greedy decode. */
+nu_status nu_llm__runner_decode_argmax(nu_llm_runner *r, int32_t token, int32_t *id);
 /* One decode row for each of n different slots (slots[i]; each at its length, with room), by the
  * batched decode graph of the smallest power of two >= n rows (built at first use; the rows past n
  * are padding that writes nothing): logits[i * vocab ..] (may be NULL) and the argmax ids[i] (may

@@ -196,7 +196,7 @@ nu_status nu_llm_model_open(nu_device *device, const char *path, const nu_llm_mo
  * one device to the next through the host (shared buffers: x and, in prefill, the last block's
  * output still to add), so a split model gives the logits and ids of the same model on one device
  * exactly. Every call below works on a split model; greedy decode then goes token by token (the
- * logits read back). max_memory caps each device. Errors as nu_llm_model_open's, and
+ * last device's argmax on the GPU, its id read back). max_memory caps each device. Errors as nu_llm_model_open's, and
  * NU_ERROR_INVALID_ARGUMENT for a bad count or weight, or more devices than the model has layers. */
 nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, const double *weights, const char *path,
                                   const nu_llm_model_options *options, nu_llm_model **out);
@@ -216,8 +216,8 @@ const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *model);
 const char *nu_llm_model_tokenizer_note(const nu_llm_model *model); /* "" with a tokenizer */
 /* Why decode or greedy decode runs a slower path than asked ("" when neither does): the decode
  * graph or greedy decode's graphs could not be built (the message says why), so decode records a
- * command buffer a token, or greedy decode reads the logits back each token (as it does on a
- * model split over devices). */
+ * command buffer a token, or greedy decode reads the logits back each token; or that greedy decode
+ * goes token by token on a model split over devices. */
 const char *nu_llm_model_note(const nu_llm_model *model);
 /* What the model holds in device memory, and what its work took (bytes); a split model's, summed
  * over its devices. */
