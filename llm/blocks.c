@@ -493,9 +493,9 @@ nu_status nu_llm__blk_layer(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t la
     return nu_llm__blk_ffn(p, w);
 }
 
-bool nu_llm__blk_ends_pending(const nu_llm_pass *p, const nu_llm_layer_w *w)
+bool nu_llm__blk_hands_pending(const nu_llm_pass *p, const nu_llm_layer_w *w)
 {
-    return !p->fused || w->has[NU_LLM_W_FFN_POST_NORM];
+    return p->fused && w->has[NU_LLM_W_FFN_POST_NORM];
 }
 
 /* Row `row` on of `stage` as [rows, dim] F32. */
@@ -509,23 +509,30 @@ nu_status nu_llm__blk_stage_in(nu_llm_pass *p, nu_buffer *stage, uint32_t cap, c
 {
     nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, p->hp->cfg.dim), in = stage_rows(p, stage, 0);
     TRY(nu_op_copy(p->c, &x, &in));
-    p->pending = nu_llm__blk_ends_pending(p, w);
+    p->pending = nu_llm__blk_hands_pending(p, w);
     if (!p->pending)
         return NU_OK;
     nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], p->rows, p->hp->cfg.dim), pending = stage_rows(p, stage, cap);
     return nu_op_copy(p->c, &tmp, &pending);
 }
 
-nu_status nu_llm__blk_stage_out(nu_llm_pass *p, nu_buffer *stage, uint32_t cap, const nu_llm_layer_w *w)
+nu_status nu_llm__blk_stage_out(nu_llm_pass *p, nu_buffer *stage, uint32_t cap, const nu_llm_layer_w *w,
+                                bool *handed)
 {
-    if (p->pending != nu_llm__blk_ends_pending(p, w))
+    nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, p->hp->cfg.dim), out = stage_rows(p, stage, 0);
+    nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], p->rows, p->hp->cfg.dim);
+    *handed = nu_llm__blk_hands_pending(p, w);
+    if (p->pending && !*handed) { /* the separate ops: added here as their next norm would */
+        TRY(nu_op_add(p->c, &x, &x, &tmp));
+        p->pending = false;
+    }
+    if (p->pending != *handed)
         return nu_llm__fail(NU_ERROR_UNSUPPORTED, "nu_llm_model: a layer split here leaves a block's output %s to "
                             "add, which the next device would not expect", p->pending ? "pending" : "not pending");
-    nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, p->hp->cfg.dim), out = stage_rows(p, stage, 0);
     TRY(nu_op_copy(p->c, &out, &x));
     if (!p->pending)
         return NU_OK;
-    nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], p->rows, p->hp->cfg.dim), pending = stage_rows(p, stage, cap);
+    nu_tensor pending = stage_rows(p, stage, cap);
     return nu_op_copy(p->c, &pending, &tmp);
 }
 

@@ -145,17 +145,22 @@ nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w);
 /* The layer every architecture here is: the attention half, then the feed-forward half. */
 nu_status nu_llm__blk_layer(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer);
 /* A share of a model split by layers over devices (runner.h) hands the next the residual stream x
- * and, where the pass leaves it pending, the last block's output still to add: in a shared buffer
- * `stage` of [2, cap, dim] F32 (x's rows at row 0, the output's at row cap). Whether a pass leaves
- * one pending after a layer: the separate ops always do (the next norm adds it), the fused layer
- * only after a feed-forward post-norm (Gemma's). The next share judges it by its first layer,
- * since an architecture's layers have the same roles. */
-bool nu_llm__blk_ends_pending(const nu_llm_pass *p, const nu_llm_layer_w *w);
-/* x (and the pending output, as nu_llm__blk_ends_pending says for w, the share's first layer)
- * from `stage`: the pass then goes on as the share before left it. */
+ * and, where the next needs it, the last block's output still to add: in a shared buffer `stage`
+ * of [2, cap, dim] F32 (x's rows at row 0, the output's at row cap). After a layer the separate
+ * ops leave that output pending (the next norm adds it: nu_op_add_rms_norm) and the fused layer
+ * does after a feed-forward post-norm (Gemma's). The separate ops' next norm gives the same bits
+ * from x with the output added by nu_op_add (the same F32 sum, normalised by the same kernel), so
+ * those add it before handing x on; the fused layer's next products would normalise x themselves
+ * instead of reading add_rms_norm's result, so it hands the output on. The next share judges by
+ * its first layer, since an architecture's layers have the same roles. */
+bool nu_llm__blk_hands_pending(const nu_llm_pass *p, const nu_llm_layer_w *w);
+/* x (and the pending output, where nu_llm__blk_hands_pending says so for w, the share's first
+ * layer) from `stage`: the pass then goes on as the share before left it. */
 nu_status nu_llm__blk_stage_in(nu_llm_pass *p, nu_buffer *stage, uint32_t cap, const nu_llm_layer_w *w);
-/* x (and the pending output) into `stage`, after the share's last layer `w`. */
-nu_status nu_llm__blk_stage_out(nu_llm_pass *p, nu_buffer *stage, uint32_t cap, const nu_llm_layer_w *w);
+/* x (and the pending output, *handed: where it goes too) into `stage`, after the share's last
+ * layer `w`. */
+nu_status nu_llm__blk_stage_out(nu_llm_pass *p, nu_buffer *stage, uint32_t cap, const nu_llm_layer_w *w,
+                                bool *handed);
 /* logits = norm(x) W_out^T of the last row ([1, vocab]), or of every row where logits has `rows`
  * rows ([rows, vocab]), softcapped where hp.final_softcap is set; where next is not NULL, the
  * argmax of each (I32 [1 or rows, 1]). */

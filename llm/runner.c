@@ -27,6 +27,7 @@ typedef struct nu_llm_bucket {
     nu_buffer *act[NU_LLM_A_COUNT];
     nu_buffer *tokens, *positions, *slots, *logits, *ids;
     nu_buffer *stage_in, *stage_out; /* a share of a split model: the hidden state in and out */
+    bool out_pending;                /* stage_out holds a pending output too (blocks.h) */
 } nu_llm_bucket;
 
 struct nu_llm_runner {
@@ -41,6 +42,7 @@ struct nu_llm_runner {
     /* A share of a split model: the hidden state in (all but the first) and out (all but the last)
      * of a prefill pass (chunk rows) and of the decode graph (one row): blocks.h's stage buffers. */
     nu_buffer *pass_in, *pass_out, *dec_in, *dec_out;
+    bool pass_out_pending, dec_out_pending; /* those outs hold a pending output too (blocks.h) */
     nu_commands *in_flight;         /* a split model's prefill pass, between pass_begin and pass_end */
     bool w16;                       /* prefill passes have an A_W16: block weights dequantized there */
     bool units;                     /* the products read block weights on the matrix units: the device
@@ -149,7 +151,8 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
  * argmax of the logits into it (the last share) or to the hidden state in stage_out (the others);
  * the stage buffers hold `cap` rows. */
 static nu_status record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tensor *ids, const nu_tensor *logits,
-                                const nu_tensor *next, nu_buffer *stage_in, nu_buffer *stage_out, uint32_t cap)
+                                const nu_tensor *next, nu_buffer *stage_in, nu_buffer *stage_out, uint32_t cap,
+                                bool *out_pending)
 {
     const nu_llm_weights *w = r->w;
     if (r->embeds)
@@ -161,7 +164,7 @@ static nu_status record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tenso
         TRY(r->arch->layer(p, &w->layers[l], l));
     }
     if (!r->head)
-        return nu_llm__blk_stage_out(p, stage_out, cap, &w->layers[r->end - 1]);
+        return nu_llm__blk_stage_out(p, stage_out, cap, &w->layers[r->end - 1], out_pending);
     return nu_llm__blk_logits(p, &w->global[NU_LLM_W_OUT_NORM], &w->global[NU_LLM_W_OUTPUT], logits, next);
 }
 
@@ -199,7 +202,8 @@ static nu_status record_graph(nu_llm_runner *r, int g)
         nu_tensor next = nu_tensor_make(r->arg_id, 0, NU_DTYPE_I32, 2, shape);
         if (g == G_ARGMAX)
             logits.buffer = r->glogits;
-        st = record_forward(r, &p, &gid, &logits, g == G_ARGMAX ? &next : NULL, r->dec_in, r->dec_out, 1);
+        st = record_forward(r, &p, &gid, &logits, g == G_ARGMAX ? &next : NULL, r->dec_in, r->dec_out, 1,
+                            &r->dec_out_pending);
     }
     uint32_t j = (uint32_t)(g - G_GREEDY), to = (j + 1) % (r->o.greedy_depth ? r->o.greedy_depth : 1);
     for (uint32_t u = 0; st == NU_OK && g >= G_GREEDY && u < U; u++) {
@@ -209,7 +213,7 @@ static nu_status record_graph(nu_llm_runner *r, int g)
         p.graph = true, p.max_kv = r->kv->positions, p.params = r->params + (size_t)greedy_slot(j, u) * layers;
         nu_tensor logits = one_logits(r);
         logits.buffer = r->glogits;
-        st = record_forward(r, &p, &gid, &logits, &next, NULL, NULL, 0);
+        st = record_forward(r, &p, &gid, &logits, &next, NULL, NULL, 0, NULL);
     }
     if (st == NU_OK)
         st = nu_graph_new(rec, &r->graph[g]);
@@ -404,7 +408,8 @@ static nu_status commit_pass(nu_llm_runner *r, uint32_t slot, const int32_t *tok
         nu_llm_pass p = make_pass(r, c, rows, slot, pos);
         memcpy(p.act, set, sizeof p.act);
         nu_tensor out_logits = one_logits(r);
-        st = nv(r, record_forward(r, &p, &t, &out_logits, NULL, r->pass_in, r->pass_out, r->o.chunk),
+        st = nv(r, record_forward(r, &p, &t, &out_logits, NULL, r->pass_in, r->pass_out, r->o.chunk,
+                                  &r->pass_out_pending),
                 "recording the forward pass");
     }
     if (st == NU_OK)
@@ -725,7 +730,7 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         nu_tensor ids = i32_rows(b->tokens, rows, 1), next = i32_rows(b->ids, rows, 2);
         int64_t shape[2] = {rows, (int64_t)V};
         nu_tensor logits = nu_tensor_make(b->logits, 0, NU_DTYPE_F32, 2, shape);
-        st = nv(r, record_forward(r, &p, &ids, &logits, &next, b->stage_in, b->stage_out, rows),
+        st = nv(r, record_forward(r, &p, &ids, &logits, &next, b->stage_in, b->stage_out, rows, &b->out_pending),
                 "recording a batched decode graph");
     }
     if (st == NU_OK)
@@ -797,7 +802,8 @@ nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, c
 
 /* The stage buffer (in or out) of `kind` and its rows: decode by command buffers runs prefill
  * passes; a bucket is built for `rows` where `in` asks and there is none. */
-static nu_status stage_of(nu_llm_runner *r, nu_llm_stage kind, uint32_t rows, bool in, nu_buffer **buf, uint32_t *cap)
+static nu_status stage_of(nu_llm_runner *r, nu_llm_stage kind, uint32_t rows, bool in, nu_buffer **buf, uint32_t *cap,
+                          bool *pending)
 {
     if (kind == NU_LLM_STAGE_DECODE && r->o.by_commands)
         kind = NU_LLM_STAGE_PASS;
@@ -805,11 +811,11 @@ static nu_status stage_of(nu_llm_runner *r, nu_llm_stage kind, uint32_t rows, bo
     if (kind == NU_LLM_STAGE_BATCH) {
         nu_llm_bucket *b;
         TRY(bucket_of(r, rows, &b));
-        *buf = in ? b->stage_in : b->stage_out, *cap = b->rows;
+        *buf = in ? b->stage_in : b->stage_out, *cap = b->rows, *pending = b->out_pending;
     } else if (kind == NU_LLM_STAGE_DECODE) {
-        *buf = in ? r->dec_in : r->dec_out, *cap = 1;
+        *buf = in ? r->dec_in : r->dec_out, *cap = 1, *pending = r->dec_out_pending;
     } else {
-        *buf = in ? r->pass_in : r->pass_out, *cap = r->o.chunk;
+        *buf = in ? r->pass_in : r->pass_out, *cap = r->o.chunk, *pending = r->pass_out_pending;
     }
     if (!*buf || rows > *cap)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN ": no hidden state of %u rows to hand %s", rows,
@@ -821,14 +827,15 @@ nu_status nu_llm__runner_hand_over(nu_llm_runner *from, nu_llm_runner *to, nu_ll
 {
     nu_buffer *out, *in;
     uint32_t out_cap, in_cap;
-    TRY(stage_of(from, kind, rows, false, &out, &out_cap));
-    TRY(stage_of(to, kind, rows, true, &in, &in_cap));
+    bool pending, unused;
+    TRY(stage_of(from, kind, rows, false, &out, &out_cap, &pending));
+    TRY(stage_of(to, kind, rows, true, &in, &in_cap, &unused));
     size_t row = (size_t)from->hp->cfg.dim * 4, bytes = rows * row;
     void *host = nu_llm__malloc_array(rows, row);
     if (!host)
         return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
     nu_status st = NU_OK;
-    for (int half = 0; st == NU_OK && half < 2; half++) { /* x, then the output still to add */
+    for (int half = 0; st == NU_OK && half < 1 + pending; half++) { /* x, then the output still to add */
         st = nv(from, nu_buffer_read(out, half * out_cap * row, host, bytes), "reading the hidden state");
         if (st == NU_OK)
             st = nv(to, nu_buffer_write(in, half * in_cap * row, host, bytes), "writing the hidden state");
