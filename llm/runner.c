@@ -831,15 +831,10 @@ nu_status nu_llm__runner_hand_over(nu_llm_runner *from, nu_llm_runner *to, nu_ll
     TRY(stage_of(from, kind, rows, false, &out, &out_cap, &pending));
     TRY(stage_of(to, kind, rows, true, &in, &in_cap, &unused));
     size_t row = (size_t)from->hp->cfg.dim * 4, bytes = rows * row;
-    void *host = nu_llm__malloc_array(rows, row);
-    if (!host)
-        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN ": no memory");
-    nu_status st = NU_OK;
-    for (int half = 0; st == NU_OK && half < 1 + pending; half++) { /* x, then the output still to add */
-        st = nv(from, nu_buffer_read(out, half * out_cap * row, host, bytes), "reading the hidden state");
-        if (st == NU_OK)
-            st = nv(to, nu_buffer_write(in, half * in_cap * row, host, bytes), "writing the hidden state");
-    }
-    nu_llm__free(host);
+    const void *x; /* the shared buffer's bytes, written into the next device's: one copy */
+    nu_status st = nv(from, nu_buffer_contents(out, &x), "reading the hidden state");
+    for (int half = 0; st == NU_OK && half < 1 + pending; half++) /* x, then the output still to add */
+        st = nv(to, nu_buffer_write(in, half * in_cap * row, (const char *)x + half * out_cap * row, bytes),
+                "writing the hidden state");
     return st;
 }
