@@ -125,3 +125,11 @@ nu_status nu_llm__read_text(const char *path, char **out, size_t *len)
     return NU_OK;
 }
 
+int32_t nu_llm__argmax(const float *x, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return (int32_t)best;
+}

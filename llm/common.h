@@ -1,11 +1,12 @@
-/* common.h: what every module of the llm component shares: failure messages (nu_llm_error_message)
- * and host allocation. The component sees only nuvec's public headers, so it cannot use nuvec's
+/* common.h: what every module of the llm component shares: failure messages (nu_llm_error_message),
+ * host allocation and the CPU's argmax of logits. The component sees only nuvec's public headers, so it cannot use nuvec's
  * own nu__fail and nu__malloc (src/core); these play their part here, including the failure
  * injection that tests use to fail allocations one by one. */
 #ifndef NU_LLM_COMMON_H
 #define NU_LLM_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nuvec/status.h"
 
@@ -22,6 +23,10 @@ void nu_llm__free(void *ptr);
 /* The whole file at `path`, NUL-terminated, in *out (nu_llm__free it); *len (may be NULL) its
  * length. NU_ERROR_IO naming the path; files over 64 MiB are NU_ERROR_FORMAT. */
 nu_status nu_llm__read_text(const char *path, char **out, size_t *len);
+
+/* The index of the largest of x[0 .. n) (the lowest of equal largest ones, as the GPU's argmax and
+ * nu_llm_sample at temperature 0 take it); 0 for n = 0. */
+int32_t nu_llm__argmax(const float *x, uint32_t n);
 
 /* Tests: after nu_llm__fail_after(n) the next n allocations succeed and every later one fails,
  * until nu_llm__fail_after(-1) (the default). Applies to all threads. Returns how many allocations

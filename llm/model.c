@@ -580,16 +580,6 @@ fail:
     return st;
 }
 
-/* The argmax of n logits (the lowest id of equal largest ones). */
-static int32_t argmax(const float *x, uint32_t n)
-{
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return (int32_t)best;
-}
-
 /* ---- the shares in order ---------------------------------------------------------------- */
 
 /* Appends tokens[0 .. n) to slot `slot`: the runner's prefill on one device; on several, chunk i
@@ -893,7 +883,7 @@ nu_status nu_llm_model_step(nu_llm_model *m, const nu_llm_row *rows, uint32_t n,
             if (out == NU_LLM_OUTPUT_LOGITS)
                 memcpy(logits + (size_t)nl * V, one, (size_t)V * sizeof *one);
             else
-                ids[na] = argmax(one, V);
+                ids[na] = nu_llm__argmax(one, V);
         }
     }
     if (st == NU_OK && n_dec && dec_wants_logits &&

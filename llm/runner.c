@@ -535,11 +535,7 @@ nu_status nu_llm__runner_decode_argmax(nu_llm_runner *r, int32_t token, int32_t 
         if (!logits)
             return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_decode_greedy: no memory");
         nu_status st = nu_llm__runner_decode(r, token, logits);
-        uint32_t best = 0;
-        for (uint32_t i = 1; st == NU_OK && i < V; i++)
-            if (logits[i] > logits[best])
-                best = i;
-        *id = (int32_t)best;
+        *id = st == NU_OK ? nu_llm__argmax(logits, V) : 0;
         nu_llm__free(logits);
         return st;
     }
@@ -594,11 +590,7 @@ static nu_status greedy_by_logits(nu_llm_runner *r, int32_t token, uint32_t n, i
     for (uint32_t k = 0; k < n; k++) {
         if ((st = nu_llm__runner_decode(r, k ? out[k - 1] : token, logits)) != NU_OK)
             break;
-        uint32_t best = 0;
-        for (uint32_t i = 1; i < V; i++)
-            if (logits[i] > logits[best])
-                best = i;
-        out[k] = (int32_t)best;
+        out[k] = nu_llm__argmax(logits, V);
         *produced = k + 1;
         if ((on_token && !on_token(user, out[k])) || out[k] == stop_token)
             break;
