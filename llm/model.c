@@ -2,11 +2,9 @@
  * (llm/source/: the file or folder), the architecture (llm/arch/), the weights (weights.c), the KV
  * cache (kv_cache.c), the tokenizer (llm/tokenizer/) and the runner (runner.c, over the blocks). Opening
  * goes in that order; each part is checked before the next moves anything to the device.
- * A model split by layers over several devices has a share on each (nu_llm_share: its layers'
- * weights, a KV cache of those layers, a runner over them); a step runs the shares in order, each
- * handing its hidden state to the next (nu_llm__runner_hand_over). Every share's cache keeps the
- * same slots, lengths and tokens: each runner appends to its own, and what the model changes
- * itself (acquiring, releasing, truncating, undoing a failed step) it changes in every share. */
+ * A model split by layers over several devices has a share on each (shares.h), which its steps
+ * run in order; what the model changes in the slots itself (acquiring, releasing, truncating) it
+ * changes in every share's cache. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +15,17 @@
 #include "common.h"
 #include "kv_cache.h"
 #include "runner.h"
+#include "shares.h"
 #include "source/source.h"
 #include "tokenizer/readers.h"
 #include "weights.h"
-
-/* One device's share of the model: layers [first, end). */
-typedef struct nu_llm_share {
-    nu_device *dev;
-    uint32_t first, end;
-    nu_llm_weights w;
-    nu_llm_kv kv;
-    nu_llm_runner *run;
-} nu_llm_share;
 
 struct nu_llm_model {
     nu_llm_source *src;
     const nu_llm_arch *arch;
     nu_llm_hparams hp;
-    uint32_t shares;
-    nu_llm_share share[NU_LLM_MAX_DEVICES];
-    nu_llm_kv *kv;  /* the first share's cache: the slots' lengths and tokens the model reads */
+    nu_llm_shares sh; /* the devices and their layers (one share on one device) */
+    nu_llm_kv *kv;    /* the first share's cache: the slots' lengths and tokens the model reads */
     nu_llm_tokenizer *tok;
     char tok_note[256];
     bool measure_peaks;
@@ -47,68 +36,43 @@ const nu_llm_config *nu_llm_model_config(const nu_llm_model *m) { return m ? &m-
 const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *m) { return m ? m->tok : NULL; }
 const char *nu_llm_model_tokenizer_note(const nu_llm_model *m) { return !m || m->tok ? "" : m->tok_note; }
 uint32_t nu_llm_model_position(const nu_llm_model *m) { return m ? m->kv->length[0] : 0; }
-uint32_t nu_llm_model_devices(const nu_llm_model *m) { return m ? m->shares : 0; }
+uint32_t nu_llm_model_devices(const nu_llm_model *m) { return m ? m->sh.count : 0; }
 
 const char *nu_llm_model_note(const nu_llm_model *m)
 {
-    for (uint32_t i = 0; m && i < m->shares; i++)
-        if (m->share[i].run && *nu_llm__runner_note(m->share[i].run))
-            return nu_llm__runner_note(m->share[i].run);
-    return m && m->shares > 1 ? "greedy decode goes token by token, each id read back: the model is split over devices"
+    for (uint32_t i = 0; m && i < m->sh.count; i++)
+        if (m->sh.share[i].run && *nu_llm__runner_note(m->sh.share[i].run))
+            return nu_llm__runner_note(m->sh.share[i].run);
+    return m && m->sh.count > 1 ? "greedy decode goes token by token, each id read back: the model is split over devices"
                               : "";
 }
 
 nu_status nu_llm_model_device_layers(const nu_llm_model *m, uint32_t index, nu_device **device, uint32_t *first,
                                      uint32_t *end)
 {
-    if (!m || index >= m->shares)
+    if (!m || index >= m->sh.count)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_device_layers: %s",
                             m ? "no such device" : "NULL model");
     if (device)
-        *device = m->share[index].dev;
+        *device = m->sh.share[index].dev;
     if (first)
-        *first = m->share[index].first;
+        *first = m->sh.share[index].first;
     if (end)
-        *end = m->share[index].end;
+        *end = m->sh.share[index].end;
     return NU_OK;
-}
-
-/* Slot `slot`'s length in every share's cache. */
-static void set_length(nu_llm_model *m, uint32_t slot, uint32_t length)
-{
-    for (uint32_t i = 0; i < m->shares; i++)
-        m->share[i].kv.length[slot] = length;
-}
-
-/* The other shares' caches keep slot `slot` as the first share's does (its use, length, tokens and
- * release count). */
-static void mirror_slot(nu_llm_model *m, uint32_t slot)
-{
-    const nu_llm_kv *a = m->kv;
-    for (uint32_t i = 1; i < m->shares; i++) {
-        nu_llm_kv *b = &m->share[i].kv;
-        b->used[slot] = a->used[slot], b->length[slot] = a->length[slot];
-        b->released[slot] = a->released[slot], b->releases = a->releases;
-        memcpy(b->tokens + (size_t)slot * b->positions, a->tokens + (size_t)slot * a->positions,
-               (size_t)a->length[slot] * sizeof *a->tokens);
-    }
 }
 
 void nu_llm_model_reset(nu_llm_model *m)
 {
     if (m)
-        set_length(m, 0, 0);
+        nu_llm__shares_set_length(&m->sh, 0, 0);
 }
 
 void nu_llm_model_free(nu_llm_model *m)
 {
     if (!m)
         return;
-    for (uint32_t i = 0; i < m->shares; i++) {
-        nu_llm__runner_free(m->share[i].run);
-        nu_llm__kv_free(&m->share[i].kv);
-        nu_llm__weights_free(&m->share[i].w);
-    }
+    nu_llm__shares_free(&m->sh);
     nu_llm__source_close(m->src);
     nu_llm_tokenizer_free(m->tok);
     nu_llm__free(m);
@@ -282,7 +246,7 @@ static uint32_t private_heap(nu_device *d)
 static bool first_use(const nu_llm_model *m, uint32_t i)
 {
     for (uint32_t j = 0; j < i; j++)
-        if (m->share[j].dev == m->share[i].dev)
+        if (m->sh.share[j].dev == m->sh.share[i].dev)
             return false;
     return true;
 }
@@ -324,8 +288,8 @@ static nu_status check_fit(nu_llm_model *m, const nu_llm_share *sh, const nu_llm
     if (need <= cap)
         return NU_OK;
     char device[64] = "";
-    if (m->shares > 1)
-        snprintf(device, sizeof device, " on device %u of %u (layers %u to %u)", (unsigned)(sh - m->share), m->shares,
+    if (m->sh.count > 1)
+        snprintf(device, sizeof device, " on device %u of %u (layers %u to %u)", (unsigned)(sh - m->sh.share), m->sh.count,
                  sh->first, sh->end - 1);
     return nu_llm__fail(NU_ERROR_OUT_OF_MEMORY, "nu_llm_model_open: the model needs %llu bytes of device memory%s "
                         "(weights %llu, KV cache %llu for %u positions, activations %llu, two prefill passes %llu); %s "
@@ -340,8 +304,8 @@ nu_status nu_llm_model_memory(const nu_llm_model *m, nu_llm_memory *out)
         memset(out, 0, sizeof *out);
     if (!m || !out)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_memory: NULL %s", m ? "out" : "model");
-    for (uint32_t i = 0; i < m->shares; i++) {
-        const nu_llm_share *sh = &m->share[i];
+    for (uint32_t i = 0; i < m->sh.count; i++) {
+        const nu_llm_share *sh = &m->sh.share[i];
         uint64_t in_host = nu_device_memory_choice(sh->dev)->shared_device_local ? 0 : sh->w.shared_bytes;
         out->weights_in_host += in_host;
         out->weights += sh->w.bytes - in_host;
@@ -370,9 +334,9 @@ nu_status nu_llm_model_memory(const nu_llm_model *m, nu_llm_memory *out)
 /* With measure_peaks: the devices' peaks reset before a call's work, read after (summed). */
 static void peak_start(nu_llm_model *m)
 {
-    for (uint32_t i = 0; m->measure_peaks && i < m->shares; i++)
+    for (uint32_t i = 0; m->measure_peaks && i < m->sh.count; i++)
         if (first_use(m, i))
-            nu_memory_reset_peak(m->share[i].dev);
+            nu_memory_reset_peak(m->sh.share[i].dev);
 }
 
 static void peak_end(nu_llm_model *m, uint64_t *into)
@@ -380,9 +344,9 @@ static void peak_end(nu_llm_model *m, uint64_t *into)
     if (!m->measure_peaks)
         return;
     *into = 0;
-    for (uint32_t i = 0; i < m->shares; i++)
+    for (uint32_t i = 0; i < m->sh.count; i++)
         if (first_use(m, i))
-            *into += nu_memory_peak(m->share[i].dev);
+            *into += nu_memory_peak(m->sh.share[i].dev);
 }
 
 /* The tokenizer is optional: without a usable one the model runs on token ids (the note says why).
@@ -438,10 +402,10 @@ static nu_status share_layers(nu_llm_model *m, nu_device *const *devices, uint32
             end = first + 1;
         if (end > layers - (count - 1 - i)) /* room for a layer on each device after this one */
             end = layers - (count - 1 - i);
-        m->share[i].dev = devices[i], m->share[i].first = first, m->share[i].end = end;
+        m->sh.share[i].dev = devices[i], m->sh.share[i].first = first, m->sh.share[i].end = end;
         first = end;
     }
-    m->shares = count;
+    m->sh.count = count;
     return NU_OK;
 }
 
@@ -461,7 +425,7 @@ static nu_status open_share(nu_llm_model *m, nu_llm_share *sh, const char *path,
 {
     const nu_llm_config *c = &m->hp.cfg;
     nu_llm_source *src = m->src;
-    nu_status st = sh == m->share ? NU_OK : nu_llm__source_open(sh->dev, path, &src);
+    nu_status st = sh == m->sh.share ? NU_OK : nu_llm__source_open(sh->dev, path, &src);
     wo.first = sh->first, wo.end = sh->end;
     ro.first = sh->first, ro.end = sh->end;
     if (st == NU_OK)
@@ -498,8 +462,8 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
     nu_llm_model *m = nu_llm__calloc(1, sizeof *m);
     if (!m)
         return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_open: no memory");
-    m->share[0].dev = device;
-    m->kv = &m->share[0].kv;
+    m->sh.share[0].dev = device;
+    m->kv = &m->sh.share[0].kv;
     const nu_llm_config *c = &m->hp.cfg;
     if ((st = nu_llm__source_open(device, path, &m->src)) != NU_OK)
         goto fail;
@@ -547,8 +511,8 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
             goto fail;
         ro.ahead_on = true;
     }
-    for (uint32_t i = 0; i < m->shares; i++) {
-        nu_llm_share *sh = &m->share[i];
+    for (uint32_t i = 0; i < m->sh.count; i++) {
+        nu_llm_share *sh = &m->sh.share[i];
         nu_llm_weights_options swo = wo;
         nu_llm_runner_options sro = ro;
         swo.first = sh->first, swo.end = sh->end, sro.first = sh->first, sro.end = sh->end;
@@ -557,17 +521,17 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
     }
     m->measure_peaks = o.measure_peaks;
     uint64_t before[NU_LLM_MAX_DEVICES];
-    for (uint32_t i = 0; i < m->shares; i++) {
-        before[i] = nu_memory_active(m->share[i].dev);
+    for (uint32_t i = 0; i < m->sh.count; i++) {
+        before[i] = nu_memory_active(m->sh.share[i].dev);
         if (m->measure_peaks)
-            nu_memory_reset_peak(m->share[i].dev);
+            nu_memory_reset_peak(m->sh.share[i].dev);
     }
-    for (uint32_t i = 0; i < m->shares; i++)
-        if ((st = open_share(m, &m->share[i], path, &o, wo, ro, positions)) != NU_OK)
+    for (uint32_t i = 0; i < m->sh.count; i++)
+        if ((st = open_share(m, &m->sh.share[i], path, &o, wo, ro, positions)) != NU_OK)
             goto fail;
-    for (uint32_t i = 0; m->measure_peaks && i < m->shares; i++)
+    for (uint32_t i = 0; m->measure_peaks && i < m->sh.count; i++)
         if (first_use(m, i))
-            m->open_peak += nu_memory_peak(m->share[i].dev) - before[i];
+            m->open_peak += nu_memory_peak(m->sh.share[i].dev) - before[i];
     open_tokenizer(m);
     /* The file's mapping counts in nuvec's active bytes (nuvec/mapped.h), and nothing needs it
      * once the weights are on the device and the tokenizer has copied its vocabulary. */
@@ -577,114 +541,6 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
     return NU_OK;
 fail:
     nu_llm_model_free(m);
-    return st;
-}
-
-/* ---- the shares in order ---------------------------------------------------------------- */
-
-/* Appends tokens[0 .. n) to slot `slot`: the runner's prefill on one device; on several, chunk i
- * of prefill_chunk rows runs on device k in tick i + k, so the devices work on different chunks at
- * once. In a tick the devices go last first: device k waits for device k - 1's pass of the chunk
- * (begun in the tick before) and for its own pass before (its input buffer is free then), takes
- * the hidden state and commits its pass; device k - 1 then commits its next chunk, whose output
- * overwrites what device k has taken. On failure the slot's length is as before, in every share. */
-static nu_status run_prefill(nu_llm_model *m, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits)
-{
-    if (m->shares == 1)
-        return nu_llm__runner_prefill(m->share[0].run, slot, tokens, n, logits);
-    uint32_t before = m->kv->length[slot], chunk = nu_llm__runner_chunk(m->share[0].run);
-    uint32_t chunks = (n + chunk - 1) / chunk, size = n < chunk ? n : chunk, S = m->shares;
-    nu_status st = NU_OK;
-    for (uint32_t t = 0; st == NU_OK && t < chunks + S - 1; t++)
-        for (uint32_t k = S; st == NU_OK && k-- > 0;) {
-            if (t < k || t - k >= chunks)
-                continue;
-            uint32_t i = t - k, rows = n - i * chunk < chunk ? n - i * chunk : chunk;
-            nu_llm_runner *r = m->share[k].run;
-            if (k > 0 && (st = nu_llm__runner_pass_end(m->share[k - 1].run, NULL)) == NU_OK &&
-                (st = nu_llm__runner_pass_end(r, NULL)) == NU_OK)
-                st = nu_llm__runner_hand_over(m->share[k - 1].run, r, NU_LLM_STAGE_PASS, rows);
-            if (k == 0)
-                st = nu_llm__runner_pass_end(r, NULL);
-            if (st == NU_OK)
-                st = nu_llm__runner_pass_begin(r, slot, tokens + (size_t)i * chunk, rows, size);
-        }
-    for (uint32_t k = 0; k < S; k++) { /* every pass in flight ends, on failure too */
-        nu_status e = nu_llm__runner_pass_end(m->share[k].run, k + 1 == S ? logits : NULL);
-        st = st != NU_OK ? st : e;
-    }
-    if (st != NU_OK)
-        set_length(m, slot, before);
-    return st;
-}
-
-/* One token of slot 0 by the decode graphs, share by share. */
-static nu_status run_decode(nu_llm_model *m, int32_t token, float *logits)
-{
-    uint32_t before = m->kv->length[0];
-    nu_status st = NU_OK;
-    for (uint32_t i = 0; st == NU_OK && i < m->shares; i++) {
-        if (i > 0)
-            st = nu_llm__runner_hand_over(m->share[i - 1].run, m->share[i].run, NU_LLM_STAGE_DECODE, 1);
-        if (st == NU_OK)
-            st = nu_llm__runner_decode(m->share[i].run, token, i + 1 == m->shares ? logits : NULL);
-    }
-    if (st != NU_OK)
-        set_length(m, 0, before);
-    return st;
-}
-
-/* One decode row each for n slots, share by share (runner.h's nu_llm__runner_batch_decode). */
-static nu_status run_batch(nu_llm_model *m, const int32_t *tokens, const uint32_t *slots, uint32_t n, float *logits,
-                           int32_t *ids)
-{
-    if (m->shares == 1)
-        return nu_llm__runner_batch_decode(m->share[0].run, tokens, slots, n, logits, ids);
-    uint32_t *before = nu_llm__malloc_array(n, sizeof *before);
-    if (!before)
-        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step: no memory");
-    for (uint32_t r = 0; r < n; r++)
-        before[r] = m->kv->length[slots[r]];
-    nu_status st = NU_OK;
-    for (uint32_t i = 0; st == NU_OK && i < m->shares; i++) {
-        bool last = i + 1 == m->shares;
-        if (i > 0)
-            st = nu_llm__runner_hand_over(m->share[i - 1].run, m->share[i].run, NU_LLM_STAGE_BATCH, n);
-        if (st == NU_OK)
-            st = nu_llm__runner_batch_decode(m->share[i].run, tokens, slots, n, last ? logits : NULL, last ? ids : NULL);
-    }
-    for (uint32_t r = 0; st != NU_OK && r < n; r++)
-        set_length(m, slots[r], before[r]);
-    nu_llm__free(before);
-    return st;
-}
-
-/* Greedy decode of a split model: token by token, every device's decode graph in turn, the last
- * one's with the argmax of the logits, whose id comes back (runner.c's G_ARGMAX). */
-static nu_status run_greedy(nu_llm_model *m, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
-                            int32_t stop_token, bool (*on_token)(void *, int32_t), void *user)
-{
-    if (m->shares == 1)
-        return nu_llm__runner_greedy(m->share[0].run, token, n, out, produced, stop_token, on_token, user);
-    nu_status st = NU_OK;
-    for (uint32_t k = 0; k < n; k++) {
-        int32_t in = k ? out[k - 1] : token;
-        uint32_t before = m->kv->length[0];
-        for (uint32_t i = 0; st == NU_OK && i + 1 < m->shares; i++) {
-            st = nu_llm__runner_decode(m->share[i].run, in, NULL);
-            if (st == NU_OK)
-                st = nu_llm__runner_hand_over(m->share[i].run, m->share[i + 1].run, NU_LLM_STAGE_DECODE, 1);
-        }
-        if (st == NU_OK)
-            st = nu_llm__runner_decode_argmax(m->share[m->shares - 1].run, in, &out[k]);
-        if (st != NU_OK) {
-            set_length(m, 0, before);
-            break;
-        }
-        *produced = k + 1;
-        if ((on_token && !on_token(user, out[k])) || out[k] == stop_token)
-            break;
-    }
     return st;
 }
 
@@ -710,7 +566,7 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
     if (st != NU_OK)
         return st;
     peak_start(m);
-    st = run_prefill(m, 0, tokens, (uint32_t)n, logits);
+    st = nu_llm__shares_prefill(&m->sh, 0, tokens, (uint32_t)n, logits);
     peak_end(m, &m->prefill_peak);
     return st;
 }
@@ -723,7 +579,7 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     if (st != NU_OK)
         return st;
     peak_start(m);
-    st = run_decode(m, token, logits);
+    st = nu_llm__shares_decode(&m->sh, token, logits);
     peak_end(m, &m->decode_peak);
     return st;
 }
@@ -746,7 +602,7 @@ nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n,
         return NU_OK;
     uint32_t got = 0;
     peak_start(m);
-    nu_status st = run_greedy(m, token, n, out, &got, stop_token, on_token, user);
+    nu_status st = nu_llm__shares_greedy(&m->sh, token, n, out, &got, stop_token, on_token, user);
     peak_end(m, &m->decode_peak);
     if (st == NU_OK)
         *produced = got;
@@ -772,7 +628,7 @@ nu_status nu_llm_model_seq_acquire(nu_llm_model *m, const int32_t *prefix, uint3
     nu_status st = nu_llm__kv_acquire_prefix(m->kv, prefix, n, slot, &kept);
     if (st != NU_OK)
         return *slot = UINT32_MAX, st;
-    mirror_slot(m, *slot);
+    nu_llm__shares_mirror_slot(&m->sh, *slot);
     if (reused)
         *reused = kept;
     return st;
@@ -783,7 +639,7 @@ nu_status nu_llm_model_seq_release(nu_llm_model *m, uint32_t slot)
     if (!m || !held(m, slot))
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_seq_release: %s", m ? "the slot is not held" : "NULL model");
     nu_llm__kv_release(m->kv, slot);
-    mirror_slot(m, slot);
+    nu_llm__shares_mirror_slot(&m->sh, slot);
     return NU_OK;
 }
 
@@ -792,7 +648,7 @@ nu_status nu_llm_model_seq_truncate(nu_llm_model *m, uint32_t slot, uint32_t len
     if (!m || !held(m, slot) || length > m->kv->length[slot])
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_seq_truncate: %s",
                             !m ? "NULL model" : !held(m, slot) ? "the slot is not held" : "a length past the slot's");
-    set_length(m, slot, length);
+    nu_llm__shares_set_length(&m->sh, slot, length);
     return NU_OK;
 }
 
@@ -872,7 +728,7 @@ nu_status nu_llm_model_step(nu_llm_model *m, const nu_llm_row *rows, uint32_t n,
             if (rows[j].slot == s)
                 tokens[k++] = rows[j].token, out = rows[j].output;
         counts[s] = 0;
-        st = run_prefill(m, s, tokens, k, out != NU_LLM_OUTPUT_NONE ? one : NULL);
+        st = nu_llm__shares_prefill(&m->sh, s, tokens, k, out != NU_LLM_OUTPUT_NONE ? one : NULL);
         if (st == NU_OK && out != NU_LLM_OUTPUT_NONE) { /* its last row's output, placed below */
             uint32_t last = n;
             while (rows[--last].slot != s) {
@@ -890,7 +746,7 @@ nu_status nu_llm_model_step(nu_llm_model *m, const nu_llm_row *rows, uint32_t n,
         !(dec_logits = nu_llm__malloc_array((size_t)n_dec * V, sizeof *dec_logits)))
         st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step: no memory");
     if (st == NU_OK && n_dec)
-        st = run_batch(m, dec_tokens, dec_slots, n_dec, dec_logits, dec_ids);
+        st = nu_llm__shares_batch(&m->sh, dec_tokens, dec_slots, n_dec, dec_logits, dec_ids);
     for (uint32_t d = 0; st == NU_OK && d < n_dec; d++) {
         uint32_t i = dec_row[d], nl = 0, na = 0;
         for (uint32_t j = 0; j < i; j++)

@@ -43,7 +43,8 @@ LLM_RANKS = {
     "blocks": 5,      # the shared blocks of a layer
     "arch": 6,        # the architectures, each written from the blocks
     "runner": 6,      # prefill passes, decode graphs, batched steps
-    "model": 7,       # the public calls
+    "shares": 7,      # a model's devices in order: the shares of a layer split
+    "model": 8,       # the public calls
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]')
