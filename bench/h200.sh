@@ -253,10 +253,12 @@ for step in $steps; do
             "$J/memory-nuvec-f16.json" "$f" >>"$OUT/memory.txt"
         cat "$OUT/memory.txt" ;;
     kquant)
-        # Issue 23's benchmark: make-gguf F16 files (KQ_SHAPES, default llama-7b) quantized by
-        # llama-quantize (bench/llamacpp.sh quantize; KQ_TYPES, default Q4_K_M Q5_K_M Q6_K), then
-        # nuvec bench llm beside llama-bench on each (pp512, tg128); each quantized file removed
-        # after its runs (disk).
+        # Issues 23 and 25's benchmark: make-gguf F16 files (KQ_SHAPES, default llama-7b; any
+        # make-gguf shape: qwen2.5-7b qwen3-8b gemma2-9b) quantized by llama-quantize
+        # (bench/llamacpp.sh quantize; KQ_TYPES, default Q4_K_M Q5_K_M Q6_K), then nuvec bench
+        # llm beside llama-bench on each (pp512, tg128; KQ_REPS repetitions, default 3), and for
+        # each of KQ_DEPTHS decode after that many tokens (nuvec -p DEPTH, llama-bench -d DEPTH);
+        # each quantized file removed after its runs, and each F16 one unless KQ_KEEP_F16 (disk).
         d=${LLM_DIR:-/tmp}
         for shape in ${KQ_SHAPES:-llama-7b}; do
             f=$d/$shape-f16.gguf
@@ -267,9 +269,16 @@ for step in $steps; do
                 bash bench/llamacpp.sh quantize "$f" "$q" "$t" || { status=1; continue; }
                 echo "=== $shape $t (llama-quantize $(( $(date +%s) - start )) s, $(stat -c %s "$q") bytes)" | tee -a "$OUT/kquant.txt"
                 ./build/nuvec bench llm --model "$q" | tee -a "$OUT/kquant.txt" || status=1
-                bash bench/llamacpp.sh run "$q" -r 3 --no-ttft | tee "$J/kquant-llamacpp-$shape-$t.json" | tee -a "$OUT/kquant.txt" || status=1
+                bash bench/llamacpp.sh run "$q" -r "${KQ_REPS:-3}" --no-ttft | tee "$J/kquant-llamacpp-$shape-$t.json" | tee -a "$OUT/kquant.txt" || status=1
+                for depth in ${KQ_DEPTHS:-}; do # decode after DEPTH tokens: nuvec's prompt of DEPTH, llama-bench -d
+                    echo "=== $shape $t at depth $depth" | tee -a "$OUT/kquant.txt"
+                    ./build/nuvec bench llm --model "$q" -p "$depth" -n 128 | tee -a "$OUT/kquant.txt" || status=1
+                    bash bench/llamacpp.sh run "$q" -p 512 -n 128 -d "$depth" -r "${KQ_REPS:-3}" --no-ttft |
+                        tee "$J/kquant-llamacpp-$shape-$t-d$depth.json" | tee -a "$OUT/kquant.txt" || status=1
+                done
                 rm -f "$q"
             done
+            [ -n "${KQ_KEEP_F16:-}" ] || rm -f "$f" # (disk: a 9B F16 file is 18 GB)
         done ;;
     upload)
         f=${UPLOAD_FILE:-/tmp/nuvec-upload.safetensors}

@@ -268,14 +268,18 @@ ttft() {
 }
 
 run() {
-    [ $# -ge 1 ] || die "usage: $0 run MODEL.gguf [-p 512] [-n 128] [-r 5] [--no-ttft]"
-    local model=$1 p=512 n=128 r=5 ttft=1
+    [ $# -ge 1 ] || die "usage: $0 run MODEL.gguf [-p 512] [-n 128] [-r 5] [-d 0] [--no-ttft]"
+    local model=$1 p=512 n=128 r=5 d=0 ttft=1
     shift
     while [ $# -gt 0 ]; do
         case $1 in
         -p|-n|-r)
             [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die "$1 wants a positive count"
             case $1 in -p) p=$2 ;; -n) n=$2 ;; -r) r=$2 ;; esac
+            shift 2 ;;
+        -d) # llama-bench's depth: pp and tg measured after this many tokens already in the cache
+            [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || die "-d wants a count of tokens"
+            d=$2
             shift 2 ;;
         --no-ttft) ttft=0; shift ;;
         *) die "run: unknown option '$1'" ;;
@@ -285,7 +289,7 @@ run() {
     ensure_dist
     local log=$PEER/run.log out pp tg
     : >"$log"
-    out=$("$DIST/llama-bench" -m "$model" -p "$p" -n "$n" -r "$r" -ngl 99 -fa 1 -o jsonl 2>>"$log") ||
+    out=$("$DIST/llama-bench" -m "$model" -p "$p" -n "$n" -d "$d" -r "$r" -ngl 99 -fa 1 -o jsonl 2>>"$log") ||
         { tail -n 20 "$log" >&2; die "llama-bench failed (log: $log)"; }
     pp=$(grep '"n_gen": 0,' <<<"$out" | head -1)
     tg=$(grep '"n_prompt": 0,' <<<"$out" | head -1)
@@ -301,8 +305,8 @@ run() {
     fi
     local name=${model//\\/\\\\}
     name=${name//\"/\\\"}
-    printf '{"peer":"llama.cpp","commit":"%s","model":"%s","gpu":"%s","pp_tokens":%s,"pp_tps":%s,"pp_tps_sd":%s,"tg_tokens":%s,"tg_tps":%s,"tg_tps_sd":%s,"repetitions":%s,"ttft_ms":%s,"ttft":%s}\n' \
-        "$COMMIT" "$name" "$(str gpu_info "$pp")" "$p" "$(num avg_ts "$pp")" "$(num stddev_ts "$pp")" \
+    printf '{"peer":"llama.cpp","commit":"%s","model":"%s","gpu":"%s","depth":%s,"pp_tokens":%s,"pp_tps":%s,"pp_tps_sd":%s,"tg_tokens":%s,"tg_tps":%s,"tg_tps_sd":%s,"repetitions":%s,"ttft_ms":%s,"ttft":%s}\n' \
+        "$COMMIT" "$name" "$(str gpu_info "$pp")" "$d" "$p" "$(num avg_ts "$pp")" "$(num stddev_ts "$pp")" \
         "$n" "$(num avg_ts "$tg")" "$(num stddev_ts "$tg")" "$r" "$tt" "$ttj"
 }
 
@@ -354,5 +358,5 @@ run) run "$@" ;;
 ttft) ttft "$@" ;;
 batched) batched "$@" ;;
 quantize) quantize "$@" ;;
-*) die "usage: $0 fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5] [--no-ttft] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64] | quantize IN OUT TYPE" ;;
+*) die "usage: $0 fetch | build | server | package | all | run MODEL.gguf [-p 512] [-n 128] [-r 5] [-d 0] [--no-ttft] | ttft MODEL.gguf [-p 1] | batched MODEL.gguf [-npp 512] [-ntg 128] [-npl 1,4,16,64] | quantize IN OUT TYPE" ;;
 esac
