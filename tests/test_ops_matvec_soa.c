@@ -563,7 +563,7 @@ typedef struct q4k_case {
     bool columns;    /* the weights a column view: k of 2k + 256 columns, from column 256 */
     int64_t row0;    /* ... and a slice of rows from row0 (gate, then up, with glu) */
     bool float_path;
-    const nu_matvec_tune *tune; /* knobs (NULL: the defaults, float_path as above) */
+    const nu_matvec_tune *tune; /* knobs (NULL: the defaults; float_path as above either way) */
 } q4k_case;
 
 /* Whether a K format's product takes the dot path: one row of x in shared memory at 48 bytes a block. */
@@ -607,6 +607,7 @@ static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char 
                    .glu = c->gelu ? NU_GLU_GELU_TANH : NU_GLU_SILU,
                    .tune = c->tune ? *c->tune : (nu_matvec_tune){.float_path = c->float_path}},
                   true};
+    mc.desc.tune.float_path = mc.desc.tune.float_path || c->float_path;
     char path[512];
     snprintf(path, sizeof path, "%s/nuvec-q4k-%d.json", nt_tmp_dir(), (int)getpid());
     NT_OK(nu_trace_start(d, path));
@@ -649,7 +650,7 @@ static void run_q4k(nu_device *d, const q4k_case *c, uint64_t *seed, const char 
  * 4352 and 11008 (43 super-blocks: Q6_K's rows then start at 2 mod 4 bytes, and 2 mod 16 in a
  * column view), odd N, every x and dst dtype, aligned and unaligned matrices, row and column
  * views, the fused norm, bias, glu (SiLU, GELU) and residual; on both paths; each traced to that
- * kernel. With tune.generic_k_formats the product takes the generic paths again (traced too). */
+ * kernel; Q4_K and Q5_K by pairs of runs and one at a time, under the knobs. With tune.generic_k_formats the product takes the generic paths again (traced too). */
 static void k_super_blocks_as_runs(void **state)
 {
     (void)state;
@@ -707,6 +708,22 @@ static void k_super_blocks_as_runs(void **state)
         snprintf(label, sizeof label, "Q6_K with knobs %d (m %lld k %lld)", t, (long long)c.m, (long long)c.k);
         run_q4k(d, &c, &seed, label);
     }
+    /* Q4_K and Q5_K by pairs of runs (the default) and one run at a time (tune.k_single_runs),
+     * under the knobs, on both paths, at K 11008 (43 super-blocks: a row's last pair alone in its
+     * lane) and 4352. */
+    const nu_matvec_tune ktunes[5] = {{.rows = 3, .unroll = 3}, {.split = 4, .rows = 2, .unroll = 1, .prefetch = true},
+                                      {.groups = 2, .glu_rows = 2}, {.k_single_runs = true, .rows = 2, .unroll = 3},
+                                      {.k_single_runs = true, .split = 2, .local = 64, .prefetch = true}};
+    for (int wi = 0; wi < 2; wi++)
+        for (int t = 0; t < 5; t++)
+            for (int fp = 0; fp < 2; fp++) {
+                q4k_case c = {ws[wi], 1 + (t + fp) % 3, 67, (t + fp) % 2 ? 11008 : 4352, NU_DTYPE_F32, NU_DTYPE_F32,
+                              t % 2 == 0, t >= 2, t == 1, t == 4, false, t == 3, t == 2, t % 3, fp == 1, &ktunes[t]};
+                char label[96];
+                snprintf(label, sizeof label, "%s with knobs %d (m %lld k %lld, %s path)", nu_dtype_name(c.w), t,
+                         (long long)c.m, (long long)c.k, fp ? "float" : "dot");
+                run_q4k(d, &c, &seed, label);
+            }
     /* The generic paths on request: not matvec_soa's kernel. */
     for (int wi = 0; wi < 3; wi++) {
         int64_t qs[2] = {9, 512}, xs[2] = {1, 512}, ds[2] = {1, 9};

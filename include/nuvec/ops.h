@@ -268,7 +268,8 @@ typedef struct nu_matvec_tune {
     uint32_t rows;     /* weight rows a row group, 1..8 (default: float path 2, 4 for m > 2; dot
                         * path and Q4_0_SOA 1) */
     uint32_t unroll;   /* units (8 elements float path, 16 dot path, 32 Q4_0_SOA) each thread has in
-                        * flight a row, 1..8 (default: float path 2, dot path 4, Q4_0_SOA 2) */
+                        * flight a row, 1..8 (default: float path 2, dot path 4, Q4_0_SOA 2; the K
+                        * formats on its kernel: runs, 2, or Q4_K's and Q5_K's pairs of runs, 1) */
     uint32_t groups;   /* dot path and Q4_0_SOA: most workgroups (each reads x once; the grid loops
                         * over the rows), 1..65535 (default: dot path 264, Q4_0_SOA 132) */
     uint32_t split;    /* dot path and Q4_0_SOA: subgroups sharing a row group, a power of two 1..32
@@ -279,6 +280,9 @@ typedef struct nu_matvec_tune {
     bool no_subgroup;  /* the float path's sums by a shared-memory tree, not subgroup arithmetic */
     bool prefetch;     /* Q4_0_SOA and the K formats' runs: the first weight loads issued before x
                         * is read (default off) */
+    bool k_single_runs; /* Q4_K and Q5_K on Q4_0_SOA's kernel: each lane takes one 16-byte run at a
+                        * time, not the two runs of a super-block that share their scales (read and
+                        * decoded once for both; default: the pairs) */
     bool generic_k_formats; /* Q4_K, Q5_K and Q6_K weights on the dot and float paths every block
                         * format takes, not on Q4_0_SOA's kernel, which reads their super-blocks as
                         * 16-byte runs (default: that kernel, where the device has subgroup

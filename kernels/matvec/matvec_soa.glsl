@@ -78,7 +78,8 @@
 //                   Q6_K: unused, 0),
 //                   1: NORM, 2: GLU, 3: RESID, 4: x's vector path (rows 16-byte aligned, stride 1),
 //                   5: PREFETCH (the first chunk's weight loads issued before phase 1),
-//                   6: GELU (the GLU's activation; else SiLU), 7: BIAS
+//                   6: GELU (the GLU's activation; else SiLU), 7: BIAS,
+//                   8: PAIRS (Q4_K, Q5_K: a lane's unit is two runs sharing their scales)
 //   7 XB            blocks of x shared memory holds a row (dot path; >= K / 32, rounded up to 64)
 //   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
@@ -116,6 +117,13 @@ const bool XVEC = (FLAGS & 16u) != 0u;
 const bool PREFETCH = (FLAGS & 32u) != 0u;
 const bool GELU = (FLAGS & 64u) != 0u;
 const bool BIAS = (FLAGS & 128u) != 0u;
+// PAIRS (Q4_K, Q5_K): a lane's unit is the two runs 2u, 2u + 1 of a super-block (32 consecutive
+// bytes), which share their sub-blocks a, a + 1 and so their scales: the header is read and
+// decoded once for both, and the dot path adds the two runs' integer dots before scaling them
+// (x's sums by pair of runs: xk). Else a unit is one run.
+// (The host sets the flag for those formats only.)
+const bool PAIRS = (FLAGS & 256u) != 0u;
+const uint RUNS = 1u + ((FLAGS >> 8u) & 1u); // runs a unit
 const bool K5 = WFMT == 2u;             // Q5_K
 const bool K6 = WFMT == 3u;             // Q6_K
 const bool QK = WFMT == 1u || K5 || K6; // a K format: Q4_K, Q5_K or Q6_K (x stored by run, xk)
@@ -134,7 +142,8 @@ const uint RM = ROWS * M;
 shared uvec4 xlo[M * XB];
 shared uvec4 xhi[M * XB];
 shared vec2 xds[QK ? 1u : M * XB]; // Q4_0_SOA: block b's (dx, dx * sum q)
-shared vec4 xk[QK ? M * XB : 1u];  // K formats: run b's (dx_a, dx_a+1, dx_a * sum q_a,h, dx_a+1 * sum q_a+1,h)
+shared vec4 xk[QK ? M * XB : 1u];  // K formats: run b's (dx_a, dx_a+1, dx_a * sum q_a,h, dx_a+1 * sum q_a+1,h);
+                                   // PAIRS: unit u's (dx_a, dx_a+1, dx_a * sum q_a, dx_a+1 * sum q_a+1) at u
 #endif
 shared float red[SPLIT > 1u ? (LOCAL / 8u) * RM * NW : 1u]; // the SPLIT subgroups' partial sums
 shared float nsum[NORM ? (LOCAL / 8u) * M : 1u];            // the subgroups' sums of x^2
@@ -226,7 +235,10 @@ void read_x()
                     xlo[run][t % 4u] = word;
                 else
                     xhi[run][t % 4u] = word;
-                if (t % 4u == 0u) {
+                if (PAIRS && t == 0u) { // unit b / 2: both halves of blocks a, a + 1
+                    xk[m * XB + (b >> 1u)][odd] = dx;
+                    xk[m * XB + (b >> 1u)][2u + odd] = dx * float(sum);
+                } else if (!PAIRS && t % 4u == 0u) {
                     xk[run][odd] = dx;
                     xk[run][2u + odd] = dx * float(half_sum);
                 }
@@ -307,6 +319,21 @@ void read_x()
         }                                                                                           \
     }
 
+// PAIRS: unit u (runs 2u, 2u + 1: 32 consecutive bytes) of the row whose first half is `base`,
+// q0 and q1, its super-block header in d once, and Q5_K's two qh halves in e0, e1.
+#define LOAD_PAIR(NAME, base, u, q0, q1, d, e0, e1)                                                 \
+    {                                                                                               \
+        uint s_ = (base) + ((u) >> 2u) * SB_HALVES;                                                 \
+        uint h_ = s_ + QS_HALF + ((u) & 3u) * 16u;                                                  \
+        LOAD16(NAME, h_, q0)                                                                        \
+        LOAD16(NAME, h_ + 8u, q1)                                                                   \
+        LOAD16(NAME, s_, d)                                                                         \
+        if (K5) {                                                                                   \
+            LOAD16(NAME, s_ + 8u, e0)                                                               \
+            LOAD16(NAME, s_ + 16u, e1)                                                              \
+        }                                                                                           \
+    }
+
 // The quants of run b under its low nibbles (lo) and high ones (hi), a byte each: Q5_K's fifth
 // bits (e, its qh half) or'ed in, or Q6_K's fifth and sixth (e, its qh chunk: bits 2j, 2j + 1
 // the low nibbles', 2j + 4, 2j + 5 the high ones', j = (b / 2) % 2).
@@ -375,6 +402,25 @@ float run_dot(uvec4 q, uvec4 d, uvec4 e, uint b, uint m)
     vec2 ds = xds[i];
     return nu_f16_to_f32(d.x) * (ds.x * float(dot) - 8.0 * ds.y);
 }
+// PAIRS: unit u (runs q0, q1, header d, Q5_K's qh halves e0, e1) against x's row m: the two
+// runs' integer dots added, then scaled once (the sums of x's blocks a, a + 1 in xk[u]).
+float pair_dot(uvec4 q0, uvec4 q1, uvec4 d, uvec4 e0, uvec4 e1, uint u, uint m)
+{
+    uint b = 2u * u, i = m * XB + b;
+    uvec4 qa0, qb0, qa1, qb1;
+    run_quants(q0, e0, b, qa0, qb0);
+    run_quants(q1, e1, b + 1u, qa1, qb1);
+    uvec4 xa0 = xlo[i], xb0 = xhi[i], xa1 = xlo[i + 1u], xb1 = xhi[i + 1u];
+    int dota = 0, dotb = 0;
+    for (uint j = 0u; j < 4u; j++) {
+        dota += dotPacked4x8EXT(int(qa0[j]), int(xa0[j])) + dotPacked4x8EXT(int(qa1[j]), int(xa1[j]));
+        dotb += dotPacked4x8EXT(int(qb0[j]), int(xb0[j])) + dotPacked4x8EXT(int(qb1[j]), int(xb1[j]));
+    }
+    vec2 da, db;
+    k4_scales(d, b & 6u, da, db);
+    vec4 xs = xk[m * XB + u];
+    return da.x * (xs.x * float(dota)) - da.y * xs.z + db.x * (xs.y * float(dotb)) - db.y * xs.w;
+}
 #else
 // Run q (scales d, Q5_K's or Q6_K's high bits e) of run b against v, the 32 elements of x (times
 // g) its quants multiply: the low nibbles' 16 in v[0..15], the high ones' in v[16..31].
@@ -405,19 +451,28 @@ float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
 }
 #endif
 
-// The runs of chunk b0 (UNROLL runs a lane, of each of the ROWS rows at base[] and each weight)
-// into rq / rd.
-#define LOAD_CHUNK(b0)                                                                              \
+// The units of chunk u0 (UNROLL units a lane, of each of the ROWS rows at base[] and each weight)
+// into rq (a unit's runs at RUNS o + i) / rd / re.
+#define LOAD_CHUNK(u0)                                                                              \
     for (uint t = 0u; t < UNROLL; t++) {                                                            \
-        uint b = (b0) + t * step;                                                                   \
-        if (b < blocks)                                                                             \
-            for (uint r = 0u; r < ROWS; r++) {                                                      \
-                uint o = (t * ROWS + r) * NW;                                                       \
-                LOAD_RUN(w, pc.first_w + base[r], blocks, b, rq[o], rd[o], re[QE ? o : 0u])         \
-                if (GLU)                                                                            \
-                    LOAD_RUN(up, pc.first_up + base[r], blocks, b, rq[o + NW - 1u], rd[o + NW - 1u],   \
-                             re[QE ? o + NW - 1u : 0u])                                             \
-            }                                                                                       \
+        uint u = (u0) + t * step;                                                                   \
+        if (u < units)                                                                              \
+            for (uint r = 0u; r < ROWS; r++)                                                        \
+                for (uint wi = 0u; wi < NW; wi++) {                                                 \
+                    uint o = (t * ROWS + r) * NW + wi, bs = wi == 0u ? pc.first_w : pc.first_up;   \
+                    if (PAIRS) {                                                                    \
+                        if (wi == 0u)                                                               \
+                            LOAD_PAIR(w, bs + base[r], u, rq[2u * o], rq[2u * o + 1u], rd[o],       \
+                                      re[K5 ? 2u * o : 0u], re[K5 ? 2u * o + 1u : 0u])              \
+                        else                                                                        \
+                            LOAD_PAIR(up, bs + base[r], u, rq[2u * o], rq[2u * o + 1u], rd[o],      \
+                                      re[K5 ? 2u * o : 0u], re[K5 ? 2u * o + 1u : 0u])              \
+                    } else if (wi == 0u) {                                                          \
+                        LOAD_RUN(w, bs + base[r], blocks, u, rq[o], rd[o], re[QE ? o : 0u])         \
+                    } else {                                                                        \
+                        LOAD_RUN(up, bs + base[r], blocks, u, rq[o], rd[o], re[QE ? o : 0u])        \
+                    }                                                                               \
+                }                                                                                   \
     }
 
 // A batch's row group: its first row n0 and the rows' first halves (rows past N repeat the last,
@@ -430,16 +485,16 @@ float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
 
 void main()
 {
-    uint blocks = pc.k / 32u;
+    uint blocks = pc.k / 32u, units = blocks / RUNS;
     uint lane = gl_SubgroupInvocationID, sg_size = gl_SubgroupSize;
     uint slots = gl_NumSubgroups / SPLIT, slot = gl_SubgroupID / SPLIT, part = gl_SubgroupID % SPLIT;
     uint groups = (pc.n + ROWS - 1u) / ROWS;
     uint batches = (groups + slots - 1u) / slots;
-    uint step = SPLIT * sg_size; // runs between a lane's consecutive ones
+    uint step = SPLIT * sg_size; // units between a lane's consecutive ones
     uint gr, n0, base[ROWS];
-    uvec4 rq[UNROLL * ROWS * NW];
+    uvec4 rq[UNROLL * ROWS * NW * RUNS];
     uvec4 rd[UNROLL * ROWS * NW];
-    uvec4 re[QE ? UNROLL * ROWS * NW : 1u]; // Q5_K's qh halves, Q6_K's qh chunks
+    uvec4 re[QE ? UNROLL * ROWS * NW * RUNS : 1u]; // Q5_K's qh halves, Q6_K's qh chunks
     // PREFETCH: the first chunk's weight loads are issued before x is read and quantized (phase 1
     // and its barrier then run while they are in flight).
     bool pre = PREFETCH && gl_WorkGroupID.x < batches;
@@ -457,38 +512,46 @@ void main()
         float acc[RM * NW];
         for (uint i = 0u; i < RM * NW; i++)
             acc[i] = 0.0;
-        for (uint b0 = part * sg_size + lane; b0 < blocks; b0 += step * UNROLL) {
+        for (uint u0 = part * sg_size + lane; u0 < units; u0 += step * UNROLL) {
             if (!pre)
-                LOAD_CHUNK(b0)
+                LOAD_CHUNK(u0)
             pre = false;
             for (uint t = 0u; t < UNROLL; t++) {
-                uint b = b0 + t * step;
-                if (b >= blocks)
+                uint u = u0 + t * step;
+                if (u >= units)
                     break;
                 for (uint m = 0u; m < M; m++) {
 #if SOA_DOT
                     for (uint r = 0u; r < ROWS; r++)
                         for (uint wi = 0u; wi < NW; wi++) {
                             uint o = (t * ROWS + r) * NW + wi;
-                            acc[(wi * ROWS + r) * M + m] += run_dot(rq[o], rd[o], re[QE ? o : 0u], b, m);
+                            if (PAIRS)
+                                acc[(wi * ROWS + r) * M + m] += pair_dot(rq[2u * o], rq[2u * o + 1u], rd[o],
+                                    re[K5 ? 2u * o : 0u], re[K5 ? 2u * o + 1u : 0u], u, m);
+                            else
+                                acc[(wi * ROWS + r) * M + m] += run_dot(rq[o], rd[o], re[QE ? o : 0u], u, m);
                         }
 #else
-                    // x's elements under the run's low nibbles (16 from ea), then its high ones' (from eb).
-                    uint ea = K6 ? (b >> 3u) * 256u + ((b >> 2u) & 1u) * 128u + ((b >> 1u) & 1u) * 32u + (b & 1u) * 16u
-                            : QK ? ((b & ~1u) * 32u + (b & 1u) * 16u) : b * 32u;
-                    uint eb = ea + (K6 ? 64u : QK ? 32u : 16u);
-                    float v[32];
-                    float ss = 0.0;
-                    for (uint e = 0u; e < 32u; e += 4u) {
-                        float v4[4];
-                        x_load4(m, (e < 16u ? ea : eb - 16u) + e, v4, ss);
-                        v[e] = v4[0]; v[e + 1u] = v4[1]; v[e + 2u] = v4[2]; v[e + 3u] = v4[3];
-                    }
-                    for (uint r = 0u; r < ROWS; r++)
-                        for (uint wi = 0u; wi < NW; wi++) {
-                            uint o = (t * ROWS + r) * NW + wi;
-                            acc[(wi * ROWS + r) * M + m] += run_dot_f(rq[o], rd[o], re[QE ? o : 0u], b, v);
+                    for (uint i = 0u; i < RUNS; i++) { // the unit's runs
+                        uint b = RUNS * u + i;
+                        // x's elements under the run's low nibbles (16 from ea), then its high ones' (from eb).
+                        uint ea = K6 ? (b >> 3u) * 256u + ((b >> 2u) & 1u) * 128u + ((b >> 1u) & 1u) * 32u + (b & 1u) * 16u
+                                : QK ? ((b & ~1u) * 32u + (b & 1u) * 16u) : b * 32u;
+                        uint eb = ea + (K6 ? 64u : QK ? 32u : 16u);
+                        float v[32];
+                        float ss = 0.0;
+                        for (uint e = 0u; e < 32u; e += 4u) {
+                            float v4[4];
+                            x_load4(m, (e < 16u ? ea : eb - 16u) + e, v4, ss);
+                            v[e] = v4[0]; v[e + 1u] = v4[1]; v[e + 2u] = v4[2]; v[e + 3u] = v4[3];
                         }
+                        for (uint r = 0u; r < ROWS; r++)
+                            for (uint wi = 0u; wi < NW; wi++) {
+                                uint o = (t * ROWS + r) * NW + wi;
+                                acc[(wi * ROWS + r) * M + m] +=
+                                    run_dot_f(rq[RUNS * o + i], rd[o], re[QE ? RUNS * o + i : 0u], b, v);
+                            }
+                    }
 #endif
                 }
             }

@@ -155,7 +155,7 @@ nu_status nu__matvec_tune_knobs(nu_device *d, const char *fn, const nu_matvec_tu
         return st;
     *k = (nu__mv_knobs){t->local, t->rows, t->unroll, t->groups, t->split, t->glu_rows,
                         t->float_path ? -1 : 0, t->no_subgroup ? -1 : 0, t->prefetch ? 1 : 0,
-                        t->generic_k_formats ? -1 : 0};
+                        t->generic_k_formats ? -1 : 0, t->k_single_runs ? -1 : 0};
     return NU_OK;
 }
 

@@ -19,20 +19,33 @@ typedef struct soa_tune {
     uint32_t split;  /* subgroups a row group; 0: chosen by auto_split */
     int dot;         /* -1: the dot path where it applies; 0: the float path */
     uint32_t prefetch; /* 1: the first weight loads before x is read (matvec_soa.glsl's PREFETCH) */
+    uint32_t pairs;    /* Q4_K, Q5_K: 1 a lane's unit is two runs sharing their scales (PAIRS) */
     uint32_t x_block;  /* shared-memory bytes of x a block and row on the dot path: 40 (Q4_0_SOA),
                         * 48 (the K formats: dx of both sub-blocks and the sums of their halves, by run) */
+    bool unroll_given; /* unroll set by desc->tune or NUVEC_MATVEC_SOA */
 } soa_tune;
 
 /* Defaults: 1024 threads, at most 132 workgroups (one a streaming multiprocessor of the H200),
- * a row per subgroup, 2 runs (16 bytes each) in flight a lane, x read before the first weight
- * loads: the best of 15 settings on the H200 (bench/RESULTS.md, 2026-12-01, `nuvec bench ops
- * --filter Q4_0_SOA` with NUVEC_MATVEC_SOA): 6.38 / 10.81 / 11.95 / 22.85 us at 4096x4096,
- * 11008x4096, 4096x11008, 32000x4096 and 17.68 for the fused gate-up, against 7.03 / 11.86 /
- * 12.99 / 23.55 / 19.30 for the first guess (512 threads, 264 workgroups, 4 runs, prefetch). */
+ * a row per subgroup, 2 runs (16 bytes each) in flight a lane (Q4_K and Q5_K: one pair, below),
+ * x read before the first weight loads: the best of 15 settings on the H200 (bench/RESULTS.md,
+ * 2026-12-01, `nuvec bench ops --filter Q4_0_SOA` with NUVEC_MATVEC_SOA): 6.38 / 10.81 / 11.95 /
+ * 22.85 us at 4096x4096, 11008x4096, 4096x11008, 32000x4096 and 17.68 for the fused gate-up,
+ * against 7.03 / 11.86 / 12.99 / 23.55 / 19.30 for the first guess (512 threads, 264 workgroups,
+ * 4 runs, prefetch). */
 static bool k_format(nu_dtype w) { return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K || w == NU_DTYPE_Q6_K; }
-static soa_tune default_tune(nu_dtype w) { return (soa_tune){1024, 1, 2, 132, 0, -1, 0, k_format(w) ? 48 : 40}; }
+static soa_tune default_tune(nu_dtype w)
+{
+    return (soa_tune){.local = 1024, .rows = 1, .unroll = 2, .groups = 132, .dot = -1, .pairs = 1,
+                      .x_block = k_format(w) ? 48 : 40};
+}
 
-/* NUVEC_MATVEC_SOA's keys: the shared ones and prefetch=0|1. */
+/* Runs a lane's unit: 2 for Q4_K and Q5_K by pairs (matvec_soa.glsl's PAIRS), else 1. */
+static uint32_t unit_runs(nu_dtype w, const soa_tune *t)
+{
+    return t->pairs && (w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K) ? 2 : 1;
+}
+
+/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1 and pairs=0|1. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     nu__mv_knobs *k = ctx;
@@ -42,6 +55,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return common == 1;
     if (!strcmp(key, "prefetch") && nu__op_knob_u32(value, 0, 1, false, &v))
         return k->prefetch = v ? 1 : -1, true;
+    if (!strcmp(key, "pairs") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return k->pairs = v ? 1 : -1, true;
     return false;
 }
 
@@ -52,18 +67,21 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
     nu_status st = nu__matvec_tune_knobs(d, FN, given, &k);
     if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                              "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
-                                             "split=1..32 (a power of two), prefetch=0|1, dot=0|1",
+                                             "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1",
                                              apply_knob, &k)) != NU_OK)
         return st;
     uint32_t *const to[4] = {&t->local, &t->rows, &t->unroll, &t->split};
     const uint32_t knobs[4] = {k.local, k.rows, k.unroll, k.split};
     nu__op_tune_take(to, knobs, 4);
+    t->unroll_given = k.unroll != 0;
     if (k.groups)
         t->groups = k.groups == MV_GROUPS_ALL ? 0 : k.groups;
     if (k.dot)
         t->dot = k.dot > 0 ? -1 : 0;
     if (k.prefetch)
         t->prefetch = k.prefetch > 0;
+    if (k.pairs)
+        t->pairs = k.pairs > 0;
     return NU_OK;
 }
 
@@ -89,10 +107,10 @@ static double fraction(uint64_t used, uint64_t slots) { return slots ? (double)u
  * and must leave each lane UNROLL runs a row where split 1 does (fewer runs a lane are fewer bytes
  * in flight: what the bandwidth needs most). */
 static uint32_t auto_split(nu_device *d, const soa_tune *t, int64_t m, int64_t n, int64_t k, uint32_t nw, bool norm,
-                           bool dot)
+                           bool dot, uint32_t runs)
 {
     uint32_t sg = d->info.subgroup_size ? d->info.subgroup_size : 1, best = 1;
-    uint64_t row_groups = ((uint64_t)n + t->rows - 1) / t->rows, blocks = (uint64_t)k / 32;
+    uint64_t row_groups = ((uint64_t)n + t->rows - 1) / t->rows, blocks = (uint64_t)k / 32 / runs; /* units */
     double best_eff = 0;
     for (uint32_t s = 1; s <= 8 && t->local % (sg * s) == 0; s *= 2) {
         if (shared_bytes(dot, m, k, t, s, nw, norm) > d->info.max_shared_memory)
@@ -222,6 +240,12 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     soa_tune tune = default_tune(weight->dtype);
     if ((st = soa_knobs(d, &desc->tune, &tune)) != NU_OK)
         return st;
+    /* Pairs: one unit (two runs) in flight a lane, the bytes of two single runs. H100, 7B decode
+     * tokens/s (bench/RESULTS.md, 2026-12-06): Q4_K_M 348.5 against 323.6 one run at a time
+     * (unroll 2), 341.8 with unroll 1 only where glu_up doubles the registers, 297.9 with 2 units
+     * everywhere (registers spilled); Q5_K_M 294.9 against 276.7, 286.1, 211.1. */
+    if (!tune.unroll_given && unit_runs(weight->dtype, &tune) == 2)
+        tune.unroll = 1;
     uint32_t sg = in->subgroup_size;
     uint32_t ops = NU_SUBGROUP_ARITHMETIC | NU_SUBGROUP_SHUFFLE;
     tune.dot = tune.dot && in->features[NU_FEATURE_INTEGER_DOT_PRODUCT] && (in->subgroup_operations & ops) == ops &&
@@ -235,7 +259,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": local=%u threads a workgroup do not suit %s (at most %u, "
                         "subgroups of %u)", tune.local, in->name, in->max_workgroup_size[0], sg);
     if (!tune.split)
-        tune.split = auto_split(d, &tune, m, n, k, nw, norm, tune.dot);
+        tune.split = auto_split(d, &tune, m, n, k, nw, norm, tune.dot, unit_runs(weight->dtype, &tune));
     if (tune.local % (sg * tune.split))
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": split=%u does not divide the %u subgroups of %u threads",
                         tune.split, tune.local / sg, tune.local);
@@ -261,7 +285,8 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     bool xvec = (k == 1 || x->strides[1] == 1) && (uint64_t)first[2] * nu_dtype_size(x->dtype) % 16 == 0 &&
                 (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
     uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
-                     (tune.prefetch ? 32u : 0u) | (desc->glu == NU_GLU_GELU_TANH ? 64u : 0u) | (bias ? 128u : 0u);
+                     (tune.prefetch ? 32u : 0u) | (desc->glu == NU_GLU_GELU_TANH ? 64u : 0u) | (bias ? 128u : 0u) |
+                     (unit_runs(weight->dtype, &tune) == 2 ? 256u : 0u);
     uint32_t constants[13] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
                               tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,

@@ -28,6 +28,7 @@ typedef struct nu__mv_knobs {
     int subgroup;      /* 1: subgroup arithmetic where the device has it, -1: never */
     int prefetch;      /* Q4_0_SOA: 1 on, -1 off */
     int k_runs;        /* Q4_K, Q5_K and Q6_K on matvec_soa's kernel: -1 never, else where it applies */
+    int pairs;         /* Q4_K and Q5_K on matvec_soa's kernel: 1 runs by pairs, -1 one at a time */
 } nu__mv_knobs;
 #define MV_GROUPS_ALL 0xffffffffu
 
