@@ -127,7 +127,21 @@ static nu_status input(nu_llm_pass *p, int buffer, const nu_tensor *x, nu_tensor
     return nu_op_copy(p->c, out, x);
 }
 
-/* xn = rms_norm(x) * weight, adding a pending block output into x first (one op). */
+/* The pending output's post-norm, where it has one still to apply, on `rows` of tmp from `first`
+ * (for a consumer other than the next norm). */
+static nu_status settle_post_norm(nu_llm_pass *p, int64_t first, int64_t rows)
+{
+    if (!p->pending_norm)
+        return NU_OK;
+    nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], p->rows, p->hp->cfg.dim), t;
+    TRY(nu_tensor_slice(&tmp, 0, first, rows, &t));
+    TRY(nu_op_rms_norm(p->c, &t, &t, p->pending_norm, p->hp->cfg.rms_eps));
+    p->pending_norm = NULL;
+    return NU_OK;
+}
+
+/* xn = rms_norm(x) * weight, adding a pending block output (normalised by its post-norm where it
+ * has one) into x first: one op. */
 static nu_status norm_to(nu_llm_pass *p, const nu_tensor *weight, const nu_tensor *xn)
 {
     const nu_llm_config *c = &p->hp->cfg;
@@ -135,7 +149,11 @@ static nu_status norm_to(nu_llm_pass *p, const nu_tensor *weight, const nu_tenso
     if (!p->pending)
         return nu_op_rms_norm(p->c, xn, &x, weight, c->rms_eps);
     nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], p->rows, c->dim);
+    const nu_tensor *post = p->pending_norm;
     p->pending = false;
+    p->pending_norm = NULL;
+    if (post)
+        return nu_op_norm_add_rms_norm(p->c, &x, xn, &x, &tmp, post, weight, c->rms_eps);
     return nu_op_add_rms_norm(p->c, &x, xn, &x, &tmp, weight, c->rms_eps);
 }
 
@@ -181,13 +199,13 @@ static nu_status fused_input(nu_llm_pass *p, const nu_tensor *weight, nu_matvec_
     return norm(p, weight);
 }
 
-/* A block's output `out` ([rows, dim] in A_TMP), normalised by the layer's post-norm where it has
- * one (Gemma's sandwich norms), left pending: the next norm adds it to x. */
-static nu_status leave_pending(nu_llm_pass *p, const nu_tensor *out, const nu_tensor *post_norm)
+/* A block's output ([rows, dim] in A_TMP) left pending with the layer's post-norm where it has one
+ * (Gemma's sandwich norms): the next norm normalises it, adds it to x and normalises x, one op
+ * (nu_op_norm_add_rms_norm, the same bits as the post-norm's own op, then nu_op_add_rms_norm). */
+static nu_status leave_pending(nu_llm_pass *p, const nu_tensor *post_norm)
 {
-    if (post_norm)
-        TRY(nu_op_rms_norm(p->c, out, out, post_norm, p->hp->cfg.rms_eps));
     p->pending = true;
+    p->pending_norm = post_norm;
     return NU_OK;
 }
 
@@ -388,7 +406,7 @@ static nu_status attention_fused(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
     if (w->has[NU_LLM_W_ATTN_POST_NORM]) { /* the post-norm comes between the product and the add */
         nu_tensor tmp = view2(a[NU_LLM_A_TMP], R, D);
         TRY(mv(p, &tmp, &w->w[NU_LLM_W_O], &att2, &(nu_matvec_desc){0}));
-        return leave_pending(p, &tmp, &w->w[NU_LLM_W_ATTN_POST_NORM]);
+        return leave_pending(p, &w->w[NU_LLM_W_ATTN_POST_NORM]);
     }
     nu_matvec_desc add = {.residual = &x};
     return mv(p, &x, &w->w[NU_LLM_W_O], &att2, &add); /* x += att Wo^T */
@@ -429,7 +447,7 @@ nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_
     TRY(rope_and_attend(p, w, layer, &q3, &k3, &v3, &qr, &att3));
     nu_tensor tmp = view2(a[NU_LLM_A_TMP], R, c->dim);
     TRY(linear(p, &tmp, &w->w[NU_LLM_W_O], &att2));
-    return leave_pending(p, &tmp, opt(w, NU_LLM_W_ATTN_POST_NORM));
+    return leave_pending(p, opt(w, NU_LLM_W_ATTN_POST_NORM));
 }
 
 /* *out = act(gate) * up, act the architecture's GLU activation, as the down product takes it:
@@ -464,7 +482,7 @@ nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
         TRY(read_ahead(p, w, NU_LLM_AT_DOWN, &h));
         if (post) {
             TRY(mv(p, &tmp, &w->w[NU_LLM_W_DOWN], &h, &(nu_matvec_desc){0}));
-            return leave_pending(p, &tmp, post);
+            return leave_pending(p, post);
         }
         nu_matvec_desc add = {.residual = &x};
         return mv(p, &x, &w->w[NU_LLM_W_DOWN], &h, &add); /* x += h Wd^T */
@@ -484,7 +502,7 @@ nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
         TRY(glu_input(p, &h, &up, &hin));
     }
     TRY(linear(p, &tmp, &w->w[NU_LLM_W_DOWN], &hin));
-    return leave_pending(p, &tmp, post);
+    return leave_pending(p, post);
 }
 
 nu_status nu_llm__blk_layer(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer)
@@ -510,6 +528,7 @@ nu_status nu_llm__blk_stage_in(nu_llm_pass *p, nu_buffer *stage, uint32_t cap, c
     nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, p->hp->cfg.dim), in = stage_rows(p, stage, 0);
     TRY(nu_op_copy(p->c, &x, &in));
     p->pending = nu_llm__blk_hands_pending(p, w);
+    p->pending_norm = NULL; /* (the last device normalised what it handed on) */
     if (!p->pending)
         return NU_OK;
     nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], p->rows, p->hp->cfg.dim), pending = stage_rows(p, stage, cap);
@@ -522,6 +541,8 @@ nu_status nu_llm__blk_stage_out(nu_llm_pass *p, nu_buffer *stage, uint32_t cap, 
     nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, p->hp->cfg.dim), out = stage_rows(p, stage, 0);
     nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], p->rows, p->hp->cfg.dim);
     *handed = nu_llm__blk_hands_pending(p, w);
+    if (p->pending)
+        TRY(settle_post_norm(p, 0, p->rows));
     if (p->pending && !*handed) { /* the separate ops: added here as their next norm would */
         TRY(nu_op_add(p->c, &x, &x, &tmp));
         p->pending = false;
@@ -540,6 +561,7 @@ nu_status nu_llm__blk_embed(nu_llm_pass *p, const nu_tensor *embed, const nu_ten
 {
     nu_tensor x = view2(p->act[NU_LLM_A_X], p->rows, p->hp->cfg.dim);
     p->pending = false;
+    p->pending_norm = NULL;
     TRY(nu_op_gather(p->c, &x, embed, ids));
     return p->hp->embed_scale ? nu_op_scale(p->c, &x, &x, p->hp->embed_scale) : NU_OK;
 }
@@ -566,6 +588,7 @@ nu_status nu_llm__blk_logits(nu_llm_pass *p, const nu_tensor *out_norm, const nu
     int64_t R = p->rows, D = c->dim, out_rows = logits->shape[0], first = R - out_rows;
     nu_tensor x = view2(p->act[NU_LLM_A_X], R, D), last;
     if (p->pending) { /* the last block's output: only the rows with logits need it */
+        TRY(settle_post_norm(p, first, out_rows));
         nu_tensor tmp = view2(p->act[NU_LLM_A_TMP], R, D), xl, tl;
         TRY(nu_tensor_slice(&x, 0, first, out_rows, &xl));
         TRY(nu_tensor_slice(&tmp, 0, first, out_rows, &tl));

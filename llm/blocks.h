@@ -101,6 +101,8 @@ struct nu_llm_pass {
                                * inputs (prefill_f16): a decode graph's products read Q8_0, Q4_0,
                                * Q4_0_SOA, Q4_K and Q6_K weights as they are (linear_b) */
     bool pending;             /* tmp holds a block's output not yet added to x */
+    const nu_tensor *pending_norm; /* ... and not yet normalised by this post-norm (Gemma's sandwich
+                                    * norms: the next norm does both, nu_op_norm_add_rms_norm) */
     const nu_tensor *rope_freqs; /* RoPE's frequency divisors (NU_LLM_W_ROPE_FREQS, or LongRoPE's
                                   * long or short ones), or NULL */
     bool per_row;             /* rows' slots and positions from `slots` and `positions` (I32 [rows]) */

@@ -435,6 +435,107 @@ static void add_rms_norm_matches_the_reference(void **state)
     nt_close(d);
 }
 
+typedef struct sandwich_case {
+    const nu_tensor *t, *sum1, *dst1, *a1, *sum2, *dst2, *a2, *b, *wb, *w;
+} sandwich_case;
+
+/* The separate ops (rms_norm of b into F32 t, then add_rms_norm into sum1, dst1), then the one op
+ * into sum2, dst2. */
+static nu_status record_sandwich(nu_commands *c, void *arg)
+{
+    sandwich_case *k = arg;
+    nu_status st = nu_op_rms_norm(c, k->t, k->b, k->wb, 1e-6f);
+    if (st == NU_OK)
+        st = nu_op_add_rms_norm(c, k->sum1, k->dst1, k->a1, k->t, k->w, 1e-6f);
+    return st != NU_OK ? st : nu_op_norm_add_rms_norm(c, k->sum2, k->dst2, k->a2, k->b, k->wb, k->w, 1e-6f);
+}
+
+/* nu_op_norm_add_rms_norm equals nu_op_rms_norm into F32 then nu_op_add_rms_norm bit for bit
+ * (the sum and dst), at every row length (both paths), b, its weight and dst of every float dtype,
+ * the sum in place of a or apart; within the tolerance of the reference with a strided b_weight
+ * (the separate rms_norm then sums squares on its scalar path, element by element, the one op on
+ * its rows' path); and its refusals. */
+static void norm_add_rms_norm_equals_the_separate_ops(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 23;
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (int where = 0; where < 2; where++) { /* 0: sum is a, 1: sum apart */
+            int64_t n = lengths[li], rows = rows_for(n), shape[2] = {rows, n}, ws[1] = {n}, ws2[2] = {n, 2};
+            nu_dtype bdt = floats[(li + (size_t)where) % 3], ddt = floats[li % 3];
+            nt_tensor a = nt_tensor_random(d, NU_DTYPE_F32, 2, shape, 0, -2, 2, &seed);
+            nt_tensor b = nt_tensor_random(d, bdt, 2, shape, 0, -2, 2, &seed);
+            nt_tensor w = nt_tensor_random(d, floats[(li + 1) % 3], 1, ws, 0, -1, 1, &seed);
+            nt_tensor wb2 = nt_tensor_random(d, floats[(li + 2) % 3], 2, ws2, 0, -1, 1, &seed);
+            nu_tensor wb = wb2.t; /* where li is odd, column 1 of [n, 2] (a stride of 2); else n contiguous */
+            if (li % 2) {
+                NT_OK(nu_tensor_slice(&wb2.t, 1, 1, 1, &wb));
+                wb.rank = 1;
+            } else {
+                wb.rank = 1;
+                wb.strides[0] = 1;
+            }
+            nt_tensor a2 = nt_tensor_output(d, NU_DTYPE_F32, 2, shape, 0), t = nt_tensor_output(d, NU_DTYPE_F32, 2, shape, 0);
+            nt_tensor sum1 = nt_tensor_output(d, NU_DTYPE_F32, 2, shape, 0), apart = nt_tensor_output(d, NU_DTYPE_F32, 2, shape, 0);
+            nt_tensor dst1 = nt_tensor_output(d, ddt, 2, shape, 0), dst2 = nt_tensor_output(d, ddt, 2, shape, 0);
+            nt_run_copy(d, &a2.t, &a.t);
+            nt_tensor *sum2 = where == 0 ? &a2 : &apart;
+            sandwich_case k = {&t.t, &sum1.t, &dst1.t, &a.t, &sum2->t, &dst2.t, &a2.t, &b.t, &wb, &w.t};
+            nt_run(d, record_sandwich, &k);
+            nt_tensor_download(&sum1);
+            nt_tensor_download(sum2);
+            nt_tensor_download(&dst1);
+            nt_tensor_download(&dst2);
+            uint64_t numel = (uint64_t)(rows * n);
+            char what[128];
+            snprintf(what, sizeof what, "norm_add_rms_norm b %s, dst %s, %lld x %lld, sum %s", nu_dtype_name(bdt),
+                     nu_dtype_name(ddt), (long long)rows, (long long)n, where ? "apart" : "in place of a");
+            if (li % 2) { /* a strided weight takes nu_op_rms_norm to its scalar path, not the one op */
+                nt_expect_close(what, sum2->values, sum1.values, numel, 1e-6f, 1e-6f);
+                nt_expect_close(what, dst2.values, dst1.values, numel, 2e-5f, 2e-5f + 2 * nt_dtype_tolerance(ddt));
+            }
+            for (uint64_t i = 0; i < numel && li % 2 == 0; i++)
+                if (memcmp(&sum1.values[i], &sum2->values[i], sizeof(float)) ||
+                    memcmp(&dst1.values[i], &dst2.values[i], sizeof(float)))
+                    fail_msg("%s: element %llu: sum %.9g / %.9g, dst %.9g / %.9g (separate / one op)", what,
+                             (unsigned long long)i, (double)sum1.values[i], (double)sum2->values[i],
+                             (double)dst1.values[i], (double)dst2.values[i]);
+            nt_tensor_free(&a);
+            nt_tensor_free(&b);
+            nt_tensor_free(&w);
+            nt_tensor_free(&wb2);
+            nt_tensor_free(&a2);
+            nt_tensor_free(&t);
+            nt_tensor_free(&sum1);
+            nt_tensor_free(&apart);
+            nt_tensor_free(&dst1);
+            nt_tensor_free(&dst2);
+        }
+    /* Refusals: NULLs, a b_weight of another length, dst over the sum, a negative eps. */
+    int64_t shape[2] = {3, 64}, ws[1] = {64}, ws_short[1] = {32};
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_F32, 2, shape, 0, -1, 1, &seed);
+    nt_tensor b = nt_tensor_random(d, NU_DTYPE_F32, 2, shape, 0, -1, 1, &seed);
+    nt_tensor w = nt_tensor_random(d, NU_DTYPE_F32, 1, ws, 0, -1, 1, &seed);
+    nt_tensor short_w = nt_tensor_random(d, NU_DTYPE_F32, 1, ws_short, 0, -1, 1, &seed);
+    nt_tensor o = nt_tensor_output(d, NU_DTYPE_F32, 2, shape, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_norm_add_rms_norm(c, &a.t, &o.t, &a.t, &b.t, NULL, &w.t, 1e-5f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_norm_add_rms_norm(c, NULL, &o.t, &a.t, &b.t, &w.t, &w.t, 1e-5f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_norm_add_rms_norm(c, &a.t, &o.t, &a.t, &b.t, &short_w.t, &w.t, 1e-5f));
+    assert_non_null(strstr(nu_error_message(d), "b_weight"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_norm_add_rms_norm(c, &a.t, &a.t, &a.t, &b.t, &w.t, &w.t, 1e-5f));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_norm_add_rms_norm(c, &a.t, &o.t, &a.t, &b.t, &w.t, &w.t, -1.0f));
+    NT_OK(nu_commands_free(c));
+    nt_tensor_free(&a);
+    nt_tensor_free(&b);
+    nt_tensor_free(&w);
+    nt_tensor_free(&short_w);
+    nt_tensor_free(&o);
+    nt_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -446,6 +547,7 @@ int main(void)
         cmocka_unit_test(tuning_knobs_keep_the_results),
         cmocka_unit_test(norms_refuse_bad_tensors),
         cmocka_unit_test(add_rms_norm_matches_the_reference),
+        cmocka_unit_test(norm_add_rms_norm_equals_the_separate_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

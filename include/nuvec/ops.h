@@ -145,6 +145,15 @@ nu_status nu_op_layer_norm(nu_commands *c, const nu_tensor *dst, const nu_tensor
  * place, the same view) but overlaps nothing else; dst overlaps none of them. */
 nu_status nu_op_add_rms_norm(nu_commands *c, const nu_tensor *sum, const nu_tensor *dst, const nu_tensor *a,
                              const nu_tensor *b, const nu_tensor *weight, float eps);
+/* The same with b normalised first (a sandwich norm's close, Gemma 2 and 3: a block's output, its
+ * post-norm, the residual add and the next block's norm in one dispatch, two dependency levels
+ * fewer than nu_op_rms_norm, nu_op_add_rms_norm): sum = a + rms_norm(b) * b_weight, then dst =
+ * rms_norm(sum) * weight, both norms with eps and each as nu_op_rms_norm computes it, so that the
+ * sum equals that of nu_op_rms_norm into an F32 tensor and nu_op_add_rms_norm bit for bit. The
+ * tensors as nu_op_add_rms_norm's; b_weight as weight (1-D of the rows' length, any stride),
+ * written by neither dst nor sum. */
+nu_status nu_op_norm_add_rms_norm(nu_commands *c, const nu_tensor *sum, const nu_tensor *dst, const nu_tensor *a,
+                                  const nu_tensor *b, const nu_tensor *b_weight, const nu_tensor *weight, float eps);
 
 /* ---- rotary position embeddings ---------------------------------------------------------- */
 
