@@ -90,11 +90,11 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
     bool block = nu_dtype_block_elements(w->dtype) > 1;
     /* The block dtypes the matrix units read as they are (Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K: F16
      * inputs, a device with them): a batched decode step's rows, and a prefill pass of at most
-     * NU_LLM_DIRECT_ROWS, then read the weights once instead of a dequantized copy made and read
+     * direct_rows (NU_LLM_DIRECT_ROWS), then read the weights once instead of a dequantized copy made and read
      * each pass; longer prefill passes keep the copy, faster at their many rows (measured for
      * Q4_0). Elsewhere the product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording,
      * and the others stay on the copy. */
-    if (units_read(w->dtype) && (p->graph || p->rows <= NU_LLM_DIRECT_ROWS) && x->dtype == NU_DTYPE_F16 &&
+    if (units_read(w->dtype) && (p->graph || p->rows <= p->direct_rows) && x->dtype == NU_DTYPE_F16 &&
         p->matrix_units && nu_op_matmul(p->c, y, x, w, bias) == NU_OK)
         return NU_OK;
     if (!soa && !(p->w16 && block))

@@ -93,6 +93,7 @@ struct nu_llm_pass {
     nu_llm_layer_params *params; /* graph: one a layer, filled as the ops are recorded */
     uint32_t matvec_rows;     /* rows a matrix-vector product takes at a time */
     uint32_t matmul_rows;     /* decode graphs of at least this many rows take the matrix products */
+    uint32_t direct_rows;     /* prefill passes of at most this many rows read block weights as they are */
     bool fused;               /* the fused layer (fusion on; rows <= matvec_rows, or a decode graph
                                * of fewer than matmul_rows rows) */
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
@@ -111,11 +112,12 @@ struct nu_llm_pass {
     const nu_llm_layer_w *next_layer; /* the layer after the one being recorded (NULL after the last) */
 };
 
-/* Prefill passes of at most this many rows read block weights (Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K) on
- * the matrix units as they are, as a decode graph's products do, instead of dequantizing each
- * matrix to F16 first (A_W16): at these rows the copy costs more than the product it feeds (H200,
- * 7B Q4_0, 16-row passes: 33 us to copy a 4096 x 4096 matrix and 80 us an 11008 x 4096 one, beside
- * 13-36 us for the products: bench/RESULTS.md, ninth session). */
+/* The default of the runner's direct_rows: prefill passes of at most this many rows read block
+ * weights (Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K) on the matrix units as they are, as a decode graph's
+ * products do, instead of dequantizing each matrix to F16 first (A_W16): at these rows the copy
+ * costs more than the product it feeds (H200, 7B Q4_0, 16-row passes: 33 us to copy a 4096 x 4096
+ * matrix and 80 us an 11008 x 4096 one, beside 13-36 us for the products: bench/RESULTS.md, ninth
+ * session). */
 #define NU_LLM_DIRECT_ROWS 64u
 
 /* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes).

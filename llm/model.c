@@ -186,6 +186,7 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         (st = env_u32("NUVEC_LLM_GREEDY_UNROLL", 1, NU_LLM_GREEDY_MAX_UNROLL, &o->greedy_unroll)) != NU_OK ||
         (st = env_u32("NUVEC_LLM_MATVEC_ROWS", 1, NU_MATVEC_MAX_ROWS, &o->matvec_rows)) != NU_OK ||
         (st = env_u32("NUVEC_LLM_MATMUL_ROWS", 2, 32768, &o->matmul_rows)) != NU_OK ||
+        (st = env_u32("NUVEC_LLM_DIRECT_ROWS", 1, 32768, &o->direct_rows)) != NU_OK ||
         (st = env_u32("NUVEC_LLM_PREFILL_CHUNK", 1, 32768, &o->prefill_chunk)) != NU_OK)
         return st;
     /* matmul_rows 0 stays 0: the runner chooses it by the weights (runner.c). */
@@ -208,6 +209,8 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         o->slots = 1;
     if (o->slots > 32768)
         return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: %u slots; at most 32768", o->slots);
+    if (o->direct_rows > 32768)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: direct_rows %u; 1 to 32768", o->direct_rows);
     return NU_OK;
 }
 
@@ -502,7 +505,7 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
                                  embed_shared};
     nu_llm_runner_options ro = {chunk < positions ? chunk : positions, o.fusion >= 0, o.prefill_f16 > 0,
                                 o.decode_by_commands, o.greedy_depth, o.greedy_unroll, o.greedy_on_cpu,
-                                o.matvec_rows, o.matmul_rows};
+                                o.matvec_rows, o.matmul_rows, o.direct_rows};
     ro.ahead_on = o.prefetch > 0;
     ro.ahead = default_ahead;
     const char *ahead = getenv("NUVEC_LLM_PREFETCH");

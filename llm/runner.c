@@ -132,7 +132,7 @@ static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, 
 static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, uint32_t slot, uint32_t start)
 {
     nu_llm_pass p = {.c = c, .hp = r->hp, .kv = r->kv, .rows = rows, .slot = slot, .start = start};
-    p.matvec_rows = r->o.matvec_rows, p.matmul_rows = r->o.matmul_rows;
+    p.matvec_rows = r->o.matvec_rows, p.matmul_rows = r->o.matmul_rows, p.direct_rows = r->o.direct_rows;
     p.fused = r->o.fusion && rows <= r->o.matvec_rows;
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
@@ -258,6 +258,8 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
      * costs 2.7x its one-row one, and the 16-row product with a block a thread (SOA_VEC) beats two
      * such groups (7B Q4_0, 16 rows: 1,743 tokens/s against 1,370; bench/RESULTS.md 2026-12-02).
      * Else 64. */
+    if (!r->o.direct_rows)
+        r->o.direct_rows = NU_LLM_DIRECT_ROWS;
     if (!r->o.matmul_rows)
         r->o.matmul_rows = (w->k_formats || w->repacked) && r->units ? 16 : 64;
     /* The fused layer's gate-up product reads both matrices in one dtype: a file that stores
@@ -366,11 +368,11 @@ static void free_pass(nu_buffer **set)
  * only where it takes the matrix products (a decode graph of at least matmul_rows rows, a prefill
  * pass of more than a matrix-vector product's rows) and some product does not read its weights on
  * the matrix units as they are (a device without them, a format they do not read, a prefill pass
- * of more than NU_LLM_DIRECT_ROWS). */
+ * of more than direct_rows). */
 static bool pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
 {
     bool products = graph ? rows >= r->o.matmul_rows : rows > r->o.matvec_rows;
-    bool direct = r->units && !r->w->blocks_copied && (graph || rows <= NU_LLM_DIRECT_ROWS);
+    bool direct = r->units && !r->w->blocks_copied && (graph || rows <= r->o.direct_rows);
     return r->w16 && products && !direct;
 }
 

@@ -45,6 +45,8 @@ typedef struct nu_llm_runner_options {
     uint32_t matvec_rows;   /* rows a matrix-vector product takes at a time; passes of no more: fused */
     uint32_t matmul_rows;   /* batched decode graphs of at least this many rows: the matrix products
                              * (0: chosen by the weights when the runner opens: runner.c) */
+    uint32_t direct_rows;   /* prefill passes of at most this many rows read block weights on the
+                             * matrix units as they are (0: NU_LLM_DIRECT_ROWS) */
     bool ahead_on;          /* the one-row decode graphs read weights ahead as `ahead` says */
     nu_llm_prefetch ahead;
     uint32_t first, end;    /* the layers this runner runs: [first, end) (end 0: all) */

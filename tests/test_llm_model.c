@@ -146,6 +146,25 @@ static void aidreams_bf16_and_f16_weights(void **state)
         worst = fmax(worst, fabs((double)got[j] - f32[j]));
     if (!(worst < 0.01) || worst == 0)
         fail_msg("F16 prefill, Q4_0 weights: logits differ from F32 prefill's by %g (tolerance 0.01, and not 0)", worst);
+    /* direct_rows: the 20-token pass reads the Q4_0 weights on the matrix units as they are (32),
+     * or dequantizes them first (1), on a device with matrix units; either way within 0.01. */
+    const uint32_t direct[2] = {1, 32};
+    for (int i = 0; i < 2; i++) {
+        nu_llm_model_options o = {.prefill_f16 = 1, .direct_rows = direct[i]};
+        LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model-q4_0.gguf"), &o, &m));
+        LLM_OK(nu_llm_model_prefill(m, seq, 20, got));
+        nu_llm_model_free(m);
+        worst = 0;
+        for (int j = 0; j < 512; j++)
+            worst = fmax(worst, fabs((double)got[j] - f32[j]));
+        if (!(worst < 0.01))
+            fail_msg("F16 prefill, Q4_0 weights, direct_rows %u: logits differ from F32's by %g", direct[i], worst);
+    }
+    nu_llm_model_options too_many = {.direct_rows = 40000};
+    m = NULL;
+    assert_int_equal(nu_llm_model_open(d, llm_model_path("aidreams260K/model-q4_0.gguf"), &too_many, &m),
+                     NU_ERROR_INVALID_ARGUMENT);
+    assert_null(m);
     free(f32);
     nt_close(d);
 }
