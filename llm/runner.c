@@ -1,77 +1,13 @@
 /* runner.c: prefill passes, the decode graph and greedy decode's ring of graphs (runner.h). */
-#include "runner.h"
-
 #include <stdio.h>
 #include <string.h>
 
 #include "common.h"
+#include "runner_int.h"
 
 #define FN "nu_llm_model"
 
-/* Greedy ring ids lie ID_STRIDE bytes apart (the largest storage buffer offset alignment Vulkan
- * allows), U of them in each of the depth ring buffers. */
-#define ID_STRIDE 256
-/* The graphs: decode's, decode's with the argmax of its logits (the last share of a split model's
- * greedy decode: built at its first use), then the greedy ring's. Parameter slots: decode's 0, the
- * argmax one's 1, pass u of greedy graph j 2 + j * NU_LLM_GREEDY_MAX_UNROLL + u. */
-enum { G_DECODE, G_ARGMAX, G_GREEDY, G_COUNT = G_GREEDY + NU_LLM_GREEDY_MAX_DEPTH };
-#define P_SLOTS (2 + NU_LLM_GREEDY_MAX_DEPTH * NU_LLM_GREEDY_MAX_UNROLL)
-
-/* A batched decode graph of B rows (a power of two): each row its own slot and position, read from
- * shared I32 buffers the CPU writes before each launch; the logits of every row and their argmax
- * out. Rows past a step's count are padding: position -1 (out of range: they write nothing). */
-#define MAX_BUCKETS 16
-typedef struct nu_llm_bucket {
-    uint32_t rows;
-    nu_graph *graph;
-    nu_buffer *act[NU_LLM_A_COUNT];
-    nu_buffer *tokens, *positions, *slots, *logits, *ids;
-    nu_buffer *stage_in, *stage_out; /* a share of a split model: the hidden state in and out */
-    bool out_pending;                /* stage_out holds a pending output too (blocks.h) */
-} nu_llm_bucket;
-
-struct nu_llm_runner {
-    nu_device *dev;
-    const nu_llm_arch *arch;
-    const nu_llm_hparams *hp;
-    const nu_llm_weights *w;
-    nu_llm_kv *kv;
-    nu_llm_runner_options o;
-    uint32_t first, end;            /* the layers run: [first, end) */
-    bool embeds, head;              /* the first share (from the token ids), the last (the logits) */
-    /* A share of a split model: the hidden state in (all but the first) and out (all but the last)
-     * of a prefill pass (chunk rows) and of the decode graph (one row): blocks.h's stage buffers. */
-    nu_buffer *pass_in, *pass_out, *dec_in, *dec_out;
-    bool pass_out_pending, dec_out_pending; /* those outs hold a pending output too (blocks.h) */
-    nu_commands *in_flight;         /* a split model's prefill pass, between pass_begin and pass_end */
-    bool w16;                       /* prefill passes have an A_W16: block weights dequantized there */
-    bool units;                     /* the products read block weights on the matrix units: the device
-                                     * has them and the products take F16 inputs (prefill_f16) */
-    nu_buffer *act[NU_LLM_A_COUNT]; /* the decode graphs' activations */
-    nu_buffer *ids, *logits, *gid;  /* a pass's ids (shared), the logits (shared), decode's id */
-    nu_buffer *arg_id;              /* G_ARGMAX's argmax (shared) */
-    bool argmax_by_cpu;             /* G_ARGMAX could not be built: its decode reads the logits */
-    nu_buffer *glogits;             /* the greedy passes' logits (device memory: only their argmax
-                                     * reads them; in host memory, on a discrete GPU, the output
-                                     * product wrote vocab floats over the bus every token) */
-    nu_buffer *ring[NU_LLM_GREEDY_MAX_DEPTH];
-    nu_graph *graph[G_COUNT];
-    nu_llm_layer_params *params;    /* [P_SLOTS][layers] */
-    uint32_t depth;                 /* greedy ring graphs built (0: not yet) */
-    bool greedy_by_cpu;
-    uint64_t bytes;
-    nu_llm_bucket buckets[MAX_BUCKETS]; /* [k]: 2^k rows, built at first use */
-    char note[256];
-};
-
-#define TRY(call)                                                                                                  \
-    do {                                                                                                           \
-        nu_status st_ = (call);                                                                                    \
-        if (st_ != NU_OK)                                                                                          \
-            return st_;                                                                                            \
-    } while (0)
-
-static nu_status nv(nu_llm_runner *r, nu_status st, const char *what)
+nu_status nu_llm__runner_nv(nu_llm_runner *r, nu_status st, const char *what)
 {
     if (st != NU_OK)
         return nu_llm__fail(st, FN ": %s: %s", what, nu_error_message(r->dev));
@@ -100,8 +36,7 @@ static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_
     return sum;
 }
 
-/* The bytes of a stage buffer of `cap` rows (blocks.h: x and a pending output). */
-static uint64_t stage_bytes(const nu_llm_hparams *hp, uint32_t cap) { return 2ull * cap * hp->cfg.dim * 4; }
+uint64_t nu_llm__runner_stage_bytes(const nu_llm_hparams *hp, uint32_t cap) { return 2ull * cap * hp->cfg.dim * 4; }
 
 void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16, uint64_t *held,
                           uint64_t *pass)
@@ -109,7 +44,7 @@ void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options 
     uint32_t stages = (o->first > 0) + (o->end && o->end < hp->cfg.layers);
     *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, false) + (uint64_t)o->chunk * 4 +
             (uint64_t)hp->cfg.vocab * 4 * 2 /* logits, greedy's */ + 4 + (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL +
-            stages * stage_bytes(hp, o->chunk + 1);
+            stages * nu_llm__runner_stage_bytes(hp, o->chunk + 1);
     *pass = act_bytes(hp, o->chunk, prefill_qkv_rows(o, o->chunk), w16) + (uint64_t)o->chunk * 4;
 }
 
@@ -120,7 +55,7 @@ uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r)
 
 static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
 {
-    nu_status st = nv(r, nu_buffer_new(r->dev, bytes, storage, out), name);
+    nu_status st = nu_llm__runner_nv(r, nu_buffer_new(r->dev, bytes, storage, out), name);
     if (st == NU_OK) {
         nu_buffer_set_name(*out, name);
         r->bytes += nu_buffer_accounted_bytes(*out);
@@ -128,8 +63,7 @@ static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, 
     return st;
 }
 
-/* A pass over the runner's state; the caller sets the rows, slot, start and buffers. */
-static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, uint32_t slot, uint32_t start)
+nu_llm_pass nu_llm__runner_make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, uint32_t slot, uint32_t start)
 {
     nu_llm_pass p = {.c = c, .hp = r->hp, .kv = r->kv, .rows = rows, .slot = slot, .start = start};
     p.matvec_rows = r->o.matvec_rows, p.matmul_rows = r->o.matmul_rows, p.direct_rows = r->o.direct_rows;
@@ -146,11 +80,7 @@ static nu_llm_pass make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, ui
     return p;
 }
 
-/* Records the forward pass `p` over the runner's layers: from its token ids (the first share) or
- * the hidden state in stage_in (the others), to the logits out and, where next is not NULL, the
- * argmax of the logits into it (the last share) or to the hidden state in stage_out (the others);
- * the stage buffers hold `cap` rows. */
-static nu_status record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tensor *ids, const nu_tensor *logits,
+nu_status nu_llm__runner_record_forward(nu_llm_runner *r, nu_llm_pass *p, const nu_tensor *ids, const nu_tensor *logits,
                                 const nu_tensor *next, nu_buffer *stage_in, nu_buffer *stage_out, uint32_t cap,
                                 bool *out_pending)
 {
@@ -194,7 +124,7 @@ static nu_status record_graph(nu_llm_runner *r, int g)
     uint32_t U = r->o.greedy_unroll, layers = r->hp->cfg.layers;
     if (st == NU_OK && (g == G_DECODE || g == G_ARGMAX)) {
         nu_tensor gid = nu_tensor_make(r->gid, 0, NU_DTYPE_I32, 1, &one);
-        nu_llm_pass p = make_pass(r, rec, 1, 0, 0);
+        nu_llm_pass p = nu_llm__runner_make_pass(r, rec, 1, 0, 0);
         memcpy(p.act, r->act, sizeof p.act);
         p.graph = true, p.max_kv = r->kv->positions, p.params = r->params + (size_t)(g == G_ARGMAX) * layers;
         nu_tensor logits = one_logits(r);
@@ -202,18 +132,18 @@ static nu_status record_graph(nu_llm_runner *r, int g)
         nu_tensor next = nu_tensor_make(r->arg_id, 0, NU_DTYPE_I32, 2, shape);
         if (g == G_ARGMAX)
             logits.buffer = r->glogits;
-        st = record_forward(r, &p, &gid, &logits, g == G_ARGMAX ? &next : NULL, r->dec_in, r->dec_out, 1,
+        st = nu_llm__runner_record_forward(r, &p, &gid, &logits, g == G_ARGMAX ? &next : NULL, r->dec_in, r->dec_out, 1,
                             &r->dec_out_pending);
     }
     uint32_t j = (uint32_t)(g - G_GREEDY), to = (j + 1) % (r->o.greedy_depth ? r->o.greedy_depth : 1);
     for (uint32_t u = 0; st == NU_OK && g >= G_GREEDY && u < U; u++) {
         nu_tensor gid = u ? ring_id(r, to, u - 1, 1) : ring_id(r, j, U - 1, 1), next = ring_id(r, to, u, 2);
-        nu_llm_pass p = make_pass(r, rec, 1, 0, 0);
+        nu_llm_pass p = nu_llm__runner_make_pass(r, rec, 1, 0, 0);
         memcpy(p.act, r->act, sizeof p.act);
         p.graph = true, p.max_kv = r->kv->positions, p.params = r->params + (size_t)greedy_slot(j, u) * layers;
         nu_tensor logits = one_logits(r);
         logits.buffer = r->glogits;
-        st = record_forward(r, &p, &gid, &logits, &next, NULL, NULL, 0, NULL);
+        st = nu_llm__runner_record_forward(r, &p, &gid, &logits, &next, NULL, NULL, 0, NULL);
     }
     if (st == NU_OK)
         st = nu_graph_new(rec, &r->graph[g]);
@@ -285,12 +215,13 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
         st = new_buffer(r, 4, NU_STORAGE_SHARED, "llm graph id", &r->gid);
     for (int j = 0; st == NU_OK && j < NU_LLM_GREEDY_MAX_DEPTH; j++)
         st = new_buffer(r, ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL, NU_STORAGE_SHARED, "llm greedy ids", &r->ring[j]);
+    uint64_t stage_pass = nu_llm__runner_stage_bytes(hp, o->chunk), stage_dec = nu_llm__runner_stage_bytes(hp, 1);
     if (st == NU_OK && !r->embeds &&
-        (st = new_buffer(r, stage_bytes(hp, o->chunk), NU_STORAGE_SHARED, "llm pass in", &r->pass_in)) == NU_OK)
-        st = new_buffer(r, stage_bytes(hp, 1), NU_STORAGE_SHARED, "llm decode in", &r->dec_in);
+        (st = new_buffer(r, stage_pass, NU_STORAGE_SHARED, "llm pass in", &r->pass_in)) == NU_OK)
+        st = new_buffer(r, stage_dec, NU_STORAGE_SHARED, "llm decode in", &r->dec_in);
     if (st == NU_OK && !r->head &&
-        (st = new_buffer(r, stage_bytes(hp, o->chunk), NU_STORAGE_SHARED, "llm pass out", &r->pass_out)) == NU_OK)
-        st = new_buffer(r, stage_bytes(hp, 1), NU_STORAGE_SHARED, "llm decode out", &r->dec_out);
+        (st = new_buffer(r, stage_pass, NU_STORAGE_SHARED, "llm pass out", &r->pass_out)) == NU_OK)
+        st = new_buffer(r, stage_dec, NU_STORAGE_SHARED, "llm decode out", &r->dec_out);
     if (st == NU_OK && !r->o.by_commands && build_graph(r, G_DECODE) != NU_OK) {
         snprintf(r->note, sizeof r->note, "decode records a command buffer per token: the decode graph failed: %s",
                  nu_error_message(d));
@@ -304,25 +235,13 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
     return NU_OK;
 }
 
-static void free_bucket(nu_llm_bucket *b)
-{
-    nu_graph_wait(b->graph, NU_WAIT_FOREVER);
-    nu_graph_free(b->graph);
-    for (int i = 0; i < NU_LLM_A_COUNT; i++)
-        nu_buffer_free(b->act[i]);
-    nu_buffer *io[7] = {b->tokens, b->positions, b->slots, b->logits, b->ids, b->stage_in, b->stage_out};
-    for (int i = 0; i < 7; i++)
-        nu_buffer_free(io[i]);
-    memset(b, 0, sizeof *b);
-}
-
 void nu_llm__runner_free(nu_llm_runner *r)
 {
     if (!r)
         return;
     nu_llm__runner_pass_end(r, NULL);
     for (int k = 0; k < MAX_BUCKETS; k++)
-        free_bucket(&r->buckets[k]);
+        nu_llm__runner_free_bucket(&r->buckets[k]);
     for (int g = 0; g < G_COUNT; g++) {
         nu_graph_wait(r->graph[g], NU_WAIT_FOREVER);
         nu_graph_free(r->graph[g]);
@@ -347,7 +266,8 @@ static nu_status read_logits(nu_llm_runner *r, float *logits)
 {
     if (!logits || !r->head)
         return NU_OK;
-    return nv(r, nu_buffer_read(r->logits, 0, logits, (size_t)r->hp->cfg.vocab * 4), "reading the logits");
+    return nu_llm__runner_nv(r, nu_buffer_read(r->logits, 0, logits, (size_t)r->hp->cfg.vocab * 4),
+                             "reading the logits");
 }
 
 /* A prefill pass's activations from nu_buffer_new_gpu: each pass frees its own right after its
@@ -364,12 +284,7 @@ static void free_pass(nu_buffer **set)
     }
 }
 
-/* Whether a pass of `rows` rows takes an F16 copy of block weights (A_W16), as linear_b decides:
- * only where it takes the matrix products (a decode graph of at least matmul_rows rows, a prefill
- * pass of more than a matrix-vector product's rows) and some product does not read its weights on
- * the matrix units as they are (a device without them, a format they do not read, a prefill pass
- * of more than direct_rows). */
-static bool pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
+bool nu_llm__runner_pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
 {
     bool products = graph ? rows >= r->o.matmul_rows : rows > r->o.matvec_rows;
     bool direct = r->units && !r->w->blocks_copied && (graph || rows <= r->o.direct_rows);
@@ -379,11 +294,13 @@ static bool pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
 static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, nu_buffer **ids)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), 0, pass_w16(r, rows, false), sizes);
+    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), 0, nu_llm__runner_pass_w16(r, rows, false), sizes);
     memset(set, 0, sizeof *set * NU_LLM_A_COUNT);
-    nu_status st = nv(r, nu_buffer_new_gpu(r->dev, (size_t)rows * 4, NU_STORAGE_PRIVATE, ids), "a prefill pass's ids");
+    nu_status st = nu_llm__runner_nv(r, nu_buffer_new_gpu(r->dev, (size_t)rows * 4, NU_STORAGE_PRIVATE, ids),
+                                     "a prefill pass's ids");
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
-        st = nv(r, nu_buffer_new_gpu(r->dev, sizes[i], NU_STORAGE_PRIVATE, &set[i]), "a prefill pass's activations");
+        st = nu_llm__runner_nv(r, nu_buffer_new_gpu(r->dev, sizes[i], NU_STORAGE_PRIVATE, &set[i]),
+                               "a prefill pass's activations");
     if (st != NU_OK) {
         free_pass(set);
         nu_buffer_free(*ids);
@@ -403,19 +320,21 @@ static nu_status commit_pass(nu_llm_runner *r, uint32_t slot, const int32_t *tok
     TRY(pass_buffers(r, size, set, &ids));
     nu_commands *c = NULL;
     nu_status st;
-    if ((st = nv(r, nu_commands_new(r->dev, NU_QUEUE_COMPUTE, &c), "commands")) == NU_OK &&
-        (st = nv(r, nu_commands_upload(c, ids, 0, tokens, (size_t)rows * 4), "the token ids")) == NU_OK) {
+    if ((st = nu_llm__runner_nv(r, nu_commands_new(r->dev, NU_QUEUE_COMPUTE, &c), "commands")) == NU_OK &&
+        (st = nu_llm__runner_nv(r, nu_commands_upload(c, ids, 0, tokens, (size_t)rows * 4),
+                                "the token ids")) == NU_OK) {
         int64_t shape = rows;
         nu_tensor t = nu_tensor_make(ids, 0, NU_DTYPE_I32, 1, &shape);
-        nu_llm_pass p = make_pass(r, c, rows, slot, pos);
+        nu_llm_pass p = nu_llm__runner_make_pass(r, c, rows, slot, pos);
         memcpy(p.act, set, sizeof p.act);
         nu_tensor out_logits = one_logits(r);
-        st = nv(r, record_forward(r, &p, &t, &out_logits, NULL, r->pass_in, r->pass_out, r->o.chunk,
-                                  &r->pass_out_pending),
-                "recording the forward pass");
+        st = nu_llm__runner_nv(r,
+                               nu_llm__runner_record_forward(r, &p, &t, &out_logits, NULL, r->pass_in, r->pass_out,
+                                                             r->o.chunk, &r->pass_out_pending),
+                               "recording the forward pass");
     }
     if (st == NU_OK)
-        st = nv(r, nu_commands_commit(c), "the forward pass");
+        st = nu_llm__runner_nv(r, nu_commands_commit(c), "the forward pass");
     free_pass(set);
     nu_buffer_free(ids);
     if (st != NU_OK)
@@ -441,7 +360,7 @@ nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t 
         if ((st = commit_pass(r, slot, tokens + done, rows, pos, first, &c)) != NU_OK)
             break;
         if (prev) {
-            st = nv(r, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
+            st = nu_llm__runner_nv(r, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
             nu_commands_free(prev);
         }
         prev = c;
@@ -449,7 +368,7 @@ nu_status nu_llm__runner_prefill(nu_llm_runner *r, uint32_t slot, const int32_t 
         done += rows;
     }
     if (prev) {
-        nu_status w = nv(r, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
+        nu_status w = nu_llm__runner_nv(r, nu_commands_wait(prev, NU_WAIT_FOREVER), "the forward pass");
         st = st != NU_OK ? st : w;
         nu_commands_free(prev);
     }
@@ -476,7 +395,7 @@ nu_status nu_llm__runner_pass_end(nu_llm_runner *r, float *logits)
 {
     if (!r->in_flight)
         return NU_OK;
-    nu_status st = nv(r, nu_commands_wait(r->in_flight, NU_WAIT_FOREVER), "the forward pass");
+    nu_status st = nu_llm__runner_nv(r, nu_commands_wait(r->in_flight, NU_WAIT_FOREVER), "the forward pass");
     nu_commands_free(r->in_flight);
     r->in_flight = NULL;
     return st != NU_OK ? st : read_logits(r, logits);
@@ -489,12 +408,12 @@ static nu_status set_params(nu_llm_runner *r, nu_graph *gr, int g, uint32_t pos)
     int32_t ipos = (int32_t)pos;
     const nu_llm_layer_params *pp = r->params + (size_t)g * layers;
     for (uint32_t l = r->first; l < r->end; l++) {
-        TRY(nv(r, nu_graph_set_param(gr, pp[l].q_rope, &ipos, 4), "a graph parameter"));
-        TRY(nv(r, nu_graph_set_param(gr, pp[l].k_pos, &pos, 4), "a graph parameter"));
-        TRY(nv(r, nu_graph_set_param(gr, pp[l].v_pos, &pos, 4), "a graph parameter"));
-        TRY(nv(r, nu_graph_set_param(gr, pp[l].kv_len, &len, 4), "a graph parameter"));
+        TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].q_rope, &ipos, 4), "a graph parameter"));
+        TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].k_pos, &pos, 4), "a graph parameter"));
+        TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].v_pos, &pos, 4), "a graph parameter"));
+        TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].kv_len, &len, 4), "a graph parameter"));
         if (pp[l].windowed) /* a sliding-window layer's attention: the row's position */
-            TRY(nv(r, nu_graph_set_param(gr, pp[l].q_pos, &pos, 4), "a graph parameter"));
+            TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].q_pos, &pos, 4), "a graph parameter"));
     }
     return NU_OK;
 }
@@ -504,10 +423,10 @@ nu_status nu_llm__runner_decode(nu_llm_runner *r, int32_t token, float *logits)
     if (r->o.by_commands)
         return nu_llm__runner_prefill(r, 0, &token, 1, logits);
     uint32_t pos = r->kv->length[0];
-    TRY(nv(r, nu_buffer_write(r->gid, 0, &token, 4), "writing the token id"));
+    TRY(nu_llm__runner_nv(r, nu_buffer_write(r->gid, 0, &token, 4), "writing the token id"));
     TRY(set_params(r, r->graph[G_DECODE], 0, pos));
-    TRY(nv(r, nu_graph_launch(r->graph[G_DECODE]), "launching the decode graph"));
-    TRY(nv(r, nu_graph_wait(r->graph[G_DECODE], NU_WAIT_FOREVER), "the decode graph"));
+    TRY(nu_llm__runner_nv(r, nu_graph_launch(r->graph[G_DECODE]), "launching the decode graph"));
+    TRY(nu_llm__runner_nv(r, nu_graph_wait(r->graph[G_DECODE], NU_WAIT_FOREVER), "the decode graph"));
     r->kv->tokens[pos] = token;
     r->kv->length[0] = pos + 1;
     return read_logits(r, logits);
@@ -542,11 +461,11 @@ nu_status nu_llm__runner_decode_argmax(nu_llm_runner *r, int32_t token, int32_t 
         return st;
     }
     uint32_t pos = r->kv->length[0];
-    TRY(nv(r, nu_buffer_write(r->gid, 0, &token, 4), "writing the token id"));
+    TRY(nu_llm__runner_nv(r, nu_buffer_write(r->gid, 0, &token, 4), "writing the token id"));
     TRY(set_params(r, r->graph[G_ARGMAX], 1, pos));
-    TRY(nv(r, nu_graph_launch(r->graph[G_ARGMAX]), "launching the decode graph"));
-    TRY(nv(r, nu_graph_wait(r->graph[G_ARGMAX], NU_WAIT_FOREVER), "the decode graph"));
-    TRY(nv(r, nu_buffer_read(r->arg_id, 0, id, 4), "reading the token id"));
+    TRY(nu_llm__runner_nv(r, nu_graph_launch(r->graph[G_ARGMAX]), "launching the decode graph"));
+    TRY(nu_llm__runner_nv(r, nu_graph_wait(r->graph[G_ARGMAX], NU_WAIT_FOREVER), "the decode graph"));
+    TRY(nu_llm__runner_nv(r, nu_buffer_read(r->arg_id, 0, id, 4), "reading the token id"));
     r->kv->tokens[pos] = token;
     r->kv->length[0] = pos + 1;
     return NU_OK;
@@ -609,7 +528,7 @@ static nu_status greedy_launch(nu_llm_runner *r, uint32_t p, uint32_t k)
     nu_graph *g = r->graph[G_GREEDY + j];
     for (uint32_t u = 0; u < U; u++)
         TRY(set_params(r, g, greedy_slot(j, u), p + k * U + u));
-    return nv(r, nu_graph_launch(g), "launching a greedy decode graph");
+    return nu_llm__runner_nv(r, nu_graph_launch(g), "launching a greedy decode graph");
 }
 
 static nu_status greedy_by_graphs(nu_llm_runner *r, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
@@ -617,15 +536,18 @@ static nu_status greedy_by_graphs(nu_llm_runner *r, int32_t token, uint32_t n, i
 {
     const uint32_t p = r->kv->length[0], D = r->depth, U = r->o.greedy_unroll, launches = (n + U - 1) / U;
     int32_t ids[NU_LLM_GREEDY_MAX_UNROLL * ID_STRIDE / 4];
-    nu_status st = nv(r, nu_buffer_write(r->ring[0], (size_t)(U - 1) * ID_STRIDE, &token, 4), "writing the token id");
+    nu_status st = nu_llm__runner_nv(r, nu_buffer_write(r->ring[0], (size_t)(U - 1) * ID_STRIDE, &token, 4),
+                                     "writing the token id");
     for (uint32_t k = 0; st == NU_OK && k < D && k < launches; k++)
         st = greedy_launch(r, p, k);
     bool done = false;
     for (uint32_t k = 0; st == NU_OK && !done && k < launches; k++) {
         uint32_t first = k * U, count = n - first < U ? n - first : U; /* tokens of this launch wanted */
-        if ((st = nv(r, nu_graph_wait(r->graph[G_GREEDY + k % D], NU_WAIT_FOREVER), "a greedy decode graph")) != NU_OK ||
-            (st = nv(r, nu_buffer_read(r->ring[(k + 1) % D], 0, ids, (size_t)(count - 1) * ID_STRIDE + 4),
-                     "reading token ids")) != NU_OK)
+        if ((st = nu_llm__runner_nv(r, nu_graph_wait(r->graph[G_GREEDY + k % D], NU_WAIT_FOREVER),
+                                    "a greedy decode graph")) != NU_OK ||
+            (st = nu_llm__runner_nv(r,
+                                    nu_buffer_read(r->ring[(k + 1) % D], 0, ids, (size_t)(count - 1) * ID_STRIDE + 4),
+                                    "reading token ids")) != NU_OK)
             break;
         uint32_t give = 0; /* tokens to give: up to and with a stop_token */
         bool stopped = false;
@@ -646,7 +568,8 @@ static nu_status greedy_by_graphs(nu_llm_runner *r, int32_t token, uint32_t n, i
     }
     /* Speculative launches finish before the model is used again (their buffers are the model's). */
     for (uint32_t j = 0; j < D; j++) {
-        nu_status w = nv(r, nu_graph_wait(r->graph[G_GREEDY + j], NU_WAIT_FOREVER), "a greedy decode graph");
+        nu_status w =
+            nu_llm__runner_nv(r, nu_graph_wait(r->graph[G_GREEDY + j], NU_WAIT_FOREVER), "a greedy decode graph");
         if (st == NU_OK)
             st = w;
     }
@@ -670,128 +593,6 @@ nu_status nu_llm__runner_greedy(nu_llm_runner *r, int32_t token, uint32_t n, int
                                                 : greedy_by_graphs(r, token, n, out, produced, stop_token, on_token, user);
 }
 
-/* ---- batched decode ---------------------------------------------------------------------- */
-
-static nu_tensor i32_rows(nu_buffer *b, int64_t rows, uint32_t rank)
-{
-    int64_t shape[2] = {rows, 1};
-    return nu_tensor_make(b, 0, NU_DTYPE_I32, rank, shape);
-}
-
-/* Builds the bucket of `rows` rows: its buffers and its graph (per-row forms: no parameters). */
-static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
-{
-    uint64_t before = nu_memory_active(r->dev);
-    /* An F16 copy of block weights (A_W16: 86 MiB for a 7B model) only where the step takes the
-     * matrix products and some matrix is not read by the matrix units as it is (linear_b): fewer
-     * rows take the matrix-vector products, which read every format. */
-    bool w16 = pass_w16(r, rows, true);
-    /* A_QKV: the fused layer's rows (fewer than matmul_rows), or the rows of a step taking q|k|v
-     * and gate|up as one product each (nu_llm__stacked_rows), which A_GU holds too. */
-    bool fused = r->o.fusion && rows < r->o.matmul_rows, copies = r->o.prefill_f16 && w16;
-    bool stacked = !fused && nu_llm__stacked_rows(rows, copies);
-    size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, fused || stacked ? rows : 0, stacked ? rows : 0, w16, sizes);
-    nu_status st = NU_OK;
-    for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
-        st = nv(r, nu_buffer_new(r->dev, sizes[i], NU_STORAGE_PRIVATE, &b->act[i]), "batched decode activations");
-    size_t i32 = (size_t)rows * 4, V = r->hp->cfg.vocab;
-    nu_buffer **io[5] = {&b->tokens, &b->positions, &b->slots, &b->logits, &b->ids};
-    size_t io_bytes[5] = {i32, i32, i32, r->head ? i32 * V : 4, i32};
-    /* The logits stay in device memory, read back (through the GPU) only for the rows that ask
-     * for them: shared memory can be the host's, and the product writing rows x vocab floats over
-     * the bus, then the argmax reading them back, took 9 of a 25 ms step (H200, 8B, 64 rows:
-     * vocab 128,256, 33 MB; bench/RESULTS.md, twelfth session). */
-    for (int i = 0; st == NU_OK && i < 5; i++) {
-        nu_storage where = io[i] == &b->logits ? NU_STORAGE_PRIVATE : NU_STORAGE_SHARED;
-        st = nv(r, nu_buffer_new(r->dev, io_bytes[i], where, io[i]), "batched decode inputs and outputs");
-    }
-    if (st == NU_OK && !r->embeds)
-        st = nv(r, nu_buffer_new(r->dev, stage_bytes(r->hp, rows), NU_STORAGE_SHARED, &b->stage_in), "a stage buffer");
-    if (st == NU_OK && !r->head)
-        st = nv(r, nu_buffer_new(r->dev, stage_bytes(r->hp, rows), NU_STORAGE_SHARED, &b->stage_out), "a stage buffer");
-    nu_commands *rec = NULL;
-    if (st == NU_OK)
-        st = nv(r, nu_graph_record(r->dev, &rec), "recording a batched decode graph");
-    if (st == NU_OK) {
-        nu_llm_pass p = make_pass(r, rec, rows, 0, 0);
-        memcpy(p.act, b->act, sizeof p.act);
-        p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
-        p.fused = fused;
-        p.f16_inputs = r->o.prefill_f16 && rows >= r->o.matmul_rows;
-        p.w16 = copies; /* (make_pass: prefill_f16) without a copy where it has none */
-        p.positions = i32_rows(b->positions, rows, 1), p.slots = i32_rows(b->slots, rows, 1);
-        nu_tensor ids = i32_rows(b->tokens, rows, 1), next = i32_rows(b->ids, rows, 2);
-        int64_t shape[2] = {rows, (int64_t)V};
-        nu_tensor logits = nu_tensor_make(b->logits, 0, NU_DTYPE_F32, 2, shape);
-        st = nv(r, record_forward(r, &p, &ids, &logits, &next, b->stage_in, b->stage_out, rows, &b->out_pending),
-                "recording a batched decode graph");
-    }
-    if (st == NU_OK)
-        st = nv(r, nu_graph_new(rec, &b->graph), "building a batched decode graph");
-    else
-        nu_commands_free(rec);
-    if (st != NU_OK) {
-        free_bucket(b);
-        return st;
-    }
-    b->rows = rows;
-    uint64_t after = nu_memory_active(r->dev);
-    r->bytes += after > before ? after - before : 0;
-    return NU_OK;
-}
-
-/* The bucket of n rows, built where it is not yet. */
-static nu_status bucket_of(nu_llm_runner *r, uint32_t n, nu_llm_bucket **out)
-{
-    uint32_t k = 0;
-    while ((1u << k) < n)
-        k++;
-    if (k >= MAX_BUCKETS)
-        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN "_step: %u decode rows; at most %u", n, 1u << (MAX_BUCKETS - 1));
-    *out = &r->buckets[k];
-    return (*out)->graph ? NU_OK : build_bucket(r, *out, 1u << k);
-}
-
-nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
-                                      float *logits, int32_t *ids)
-{
-    nu_llm_bucket *b;
-    TRY(bucket_of(r, n, &b));
-    uint32_t B = b->rows;
-    int32_t *t = nu_llm__malloc_array(B, 3 * sizeof *t);
-    if (!t)
-        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_step: no memory");
-    int32_t *pos = t + B, *sl = t + 2 * B;
-    for (uint32_t i = 0; i < B; i++) {
-        bool real = i < n;
-        t[i] = real ? tokens[i] : 0;
-        pos[i] = real ? (int32_t)r->kv->length[slots[i]] : -1; /* padding: out of range, writes nothing */
-        sl[i] = real ? (int32_t)slots[i] : 0;
-    }
-    nu_status st = nv(r, nu_buffer_write(b->tokens, 0, t, (size_t)B * 4), "writing the rows' tokens");
-    if (st == NU_OK)
-        st = nv(r, nu_buffer_write(b->positions, 0, pos, (size_t)B * 4), "writing the rows' positions");
-    if (st == NU_OK)
-        st = nv(r, nu_buffer_write(b->slots, 0, sl, (size_t)B * 4), "writing the rows' slots");
-    if (st == NU_OK)
-        st = nv(r, nu_graph_launch(b->graph), "launching a batched decode graph");
-    if (st == NU_OK)
-        st = nv(r, nu_graph_wait(b->graph, NU_WAIT_FOREVER), "a batched decode graph");
-    if (st == NU_OK && logits && r->head)
-        st = nv(r, nu_buffer_read(b->logits, 0, logits, (size_t)n * r->hp->cfg.vocab * 4), "reading the logits");
-    if (st == NU_OK && ids && r->head)
-        st = nv(r, nu_buffer_read(b->ids, 0, ids, (size_t)n * 4), "reading the ids");
-    if (st == NU_OK)
-        for (uint32_t i = 0; i < n; i++) {
-            uint32_t s = slots[i];
-            r->kv->tokens[(size_t)s * r->kv->positions + r->kv->length[s]] = tokens[i];
-            r->kv->length[s]++;
-        }
-    nu_llm__free(t);
-    return st;
-}
-
 /* ---- a share of a split model ------------------------------------------------------------ */
 
 /* The stage buffer (in or out) of `kind` and its rows: decode by command buffers runs prefill
@@ -804,7 +605,7 @@ static nu_status stage_of(nu_llm_runner *r, nu_llm_stage kind, uint32_t rows, bo
     *buf = NULL;
     if (kind == NU_LLM_STAGE_BATCH) {
         nu_llm_bucket *b;
-        TRY(bucket_of(r, rows, &b));
+        TRY(nu_llm__runner_bucket_of(r, rows, &b));
         *buf = in ? b->stage_in : b->stage_out, *cap = b->rows, *pending = b->out_pending;
     } else if (kind == NU_LLM_STAGE_DECODE) {
         *buf = in ? r->dec_in : r->dec_out, *cap = 1, *pending = r->dec_out_pending;
@@ -826,9 +627,10 @@ nu_status nu_llm__runner_hand_over(nu_llm_runner *from, nu_llm_runner *to, nu_ll
     TRY(stage_of(to, kind, rows, true, &in, &in_cap, &unused));
     size_t row = (size_t)from->hp->cfg.dim * 4, bytes = rows * row;
     const void *x; /* the shared buffer's bytes, written into the next device's: one copy */
-    nu_status st = nv(from, nu_buffer_contents(out, &x), "reading the hidden state");
+    nu_status st = nu_llm__runner_nv(from, nu_buffer_contents(out, &x), "reading the hidden state");
     for (int half = 0; st == NU_OK && half < 1 + pending; half++) /* x, then the output still to add */
-        st = nv(to, nu_buffer_write(in, half * in_cap * row, (const char *)x + half * out_cap * row, bytes),
-                "writing the hidden state");
+        st = nu_llm__runner_nv(to, nu_buffer_write(in, half * in_cap * row, (const char *)x + half * out_cap * row,
+                                                   bytes),
+                               "writing the hidden state");
     return st;
 }

@@ -64,7 +64,11 @@ def llm_part(rel):
     if mod in LLM_RANKS:
         return mod
     top = mod.split("/")[0]
-    return top if top in LLM_RANKS else None
+    if top in LLM_RANKS:
+        return top
+    # A part's further files beside its module at llm/'s top (runner_batch.c is the runner's).
+    parts = [p for p in LLM_RANKS if "/" not in p and top.startswith(p + "_")]
+    return max(parts, key=len) if parts else None
 
 
 def check_component(src, comp):

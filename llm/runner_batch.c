@@ -1,0 +1,146 @@
+/* runner_batch.c: batched decode, the runner's buckets of rows (runner.h): a graph of B rows a bucket,
+ * each row its own slot and position, built at the first step that needs it. */
+#include <string.h>
+
+#include "common.h"
+#include "runner_int.h"
+
+#define FN "nu_llm_model"
+
+static nu_tensor i32_rows(nu_buffer *b, int64_t rows, uint32_t rank)
+{
+    int64_t shape[2] = {rows, 1};
+    return nu_tensor_make(b, 0, NU_DTYPE_I32, rank, shape);
+}
+
+/* Builds the bucket of `rows` rows: its buffers and its graph (per-row forms: no parameters). */
+static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
+{
+    uint64_t before = nu_memory_active(r->dev);
+    /* An F16 copy of block weights (A_W16: 86 MiB for a 7B model) only where the step takes the
+     * matrix products and some matrix is not read by the matrix units as it is (linear_b): fewer
+     * rows take the matrix-vector products, which read every format. */
+    bool w16 = nu_llm__runner_pass_w16(r, rows, true);
+    /* A_QKV: the fused layer's rows (fewer than matmul_rows), or the rows of a step taking q|k|v
+     * and gate|up as one product each (nu_llm__stacked_rows), which A_GU holds too. */
+    bool fused = r->o.fusion && rows < r->o.matmul_rows, copies = r->o.prefill_f16 && w16;
+    bool stacked = !fused && nu_llm__stacked_rows(rows, copies);
+    size_t sizes[NU_LLM_A_COUNT];
+    nu_llm__act_sizes(r->hp, rows, fused || stacked ? rows : 0, stacked ? rows : 0, w16, sizes);
+    nu_status st = NU_OK;
+    for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
+        st = nu_llm__runner_nv(r, nu_buffer_new(r->dev, sizes[i], NU_STORAGE_PRIVATE, &b->act[i]),
+                               "batched decode activations");
+    size_t i32 = (size_t)rows * 4, V = r->hp->cfg.vocab;
+    nu_buffer **io[5] = {&b->tokens, &b->positions, &b->slots, &b->logits, &b->ids};
+    size_t io_bytes[5] = {i32, i32, i32, r->head ? i32 * V : 4, i32};
+    /* The logits stay in device memory, read back (through the GPU) only for the rows that ask
+     * for them: shared memory can be the host's, and the product writing rows x vocab floats over
+     * the bus, then the argmax reading them back, took 9 of a 25 ms step (H200, 8B, 64 rows:
+     * vocab 128,256, 33 MB; bench/RESULTS.md, twelfth session). */
+    for (int i = 0; st == NU_OK && i < 5; i++) {
+        nu_storage where = io[i] == &b->logits ? NU_STORAGE_PRIVATE : NU_STORAGE_SHARED;
+        st = nu_llm__runner_nv(r, nu_buffer_new(r->dev, io_bytes[i], where, io[i]),
+                               "batched decode inputs and outputs");
+    }
+    uint64_t stage = nu_llm__runner_stage_bytes(r->hp, rows);
+    if (st == NU_OK && !r->embeds)
+        st = nu_llm__runner_nv(r, nu_buffer_new(r->dev, stage, NU_STORAGE_SHARED, &b->stage_in), "a stage buffer");
+    if (st == NU_OK && !r->head)
+        st = nu_llm__runner_nv(r, nu_buffer_new(r->dev, stage, NU_STORAGE_SHARED, &b->stage_out), "a stage buffer");
+    nu_commands *rec = NULL;
+    if (st == NU_OK)
+        st = nu_llm__runner_nv(r, nu_graph_record(r->dev, &rec), "recording a batched decode graph");
+    if (st == NU_OK) {
+        nu_llm_pass p = nu_llm__runner_make_pass(r, rec, rows, 0, 0);
+        memcpy(p.act, b->act, sizeof p.act);
+        p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
+        p.fused = fused;
+        p.f16_inputs = r->o.prefill_f16 && rows >= r->o.matmul_rows;
+        p.w16 = copies; /* (make_pass: prefill_f16) without a copy where it has none */
+        p.positions = i32_rows(b->positions, rows, 1), p.slots = i32_rows(b->slots, rows, 1);
+        nu_tensor ids = i32_rows(b->tokens, rows, 1), next = i32_rows(b->ids, rows, 2);
+        int64_t shape[2] = {rows, (int64_t)V};
+        nu_tensor logits = nu_tensor_make(b->logits, 0, NU_DTYPE_F32, 2, shape);
+        st = nu_llm__runner_nv(r,
+                               nu_llm__runner_record_forward(r, &p, &ids, &logits, &next, b->stage_in, b->stage_out,
+                                                             rows, &b->out_pending),
+                               "recording a batched decode graph");
+    }
+    if (st == NU_OK)
+        st = nu_llm__runner_nv(r, nu_graph_new(rec, &b->graph), "building a batched decode graph");
+    else
+        nu_commands_free(rec);
+    if (st != NU_OK) {
+        nu_llm__runner_free_bucket(b);
+        return st;
+    }
+    b->rows = rows;
+    uint64_t after = nu_memory_active(r->dev);
+    r->bytes += after > before ? after - before : 0;
+    return NU_OK;
+}
+
+/* The bucket of n rows, built where it is not yet. */
+nu_status nu_llm__runner_bucket_of(nu_llm_runner *r, uint32_t n, nu_llm_bucket **out)
+{
+    uint32_t k = 0;
+    while ((1u << k) < n)
+        k++;
+    if (k >= MAX_BUCKETS)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, FN "_step: %u decode rows; at most %u", n, 1u << (MAX_BUCKETS - 1));
+    *out = &r->buckets[k];
+    return (*out)->graph ? NU_OK : build_bucket(r, *out, 1u << k);
+}
+
+nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
+                                      float *logits, int32_t *ids)
+{
+    nu_llm_bucket *b;
+    TRY(nu_llm__runner_bucket_of(r, n, &b));
+    uint32_t B = b->rows;
+    int32_t *t = nu_llm__malloc_array(B, 3 * sizeof *t);
+    if (!t)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, FN "_step: no memory");
+    int32_t *pos = t + B, *sl = t + 2 * B;
+    for (uint32_t i = 0; i < B; i++) {
+        bool real = i < n;
+        t[i] = real ? tokens[i] : 0;
+        pos[i] = real ? (int32_t)r->kv->length[slots[i]] : -1; /* padding: out of range, writes nothing */
+        sl[i] = real ? (int32_t)slots[i] : 0;
+    }
+    nu_status st = nu_llm__runner_nv(r, nu_buffer_write(b->tokens, 0, t, (size_t)B * 4), "writing the rows' tokens");
+    if (st == NU_OK)
+        st = nu_llm__runner_nv(r, nu_buffer_write(b->positions, 0, pos, (size_t)B * 4), "writing the rows' positions");
+    if (st == NU_OK)
+        st = nu_llm__runner_nv(r, nu_buffer_write(b->slots, 0, sl, (size_t)B * 4), "writing the rows' slots");
+    if (st == NU_OK)
+        st = nu_llm__runner_nv(r, nu_graph_launch(b->graph), "launching a batched decode graph");
+    if (st == NU_OK)
+        st = nu_llm__runner_nv(r, nu_graph_wait(b->graph, NU_WAIT_FOREVER), "a batched decode graph");
+    if (st == NU_OK && logits && r->head)
+        st = nu_llm__runner_nv(r, nu_buffer_read(b->logits, 0, logits, (size_t)n * r->hp->cfg.vocab * 4),
+                               "reading the logits");
+    if (st == NU_OK && ids && r->head)
+        st = nu_llm__runner_nv(r, nu_buffer_read(b->ids, 0, ids, (size_t)n * 4), "reading the ids");
+    if (st == NU_OK)
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t s = slots[i];
+            r->kv->tokens[(size_t)s * r->kv->positions + r->kv->length[s]] = tokens[i];
+            r->kv->length[s]++;
+        }
+    nu_llm__free(t);
+    return st;
+}
+
+void nu_llm__runner_free_bucket(nu_llm_bucket *b)
+{
+    nu_graph_wait(b->graph, NU_WAIT_FOREVER);
+    nu_graph_free(b->graph);
+    for (int i = 0; i < NU_LLM_A_COUNT; i++)
+        nu_buffer_free(b->act[i]);
+    nu_buffer *io[7] = {b->tokens, b->positions, b->slots, b->logits, b->ids, b->stage_in, b->stage_out};
+    for (int i = 0; i < 7; i++)
+        nu_buffer_free(io[i]);
+    memset(b, 0, sizeof *b);
+}
