@@ -315,8 +315,13 @@ static bool one_qkv(const nu_llm_layer_w *w)
     return w->qkv_stacked && (!w->has[NU_LLM_W_Q_BIAS] || w->qkv_bias_stacked);
 }
 
+/* Whether the pass's attention takes the fresh form (nu_attention_desc.fresh_k: RoPE on q and the
+ * new key, and both cache writes, inside attention's dispatch): one row of the scalar form. */
+static bool fresh_form(const nu_llm_pass *p) { return p->fresh && p->rows == 1 && !p->per_row; }
+
 /* RoPE on q (into q_out) and the cache writes of k (rotated) and v for the pass's rows, and the
- * attention that reads them, into att; graph parameters declared where the pass is a graph. */
+ * attention that reads them, into att; graph parameters declared where the pass is a graph. The
+ * fresh form reads q3 as it is (q_out unused) and does all of it in one dispatch. */
 static nu_status rope_and_attend(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t layer, const nu_tensor *q3,
                                  const nu_tensor *k3, const nu_tensor *v3, const nu_tensor *q_out,
                                  const nu_tensor *att3)
@@ -341,6 +346,23 @@ static nu_status rope_and_attend(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
     }
     nu_llm_layer_params *pp = p->graph ? &p->params[layer] : NULL;
     nu_tensor kc = nu_llm__kv_slot(p->kv, false, layer, p->slot), vc = nu_llm__kv_slot(p->kv, true, layer, p->slot);
+    if (fresh_form(p)) {
+        /* the row at kv_length - 1: a graph's kv_length is a launch parameter (recorded with the
+         * most keys, so that the split count suits the longest context) */
+        nu_attention_desc ad = {.scale = hp->attn_scale, .kv_length = p->graph ? p->max_kv : p->start + 1,
+                                .window = window, .softcap = hp->attn_softcap, .fresh_k = k3, .fresh_v = v3,
+                                .fresh_rope = &rope};
+        /* the splits merged by the last to finish: one level fewer again (H100, 7B Q5_K_M decode
+         * 308.5 tokens/s against 304.0 with attn_combine.comp; qwen2.5-7b Q4_K_M 338.6 / 335.3) */
+        ad.tune.combine = NU_ATTENTION_COMBINE_FUSED;
+        TRY(read_ahead(p, w, NU_LLM_AT_ATTN, q3));
+        TRY(nu_op_attention(p->c, att3, q3, &kc, &vc, &ad));
+        if (pp) {
+            TRY(nu_op_graph_param(p->c, NU_OP_VALUE_KV_LENGTH, &pp->kv_len));
+            pp->fresh = true, pp->windowed = false;
+        }
+        return NU_OK;
+    }
     nu_rope_desc rope_q = rope, rope_k = rope; /* k: the append's position drives it */
     rope_q.position_offset = (int32_t)p->start;
     TRY(nu_op_rope(p->c, q_out, q3, &rope_q));
@@ -385,10 +407,12 @@ static nu_status attention_fused(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
         TRY(mv(p, &qkv, &w->qkv, &src, &in));
         split_qkv(p, &q3, &k3, &v3);
     } else {
-        /* q's product into A_ATT's rows (rotated into A_Q, before attention writes A_ATT) */
-        nu_tensor q2 = view2(a[NU_LLM_A_ATT], R, H * HD), k2 = view2(a[NU_LLM_A_K], R, KVH * HD),
+        /* q's product into A_ATT's rows (rotated into A_Q, before attention writes A_ATT), or into
+         * A_Q in the fresh form (which attention reads as it is) */
+        int qa = fresh_form(p) ? NU_LLM_A_Q : NU_LLM_A_ATT;
+        nu_tensor q2 = view2(a[qa], R, H * HD), k2 = view2(a[NU_LLM_A_K], R, KVH * HD),
                   v2 = view2(a[NU_LLM_A_V], R, KVH * HD);
-        q3 = view3(a[NU_LLM_A_ATT], R, H, HD), k3 = view3(a[NU_LLM_A_K], R, KVH, HD);
+        q3 = view3(a[qa], R, H, HD), k3 = view3(a[NU_LLM_A_K], R, KVH, HD);
         v3 = view3(a[NU_LLM_A_V], R, KVH, HD);
         in.bias = opt(w, NU_LLM_W_Q_BIAS);
         TRY(mv(p, &q2, &w->w[NU_LLM_W_Q], &src, &in));

@@ -1,16 +1,20 @@
 /* blocks.h: the pieces a decoder layer is built from, shared by every architecture (llm/arch/):
- * the attention half (norm, q/k/v products, RoPE on the way into the KV cache, attention, the
+ * the attention half (norm, q/k/v products, RoPE and the KV cache writes, attention, the
  * output product and its residual add) and the feed-forward half (norm, gate/up products, the
  * GLU, the down product and its residual add), plus the embedding lookup and the logits. A pass
  * (nu_llm_pass) is one forward pass being recorded, of `rows` rows; the blocks choose its path:
- * - rows <= NU_MATVEC_MAX_ROWS (decode) with fusion on: the fused layer, 7 dependency levels: each
- *   RMSNorm done by the product that reads it, the residual adds by the products that end each
- *   half, the SwiGLU by the gate-up product (nu_op_matvec_fused), the keys rotated on their way
- *   into the cache (nu_op_kv_append_rope):
- *     qkv = norm(x) Wqkv^T | q = rope(q); K[pos] = rope(k); V[pos] = v | att = attention(q, K, V) |
+ * - rows <= NU_MATVEC_MAX_ROWS (decode) with fusion on: the fused layer, each RMSNorm done by the
+ *   product that reads it, the residual adds by the products that end each half, the SwiGLU by
+ *   the gate-up product (nu_op_matvec_fused). One row of one sequence (the decode graph; `fresh`,
+ *   on by default) is 5 dependency levels: attention's fresh form turns q and the new key and
+ *   writes the cache in its own dispatch, and the last of its splits merges them:
+ *     qkv = norm(x) Wqkv^T | att = attention(rope(q), K[pos] = rope(k), V[pos] = v) |
  *     x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
- *   (attention is two levels, its splits then their merge). On the H200 the fusion took 7B Q4_0
- *   decode from 347 to 418 tokens/s and F16 from 194 to 203 (bench/RESULTS.md).
+ *   Other passes of few rows rotate the keys on their way into the cache (nu_op_rope,
+ *   nu_op_kv_append_rope or nu_op_kv_write: a level) and merge attention's splits in a second
+ *   dispatch: 7 levels. On the H200 the fusion took 7B Q4_0 decode from 347 to 418 tokens/s and
+ *   F16 from 194 to 203; on an H100 the fresh form with the merge in the last split took 7B
+ *   Q5_K_M from 298.2 to 308.5 (bench/RESULTS.md).
  * - more rows (prefill): matrix products (nu_op_matmul; inputs in F16 for the matrix units where
  *   f16_inputs), the residual add fused with the next RMSNorm (nu_op_add_rms_norm): a block leaves
  *   its output to add in `tmp` (pending) and the next norm adds it.
@@ -53,6 +57,7 @@ enum {
 typedef struct nu_llm_layer_params {
     uint32_t q_rope, k_pos, v_pos, kv_len, q_pos;
     bool windowed;
+    bool fresh;               /* attention's fresh form: kv_len is the layer's only parameter */
 } nu_llm_layer_params;
 
 /* Reading a decode step's weights ahead (nu_op_prefetch): the levels of the fused one-row layer
@@ -101,6 +106,7 @@ struct nu_llm_pass {
     bool matrix_units;        /* the device has VK_KHR_cooperative_matrix and the products take F16
                                * inputs (prefill_f16): a decode graph's products read Q8_0, Q4_0,
                                * Q4_0_SOA, Q4_K and Q6_K weights as they are (linear_b) */
+    bool fresh;               /* a one-row pass of the scalar form takes attention's fresh form */
     bool pending;             /* tmp holds a block's output not yet added to x */
     const nu_tensor *pending_norm; /* ... and not yet normalised by this post-norm (Gemma's sandwich
                                     * norms: the next norm does both, nu_op_norm_add_rms_norm) */

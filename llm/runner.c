@@ -71,6 +71,7 @@ nu_llm_pass nu_llm__runner_make_pass(nu_llm_runner *r, nu_commands *c, uint32_t 
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
     p.matrix_units = r->units;
+    p.fresh = r->o.fresh;
     p.ahead = r->o.ahead_on ? &r->o.ahead : NULL;
     p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
     if (r->hp->longrope) { /* LongRoPE: the long divisors for a cache past the original context (llama.cpp's choice) */
@@ -408,9 +409,11 @@ static nu_status set_params(nu_llm_runner *r, nu_graph *gr, int g, uint32_t pos)
     int32_t ipos = (int32_t)pos;
     const nu_llm_layer_params *pp = r->params + (size_t)g * layers;
     for (uint32_t l = r->first; l < r->end; l++) {
-        TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].q_rope, &ipos, 4), "a graph parameter"));
-        TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].k_pos, &pos, 4), "a graph parameter"));
-        TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].v_pos, &pos, 4), "a graph parameter"));
+        if (!pp[l].fresh) { /* the fresh form: the position is kv_length - 1 */
+            TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].q_rope, &ipos, 4), "a graph parameter"));
+            TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].k_pos, &pos, 4), "a graph parameter"));
+            TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].v_pos, &pos, 4), "a graph parameter"));
+        }
         TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].kv_len, &len, 4), "a graph parameter"));
         if (pp[l].windowed) /* a sliding-window layer's attention: the row's position */
             TRY(nu_llm__runner_nv(r, nu_graph_set_param(gr, pp[l].q_pos, &pos, 4), "a graph parameter"));

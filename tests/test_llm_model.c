@@ -171,7 +171,8 @@ static void aidreams_bf16_and_f16_weights(void **state)
 
 /* stories260K: every decode step's logits (the graph: matvec, decode attention, parameters)
  * against a prefill of all the tokens so far from an empty cache (matmul beyond 8 rows, prefill
- * attention beyond 4): two different paths through the ops, within 1e-4. Then the F16 KV cache's
+ * attention beyond 4): two different paths through the ops, within 1e-4. The graph without
+ * attention's fresh form (fresh_attention -1) gives the same logits bit for bit. Then the F16 KV cache's
  * first 36 greedy tokens are F32's (the README's near tie is at generated position 37). */
 static void stories_decode_graph_against_prefill(void **state)
 {
@@ -191,6 +192,22 @@ static void stories_decode_graph_against_prefill(void **state)
     assert_non_null(one);
     greedy(m, seq, 1, seq + 1, N, logits);
     nu_llm_model_free(m);
+
+    /* The decode graph without attention's fresh form (RoPE and the cache writes as ops of their
+     * own, the splits merged by attn_combine.comp): the same logits, bit for bit. */
+    nu_llm_model_options separate = {.fresh_attention = -1};
+    LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), &separate, &m));
+    float *sep = malloc((size_t)N * V * sizeof *sep);
+    int32_t sep_ids[N];
+    assert_non_null(sep);
+    greedy(m, seq, 1, sep_ids, N, sep);
+    nu_llm_model_free(m);
+    assert_memory_equal(sep_ids, seq + 1, sizeof sep_ids);
+    for (size_t i = 0; i < (size_t)N * V; i++)
+        if (memcmp(&sep[i], &logits[i], sizeof *sep))
+            fail_msg("token %zu, logit %zu: %.9g with the fresh form, %.9g without", i / V, i % V, (double)logits[i],
+                     (double)sep[i]);
+    free(sep);
 
     nu_llm_model_options o = {.decode_by_commands = true, .prefill_f16 = -1}; /* F32 like the graph's */
     LLM_OK(nu_llm_model_open(d, llm_model_path("stories260K/hf"), &o, &m));

@@ -669,6 +669,154 @@ static void decode_step_with_graph_params(void **state)
         decode_step_variant(variant);
 }
 
+/* ---- the fresh form: RoPE and the cache writes inside the decode dispatch ------------------- */
+
+/* One decode step recorded once as a graph in the fresh form (nu_attention_desc.fresh_k: q and
+ * the row's key turned, key and value written into the caches, attended, one dispatch; kv_length
+ * the only launch parameter), launched for 40 steps with new q, k, v uploaded before each; each
+ * step's dst and both caches are bit-equal to nu_op_rope, nu_op_kv_append_rope, nu_op_kv_append
+ * and nu_op_attention recorded with the step's values in a command buffer on a second pair of
+ * caches (the same split count: 3), and dst matches the reference. Variants: the subgroup kernel
+ * with interleaved pairs and attn_combine.comp; half pairs over half the head with frequency
+ * factors, linear and magnitude scaling, a window of 5 and the fused merge; attn_decode.comp
+ * (no_subgroup) with interleaved pairs; and no RoPE, an F32 cache, a window of 7, attn_decode.comp
+ * and the fused merge. */
+static void fresh_variant(int variant)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 41 + (uint64_t)variant;
+    const int64_t P = 64, hkv = 2, hq = 4, D = 64, steps = 40;
+    int64_t cs[3] = {P, hkv, D}, qs[3] = {1, hq, D}, ns[3] = {1, hkv, D}, fs[1] = {D / 4};
+    nu_dtype cdt = variant == 3 ? NU_DTYPE_F32 : NU_DTYPE_F16;
+    nt_tensor kc[2], vc[2];
+    for (int i = 0; i < 2; i++) {
+        kc[i] = nt_tensor_output(d, cdt, 3, cs, 0);
+        vc[i] = nt_tensor_output(d, cdt, 3, cs, 0);
+    }
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor kn = nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed);
+    nt_tensor vn = nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed);
+    nt_tensor ff = nt_tensor_random(d, NU_DTYPE_F32, 1, fs, 0, 1, 4, &seed);
+    nt_tensor qr = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    nt_tensor out[2] = {nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0), nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0)};
+    nu_attention_tune tune = {.splits = 3, .no_subgroup = variant >= 2,
+                              .combine = variant % 2 ? NU_ATTENTION_COMBINE_FUSED : NU_ATTENTION_COMBINE_SEPARATE};
+    nu_rope_desc rope = {.layout = NU_ROPE_INTERLEAVED, .theta = 500000.0f};
+    if (variant == 1)
+        rope = (nu_rope_desc){.layout = NU_ROPE_HALF, .rotary_dims = (uint32_t)D / 2, .linear_factor = 4.0f,
+                              .freq_factors = &ff.t, .attn_factor = 1.25f};
+    const nu_rope_desc *rp = variant == 3 ? NULL : &rope;
+    uint32_t window = variant == 1 ? 5u : variant == 3 ? 7u : 0u;
+
+    nu_commands *rec;
+    uint32_t p_len;
+    NT_OK(nu_graph_record(d, &rec));
+    nu_attention_desc ad = {.kv_length = (uint32_t)P, .window = window, .fresh_k = &kn.t, .fresh_v = &vn.t,
+                            .fresh_rope = rp, .tune = tune};
+    NT_OK(nu_op_attention(rec, &out[0].t, &q.t, &kc[0].t, &vc[0].t, &ad));
+    NT_OK(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &p_len));
+    nu_graph *g;
+    NT_OK(nu_graph_new(rec, &g));
+
+    size_t n = (size_t)(hq * D);
+    float *got = malloc(n * sizeof *got);
+    for (int64_t t = 0; t < steps; t++) {
+        nt_tensor fresh[3] = {nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed),
+                              nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed),
+                              nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed)};
+        nt_tensor *into[3] = {&q, &kn, &vn};
+        nu_commands *up;
+        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &up));
+        for (int i = 0; i < 3; i++)
+            NT_OK(nu_commands_upload(up, into[i]->t.buffer, 0, fresh[i].values, nu_tensor_numel(&into[i]->t) * 4));
+        NT_OK(nu_commands_commit(up));
+        NT_OK(nu_commands_free(up));
+        uint32_t upos = (uint32_t)t, len = (uint32_t)t + 1;
+        NT_OK(nu_graph_set_param(g, p_len, &len, 4));
+        NT_OK(nu_graph_launch(g));
+        NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        nt_tensor_download(&out[0]);
+        memcpy(got, out[0].values, n * sizeof *got);
+        /* The same step as separate ops, recorded with its values, on the other caches. */
+        nu_commands *c;
+        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+        nu_attention_desc ad2 = {.causal = true, .q_position = upos, .kv_length = len, .window = window, .tune = tune};
+        if (rp) {
+            nu_rope_desc rq = rope;
+            rq.position_offset = (int32_t)upos;
+            NT_OK(nu_op_rope(c, &qr.t, &q.t, &rq));
+            NT_OK(nu_op_kv_append_rope(c, &kc[1].t, &kn.t, upos, &rope));
+        } else {
+            NT_OK(nu_op_copy(c, &qr.t, &q.t));
+            NT_OK(nu_op_kv_append(c, &kc[1].t, &kn.t, upos));
+        }
+        NT_OK(nu_op_kv_append(c, &vc[1].t, &vn.t, upos));
+        NT_OK(nu_op_attention(c, &out[1].t, &qr.t, &kc[1].t, &vc[1].t, &ad2));
+        NT_OK(nu_commands_commit(c));
+        NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+        NT_OK(nu_commands_free(c));
+        nt_tensor_download(&out[1]);
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&got[i], &out[1].values[i], sizeof *got))
+                fail_msg("fresh variant %d, step %lld: the fresh form's dst[%zu] is %.9g, the separate ops' %.9g", variant,
+                         (long long)t, i, (double)got[i], (double)out[1].values[i]);
+        for (int i = 0; i < 2; i++) {
+            nt_tensor_download(&kc[i]);
+            nt_tensor_download(&vc[i]);
+        }
+        if (memcmp(kc[0].bytes, kc[1].bytes, kc[0].size) || memcmp(vc[0].bytes, vc[1].bytes, vc[0].size))
+            fail_msg("fresh variant %d, step %lld: the fresh form's caches differ from the separate ops'", variant,
+                     (long long)t);
+        nt_tensor_download(&qr);
+        char what[64];
+        snprintf(what, sizeof what, "fresh variant %d, step %lld", variant, (long long)t);
+        expect_attention(&out[0], qr.values, kc[1].values, vc[1].values, 1, hq, hkv, D, &ad2, what);
+        for (int i = 0; i < 3; i++)
+            nt_tensor_free(&fresh[i]);
+    }
+    free(got);
+    NT_OK(nu_graph_free(g));
+
+    /* What the fresh form refuses. */
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &rec));
+    nu_attention_desc bad = ad;
+    bad.fresh_v = NULL;
+    assert_int_equal(nu_op_attention(rec, &out[0].t, &q.t, &kc[0].t, &vc[0].t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_error_message(d), "fresh_v"));
+    bad = ad;
+    bad.fresh_k = &vc[0].t; /* the cache itself: a [P, hkv, D] tensor */
+    assert_int_equal(nu_op_attention(rec, &out[0].t, &q.t, &kc[0].t, &vc[0].t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    bad = ad;
+    bad.tune.path = NU_ATTENTION_PATH_PREFILL;
+    assert_int_equal(nu_op_attention(rec, &out[0].t, &q.t, &kc[0].t, &vc[0].t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    nu_rope_desc moved = rope;
+    moved.position_offset = 3;
+    bad = ad;
+    bad.fresh_rope = &moved;
+    assert_int_equal(nu_op_attention(rec, &out[0].t, &q.t, &kc[0].t, &vc[0].t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_error_message(d), "position_offset"));
+    NT_OK(nu_commands_free(rec));
+
+    for (int i = 0; i < 2; i++) {
+        nt_tensor_free(&kc[i]);
+        nt_tensor_free(&vc[i]);
+        nt_tensor_free(&out[i]);
+    }
+    nt_tensor_free(&q);
+    nt_tensor_free(&kn);
+    nt_tensor_free(&vn);
+    nt_tensor_free(&ff);
+    nt_tensor_free(&qr);
+    nt_close(d);
+}
+
+static void fresh_form_in_a_graph(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 4; variant++)
+        fresh_variant(variant);
+}
+
 /* ---- the fused merge of the decode splits ------------------------------------------------- */
 
 /* One graph per shape, recorded for the cache's 700 keys (chunk=64: 11 splits; or split=200 and
@@ -831,6 +979,7 @@ int main(void)
         cmocka_unit_test(decode_inside_a_graph),
         cmocka_unit_test(graph_ops_share_partials),
         cmocka_unit_test(decode_step_with_graph_params),
+        cmocka_unit_test(fresh_form_in_a_graph),
         cmocka_unit_test(fused_merge_in_a_graph),
         cmocka_unit_test(prefill_on_the_matrix_units),
         cmocka_unit_test(refuses_bad_tensors),

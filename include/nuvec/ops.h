@@ -484,6 +484,21 @@ typedef struct nu_attention_desc {
                            * (0: none; Gemma 2's 4096, Mistral's). The scalar form needs causal */
     float softcap;        /* logit softcap: s = softcap * tanh(s / softcap) on each scaled score
                            * before the softmax (0: none; else positive, finite; Gemma 2's 50) */
+    /* The fresh form: a decode step whose row brings its own key and value straight from their
+     * projections, so that nu_op_rope, nu_op_kv_append_rope and nu_op_kv_append run inside this
+     * op's dispatch (one dependency level fewer in a graph). The scalar form's one row (tokens 1)
+     * at position kv_length - 1 (q_position and causal are not read; a window counts back from
+     * that position): q is turned by fresh_rope at that position, the row's key fresh_k turned
+     * likewise and its value fresh_v are written into k and v at that position (rounded to the
+     * cache's dtype), and the row attends to keys 0 .. kv_length - 1 with them. The same bits as
+     * nu_op_rope (position_offset kv_length - 1), nu_op_kv_append_rope, nu_op_kv_append, then
+     * this op with q_position kv_length - 1: the cache's contents and dst. fresh_k and fresh_v:
+     * [1, kv_heads, head_dim] float, each head's elements contiguous and heads head_dim apart, not
+     * overlapping k, v or dst; k and v are written. A graph's kv_length may be a launch parameter
+     * (then the launches move the position too). NULL (both): not fresh. */
+    const nu_tensor *fresh_k, *fresh_v;
+    const nu_rope_desc *fresh_rope; /* NULL: none; else as nu_op_kv_append_rope's (positions NULL,
+                                     * position_offset 0: the row's position drives it) */
     nu_attention_tune tune;
 } nu_attention_desc;
 

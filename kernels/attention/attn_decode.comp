@@ -29,9 +29,11 @@
 //            split of each (row, head) to finish merges them into dst (attention/attn_splits.glsl)
 //   7 FLAGS  bit 0: k's rows contiguous and 16-byte aligned (vector loads)
 //   8 SOFTCAP  1: the scores softcapped (attn_rows.glsl)
+//   12..21   the fresh form (attention/attn_fresh.glsl; bindings 8..12)
 // Bindings: 0 dst (FINAL 1 and 2; an empty range otherwise), 1 q, 2 k, 3 v, 4 the partials (F32;
 // FINAL 0 and 2, empty otherwise), 5 the counters (FINAL 2, empty otherwise), 6 positions, 7
-// slots (I32; the per-row form, empty otherwise). Push: attention/attn_rows.glsl.
+// slots (I32; the per-row form, empty otherwise), 8..12 the fresh form's. Push:
+// attention/attn_rows.glsl.
 #include "ops.glsl"
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
@@ -64,6 +66,7 @@ NU_TENSOR(readonly, 3, v)
 #define ATTN_HG 1u
 #define ATTN_LOCAL LOCAL
 #include "attention/attn_splits.glsl"
+#include "attention/attn_fresh.glsl"
 
 float score(uint kbase)
 {
@@ -85,6 +88,15 @@ float score(uint kbase)
     return s;
 }
 
+// The fresh row's score against its own key (staged: fk), in score's order.
+float fresh_score()
+{
+    float s = 0.0;
+    for (uint i = 0u; i < D; i++)
+        s = fma(qs[i], fk[i], s);
+    return s;
+}
+
 void main()
 {
     uint tid = gl_LocalInvocationID.x;
@@ -96,8 +108,11 @@ void main()
     uint per = (hi - lo + splits - 1u) / splits;
     uint start = lo + min(s * per, hi - lo), end = min(start + per, hi);
 
+    uint qbase = pc.first_q + t * pc.q_tok + h * pc.q_head;
+    uint pnew = hi - 1u; // fresh: the row's position, its own key's
     for (uint i = tid; i < D; i += LOCAL)
-        qs[i] = pc.scale * NU_LOAD(q, QDT, pc.first_q + t * pc.q_tok + h * pc.q_head + i * pc.q_dim);
+        qs[i] = pc.scale * (FRESH ? (hi > lo ? fresh_elem(0u, qbase, pc.q_dim, i, pnew) : 0.0)
+                                  : NU_LOAD(q, QDT, qbase + i * pc.q_dim));
     // This thread's output dims: tid % D of group tid / D (D <= LOCAL), or tid + i LOCAL.
     uint d = D <= LOCAL ? tid % D : tid, g = D <= LOCAL ? tid / D : 0u;
     bool owns = g < G;
@@ -107,12 +122,14 @@ void main()
         o[i] = 0.0;
     uint kbase0 = pc.first_k + slot * pc.k_slot + kvh * pc.k_head;
     uint vbase0 = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
+    if (FRESH) // the row's key and value staged (and written by the split holding them)
+        fresh_stage_kv(hi > lo, kvh, pnew, kbase0, vbase0, h % pc.group == 0u && pnew >= start && pnew < end, tid, LOCAL);
     for (uint j0 = start; j0 < end; j0 += LOCAL) {
         barrier(); // qs written; sc and red free again
         uint j = j0 + tid;
         float x = NEG_INF;
         if (j < end)
-            x = attn_cap(score(kbase0 + j * pc.k_pos));
+            x = attn_cap(FRESH && j == pnew ? fresh_score() : score(kbase0 + j * pc.k_pos));
         red[tid] = x;
         barrier();
         for (uint half_ = LOCAL / 2u; half_ > 0u; half_ >>= 1u) {
@@ -135,7 +152,9 @@ void main()
                 float p = sc[jj];
                 for (uint i = 0u; i < DPT; i++)
                     if (d + i * LOCAL < D)
-                        o[i] = fma(p, NU_LOAD(v, VDT, vbase + jj * pc.v_pos + (d + i * LOCAL) * pc.v_dim), o[i]);
+                        o[i] = fma(p, FRESH && j0 + jj == pnew ? fv[d + i * LOCAL]
+                                                                : NU_LOAD(v, VDT, vbase + jj * pc.v_pos + (d + i * LOCAL) * pc.v_dim),
+                                   o[i]);
                 l += p;
             }
         }

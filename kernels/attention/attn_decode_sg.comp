@@ -35,9 +35,11 @@
 //   9 KEYS   keys a subgroup has in flight (default 8)
 //   10 HG    query heads a workgroup (dividing group)
 //   11 SOFTCAP  1: the scores softcapped
+//   12..21     the fresh form (attention/attn_fresh.glsl)
 // Bindings: 0 dst (FINAL 1 and 2; an empty range otherwise), 1 q, 2 k, 3 v, 4 the partials (FINAL
 // 0 and 2; empty otherwise), 5 the counters (FINAL 2; empty otherwise), 6 positions, 7 slots (I32;
-// the per-row form, empty otherwise). Push: attention/attn_rows.glsl.
+// the per-row form, empty otherwise), 8..12 the fresh form's (attention/attn_fresh.glsl). Push:
+// attention/attn_rows.glsl.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -76,6 +78,10 @@ NU_TENSOR(readonly, 3, v)
 #define ATTN_HG HG
 #define ATTN_LOCAL LOCAL
 #include "attention/attn_splits.glsl"
+#include "attention/attn_fresh.glsl"
+
+// The fresh form's query heads, turned (attention/attn_fresh.glsl).
+shared float fq[FRESH ? HG * D : 1u];
 
 // The head element in a lane's slot u.
 uint elem(uint u, uint lane) { return PACK * ((u / PACK) * SG + lane) + u % PACK; }
@@ -122,24 +128,39 @@ void main()
     uint per = (hi - lo + splits - 1u) / splits;
     uint start = lo + min(s * per, hi - lo), end = min(start + per, hi);
 
+    uint kh = pc.first_k + slot * pc.k_slot + kvh * pc.k_head, vh = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
+    uint pnew = hi - 1u; // fresh: the row's position, its own key's
+    if (FRESH) {         // q turned, the row's key and value staged (and written by the split holding them)
+        if (hi > lo)
+            for (uint i = tid; i < HG * D; i += LOCAL)
+                fq[i] = fresh_elem(0u, pc.first_q + t * pc.q_tok + (h0 + i / D) * pc.q_head, pc.q_dim, i % D, pnew);
+        fresh_stage_kv(hi > lo, kvh, pnew, kh, vh, x % per_kv == 0u && pnew >= start && pnew < end, tid, LOCAL);
+    }
+
     float qv[HG][E], o[HG][E], m[HG], l[HG];
     [[unroll]] for (uint hh = 0u; hh < HG; hh++) {
         [[unroll]] for (uint u = 0u; u < E; u++) {
-            qv[hh][u] = unit_in(u / PACK, lane)
-                      ? pc.scale * NU_LOAD(q, QDT, pc.first_q + t * pc.q_tok + (h0 + hh) * pc.q_head + elem(u, lane) * pc.q_dim)
-                      : 0.0;
+            uint at = pc.first_q + t * pc.q_tok + (h0 + hh) * pc.q_head + elem(u, lane) * pc.q_dim;
+            qv[hh][u] = !unit_in(u / PACK, lane) ? 0.0
+                      : pc.scale * (FRESH ? fq[hh * D + elem(u, lane)] : NU_LOAD(q, QDT, at));
             o[hh][u] = 0.0;
         }
         m[hh] = NEG_INF;
         l[hh] = 0.0;
     }
-    uint kh = pc.first_k + slot * pc.k_slot + kvh * pc.k_head, vh = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
     for (uint j0 = start + g * KEYS; j0 < end; j0 += NSG * KEYS) {
         float kx[KEYS][E], vx[KEYS][E];
         [[unroll]] for (uint c = 0u; c < KEYS; c++) { // every load first, then the arithmetic
             uint j = min(j0 + c, end - 1u);           // past the end: the last key again, masked below
-            load_row(KDT, true, kh + j * pc.k_pos, lane, kx[c]);
-            load_row(VDT, false, vh + j * pc.v_pos, lane, vx[c]);
+            if (FRESH && j == pnew) { // the row's own key and value, staged (the cache's not yet written)
+                [[unroll]] for (uint u = 0u; u < E; u++) {
+                    kx[c][u] = unit_in(u / PACK, lane) ? fk[elem(u, lane)] : 0.0;
+                    vx[c][u] = unit_in(u / PACK, lane) ? fv[elem(u, lane)] : 0.0;
+                }
+            } else {
+                load_row(KDT, true, kh + j * pc.k_pos, lane, kx[c]);
+                load_row(VDT, false, vh + j * pc.v_pos, lane, vx[c]);
+            }
         }
         [[unroll]] for (uint hh = 0u; hh < HG; hh++) {
             float sc[KEYS];

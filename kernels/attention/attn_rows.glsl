@@ -8,12 +8,15 @@
 // Push (src/ops/attention.c's attn_push; strides in elements, the cache's [slots, positions,
 // kv_heads, head_dim] strides k_slot, k_pos, k_head, k_dim; dst contiguous [tokens, q_heads, D]):
 //   flags: ATTN_CAUSAL (the scalar form's mask), ATTN_PER_ROW (positions from binding
-//   ATTN_POS_BINDING), ATTN_SLOTS (slots from ATTN_SLOT_BINDING; else slot 0).
+//   ATTN_POS_BINDING), ATTN_SLOTS (slots from ATTN_SLOT_BINDING; else slot 0), ATTN_FRESH (the
+//   scalar form's one row at position kv_length - 1, its own key and value fresh:
+//   attention/attn_fresh.glsl, which alone reads first_kn and first_vn).
 #include "elementwise/activation.glsl"
 
 #define ATTN_CAUSAL 1u
 #define ATTN_PER_ROW 2u
 #define ATTN_SLOTS 4u
+#define ATTN_FRESH 8u
 
 layout(push_constant) uniform Push {
     uint tokens, q_heads, group;    // group = q_heads / kv_heads
@@ -27,6 +30,7 @@ layout(push_constant) uniform Push {
     uint window;                    // 0: none
     float softcap;                  // used where SOFTCAP is 1
     uint first_pos, pos_stride, first_slot, slot_stride;
+    uint first_kn, first_vn;        // the fresh keys and values (ATTN_FRESH)
 } pc;
 
 layout(std430, binding = ATTN_POS_BINDING) readonly buffer AttnPos { int attn_pos_w[]; };
@@ -35,7 +39,9 @@ layout(std430, binding = ATTN_SLOT_BINDING) readonly buffer AttnSlot { int attn_
 // The keys query row t sees: [lo, hi) of slot `slot`. Per-row: position p = positions[t], keys
 // 0 .. p (p + 1 of them); a row out of range (p < 0, p >= the cache's positions, a slot outside
 // 0 .. slots - 1) sees none (lo = hi = 0). Scalar: position q_position + t, keys below kv_length
-// (capped by the cache's positions) and, causal, up to the position. A window keeps keys j >
+// (capped by the cache's positions) and, causal, up to the position; fresh (ATTN_FRESH): position
+// kv_length - 1, keys below kv_length, none where kv_length is 0 or past the cache's positions (a
+// launch's value: the row's key would have no place). A window keeps keys j >
 // p - window only. Every bound stays below the cache's positions, whatever the launch's values.
 void attn_row(uint t, out uint slot, out uint lo, out uint hi)
 {
@@ -51,6 +57,11 @@ void attn_row(uint t, out uint slot, out uint lo, out uint hi)
         slot = uint(is);
         p = uint(ip);
         hi = p + 1u;
+    } else if ((pc.flags & ATTN_FRESH) != 0u) {
+        if (pc.kv_length == 0u || pc.kv_length > P)
+            return;
+        p = pc.kv_length - 1u;
+        hi = pc.kv_length;
     } else {
         p = pc.q_position + t;
         hi = min(pc.kv_length, P);

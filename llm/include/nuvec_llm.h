@@ -129,8 +129,13 @@ typedef struct nu_llm_model_options {
                               * the place of the file's: its bytes go through staging a layer at a
                               * time, freed after */
     int fusion;              /* 0 (default) and 1: decode passes run the fused layer (norms, residual
-                              * adds and SwiGLU inside the matrix-vector products: 7 dependency
-                              * levels a layer); -1: the separate ops (for comparisons) */
+                              * adds and SwiGLU inside the matrix-vector products: 5 dependency
+                              * levels a layer of one-sequence decode with fresh_attention); -1: the
+                              * separate ops (for comparisons) */
+    int fresh_attention;     /* 0 (default) and 1: one-row decode passes turn q and the new key and
+                              * write the KV cache inside attention's dispatch (nu_attention_desc's
+                              * fresh form: one dependency level fewer a layer); -1: RoPE and the
+                              * cache writes as ops of their own before it (for comparisons) */
     int stack_weights;       /* 0 (default) and 1: q, k, v (and gate, up) that the file stores back to
                               * back run as one product where a path takes it; -1: never */
     uint32_t greedy_depth;   /* greedy decode's launches in flight (0: 2; 1 to 4) */

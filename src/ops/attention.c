@@ -12,8 +12,10 @@
  * one slot), position p of slot s at [s, p] (F32, F16 or BF16). A batched decode step writes its
  * rows' k and v (nu_op_kv_write at their positions and slots, k with RoPE), then attends with the
  * same positions and slots; the scalar form appends at position p (nu_op_kv_append(_rope)) and
- * attends with q_position = p and kv_length = p + 1; prefill writes its tokens at 0.. and runs
- * with q_position 0, kv_length = tokens, causal (or per-row positions 0..).
+ * attends with q_position = p and kv_length = p + 1, or does all three in the decode dispatch
+ * (the fresh form, desc.fresh_k: attention/attn_fresh.glsl; the row at kv_length - 1, so that a
+ * graph's one launch parameter moves it); prefill writes its tokens at 0.. and runs with
+ * q_position 0, kv_length = tokens, causal (or per-row positions 0..).
  *
  * The decode path's partials: the recording's scratch (nu__commands_scratch). Every op of a
  * recording gets the same buffer (the largest asked for), their uses ordered by the recording's
@@ -37,6 +39,7 @@
 #include "exec/graph.h"
 #include "ops/kv_cache.h"
 #include "ops/op.h"
+#include "ops/rope.h"
 
 #define FN "nu_op_attention"
 
@@ -172,10 +175,15 @@ typedef struct attn_push {
     uint32_t window;
     float softcap;
     uint32_t first_pos, pos_stride, first_slot, slot_stride;
+    uint32_t first_kn, first_vn;
 } attn_push;
 #define ATTN_CAUSAL 1u
 #define ATTN_PER_ROW 2u
 #define ATTN_SLOTS 4u
+#define ATTN_FRESH 8u
+/* The fresh form's specialisation constants (attention/attn_fresh.glsl: ids 12..21). */
+#define ATTN_FRESH_CONST 12
+#define ATTN_FRESH_CONSTS 10
 
 /* Strides of dimensions of size 1 are never used: 0 keeps them within 32 bits. */
 static uint32_t stride_of(const nu_tensor *t, uint32_t i) { return t->shape[i] > 1 ? (uint32_t)t->strides[i] : 0; }
@@ -188,6 +196,10 @@ typedef struct attn_op {
     uint32_t max_length;   /* the keys a row sees at most (the decode split count from it) */
     nu_attention_tune tune;
     nu_binding bind[6];    /* dst, q, k, v, positions, slots */
+    /* The fresh form (desc.fresh_k): the bindings 8..12 (fresh keys, values, frequency factors,
+     * the caches written; empty ranges otherwise) and constants 12..21 of attn_fresh.glsl. */
+    nu_binding fresh_bind[5];
+    uint32_t fresh_const[ATTN_FRESH_CONSTS];
     uint32_t first[4];
     uint32_t qdt, kdt, vdt, ddt;
     attn_push push;
@@ -317,21 +329,26 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     uint32_t cap = a->softcap ? 1u : 0u;
     if (subgroup) {
         uint32_t pk = row_pack(k, a->first[2]), pv = row_pack(v, a->first[3]);
-        uint32_t constants[12] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, pk < pv ? pk : pv, sg, t->keys, hg, cap};
-        if ((st = nu__op_kernel(d, NU__K_attn_decode_sg, sizeof a->push, constants, 12, &kern)) != NU_OK)
+        uint32_t constants[ATTN_FRESH_CONST + ATTN_FRESH_CONSTS] = {
+            a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, pk < pv ? pk : pv, sg, t->keys, hg, cap};
+        memcpy(constants + ATTN_FRESH_CONST, a->fresh_const, sizeof a->fresh_const);
+        if ((st = nu__op_kernel(d, NU__K_attn_decode_sg, sizeof a->push, constants, 22, &kern)) != NU_OK)
             return st;
         groups[0] = qh / hg;
     } else {
         uint32_t flags = rows_aligned(k, a->first[2]) ? 1u : 0u;
-        uint32_t constants[9] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, flags, cap};
-        if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof a->push, constants, 9, &kern)) != NU_OK)
+        uint32_t constants[ATTN_FRESH_CONST + ATTN_FRESH_CONSTS] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL,
+                                                                    hd, final, flags, cap}; /* 9..11 unused */
+        memcpy(constants + ATTN_FRESH_CONST, a->fresh_const, sizeof a->fresh_const);
+        if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof a->push, constants, 22, &kern)) != NU_OK)
             return st;
     }
     /* Bindings the mode does not use are empty ranges (bound as placeholders, no use of a buffer). */
     nu_binding none = nu__op_unbound(a->bind[0].buffer);
-    nu_binding b8[8] = {a->bind[0], a->bind[1], a->bind[2], a->bind[3], none, none, a->bind[4], a->bind[5]};
+    nu_binding b8[13] = {a->bind[0], a->bind[1], a->bind[2], a->bind[3], none, none, a->bind[4], a->bind[5]};
+    memcpy(b8 + 8, a->fresh_bind, sizeof a->fresh_bind);
     if (final == 1) {
-        st = nu_commands_dispatch(c, kern, groups, b8, 8, &a->push, sizeof a->push);
+        st = nu_commands_dispatch(c, kern, groups, b8, 13, &a->push, sizeof a->push);
         if (st == NU_OK)
             note_values(c, a, 0);
         return st;
@@ -353,7 +370,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         if ((st = new_counters(d, (size_t)tokens * groups[0], &count)) != NU_OK)
             return st;
         b8[5] = (nu_binding){.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0};
-        st = nu_commands_dispatch(c, kern, groups, b8, 8, &a->push, sizeof a->push);
+        st = nu_commands_dispatch(c, kern, groups, b8, 13, &a->push, sizeof a->push);
     } else {
         nu_kernel *combine;
         uint32_t cconst[2] = {a->ddt, hd};
@@ -363,7 +380,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         st = nu__op_kernel(d, NU__K_attn_combine, sizeof cpush, cconst, 2, &combine);
         b8[0] = none;
         if (st == NU_OK)
-            st = nu_commands_dispatch(c, kern, groups, b8, 8, &a->push, sizeof a->push);
+            st = nu_commands_dispatch(c, kern, groups, b8, 13, &a->push, sizeof a->push);
         if (st == NU_OK) {
             nu_binding cbind[2] = {a->bind[0], {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)bytes}};
             uint32_t cgroups[3] = {qh, tokens, 1};
@@ -378,6 +395,66 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     if (st == NU_OK && st3 == NU_OK)
         note_values(c, a, final == 0 ? 1u : 0u);
     return st != NU_OK ? st : st3;
+}
+
+/* The fresh form's checks, bindings and constants (desc.fresh_k; a->bind and a->first hold dst, q,
+ * k and v already): the row's key and value, the rotation of q and the key, the caches written. */
+static nu_status fresh_setup(attn_op *a, const nu_attention_desc *desc, const nu_tensor *dst, const nu_tensor *k,
+                             const nu_tensor *v, uint32_t *first_kn, uint32_t *first_vn)
+{
+    nu_device *d = a->d;
+    nu_status st;
+    const nu_tensor *fresh[2] = {desc->fresh_k, desc->fresh_v};
+    const char *names[2] = {"fresh_k", "fresh_v"};
+    uint32_t *firsts[2] = {first_kn, first_vn};
+    if (!desc->fresh_k || !desc->fresh_v)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": desc->fresh_%s is NULL; the fresh form takes both the key "
+                        "and the value", desc->fresh_k ? "v" : "k");
+    if (a->per_row || a->tokens != 1)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": the fresh form (desc->fresh_k) takes the scalar form's one "
+                        "row; this is %s of %lld rows", a->per_row ? "the per-row form" : "the scalar form",
+                        (long long)a->tokens);
+    if (a->tune.path == NU_ATTENTION_PATH_PREFILL)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": the fresh form runs on the decode path, not tune.path PREFILL");
+    for (int i = 0; i < 2; i++) {
+        const nu_tensor *t = fresh[i];
+        if ((st = nu__op_check(FN, names[i], t, NU__OP_FLOAT)) != NU_OK)
+            return st;
+        if (t->rank != 3 || t->shape[0] != 1 || t->shape[1] != a->kvh || t->shape[2] != a->hd)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s must be [1, kv_heads, head_dim] ([1, %lld, %lld])",
+                            names[i], (long long)a->kvh, (long long)a->hd);
+        if (t->strides[2] != 1 || (a->kvh > 1 && t->strides[1] != a->hd))
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s's heads must be contiguous and head_dim apart", names[i]);
+        if ((st = nu__op_no_alias(FN, dst, names[i], t, false)) != NU_OK ||
+            (st = nu__op_no_alias(FN, k, names[i], t, false)) != NU_OK ||
+            (st = nu__op_no_alias(FN, v, names[i], t, false)) != NU_OK)
+            return st;
+        if ((st = nu__op_bind(FN, t, NU_ACCESS_READ, &a->fresh_bind[i], firsts[i])) != NU_OK)
+            return st;
+    }
+    const nu_rope_desc *rope = desc->fresh_rope;
+    nu__rope_plan plan = {0};
+    plan.ff = nu__op_unbound(dst->buffer);
+    if (rope) {
+        if (rope->positions || rope->position_offset)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": fresh_rope's positions and position_offset must be NULL "
+                            "and 0 (the row's position, kv_length - 1, turns q and the key)");
+        if ((st = nu__rope_plan_make(d, FN, rope, a->hd, k, dst, &plan)) != NU_OK)
+            return st;
+    }
+    uint32_t fstep, fpscale, fmscale;
+    memcpy(&fstep, &plan.step, 4);
+    memcpy(&fpscale, &plan.pscale, 4);
+    memcpy(&fmscale, &plan.mscale, 4);
+    uint32_t mode = !rope || !plan.rotary ? 1u : rope->layout == NU_ROPE_HALF ? 3u : 2u;
+    uint32_t fc[ATTN_FRESH_CONSTS] = {mode, plan.rotary, fstep, fpscale, fmscale, plan.has_ff ? 1u : 0u,
+                                      plan.ff_first, plan.ff_stride, nu__op_dtype_code(desc->fresh_k->dtype),
+                                      nu__op_dtype_code(desc->fresh_v->dtype)};
+    memcpy(a->fresh_const, fc, sizeof fc);
+    a->fresh_bind[2] = plan.ff;
+    a->fresh_bind[3] = a->bind[2], a->fresh_bind[4] = a->bind[3];
+    a->fresh_bind[3].access = a->fresh_bind[4].access = NU_ACCESS_WRITE;
+    return NU_OK;
 }
 
 /* q, dst: [tokens, heads, head_dim]; k, v: [positions, kv_heads, head_dim] or with slots in front. */
@@ -430,8 +507,9 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (!per_row && (desc->kv_length < 1 || desc->kv_length > positions))
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": kv_length %u must be 1 to the cache's %lld positions",
                         desc->kv_length, (long long)positions);
-    if (!per_row && desc->window && !desc->causal)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": a window of %u needs causal masks (or the per-row form)",
+    bool fresh = desc->fresh_k || desc->fresh_v || desc->fresh_rope;
+    if (!per_row && desc->window && !desc->causal && !fresh)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": a window of %u needs causal masks (or the per-row or fresh form)",
                         desc->window);
     float scale = desc->scale == 0 ? 1.0f / sqrtf((float)hd) : desc->scale;
     if (!isfinite(scale))
@@ -460,7 +538,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
      * H200, 16 and 64 such rows of 512 keys, 4.4 ms against 54 and 180 us, bench/RESULTS.md); the
      * prefill path for the rows of a prompt. */
     bool decode = a.tune.path == NU_ATTENTION_PATH_AUTO
-                      ? tokens <= NU_ATTENTION_DECODE_ROWS || (desc->slots && tokens <= slots)
+                      ? tokens <= NU_ATTENTION_DECODE_ROWS || (desc->slots && tokens <= slots) || fresh
                       : a.tune.path == NU_ATTENTION_PATH_DECODE;
     if (decode && tokens > 65535)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": the decode path takes at most 65535 tokens (%lld)", (long long)tokens);
@@ -471,6 +549,11 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         return st;
 
     a.tokens = tokens, a.qh = qh, a.hd = hd, a.kvh = kvh, a.per_row = per_row, a.softcap = desc->softcap != 0;
+    uint32_t first_kn = 0, first_vn = 0;
+    for (int i = 0; i < 5; i++)
+        a.fresh_bind[i] = nu__op_unbound(dst->buffer);
+    if (fresh && (st = fresh_setup(&a, desc, dst, k, v, &first_kn, &first_vn)) != NU_OK)
+        return st;
     /* The keys a row sees at most: the split count's basis. */
     uint64_t most = desc->max_length ? desc->max_length : per_row ? (uint64_t)positions : desc->kv_length;
     if (most > (uint64_t)positions)
@@ -483,12 +566,13 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     uint32_t o = kr - 3; /* k's and v's first dimension past the slots */
     a.push = (attn_push){(uint32_t)tokens, (uint32_t)qh, (uint32_t)(qh / kvh), desc->q_position, desc->kv_length,
                          (uint32_t)positions,
-                         (desc->causal && !per_row ? ATTN_CAUSAL : 0u) | (per_row ? ATTN_PER_ROW : 0u) |
-                             (desc->slots ? ATTN_SLOTS : 0u),
+                         fresh ? ATTN_FRESH
+                               : (desc->causal && !per_row ? ATTN_CAUSAL : 0u) | (per_row ? ATTN_PER_ROW : 0u) |
+                                     (desc->slots ? ATTN_SLOTS : 0u),
                          scale, a.first[1], stride_of(q, 0), stride_of(q, 1), stride_of(q, 2),
                          a.first[2], stride_of(k, o), stride_of(k, o + 1), stride_of(k, o + 2),
                          a.first[3], stride_of(v, o), stride_of(v, o + 1), stride_of(v, o + 2), a.first[0],
                          kr == 4 ? stride_of(k, 0) : 0, kr == 4 ? stride_of(v, 0) : 0, (uint32_t)slots, desc->window,
-                         desc->softcap, first_pos, pos_stride, first_slot, slot_stride};
+                         desc->softcap, first_pos, pos_stride, first_slot, slot_stride, first_kn, first_vn};
     return decode ? record_decode(c, &a, k, v) : record_prefill(c, &a, q, k, v);
 }

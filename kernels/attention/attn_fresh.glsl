@@ -1,0 +1,107 @@
+// attention/attn_fresh.glsl: the decode kernels' fresh form (attn_decode.comp, attn_decode_sg.comp;
+// nu_attention_desc.fresh_k and fresh_v): one row whose own key and value come straight from their
+// projections, so that a decode step needs no RoPE and no cache writes of its own before the
+// attention (one dependency level fewer a layer). Included after attn_rows.glsl and the kernel's
+// bindings 0..7, with the kernel's QDT, KDT, VDT and D declared.
+//
+// The row is at position p = kv_length - 1 (attn_rows.glsl's ATTN_FRESH). Each workgroup stages,
+// in shared memory, its query heads turned by RoPE at p (fq), and the row's key of its KV head
+// turned at p and its value (fk, fv), each rounded to the cache's dtype as the cache holds them;
+// the key loop takes key p from there, not from the cache. The workgroups of the split that holds
+// key p, one for each KV head, write that key and value into the cache (bindings 11 and 12: the
+// caches of bindings 2 and 3 again, writable); no workgroup of the launch reads them from there.
+// The rotation is rope/rope.glsl's (nu_op_rope's and nu_op_kv_append_rope's F32 angle and the same
+// products), so the roped q, the key and the cache's contents are those of nu_op_rope,
+// nu_op_kv_append_rope and nu_op_kv_append.
+//
+// Specialisation constants (12..21; FMODE 0 leaves the kernel as it was):
+//   12 FMODE   0 not fresh; 1 fresh, no RoPE; 2 fresh, RoPE pairs (x[2i], x[2i+1]); 3 fresh, RoPE
+//              pairs (x[i], x[i + rotary/2])
+//   13 FROT    dimensions rotated (even, at most D)
+//   14 FSTEP   2 log2(theta) / FROT; 15 FPSCALE 1 / linear_factor; 16 FMSCALE attn_factor (floats)
+//   17 FHAS_FF 1: frequency factors (binding 10) at FF_FIRST (18), FF_STRIDE (19) apart
+//   20 KNDT, 21 VNDT   the fresh key's and value's dtypes (ops.glsl codes)
+// Bindings: 8 the fresh keys, 9 the fresh values ([1, kv_heads, D], each head's D elements
+// contiguous, from push first_kn and first_vn), 10 the frequency factors, 11 and 12 the k and v
+// caches (written); empty ranges where FMODE is 0.
+#define NU_ROPE_FF_BINDING 10
+#include "rope/rope.glsl"
+
+layout(constant_id = 12) const uint FMODE = 0u;
+layout(constant_id = 13) const uint FROT = 0u;
+layout(constant_id = 14) const float FSTEP = 0.0;
+layout(constant_id = 15) const float FPSCALE = 1.0;
+layout(constant_id = 16) const float FMSCALE = 1.0;
+layout(constant_id = 17) const uint FHAS_FF = 0u;
+layout(constant_id = 18) const uint FF_FIRST = 0u;
+layout(constant_id = 19) const uint FF_STRIDE = 0u;
+layout(constant_id = 20) const uint KNDT = NU_F32;
+layout(constant_id = 21) const uint VNDT = NU_F32;
+const bool FRESH = FMODE != 0u;
+
+NU_TENSOR(readonly, 8, kn)
+NU_TENSOR(readonly, 9, vn)
+NU_TENSOR(writeonly, 11, kw)
+NU_TENSOR(writeonly, 12, vw)
+
+// fk and fv: the row's key and value of the workgroup's KV head (as the cache holds them).
+shared float fk[FRESH ? D : 1u], fv[FRESH ? D : 1u];
+
+// Element i of the fresh source `which`: 0 q, 1 the keys, 2 the values.
+float fresh_load(uint which, uint i)
+{
+    return which == 0u ? NU_LOAD(q, QDT, i) : (which == 1u ? NU_LOAD(kn, KNDT, i) : NU_LOAD(vn, VNDT, i));
+}
+
+// Element e of the head at `base` (elements `stride` apart) of source `which`, turned by RoPE at
+// position p where it is q or a key and FMODE rotates (rope/rope.glsl's rotation).
+float fresh_elem(uint which, uint base, uint stride, uint e, uint p)
+{
+    uint npairs = FROT / 2u;
+    if (FMODE < 2u || which == 2u || e >= FROT)
+        return fresh_load(which, base + e * stride);
+    uint i = FMODE == 2u ? e / 2u : e % npairs;
+    uint e0 = FMODE == 2u ? 2u * i : i, e1 = FMODE == 2u ? 2u * i + 1u : i + npairs;
+    float c, s;
+    nu_rope_rotation(float(p) * FPSCALE, i, FSTEP, FHAS_FF == 1u, FF_FIRST + i * FF_STRIDE, FMSCALE, c, s);
+    float x0 = fresh_load(which, base + e0 * stride), x1 = fresh_load(which, base + e1 * stride);
+    return e == e0 ? x0 * c - x1 * s : x0 * s + x1 * c;
+}
+
+// The F32 value of F16 bits h, by integer arithmetic: NVIDIA's compiler (H100, driver of
+// 2026-12) folds unpackHalf2x16(packHalf2x16(x)) into x, dropping the rounding that the cache's
+// own round trip through memory keeps.
+float fresh_f16_value(uint h)
+{
+    uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0u) // zero and subnormals: m 2^-24, exact
+        return uintBitsToFloat(sign | floatBitsToUint(float(m) * 5.9604644775390625e-8));
+    return uintBitsToFloat(sign | (e == 31u ? 0x7f800000u : (e + 112u) << 23) | (m << 13));
+}
+
+// x as a cache of dtype dt holds it (rounded to nearest even).
+float fresh_round(uint dt, float x)
+{
+    return dt == NU_F32 ? x : (dt == NU_F16 ? fresh_f16_value(nu_f32_to_f16(x)) : nu_bf16_to_f32(nu_f32_to_bf16(x)));
+}
+
+// Called by every invocation of the workgroup (uniform control flow; `seen`: the row sees keys,
+// uniform too): stages fk and fv for KV head kvh at position p, and where `write` (the workgroup
+// writing them) stores them into the caches at kbase + p k_pos and vbase + p v_pos (kbase and
+// vbase: the head's first element in its slot). Ends with a workgroup barrier (after the caller's
+// own staging of q).
+void fresh_stage_kv(bool seen, uint kvh, uint p, uint kbase, uint vbase, bool write, uint tid, uint local)
+{
+    if (seen)
+        for (uint e = tid; e < D; e += local) {
+            float kx = fresh_elem(1u, pc.first_kn + kvh * D, 1u, e, p);
+            float vx = fresh_elem(2u, pc.first_vn + kvh * D, 1u, e, p);
+            fk[e] = fresh_round(KDT, kx);
+            fv[e] = fresh_round(VDT, vx);
+            if (write) {
+                NU_STORE(kw, KDT, kbase + p * pc.k_pos + e * pc.k_dim, kx)
+                NU_STORE(vw, VDT, vbase + p * pc.v_pos + e * pc.v_dim, vx)
+            }
+        }
+    barrier();
+}
