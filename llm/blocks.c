@@ -209,11 +209,19 @@ static nu_status leave_pending(nu_llm_pass *p, const nu_tensor *post_norm)
     return NU_OK;
 }
 
+/* Whether the pass's attention takes the fresh form (nu_attention_desc.fresh_k: the per-head norms,
+ * RoPE on q and the new key, and both cache writes, inside attention's dispatch): one row of the
+ * scalar form. */
+static bool fresh_form(const nu_llm_pass *p) { return p->fresh && p->rows == 1 && !p->per_row; }
+
 /* The per-head RMSNorms of q and k (Qwen3, Gemma 3) where the layer has them: into A_Q and A_K
- * (contiguous; in place where q3 and k3 are those already), which q3 and k3 then view. */
+ * (contiguous; in place where q3 and k3 are those already), which q3 and k3 then view; in the
+ * fresh form attention applies them. */
 static nu_status qk_norms(nu_llm_pass *p, const nu_llm_layer_w *w, nu_tensor *q3, nu_tensor *k3)
 {
     const nu_llm_config *c = &p->hp->cfg;
+    if (fresh_form(p))
+        return NU_OK;
     if (w->has[NU_LLM_W_Q_NORM]) {
         nu_tensor qn = view3(p->act[NU_LLM_A_Q], p->rows, c->heads, c->head_dim);
         TRY(nu_op_rms_norm(p->c, &qn, q3, &w->w[NU_LLM_W_Q_NORM], c->rms_eps));
@@ -315,10 +323,6 @@ static bool one_qkv(const nu_llm_layer_w *w)
     return w->qkv_stacked && (!w->has[NU_LLM_W_Q_BIAS] || w->qkv_bias_stacked);
 }
 
-/* Whether the pass's attention takes the fresh form (nu_attention_desc.fresh_k: RoPE on q and the
- * new key, and both cache writes, inside attention's dispatch): one row of the scalar form. */
-static bool fresh_form(const nu_llm_pass *p) { return p->fresh && p->rows == 1 && !p->per_row; }
-
 /* RoPE on q (into q_out) and the cache writes of k (rotated) and v for the pass's rows, and the
  * attention that reads them, into att; graph parameters declared where the pass is a graph. The
  * fresh form reads q3 as it is (q_out unused) and does all of it in one dispatch. */
@@ -351,7 +355,8 @@ static nu_status rope_and_attend(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
          * most keys, so that the split count suits the longest context) */
         nu_attention_desc ad = {.scale = hp->attn_scale, .kv_length = p->graph ? p->max_kv : p->start + 1,
                                 .window = window, .softcap = hp->attn_softcap, .fresh_k = k3, .fresh_v = v3,
-                                .fresh_rope = &rope};
+                                .fresh_rope = &rope, .fresh_q_norm = opt(w, NU_LLM_W_Q_NORM),
+                                .fresh_k_norm = opt(w, NU_LLM_W_K_NORM), .fresh_norm_eps = hp->cfg.rms_eps};
         /* the splits merged by the last to finish: one level fewer again (H100, 7B Q5_K_M decode
          * 308.5 tokens/s against 304.0 with attn_combine.comp; qwen2.5-7b Q4_K_M 338.6 / 335.3) */
         ad.tune.combine = NU_ATTENTION_COMBINE_FUSED;

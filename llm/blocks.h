@@ -6,8 +6,9 @@
  * - rows <= NU_MATVEC_MAX_ROWS (decode) with fusion on: the fused layer, each RMSNorm done by the
  *   product that reads it, the residual adds by the products that end each half, the SwiGLU by
  *   the gate-up product (nu_op_matvec_fused). One row of one sequence (the decode graph; `fresh`,
- *   on by default) is 5 dependency levels: attention's fresh form turns q and the new key and
- *   writes the cache in its own dispatch, and the last of its splits merges them:
+ *   on by default) is 5 dependency levels: attention's fresh form normalises q's and k's heads
+ *   (Qwen3, Gemma 3), turns q and the new key and writes the cache in its own dispatch, and the
+ *   last of its splits merges them:
  *     qkv = norm(x) Wqkv^T | att = attention(rope(q), K[pos] = rope(k), V[pos] = v) |
  *     x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
  *   Other passes of few rows rotate the keys on their way into the cache (nu_op_rope,

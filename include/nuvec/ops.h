@@ -499,6 +499,12 @@ typedef struct nu_attention_desc {
     const nu_tensor *fresh_k, *fresh_v;
     const nu_rope_desc *fresh_rope; /* NULL: none; else as nu_op_kv_append_rope's (positions NULL,
                                      * position_offset 0: the row's position drives it) */
+    /* Per-head RMSNorms before the rotation (Qwen3's and Gemma 3's q and k norms): each of q's
+     * heads, and the key's, x * w / sqrt(mean(x^2) + fresh_norm_eps), as nu_op_rms_norm over
+     * rows of head_dim computes it (its sum in another order: within a few F32 roundings).
+     * Weights float [head_dim], contiguous; NULL: none. */
+    const nu_tensor *fresh_q_norm, *fresh_k_norm;
+    float fresh_norm_eps;
     nu_attention_tune tune;
 } nu_attention_desc;
 

@@ -66,6 +66,7 @@ NU_TENSOR(readonly, 3, v)
 #define ATTN_HG 1u
 #define ATTN_LOCAL LOCAL
 #include "attention/attn_splits.glsl"
+#define ATTN_FRESH_HEADS 1u
 #include "attention/attn_fresh.glsl"
 
 float score(uint kbase)
@@ -110,9 +111,12 @@ void main()
 
     uint qbase = pc.first_q + t * pc.q_tok + h * pc.q_head;
     uint pnew = hi - 1u; // fresh: the row's position, its own key's
+    uint kbase0 = pc.first_k + slot * pc.k_slot + kvh * pc.k_head;
+    uint vbase0 = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
+    if (FRESH) // q turned, the row's key and value staged (and written by the split holding them)
+        fresh_stage(hi > lo, qbase, 0u, kvh, pnew, kbase0, vbase0, h % pc.group == 0u && pnew >= start && pnew < end, tid);
     for (uint i = tid; i < D; i += LOCAL)
-        qs[i] = pc.scale * (FRESH ? (hi > lo ? fresh_elem(0u, qbase, pc.q_dim, i, pnew) : 0.0)
-                                  : NU_LOAD(q, QDT, qbase + i * pc.q_dim));
+        qs[i] = pc.scale * (FRESH ? (hi > lo ? fq[i] : 0.0) : NU_LOAD(q, QDT, qbase + i * pc.q_dim));
     // This thread's output dims: tid % D of group tid / D (D <= LOCAL), or tid + i LOCAL.
     uint d = D <= LOCAL ? tid % D : tid, g = D <= LOCAL ? tid / D : 0u;
     bool owns = g < G;
@@ -120,10 +124,6 @@ void main()
     float o[DPT];
     for (uint i = 0u; i < DPT; i++)
         o[i] = 0.0;
-    uint kbase0 = pc.first_k + slot * pc.k_slot + kvh * pc.k_head;
-    uint vbase0 = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
-    if (FRESH) // the row's key and value staged (and written by the split holding them)
-        fresh_stage_kv(hi > lo, kvh, pnew, kbase0, vbase0, h % pc.group == 0u && pnew >= start && pnew < end, tid, LOCAL);
     for (uint j0 = start; j0 < end; j0 += LOCAL) {
         barrier(); // qs written; sc and red free again
         uint j = j0 + tid;

@@ -78,10 +78,8 @@ NU_TENSOR(readonly, 3, v)
 #define ATTN_HG HG
 #define ATTN_LOCAL LOCAL
 #include "attention/attn_splits.glsl"
+#define ATTN_FRESH_HEADS HG
 #include "attention/attn_fresh.glsl"
-
-// The fresh form's query heads, turned (attention/attn_fresh.glsl).
-shared float fq[FRESH ? HG * D : 1u];
 
 // The head element in a lane's slot u.
 uint elem(uint u, uint lane) { return PACK * ((u / PACK) * SG + lane) + u % PACK; }
@@ -130,12 +128,9 @@ void main()
 
     uint kh = pc.first_k + slot * pc.k_slot + kvh * pc.k_head, vh = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
     uint pnew = hi - 1u; // fresh: the row's position, its own key's
-    if (FRESH) {         // q turned, the row's key and value staged (and written by the split holding them)
-        if (hi > lo)
-            for (uint i = tid; i < HG * D; i += LOCAL)
-                fq[i] = fresh_elem(0u, pc.first_q + t * pc.q_tok + (h0 + i / D) * pc.q_head, pc.q_dim, i % D, pnew);
-        fresh_stage_kv(hi > lo, kvh, pnew, kh, vh, x % per_kv == 0u && pnew >= start && pnew < end, tid, LOCAL);
-    }
+    if (FRESH) // q turned, the row's key and value staged (and written by the split holding them)
+        fresh_stage(hi > lo, pc.first_q + t * pc.q_tok + h0 * pc.q_head, pc.q_head, kvh, pnew, kh, vh,
+                    x % per_kv == 0u && pnew >= start && pnew < end, tid);
 
     float qv[HG][E], o[HG][E], m[HG], l[HG];
     [[unroll]] for (uint hh = 0u; hh < HG; hh++) {

@@ -6,7 +6,10 @@
 //
 // The row is at position p = kv_length - 1 (attn_rows.glsl's ATTN_FRESH). Each workgroup stages,
 // in shared memory, its query heads turned by RoPE at p (fq), and the row's key of its KV head
-// turned at p and its value (fk, fv), each rounded to the cache's dtype as the cache holds them;
+// turned at p and its value (fk, fv), the key and value rounded to the cache's dtype as the cache
+// holds them; where FNORM asks, q's heads and the key are RMS-normalised (each head over its D
+// elements, times its weight: nu_op_rms_norm's arithmetic, Qwen3's and Gemma 3's q and k norms)
+// before they turn;
 // the key loop takes key p from there, not from the cache. The workgroups of the split that holds
 // key p, one for each KV head, write that key and value into the cache (bindings 11 and 12: the
 // caches of bindings 2 and 3 again, writable); no workgroup of the launch reads them from there.
@@ -21,9 +24,12 @@
 //   14 FSTEP   2 log2(theta) / FROT; 15 FPSCALE 1 / linear_factor; 16 FMSCALE attn_factor (floats)
 //   17 FHAS_FF 1: frequency factors (binding 10) at FF_FIRST (18), FF_STRIDE (19) apart
 //   20 KNDT, 21 VNDT   the fresh key's and value's dtypes (ops.glsl codes)
+//   22 FNORM   bit 0: q's heads RMS-normalised by the weight of binding 13, bit 1: the key by
+//              binding 14's; 23 FEPS the norms' epsilon (float); 24 FQN_FIRST, 25 FKN_FIRST the
+//              weights' first elements (contiguous F32, F16 or BF16 [D]); 26 FNDT their dtype
 // Bindings: 8 the fresh keys, 9 the fresh values ([1, kv_heads, D], each head's D elements
 // contiguous, from push first_kn and first_vn), 10 the frequency factors, 11 and 12 the k and v
-// caches (written); empty ranges where FMODE is 0.
+// caches (written), 13 and 14 the norms' weights; empty ranges where unused.
 #define NU_ROPE_FF_BINDING 10
 #include "rope/rope.glsl"
 
@@ -37,34 +43,52 @@ layout(constant_id = 18) const uint FF_FIRST = 0u;
 layout(constant_id = 19) const uint FF_STRIDE = 0u;
 layout(constant_id = 20) const uint KNDT = NU_F32;
 layout(constant_id = 21) const uint VNDT = NU_F32;
+layout(constant_id = 22) const uint FNORM = 0u;
+layout(constant_id = 23) const float FEPS = 0.0;
+layout(constant_id = 24) const uint FQN_FIRST = 0u;
+layout(constant_id = 25) const uint FKN_FIRST = 0u;
+layout(constant_id = 26) const uint FNDT = NU_F32;
 const bool FRESH = FMODE != 0u;
+const uint FNH = ATTN_FRESH_HEADS;
 
 NU_TENSOR(readonly, 8, kn)
 NU_TENSOR(readonly, 9, vn)
 NU_TENSOR(writeonly, 11, kw)
 NU_TENSOR(writeonly, 12, vw)
+NU_TENSOR(readonly, 13, qnw)
+NU_TENSOR(readonly, 14, knw)
 
-// fk and fv: the row's key and value of the workgroup's KV head (as the cache holds them).
-shared float fk[FRESH ? D : 1u], fv[FRESH ? D : 1u];
+// fq: the workgroup's query heads (turned, not scaled); fk and fv: the row's key and value of the
+// workgroup's KV head (as the cache holds them); fraw: the heads and the key as read (q's heads,
+// then the key), fss and frs: the norms' partial sums and each head's 1 / rms.
+shared float fq[FRESH ? FNH * D : 1u], fk[FRESH ? D : 1u], fv[FRESH ? D : 1u];
+shared float fraw[FRESH ? (FNH + 1u) * D : 1u];
+shared float fss[FNORM != 0u ? ATTN_LOCAL : 1u], frs[FNORM != 0u ? FNH + 1u : 1u];
 
-// Element i of the fresh source `which`: 0 q, 1 the keys, 2 the values.
-float fresh_load(uint which, uint i)
+// Element e of staged head h (fraw: q's heads 0 .. FNH - 1, the key FNH), normalised where FNORM
+// asks for that head.
+float fresh_normed(uint h, uint e)
 {
-    return which == 0u ? NU_LOAD(q, QDT, i) : (which == 1u ? NU_LOAD(kn, KNDT, i) : NU_LOAD(vn, VNDT, i));
+    float x = fraw[h * D + e];
+    bool key = h == FNH;
+    if ((FNORM & (key ? 2u : 1u)) == 0u)
+        return x;
+    float w = key ? NU_LOAD(knw, FNDT, FKN_FIRST + e) : NU_LOAD(qnw, FNDT, FQN_FIRST + e);
+    return x * frs[h] * w;
 }
 
-// Element e of the head at `base` (elements `stride` apart) of source `which`, turned by RoPE at
-// position p where it is q or a key and FMODE rotates (rope/rope.glsl's rotation).
-float fresh_elem(uint which, uint base, uint stride, uint e, uint p)
+// Element e of staged head h, normalised, turned by RoPE at position p where FMODE rotates
+// (rope/rope.glsl's rotation).
+float fresh_turned(uint h, uint e, uint p)
 {
     uint npairs = FROT / 2u;
-    if (FMODE < 2u || which == 2u || e >= FROT)
-        return fresh_load(which, base + e * stride);
+    if (FMODE < 2u || e >= FROT)
+        return fresh_normed(h, e);
     uint i = FMODE == 2u ? e / 2u : e % npairs;
     uint e0 = FMODE == 2u ? 2u * i : i, e1 = FMODE == 2u ? 2u * i + 1u : i + npairs;
     float c, s;
     nu_rope_rotation(float(p) * FPSCALE, i, FSTEP, FHAS_FF == 1u, FF_FIRST + i * FF_STRIDE, FMSCALE, c, s);
-    float x0 = fresh_load(which, base + e0 * stride), x1 = fresh_load(which, base + e1 * stride);
+    float x0 = fresh_normed(h, e0), x1 = fresh_normed(h, e1);
     return e == e0 ? x0 * c - x1 * s : x0 * s + x1 * c;
 }
 
@@ -86,22 +110,52 @@ float fresh_round(uint dt, float x)
 }
 
 // Called by every invocation of the workgroup (uniform control flow; `seen`: the row sees keys,
-// uniform too): stages fk and fv for KV head kvh at position p, and where `write` (the workgroup
-// writing them) stores them into the caches at kbase + p k_pos and vbase + p v_pos (kbase and
-// vbase: the head's first element in its slot). Ends with a workgroup barrier (after the caller's
-// own staging of q).
-void fresh_stage_kv(bool seen, uint kvh, uint p, uint kbase, uint vbase, bool write, uint tid, uint local)
+// uniform too): stages fq (the FNH query heads from element qbase, qstride apart), fk and fv (KV
+// head kvh) at position p, and where `write` (the workgroup writing them) stores the key and value
+// into the caches at kbase + p k_pos and vbase + p v_pos (kbase and vbase: the head's first
+// element in its slot). Ends with a workgroup barrier.
+void fresh_stage(bool seen, uint qbase, uint qstride, uint kvh, uint p, uint kbase, uint vbase, bool write, uint tid)
 {
-    if (seen)
-        for (uint e = tid; e < D; e += local) {
-            float kx = fresh_elem(1u, pc.first_kn + kvh * D, 1u, e, p);
-            float vx = fresh_elem(2u, pc.first_vn + kvh * D, 1u, e, p);
-            fk[e] = fresh_round(KDT, kx);
+    if (seen) {
+        for (uint i = tid; i < FNH * D; i += ATTN_LOCAL)
+            fraw[i] = NU_LOAD(q, QDT, qbase + (i / D) * qstride + (i % D) * pc.q_dim);
+        for (uint e = tid; e < D; e += ATTN_LOCAL) {
+            fraw[FNH * D + e] = NU_LOAD(kn, KNDT, pc.first_kn + kvh * D + e);
+            float vx = NU_LOAD(vn, VNDT, pc.first_vn + kvh * D + e);
             fv[e] = fresh_round(VDT, vx);
-            if (write) {
-                NU_STORE(kw, KDT, kbase + p * pc.k_pos + e * pc.k_dim, kx)
+            if (write)
                 NU_STORE(vw, VDT, vbase + p * pc.v_pos + e * pc.v_dim, vx)
-            }
         }
+    }
+    barrier();
+    if (FNORM != 0u) // each normalised head's 1 / rms: its squares summed over the workgroup
+        for (uint h = 0u; h <= FNH; h++) {
+            if ((FNORM & (h == FNH ? 2u : 1u)) == 0u)
+                continue;
+            float part = 0.0;
+            if (seen)
+                for (uint e = tid; e < D; e += ATTN_LOCAL)
+                    part += fraw[h * D + e] * fraw[h * D + e];
+            fss[tid] = part;
+            barrier();
+            for (uint half_ = ATTN_LOCAL / 2u; half_ > 0u; half_ >>= 1u) {
+                if (tid < half_)
+                    fss[tid] += fss[tid + half_];
+                barrier();
+            }
+            if (tid == 0u)
+                frs[h] = inversesqrt(fss[0] / float(D) + FEPS);
+            barrier();
+        }
+    if (seen) {
+        for (uint i = tid; i < FNH * D; i += ATTN_LOCAL)
+            fq[i] = fresh_turned(i / D, i % D, p);
+        for (uint e = tid; e < D; e += ATTN_LOCAL) {
+            float kx = fresh_turned(FNH, e, p);
+            fk[e] = fresh_round(KDT, kx);
+            if (write)
+                NU_STORE(kw, KDT, kbase + p * pc.k_pos + e * pc.k_dim, kx)
+        }
+    }
     barrier();
 }

@@ -181,9 +181,10 @@ typedef struct attn_push {
 #define ATTN_PER_ROW 2u
 #define ATTN_SLOTS 4u
 #define ATTN_FRESH 8u
-/* The fresh form's specialisation constants (attention/attn_fresh.glsl: ids 12..21). */
+/* The fresh form's specialisation constants (attention/attn_fresh.glsl: ids 12..26). */
 #define ATTN_FRESH_CONST 12
-#define ATTN_FRESH_CONSTS 10
+#define ATTN_FRESH_CONSTS 15
+#define ATTN_CONSTS (ATTN_FRESH_CONST + ATTN_FRESH_CONSTS)
 
 /* Strides of dimensions of size 1 are never used: 0 keeps them within 32 bits. */
 static uint32_t stride_of(const nu_tensor *t, uint32_t i) { return t->shape[i] > 1 ? (uint32_t)t->strides[i] : 0; }
@@ -196,9 +197,11 @@ typedef struct attn_op {
     uint32_t max_length;   /* the keys a row sees at most (the decode split count from it) */
     nu_attention_tune tune;
     nu_binding bind[6];    /* dst, q, k, v, positions, slots */
-    /* The fresh form (desc.fresh_k): the bindings 8..12 (fresh keys, values, frequency factors,
-     * the caches written; empty ranges otherwise) and constants 12..21 of attn_fresh.glsl. */
-    nu_binding fresh_bind[5];
+    /* The fresh form (desc.fresh_k): the bindings 8..14 (fresh keys, values, frequency factors,
+     * the caches written, the norms' weights; empty ranges otherwise) and constants 12..26 of
+     * attn_fresh.glsl. */
+    bool fresh;
+    nu_binding fresh_bind[7];
     uint32_t fresh_const[ATTN_FRESH_CONSTS];
     uint32_t first[4];
     uint32_t qdt, kdt, vdt, ddt;
@@ -293,6 +296,18 @@ static nu_status new_counters(nu_device *d, size_t n, nu_buffer **out)
     return st;
 }
 
+/* The subgroup decode kernel's shared memory for hg query heads a workgroup of nsg subgroups: the
+ * subgroups' (m, l, o) and the merge's weights and sums (attn_splits.glsl: 2 * LOCAL + 1 floats a
+ * head), and the fresh form's staging (attn_fresh.glsl: the heads turned and as read, the key and
+ * value, the norms' sums). */
+static uint64_t decode_shared(const attn_op *a, uint32_t hg, uint32_t nsg)
+{
+    uint64_t hd = (uint64_t)a->hd, bytes = 4ull * hg * (nsg * (2 + hd) + 2 * ATTN_LOCAL + 1);
+    if (a->fresh)
+        bytes += 4ull * ((2ull * hg + 3) * hd + ATTN_LOCAL + hg + 1);
+    return bytes;
+}
+
 /* The decode path: the keys of each row split over workgroups (the count from max_length), then
  * merged. */
 static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, const nu_tensor *v)
@@ -321,34 +336,32 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     bool subgroup = !t->no_subgroup && (d->info.subgroup_operations & NU_SUBGROUP_ARITHMETIC) && sg >= 4 &&
                     sg <= ATTN_LOCAL && ATTN_LOCAL % sg == 0 && hd >= sg;
     /* Query heads a workgroup: those sharing a KV head read its keys once (tune.heads, dividing the
-     * group) and whose subgroups' (m, l, o) fit the shared memory (sm, sl, so), with the merge's
-     * weights and sums (attn_splits.glsl: 2 * LOCAL + 1 floats a head). */
+     * group) and whose shared memory fits (decode_shared). */
     uint32_t group = (uint32_t)(a->qh / a->kvh), hg = t->heads, nsg = sg ? ATTN_LOCAL / sg : 1;
-    while (hg > 1 && (group % hg || 4ull * hg * (nsg * (2 + (uint64_t)hd) + 2 * ATTN_LOCAL + 1) > d->info.max_shared_memory))
+    while (hg > 1 && (group % hg || decode_shared(a, hg, nsg) > d->info.max_shared_memory))
         hg--;
     uint32_t cap = a->softcap ? 1u : 0u;
     if (subgroup) {
         uint32_t pk = row_pack(k, a->first[2]), pv = row_pack(v, a->first[3]);
-        uint32_t constants[ATTN_FRESH_CONST + ATTN_FRESH_CONSTS] = {
-            a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, pk < pv ? pk : pv, sg, t->keys, hg, cap};
+        uint32_t constants[ATTN_CONSTS] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, pk < pv ? pk : pv,
+                                           sg, t->keys, hg, cap};
         memcpy(constants + ATTN_FRESH_CONST, a->fresh_const, sizeof a->fresh_const);
-        if ((st = nu__op_kernel(d, NU__K_attn_decode_sg, sizeof a->push, constants, 22, &kern)) != NU_OK)
+        if ((st = nu__op_kernel(d, NU__K_attn_decode_sg, sizeof a->push, constants, ATTN_CONSTS, &kern)) != NU_OK)
             return st;
         groups[0] = qh / hg;
     } else {
         uint32_t flags = rows_aligned(k, a->first[2]) ? 1u : 0u;
-        uint32_t constants[ATTN_FRESH_CONST + ATTN_FRESH_CONSTS] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL,
-                                                                    hd, final, flags, cap}; /* 9..11 unused */
+        uint32_t constants[ATTN_CONSTS] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, flags, cap}; /* 9..11 unused */
         memcpy(constants + ATTN_FRESH_CONST, a->fresh_const, sizeof a->fresh_const);
-        if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof a->push, constants, 22, &kern)) != NU_OK)
+        if ((st = nu__op_kernel(d, NU__K_attn_decode, sizeof a->push, constants, ATTN_CONSTS, &kern)) != NU_OK)
             return st;
     }
     /* Bindings the mode does not use are empty ranges (bound as placeholders, no use of a buffer). */
     nu_binding none = nu__op_unbound(a->bind[0].buffer);
-    nu_binding b8[13] = {a->bind[0], a->bind[1], a->bind[2], a->bind[3], none, none, a->bind[4], a->bind[5]};
+    nu_binding b8[15] = {a->bind[0], a->bind[1], a->bind[2], a->bind[3], none, none, a->bind[4], a->bind[5]};
     memcpy(b8 + 8, a->fresh_bind, sizeof a->fresh_bind);
     if (final == 1) {
-        st = nu_commands_dispatch(c, kern, groups, b8, 13, &a->push, sizeof a->push);
+        st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
         if (st == NU_OK)
             note_values(c, a, 0);
         return st;
@@ -370,7 +383,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         if ((st = new_counters(d, (size_t)tokens * groups[0], &count)) != NU_OK)
             return st;
         b8[5] = (nu_binding){.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0};
-        st = nu_commands_dispatch(c, kern, groups, b8, 13, &a->push, sizeof a->push);
+        st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
     } else {
         nu_kernel *combine;
         uint32_t cconst[2] = {a->ddt, hd};
@@ -380,7 +393,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         st = nu__op_kernel(d, NU__K_attn_combine, sizeof cpush, cconst, 2, &combine);
         b8[0] = none;
         if (st == NU_OK)
-            st = nu_commands_dispatch(c, kern, groups, b8, 13, &a->push, sizeof a->push);
+            st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
         if (st == NU_OK) {
             nu_binding cbind[2] = {a->bind[0], {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)bytes}};
             uint32_t cgroups[3] = {qh, tokens, 1};
@@ -447,9 +460,37 @@ static nu_status fresh_setup(attn_op *a, const nu_attention_desc *desc, const nu
     memcpy(&fpscale, &plan.pscale, 4);
     memcpy(&fmscale, &plan.mscale, 4);
     uint32_t mode = !rope || !plan.rotary ? 1u : rope->layout == NU_ROPE_HALF ? 3u : 2u;
+    /* The per-head norms: weights [head_dim], contiguous, of one dtype. */
+    const nu_tensor *norms[2] = {desc->fresh_q_norm, desc->fresh_k_norm};
+    const char *norm_names[2] = {"fresh_q_norm", "fresh_k_norm"};
+    uint32_t norm_first[2] = {0, 0}, fnorm = 0, fndt = 0;
+    for (int i = 0; i < 2; i++) {
+        const nu_tensor *t = norms[i];
+        if (!t)
+            continue;
+        if ((st = nu__op_check(FN, norm_names[i], t, NU__OP_FLOAT)) != NU_OK)
+            return st;
+        if (t->rank != 1 || t->shape[0] != a->hd || (a->hd > 1 && t->strides[0] != 1))
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s must be a contiguous [head_dim] ([%lld])", norm_names[i],
+                            (long long)a->hd);
+        if (fnorm && nu__op_dtype_code(t->dtype) != fndt)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": fresh_q_norm and fresh_k_norm must have one dtype");
+        if ((st = nu__op_no_alias(FN, k, norm_names[i], t, false)) != NU_OK ||
+            (st = nu__op_no_alias(FN, v, norm_names[i], t, false)) != NU_OK ||
+            (st = nu__op_bind(FN, t, NU_ACCESS_READ, &a->fresh_bind[5 + i], &norm_first[i])) != NU_OK)
+            return st;
+        fnorm |= 1u << i, fndt = nu__op_dtype_code(t->dtype);
+    }
+    if (fnorm && (!(desc->fresh_norm_eps >= 0) || !isfinite(desc->fresh_norm_eps)))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": fresh_norm_eps %g must be 0 or positive and finite",
+                        (double)desc->fresh_norm_eps);
+    uint32_t feps;
+    float eps = fnorm ? desc->fresh_norm_eps : 0.0f;
+    memcpy(&feps, &eps, 4);
     uint32_t fc[ATTN_FRESH_CONSTS] = {mode, plan.rotary, fstep, fpscale, fmscale, plan.has_ff ? 1u : 0u,
                                       plan.ff_first, plan.ff_stride, nu__op_dtype_code(desc->fresh_k->dtype),
-                                      nu__op_dtype_code(desc->fresh_v->dtype)};
+                                      nu__op_dtype_code(desc->fresh_v->dtype), fnorm, feps, norm_first[0],
+                                      norm_first[1], fndt};
     memcpy(a->fresh_const, fc, sizeof fc);
     a->fresh_bind[2] = plan.ff;
     a->fresh_bind[3] = a->bind[2], a->fresh_bind[4] = a->bind[3];
@@ -507,7 +548,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (!per_row && (desc->kv_length < 1 || desc->kv_length > positions))
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": kv_length %u must be 1 to the cache's %lld positions",
                         desc->kv_length, (long long)positions);
-    bool fresh = desc->fresh_k || desc->fresh_v || desc->fresh_rope;
+    bool fresh = desc->fresh_k || desc->fresh_v || desc->fresh_rope || desc->fresh_q_norm || desc->fresh_k_norm;
     if (!per_row && desc->window && !desc->causal && !fresh)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": a window of %u needs causal masks (or the per-row or fresh form)",
                         desc->window);
@@ -550,8 +591,9 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
 
     a.tokens = tokens, a.qh = qh, a.hd = hd, a.kvh = kvh, a.per_row = per_row, a.softcap = desc->softcap != 0;
     uint32_t first_kn = 0, first_vn = 0;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         a.fresh_bind[i] = nu__op_unbound(dst->buffer);
+    a.fresh = fresh;
     if (fresh && (st = fresh_setup(&a, desc, dst, k, v, &first_kn, &first_vn)) != NU_OK)
         return st;
     /* The keys a row sees at most: the split count's basis. */

@@ -13,7 +13,7 @@
 #include "vk/device.h"
 
 /* Specialisation constants one op kernel takes at most. */
-#define NU__OP_MAX_CONSTANTS 24
+#define NU__OP_MAX_CONSTANTS 32
 
 /* Per device: started at open, stopped at close (runtime/device.c). */
 nu_status nu__ops_init(nu_device *d);
