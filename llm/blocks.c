@@ -357,9 +357,6 @@ static nu_status rope_and_attend(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
                                 .window = window, .softcap = hp->attn_softcap, .fresh_k = k3, .fresh_v = v3,
                                 .fresh_rope = &rope, .fresh_q_norm = opt(w, NU_LLM_W_Q_NORM),
                                 .fresh_k_norm = opt(w, NU_LLM_W_K_NORM), .fresh_norm_eps = hp->cfg.rms_eps};
-        /* the splits merged by the last to finish: one level fewer again (H100, 7B Q5_K_M decode
-         * 308.5 tokens/s against 304.0 with attn_combine.comp; qwen2.5-7b Q4_K_M 338.6 / 335.3) */
-        ad.tune.combine = NU_ATTENTION_COMBINE_FUSED;
         TRY(read_ahead(p, w, NU_LLM_AT_ATTN, q3));
         TRY(nu_op_attention(p->c, att3, q3, &kc, &vc, &ad));
         if (pp) {

@@ -434,7 +434,8 @@ typedef enum nu_attention_path {
 } nu_attention_path;
 
 typedef enum nu_attention_combine {
-    NU_ATTENTION_COMBINE_AUTO,     /* SEPARATE */
+    NU_ATTENTION_COMBINE_AUTO,     /* SEPARATE, but FUSED in the fresh form (desc.fresh_k) where a
+                                    * workgroup holds one query head (H100 decode: bench/RESULTS.md) */
     NU_ATTENTION_COMBINE_SEPARATE, /* a second dispatch merges the decode splits (attn_combine.comp) */
     NU_ATTENTION_COMBINE_FUSED,    /* the last split of each row and head merges them (one dispatch,
                                     * one dependency level fewer; slower on the H200 except at 32768

@@ -326,9 +326,8 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     /* FINAL: 1 one split straight to dst; 2 the splits' partials, merged by the last split to
      * finish (attn_splits.glsl: one dispatch, one dependency level in a graph); 0 the partials,
      * merged by attn_combine.comp (a second dispatch after a barrier): the default (see
-     * resolve_tune), and for more than fused_max splits with combine=fused (the merge's work in
-     * the last split grows with the splits). */
-    uint32_t final = splits == 1 ? 1u : t->combine == NU_ATTENTION_COMBINE_FUSED && splits <= t->fused_max ? 2u : 0u;
+     * resolve_tune and `fused` below), and for more than fused_max splits with combine=fused (the
+     * merge's work in the last split grows with the splits). */
     uint32_t groups[3] = {qh, (uint32_t)splits, tokens};
     /* The subgroup kernel where the device has subgroup arithmetic and head_dim fills a subgroup
      * at least (a device without it must not see a module that declares it). */
@@ -340,6 +339,14 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     uint32_t group = (uint32_t)(a->qh / a->kvh), hg = t->heads, nsg = sg ? ATTN_LOCAL / sg : 1;
     while (hg > 1 && (group % hg || decode_shared(a, hg, nsg) > d->info.max_shared_memory))
         hg--;
+    /* The merge in the last split by default in the fresh form where a workgroup holds one query
+     * head (subgroup kernel with hg 1, or attn_decode.comp): its level saved outweighs the merge's
+     * work there, not with two heads a workgroup (H100 decode, Q4_K_M files, tokens/s, fused against
+     * attn_combine.comp: qwen2.5-7b 338.6 / 335.3 and 7B Q5_K_M 308.5 / 304.0 with one head a
+     * workgroup; qwen3-8b 301.4 / 306.2 and gemma2-9b 196.2 / 212.5 with two; bench/RESULTS.md). */
+    bool one_head = !subgroup || hg == 1;
+    bool fused = t->combine == NU_ATTENTION_COMBINE_FUSED || (t->combine == NU_ATTENTION_COMBINE_AUTO && a->fresh && one_head);
+    uint32_t final = splits == 1 ? 1u : fused && splits <= t->fused_max ? 2u : 0u;
     uint32_t cap = a->softcap ? 1u : 0u;
     if (subgroup) {
         uint32_t pk = row_pack(k, a->first[2]), pv = row_pack(v, a->first[3]);
