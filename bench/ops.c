@@ -621,6 +621,16 @@ int bench_ops(int argc, char **argv)
                                            (double)nu_tensor_span_bytes(&probe), ">= 75% of copy", 0};
         }
     }
+    /* The logits of a Qwen2.5 7B Q4_K_M file (152064 x 3584, Q6_K as llama-quantize leaves output.weight:
+     * 447 MB, a tenth of the file's bytes a token; rows of 14 super-blocks), and Q4_K's at that shape. */
+    static const int64_t logits_shape[2] = {152064, 3584};
+    static const nu_dtype logits_dt[2] = {NU_DTYPE_Q6_K, NU_DTYPE_Q4_K};
+    for (int di = 0; di < 2; di++) {
+        nu_tensor probe = nu_tensor_make(NULL, 0, logits_dt[di], 2, logits_shape);
+        cases[ncases++] = (bench_case){"matvec", "152064x3584", K_MATVEC, 0, logits_dt[di], F32, 0,
+                                       {logits_shape[0], logits_shape[1], 1}, (double)nu_tensor_span_bytes(&probe),
+                                       ">= 75% of copy", 0};
+    }
     /* The fused products of a decode layer, each after the separate ops it replaces. */
     static const struct {
         const char *shape, *separate;
