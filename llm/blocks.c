@@ -53,7 +53,7 @@ static nu_status mv(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, cons
         return nu_op_matvec_fused(p->c, y, w, x, desc);
     for (int64_t r = 0; r < m; r += g) {
         int64_t rows = m - r < g ? m - r : g;
-        nu_tensor xs, ys, rs;
+        nu_tensor xs, ys, rs, ss;
         nu_matvec_desc sub = *desc;
         TRY(nu_tensor_slice(x, 0, r, rows, &xs));
         TRY(nu_tensor_slice(y, 0, r, rows, &ys));
@@ -61,9 +61,22 @@ static nu_status mv(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, cons
             TRY(nu_tensor_slice(desc->residual, 0, r, rows, &rs));
             sub.residual = &rs;
         }
+        if (desc->stream) {
+            TRY(nu_tensor_slice(desc->stream, 0, r, rows, &ss));
+            sub.stream = &ss;
+        }
         TRY(nu_op_matvec_fused(p->c, &ys, w, &xs, &sub));
     }
     return NU_OK;
+}
+
+/* Whether a block's post-norm and residual add ride on its last product, weight w
+ * (nu_matvec_desc.post_norm: the last workgroup of the product's dispatch adds, one dependency
+ * level fewer than leaving the output pending for the next norm): a fused pass, where the
+ * product's kernel takes it. */
+static bool post_on_product(const nu_llm_pass *p, const nu_tensor *w)
+{
+    return p->fused && p->post_fusion && nu_op_matvec_fuses_post_norm(nu_buffer_device(w->buffer), w, NULL);
 }
 
 /* The block dtypes the matrix units read as they are (F16 inputs, a device with them). */
@@ -431,8 +444,13 @@ static nu_status attention_fused(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
     TRY(read_ahead(p, w, NU_LLM_AT_O, &att2));
     if (w->has[NU_LLM_W_ATTN_POST_NORM]) { /* the post-norm comes between the product and the add */
         nu_tensor tmp = view2(a[NU_LLM_A_TMP], R, D);
+        const nu_tensor *post = &w->w[NU_LLM_W_ATTN_POST_NORM];
+        if (post_on_product(p, &w->w[NU_LLM_W_O])) { /* x += post_norm(att Wo^T), one dispatch */
+            nu_matvec_desc pd = {.post_norm = post, .stream = &x, .post_norm_eps = c->rms_eps};
+            return mv(p, &tmp, &w->w[NU_LLM_W_O], &att2, &pd);
+        }
         TRY(mv(p, &tmp, &w->w[NU_LLM_W_O], &att2, &(nu_matvec_desc){0}));
-        return leave_pending(p, &w->w[NU_LLM_W_ATTN_POST_NORM]);
+        return leave_pending(p, post);
     }
     nu_matvec_desc add = {.residual = &x};
     return mv(p, &x, &w->w[NU_LLM_W_O], &att2, &add); /* x += att Wo^T */
@@ -506,6 +524,10 @@ nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
         TRY(read_ahead(p, w, NU_LLM_AT_GU, &src));
         TRY(mv(p, &h, &w->w[NU_LLM_W_GATE], &src, &in));
         TRY(read_ahead(p, w, NU_LLM_AT_DOWN, &h));
+        if (post && post_on_product(p, &w->w[NU_LLM_W_DOWN])) { /* x += post_norm(h Wd^T), one dispatch */
+            nu_matvec_desc pd = {.post_norm = post, .stream = &x, .post_norm_eps = c->rms_eps};
+            return mv(p, &tmp, &w->w[NU_LLM_W_DOWN], &h, &pd);
+        }
         if (post) {
             TRY(mv(p, &tmp, &w->w[NU_LLM_W_DOWN], &h, &(nu_matvec_desc){0}));
             return leave_pending(p, post);
@@ -539,7 +561,7 @@ nu_status nu_llm__blk_layer(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_t la
 
 bool nu_llm__blk_hands_pending(const nu_llm_pass *p, const nu_llm_layer_w *w)
 {
-    return p->fused && w->has[NU_LLM_W_FFN_POST_NORM];
+    return p->fused && w->has[NU_LLM_W_FFN_POST_NORM] && !post_on_product(p, &w->w[NU_LLM_W_DOWN]);
 }
 
 /* Row `row` on of `stage` as [rows, dim] F32. */

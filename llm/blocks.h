@@ -11,6 +11,8 @@
  *   last of its splits merges them:
  *     qkv = norm(x) Wqkv^T | att = attention(rope(q), K[pos] = rope(k), V[pos] = v) |
  *     x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
+ *   Gemma's post-norms ride on each block's last product (nu_matvec_desc.post_norm) where its
+ *   kernel takes them (post_fusion), else the block's output is left pending (below).
  *   Other passes of few rows rotate the keys on their way into the cache (nu_op_rope,
  *   nu_op_kv_append_rope or nu_op_kv_write: a level) and merge attention's splits in a second
  *   dispatch: 7 levels. On the H200 the fusion took 7B Q4_0 decode from 347 to 418 tokens/s and
@@ -108,6 +110,8 @@ struct nu_llm_pass {
                                * inputs (prefill_f16): a decode graph's products read Q8_0, Q4_0,
                                * Q4_0_SOA, Q4_K and Q6_K weights as they are (linear_b) */
     bool fresh;               /* a one-row pass of the scalar form takes attention's fresh form */
+    bool post_fusion;         /* a fused pass's post-norms ride on the block's last product where
+                               * its kernel takes them (nu_matvec_desc.post_norm) */
     bool pending;             /* tmp holds a block's output not yet added to x */
     const nu_tensor *pending_norm; /* ... and not yet normalised by this post-norm (Gemma's sandwich
                                     * norms: the next norm does both, nu_op_norm_add_rms_norm) */

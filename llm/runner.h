@@ -49,6 +49,7 @@ typedef struct nu_llm_runner_options {
                              * matrix units as they are (0: NU_LLM_DIRECT_ROWS) */
     bool fresh;             /* one-row passes: attention's fresh form (RoPE and the cache writes in
                              * its dispatch) */
+    bool post_fusion;       /* fused passes: post-norms in the block's last product */
     bool ahead_on;          /* the one-row decode graphs read weights ahead as `ahead` says */
     nu_llm_prefetch ahead;
     uint32_t first, end;    /* the layers this runner runs: [first, end) (end 0: all) */

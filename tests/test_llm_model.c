@@ -260,6 +260,64 @@ static void small_q4_0_decode(nu_device *d, const char *path, int repack, int32_
     nu_llm_model_free(m);
 }
 
+/* Gemma 2 at Q4_0_SOA sizes (dim 256, two heads of 128, FFN 512; Q4_0 repacked at open): the fused
+ * decode layer adds each block's post-norm into x in the block's last product (nu_matvec_desc
+ * .post_norm: the last workgroup of the repacked product's dispatch) by default, or leaves the
+ * output pending for the next norm (post_norm_fusion -1, nu_op_norm_add_rms_norm). On the float
+ * paths (x unrounded: NUVEC_MATVEC_SOA=dot=0) the logits agree within 1e-4 of their largest (only
+ * the post-norm's sum of squares runs in another order) and are not the same bits (the default did
+ * take the fused path); on the dot paths, where each product rounds its x to 8 bits a block and
+ * so magnifies that difference (0.35% of the largest, lavapipe), the same greedy ids and within 3%. */
+static void gemma_post_norms_on_the_product(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const make_gguf_shape shape = {"gemma2-small", 256, 2, 2, 1, 512, 512, 64, 10000.0f, 128, "gemma2", 8, 0, false};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/llm-gemma2-small-q4_0.gguf", nt_tmp_dir());
+    make_gguf_options mo = {.shape = &shape, .dtype = NU_DTYPE_Q4_0, .path = path, .seed = 9};
+    NT_OK(make_gguf(&mo, NULL));
+    enum { NP = 10, N = 16, V = 512 };
+    int32_t prompt[NP], ids[2][N];
+    for (int i = 0; i < NP; i++)
+        prompt[i] = (int32_t)(1 + 41 * i % 500);
+    float *logits[2] = {malloc(sizeof(float) * N * V), malloc(sizeof(float) * N * V)};
+    assert_true(logits[0] && logits[1]);
+    for (int dot = 0; dot < 2; dot++) { /* a device each: a device reads NUVEC_MATVEC_SOA once */
+        if (!dot)
+            setenv("NUVEC_MATVEC_SOA", "dot=0", 1);
+        else
+            d = nt_open();
+        for (int r = 0; r < 2; r++) {
+            nu_llm_model_options o = {.post_norm_fusion = r ? -1 : 0};
+            nu_llm_model *m;
+            LLM_OK(nu_llm_model_open(d, path, &o, &m));
+            greedy(m, prompt, NP, ids[r], N, logits[r]);
+            nu_llm_model_free(m);
+        }
+        unsetenv("NUVEC_MATVEC_SOA");
+        if (!dot)
+            nt_close(d);
+        assert_memory_equal(ids[0], ids[1], sizeof ids[0]);
+        double worst = 0, big = 0;
+        for (size_t i = 0; i < (size_t)N * V; i++) {
+            worst = fmax(worst, fabs((double)logits[0][i] - logits[1][i]));
+            big = fmax(big, fabs((double)logits[1][i]));
+        }
+        printf("gemma2-small, %s paths: post-norms on the product against pending: logits within %.3g of the largest "
+               "%.3g\n", dot ? "dot" : "float", worst, big);
+        if (!(worst <= (dot ? 0.03 : 1e-4) * big))
+            fail_msg("gemma2-small, %s paths: the logits with post-norms on the product differ by %g (largest %g)",
+                     dot ? "dot" : "float", worst, big);
+        if (!dot && !memcmp(logits[0] + V, logits[1] + V, sizeof(float) * (N - 1) * V))
+            fail_msg("gemma2-small: the decode logits are the same bits with and without post_norm_fusion");
+    }
+    free(logits[0]);
+    free(logits[1]);
+    unlink(path);
+    nt_close(d);
+}
+
 static void repacked_q4_0_decodes_as_the_file(void **state)
 {
     (void)state;
@@ -811,6 +869,7 @@ int main(void)
         cmocka_unit_test(prefill_passes_pipelined),
         cmocka_unit_test(gguf_files),
         cmocka_unit_test(repacked_q4_0_decodes_as_the_file),
+        cmocka_unit_test(gemma_post_norms_on_the_product),
         cmocka_unit_test(greedy_decode_matches_cpu_argmax),
         cmocka_unit_test(greedy_decode_refusals),
         cmocka_unit_test(decode_reading_ahead),

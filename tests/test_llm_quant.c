@@ -30,6 +30,7 @@
 #include "make_gguf.h"
 #include "nuvec_llm.h"
 #include "quantize.h"
+#include "tool_error.h"
 
 static const char *tmp_path(const char *name) { return llm_tmp_path("llm_quant_", name); }
 
@@ -62,7 +63,9 @@ static void quantize(const char *in, const char *out, const char *type)
     r.mix = (quant_options){quant_find_preset(type), NU_DTYPE_COUNT, NU_DTYPE_COUNT, false};
     assert_non_null(r.mix.preset);
     qz_result res;
-    NT_OK(qz_quantize(&r, &res));
+    nu_status st = qz_quantize(&r, &res);
+    if (st != NU_OK)
+        fail_msg("quantize %s to %s: %s", in, type, tool_error_message());
 }
 
 /* The file's tensors: how many are of `dtype`, and their bytes in all. */

@@ -840,6 +840,141 @@ static void rows_beyond_shared_memory_in_groups(void **state)
     nt_close(d);
 }
 
+/* ---- the post-norm into the stream (nu_matvec_desc.post_norm) ------------------------------- */
+
+/* nu_op_matvec_fused with post_norm, recorded once as a graph and launched three times, each
+ * launch adding rms_norm(dst) * post_norm into the stream again: after each launch dst equals the
+ * plain product bit for bit (the same kernel) and the stream equals the float64 sum of the
+ * launches' post-norms of that product within 1e-5 relative (the kernel's F32 sums). Weights
+ * Q4_K (rows of 1 to 3 x rows, M 1 and 3), Q6_K and Q4_0_SOA on matvec_soa's kernel (the last
+ * workgroup to arrive adds: nu_op_matvec_fuses_post_norm true; the counter back at zero for each
+ * launch), and Q8_0 and Q4_K with tune.generic_k_formats on the separate ops (rms_norm, add).
+ * Also what it refuses. */
+typedef struct post_case {
+    nu_dtype w;
+    int64_t m, n, k;
+    bool generic;
+} post_case;
+
+static void run_post(nu_device *d, const post_case *pc, uint64_t *seed)
+{
+    int64_t m = pc->m, n = pc->n, k = pc->k;
+    int64_t qs[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n}, ps[1] = {n};
+    nu_dtype qdt = pc->w == NU_DTYPE_Q4_0_SOA ? NU_DTYPE_Q4_0 : pc->w;
+    nt_tensor q = nt_tensor_quantized(d, qdt, 2, qs, 0, -1, 1, seed);
+    soa_tensor soa = {0};
+    const nu_tensor *w = &q.t;
+    if (pc->w == NU_DTYPE_Q4_0_SOA) {
+        soa = repack(d, &q.t, 0);
+        w = &soa.t;
+    }
+    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -2, 2, seed);
+    nt_tensor pw = nt_tensor_random(d, NU_DTYPE_F32, 1, ps, 0, 0.5f, 1.5f, seed);
+    nt_tensor stream = nt_tensor_random(d, NU_DTYPE_F32, 2, ds, 0, -1, 1, seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0), plain = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    const float eps = 1e-6f;
+    nu_matvec_desc desc = {.post_norm = &pw.t, .stream = &stream.t, .post_norm_eps = eps,
+                           .tune = {.generic_k_formats = pc->generic}};
+    bool fused = nu_op_matvec_fuses_post_norm(d, w, &desc);
+    assert_int_equal(fused, pc->w == NU_DTYPE_Q4_0_SOA || ((pc->w == NU_DTYPE_Q4_K || pc->w == NU_DTYPE_Q6_K) && !pc->generic));
+    mv_case mc = {&plain.t, w, &x.t, {.tune = desc.tune}, true};
+    nt_run(d, record_matvec, &mc);
+    nt_tensor_download(&plain);
+
+    double *want = malloc((size_t)(m * n) * sizeof *want);
+    assert_non_null(want);
+    for (int64_t i = 0; i < m * n; i++)
+        want[i] = stream.values[i];
+    nu_commands *rec;
+    NT_OK(nu_graph_record(d, &rec));
+    NT_OK(nu_op_matvec_fused(rec, &dst.t, w, &x.t, &desc));
+    nu_graph *g;
+    NT_OK(nu_graph_new(rec, &g));
+    for (int launch = 0; launch < 3; launch++) {
+        NT_OK(nu_graph_launch(g));
+        NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        nt_tensor_download(&dst);
+        nt_tensor_download(&stream);
+        if (memcmp(dst.values, plain.values, (size_t)(m * n) * sizeof(float)))
+            fail_msg("%s %lldx%lldx%lld, launch %d: dst differs from the plain product", nu_dtype_name(pc->w),
+                     (long long)m, (long long)n, (long long)k, launch);
+        for (int64_t r = 0; r < m; r++) {
+            double ss = 0;
+            for (int64_t i = 0; i < n; i++)
+                ss += (double)plain.values[r * n + i] * plain.values[r * n + i];
+            double rs = 1.0 / sqrt(ss / (double)n + eps);
+            for (int64_t i = 0; i < n; i++) {
+                double *e = &want[r * n + i];
+                *e += plain.values[r * n + i] * rs * pw.values[i];
+                double got = stream.values[r * n + i];
+                if (!(fabs(got - *e) <= 1e-5 * (1 + fabs(*e))))
+                    fail_msg("%s %lldx%lldx%lld%s, launch %d: stream[%lld, %lld] is %.9g, want %.9g", nu_dtype_name(pc->w),
+                             (long long)m, (long long)n, (long long)k, pc->generic ? " (generic)" : "", launch,
+                             (long long)r, (long long)i, got, *e);
+            }
+        }
+    }
+    NT_OK(nu_graph_free(g));
+    free(want);
+    if (pc->w == NU_DTYPE_Q4_0_SOA)
+        soa_free(&soa);
+    nt_tensor_free(&q);
+    nt_tensor_free(&x);
+    nt_tensor_free(&pw);
+    nt_tensor_free(&stream);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&plain);
+}
+
+static void post_norm_into_the_stream(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const nu_device_info *in = nu_device_get_info(d);
+    if (!(in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) || in->subgroup_size < 8) {
+        nt_close(d);
+        printf("post_norm_into_the_stream: skipped: %s lacks subgroup arithmetic or subgroups of 8\n", in->name);
+        skip();
+    }
+    uint64_t seed = 77;
+    const post_case cases[] = {
+        {NU_DTYPE_Q4_K, 1, 3584, 512, false}, {NU_DTYPE_Q4_K, 3, 301, 256, false}, {NU_DTYPE_Q6_K, 1, 1000, 768, false},
+        {NU_DTYPE_Q4_0_SOA, 2, 512, 512, false}, {NU_DTYPE_Q8_0, 1, 300, 256, false}, {NU_DTYPE_Q4_K, 2, 257, 256, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_post(d, &cases[i], &seed);
+
+    /* Refusals: stream without post_norm, residual beside it, an F16 dst, stream overlapping dst. */
+    int64_t qs[2] = {64, 256}, xs[2] = {1, 256}, ds[2] = {1, 64}, ps[1] = {64};
+    nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_K, 2, qs, 0, -1, 1, &seed);
+    nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
+    nt_tensor pw = nt_tensor_random(d, NU_DTYPE_F32, 1, ps, 0, 1, 1, &seed);
+    nt_tensor st = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0), dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    nt_tensor d16 = nt_tensor_output(d, NU_DTYPE_F16, 2, ds, 0);
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_matvec_desc bad = {.stream = &st.t, .post_norm_eps = 1e-6f};
+    assert_int_equal(nu_op_matvec_fused(c, &dst.t, &q.t, &x.t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(nu_error_message(d), "post_norm"));
+    bad = (nu_matvec_desc){.post_norm = &pw.t, .stream = &st.t, .post_norm_eps = 1e-6f, .residual = &dst.t};
+    assert_int_equal(nu_op_matvec_fused(c, &dst.t, &q.t, &x.t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    bad = (nu_matvec_desc){.post_norm = &pw.t, .stream = &st.t, .post_norm_eps = 1e-6f};
+    assert_int_equal(nu_op_matvec_fused(c, &d16.t, &q.t, &x.t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    bad.stream = &dst.t;
+    assert_int_equal(nu_op_matvec_fused(c, &dst.t, &q.t, &x.t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    bad.stream = &st.t;
+    bad.post_norm_eps = 0;
+    assert_int_equal(nu_op_matvec_fused(c, &dst.t, &q.t, &x.t, &bad), NU_ERROR_INVALID_ARGUMENT);
+    NT_OK(nu_commands_free(c));
+    nt_tensor_free(&q);
+    nt_tensor_free(&x);
+    nt_tensor_free(&pw);
+    nt_tensor_free(&st);
+    nt_tensor_free(&dst);
+    nt_tensor_free(&d16);
+    nt_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -850,6 +985,7 @@ int main(void)
         cmocka_unit_test(refuses_what_it_cannot_do),
         cmocka_unit_test(rows_beyond_shared_memory_in_groups),
         cmocka_unit_test(k_super_blocks_as_runs),
+        cmocka_unit_test(post_norm_into_the_stream),
         cmocka_unit_test(matmul_on_the_matrix_units_reads_it_as_q4_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -327,10 +327,23 @@ typedef struct nu_matvec_desc {
     const nu_tensor *residual;
     const nu_tensor *bias;
     nu_glu_activation glu;
+    /* post_norm: a block output's post-norm and residual add after the product (Gemma's sandwich
+     * norms): dst keeps the product and stream[r, :] += rms_norm(dst[r, :]) * post_norm (eps
+     * post_norm_eps > 0, finite; nu_op_rms_norm's arithmetic, its sum of squares in another order).
+     * post_norm [n] float, any view; stream [m, n] F32, contiguous, not overlapping dst, weight,
+     * x or post_norm; dst F32; not with residual. Q4_0_SOA's and the K formats' kernel does it in
+     * the product's own dispatch (the last workgroup to finish adds: nu_op_matvec_fuses_post_norm
+     * says where); the others record nu_op_rms_norm and nu_op_add after the product. NULL (both):
+     * none. */
+    const nu_tensor *post_norm, *stream;
+    float post_norm_eps;
     nu_matvec_tune tune;
 } nu_matvec_desc;
 nu_status nu_op_matvec_fused(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x,
                              const nu_matvec_desc *desc);
+/* Whether nu_op_matvec_fused with this weight and desc's tune (and the environment's knobs) does
+ * desc.post_norm in the product's own dispatch (false: as separate ops after it). */
+bool nu_op_matvec_fuses_post_norm(nu_device *d, const nu_tensor *weight, const nu_matvec_desc *desc);
 
 /* ---- matrix products --------------------------------------------------------------------- */
 

@@ -79,15 +79,24 @@
 //                   1: NORM, 2: GLU, 3: RESID, 4: x's vector path (rows 16-byte aligned, stride 1),
 //                   5: PREFETCH (the first chunk's weight loads issued before phase 1),
 //                   6: GELU (the GLU's activation; else SiLU), 7: BIAS,
-//                   8: PAIRS (Q4_K, Q5_K: a lane's unit is two runs sharing their scales)
+//                   8: PAIRS (Q4_K, Q5_K: a lane's unit is two runs sharing their scales),
+//                   9: POST (the post-norm into the stream, by the last workgroup: below)
 //   7 XB            blocks of x shared memory holds a row (dot path; >= K / 32, rounded up to 64)
 //   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
 //  11 BDT           bias's dtype
 //  12 WFMT          the weights' format: 0 Q4_0_SOA, 1 Q4_K, 2 Q5_K, 3 Q6_K (GGUF's blocks, K a
 //                   multiple of 256)
+//  13 PDT           POST: the post-norm weight's dtype
 // Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual, 6 bias
-// (unused ones are bound to x). Push: below.
+// (unused ones are bound to x), and with POST: 7 the counter, 8 the post-norm's weight, 9 the
+// stream, 10 dst again (its coherent view); the placeholders' empty ranges otherwise. Push: below.
+//
+// POST (nu_matvec_desc.post_norm; Gemma's sandwich norms): after its rows, each workgroup arrives
+// at a counter (attention/attn_splits.glsl's ordering: dst's stores through the coherent view,
+// fenced, then a relaxed atomic; the last to arrive fences before it reads), and the last one adds
+// rms_norm(dst[m, :]) * post weight into stream[m, :] for each of x's M rows (the sum of squares
+// over the workgroup, nu_op_rms_norm's 1 / sqrt(mean + eps)) and puts the counter back to zero.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #include "ops.glsl"
@@ -106,6 +115,7 @@ layout(constant_id = 9) const uint RDT = NU_F32;
 layout(constant_id = 10) const uint GDT = NU_F32;
 layout(constant_id = 11) const uint BDT = NU_F32;
 layout(constant_id = 12) const uint WFMT = 0u;
+layout(constant_id = 13) const uint PDT = NU_F32; // POST: the post-norm weight's dtype
 layout(local_size_x = 256, local_size_x_id = 3) in; // LOCAL, constant 3
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -117,6 +127,7 @@ const bool XVEC = (FLAGS & 16u) != 0u;
 const bool PREFETCH = (FLAGS & 32u) != 0u;
 const bool GELU = (FLAGS & 64u) != 0u;
 const bool BIAS = (FLAGS & 128u) != 0u;
+const bool POST = (FLAGS & 512u) != 0u;
 // PAIRS (Q4_K, Q5_K): a lane's unit is the two runs 2u, 2u + 1 of a super-block (32 consecutive
 // bytes), which share their sub-blocks a, a + 1 and so their scales: the header is read and
 // decoded once for both, and the dot path adds the two runs' integer dots before scaling them
@@ -148,6 +159,7 @@ shared vec4 xk[QK ? M * XB : 1u];  // K formats: run b's (dx_a, dx_a+1, dx_a * s
 shared float red[SPLIT > 1u ? (LOCAL / 8u) * RM * NW : 1u]; // the SPLIT subgroups' partial sums
 shared float nsum[NORM ? (LOCAL / 8u) * M : 1u];            // the subgroups' sums of x^2
 shared float srow[M];                                        // each row's 1 / RMS
+shared float nsum_post[POST ? LOCAL / 8u : 1u], srow_post;   // POST: the subgroups' sums of dst^2, a row's 1 / RMS
 
 NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, w)
@@ -156,6 +168,11 @@ NU_TENSOR(readonly, 3, up)
 NU_TENSOR(readonly, 4, g)
 NU_TENSOR(readonly, 5, res)
 NU_TENSOR(readonly, 6, bias)
+layout(std430, binding = 7) coherent buffer PostCount { uint post_count[]; };
+NU_TENSOR(readonly, 8, pw)
+layout(std430, binding = 9) buffer PostStream { float stream_f[]; };
+layout(std430, binding = 10) coherent buffer PostDst { float dstc_f[]; };
+shared bool post_last;
 layout(push_constant) uniform Push {
     uint n, k;             // N and K
     uint first_w, w_row;   // weight's first half in its binding, its row stride in halves (K / 32 * 9)
@@ -166,6 +183,9 @@ layout(push_constant) uniform Push {
     uint first_r, r_row, r_col; // residual [M, N]
     float eps;
     uint first_bias, bias_col;  // bias [N]
+    uint first_pw, pw_col;      // POST: the post-norm's weight [N]
+    uint first_s;               // POST: stream [M, N], contiguous
+    float post_eps;
 } pc;
 
 // Four elements of x's row m from element e (a multiple of 4), times g where NORM (and the sum
@@ -483,6 +503,51 @@ float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
     for (uint r = 0u; r < ROWS; r++)                                                                \
         base[r] = min(n0 + r, pc.n - 1u) * pc.w_row;
 
+// POST: every workgroup arrives; the last adds each row's post-norm of dst into the stream (see
+// the header). Called by every invocation (uniform control flow: it has barriers).
+void post_norm_add()
+{
+    uint tid = gl_LocalInvocationID.x;
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) {
+        memoryBarrierBuffer();
+        uint before = atomicAdd(post_count[0], 1u);
+        post_last = before + 1u == gl_NumWorkGroups.x;
+        if (post_last)
+            atomicExchange(post_count[0], 0u); // every workgroup of this launch has arrived
+    }
+    barrier();
+    if (!post_last)
+        return; // uniform: post_last is the workgroup's
+    memoryBarrierBuffer();
+    for (uint m = 0u; m < M; m++) {
+        float ss = 0.0;
+        for (uint i = tid; i < pc.n; i += LOCAL) {
+            float v = dstc_f[pc.first_dst + m * pc.n + i];
+            ss += v * v;
+        }
+        float s = subgroupAdd(ss);
+        if (gl_SubgroupInvocationID == 0u)
+            nsum_post[gl_SubgroupID] = s;
+        barrier();
+        if (tid == 0u) {
+            float tot = 0.0;
+            for (uint i = 0u; i < gl_NumSubgroups; i++)
+                tot += nsum_post[i];
+            srow_post = inversesqrt(tot / float(pc.n) + pc.post_eps); // nu_op_rms_norm's
+        }
+        barrier();
+        float rs = srow_post;
+        for (uint i = tid; i < pc.n; i += LOCAL) {
+            float v = dstc_f[pc.first_dst + m * pc.n + i];
+            precise float z = v * rs * NU_LOAD(pw, PDT, pc.first_pw + i * pc.pw_col);
+            stream_f[pc.first_s + m * pc.n + i] += z;
+        }
+        barrier(); // nsum_post and srow_post are the next row's
+    }
+}
+
 void main()
 {
     uint blocks = pc.k / 32u, units = blocks / RUNS;
@@ -597,7 +662,12 @@ void main()
                 val = (GELU ? act_gelu_tanh(val) : act_silu(val)) * (uv * s_m[m]);
             if (RESID)
                 val += NU_LOAD(res, RDT, pc.first_r + m * pc.r_row + row * pc.r_col);
-            NU_STORE(dst, DDT, pc.first_dst + m * pc.n + row, val)
+            if (POST) // F32 dst (the host's rule), through the coherent view the last workgroup reads
+                dstc_f[pc.first_dst + m * pc.n + row] = val;
+            else
+                NU_STORE(dst, DDT, pc.first_dst + m * pc.n + row, val)
         }
     }
+    if (POST)
+        post_norm_add();
 }

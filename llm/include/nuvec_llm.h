@@ -136,6 +136,10 @@ typedef struct nu_llm_model_options {
                               * write the KV cache inside attention's dispatch (nu_attention_desc's
                               * fresh form: one dependency level fewer a layer); -1: RoPE and the
                               * cache writes as ops of their own before it (for comparisons) */
+    int post_norm_fusion;    /* 0 (default) and 1: a fused pass's block ending in a post-norm (Gemma's
+                              * sandwich norms) adds it into x in its last product's dispatch
+                              * (nu_matvec_desc.post_norm, where that product's kernel takes it: one
+                              * dependency level fewer a block); -1: left for the next norm */
     int stack_weights;       /* 0 (default) and 1: q, k, v (and gate, up) that the file stores back to
                               * back run as one product where a path takes it; -1: never */
     uint32_t greedy_depth;   /* greedy decode's launches in flight (0: 2; 1 to 4) */

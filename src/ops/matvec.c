@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "exec/commands.h"
 #include "kernels_table.h"
 #include "ops/matvec_soa.h"
 #include "ops/op.h"
@@ -451,8 +452,39 @@ static nu_status check_desc(mv_call *a, const nu_matvec_desc *desc)
             return st;
         a->fuse |= MV_RESID;
     }
+    if (desc->post_norm || desc->stream) {
+        const nu_tensor *t = desc->stream;
+        if (!desc->post_norm || !t)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: post_norm and stream go together (%s is NULL)", fn,
+                            desc->post_norm ? "stream" : "post_norm");
+        if (desc->residual)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: post_norm does not combine with residual", fn);
+        if (a->dst->dtype != NU_DTYPE_F32)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: with post_norm dst must be F32 (it is %s)", fn,
+                            nu_dtype_name(a->dst->dtype));
+        if ((st = check_vector(a, "post_norm", desc->post_norm, a->n, "weight's n")) != NU_OK)
+            return st;
+        if (!(desc->post_norm_eps > 0) || !isfinite(desc->post_norm_eps))
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: post_norm_eps %g must be finite and > 0", fn,
+                            (double)desc->post_norm_eps);
+        if ((st = nu__op_check(fn, "stream", t, NU__OP_DTYPE(NU_DTYPE_F32))) != NU_OK || (st = shape_of(d, fn, "stream", t)) != NU_OK)
+            return st;
+        if (t->shape[0] != a->m || t->shape[1] != a->n)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: stream is %lldx%lld; it must be %lldx%lld (dst's shape)", fn,
+                            (long long)t->shape[0], (long long)t->shape[1], (long long)a->m, (long long)a->n);
+        if ((st = nu__op_contiguous(fn, "stream", t)) != NU_OK || (st = nu__op_no_alias(fn, a->dst, "stream", t, false)) != NU_OK ||
+            (st = nu__op_no_alias(fn, t, "weight", a->weight, false)) != NU_OK ||
+            (st = nu__op_no_alias(fn, t, "x", a->x, false)) != NU_OK ||
+            (st = nu__op_no_alias(fn, t, "post_norm", desc->post_norm, false)) != NU_OK)
+            return st;
+    }
     return NU_OK;
 }
+
+/* post_norm where the product's kernel does not take it: the product, then stream += rms_norm(dst) *
+ * post_norm (nu_op_rms_norm into a private F32 [m, n] buffer, then nu_op_add), three dispatches. */
+static nu_status post_norm_apart(nu_commands *c, const char *fn, const nu_tensor *dst, const nu_tensor *weight,
+                                 const nu_tensor *x, const nu_matvec_desc *desc);
 
 static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, const nu_tensor *weight,
                         const nu_tensor *x, const nu_matvec_desc *desc)
@@ -499,6 +531,8 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
         return st;
     if (a.knobs.k_runs >= 0 && nu__matvec_soa_takes_k(d, weight, desc))
         return nu__matvec_soa(c, d, dst, weight, x, desc);
+    if (desc && desc->post_norm)
+        return post_norm_apart(c, fn, dst, weight, x, desc);
 
     if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &a.bind[0], &a.first[0])) != NU_OK ||
         (st = nu__op_bind(fn, weight, NU_ACCESS_READ, &a.bind[1], &a.first[1])) != NU_OK ||
@@ -517,6 +551,39 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
     if (block && a.knobs.dot >= 0 && dot_path_applies(d, m, k, a.fuse))
         return record_dot(c, &a);
     return record_float(c, &a);
+}
+
+static nu_status post_norm_apart(nu_commands *c, const char *fn, const nu_tensor *dst, const nu_tensor *weight,
+                                 const nu_tensor *x, const nu_matvec_desc *desc)
+{
+    nu_matvec_desc plain = *desc;
+    plain.post_norm = plain.stream = NULL;
+    plain.post_norm_eps = 0;
+    nu_status st = matvec(c, fn, dst, weight, x, &plain);
+    if (st != NU_OK)
+        return st;
+    nu_device *d = nu_buffer_device(dst->buffer);
+    nu_buffer *b;
+    int64_t shape[2] = {dst->shape[0], dst->shape[1]};
+    if ((st = nu_buffer_new(d, (size_t)(shape[0] * shape[1]) * 4, NU_STORAGE_PRIVATE, &b)) != NU_OK)
+        return st;
+    nu_tensor normed = nu_tensor_make(b, 0, NU_DTYPE_F32, 2, shape);
+    st = nu_op_rms_norm(c, &normed, dst, desc->post_norm, desc->post_norm_eps);
+    if (st == NU_OK)
+        st = nu_op_add(c, desc->stream, desc->stream, &normed);
+    nu_status st2 = nu__commands_adopt(c, b); /* freed with the recorded work */
+    return st != NU_OK ? st : st2;
+}
+
+bool nu_op_matvec_fuses_post_norm(nu_device *d, const nu_tensor *weight, const nu_matvec_desc *desc)
+{
+    if (!d || !weight)
+        return false;
+    if (weight->dtype == NU_DTYPE_Q4_0_SOA)
+        return true;
+    nu__mv_knobs k;
+    return matvec_knobs(d, "nu_op_matvec_fuses_post_norm", desc ? &desc->tune : NULL, &k) == NU_OK && k.k_runs >= 0 &&
+           nu__matvec_soa_takes_k(d, weight, desc);
 }
 
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "exec/commands.h"
 #include "kernels_table.h"
 
 #define FN "nu_op_matvec"
@@ -186,14 +187,17 @@ static nu_status by_row_groups(nu_commands *c, nu_device *d, const nu_tensor *ds
         g--;
     for (int64_t r = 0; r < m; r += g) {
         int64_t rows = m - r < g ? m - r : g;
-        nu_tensor xs, ds, rs;
+        nu_tensor xs, ds, rs, ss;
         nu_matvec_desc sub = *desc;
         nu_status st;
         if ((st = nu_tensor_slice(x, 0, r, rows, &xs)) != NU_OK || (st = nu_tensor_slice(dst, 0, r, rows, &ds)) != NU_OK ||
-            (desc->residual && (st = nu_tensor_slice(desc->residual, 0, r, rows, &rs)) != NU_OK))
+            (desc->residual && (st = nu_tensor_slice(desc->residual, 0, r, rows, &rs)) != NU_OK) ||
+            (desc->post_norm && (st = nu_tensor_slice(desc->stream, 0, r, rows, &ss)) != NU_OK))
             return st;
         if (desc->residual)
             sub.residual = &rs;
+        if (desc->post_norm)
+            sub.stream = &ss;
         if ((st = nu__matvec_soa(c, d, &ds, weight, &xs, &sub)) != NU_OK)
             return st;
     }
@@ -272,14 +276,26 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                         "shared memory; %s has %u", tune.local, tune.rows, tune.split, (unsigned long long)shared,
                         in->name, in->max_shared_memory);
 
-    /* Bindings: dst, weight, x, up, norm weight, residual, bias; x stands in for the absent ones. */
+    /* Bindings: dst, weight, x, up, norm weight, residual, bias; x stands in for the absent ones.
+     * With the post-norm: its counter, weight, the stream and dst again (coherent); empty ranges
+     * otherwise. */
+    bool post = desc->post_norm;
     const nu_tensor *ts[7] = {dst, weight, x, glu ? desc->glu_up : x, norm ? desc->norm_weight : x,
                               resid ? desc->residual : x, bias ? desc->bias : x};
-    nu_binding bind[7];
-    uint32_t first[7];
+    nu_binding bind[11];
+    uint32_t first[11] = {0};
     for (int i = 0; i < 7; i++)
         if ((st = nu__op_bind(FN, ts[i], i ? NU_ACCESS_READ : NU_ACCESS_WRITE, &bind[i], &first[i])) != NU_OK)
             return st;
+    for (int i = 7; i < 11; i++)
+        bind[i] = nu__op_unbound(dst->buffer);
+    if (post && ((st = nu__op_bind(FN, desc->post_norm, NU_ACCESS_READ, &bind[8], &first[8])) != NU_OK ||
+                 (st = nu__op_bind(FN, desc->stream, NU_ACCESS_READ_WRITE, &bind[9], &first[9])) != NU_OK))
+        return st;
+    if (post) {
+        bind[10] = bind[0], bind[10].access = NU_ACCESS_READ_WRITE; /* the last workgroup reads dst back */
+        bind[0] = nu__op_unbound(dst->buffer);
+    }
     /* uvec4 runs where both weights' first halves are 16-byte aligned (each row then is too: a
      * multiple of 16 bytes, Q4_0_SOA's K / 32 * 18, Q4_K's K / 256 * 144, Q5_K's K / 256 * 176);
      * never for Q6_K, whose 210-byte super-blocks put runs at any even byte (the kernel's own loads,
@@ -289,8 +305,8 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                 (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
     uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
                      (tune.prefetch ? 32u : 0u) | (desc->glu == NU_GLU_GELU_TANH ? 64u : 0u) | (bias ? 128u : 0u) |
-                     (unit_runs(weight->dtype, &tune) == 2 ? 256u : 0u);
-    uint32_t constants[13] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
+                     (unit_runs(weight->dtype, &tune) == 2 ? 256u : 0u) | (post ? 512u : 0u);
+    uint32_t constants[14] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
                               tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
                               norm ? nu__op_dtype_code(desc->norm_weight->dtype) : 0u,
@@ -298,20 +314,23 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                               weight->dtype == NU_DTYPE_Q4_K   ? 1u
                               : weight->dtype == NU_DTYPE_Q5_K ? 2u
                               : weight->dtype == NU_DTYPE_Q6_K ? 3u
-                                                               : 0u};
+                                                               : 0u,
+                              post ? nu__op_dtype_code(desc->post_norm->dtype) : 0u};
     struct {
         uint32_t n, k, first_w, w_row, first_up, first_x, x_row, x_col, first_dst, first_g, g_col, first_r, r_row,
             r_col;
         float eps;
-        uint32_t first_bias, bias_col;
+        uint32_t first_bias, bias_col, first_pw, pw_col, first_s;
+        float post_eps;
     } push = {(uint32_t)n, (uint32_t)k, first[1], nu__op_block_halves(weight, row_stride(weight)), first[3], first[2],
               m > 1 ? (uint32_t)x->strides[0] : 0, (uint32_t)x->strides[1], first[0], first[4],
               norm ? (uint32_t)desc->norm_weight->strides[0] : 0, first[5],
               resid && m > 1 ? (uint32_t)desc->residual->strides[0] : 0,
               resid ? (uint32_t)desc->residual->strides[1] : 0, norm ? desc->norm_eps : 0.0f, first[6],
-              bias && n > 1 ? (uint32_t)desc->bias->strides[0] : 0};
+              bias && n > 1 ? (uint32_t)desc->bias->strides[0] : 0, first[8],
+              post && n > 1 ? (uint32_t)desc->post_norm->strides[0] : 0, first[9], post ? desc->post_norm_eps : 0.0f};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 13,
+    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 14,
                             &kern)) != NU_OK)
         return st;
     uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
@@ -320,5 +339,18 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     if (tune.groups && wanted > tune.groups)
         wanted = tune.groups;
     uint32_t groups[3] = {(uint32_t)(wanted > 65535 ? 65535 : wanted), 1, 1};
-    return nu_commands_dispatch(c, kern, groups, bind, 7, &push, sizeof push);
+    if (!post)
+        return nu_commands_dispatch(c, kern, groups, bind, 11, &push, sizeof push);
+    /* The post-norm's counter: a private zeroed word (fresh memory: nu_buffer_from writes it), put
+     * back to zero by each launch's last workgroup, so a graph's launches need no fill; handed to
+     * the recording (a command buffer frees it with the recorded work, a graph with itself). */
+    nu_buffer *count;
+    uint32_t zero = 0;
+    if ((st = nu_buffer_from(d, &zero, sizeof zero, NU_STORAGE_PRIVATE, &count)) != NU_OK)
+        return st;
+    nu_buffer_set_name(count, "nu_op_matvec_fused post-norm counter");
+    bind[7] = (nu_binding){.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0};
+    st = nu_commands_dispatch(c, kern, groups, bind, 11, &push, sizeof push);
+    nu_status st2 = nu__commands_adopt(c, count);
+    return st != NU_OK ? st : st2;
 }
