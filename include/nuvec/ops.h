@@ -278,8 +278,8 @@ typedef struct nu_matvec_tune {
                         * path and Q4_0_SOA 1) */
     uint32_t unroll;   /* units (8 elements float path, 16 dot path, 32 Q4_0_SOA) each thread has in
                         * flight a row, 1..8 (default: float path 2, dot path 4, Q4_0_SOA 2; the K
-                        * formats on its kernel: Q4_K's and Q5_K's pairs of runs and Q6_K's runs,
-                        * 1; Q4_K's and Q5_K's single runs, 2) */
+                        * formats on its kernel: Q4_K's and Q5_K's pairs of runs, 1; their single
+                        * runs and Q6_K's, 2) */
     uint32_t groups;   /* dot path and Q4_0_SOA: most workgroups (each reads x once; the grid loops
                         * over the rows), 1..65535 (default: dot path 264, Q4_0_SOA 132) */
     uint32_t split;    /* dot path and Q4_0_SOA: subgroups sharing a row group, a power of two 1..32

@@ -248,10 +248,10 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
      * tokens/s (bench/RESULTS.md, 2026-12-06): Q4_K_M 348.5 against 323.6 one run at a time
      * (unroll 2), 341.8 with unroll 1 only where glu_up doubles the registers, 297.9 with 2 units
      * everywhere (registers spilled); Q5_K_M 294.9 against 276.7, 286.1, 211.1. Q6_K (one run a
-     * unit) also one in flight: H100, qwen2.5-7b Q4_K_M decode (Q6_K output and half the v and down
-     * matrices) 341.0 / 341.1 tokens/s against 337.8 / 337.3 with two; `nuvec bench ops` Q6_K
-     * 4096x14336, 14336x4096 and 152064x3584: 24.82, 26.69 and 167.7 us (2026-12-06). */
-    if (!tune.unroll_given && (unit_runs(weight->dtype, &tune) == 2 || weight->dtype == NU_DTYPE_Q6_K))
+     * unit) keeps two in flight: one was 1% faster on qwen2.5-7b Q4_K_M decode (Q6_K output and half
+     * the v and down matrices; 341.0 against 337.5 tokens/s) but 5% slower on a 7B Q6_K file (275.4
+     * / 276.6 against 290.4; H100, 2026-12-06, bench/RESULTS.md). */
+    if (!tune.unroll_given && unit_runs(weight->dtype, &tune) == 2)
         tune.unroll = 1;
     uint32_t sg = in->subgroup_size;
     uint32_t ops = NU_SUBGROUP_ARITHMETIC | NU_SUBGROUP_SHUFFLE;
