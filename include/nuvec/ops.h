@@ -469,8 +469,9 @@ typedef struct nu_attention_tune {
                            * matrix units' kernel */
     bool no_subgroup;     /* decode: attn_decode.comp where the subgroup kernel would run */
     uint32_t keys;        /* subgroup decode: keys a subgroup has in flight, 1..16 (0: 4) */
-    uint32_t heads;       /* subgroup decode: query heads a workgroup, 1..8 (0: 2; fewer where they
-                           * do not divide q_heads / kv_heads or do not fit shared memory) */
+    uint32_t heads;       /* subgroup decode: query heads a workgroup, 1..8 (0: 2, or 1 in the fresh
+                           * form with head_dim 256; fewer where they do not divide q_heads /
+                           * kv_heads or do not fit shared memory) */
     bool no_matrix_units; /* prefill: attn_prefill.comp where attn_prefill_coopmat.comp would run */
     uint32_t tc_rows;     /* matrix-unit prefill: query rows a workgroup, 64 or 128 (0: 128, or 64
                            * where 128 does not fit shared memory) */

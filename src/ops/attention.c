@@ -119,8 +119,7 @@ static nu_status resolve_tune(nu_device *d, const nu_attention_tune *in, nu_atte
      * device. */
     if (!t->keys)
         t->keys = 4;
-    if (!t->heads)
-        t->heads = 2;
+    /* heads 0 stays: record_decode chooses (2, or 1 in the fresh form with heads of 256). */
     if (!t->fused_max)
         t->fused_max = 65535;
     return st;
@@ -336,7 +335,11 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
                     sg <= ATTN_LOCAL && ATTN_LOCAL % sg == 0 && hd >= sg;
     /* Query heads a workgroup: those sharing a KV head read its keys once (tune.heads, dividing the
      * group) and whose shared memory fits (decode_shared). */
-    uint32_t group = (uint32_t)(a->qh / a->kvh), hg = t->heads, nsg = sg ? ATTN_LOCAL / sg : 1;
+    /* The default: 2 heads a workgroup; in the fresh form with heads of 256 one, so that the last
+     * split merges (H100, gemma2-9b Q4_K_M decode 219.0 tokens/s against 215.1 with two heads and
+     * attn_combine.comp; bench/RESULTS.md, seventeenth session). */
+    uint32_t group = (uint32_t)(a->qh / a->kvh), hg = t->heads ? t->heads : a->fresh && hd >= 256 ? 1u : 2u;
+    uint32_t nsg = sg ? ATTN_LOCAL / sg : 1;
     while (hg > 1 && (group % hg || decode_shared(a, hg, nsg) > d->info.max_shared_memory))
         hg--;
     /* The merge in the last split by default in the fresh form where a workgroup holds one query
