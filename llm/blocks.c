@@ -5,12 +5,7 @@
 
 #include "common.h"
 
-#define TRY(call)                                                                                                  \
-    do {                                                                                                           \
-        nu_status st_ = (call);                                                                                    \
-        if (st_ != NU_OK)                                                                                          \
-            return st_;                                                                                            \
-    } while (0)
+#define TRY NU_LLM_TRY
 
 void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t gu_rows, bool w16,
                        size_t *sizes)

@@ -10,6 +10,14 @@
 
 #include "nuvec/status.h"
 
+/* Returns from the calling function with call's status where it is not NU_OK. */
+#define NU_LLM_TRY(call)                                                                                           \
+    do {                                                                                                           \
+        nu_status st_ = (call);                                                                                    \
+        if (st_ != NU_OK)                                                                                          \
+            return st_;                                                                                            \
+    } while (0)
+
 /* Records `fmt` as this thread's last llm failure message; returns `status`. */
 nu_status nu_llm__fail(nu_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

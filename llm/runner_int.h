@@ -6,6 +6,8 @@
 
 #include "runner.h"
 
+#include "common.h" /* NU_LLM_TRY */
+
 /* Greedy ring ids lie ID_STRIDE bytes apart (the largest storage buffer offset alignment Vulkan
  * allows), U of them in each of the depth ring buffers. */
 #define ID_STRIDE 256
@@ -62,12 +64,7 @@ struct nu_llm_runner {
     char note[256];
 };
 
-#define TRY(call)                                                                                                  \
-    do {                                                                                                           \
-        nu_status st_ = (call);                                                                                    \
-        if (st_ != NU_OK)                                                                                          \
-            return st_;                                                                                            \
-    } while (0)
+#define TRY NU_LLM_TRY
 
 /* NU_OK, or st with a failure message naming `what` and the device's last error. */
 nu_status nu_llm__runner_nv(nu_llm_runner *r, nu_status st, const char *what);

@@ -8,6 +8,7 @@
 #define NU_LLM_ARCH_HPARAMS_H
 
 #include "arch.h"
+#include "common.h" /* NU_LLM_TRY */
 
 #define NU_LLM_KEY(g, h) ((nu_llm_key){(g), (h)})
 
@@ -73,13 +74,6 @@
                              .ignored = IGNORED,                                                                   \
                              .read_hparams = read_hparams,                                                         \
                              .layer = nu_llm__blk_layer}
-
-#define NU_LLM_TRY(call)                                                                                           \
-    do {                                                                                                           \
-        nu_status st_ = (call);                                                                                    \
-        if (st_ != NU_OK)                                                                                          \
-            return st_;                                                                                            \
-    } while (0)
 
 /* nu_llm__meta_check with the shared keys: the base keys nu_llm__read_base reads (and the RoPE
  * scaling ones) known, the shared refusals refused, plus the architecture's own lists (which take
