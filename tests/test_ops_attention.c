@@ -522,6 +522,23 @@ static void graph_ops_share_partials(void **state)
     nt_close(d);
 }
 
+/* A decode step's new q, k and v (F32, random in [-1, 1)) uploaded into q, kn and vn (their shapes). */
+static void new_step_inputs(nu_device *d, nt_tensor *q, nt_tensor *kn, nt_tensor *vn, uint64_t *seed)
+{
+    nt_tensor *into[3] = {q, kn, vn};
+    nu_commands *up;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &up));
+    nt_tensor made[3];
+    for (int i = 0; i < 3; i++) {
+        made[i] = nt_tensor_random(d, NU_DTYPE_F32, into[i]->t.rank, into[i]->t.shape, 0, -1, 1, seed);
+        NT_OK(nu_commands_upload(up, into[i]->t.buffer, 0, made[i].values, nu_tensor_numel(&into[i]->t) * 4));
+    }
+    NT_OK(nu_commands_commit(up));
+    NT_OK(nu_commands_free(up));
+    for (int i = 0; i < 3; i++)
+        nt_tensor_free(&made[i]);
+}
+
 /* One decode step recorded once as a graph whose launches change the position: rope's
  * position_offset, both kv_appends' position, attention's q_position and kv_length (not causal,
  * so that kv_length alone limits the keys) (nu_op_graph_param), launched for 40 steps with new q,
@@ -590,16 +607,7 @@ static void decode_step_variant(int variant)
     size_t n = (size_t)(hq * D);
     float *got = malloc(n * sizeof *got);
     for (int64_t t = 0; t < steps; t++) {
-        nt_tensor fresh[3] = {nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed),
-                              nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed),
-                              nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed)};
-        nt_tensor *into[3] = {&q, &kn, &vn};
-        nu_commands *up;
-        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &up));
-        for (int i = 0; i < 3; i++)
-            NT_OK(nu_commands_upload(up, into[i]->t.buffer, 0, fresh[i].values, nu_tensor_numel(&into[i]->t) * 4));
-        NT_OK(nu_commands_commit(up));
-        NT_OK(nu_commands_free(up));
+        new_step_inputs(d, &q, &kn, &vn, &seed);
         int32_t pos = (int32_t)t;
         uint32_t upos = (uint32_t)t, len = (uint32_t)t + 1;
         NT_OK(nu_graph_set_param(g, p_rope, &pos, 4));
@@ -644,8 +652,6 @@ static void decode_step_variant(int variant)
         char what[64];
         snprintf(what, sizeof what, "decode step variant %d, step %lld", variant, (long long)t);
         expect_attention(&out[0], qr.values, kc[1].values, vc[1].values, 1, hq, hkv, D, &ad2, what);
-        for (int i = 0; i < 3; i++)
-            nt_tensor_free(&fresh[i]);
     }
     free(got);
     NT_OK(nu_graph_free(g));
@@ -732,16 +738,7 @@ static void fresh_variant(int variant)
     size_t n = (size_t)(hq * D);
     float *got = malloc(n * sizeof *got);
     for (int64_t t = 0; t < steps; t++) {
-        nt_tensor fresh[3] = {nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed),
-                              nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed),
-                              nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed)};
-        nt_tensor *into[3] = {&q, &kn, &vn};
-        nu_commands *up;
-        NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &up));
-        for (int i = 0; i < 3; i++)
-            NT_OK(nu_commands_upload(up, into[i]->t.buffer, 0, fresh[i].values, nu_tensor_numel(&into[i]->t) * 4));
-        NT_OK(nu_commands_commit(up));
-        NT_OK(nu_commands_free(up));
+        new_step_inputs(d, &q, &kn, &vn, &seed);
         uint32_t upos = (uint32_t)t, len = (uint32_t)t + 1;
         NT_OK(nu_graph_set_param(g, p_len, &len, 4));
         NT_OK(nu_graph_launch(g));
@@ -795,8 +792,6 @@ static void fresh_variant(int variant)
         char what[64];
         snprintf(what, sizeof what, "fresh variant %d, step %lld", variant, (long long)t);
         expect_attention(&out[0], qr.values, kc[1].values, vc[1].values, 1, hq, hkv, D, &ad2, what);
-        for (int i = 0; i < 3; i++)
-            nt_tensor_free(&fresh[i]);
     }
     free(got);
     NT_OK(nu_graph_free(g));
