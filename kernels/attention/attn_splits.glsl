@@ -12,19 +12,12 @@
 // when it makes the buffer) and zero again after each launch: the last workgroup of a column
 // puts it back. Every workgroup arrives, also one whose split has no key (a launch's kv_length
 // may be below the one the split count was chosen for), so the count always reaches `splits`.
-//
-// Memory ordering (the GLSL450 model, valid on every device, as kernels/graph/grid_sync.glsl's
-// default variant): the partials and counters are Coherent (device-scope availability and
-// visibility on each access); every invocation fences its partial stores (memoryBarrierBuffer,
-// device scope, acquire-release on buffer memory) before the workgroup barrier, the first
-// invocation fences again and then increments the counter (a relaxed atomic); the workgroup that
-// sees splits - 1 arrivals before its own knows every other split's stores were made available
-// before their arrivals, and fences (acquire) before it reads them. No workgroup waits for
-// another, so nothing depends on workgroups being co-resident.
+// The partials are Coherent, and the last split is found as last_arrival.glsl finds it (its
+// memory ordering).
 
 layout(std430, binding = 4) coherent buffer AttnPart { uint part_w[]; };
-layout(std430, binding = 5) coherent buffer AttnCount { uint count_w[]; };
-shared bool attn_last;
+#define NU_ARRIVAL_BINDING 5
+#include "last_arrival.glsl"
 
 // Stores split s's partial element dd (with m and l when dd is 0) at `base` (its first float).
 void attn_store_partial(uint base, uint dd, float m, float l, float o)
@@ -39,23 +32,7 @@ void attn_store_partial(uint base, uint dd, float m, float l, float o)
 // Called by every invocation of the workgroup (uniform control flow) after its partial stores:
 // whether this workgroup is the last of the `splits` of counter word `counter` to arrive (then the
 // other splits' partials are visible to it, and the counter is zero again for the next launch).
-bool attn_last_split(uint counter, uint splits)
-{
-    memoryBarrierBuffer();
-    barrier();
-    if (gl_LocalInvocationIndex == 0u) {
-        memoryBarrierBuffer();
-        uint before = atomicAdd(count_w[counter], 1u);
-        attn_last = before + 1u == splits;
-        if (attn_last)
-            atomicExchange(count_w[counter], 0u); // every split of this launch has arrived
-    }
-    barrier();
-    bool last = attn_last;
-    if (last)
-        memoryBarrierBuffer();
-    return last;
-}
+bool attn_last_split(uint counter, uint splits) { return nu_last_arrival(counter, splits); }
 
 // The merge, by the last split of a column: dst[t, h0 + hh, :] for hh < ATTN_HG (the including
 // kernel defines ATTN_HG, the heads of its column) = sum_s e_s o_s / sum_s e_s l_s, e_s = exp(m_s -

@@ -93,8 +93,7 @@
 // stream, 10 dst again (its coherent view); the placeholders' empty ranges otherwise. Push: below.
 //
 // POST (nu_matvec_desc.post_norm; Gemma's sandwich norms): after its rows, each workgroup arrives
-// at a counter (attention/attn_splits.glsl's ordering: dst's stores through the coherent view,
-// fenced, then a relaxed atomic; the last to arrive fences before it reads), and the last one adds
+// at a counter (last_arrival.glsl: dst's stores through the coherent view), and the last one adds
 // rms_norm(dst[m, :]) * post weight into stream[m, :] for each of x's M rows (the sum of squares
 // over the workgroup, nu_op_rms_norm's 1 / sqrt(mean + eps)) and puts the counter back to zero.
 #extension GL_KHR_shader_subgroup_basic : enable
@@ -168,11 +167,11 @@ NU_TENSOR(readonly, 3, up)
 NU_TENSOR(readonly, 4, g)
 NU_TENSOR(readonly, 5, res)
 NU_TENSOR(readonly, 6, bias)
-layout(std430, binding = 7) coherent buffer PostCount { uint post_count[]; };
+#define NU_ARRIVAL_BINDING 7
+#include "last_arrival.glsl"
 NU_TENSOR(readonly, 8, pw)
 layout(std430, binding = 9) buffer PostStream { float stream_f[]; };
 layout(std430, binding = 10) coherent buffer PostDst { float dstc_f[]; };
-shared bool post_last;
 layout(push_constant) uniform Push {
     uint n, k;             // N and K
     uint first_w, w_row;   // weight's first half in its binding, its row stride in halves (K / 32 * 9)
@@ -508,19 +507,8 @@ float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
 void post_norm_add()
 {
     uint tid = gl_LocalInvocationID.x;
-    memoryBarrierBuffer();
-    barrier();
-    if (tid == 0u) {
-        memoryBarrierBuffer();
-        uint before = atomicAdd(post_count[0], 1u);
-        post_last = before + 1u == gl_NumWorkGroups.x;
-        if (post_last)
-            atomicExchange(post_count[0], 0u); // every workgroup of this launch has arrived
-    }
-    barrier();
-    if (!post_last)
-        return; // uniform: post_last is the workgroup's
-    memoryBarrierBuffer();
+    if (!nu_last_arrival(0u, gl_NumWorkGroups.x))
+        return; // uniform: the workgroup's answer
     for (uint m = 0u; m < M; m++) {
         float ss = 0.0;
         for (uint i = tid; i < pc.n; i += LOCAL) {

@@ -281,20 +281,6 @@ static nu_status record_prefill(nu_commands *c, attn_op *a, const nu_tensor *q, 
     return st;
 }
 
-/* A private buffer of n zeroed 32-bit counters (the fused merge's, attn_splits.glsl). */
-static nu_status new_counters(nu_device *d, size_t n, nu_buffer **out)
-{
-    *out = NULL;
-    uint32_t *zero = nu__calloc(n, sizeof *zero);
-    if (!zero)
-        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, FN ": out of host memory");
-    nu_status st = nu_buffer_from(d, zero, n * sizeof *zero, NU_STORAGE_PRIVATE, out);
-    nu__free(zero);
-    if (st == NU_OK)
-        nu_buffer_set_name(*out, "nu_op_attention counters");
-    return st;
-}
-
 /* The subgroup decode kernel's shared memory for hg query heads a workgroup of nsg subgroups: the
  * subgroups' (m, l, o) and the merge's weights and sums (attn_splits.glsl: 2 * LOCAL + 1 floats a
  * head), and the fresh form's staging (attn_fresh.glsl: the heads turned and as read, the key and
@@ -390,7 +376,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         /* The counters, one a workgroup column (row, head group), zero before the first launch:
          * written here (fresh memory, nu_buffer_new: no GPU work of a previous owner pending), and
          * put back to zero by each launch's last split, so a graph's launches need no fill. */
-        if ((st = new_counters(d, (size_t)tokens * groups[0], &count)) != NU_OK)
+        if ((st = nu__op_counters(d, FN, (size_t)tokens * groups[0], "nu_op_attention counters", &count)) != NU_OK)
             return st;
         b8[5] = (nu_binding){.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0};
         st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);

@@ -345,10 +345,8 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
      * back to zero by each launch's last workgroup, so a graph's launches need no fill; handed to
      * the recording (a command buffer frees it with the recorded work, a graph with itself). */
     nu_buffer *count;
-    uint32_t zero = 0;
-    if ((st = nu_buffer_from(d, &zero, sizeof zero, NU_STORAGE_PRIVATE, &count)) != NU_OK)
+    if ((st = nu__op_counters(d, FN, 1, "nu_op_matvec_fused post-norm counter", &count)) != NU_OK)
         return st;
-    nu_buffer_set_name(count, "nu_op_matvec_fused post-norm counter");
     bind[7] = (nu_binding){.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0};
     st = nu_commands_dispatch(c, kern, groups, bind, 11, &push, sizeof push);
     nu_status st2 = nu__commands_adopt(c, count);

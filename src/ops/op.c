@@ -93,6 +93,19 @@ bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup)
     return false;
 }
 
+nu_status nu__op_counters(nu_device *d, const char *op, size_t n, const char *name, nu_buffer **out)
+{
+    *out = NULL;
+    uint32_t *zero = nu__calloc(n, sizeof *zero);
+    if (!zero)
+        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "%s: out of host memory", op);
+    nu_status st = nu_buffer_from(d, zero, n * sizeof *zero, NU_STORAGE_PRIVATE, out);
+    nu__free(zero);
+    if (st == NU_OK)
+        nu_buffer_set_name(*out, name);
+    return st;
+}
+
 nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
                         nu_kernel **out)
 {

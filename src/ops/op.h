@@ -70,6 +70,9 @@ nu_status nu__op_no_alias(const char *op, const nu_tensor *dst, const char *name
  * has them). *first: t's first element's index in the binding, in elements (16-bit halves for
  * block dtypes). NU_ERROR_UNSUPPORTED when the range exceeds the device's largest binding. */
 nu_status nu__op_bind(const char *op, const nu_tensor *t, nu_access access, nu_binding *out, uint32_t *first);
+/* A private buffer of n zeroed 32-bit counters named `name` (kernels/last_arrival.glsl's: fresh
+ * memory, nu_buffer_from writes the zeros, so no fill is recorded); failures under op's name. */
+nu_status nu__op_counters(nu_device *d, const char *op, size_t n, const char *name, nu_buffer **out);
 /* An empty range of b (the device's placeholder, no use of b): a binding the kernel never reads. */
 static inline nu_binding nu__op_unbound(nu_buffer *b)
 {
