@@ -218,9 +218,10 @@ static nu_status leave_pending(nu_llm_pass *p, const nu_tensor *post_norm)
 }
 
 /* Whether the pass's attention takes the fresh form (nu_attention_desc.fresh_k: the per-head norms,
- * RoPE on q and the new key, and both cache writes, inside attention's dispatch): one row of the
- * scalar form. */
-static bool fresh_form(const nu_llm_pass *p) { return p->fresh && p->rows == 1 && !p->per_row; }
+ * RoPE on q and the new keys, and both cache writes, inside attention's dispatch): one row of the
+ * scalar form, or the per-row form's rows where each has a slot of its own (a batched decode
+ * step: the fresh rows do not see each other's keys). */
+static bool fresh_form(const nu_llm_pass *p) { return p->fresh && (p->per_row ? p->distinct_slots : p->rows == 1); }
 
 /* The per-head RMSNorms of q and k (Qwen3, Gemma 3) where the layer has them: into A_Q and A_K
  * (contiguous; in place where q3 and k3 are those already), which q3 and k3 then view; in the
@@ -343,6 +344,15 @@ static nu_status rope_and_attend(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
     uint32_t window = layer_window(hp, layer);
     if (p->per_row) {
         nu_tensor kc = nu_llm__kv_k(p->kv, layer), vc = nu_llm__kv_v(p->kv, layer);
+        nu_attention_desc ad = {.scale = hp->attn_scale, .positions = &p->positions, .slots = &p->slots,
+                                .max_length = p->max_kv, .window = window, .softcap = hp->attn_softcap};
+        ad.tune.path = NU_ATTENTION_PATH_DECODE; /* rows of different sequences: each on its own */
+        if (fresh_form(p)) { /* q3 read as it is (in F32 also where the pass takes F16 inputs) */
+            ad.fresh_k = k3, ad.fresh_v = v3, ad.fresh_rope = &rope;
+            ad.fresh_q_norm = opt(w, NU_LLM_W_Q_NORM), ad.fresh_k_norm = opt(w, NU_LLM_W_K_NORM);
+            ad.fresh_norm_eps = hp->cfg.rms_eps;
+            return nu_op_attention(p->c, att3, q3, &kc, &vc, &ad);
+        }
         nu_rope_desc rope_q = rope, rope_k = rope;
         rope_q.positions = &p->positions;
         nu_kv_write_desc kw = {&p->positions, &p->slots, &rope_k}, vw = {&p->positions, &p->slots, NULL};
@@ -351,9 +361,6 @@ static nu_status rope_and_attend(nu_llm_pass *p, const nu_llm_layer_w *w, uint32
         TRY(nu_op_kv_write(p->c, &vc, v3, &vw));
         nu_tensor qa;
         TRY(input(p, NU_LLM_A_Q16, q_out, &qa));
-        nu_attention_desc ad = {.scale = hp->attn_scale, .positions = &p->positions, .slots = &p->slots,
-                                .max_length = p->max_kv, .window = window, .softcap = hp->attn_softcap};
-        ad.tune.path = NU_ATTENTION_PATH_DECODE; /* rows of different sequences: each on its own */
         return nu_op_attention(p->c, att3, &qa, &kc, &vc, &ad);
     }
     nu_llm_layer_params *pp = p->graph ? &p->params[layer] : NULL;

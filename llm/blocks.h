@@ -13,11 +13,12 @@
  *     x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
  *   Gemma's post-norms ride on each block's last product (nu_matvec_desc.post_norm) where its
  *   kernel takes them (post_fusion), else the block's output is left pending (below).
- *   Other passes of few rows rotate the keys on their way into the cache (nu_op_rope,
- *   nu_op_kv_append_rope or nu_op_kv_write: a level) and merge attention's splits in a second
- *   dispatch: 7 levels. On the H200 the fusion took 7B Q4_0 decode from 347 to 418 tokens/s and
- *   F16 from 194 to 203; on an H100 the fresh form with the merge in the last split took 7B
- *   Q5_K_M from 298.2 to 308.5 (bench/RESULTS.md).
+ *   A batched decode step's rows (a slot each) take the fresh form too, its per-row form. Other
+ *   passes of few rows (short prefill chunks; `fresh` off) rotate the keys on their way into the
+ *   cache (nu_op_rope, nu_op_kv_append_rope or nu_op_kv_write: a level) and merge attention's
+ *   splits in a second dispatch: 7 levels. On the H200 the fusion took 7B Q4_0 decode from 347 to
+ *   418 tokens/s and F16 from 194 to 203; on an H100 the fresh form with the merge in the last
+ *   split took 7B Q5_K_M from 298.2 to 308.5 (bench/RESULTS.md).
  * - more rows (prefill): matrix products (nu_op_matmul; inputs in F16 for the matrix units where
  *   f16_inputs), the residual add fused with the next RMSNorm (nu_op_add_rms_norm): a block leaves
  *   its output to add in `tmp` (pending) and the next norm adds it.
@@ -25,7 +26,8 @@
  * and the single-sequence decode graph, through the ops' scalar forms and graph parameters), or
  * each row its own slot and position (per_row: I32 tensors the ops read, so a recorded graph
  * serves any mix of sequences: batched decode; attention then takes its decode path, each row on
- * its own). */
+ * its own, and with `fresh` its fresh per-row form: each row's RoPE and cache writes in its
+ * dispatch, as the one-sequence graph's row has them). */
 #ifndef NU_LLM_BLOCKS_H
 #define NU_LLM_BLOCKS_H
 
@@ -109,7 +111,8 @@ struct nu_llm_pass {
     bool matrix_units;        /* the device has VK_KHR_cooperative_matrix and the products take F16
                                * inputs (prefill_f16): a decode graph's products read Q8_0, Q4_0,
                                * Q4_0_SOA, Q4_K and Q6_K weights as they are (linear_b) */
-    bool fresh;               /* a one-row pass of the scalar form takes attention's fresh form */
+    bool fresh;               /* attention's fresh form for a one-row pass of the scalar form, and
+                               * for a per-row pass of distinct_slots */
     bool post_fusion;         /* a fused pass's post-norms ride on the block's last product where
                                * its kernel takes them (nu_matvec_desc.post_norm) */
     bool pending;             /* tmp holds a block's output not yet added to x */
@@ -118,6 +121,10 @@ struct nu_llm_pass {
     const nu_tensor *rope_freqs; /* RoPE's frequency divisors (NU_LLM_W_ROPE_FREQS, or LongRoPE's
                                   * long or short ones), or NULL */
     bool per_row;             /* rows' slots and positions from `slots` and `positions` (I32 [rows]) */
+    bool distinct_slots;      /* per_row: no two rows in range share a slot (a batched decode step,
+                               * one row a sequence), so attention may take its fresh per-row form
+                               * (rows of one sequence in a pass must see each other's keys, which
+                               * its rows do not) */
     nu_tensor positions, slots;
     const nu_llm_prefetch *ahead; /* a one-row fused graph's weights read ahead, or NULL */
     const nu_llm_layer_w *next_layer; /* the layer after the one being recorded (NULL after the last) */

@@ -55,6 +55,9 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         nu_llm_pass p = nu_llm__runner_make_pass(r, rec, rows, 0, 0);
         memcpy(p.act, b->act, sizeof p.act);
         p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
+        /* one row a sequence (nu_llm_model_step sends a slot's only row here; padding rows are out
+         * of range): attention's fresh per-row form where `fresh` */
+        p.distinct_slots = true;
         p.fused = fused;
         p.f16_inputs = r->o.prefill_f16 && rows >= r->o.matmul_rows;
         p.w16 = copies; /* (make_pass: prefill_f16) without a copy where it has none */

@@ -5,8 +5,8 @@
  * are past the window, each within 1e-4 of their range of the float64 reference forward
  * (tests/llm_reference.c), by the fused decode layer and by the separate ops; Phi-3 with LongRoPE
  * factors (short ones within the original context, long ones past it); two sequences decoded in
- * one batch (Gemma 2: the per-row attention with a window and softcap; Phi-3: fused q|k|v) give
- * each the ids it gets alone; Hugging Face folders of the same tensors (transformers' names and
+ * one batch (Gemma 2: the per-row attention with a window and softcap; Phi-3: fused q|k|v; Gemma
+ * 3: the per-head q and k norms, in attention's fresh per-row form) give each the ids it gets alone; Hugging Face folders of the same tensors (transformers' names and
  * config.json, Gemma's norms as w for x * (1 + w)) give the same logits; variants nuvec does not
  * run are refused by name. */
 #include "harness.h"
@@ -257,6 +257,7 @@ static void batched_decode(void **state)
     nu_device *d = nt_open();
     batch_matches_alone(d, shape_of("gemma2-tiny"));
     batch_matches_alone(d, shape_of("phi3-tiny"));
+    batch_matches_alone(d, shape_of("gemma3-tiny")); /* the q and k norms in the fresh per-row form */
     nt_close(d);
 }
 

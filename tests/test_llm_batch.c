@@ -5,7 +5,9 @@
  * decode rows), a released slot is reused, a new sequence takes over a released slot's cached
  * prefix (only the rest is prefilled) and continues as it would alone; batches past
  * NU_MATVEC_MAX_ROWS rows (by groups of rows, and on the matrix products with matmul_rows 16; per-row
- * attention) and padded buckets (3 rows in a graph of 4) too; refusals name the problem. */
+ * attention) and padded buckets (3 rows in a graph of 4) too; batched decode with attention's fresh
+ * per-row form and without it give the same ids (and in F32 the same logits); refusals name the
+ * problem. */
 #include "harness.h"
 
 #include <math.h>
@@ -201,6 +203,72 @@ static void batch_gives_what_each_gets_alone(void **state)
     nt_close(d);
 }
 
+/* 10 sequences (prompts 2 to 11) decoded together (a bucket of 16) with options o: their ids and
+ * logits into out[0..9]. */
+static void ten_together(nu_device *d, const nu_llm_model_options *o, seq *out)
+{
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), o, &m));
+    seq *run[10];
+    for (int i = 0; i < 10; i++) {
+        out[i] = (seq){.id = i + 2};
+        LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &out[i].slot, NULL));
+        run[i] = &out[i];
+    }
+    while (out[0].produced < GEN)
+        step(m, run, 10);
+    nu_llm_model_free(m);
+}
+
+/* The largest difference between the logits of a and b (10 sequences each); fails unless their
+ * ids are the same. */
+static double ten_differ(const seq *a, const seq *b, const char *what)
+{
+    double worst = 0;
+    for (int i = 0; i < 10; i++) {
+        if (memcmp(a[i].ids, b[i].ids, sizeof a[i].ids))
+            fail_msg("%s: sequence %d's ids differ", what, a[i].id);
+        for (int k = 0; k < GEN * V; k++)
+            worst = fmax(worst, fabs((double)a[i].logits[k] - b[i].logits[k]));
+    }
+    return worst;
+}
+
+/* Batched decode with attention's fresh per-row form (the default: each row's RoPE and cache
+ * writes in attention's dispatch) and without it (fresh_attention -1: nu_op_rope and
+ * nu_op_kv_write before attention), 10 sequences by groups of rows, on the matrix products, and
+ * those with F16 inputs: the same ids; in F32 the same logits bit for bit (the fresh form gives
+ * the separate ops' bits); with F16 inputs within 0.01 but not equal (the fresh form reads q in
+ * F32 where the separate ops round the rotated q to F16: so the fresh form ran). The developer
+ * override NUVEC_LLM_NO_FRESH gives the separate ops' logits exactly. */
+static void fresh_form_and_separate_ops_agree(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    static seq fresh[10], separate[10], overridden[10];
+    const char *names[3] = {"groups of rows", "matrix products", "matrix products, F16 inputs"};
+    nu_llm_model_options o = {.slots = SEQS};
+    for (int products = 0; products < 3; products++) {
+        o.matmul_rows = products ? 16 : 0;
+        o.prefill_f16 = products == 2 ? 1 : 0;
+        o.fresh_attention = 0;
+        ten_together(d, &o, fresh);
+        o.fresh_attention = -1;
+        ten_together(d, &o, separate);
+        double worst = ten_differ(fresh, separate, names[products]);
+        if (products < 2 ? worst != 0 : !(worst > 0 && worst <= 0.01))
+            fail_msg("%s: the fresh form's logits are %g from the separate ops'", names[products], worst);
+        printf("10 sequences, %s: the fresh form's logits within %g of the separate ops'\n", names[products], worst);
+    }
+    assert_int_equal(setenv("NUVEC_LLM_NO_FRESH", "1", 1), 0);
+    o.fresh_attention = 0;
+    ten_together(d, &o, overridden); /* the last options: F16 inputs */
+    unsetenv("NUVEC_LLM_NO_FRESH");
+    if (ten_differ(overridden, separate, "NUVEC_LLM_NO_FRESH") != 0)
+        fail_msg("NUVEC_LLM_NO_FRESH did not give the separate ops' logits");
+    nt_close(d);
+}
+
 /* A new sequence takes over the free slot whose cached tokens share the longest prefix with it:
  * only the rest is prefilled, and it continues as it would alone. */
 static void prefix_reuse(void **state)
@@ -302,6 +370,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batch_gives_what_each_gets_alone),
+        cmocka_unit_test(fresh_form_and_separate_ops_agree),
         cmocka_unit_test(prefix_reuse),
         cmocka_unit_test(refusals),
     };

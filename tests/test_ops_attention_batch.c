@@ -5,7 +5,8 @@
  * a prefill chunk of one sequence, both mixed (tiles whose rows belong to different slots), rows
  * out of range (zeros), both decode kernels and the prefill kernel; a decode step (RoPE, the
  * cache writes, attention) recorded once as a graph and launched with only buffer contents
- * changed, bit-equal to the same ops recorded fresh; and what the per-row form refuses. */
+ * changed, bit-equal to the same ops recorded fresh; the fresh per-row form (the step in
+ * attention's one dispatch) against those separate ops; and what the per-row form refuses. */
 #include "attn_ref.h"
 
 #include <math.h>
@@ -419,6 +420,324 @@ static void one_graph_serves_changing_batches(void **state)
     nt_close(d);
 }
 
+/* ---- the fresh per-row form: a batched decode step inside attention's dispatch ---------------- */
+
+/* A case of the fresh per-row form: heads, head_dim, the cache's dtype, RoPE (0 none, 1
+ * interleaved pairs, 2 half pairs over half the head with frequency factors, linear and magnitude
+ * scaling), the per-head norms, and whether q, k and v are slices of one stacked [rows, q | k | v]
+ * projection (each row's fresh key and value then (hq + 2 hkv) D apart) or three tensors. */
+typedef struct fresh_case {
+    int64_t hq, hkv, D;
+    nu_dtype cache;
+    int rope;
+    bool q_norm, k_norm, stacked;
+    uint32_t window;
+    float softcap;
+    nu_attention_tune tune;
+} fresh_case;
+
+/* A step's new q, k and v: views of one stacked tensor, or three tensors. */
+typedef struct fresh_inputs {
+    nt_tensor all, parts[3];
+    nu_tensor view[3]; /* q, k, v */
+    int64_t heads[3];
+} fresh_inputs;
+
+static fresh_inputs fresh_inputs_new(nu_device *d, int64_t B, const fresh_case *fc)
+{
+    fresh_inputs in = {.heads = {fc->hq, fc->hkv, fc->hkv}};
+    int64_t as[3] = {B, fc->hq + 2 * fc->hkv, fc->D}, first = 0;
+    in.all = nt_tensor_output(d, NU_DTYPE_F32, 3, as, 0);
+    for (int i = 0; i < 3; i++) {
+        int64_t s[3] = {B, in.heads[i], fc->D};
+        if (fc->stacked) {
+            NT_OK(nu_tensor_slice(&in.all.t, 1, first, in.heads[i], &in.view[i]));
+        } else {
+            in.parts[i] = nt_tensor_output(d, NU_DTYPE_F32, 3, s, 0);
+            in.view[i] = in.parts[i].t;
+        }
+        first += in.heads[i];
+    }
+    return in;
+}
+
+/* New random q, k and v ([B, q | k | v heads, D] values in [-1, 1)) uploaded. */
+static void fresh_inputs_step(nu_device *d, fresh_inputs *in, int64_t B, int64_t D, bool stacked, uint64_t *seed)
+{
+    nt_tensor vals = nt_tensor_random(d, NU_DTYPE_F32, 3, in->all.t.shape, 0, -1, 1, seed);
+    int64_t row = in->all.t.shape[1] * D, first = 0;
+    if (stacked)
+        upload(d, &in->all, vals.values, vals.numel * 4);
+    for (int i = 0; !stacked && i < 3; i++) {
+        float *part = malloc((size_t)(B * in->heads[i] * D) * sizeof *part);
+        for (int64_t b = 0; b < B; b++)
+            memcpy(part + b * in->heads[i] * D, vals.values + b * row + first * D, (size_t)(in->heads[i] * D) * sizeof *part);
+        upload(d, &in->parts[i], part, (size_t)(B * in->heads[i] * D) * sizeof *part);
+        free(part);
+        first += in->heads[i];
+    }
+    nt_tensor_free(&vals);
+}
+
+static void fresh_inputs_free(fresh_inputs *in, bool stacked)
+{
+    nt_tensor_free(&in->all);
+    for (int i = 0; !stacked && i < 3; i++)
+        nt_tensor_free(&in->parts[i]);
+}
+
+/* The separate ops a batched decode step runs without the fresh form, on kc and vc: the norms
+ * (into qn and kn), nu_op_rope with the positions (into qr), nu_op_kv_write of k (with RoPE) and
+ * of v, nu_op_attention's per-row form (into out). */
+typedef struct fresh_separate {
+    const fresh_case *fc;
+    const nu_tensor *q, *k, *v, *pos, *slot, *qn, *kn, *qw, *kw, *qr, *out, *kc, *vc;
+    const nu_rope_desc *rope;
+    float eps;
+} fresh_separate;
+
+static nu_status record_separate(nu_commands *c, void *arg)
+{
+    const fresh_separate *s = arg;
+    const nu_tensor *qsrc = s->q, *ksrc = s->k;
+    nu_status st = NU_OK;
+    if (s->fc->q_norm && (st = nu_op_rms_norm(c, s->qn, s->q, s->qw, s->eps)) == NU_OK)
+        qsrc = s->qn;
+    if (st == NU_OK && s->fc->k_norm && (st = nu_op_rms_norm(c, s->kn, s->k, s->kw, s->eps)) == NU_OK)
+        ksrc = s->kn;
+    nu_rope_desc rq = s->rope ? *s->rope : (nu_rope_desc){0};
+    rq.positions = s->pos;
+    nu_kv_write_desc kd = {s->pos, s->slot, s->rope}, vd = {s->pos, s->slot, NULL};
+    if (st == NU_OK)
+        st = s->rope ? nu_op_rope(c, s->qr, qsrc, &rq) : nu_op_copy(c, s->qr, qsrc);
+    if (st == NU_OK)
+        st = nu_op_kv_write(c, s->kc, ksrc, &kd);
+    if (st == NU_OK)
+        st = nu_op_kv_write(c, s->vc, s->v, &vd);
+    nu_attention_desc ad = {.positions = s->pos, .slots = s->slot, .window = s->fc->window, .softcap = s->fc->softcap,
+                            .tune = s->fc->tune};
+    return st == NU_OK ? nu_op_attention(c, s->out, s->qr, s->kc, s->vc, &ad) : st;
+}
+
+/* Whether the fresh form's a (n floats) matches the separate ops' b: bit for bit, or (the norms'
+ * sums in another order) within tol relative to max(1, |b|). Returns the first element that does
+ * not, or -1. */
+static int64_t fresh_differs(const float *a, const float *b, int64_t n, bool exact, float tol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (exact ? memcmp(&a[i], &b[i], sizeof *a) != 0
+                  : !(isnan(a[i]) && isnan(b[i])) && !(fabsf(a[i] - b[i]) <= tol * fmaxf(1.0f, fabsf(b[i]))))
+            return i;
+    }
+    return -1;
+}
+
+/* One case: B = 5 rows over caches of 6 slots of 40 positions (random contents: the sequences'
+ * earlier keys), the fresh per-row form recorded once as a graph and launched for 12 steps in
+ * which only buffer contents change (new q, k, v; the rows' slots rotating, each sequence one
+ * position on, a full slot starting again at 0; rows out of range by position -1 and 40 and slot
+ * 6 and -1, and one at -1 naming another row's slot); each step's dst and caches against the
+ * separate ops recorded with the same inputs on a second pair of caches: bit-equal, or with the
+ * norms dst within 1e-5 and the keys within one rounding of the cache's dtype; dst against the
+ * reference. Then a launch where two rows in range share a slot: the other rows' outputs and the
+ * other slots' caches are still the separate ops'. */
+static void fresh_rows_case(const fresh_case *fc, int index)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 60 + (uint64_t)index;
+    const int64_t B = 5, S = 6, P = 40, steps = 12, hq = fc->hq, hkv = fc->hkv, D = fc->D;
+    int64_t cs[4] = {S, P, hkv, D}, qs[3] = {B, hq, D}, ns[3] = {B, hkv, D}, fs[1] = {D / 4}, ws[1] = {D};
+    nt_tensor kc[2], vc[2]; /* the fresh form's caches, the separate ops' */
+    for (int i = 0; i < 2; i++) {
+        kc[i] = nt_tensor_random(d, fc->cache, 4, cs, 0, -1, 1, &seed);
+        vc[i] = nt_tensor_random(d, fc->cache, 4, cs, 0, -1, 1, &seed);
+    }
+    upload(d, &kc[1], kc[0].bytes, kc[0].size);
+    upload(d, &vc[1], vc[0].bytes, vc[0].size);
+    fresh_inputs in = fresh_inputs_new(d, B, fc);
+    nt_tensor ff = nt_tensor_random(d, NU_DTYPE_F32, 1, fs, 0, 1, 4, &seed);
+    nt_tensor qw = nt_tensor_random(d, NU_DTYPE_F32, 1, ws, 0, 0.5, 1.5, &seed);
+    nt_tensor kw = nt_tensor_random(d, NU_DTYPE_F32, 1, ws, 0, 0.5, 1.5, &seed);
+    nt_tensor qn = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0), kn = nt_tensor_output(d, NU_DTYPE_F32, 3, ns, 0);
+    nt_tensor qr = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    nt_tensor out[2] = {nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0), nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0)};
+    int32_t zero[5] = {0};
+    nt_tensor pt = nt_tensor_i32(d, zero, B, 0, 1), st = nt_tensor_i32(d, zero, B, 0, 1);
+    nu_rope_desc rope = {.layout = NU_ROPE_INTERLEAVED, .theta = 500000.0f};
+    if (fc->rope == 2)
+        rope = (nu_rope_desc){.layout = NU_ROPE_HALF, .rotary_dims = (uint32_t)D / 2, .linear_factor = 4.0f,
+                              .freq_factors = &ff.t, .attn_factor = 1.25f};
+    const nu_rope_desc *rp = fc->rope ? &rope : NULL;
+    const float eps = 1e-6f;
+    bool exact = !fc->q_norm && !fc->k_norm;
+    /* one rounding of the cache's dtype (the keys of the normalised variants) */
+    float ktol = fc->cache == NU_DTYPE_F32 ? 1e-5f : fc->cache == NU_DTYPE_F16 ? 1e-3f : 8e-3f;
+
+    nu_commands *rec;
+    NT_OK(nu_graph_record(d, &rec));
+    nu_attention_desc fd = {.positions = &pt.t, .slots = &st.t, .window = fc->window, .softcap = fc->softcap,
+                            .fresh_k = &in.view[1], .fresh_v = &in.view[2], .fresh_rope = rp,
+                            .fresh_q_norm = fc->q_norm ? &qw.t : NULL, .fresh_k_norm = fc->k_norm ? &kw.t : NULL,
+                            .fresh_norm_eps = eps, .tune = fc->tune};
+    NT_OK(nu_op_attention(rec, &out[0].t, &in.view[0], &kc[0].t, &vc[0].t, &fd));
+    uint32_t bad;
+    assert_int_equal(nu_op_graph_param(rec, NU_OP_VALUE_KV_LENGTH, &bad), NU_ERROR_INVALID_ARGUMENT);
+    nu_graph *g;
+    NT_OK(nu_graph_new(rec, &g));
+    fresh_separate sep = {fc, &in.view[0], &in.view[1], &in.view[2], &pt.t, &st.t, &qn.t, &kn.t, &qw.t, &kw.t, &qr.t,
+                          &out[1].t, &kc[1].t, &vc[1].t, rp, eps};
+
+    int32_t len[6] = {0, 12, 37, 5, 39, 20};
+    int64_t kvn = P * hkv * D; /* elements a slot */
+    size_t slot_bytes = (size_t)kvn * nu_dtype_size(fc->cache);
+    for (int64_t step = 0; step <= steps; step++) {
+        bool shared = step == steps; /* the last launch: rows 0 and 1 in one slot */
+        int32_t pos[5], slot[5];
+        for (int r = 0; r < 5; r++) {
+            slot[r] = (int32_t)((r + step) % S);
+            if (len[slot[r]] >= P)
+                len[slot[r]] = 0; /* the slot full: a new sequence starts */
+            pos[r] = len[slot[r]]++;
+        }
+        switch (step % 5) { /* row 3 out of range, or row 4 naming row 0's slot */
+        case 1: pos[3] = -1; break;
+        case 2: pos[3] = (int32_t)P; break;
+        case 3: slot[3] = (int32_t)S; break;
+        case 4: slot[3] = -1; break;
+        default: pos[4] = -1, slot[4] = slot[0]; break;
+        }
+        if (shared)
+            slot[1] = slot[0], pos[1] = pos[0] + 1 < P ? pos[0] + 1 : 0;
+        fresh_inputs_step(d, &in, B, D, fc->stacked, &seed);
+        upload(d, &pt, pos, sizeof pos);
+        upload(d, &st, slot, sizeof slot);
+        NT_OK(nu_graph_launch(g));
+        NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        nt_run(d, record_separate, &sep);
+        nt_tensor *all[5] = {&out[0], &out[1], &kc[0], &kc[1], &qr};
+        for (int i = 0; i < 5; i++)
+            nt_tensor_download(all[i]);
+        nt_tensor_download(&vc[0]);
+        nt_tensor_download(&vc[1]);
+        int64_t row = hq * D, at;
+        for (int64_t r = 0; r < B; r++) {
+            if (shared && r < 2)
+                continue;
+            if ((at = fresh_differs(out[0].values + r * row, out[1].values + r * row, row, exact, 1e-5f)) >= 0)
+                fail_msg("fresh rows case %d, step %lld: dst[%lld, %lld] is %.9g, the separate ops' %.9g", index,
+                         (long long)step, (long long)r, (long long)at, (double)out[0].values[r * row + at],
+                         (double)out[1].values[r * row + at]);
+        }
+        for (int64_t s = 0; s < S; s++) {
+            if (shared && s == slot[0])
+                continue;
+            if (memcmp(vc[0].bytes + s * slot_bytes, vc[1].bytes + s * slot_bytes, slot_bytes))
+                fail_msg("fresh rows case %d, step %lld: slot %lld's values differ from the separate ops'", index,
+                         (long long)step, (long long)s);
+            if ((at = fresh_differs(kc[0].values + s * kvn, kc[1].values + s * kvn, kvn, exact, ktol)) >= 0)
+                fail_msg("fresh rows case %d, step %lld: slot %lld's key element %lld is %.9g, the separate ops' %.9g",
+                         index, (long long)step, (long long)s, (long long)at, (double)kc[0].values[s * kvn + at],
+                         (double)kc[1].values[s * kvn + at]);
+        }
+        if (shared)
+            break;
+        char what[96];
+        snprintf(what, sizeof what, "fresh rows case %d, step %lld", index, (long long)step);
+        nu_attention_desc ad = {.positions = &pt.t, .slots = &st.t, .window = fc->window, .softcap = fc->softcap};
+        nt_attn ref = {qr.values, kc[1].values, vc[1].values, B, hq, hkv, D, S, P, &ad, pos, slot};
+        nt_expect_attention(&out[0], &ref, what);
+    }
+    NT_OK(nu_graph_free(g));
+    fresh_inputs_free(&in, fc->stacked);
+    nt_tensor *all[12] = {&kc[0], &kc[1], &vc[0], &vc[1], &ff, &qw, &kw, &qn, &kn, &qr, &out[0], &out[1]};
+    for (int i = 0; i < 12; i++)
+        nt_tensor_free(all[i]);
+    nt_tensor_free(&pt);
+    nt_tensor_free(&st);
+    nt_close(d);
+}
+
+/* The fresh per-row form (nu_attention_desc.fresh_k with positions and slots: a batched decode
+ * step's RoPE and cache writes in attention's dispatch) against nu_op_rope, nu_op_kv_write and
+ * the per-row form (fresh_rows_case): head dims 64 and 128, GQA 1 to 8, F16, BF16 and F32 caches,
+ * interleaved and half pairs (with frequency factors and scaling) and no RoPE, windows and a
+ * softcap, both norms and the key's only, both decode kernels, the splits merged by
+ * attn_combine.comp and by the last split (forced, and chosen for one query head a workgroup),
+ * stacked and separate q, k and v. */
+static void fresh_rows_against_separate_ops(void **state)
+{
+    (void)state;
+    const fresh_case cases[] = {
+        {8, 2, 64, NU_DTYPE_F16, 1, false, false, true, 0, 0, {.splits = 3, .combine = NU_ATTENTION_COMBINE_SEPARATE}},
+        {16, 4, 128, NU_DTYPE_BF16, 2, false, false, false, 5, 0, {.splits = 3, .combine = NU_ATTENTION_COMBINE_FUSED}},
+        {4, 4, 64, NU_DTYPE_F32, 0, false, false, true, 7, 2, {.no_subgroup = true, .splits = 2,
+                                                                .combine = NU_ATTENTION_COMBINE_FUSED}},
+        {8, 2, 128, NU_DTYPE_F16, 2, true, true, true, 0, 0, {.splits = 3, .combine = NU_ATTENTION_COMBINE_FUSED}},
+        {8, 4, 64, NU_DTYPE_F32, 1, false, true, false, 16, 0, {.no_subgroup = true, .splits = 4,
+                                                                 .combine = NU_ATTENTION_COMBINE_SEPARATE}},
+        {8, 1, 128, NU_DTYPE_F16, 1, false, false, false, 0, 0, {.heads = 1}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        fresh_rows_case(&cases[i], (int)i);
+}
+
+/* What the fresh form refuses in the per-row form (and the scalar form's several rows), each by
+ * name; the same call without the fault records. */
+static void fresh_rows_refusals(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    uint64_t seed = 70;
+    int64_t qs[3] = {3, 8, 64}, ns[3] = {3, 2, 64}, n1[3] = {1, 2, 64}, cs[4] = {4, 16, 2, 64};
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F32, 3, qs, 0, -1, 1, &seed);
+    nt_tensor kn = nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed);
+    nt_tensor vn = nt_tensor_random(d, NU_DTYPE_F32, 3, ns, 0, -1, 1, &seed);
+    nt_tensor k1 = nt_tensor_random(d, NU_DTYPE_F32, 3, n1, 0, -1, 1, &seed);
+    nt_tensor kc = nt_tensor_random(d, NU_DTYPE_F16, 4, cs, 0, -1, 1, &seed);
+    nt_tensor vc = nt_tensor_random(d, NU_DTYPE_F16, 4, cs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
+    int32_t p[3] = {1, 2, 3};
+    nt_tensor pos = nt_tensor_i32(d, p, 3, 0, 1);
+    int64_t wide[3] = {3, 2, 128};
+    nt_tensor vw = nt_tensor_random(d, NU_DTYPE_F32, 3, wide, 0, -1, 1, &seed);
+    nu_tensor apart; /* heads 128 apart: not head_dim */
+    NT_OK(nu_tensor_slice(&vw.t, 2, 0, 64, &apart));
+    nu_tensor on_cache = nu_tensor_make(kc.t.buffer, 0, NU_DTYPE_I32, 1, (int64_t[1]){3}); /* I32 over k's bytes */
+    nu_rope_desc rope = {.layout = NU_ROPE_HALF}, moved = {.layout = NU_ROPE_HALF, .positions = &pos.t};
+    nu_commands *c;
+    NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
+    nu_attention_desc ok = {.positions = &pos.t, .slots = &pos.t, .fresh_k = &kn.t, .fresh_v = &vn.t, .fresh_rope = &rope};
+    NT_OK(nu_op_attention(c, &dst.t, &q.t, &kc.t, &vc.t, &ok));
+    struct {
+        nu_attention_desc ad;
+        const nu_tensor *v;
+        const char *msg;
+    } bad[] = {
+        {{.positions = &pos.t, .slots = &pos.t, .fresh_k = &kn.t}, &vc.t, "fresh_v is NULL"},
+        {{.positions = &pos.t, .fresh_k = &k1.t, .fresh_v = &vn.t}, &vc.t, "fresh_k must be [tokens, kv_heads, head_dim]"},
+        {{.positions = &pos.t, .fresh_k = &kn.t, .fresh_v = &apart}, &vc.t, "fresh_v's heads must be contiguous"},
+        {{.positions = &pos.t, .fresh_k = &kn.t, .fresh_v = &vn.t, .fresh_rope = &moved}, &vc.t, "position_offset"},
+        {{.positions = &pos.t, .fresh_k = &kn.t, .fresh_v = &vn.t, .tune.path = NU_ATTENTION_PATH_PREFILL}, &vc.t,
+         "decode path"},
+        {{.positions = &on_cache, .fresh_k = &kn.t, .fresh_v = &vn.t}, &vc.t, "positions overlaps k"},
+        {{.positions = &pos.t, .slots = &on_cache, .fresh_k = &kn.t, .fresh_v = &vn.t}, &vc.t, "slots overlaps k"},
+        {{.positions = &pos.t, .fresh_k = &kn.t, .fresh_v = &vn.t}, &kc.t, "may not overlap"},
+        {{.kv_length = 4, .fresh_k = &kn.t, .fresh_v = &vn.t}, &vc.t, "scalar form with 3 rows"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_attention(c, &dst.t, &q.t, &kc.t, bad[i].v, &bad[i].ad));
+        if (!strstr(nu_error_message(d), bad[i].msg))
+            fail_msg("fresh refusal %zu: the message '%s' does not name %s", i, nu_error_message(d), bad[i].msg);
+    }
+    NT_OK(nu_commands_commit(c));
+    NT_OK(nu_commands_wait(c, NU_WAIT_FOREVER));
+    nu_commands_free(c);
+    nt_tensor *all[9] = {&q, &kn, &vn, &k1, &kc, &vc, &dst, &pos, &vw};
+    for (int i = 0; i < 9; i++)
+        nt_tensor_free(all[i]);
+    nt_close(d);
+}
+
 /* The path the op takes by itself (tune.path AUTO): the decode path for rows with slots no more
  * than the cache's slots (a batched decode step, each row its own sequence: 6 rows of 6 slots),
  * the prefill path for more (a prompt's rows: 12 rows of one slot in a cache of 6); traced, and
@@ -530,6 +849,8 @@ int main(void)
         cmocka_unit_test(softcaps),
         cmocka_unit_test(every_head_dim),
         cmocka_unit_test(one_graph_serves_changing_batches),
+        cmocka_unit_test(fresh_rows_against_separate_ops),
+        cmocka_unit_test(fresh_rows_refusals),
         cmocka_unit_test(auto_path_by_rows_and_slots),
         cmocka_unit_test(refusals),
     };

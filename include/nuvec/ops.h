@@ -425,7 +425,8 @@ typedef struct nu_rows_tune {
  * - The per-row (batched) form, for a batch of sequences as the unit of work: each row of a step
  *   is {token, sequence slot, position}, and the slots and positions are I32 tensors (buffer
  *   contents): nu_op_kv_write writes the rows' keys and values (RoPE on the way in), nu_op_rope
- *   with desc.positions turns q, nu_op_attention with desc.positions and desc.slots attends.
+ *   with desc.positions turns q, nu_op_attention with desc.positions and desc.slots attends (or,
+ *   for decode rows of different slots, does all three in its dispatch: its fresh form).
  *   One recorded graph then serves any mix of sequences, positions and lengths (continuous
  *   batching: decode rows of B sequences, a prefill chunk of one, or both), and a step changes
  *   buffer contents only (no per-layer parameters).
@@ -500,23 +501,39 @@ typedef struct nu_attention_desc {
                            * (0: none; Gemma 2's 4096, Mistral's). The scalar form needs causal */
     float softcap;        /* logit softcap: s = softcap * tanh(s / softcap) on each scaled score
                            * before the softmax (0: none; else positive, finite; Gemma 2's 50) */
-    /* The fresh form: a decode step whose row brings its own key and value straight from their
-     * projections, so that nu_op_rope, nu_op_kv_append_rope and nu_op_kv_append run inside this
-     * op's dispatch (one dependency level fewer in a graph). The scalar form's one row (tokens 1)
-     * at position kv_length - 1 (q_position and causal are not read; a window counts back from
-     * that position): q is turned by fresh_rope at that position, the row's key fresh_k turned
-     * likewise and its value fresh_v are written into k and v at that position (rounded to the
-     * cache's dtype), and the row attends to keys 0 .. kv_length - 1 with them. The same bits as
-     * nu_op_rope (position_offset kv_length - 1), nu_op_kv_append_rope, nu_op_kv_append, then
-     * this op with q_position kv_length - 1: the cache's contents and dst. fresh_k and fresh_v:
-     * [1, kv_heads, head_dim] float, each head's elements contiguous and heads head_dim apart, not
-     * overlapping k, v or dst; k and v are written. A graph's kv_length may be a launch parameter
-     * (then the launches move the position too). NULL (both): not fresh. */
+    /* The fresh form: a decode step whose rows bring their own keys and values straight from their
+     * projections, so that nu_op_rope and the cache writes run inside this op's dispatch (one
+     * dependency level fewer in a graph). Row t at position p (below): its q is turned by
+     * fresh_rope at p, its key fresh_k[t] turned likewise and its value fresh_v[t] are written into
+     * k and v at p (rounded to the cache's dtype), and the row attends to the keys it sees with
+     * them (its own included). Two forms:
+     * - The scalar form's one row (tokens 1) at position kv_length - 1 of slot 0 (q_position and
+     *   causal are not read; a window counts back from that position), attending to keys 0 ..
+     *   kv_length - 1: the same bits as nu_op_rope (position_offset kv_length - 1),
+     *   nu_op_kv_append_rope, nu_op_kv_append, then this op with q_position kv_length - 1 (the
+     *   cache's contents and dst). A graph's kv_length may be a launch parameter (then the
+     *   launches move the position too).
+     * - The per-row form's rows (a batched decode step of B sequences, one row each), row t at
+     *   positions[t] of slot slots[t], attending to keys 0 .. positions[t] of that slot: the same
+     *   bits as nu_op_rope (desc.positions), nu_op_kv_write of k (with rope) and of v, then this op
+     *   in the per-row form. Each slot may appear at most once among a launch's rows in range
+     *   (slots NULL: one row in range), since rows do not see each other's fresh keys: where two
+     *   rows in range share a slot, their outputs are wrong (each may read the other's position
+     *   before or after it is written), as is a position both write (a mix of their keys), but
+     *   nothing outside the bindings is read or written, and the other rows are right. A row out
+     *   of range writes nothing and reads nothing (its output zeros), so it may name any slot, as
+     *   a batch's padding rows do.
+     * fresh_k and fresh_v: [tokens, kv_heads, head_dim] float, each row's heads contiguous and
+     * head_dim apart (rows any distance apart: a slice of a fused q|k|v projection), not
+     * overlapping k, v or dst; k and v are written, so they may not overlap each other, q, the
+     * positions or the slots. Refused (NU_ERROR_INVALID_ARGUMENT): one of the two NULL, the scalar
+     * form with more than one row, tune.path PREFILL (the fresh form runs on the decode path, any
+     * row count up to its 65535). NULL (both): not fresh. */
     const nu_tensor *fresh_k, *fresh_v;
     const nu_rope_desc *fresh_rope; /* NULL: none; else as nu_op_kv_append_rope's (positions NULL,
-                                     * position_offset 0: the row's position drives it) */
+                                     * position_offset 0: each row's position drives it) */
     /* Per-head RMSNorms before the rotation (Qwen3's and Gemma 3's q and k norms): each of q's
-     * heads, and the key's, x * w / sqrt(mean(x^2) + fresh_norm_eps), as nu_op_rms_norm over
+     * heads, and the keys', x * w / sqrt(mean(x^2) + fresh_norm_eps), as nu_op_rms_norm over
      * rows of head_dim computes it (its sum in another order: within a few F32 roundings).
      * Weights float [head_dim], contiguous; NULL: none. */
     const nu_tensor *fresh_q_norm, *fresh_k_norm;

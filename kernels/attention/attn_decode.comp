@@ -29,10 +29,10 @@
 //            split of each (row, head) to finish merges them into dst (attention/attn_splits.glsl)
 //   7 FLAGS  bit 0: k's rows contiguous and 16-byte aligned (vector loads)
 //   8 SOFTCAP  1: the scores softcapped (attn_rows.glsl)
-//   12..21   the fresh form (attention/attn_fresh.glsl; bindings 8..12)
+//   12..28   the fresh form (attention/attn_fresh.glsl; bindings 8..14)
 // Bindings: 0 dst (FINAL 1 and 2; an empty range otherwise), 1 q, 2 k, 3 v, 4 the partials (F32;
 // FINAL 0 and 2, empty otherwise), 5 the counters (FINAL 2, empty otherwise), 6 positions, 7
-// slots (I32; the per-row form, empty otherwise), 8..12 the fresh form's. Push:
+// slots (I32; the per-row form, empty otherwise), 8..14 the fresh form's. Push:
 // attention/attn_rows.glsl.
 #include "ops.glsl"
 #define NEG_INF uintBitsToFloat(0xff800000u)
@@ -114,7 +114,8 @@ void main()
     uint kbase0 = pc.first_k + slot * pc.k_slot + kvh * pc.k_head;
     uint vbase0 = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
     if (FRESH) // q turned, the row's key and value staged (and written by the split holding them)
-        fresh_stage(hi > lo, qbase, 0u, kvh, pnew, kbase0, vbase0, h % pc.group == 0u && pnew >= start && pnew < end, tid);
+        fresh_stage(hi > lo, t, qbase, 0u, kvh, pnew, kbase0, vbase0, h % pc.group == 0u && pnew >= start && pnew < end,
+                    tid);
     for (uint i = tid; i < D; i += LOCAL)
         qs[i] = pc.scale * (FRESH ? (hi > lo ? fq[i] : 0.0) : NU_LOAD(q, QDT, qbase + i * pc.q_dim));
     // This thread's output dims: tid % D of group tid / D (D <= LOCAL), or tid + i LOCAL.

@@ -35,10 +35,10 @@
 //   9 KEYS   keys a subgroup has in flight (default 8)
 //   10 HG    query heads a workgroup (dividing group)
 //   11 SOFTCAP  1: the scores softcapped
-//   12..21     the fresh form (attention/attn_fresh.glsl)
+//   12..28     the fresh form (attention/attn_fresh.glsl)
 // Bindings: 0 dst (FINAL 1 and 2; an empty range otherwise), 1 q, 2 k, 3 v, 4 the partials (FINAL
 // 0 and 2; empty otherwise), 5 the counters (FINAL 2; empty otherwise), 6 positions, 7 slots (I32;
-// the per-row form, empty otherwise), 8..12 the fresh form's (attention/attn_fresh.glsl). Push:
+// the per-row form, empty otherwise), 8..14 the fresh form's (attention/attn_fresh.glsl). Push:
 // attention/attn_rows.glsl.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -129,7 +129,7 @@ void main()
     uint kh = pc.first_k + slot * pc.k_slot + kvh * pc.k_head, vh = pc.first_v + slot * pc.v_slot + kvh * pc.v_head;
     uint pnew = hi - 1u; // fresh: the row's position, its own key's
     if (FRESH) // q turned, the row's key and value staged (and written by the split holding them)
-        fresh_stage(hi > lo, pc.first_q + t * pc.q_tok + h0 * pc.q_head, pc.q_head, kvh, pnew, kh, vh,
+        fresh_stage(hi > lo, t, pc.first_q + t * pc.q_tok + h0 * pc.q_head, pc.q_head, kvh, pnew, kh, vh,
                     x % per_kv == 0u && pnew >= start && pnew < end, tid);
 
     float qv[HG][E], o[HG][E], m[HG], l[HG];

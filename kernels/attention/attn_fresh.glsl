@@ -1,23 +1,27 @@
 // attention/attn_fresh.glsl: the decode kernels' fresh form (attn_decode.comp, attn_decode_sg.comp;
-// nu_attention_desc.fresh_k and fresh_v): one row whose own key and value come straight from their
+// nu_attention_desc.fresh_k and fresh_v): rows whose own keys and values come straight from their
 // projections, so that a decode step needs no RoPE and no cache writes of its own before the
 // attention (one dependency level fewer a layer). Included after attn_rows.glsl and the kernel's
 // bindings 0..7, with the kernel's QDT, KDT, VDT and D declared.
 //
-// The row is at position p = kv_length - 1 (attn_rows.glsl's ATTN_FRESH). Each workgroup stages,
-// in shared memory, its query heads turned by RoPE at p (fq), and the row's key of its KV head
-// turned at p and its value (fk, fv), the key and value rounded to the cache's dtype as the cache
-// holds them; where FNORM asks, q's heads and the key are RMS-normalised (each head over its D
-// elements, times its weight: nu_op_rms_norm's arithmetic, Qwen3's and Gemma 3's q and k norms)
-// before they turn;
+// Row t is at position p: kv_length - 1 in the scalar form (attn_rows.glsl's ATTN_FRESH, one row),
+// positions[t] of slot slots[t] in the per-row form (ATTN_FRESH with ATTN_PER_ROW: a batched decode
+// step, each row its own slot). Each workgroup stages, in shared memory, its query heads of row t
+// turned by RoPE at p (fq), and row t's key of its KV head turned at p and its value (fk, fv), the
+// key and value rounded to the cache's dtype as the cache holds them; where FNORM asks, q's heads
+// and the key are RMS-normalised (each head over its D elements, times its weight: nu_op_rms_norm's
+// arithmetic, Qwen3's and Gemma 3's q and k norms) before they turn;
 // the key loop takes key p from there, not from the cache. The workgroups of the split that holds
-// key p, one for each KV head, write that key and value into the cache (bindings 11 and 12: the
-// caches of bindings 2 and 3 again, writable); no workgroup of the launch reads them from there.
-// The rotation is rope/rope.glsl's (nu_op_rope's and nu_op_kv_append_rope's F32 angle and the same
-// products), so the roped q, the key and the cache's contents are those of nu_op_rope,
-// nu_op_kv_append_rope and nu_op_kv_append.
+// key p, one for each KV head, write that key and value into the cache at p of the row's slot
+// (bindings 11 and 12: the caches of bindings 2 and 3 again, writable); no workgroup of the row
+// reads them from there. Another row of the launch reads that slot only where the caller broke
+// the per-row form's rule (one row a slot): then it may read the position's old contents or the
+// new ones (wrong values for that row, never an access outside the bindings).
+// The rotation is rope/rope.glsl's (nu_op_rope's, nu_op_kv_append_rope's and nu_op_kv_write's F32
+// angle and the same products), so the roped q, the key and the cache's contents are those of
+// nu_op_rope, nu_op_kv_append_rope (nu_op_kv_write with rope) and nu_op_kv_append (nu_op_kv_write).
 //
-// Specialisation constants (12..21; FMODE 0 leaves the kernel as it was):
+// Specialisation constants (12..28; FMODE 0 leaves the kernel as it was):
 //   12 FMODE   0 not fresh; 1 fresh, no RoPE; 2 fresh, RoPE pairs (x[2i], x[2i+1]); 3 fresh, RoPE
 //              pairs (x[i], x[i + rotary/2])
 //   13 FROT    dimensions rotated (even, at most D)
@@ -27,9 +31,11 @@
 //   22 FNORM   bit 0: q's heads RMS-normalised by the weight of binding 13, bit 1: the key by
 //              binding 14's; 23 FEPS the norms' epsilon (float); 24 FQN_FIRST, 25 FKN_FIRST the
 //              weights' first elements (contiguous F32, F16 or BF16 [D]); 26 FNDT their dtype
-// Bindings: 8 the fresh keys, 9 the fresh values ([1, kv_heads, D], each head's D elements
-// contiguous, from push first_kn and first_vn), 10 the frequency factors, 11 and 12 the k and v
-// caches (written), 13 and 14 the norms' weights; empty ranges where unused.
+//   27 FKN_TOK, 28 FVN_TOK   the fresh keys' and values' row strides (elements; 0 for one row)
+// Bindings: 8 the fresh keys, 9 the fresh values ([rows, kv_heads, D], each head's D elements
+// contiguous, row t's from push first_kn and first_vn plus t FKN_TOK and t FVN_TOK), 10 the
+// frequency factors, 11 and 12 the k and v caches (written), 13 and 14 the norms' weights; empty
+// ranges where unused.
 #define NU_ROPE_FF_BINDING 10
 #include "rope/rope.glsl"
 
@@ -48,6 +54,8 @@ layout(constant_id = 23) const float FEPS = 0.0;
 layout(constant_id = 24) const uint FQN_FIRST = 0u;
 layout(constant_id = 25) const uint FKN_FIRST = 0u;
 layout(constant_id = 26) const uint FNDT = NU_F32;
+layout(constant_id = 27) const uint FKN_TOK = 0u;
+layout(constant_id = 28) const uint FVN_TOK = 0u;
 const bool FRESH = FMODE != 0u;
 const uint FNH = ATTN_FRESH_HEADS;
 
@@ -110,18 +118,19 @@ float fresh_round(uint dt, float x)
 }
 
 // Called by every invocation of the workgroup (uniform control flow; `seen`: the row sees keys,
-// uniform too): stages fq (the FNH query heads from element qbase, qstride apart), fk and fv (KV
-// head kvh) at position p, and where `write` (the workgroup writing them) stores the key and value
-// into the caches at kbase + p k_pos and vbase + p v_pos (kbase and vbase: the head's first
-// element in its slot). Ends with a workgroup barrier.
-void fresh_stage(bool seen, uint qbase, uint qstride, uint kvh, uint p, uint kbase, uint vbase, bool write, uint tid)
+// uniform too): stages fq (the FNH query heads from element qbase, qstride apart), fk and fv (row
+// t's, KV head kvh) at position p, and where `write` (the workgroup writing them) stores the key
+// and value into the caches at kbase + p k_pos and vbase + p v_pos (kbase and vbase: the head's
+// first element in the row's slot). Ends with a workgroup barrier.
+void fresh_stage(bool seen, uint t, uint qbase, uint qstride, uint kvh, uint p, uint kbase, uint vbase, bool write,
+                 uint tid)
 {
     if (seen) {
         for (uint i = tid; i < FNH * D; i += ATTN_LOCAL)
             fraw[i] = NU_LOAD(q, QDT, qbase + (i / D) * qstride + (i % D) * pc.q_dim);
         for (uint e = tid; e < D; e += ATTN_LOCAL) {
-            fraw[FNH * D + e] = NU_LOAD(kn, KNDT, pc.first_kn + kvh * D + e);
-            float vx = NU_LOAD(vn, VNDT, pc.first_vn + kvh * D + e);
+            fraw[FNH * D + e] = NU_LOAD(kn, KNDT, pc.first_kn + t * FKN_TOK + kvh * D + e);
+            float vx = NU_LOAD(vn, VNDT, pc.first_vn + t * FVN_TOK + kvh * D + e);
             fv[e] = fresh_round(VDT, vx);
             if (write)
                 NU_STORE(vw, VDT, vbase + p * pc.v_pos + e * pc.v_dim, vx)

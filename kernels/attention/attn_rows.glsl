@@ -8,9 +8,10 @@
 // Push (src/ops/attention.c's attn_push; strides in elements, the cache's [slots, positions,
 // kv_heads, head_dim] strides k_slot, k_pos, k_head, k_dim; dst contiguous [tokens, q_heads, D]):
 //   flags: ATTN_CAUSAL (the scalar form's mask), ATTN_PER_ROW (positions from binding
-//   ATTN_POS_BINDING), ATTN_SLOTS (slots from ATTN_SLOT_BINDING; else slot 0), ATTN_FRESH (the
-//   scalar form's one row at position kv_length - 1, its own key and value fresh:
-//   attention/attn_fresh.glsl, which alone reads first_kn and first_vn).
+//   ATTN_POS_BINDING), ATTN_SLOTS (slots from ATTN_SLOT_BINDING; else slot 0), ATTN_FRESH (each
+//   row's own key and value fresh: attention/attn_fresh.glsl, which alone reads first_kn and
+//   first_vn; alone, the scalar form's one row at position kv_length - 1; with ATTN_PER_ROW, the
+//   per-row form's rows, each at its own position as below).
 #include "elementwise/activation.glsl"
 
 #define ATTN_CAUSAL 1u
@@ -37,12 +38,13 @@ layout(std430, binding = ATTN_POS_BINDING) readonly buffer AttnPos { int attn_po
 layout(std430, binding = ATTN_SLOT_BINDING) readonly buffer AttnSlot { int attn_slot_w[]; };
 
 // The keys query row t sees: [lo, hi) of slot `slot`. Per-row: position p = positions[t], keys
-// 0 .. p (p + 1 of them); a row out of range (p < 0, p >= the cache's positions, a slot outside
-// 0 .. slots - 1) sees none (lo = hi = 0). Scalar: position q_position + t, keys below kv_length
-// (capped by the cache's positions) and, causal, up to the position; fresh (ATTN_FRESH): position
-// kv_length - 1, keys below kv_length, none where kv_length is 0 or past the cache's positions (a
-// launch's value: the row's key would have no place). A window keeps keys j >
-// p - window only. Every bound stays below the cache's positions, whatever the launch's values.
+// 0 .. p (p + 1 of them; fresh or not); a row out of range (p < 0, p >= the cache's positions, a
+// slot outside 0 .. slots - 1) sees none (lo = hi = 0). Scalar: position q_position + t, keys below
+// kv_length (capped by the cache's positions) and, causal, up to the position; scalar fresh
+// (ATTN_FRESH alone): position kv_length - 1, keys below kv_length, none where kv_length is 0 or
+// past the cache's positions (a launch's value: the row's key would have no place). A window keeps
+// keys j > p - window only. Every bound stays below the cache's positions, whatever the launch's
+// values.
 void attn_row(uint t, out uint slot, out uint lo, out uint hi)
 {
     uint P = pc.positions, p;

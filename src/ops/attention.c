@@ -14,8 +14,9 @@
  * same positions and slots; the scalar form appends at position p (nu_op_kv_append(_rope)) and
  * attends with q_position = p and kv_length = p + 1, or does all three in the decode dispatch
  * (the fresh form, desc.fresh_k: attention/attn_fresh.glsl; the row at kv_length - 1, so that a
- * graph's one launch parameter moves it); prefill writes its tokens at 0.. and runs with
- * q_position 0, kv_length = tokens, causal (or per-row positions 0..).
+ * graph's one launch parameter moves it); so can a batched decode step, one row a slot (the fresh
+ * per-row form: row t at positions[t] of slots[t]); prefill writes its tokens at 0.. and runs
+ * with q_position 0, kv_length = tokens, causal (or per-row positions 0..).
  *
  * The decode path's partials: the recording's scratch (nu__commands_scratch). Every op of a
  * recording gets the same buffer (the largest asked for), their uses ordered by the recording's
@@ -180,9 +181,9 @@ typedef struct attn_push {
 #define ATTN_PER_ROW 2u
 #define ATTN_SLOTS 4u
 #define ATTN_FRESH 8u
-/* The fresh form's specialisation constants (attention/attn_fresh.glsl: ids 12..26). */
+/* The fresh form's specialisation constants (attention/attn_fresh.glsl: ids 12..28). */
 #define ATTN_FRESH_CONST 12
-#define ATTN_FRESH_CONSTS 15
+#define ATTN_FRESH_CONSTS 17
 #define ATTN_CONSTS (ATTN_FRESH_CONST + ATTN_FRESH_CONSTS)
 
 /* Strides of dimensions of size 1 are never used: 0 keeps them within 32 bits. */
@@ -197,7 +198,7 @@ typedef struct attn_op {
     nu_attention_tune tune;
     nu_binding bind[6];    /* dst, q, k, v, positions, slots */
     /* The fresh form (desc.fresh_k): the bindings 8..14 (fresh keys, values, frequency factors,
-     * the caches written, the norms' weights; empty ranges otherwise) and constants 12..26 of
+     * the caches written, the norms' weights; empty ranges otherwise) and constants 12..28 of
      * attn_fresh.glsl. */
     bool fresh;
     nu_binding fresh_bind[7];
@@ -406,40 +407,59 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     return st != NU_OK ? st : st3;
 }
 
+/* The fresh form writes the caches k and v: what else it binds (t, `name`) may not share their
+ * bytes. */
+static nu_status off_the_caches(nu_device *d, const nu_tensor *k, const nu_tensor *v, const char *name, const nu_tensor *t)
+{
+    if (!t || (!nu__op_overlap(k, t) && !nu__op_overlap(v, t)))
+        return NU_OK;
+    return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": the fresh form writes k and v; %s overlaps %s", name,
+                    nu__op_overlap(k, t) ? "k" : "v");
+}
+
 /* The fresh form's checks, bindings and constants (desc.fresh_k; a->bind and a->first hold dst, q,
- * k and v already): the row's key and value, the rotation of q and the key, the caches written. */
-static nu_status fresh_setup(attn_op *a, const nu_attention_desc *desc, const nu_tensor *dst, const nu_tensor *k,
-                             const nu_tensor *v, uint32_t *first_kn, uint32_t *first_vn)
+ * k, v and the per-row form's positions and slots already): the rows' keys and values, the
+ * rotation of q and the keys, the caches written. */
+static nu_status fresh_setup(attn_op *a, const nu_attention_desc *desc, const nu_tensor *dst, const nu_tensor *q,
+                             const nu_tensor *k, const nu_tensor *v, uint32_t *first_kn, uint32_t *first_vn)
 {
     nu_device *d = a->d;
     nu_status st;
     const nu_tensor *fresh[2] = {desc->fresh_k, desc->fresh_v};
     const char *names[2] = {"fresh_k", "fresh_v"};
-    uint32_t *firsts[2] = {first_kn, first_vn};
+    uint32_t *firsts[2] = {first_kn, first_vn}, row_stride[2] = {0, 0};
     if (!desc->fresh_k || !desc->fresh_v)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": desc->fresh_%s is NULL; the fresh form takes both the key "
                         "and the value", desc->fresh_k ? "v" : "k");
-    if (a->per_row || a->tokens != 1)
+    if (!a->per_row && a->tokens != 1)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": the fresh form (desc->fresh_k) takes the scalar form's one "
-                        "row; this is %s of %lld rows", a->per_row ? "the per-row form" : "the scalar form",
+                        "row (or the per-row form's rows: desc->positions); this is the scalar form with %lld rows",
                         (long long)a->tokens);
     if (a->tune.path == NU_ATTENTION_PATH_PREFILL)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": the fresh form runs on the decode path, not tune.path PREFILL");
+    /* The caches are written: they may not share bytes with each other or with anything the
+     * dispatch reads (q, the positions and the slots here; the rest below). */
+    if (nu__op_overlap(k, v))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": the fresh form writes k and v; they may not overlap");
+    if ((st = off_the_caches(d, k, v, "q", q)) != NU_OK ||
+        (st = off_the_caches(d, k, v, "positions", desc->positions)) != NU_OK ||
+        (st = off_the_caches(d, k, v, "slots", desc->slots)) != NU_OK)
+        return st;
     for (int i = 0; i < 2; i++) {
         const nu_tensor *t = fresh[i];
         if ((st = nu__op_check(FN, names[i], t, NU__OP_FLOAT)) != NU_OK)
             return st;
-        if (t->rank != 3 || t->shape[0] != 1 || t->shape[1] != a->kvh || t->shape[2] != a->hd)
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s must be [1, kv_heads, head_dim] ([1, %lld, %lld])",
-                            names[i], (long long)a->kvh, (long long)a->hd);
+        if (t->rank != 3 || t->shape[0] != a->tokens || t->shape[1] != a->kvh || t->shape[2] != a->hd)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s must be [tokens, kv_heads, head_dim] ([%lld, %lld, "
+                            "%lld])", names[i], (long long)a->tokens, (long long)a->kvh, (long long)a->hd);
         if (t->strides[2] != 1 || (a->kvh > 1 && t->strides[1] != a->hd))
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": %s's heads must be contiguous and head_dim apart", names[i]);
         if ((st = nu__op_no_alias(FN, dst, names[i], t, false)) != NU_OK ||
-            (st = nu__op_no_alias(FN, k, names[i], t, false)) != NU_OK ||
-            (st = nu__op_no_alias(FN, v, names[i], t, false)) != NU_OK)
+            (st = off_the_caches(d, k, v, names[i], t)) != NU_OK)
             return st;
         if ((st = nu__op_bind(FN, t, NU_ACCESS_READ, &a->fresh_bind[i], firsts[i])) != NU_OK)
             return st;
+        row_stride[i] = stride_of(t, 0); /* the per-row form's rows, any distance apart */
     }
     const nu_rope_desc *rope = desc->fresh_rope;
     nu__rope_plan plan = {0};
@@ -447,7 +467,7 @@ static nu_status fresh_setup(attn_op *a, const nu_attention_desc *desc, const nu
     if (rope) {
         if (rope->positions || rope->position_offset)
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": fresh_rope's positions and position_offset must be NULL "
-                            "and 0 (the row's position, kv_length - 1, turns q and the key)");
+                            "and 0 (each row's position, kv_length - 1 or positions[t], turns q and the key)");
         if ((st = nu__rope_plan_make(d, FN, rope, a->hd, k, dst, &plan)) != NU_OK)
             return st;
     }
@@ -471,8 +491,7 @@ static nu_status fresh_setup(attn_op *a, const nu_attention_desc *desc, const nu
                             (long long)a->hd);
         if (fnorm && nu__op_dtype_code(t->dtype) != fndt)
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": fresh_q_norm and fresh_k_norm must have one dtype");
-        if ((st = nu__op_no_alias(FN, k, norm_names[i], t, false)) != NU_OK ||
-            (st = nu__op_no_alias(FN, v, norm_names[i], t, false)) != NU_OK ||
+        if ((st = off_the_caches(d, k, v, norm_names[i], t)) != NU_OK ||
             (st = nu__op_bind(FN, t, NU_ACCESS_READ, &a->fresh_bind[5 + i], &norm_first[i])) != NU_OK)
             return st;
         fnorm |= 1u << i, fndt = nu__op_dtype_code(t->dtype);
@@ -486,7 +505,7 @@ static nu_status fresh_setup(attn_op *a, const nu_attention_desc *desc, const nu
     uint32_t fc[ATTN_FRESH_CONSTS] = {mode, plan.rotary, fstep, fpscale, fmscale, plan.has_ff ? 1u : 0u,
                                       plan.ff_first, plan.ff_stride, nu__op_dtype_code(desc->fresh_k->dtype),
                                       nu__op_dtype_code(desc->fresh_v->dtype), fnorm, feps, norm_first[0],
-                                      norm_first[1], fndt};
+                                      norm_first[1], fndt, row_stride[0], row_stride[1]};
     memcpy(a->fresh_const, fc, sizeof fc);
     a->fresh_bind[2] = plan.ff;
     a->fresh_bind[3] = a->bind[2], a->fresh_bind[4] = a->bind[3];
@@ -590,7 +609,7 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     for (int i = 0; i < 7; i++)
         a.fresh_bind[i] = nu__op_unbound(dst->buffer);
     a.fresh = fresh;
-    if (fresh && (st = fresh_setup(&a, desc, dst, k, v, &first_kn, &first_vn)) != NU_OK)
+    if (fresh && (st = fresh_setup(&a, desc, dst, q, k, v, &first_kn, &first_vn)) != NU_OK)
         return st;
     /* The keys a row sees at most: the split count's basis. */
     uint64_t most = desc->max_length ? desc->max_length : per_row ? (uint64_t)positions : desc->kv_length;
@@ -604,9 +623,8 @@ nu_status nu_op_attention(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     uint32_t o = kr - 3; /* k's and v's first dimension past the slots */
     a.push = (attn_push){(uint32_t)tokens, (uint32_t)qh, (uint32_t)(qh / kvh), desc->q_position, desc->kv_length,
                          (uint32_t)positions,
-                         fresh ? ATTN_FRESH
-                               : (desc->causal && !per_row ? ATTN_CAUSAL : 0u) | (per_row ? ATTN_PER_ROW : 0u) |
-                                     (desc->slots ? ATTN_SLOTS : 0u),
+                         (fresh ? ATTN_FRESH : desc->causal && !per_row ? ATTN_CAUSAL : 0u) |
+                             (per_row ? ATTN_PER_ROW : 0u) | (desc->slots ? ATTN_SLOTS : 0u),
                          scale, a.first[1], stride_of(q, 0), stride_of(q, 1), stride_of(q, 2),
                          a.first[2], stride_of(k, o), stride_of(k, o + 1), stride_of(k, o + 2),
                          a.first[3], stride_of(v, o), stride_of(v, o + 1), stride_of(v, o + 2), a.first[0],
