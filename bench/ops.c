@@ -551,7 +551,7 @@ int bench_ops(int argc, char **argv)
     /* Matrix-vector products: the four decode shapes (n x k) of a 7B Llama, one token. */
     static const int64_t mvs[4][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {32000, 4096}};
     static const char *const mvn[4] = {"4096x4096", "11008x4096", "4096x11008", "32000x4096"};
-    bench_case cases[256] = {
+    bench_case cases[320] = {
         {"copy", big, K_COPY, 0, U32, U32, 1, {n32}, 2 * sz, "the reference", 0},
         {"add", big, K_BINARY, NU_BINARY_ADD, F32, F32, 1, {n32}, 3 * sz, ew, 0},
         {"add", big, K_BINARY, NU_BINARY_ADD, F16, F16, 1, {n16}, 3 * sz, ew, 0},
@@ -564,6 +564,13 @@ int bench_ops(int argc, char **argv)
         {"dequant", "q8_0>f16", K_CAST, 0, Q8, F16, 2, {rows, 4096}, (double)rows * 4096 * (34.0 / 32 + 2), ew, 0},
         {"dequant", "q4_0_soa>f16", K_CAST, 0, NU_DTYPE_Q4_0_SOA, F16, 2, {rows, 4096},
          (double)rows * 4096 * (18.0 / 32 + 2), ew, 0},
+        /* The K formats' copies a prefill pass makes of each matrix (copy.comp's sub-block path). */
+        {"dequant", "q4_k>f16", K_CAST, 0, NU_DTYPE_Q4_K, F16, 2, {rows, 4096}, (double)rows * 4096 * (144.0 / 256 + 2),
+         "", 0},
+        {"dequant", "q5_k>f16", K_CAST, 0, NU_DTYPE_Q5_K, F16, 2, {rows, 4096}, (double)rows * 4096 * (176.0 / 256 + 2),
+         "", 0},
+        {"dequant", "q6_k>f16", K_CAST, 0, NU_DTYPE_Q6_K, F16, 2, {rows, 4096}, (double)rows * 4096 * (210.0 / 256 + 2),
+         "", 0},
         {"silu", big, K_UNARY, NU_UNARY_SILU, F16, F16, 1, {n16}, 2 * sz, ew, 0},
         {"gelu", big, K_UNARY, NU_UNARY_GELU, F16, F16, 1, {n16}, 2 * sz, ew, 0},
         {"exp", big, K_UNARY, NU_UNARY_EXP, F32, F32, 1, {n32}, 2 * sz, ew, 0},
@@ -674,7 +681,7 @@ int bench_ops(int argc, char **argv)
     bool cpu = info->type == NU_DEVICE_CPU;
     const char *skipped[64];
     int nskipped = 0;
-    static char shapes[128][24];
+    static char shapes[160][24];
     int nshapes = 0;
     static const nu_dtype mmd[4] = {NU_DTYPE_F16, NU_DTYPE_BF16, NU_DTYPE_Q8_0, NU_DTYPE_Q4_0};
     static const int64_t sq[3] = {1024, 4096, 8192}, pn[3] = {4096, 11008, 32000};
@@ -711,6 +718,16 @@ int bench_ops(int argc, char **argv)
                 cases[ncases++] = (bench_case){"matmul_dq", name, K_MATMUL_DQ, 0, mmd[di], NU_DTYPE_F16, 0, {ptok, n, k},
                                                bytes + 4.0 * n * k, "dequant + F16", 2.0 * ptok * n * k};
         }
+    /* A 512-token prefill pass's own F16 products of a 7B layer as the model runs them: q|k|v and
+     * gate|up stacked, down with k 11008 (o is 512x4096>4096 above). Not on a CPU device. */
+    static const int64_t pf[3][2] = {{12288, 4096}, {22016, 4096}, {4096, 11008}};
+    for (int si = 0; si < 3 && !cpu; si++) {
+        int64_t n = pf[si][0], k = pf[si][1];
+        char *name = shapes[nshapes++];
+        snprintf(name, sizeof shapes[0], "%lldx%lld>%lld", (long long)ptok, (long long)k, (long long)n);
+        cases[ncases++] = (bench_case){"matmul", name, K_MATMUL, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0, {ptok, n, k},
+                                       2.0 * (n * k + ptok * (k + n)), "prefill", 2.0 * ptok * n * k};
+    }
     static const int64_t ctx[3] = {512, 4096, 32768};
     for (int hi = 0; hi < 2; hi++)
         for (int ci = 0; ci < 3; ci++) {

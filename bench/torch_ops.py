@@ -151,6 +151,10 @@ def main():
         for n in (4096, 11008, 32000):
             case("matmul", d, f"512x4096>{n}", n * 4096 * 2 + 2 * 512 * (4096 + n),
                  (lambda n=n, t=dt[d]: linear(512, n, 4096, t)), "F.linear (cuBLAS)", 2.0 * 512 * n * 4096)
+    # A 512-token prefill pass's own products (q|k|v and gate|up stacked, down), as nuvec bench ops.
+    for n, k in ((12288, 4096), (22016, 4096), (4096, 11008)):
+        case("matmul", "F16", f"512x{k}>{n}", 2 * (n * k + 512 * (k + n)),
+             (lambda n=n, k=k: linear(512, n, k, f16)), "F.linear (cuBLAS)", 2.0 * 512 * n * k)
     # Q8_0 / Q4_0 weights: PyTorch has no such product; its nearest equivalent dequantizes (int8
     # quants times the per-block F16 scale) to F16, then runs the F16 product: nuvec's matmul_dq.
     for d, qb in (("Q8_0", 34), ("Q4_0", 18)):

@@ -365,14 +365,13 @@ static int half_fields(nu_dtype dtype, int at[2])
     return dtype == NU_DTYPE_Q4_1 || dtype == NU_DTYPE_Q5_1 || dtype == NU_DTYPE_Q4_K || dtype == NU_DTYPE_Q5_K ? 2 : 1;
 }
 
-static void copy_dequantizes_every_block_dtype_exactly(void **state)
+/* Whole tensors of bt and views of them dequantized to dst dtype dt (floats[dt]). */
+static void dequant_tensors_and_views(nu_device *d, nu_dtype bt, int dt, uint64_t *seedp)
 {
-    nu_device *d = nt_open();
-    uint64_t seed = 13;
-    for (int b = 0; b < NT_BLOCK_DTYPES; b++) {
-        nu_dtype bt = nt_block_dtypes[b];
-        int64_t per = nu_dtype_block_elements(bt);
-        for (int dt = b < 2 ? 0 : b % 3; dt < 3; dt += b < 2 ? 1 : 3) { /* the later formats: one dst dtype each */
+    uint64_t seed = *seedp;
+    int64_t per = nu_dtype_block_elements(bt);
+    {
+        {
             /* Whole tensors: odd row counts, a padded (2-byte aligned) first block. */
             int64_t s1[1] = {per}, s2[2] = {7, 3 * per}, s3[3] = {3, 5, 2 * per};
             nt_tensor a = nt_tensor_quantized(d, bt, 1, s1, 0, -1, 1, &seed);
@@ -399,6 +398,23 @@ static void copy_dequantizes_every_block_dtype_exactly(void **state)
             nt_tensor_free(&m);
             nt_tensor_free(&c);
         }
+    }
+    *seedp = seed;
+}
+
+static void copy_dequantizes_every_block_dtype_exactly(void **state)
+{
+    nu_device *d = nt_open();
+    uint64_t seed = 13;
+    for (int b = 0; b < NT_BLOCK_DTYPES; b++) {
+        nu_dtype bt = nt_block_dtypes[b];
+        int64_t per = nu_dtype_block_elements(bt);
+        for (int dt = b < 2 ? 0 : b % 3; dt < 3; dt += b < 2 ? 1 : 3) /* the later formats: one dst dtype each */
+            dequant_tensors_and_views(d, bt, dt, &seed);
+        /* The K formats to F16 also (copy.comp's own path for them: a prefill's weight copies). */
+        bool k_format = bt == NU_DTYPE_Q4_K || bt == NU_DTYPE_Q5_K || bt == NU_DTYPE_Q6_K;
+        if (k_format && b % 3 != 1)
+            dequant_tensors_and_views(d, bt, 1, &seed);
         /* Blocks of every byte pattern: quants and sub-block scales from a mix of the block's
          * index and position, its half scales F16's extremes (the smallest subnormals, the largest,
          * one, minus one, -0) in turn. */
