@@ -562,19 +562,24 @@ static void tensor_cores_split_k(void **state)
     nu_device *d = nt_open_matrix_units("tensor_cores_split_k");
     assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0);
     uint64_t seed = 23;
-    const struct {
+    struct {
         int64_t m, n, k, batch;
         nu_dtype w;
         uint32_t splits;
         bool bias;
-    } cases[6] = {
+    } cases[7] = {
         {16, 4096, 4096, 1, NU_DTYPE_F16, 0, false}, {16, 200, 1024, 2, NU_DTYPE_Q4_K, 3, true},
         {5, 77, 768, 1, NU_DTYPE_Q6_K, 0, false},    {64, 129, 512, 1, NU_DTYPE_Q8_0, 2, true},
         {1, 300, 2048, 1, NU_DTYPE_Q4_0, 0, true},   {33, 64, 1280, 3, NU_DTYPE_Q4_K, 64, false},
+        {0, 1024, 1024, 1, NU_DTYPE_F16, 0, false},
     };
+    /* Many rows (a prefill's product) in 128 x 128 tiles filling half a wave (two a compute unit):
+     * the grid's choice splits k in two (choose_tile). */
+    uint32_t units = nu_device_get_info(d)->compute_units;
+    cases[6].m = 128 * (units >= 16 ? units / 16 : 1);
     char path[512];
     snprintf(path, sizeof path, "%s/nuvec-splitk-%d.json", nt_tmp_dir(), (int)getpid());
-    for (int c = 0; c < 6; c++) {
+    for (int c = 0; c < 7; c++) {
         int64_t m = cases[c].m, n = cases[c].n, k = cases[c].k, batch = cases[c].batch;
         int64_t as[3] = {batch, m, k}, bs[2] = {n, k}, ds[3] = {batch, m, n}, bis[1] = {n};
         nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 3, as, 0, -1, 1, &seed);

@@ -25,8 +25,9 @@ typedef struct tc_tile {
 /* The tile by shape: 128 x 128 (4 subgroups of 64 x 64), k 64 a step, one buffer: the best of 12
  * settings on the H200 (bench/RESULTS.md, 2026-12-01: 248 TFLOP/s at 4096^3 F16, against 207-232
  * for 8 subgroups of 64 x 32 or 32 x 64, 148-151 for k 32 a step with 128 x 128 or 128 x 64 tiles);
- * fewer rows of a: 16 x 64 or 64 x 64 (4 subgroups); a grid of fewer than two tiles a compute unit:
- * 8 subgroups of 64 x 32 (choose_tile). tune's tc_ fields override these, and
+ * fewer rows of a: 16 x 64 or 64 x 64 (4 subgroups); k split in two where that fills the waves
+ * much better, else a grid of fewer than two tiles a compute unit: 8 subgroups of 64 x 32
+ * (choose_tile). tune's tc_ fields override these, and
  * NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64|128|256 buffers=1|2 probe=N off|on" overrides both for
  * sweeps (docs/knobs.md; a bad knob fails the op where this path applies); off keeps every product
  * on the tiled path. */
@@ -55,8 +56,15 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     return false;
 }
 
-static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batches, const nu_matmul_tune *tune,
-                             tc_tile *t)
+/* How full the waves are: `tiles` workgroups, `places` of them running at once. */
+static double wave_use(uint64_t tiles, uint64_t places)
+{
+    uint64_t waves = (tiles + places - 1) / places;
+    return waves ? (double)tiles / (double)(waves * places) : 1.0;
+}
+
+static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, int64_t k, uint64_t batches,
+                             const nu_matmul_tune *tune, tc_tile *t)
 {
     /* 128 x 128 tiles fewer than two a compute unit leave one workgroup of 4 subgroups an SM, with
      * nothing to run while it waits on its loads: 8 subgroups a tile then (H200, 512-row prefill
@@ -74,6 +82,13 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, uint64_t batche
                        * k 128 a step 27.4, 65.1, 67.0; against the 64 x 32 tiles of 2 subgroups, which
                        * had beaten 64 x 128 before split-K) */
         *t = (tc_tile){1, 4, 4, 1, 64, 1, 0, false, 0};
+    else if (k >= 1024 && wave_use(2 * tiles, 2ull * units) > wave_use(tiles, 2ull * units) + 0.15)
+        /* The last wave of 128 x 128 tiles (two a compute unit: 255 registers a thread) mostly empty:
+         * k split in two fills it (H100, 2026-12-06, `nuvec bench ops --filter "matmul F16"`, us:
+         * 512 x 11008 > 4096, 128 tiles, 211.7 with the 8-subgroup tile -> 172.1; 512 x 4096 > 4096
+         * 85.2 -> 82.3; 344 and 384 tiles (n 11008, 12288) 247.3 -> 232.2, 249.3 -> 241.0; where the
+         * split gains less use, as for 688 or 1000 tiles, it lost: 379.0 -> 456.1, 514.3 -> 636.6). */
+        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, false, 2};
     else if (tiles < 2ull * units)
         *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false, 0};
     else
@@ -195,7 +210,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     if (k % 8 || m > UINT32_MAX || n > UINT32_MAX || batches > 65535)
         return NU_ERROR_UNSUPPORTED;
     tc_tile t;
-    nu_status st = choose_tile(d, m, n, batches, tune, &t);
+    nu_status st = choose_tile(d, m, n, k, batches, tune, &t);
     if (st != NU_OK)
         return st;
     if (t.off)
