@@ -13,7 +13,7 @@
  *     x += att Wo^T | h = silu(norm(x) Wg^T) * (norm(x) Wu^T) | x += h Wd^T
  *   Gemma's post-norms ride on each block's last product (nu_matvec_desc.post_norm) where its
  *   kernel takes them (post_fusion), else the block's output is left pending (below).
- *   A batched decode step's rows (a slot each) take the fresh form too, its per-row form. Other
+ *   A batched decode step's rows (a slot each) may take the fresh per-row form (fresh_attention 1). Other
  *   passes of few rows (short prefill chunks; `fresh` off) rotate the keys on their way into the
  *   cache (nu_op_rope, nu_op_kv_append_rope or nu_op_kv_write: a level) and merge attention's
  *   splits in a second dispatch: 7 levels. On the H200 the fusion took 7B Q4_0 decode from 347 to
@@ -26,8 +26,8 @@
  * and the single-sequence decode graph, through the ops' scalar forms and graph parameters), or
  * each row its own slot and position (per_row: I32 tensors the ops read, so a recorded graph
  * serves any mix of sequences: batched decode; attention then takes its decode path, each row on
- * its own, and with `fresh` its fresh per-row form: each row's RoPE and cache writes in its
- * dispatch, as the one-sequence graph's row has them). */
+ * its own, and with fresh_attention 1 its fresh per-row form: each row's RoPE and cache writes
+ * in its dispatch, as the one-sequence graph's row has them). */
 #ifndef NU_LLM_BLOCKS_H
 #define NU_LLM_BLOCKS_H
 

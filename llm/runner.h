@@ -47,8 +47,9 @@ typedef struct nu_llm_runner_options {
                              * (0: chosen by the weights when the runner opens: runner.c) */
     uint32_t direct_rows;   /* prefill passes of at most this many rows read block weights on the
                              * matrix units as they are (0: NU_LLM_DIRECT_ROWS) */
-    bool fresh;             /* one-row passes and batched decode steps: attention's fresh form
-                             * (RoPE and the cache writes in its dispatch) */
+    bool fresh;             /* one-row passes: attention's fresh form (RoPE and the cache writes in
+                             * its dispatch) */
+    bool fresh_rows;        /* ... and batched decode steps (its per-row form) */
     bool post_fusion;       /* fused passes: post-norms in the block's last product */
     bool ahead_on;          /* the one-row decode graphs read weights ahead as `ahead` says */
     nu_llm_prefetch ahead;

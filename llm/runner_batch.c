@@ -56,8 +56,11 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
         memcpy(p.act, b->act, sizeof p.act);
         p.graph = true, p.per_row = true, p.max_kv = r->kv->positions;
         /* one row a sequence (nu_llm_model_step sends a slot's only row here; padding rows are out
-         * of range): attention's fresh per-row form where `fresh` */
+         * of range): attention's fresh per-row form may run, where fresh_rows asks for it (not by
+         * default: on an H100 its attention took 266 us a layer of a 64-row 7B step against 190 for
+         * RoPE, the cache writes, attention and its merge as separate ops; bench/RESULTS.md) */
         p.distinct_slots = true;
+        p.fresh = r->o.fresh && r->o.fresh_rows;
         p.fused = fused;
         p.f16_inputs = r->o.prefill_f16 && rows >= r->o.matmul_rows;
         p.w16 = copies; /* (make_pass: prefill_f16) without a copy where it has none */

@@ -234,24 +234,25 @@ static double ten_differ(const seq *a, const seq *b, const char *what)
     return worst;
 }
 
-/* Batched decode with attention's fresh per-row form (the default: each row's RoPE and cache
- * writes in attention's dispatch) and without it (fresh_attention -1: nu_op_rope and
+/* Batched decode with attention's fresh per-row form (fresh_attention 1: each row's RoPE and
+ * cache writes in attention's dispatch) and without it (the default, 0, and -1: nu_op_rope and
  * nu_op_kv_write before attention), 10 sequences by groups of rows, on the matrix products, and
  * those with F16 inputs: the same ids; in F32 the same logits bit for bit (the fresh form gives
  * the separate ops' bits); with F16 inputs within 0.01 but not equal (the fresh form reads q in
- * F32 where the separate ops round the rotated q to F16: so the fresh form ran). The developer
- * override NUVEC_LLM_NO_FRESH gives the separate ops' logits exactly. */
+ * F32 where the separate ops round the rotated q to F16: so the fresh form ran). The default
+ * gives the separate ops' logits exactly, and the developer override NUVEC_LLM_FRESH_ROWS the
+ * fresh form's. */
 static void fresh_form_and_separate_ops_agree(void **state)
 {
     (void)state;
     nu_device *d = nt_open();
-    static seq fresh[10], separate[10], overridden[10];
+    static seq fresh[10], separate[10], overridden[10], plain[10];
     const char *names[3] = {"groups of rows", "matrix products", "matrix products, F16 inputs"};
     nu_llm_model_options o = {.slots = SEQS};
     for (int products = 0; products < 3; products++) {
         o.matmul_rows = products ? 16 : 0;
         o.prefill_f16 = products == 2 ? 1 : 0;
-        o.fresh_attention = 0;
+        o.fresh_attention = 1;
         ten_together(d, &o, fresh);
         o.fresh_attention = -1;
         ten_together(d, &o, separate);
@@ -260,12 +261,15 @@ static void fresh_form_and_separate_ops_agree(void **state)
             fail_msg("%s: the fresh form's logits are %g from the separate ops'", names[products], worst);
         printf("10 sequences, %s: the fresh form's logits within %g of the separate ops'\n", names[products], worst);
     }
-    assert_int_equal(setenv("NUVEC_LLM_NO_FRESH", "1", 1), 0);
-    o.fresh_attention = 0;
-    ten_together(d, &o, overridden); /* the last options: F16 inputs */
-    unsetenv("NUVEC_LLM_NO_FRESH");
-    if (ten_differ(overridden, separate, "NUVEC_LLM_NO_FRESH") != 0)
-        fail_msg("NUVEC_LLM_NO_FRESH did not give the separate ops' logits");
+    o.fresh_attention = 0; /* the last options: F16 inputs */
+    ten_together(d, &o, plain);
+    if (ten_differ(plain, separate, "the default") != 0)
+        fail_msg("the default did not give the separate ops' logits");
+    assert_int_equal(setenv("NUVEC_LLM_FRESH_ROWS", "1", 1), 0);
+    ten_together(d, &o, overridden);
+    unsetenv("NUVEC_LLM_FRESH_ROWS");
+    if (ten_differ(overridden, fresh, "NUVEC_LLM_FRESH_ROWS") != 0)
+        fail_msg("NUVEC_LLM_FRESH_ROWS did not give the fresh form's logits");
     nt_close(d);
 }
 

@@ -7,7 +7,7 @@
  *   gcc -O2 -Ibuild-deps/prefix/include bench/probes/pipeline_stats.c -lvulkan -o /tmp/pipeline_stats
  *   /tmp/pipeline_stats [-i DIR] build/kernels/matmul_coopmat.spv "4=128,5=2,6=2,7=4,8=4,9=64" ...
  * Each argument after the module is one pipeline: id=value pairs separated by commas (empty: the
- * module's defaults). The device is the first with the extension (NUVEC_PROBE_DEVICE=N picks);
+ * module's defaults). The device is the first with the extension;
  * cooperative matrices, 16-bit storage and arithmetic and the Vulkan memory model are enabled where
  * offered, so that nuvec's kernels compile as they do in nuvec. The layout: 16 storage buffers in
  * set 0 and 128 bytes of push constants, which covers every nuvec kernel. */
@@ -93,10 +93,9 @@ int main(int argc, char **argv)
     VkPhysicalDevice pds[16];
     npd = npd > 16 ? 16 : npd;
     CK(vkEnumeratePhysicalDevices(inst, &npd, pds));
-    const char *pick = getenv("NUVEC_PROBE_DEVICE");
     VkPhysicalDevice pd = VK_NULL_HANDLE;
     for (uint32_t i = 0; i < npd && !pd; i++)
-        if ((pick ? (uint32_t)atoi(pick) == i : 1) && has_ext(pds[i], VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME))
+        if (has_ext(pds[i], VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME))
             pd = pds[i];
     if (!pd) {
         fprintf(stderr, "no device offers %s\n", VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);

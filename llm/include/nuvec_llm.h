@@ -132,11 +132,12 @@ typedef struct nu_llm_model_options {
                               * adds and SwiGLU inside the matrix-vector products: 5 dependency
                               * levels a layer of one-sequence decode with fresh_attention); -1: the
                               * separate ops (for comparisons) */
-    int fresh_attention;     /* 0 (default) and 1: decode passes (one sequence's row, a batched
-                              * step's rows) turn q and the new keys and write the KV cache inside
-                              * attention's dispatch (nu_attention_desc's fresh form: one dependency
-                              * level fewer a layer); -1: RoPE and the cache writes as ops of their
-                              * own before it (for comparisons) */
+    int fresh_attention;     /* 0 (default): one sequence's decode row turns q and its new key and
+                              * writes the KV cache inside attention's dispatch (nu_attention_desc's
+                              * fresh form: one dependency level fewer a layer); 1: a batched
+                              * decode step's rows too (its per-row form: slower on an H100 in
+                              * 2026-12, bench/RESULTS.md); -1: RoPE and the cache writes as ops of
+                              * their own before attention everywhere (for comparisons) */
     int post_norm_fusion;    /* 0 (default) and 1: a fused pass's block ending in a post-norm (Gemma's
                               * sandwich norms) adds it into x in its last product's dispatch
                               * (nu_matvec_desc.post_norm, where that product's kernel takes it: one
