@@ -450,7 +450,8 @@ typedef enum nu_attention_path {
 
 typedef enum nu_attention_combine {
     NU_ATTENTION_COMBINE_AUTO,     /* SEPARATE, but FUSED in the fresh form (desc.fresh_k) where a
-                                    * workgroup holds one query head (H100 decode: bench/RESULTS.md) */
+                                    * workgroup holds one query head and there are at most fused_max
+                                    * splits (H100 decode: bench/RESULTS.md) */
     NU_ATTENTION_COMBINE_SEPARATE, /* a second dispatch merges the decode splits (attn_combine.comp) */
     NU_ATTENTION_COMBINE_FUSED,    /* the last split of each row and head merges them (one dispatch,
                                     * one dependency level fewer; slower on the H200 except at 32768
@@ -470,15 +471,14 @@ typedef struct nu_attention_tune {
                            * matrix units' kernel */
     bool no_subgroup;     /* decode: attn_decode.comp where the subgroup kernel would run */
     uint32_t keys;        /* subgroup decode: keys a subgroup has in flight, 1..16 (0: 4) */
-    uint32_t heads;       /* subgroup decode: query heads a workgroup, 1..8 (0: 2, or 1 in the fresh
-                           * form with head_dim 256; fewer where they do not divide q_heads /
-                           * kv_heads or do not fit shared memory) */
+    uint32_t heads;       /* subgroup decode: query heads a workgroup, 1..8 (0: 2; fewer where they
+                           * do not divide q_heads / kv_heads or do not fit shared memory) */
     bool no_matrix_units; /* prefill: attn_prefill.comp where attn_prefill_coopmat.comp would run */
     uint32_t tc_rows;     /* matrix-unit prefill: query rows a workgroup, 64 or 128 (0: 128, or 64
                            * where 128 does not fit shared memory) */
     nu_attention_combine combine;
-    uint32_t fused_max;   /* COMBINE_FUSED: the most splits the last split merges, 2..65535 (0:
-                           * 65535); more go to attn_combine.comp */
+    uint32_t fused_max;   /* the most splits the last split merges (COMBINE_FUSED, or AUTO's
+                           * choice of it), 2..65535 (0: 32); more go to attn_combine.comp */
 } nu_attention_tune;
 
 typedef struct nu_attention_desc {

@@ -120,9 +120,14 @@ static nu_status resolve_tune(nu_device *d, const nu_attention_tune *in, nu_atte
      * device. */
     if (!t->keys)
         t->keys = 4;
-    /* heads 0 stays: record_decode chooses (2, or 1 in the fresh form with heads of 256). */
+    /* heads 0 stays: record_decode chooses (2 where the group allows). */
+    /* The last split's merge grows with the splits, after every other split's work, so past some
+     * count the second dispatch wins (H100: gemma2-9b Q4_K_M decode after 8,000 tokens, 64 splits,
+     * one head a workgroup, 125.1 tokens/s merged in the last split against 175.8 with
+     * attn_combine.comp; 7B Q4_0 after 512 tokens, 21 splits, 409.0 merged in the last split
+     * against 401.9; bench/RESULTS.md). 32 lies between; counts near it were not measured. */
     if (!t->fused_max)
-        t->fused_max = 65535;
+        t->fused_max = 32;
     return st;
 }
 
@@ -322,10 +327,10 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
                     sg <= ATTN_LOCAL && ATTN_LOCAL % sg == 0 && hd >= sg;
     /* Query heads a workgroup: those sharing a KV head read its keys once (tune.heads, dividing the
      * group) and whose shared memory fits (decode_shared). */
-    /* The default: 2 heads a workgroup; in the fresh form with heads of 256 one, so that the last
-     * split merges (H100, gemma2-9b Q4_K_M decode 219.0 tokens/s against 215.1 with two heads and
-     * attn_combine.comp; bench/RESULTS.md, seventeenth session). */
-    uint32_t group = (uint32_t)(a->qh / a->kvh), hg = t->heads ? t->heads : a->fresh && hd >= 256 ? 1u : 2u;
+    /* The default: 2 heads a workgroup (with heads of 256 too: since af77821 gemma2-9b Q4_K_M decode
+     * ran 217.4 tokens/s with two against 205.3 with one head a workgroup and the last-split merge,
+     * which had won before it, 219.0 against 215.1; H100, bench/RESULTS.md). */
+    uint32_t group = (uint32_t)(a->qh / a->kvh), hg = t->heads ? t->heads : 2u;
     uint32_t nsg = sg ? ATTN_LOCAL / sg : 1;
     while (hg > 1 && (group % hg || decode_shared(a, hg, nsg) > d->info.max_shared_memory))
         hg--;
