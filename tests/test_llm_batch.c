@@ -114,6 +114,23 @@ static void expect_alone(const seq *q, const int32_t *ids, const float *logits)
     (void)expect_alone_within(q, ids, logits, 1e-4);
 }
 
+/* 10 sequences (prompts 2 to 11) decoded together (a bucket of 16) with options o: their ids and
+ * logits into out[0..9]. */
+static void ten_together(nu_device *d, const nu_llm_model_options *o, seq *out)
+{
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), o, &m));
+    seq *run[10];
+    for (int i = 0; i < 10; i++) {
+        out[i] = (seq){.id = i + 2};
+        LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &out[i].slot, NULL));
+        run[i] = &out[i];
+    }
+    while (out[0].produced < GEN)
+        step(m, run, 10);
+    nu_llm_model_free(m);
+}
+
 static void batch_gives_what_each_gets_alone(void **state)
 {
     (void)state;
@@ -182,14 +199,7 @@ static void batch_gives_what_each_gets_alone(void **state)
     for (int products = 0; products < 3; products++) {
         o.matmul_rows = products ? 16 : 0;
         o.prefill_f16 = products == 2 ? 1 : 0;
-        LLM_OK(nu_llm_model_open(d, path, &o, &m));
-        for (int i = 0; i < 10; i++) {
-            seqs[i] = (seq){.id = i + 2};
-            LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &seqs[i].slot, NULL));
-            run[i] = &seqs[i];
-        }
-        while (seqs[0].produced < GEN)
-            step(m, run, 10);
+        ten_together(d, &o, seqs);
         double worst = 0;
         for (int i = 0; i < 10; i++)
             worst = fmax(worst, expect_alone_within(&seqs[i], ref_ids[i + 2], ref_logits[i + 2],
@@ -198,26 +208,8 @@ static void batch_gives_what_each_gets_alone(void **state)
             fail_msg("F16 inputs gave F32's logits exactly: the F16 path did not run");
         printf("10 sequences, %s: logits within %g of alone\n",
                (const char *[]){"groups of rows", "matrix products", "matrix products, F16 inputs"}[products], worst);
-        nu_llm_model_free(m);
     }
     nt_close(d);
-}
-
-/* 10 sequences (prompts 2 to 11) decoded together (a bucket of 16) with options o: their ids and
- * logits into out[0..9]. */
-static void ten_together(nu_device *d, const nu_llm_model_options *o, seq *out)
-{
-    nu_llm_model *m;
-    LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model.gguf"), o, &m));
-    seq *run[10];
-    for (int i = 0; i < 10; i++) {
-        out[i] = (seq){.id = i + 2};
-        LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &out[i].slot, NULL));
-        run[i] = &out[i];
-    }
-    while (out[0].produced < GEN)
-        step(m, run, 10);
-    nu_llm_model_free(m);
 }
 
 /* The largest difference between the logits of a and b (10 sequences each); fails unless their
