@@ -53,8 +53,8 @@ enum {
     NU_LLM_A_GU,     /* [gu_rows, 2 ffn] */
     NU_LLM_A_H16,    /* [rows, max(dim, q, ffn)] F16 inputs of the products */
     NU_LLM_A_Q16,    /* [rows, q] F16 */
-    NU_LLM_A_W16,    /* two of the largest matrix as F16 (block weights dequantized before a product,
-                      * into each half in turn) */
+    NU_LLM_A_W16,    /* the largest matrix as F16 (block weights dequantized before a product; those
+                      * that fit half of it into each half in turn) */
     NU_LLM_A_COUNT
 };
 
@@ -109,7 +109,7 @@ struct nu_llm_pass {
                                * of fewer than matmul_rows rows) */
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
     bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
-    uint32_t w16_turn;        /* copies made into A_W16 so far (its halves alternate) */
+    uint32_t w16_turn;        /* copies into A_W16's halves so far (they alternate) */
     bool matrix_units;        /* the device has VK_KHR_cooperative_matrix and the products take F16
                                * inputs (prefill_f16): a decode graph's products read Q8_0, Q4_0,
                                * Q4_0_SOA, Q4_K and Q6_K weights as they are (linear_b) */

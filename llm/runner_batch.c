@@ -17,7 +17,7 @@ static nu_tensor i32_rows(nu_buffer *b, int64_t rows, uint32_t rank)
 static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
 {
     uint64_t before = nu_memory_active(r->dev);
-    /* F16 copies of block weights (A_W16: two of 86 MiB for a 7B model) only where the step takes the
+    /* An F16 copy of block weights (A_W16: 86 MiB for a 7B model) only where the step takes the
      * matrix products and some matrix is not read by the matrix units as it is (linear_b): fewer
      * rows take the matrix-vector products, which read every format. */
     bool w16 = nu_llm__runner_pass_w16(r, rows, true);
