@@ -573,10 +573,12 @@ static void tensor_cores_split_k(void **state)
         {1, 300, 2048, 1, NU_DTYPE_Q4_0, 0, true},   {33, 64, 1280, 3, NU_DTYPE_Q4_K, 64, false},
         {0, 1024, 1024, 1, NU_DTYPE_F16, 0, false},
     };
-    /* Many rows (a prefill's product) in 128 x 128 tiles filling half a wave (two a compute unit):
-     * the grid's choice splits k in two (choose_tile). */
-    uint32_t units = nu_device_get_info(d)->compute_units;
-    cases[6].m = 128 * (units >= 16 ? units / 16 : 1);
+    /* Many rows (a prefill's product) in 128 x 128 tiles filling a third of a wave (two a compute
+     * unit), their partials within 16 MiB up to 384 compute units: the grid's choice splits k in
+     * two (choose_tile). */
+    uint32_t units = nu_device_get_info(d)->compute_units, rows = units >= 24 ? 8 : 1;
+    cases[6].m = 128 * rows;
+    cases[6].n = 128 * ((units + 3 * rows - 1) / (3 * rows));
     char path[512];
     snprintf(path, sizeof path, "%s/nuvec-splitk-%d.json", nt_tmp_dir(), (int)getpid());
     for (int c = 0; c < 7; c++) {

@@ -56,6 +56,12 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     return false;
 }
 
+/* The most bytes of F32 partials a many-row product splits k for (two splits): they live in the
+ * recording's scratch, which a prefill pass holds beside its activations (a 7B model's 512-row
+ * o and down products: 16 MiB; its 11008-column ones would take 43 MiB, more than a 7B Q4_0
+ * model's peak at 4,096 positions has to spare within 1.05x of llama.cpp's: bench/RESULTS.md). */
+#define PREFILL_SPLIT_BYTES (16ull << 20)
+
 /* How full the waves are: `tiles` workgroups, `places` of them running at once. */
 static double wave_use(uint64_t tiles, uint64_t places)
 {
@@ -82,12 +88,14 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, int64_t k, uint
                        * k 128 a step 27.4, 65.1, 67.0; against the 64 x 32 tiles of 2 subgroups, which
                        * had beaten 64 x 128 before split-K) */
         *t = (tc_tile){1, 4, 4, 1, 64, 1, 0, false, 0};
-    else if (k >= 1024 && wave_use(2 * tiles, 2ull * units) > wave_use(tiles, 2ull * units) + 0.15)
+    else if (k >= 1024 && (uint64_t)m * (uint64_t)n * batches * 8 <= PREFILL_SPLIT_BYTES &&
+             wave_use(2 * tiles, 2ull * units) > wave_use(tiles, 2ull * units) + 0.15)
         /* The last wave of 128 x 128 tiles (two a compute unit: 255 registers a thread) mostly empty:
          * k split in two fills it (H100, 2026-12-06, `nuvec bench ops --filter "matmul F16"`, us:
          * 512 x 11008 > 4096, 128 tiles, 211.7 with the 8-subgroup tile -> 172.1; 512 x 4096 > 4096
-         * 85.2 -> 82.3; 344 and 384 tiles (n 11008, 12288) 247.3 -> 232.2, 249.3 -> 241.0; where the
-         * split gains less use, as for 688 or 1000 tiles, it lost: 379.0 -> 456.1, 514.3 -> 636.6). */
+         * 85.2 -> 82.3; 344 and 384 tiles (n 11008, 12288) 247.3 -> 232.2, 249.3 -> 241.0, but their
+         * partials pass PREFILL_SPLIT_BYTES; where the split gains less use, as for 688 or 1000
+         * tiles, it lost: 379.0 -> 456.1, 514.3 -> 636.6). */
         *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, false, 2};
     else if (tiles < 2ull * units)
         *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, false, 0};
