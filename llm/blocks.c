@@ -7,8 +7,8 @@
 
 #define TRY NU_LLM_TRY
 
-void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t gu_rows, bool w16,
-                       size_t *sizes)
+void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t gu_rows,
+                       uint32_t w16_matrices, size_t *sizes)
 {
     const nu_llm_config *c = &hp->cfg;
     size_t R = rows, D = c->dim, Q = (size_t)c->heads * c->head_dim, KV = (size_t)c->kv_heads * c->head_dim, F = c->ffn;
@@ -20,8 +20,8 @@ void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_row
         [NU_LLM_A_QKV] = qkv_rows ? (size_t)qkv_rows * (Q + 2 * KV) * 4 : 4,
         [NU_LLM_A_GU] = (size_t)(gu_rows ? gu_rows : 1) * 2 * F * 4, [NU_LLM_A_H16] = R * widest * 2,
         [NU_LLM_A_Q16] = R * Q * 2,
-        /* a layer's largest matrix as F16 (prefill of block weights: linear_b) */
-        [NU_LLM_A_W16] = w16 ? D * (Q > F ? Q : F) * 2 : 4};
+        /* one or two of a layer's largest matrix as F16 (prefill of block weights: linear_b) */
+        [NU_LLM_A_W16] = w16_matrices ? w16_matrices * D * (Q > F ? Q : F) * 2 : 4};
     memcpy(sizes, s, sizeof s);
 }
 
@@ -107,13 +107,13 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
         return NU_OK;
     if (!soa && !(p->w16 && block))
         return nu_op_matmul(p->c, y, x, w, bias);
-    /* Matrices that fit half of A_W16 (q, k, v and o beside the FFN's) take its halves in turn:
-     * the next one's copy then waits on no product but the one two before it and runs beside the
-     * product before it (a product of 128 x 128 tiles holds all of a compute unit's registers only
-     * while its waves are full: the copy fills the rest). With two whole matrices, every copy in
-     * turn, qwen2.5-7b Q4_K_M's 512-token prompt ran 10,245 / 10,187 tokens/s against 9,797 /
-     * 9,677 (H100, bench/RESULTS.md), but a 7B model's pass held 86 MiB more, past issue 29's
-     * memory target; within one matrix's bytes the FFN's copies wait as before. */
+    /* Matrices that fit half of A_W16 take its halves in turn: the next one's copy then waits on
+     * no product but the one two before it and runs beside the product before it (a product of
+     * 128 x 128 tiles holds all of a compute unit's registers only while its waves are full: the
+     * copy fills the rest). A_W16 of one matrix (the default): q, k, v and o alternate, the FFN's
+     * copies wait as before; of two (copy_pair): every copy, which took qwen2.5-7b Q4_K_M's
+     * 512-token prompt from 9,797 / 9,677 tokens/s to 10,245 / 10,187 (H100, bench/RESULTS.md)
+     * for 86 MiB more a 7B pass. */
     size_t half = nu_buffer_size(p->act[NU_LLM_A_W16]) / 2 / 16 * 16;
     bool fits = (uint64_t)nu_tensor_numel(w) * 2 <= half;
     nu_tensor w16 = nu_tensor_make(p->act[NU_LLM_A_W16], fits ? (p->w16_turn++ & 1u) * half : 0, NU_DTYPE_F16, 2,

@@ -53,8 +53,8 @@ enum {
     NU_LLM_A_GU,     /* [gu_rows, 2 ffn] */
     NU_LLM_A_H16,    /* [rows, max(dim, q, ffn)] F16 inputs of the products */
     NU_LLM_A_Q16,    /* [rows, q] F16 */
-    NU_LLM_A_W16,    /* the largest matrix as F16 (block weights dequantized before a product; those
-                      * that fit half of it into each half in turn) */
+    NU_LLM_A_W16,    /* one or two of the largest matrix as F16 (block weights dequantized before a
+                      * product; those that fit half of it into each half in turn) */
     NU_LLM_A_COUNT
 };
 
@@ -144,9 +144,10 @@ struct nu_llm_pass {
  * qkv_rows: the rows of A_QKV, which only a pass taking q, k and v as one product writes (the
  * fused layer, a graph's rows: stacked_products in blocks.c); 0 where no pass does (prefill passes
  * of more rows than a matrix-vector product takes): A_QKV is then a 4-byte placeholder. gu_rows:
- * the rows of A_GU, [gate | up] as one product (0: one row, a graph's one row). */
-void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t gu_rows, bool w16,
-                       size_t *sizes);
+ * the rows of A_GU, [gate | up] as one product (0: one row, a graph's one row). w16_matrices:
+ * A_W16's size in a layer's largest matrices (0: a placeholder; 2: copy_pair). */
+void nu_llm__act_sizes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t gu_rows,
+                       uint32_t w16_matrices, size_t *sizes);
 
 /* Whether a decode graph's separate-ops pass of `rows` rows takes q|k|v and gate|up each as one
  * product over the stacked matrices: one row, or any rows where the pass does not copy block

@@ -174,6 +174,8 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         o->fresh_attention = -1;
     else if (getenv("NUVEC_LLM_FRESH_ROWS"))
         o->fresh_attention = 1;
+    if (getenv("NUVEC_LLM_COPY_PAIR"))
+        o->copy_pair = 1;
     if (getenv("NUVEC_LLM_NO_POST_FUSION"))
         o->post_norm_fusion = -1;
     if (getenv("NUVEC_LLM_NO_STACKING"))
@@ -515,6 +517,7 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
     ro.ahead_on = o.prefetch > 0;
     ro.fresh = o.fresh_attention >= 0;
     ro.fresh_rows = o.fresh_attention > 0;
+    ro.copy_pair = o.copy_pair > 0;
     ro.post_fusion = o.post_norm_fusion >= 0;
     ro.ahead = default_ahead;
     const char *ahead = getenv("NUVEC_LLM_PREFETCH");

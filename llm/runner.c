@@ -26,10 +26,16 @@ static uint32_t prefill_qkv_rows(const nu_llm_runner_options *o, uint32_t rows)
     return o->fusion ? (rows < fused ? rows : fused) : 0;
 }
 
-static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, bool w16)
+/* A_W16's size in a layer's largest matrices for a pass that copies block weights (w16) or not. */
+uint32_t nu_llm__runner_w16_matrices(const nu_llm_runner_options *o, bool w16)
+{
+    return w16 ? (o->copy_pair ? 2u : 1u) : 0u;
+}
+
+static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_rows, uint32_t w16_matrices)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(hp, rows, qkv_rows, 0, w16, sizes);
+    nu_llm__act_sizes(hp, rows, qkv_rows, 0, w16_matrices, sizes);
     uint64_t sum = 0;
     for (int i = 0; i < NU_LLM_A_COUNT; i++)
         sum += sizes[i];
@@ -42,15 +48,17 @@ void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options 
                           uint64_t *pass)
 {
     uint32_t stages = (o->first > 0) + (o->end && o->end < hp->cfg.layers);
-    *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, false) + (uint64_t)o->chunk * 4 +
+    *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, 0) + (uint64_t)o->chunk * 4 +
             (uint64_t)hp->cfg.vocab * 4 * 2 /* logits, greedy's */ + 4 + (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL +
             stages * nu_llm__runner_stage_bytes(hp, o->chunk + 1);
-    *pass = act_bytes(hp, o->chunk, prefill_qkv_rows(o, o->chunk), w16) + (uint64_t)o->chunk * 4;
+    *pass = act_bytes(hp, o->chunk, prefill_qkv_rows(o, o->chunk), nu_llm__runner_w16_matrices(o, w16)) +
+            (uint64_t)o->chunk * 4;
 }
 
 uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r)
 {
-    return act_bytes(r->hp, r->o.chunk, prefill_qkv_rows(&r->o, r->o.chunk), r->w16) + (uint64_t)r->o.chunk * 4;
+    return act_bytes(r->hp, r->o.chunk, prefill_qkv_rows(&r->o, r->o.chunk), nu_llm__runner_w16_matrices(&r->o, r->w16)) +
+           (uint64_t)r->o.chunk * 4;
 }
 
 static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
@@ -202,7 +210,7 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
             r->o.fusion = false;
     size_t sizes[NU_LLM_A_COUNT];
     /* decode passes: one row (greedy: one a pass) */
-    nu_llm__act_sizes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, 0, false, sizes);
+    nu_llm__act_sizes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, 0, 0, sizes);
     static const char *const names[NU_LLM_A_COUNT] = {
         "llm x", "llm xn", "llm q", "llm k", "llm v", "llm att", "llm tmp", "llm gate", "llm up",
         "llm qkv row", "llm gate-up row", "llm f16 input", "llm f16 q", "llm f16 weight"};
@@ -296,7 +304,8 @@ bool nu_llm__runner_pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
 static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, nu_buffer **ids)
 {
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), 0, nu_llm__runner_pass_w16(r, rows, false), sizes);
+    nu_llm__act_sizes(r->hp, rows, prefill_qkv_rows(&r->o, rows), 0,
+                      nu_llm__runner_w16_matrices(&r->o, nu_llm__runner_pass_w16(r, rows, false)), sizes);
     memset(set, 0, sizeof *set * NU_LLM_A_COUNT);
     nu_status st = nu_llm__runner_nv(r, nu_buffer_new_gpu(r->dev, (size_t)rows * 4, NU_STORAGE_PRIVATE, ids),
                                      "a prefill pass's ids");

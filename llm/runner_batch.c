@@ -26,7 +26,8 @@ static nu_status build_bucket(nu_llm_runner *r, nu_llm_bucket *b, uint32_t rows)
     bool fused = r->o.fusion && rows < r->o.matmul_rows, copies = r->o.prefill_f16 && w16;
     bool stacked = !fused && nu_llm__stacked_rows(rows, copies);
     size_t sizes[NU_LLM_A_COUNT];
-    nu_llm__act_sizes(r->hp, rows, fused || stacked ? rows : 0, stacked ? rows : 0, w16, sizes);
+    nu_llm__act_sizes(r->hp, rows, fused || stacked ? rows : 0, stacked ? rows : 0,
+                      nu_llm__runner_w16_matrices(&r->o, w16), sizes);
     nu_status st = NU_OK;
     for (int i = 0; st == NU_OK && i < NU_LLM_A_COUNT; i++)
         st = nu_llm__runner_nv(r, nu_buffer_new(r->dev, sizes[i], NU_STORAGE_PRIVATE, &b->act[i]),

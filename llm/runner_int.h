@@ -76,6 +76,9 @@ uint64_t nu_llm__runner_stage_bytes(const nu_llm_hparams *hp, uint32_t cap);
  * the matrix units as they are (a device without them, a format they do not read, a prefill pass
  * of more than direct_rows). */
 bool nu_llm__runner_pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph);
+/* A_W16's size in a layer's largest matrices for a pass that copies block weights (w16): 1, or 2
+ * with copy_pair; 0 for one that does not. */
+uint32_t nu_llm__runner_w16_matrices(const nu_llm_runner_options *o, bool w16);
 /* A pass over the runner's state; the caller sets the rows, slot, start and buffers. */
 nu_llm_pass nu_llm__runner_make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, uint32_t slot,
                                      uint32_t start);

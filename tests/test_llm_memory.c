@@ -115,6 +115,21 @@ static void repacked_weights_replace_the_file(void **state)
     check_model(d, path, NULL, bytes, n);
     nu_llm_model_options no_repack = {.repack_q4_0 = -1};
     check_model(d, path, &no_repack, bytes, n);
+    /* copy_pair: a prefill pass's F16 copies of the repacked matrices in two of the largest
+     * matrix's bytes instead of one. */
+    nu_llm_model_options pair = {.copy_pair = 1};
+    check_model(d, path, &pair, bytes, n);
+    nu_llm_model *m;
+    nu_llm_memory one, two;
+    LLM_OK(nu_llm_model_open(d, path, NULL, &m));
+    LLM_OK(nu_llm_model_memory(m, &one));
+    const nu_llm_config *c = nu_llm_model_config(m);
+    uint64_t q = (uint64_t)c->heads * c->head_dim, widest = q > c->ffn ? q : c->ffn, matrix = 2ull * c->dim * widest;
+    nu_llm_model_free(m);
+    LLM_OK(nu_llm_model_open(d, path, &pair, &m));
+    LLM_OK(nu_llm_model_memory(m, &two));
+    nu_llm_model_free(m);
+    assert_int_equal(two.prefill_pass, one.prefill_pass + matrix);
     nt_close(d);
 }
 

@@ -146,6 +146,18 @@ static void aidreams_bf16_and_f16_weights(void **state)
         worst = fmax(worst, fabs((double)got[j] - f32[j]));
     if (!(worst < 0.01) || worst == 0)
         fail_msg("F16 prefill, Q4_0 weights: logits differ from F32 prefill's by %g (tolerance 0.01, and not 0)", worst);
+    /* copy_pair (each F16 copy in the other half of two matrices' bytes, beside the product before
+     * it): the same logits bit for bit as one matrix's bytes (direct_rows 1: copies on any device). */
+    float *pair = malloc(512 * sizeof *pair);
+    assert_non_null(pair);
+    for (int i = 0; i < 2; i++) {
+        nu_llm_model_options o = {.prefill_f16 = 1, .direct_rows = 1, .copy_pair = i};
+        LLM_OK(nu_llm_model_open(d, llm_model_path("aidreams260K/model-q4_0.gguf"), &o, &m));
+        LLM_OK(nu_llm_model_prefill(m, seq, 20, i ? pair : got));
+        nu_llm_model_free(m);
+    }
+    assert_memory_equal(pair, got, 512 * sizeof *pair);
+    free(pair);
     /* direct_rows: the 20-token pass reads the Q4_0 weights on the matrix units as they are (32),
      * or dequantizes them first (1), on a device with matrix units; either way within 0.01. */
     const uint32_t direct[2] = {1, 32};
