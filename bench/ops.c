@@ -638,6 +638,28 @@ int bench_ops(int argc, char **argv)
                                        {logits_shape[0], logits_shape[1], 1}, (double)nu_tensor_span_bytes(&probe),
                                        ">= 75% of copy", 0};
     }
+    /* A Qwen2.5 7B Q4_K_M decode layer's products (dim 3584, FFN 18944, 4 KV heads of 128): q and o,
+     * k and v (v Q6_K in a third of the layers), down (Q6_K in the same third) and the fused
+     * gate-up: rows fewer than 132 x 32 subgroups (n 3584, 512) leave part of the grid idle. */
+    static const struct {
+        const char *shape;
+        int64_t n, k;
+        nu_dtype dt;
+        bool glu;
+    } qwen[6] = {{"qwen 3584x3584", 3584, 3584, NU_DTYPE_Q4_K, false},
+                 {"qwen 512x3584", 512, 3584, NU_DTYPE_Q6_K, false},
+                 {"qwen 3584x18944", 3584, 18944, NU_DTYPE_Q4_K, false},
+                 {"qwen 3584x18944", 3584, 18944, NU_DTYPE_Q6_K, false},
+                 {"qwen 2x18944x3584", 18944, 3584, NU_DTYPE_Q4_K, true},
+                 {"qwen 512x3584", 512, 3584, NU_DTYPE_Q4_K, false}};
+    for (int qi = 0; qi < 6; qi++) {
+        int64_t ws[2] = {qwen[qi].glu ? 2 * qwen[qi].n : qwen[qi].n, qwen[qi].k};
+        nu_tensor probe = nu_tensor_make(NULL, 0, qwen[qi].dt, 2, ws);
+        cases[ncases++] = (bench_case){qwen[qi].glu ? "matvec_glu" : "matvec", qwen[qi].shape,
+                                       qwen[qi].glu ? K_MATVEC_GLU : K_MATVEC, 0, qwen[qi].dt, F32, 0,
+                                       {qwen[qi].n, qwen[qi].k, 1}, (double)nu_tensor_span_bytes(&probe),
+                                       ">= 75% of copy", 0};
+    }
     /* The fused products of a decode layer, each after the separate ops it replaces. */
     static const struct {
         const char *shape, *separate;

@@ -88,6 +88,8 @@
 //  12 WFMT          the weights' format: 0 Q4_0_SOA, 1 Q4_K, 2 Q5_K, 3 Q6_K (GGUF's blocks, K a
 //                   multiple of 256)
 //  13 PDT           POST: the post-norm weight's dtype
+//  14 PROBE         diagnostics (NUVEC_MATVEC_SOA probe=, wrong results): bit 0 skips phase 1 (x
+//                   not read), bit 1 reads every row group's weights from row 0 (caches, not memory)
 // Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual, 6 bias
 // (unused ones are bound to x), and with POST: 7 the counter, 8 the post-norm's weight, 9 the
 // stream, 10 dst again (its coherent view); the placeholders' empty ranges otherwise. Push: below.
@@ -115,6 +117,7 @@ layout(constant_id = 10) const uint GDT = NU_F32;
 layout(constant_id = 11) const uint BDT = NU_F32;
 layout(constant_id = 12) const uint WFMT = 0u;
 layout(constant_id = 13) const uint PDT = NU_F32; // POST: the post-norm weight's dtype
+layout(constant_id = 14) const uint PROBE = 0u;
 layout(local_size_x = 256, local_size_x_id = 3) in; // LOCAL, constant 3
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -500,7 +503,7 @@ float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
     gr = (bt) * slots + slot;                                                                       \
     n0 = min(gr, groups - 1u) * ROWS;                                                               \
     for (uint r = 0u; r < ROWS; r++)                                                                \
-        base[r] = min(n0 + r, pc.n - 1u) * pc.w_row;
+        base[r] = (PROBE & 2u) != 0u ? 0u : min(n0 + r, pc.n - 1u) * pc.w_row;
 
 // POST: every workgroup arrives; the last adds each row's post-norm of dst into the stream (see
 // the header). Called by every invocation (uniform control flow: it has barriers).
@@ -555,7 +558,8 @@ void main()
         ROW_GROUP(gl_WorkGroupID.x)
         LOAD_CHUNK(part * sg_size + lane)
     }
-    read_x();
+    if ((PROBE & 1u) == 0u)
+        read_x();
     barrier();
     float s_m[M];
     for (uint m = 0u; m < M; m++)

@@ -23,6 +23,8 @@ typedef struct soa_tune {
     uint32_t pairs;    /* Q4_K, Q5_K: 1 a lane's unit is two runs sharing their scales (PAIRS) */
     uint32_t x_block;  /* shared-memory bytes of x a block and row on the dot path: 40 (Q4_0_SOA),
                         * 48 (the K formats: dx of both sub-blocks and the sums of their halves, by run) */
+    uint32_t probe;    /* diagnostics (NUVEC_MATVEC_SOA only; wrong results): bit 0 skips reading x, bit 1 reads
+                        * every row's weights from row 0 (from the caches, not memory) */
     bool unroll_given; /* unroll set by desc->tune or NUVEC_MATVEC_SOA */
 } soa_tune;
 
@@ -46,11 +48,17 @@ static uint32_t unit_runs(nu_dtype w, const soa_tune *t)
     return t->pairs && (w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K) ? 2 : 1;
 }
 
-/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1 and pairs=0|1. */
+/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1 and probe=0..3. */
+typedef struct soa_knobs_in {
+    nu__mv_knobs k;
+    uint32_t probe;
+} soa_knobs_in;
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
-    nu__mv_knobs *k = ctx;
+    nu__mv_knobs *k = &((soa_knobs_in *)ctx)->k;
     uint32_t v;
+    if (!strcmp(key, "probe"))
+        return nu__op_knob_u32(value, 0, 3, false, &((soa_knobs_in *)ctx)->probe);
     int common = nu__matvec_knob(key, value, k);
     if (common >= 0)
         return common == 1;
@@ -64,13 +72,16 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
 /* desc->tune, then NUVEC_MATVEC_SOA, over the defaults. */
 static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *t)
 {
+    soa_knobs_in in = {.probe = 0};
     nu__mv_knobs k;
-    nu_status st = nu__matvec_tune_knobs(d, FN, given, &k);
+    nu_status st = nu__matvec_tune_knobs(d, FN, given, &in.k);
     if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                              "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
-                                             "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1",
-                                             apply_knob, &k)) != NU_OK)
+                                             "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1, probe=0..3",
+                                             apply_knob, &in)) != NU_OK)
         return st;
+    k = in.k;
+    t->probe = in.probe;
     uint32_t *const to[4] = {&t->local, &t->rows, &t->unroll, &t->split};
     const uint32_t knobs[4] = {k.local, k.rows, k.unroll, k.split};
     nu__op_tune_take(to, knobs, 4);
@@ -306,7 +317,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
                      (tune.prefetch ? 32u : 0u) | (desc->glu == NU_GLU_GELU_TANH ? 64u : 0u) | (bias ? 128u : 0u) |
                      (unit_runs(weight->dtype, &tune) == 2 ? 256u : 0u) | (post ? 512u : 0u);
-    uint32_t constants[14] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
+    uint32_t constants[15] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
                               tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
                               norm ? nu__op_dtype_code(desc->norm_weight->dtype) : 0u,
@@ -315,7 +326,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                               : weight->dtype == NU_DTYPE_Q5_K ? 2u
                               : weight->dtype == NU_DTYPE_Q6_K ? 3u
                                                                : 0u,
-                              post ? nu__op_dtype_code(desc->post_norm->dtype) : 0u};
+                              post ? nu__op_dtype_code(desc->post_norm->dtype) : 0u, tune.probe};
     struct {
         uint32_t n, k, first_w, w_row, first_up, first_x, x_row, x_col, first_dst, first_g, g_col, first_r, r_row,
             r_col;
@@ -330,7 +341,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
               bias && n > 1 ? (uint32_t)desc->bias->strides[0] : 0, first[8],
               post && n > 1 ? (uint32_t)desc->post_norm->strides[0] : 0, first[9], post ? desc->post_norm_eps : 0.0f};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 14,
+    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 15,
                             &kern)) != NU_OK)
         return st;
     uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
