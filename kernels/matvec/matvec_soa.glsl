@@ -90,6 +90,7 @@
 //  13 PDT           POST: the post-norm weight's dtype
 //  14 PROBE         diagnostics (NUVEC_MATVEC_SOA probe=, wrong results): bit 0 skips phase 1 (x
 //                   not read), bit 1 reads every row group's weights from row 0 (caches, not memory)
+//  15 XP            phase 1's elements of x a thread (4 or 8: TPB = 32 / XP threads a block)
 // Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual, 6 bias
 // (unused ones are bound to x), and with POST: 7 the counter, 8 the post-norm's weight, 9 the
 // stream, 10 dst again (its coherent view); the placeholders' empty ranges otherwise. Push: below.
@@ -118,6 +119,7 @@ layout(constant_id = 11) const uint BDT = NU_F32;
 layout(constant_id = 12) const uint WFMT = 0u;
 layout(constant_id = 13) const uint PDT = NU_F32; // POST: the post-norm weight's dtype
 layout(constant_id = 14) const uint PROBE = 0u;
+layout(constant_id = 15) const uint XP = 8u; // phase 1's elements of x a thread: 4 or 8
 layout(local_size_x = 256, local_size_x_id = 3) in; // LOCAL, constant 3
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -211,64 +213,77 @@ void x_load4(uint m, uint e, out float v[4], inout float ss)
         }
 }
 
-// Phase 1. Eight consecutive threads take a block (thread t elements 4t..4t+3); on the float
-// path only the sums of squares are wanted. The sums of x^2 per row go to srow as 1 / RMS.
+// Phase 1. TPB = 32 / XP consecutive threads take a block (thread t elements XP t .. XP t + XP - 1:
+// XP 8 by default, so a block's maximum and sums take 4 shuffles, not 6 for every 4 elements); on
+// the float path only the sums of squares are wanted. The sums of x^2 per row go to srow as 1 / RMS.
+const uint TPB = 32u / XP;
 void read_x()
 {
-    uint blocks = pc.k / 32u, pieces = M * blocks * 8u;
+    uint blocks = pc.k / 32u, pieces = M * blocks * TPB;
     float ss[M];
     for (uint m = 0u; m < M; m++)
         ss[m] = 0.0;
     if (SOA_DOT == 0 && !NORM)
         return;
-    for (uint p0 = 0u; p0 < pieces; p0 += LOCAL) { // uniform bounds: a block's 8 threads are all live or not
+    for (uint p0 = 0u; p0 < pieces; p0 += LOCAL) { // uniform bounds: a block's TPB threads are all live or not
         uint p = p0 + gl_LocalInvocationID.x;
         bool live = p < pieces;
-        uint blk = p / 8u, t = p % 8u, m = min(blk / blocks, M - 1u), b = blk % blocks;
-        float v[4] = float[4](0.0, 0.0, 0.0, 0.0);
+        uint blk = p / TPB, t = p % TPB;
+        uint m = M == 1u ? 0u : min(blk / blocks, M - 1u), b = M == 1u ? blk : blk % blocks;
+        float v[XP];
         float s2 = 0.0;
-        if (live)
-            x_load4(m, b * 32u + 4u * t, v, s2);
+        for (uint j = 0u; j < XP; j += 4u) {
+            float v4[4] = float[4](0.0, 0.0, 0.0, 0.0);
+            if (live)
+                x_load4(m, b * 32u + XP * t + j, v4, s2);
+            v[j] = v4[0]; v[j + 1u] = v4[1]; v[j + 2u] = v4[2]; v[j + 3u] = v4[3];
+        }
         ss[m] += s2;
 #if SOA_DOT
-        float amax = max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3])));
-        amax = max(amax, subgroupShuffleXor(amax, 1u));
-        amax = max(amax, subgroupShuffleXor(amax, 2u));
-        amax = max(amax, subgroupShuffleXor(amax, 4u));
+        float amax = 0.0;
+        for (uint j = 0u; j < XP; j++)
+            amax = max(amax, abs(v[j]));
+        for (uint o = 1u; o < TPB; o *= 2u)
+            amax = max(amax, subgroupShuffleXor(amax, o));
         float dx = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
-        uint word = 0u;
+        uint words[XP / 4u];
         int sum = 0;
-        for (uint j = 0u; j < 4u; j++) {
-            int q = clamp(int(roundEven(v[j] * inv)), -127, 127);
-            word |= (uint(q) & 0xffu) << (8u * j);
-            sum += q;
+        for (uint w4 = 0u; w4 < XP / 4u; w4++) {
+            uint word = 0u;
+            for (uint j = 0u; j < 4u; j++) // |v| <= max|v|: |v * inv| < 127.5, so q needs no clamp
+                word |= (uint(int(roundEven(v[4u * w4 + j] * inv))) & 0xffu) << (8u * j);
+            words[w4] = word;
+            sum += dotPacked4x8EXT(int(word), 0x01010101);
         }
-        sum += subgroupShuffleXor(sum, 1u);
-        sum += subgroupShuffleXor(sum, 2u); // the half's sum (threads 0..3: elements 0..15)
+        for (uint o = 1u; o < TPB / 2u; o *= 2u)
+            sum += subgroupShuffleXor(sum, o); // the half's sum (threads 0 .. TPB / 2 - 1: elements 0..15)
         int half_sum = sum;
-        sum += subgroupShuffleXor(sum, 4u);
+        sum += subgroupShuffleXor(sum, TPB / 2u);
         if (live) {
-            uint i = m * XB + b, h = t / 4u;
+            uint i = m * XB + b, h = t / (TPB / 2u), w0 = (t % (TPB / 2u)) * (XP / 4u); // words w0.. of half h
+            bool first_of_half = t % (TPB / 2u) == 0u;
             if (QK) { // block b's half h: a low-nibble partner of run b + h (b even) or a high one of b - 1 + h
                 // (Q6_K: block j = b % 8 of a super-block, of run 4 (j / 4) + 2 (j % 2) + h, high where j & 2)
                 uint run = m * XB + (K6 ? (b & ~7u) + (b & 4u) + 2u * (b & 1u) : b & ~1u) + h;
                 uint odd = K6 ? (b >> 1u) & 1u : b & 1u;
-                if (odd == 0u)
-                    xlo[run][t % 4u] = word;
-                else
-                    xhi[run][t % 4u] = word;
+                for (uint w4 = 0u; w4 < XP / 4u; w4++)
+                    if (odd == 0u)
+                        xlo[run][w0 + w4] = words[w4];
+                    else
+                        xhi[run][w0 + w4] = words[w4];
                 if (PAIRS && t == 0u) { // unit b / 2: both halves of blocks a, a + 1
                     xk[m * XB + (b >> 1u)][odd] = dx;
                     xk[m * XB + (b >> 1u)][2u + odd] = dx * float(sum);
-                } else if (!PAIRS && t % 4u == 0u) {
+                } else if (!PAIRS && first_of_half) {
                     xk[run][odd] = dx;
                     xk[run][2u + odd] = dx * float(half_sum);
                 }
             } else {
-                if (h == 0u)
-                    xlo[i][t] = word;
-                else
-                    xhi[i][t - 4u] = word;
+                for (uint w4 = 0u; w4 < XP / 4u; w4++)
+                    if (h == 0u)
+                        xlo[i][w0 + w4] = words[w4];
+                    else
+                        xhi[i][w0 + w4] = words[w4];
                 if (t == 0u)
                     xds[i] = vec2(dx, dx * float(sum));
             }

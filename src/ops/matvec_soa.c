@@ -23,6 +23,7 @@ typedef struct soa_tune {
     uint32_t pairs;    /* Q4_K, Q5_K: 1 a lane's unit is two runs sharing their scales (PAIRS) */
     uint32_t x_block;  /* shared-memory bytes of x a block and row on the dot path: 40 (Q4_0_SOA),
                         * 48 (the K formats: dx of both sub-blocks and the sums of their halves, by run) */
+    uint32_t xpiece;   /* phase 1's elements of x a thread: 4 or 8 (matvec_soa.glsl's XP) */
     uint32_t probe;    /* diagnostics (NUVEC_MATVEC_SOA only; wrong results): bit 0 skips reading x, bit 1 reads
                         * every row's weights from row 0 (from the caches, not memory) */
     bool unroll_given; /* unroll set by desc->tune or NUVEC_MATVEC_SOA */
@@ -36,9 +37,14 @@ typedef struct soa_tune {
  * against 7.03 / 11.86 / 12.99 / 23.55 / 19.30 for the first guess (512 threads, 264 workgroups,
  * 4 runs, prefetch). */
 static bool k_format(nu_dtype w) { return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K || w == NU_DTYPE_Q6_K; }
+/* Phase 1 (x read and rounded to 8 bits by every workgroup) takes 8 elements a thread (xpiece 8):
+ * H100, `nuvec bench ops --filter qwen` (bench/RESULTS.md, 2026-12-06): Q4_K 3584x18944 21.54 ->
+ * 20.00 us, Q6_K 30.53 -> 29.07, Q4_K 4096x14336 17.86 -> 16.60 against 4 a thread (the old
+ * split, 21.04 / 30.13 / 17.52 without its divisions); qwen2.5-7b Q4_K_M decode 340.8 -> 344.3
+ * tokens/s. */
 static soa_tune default_tune(nu_dtype w)
 {
-    return (soa_tune){.local = 1024, .rows = 1, .unroll = 2, .groups = 132, .dot = -1, .pairs = 1,
+    return (soa_tune){.local = 1024, .rows = 1, .unroll = 2, .groups = 132, .dot = -1, .pairs = 1, .xpiece = 8,
                       .x_block = k_format(w) ? 48 : 40};
 }
 
@@ -51,7 +57,7 @@ static uint32_t unit_runs(nu_dtype w, const soa_tune *t)
 /* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1 and probe=0..3. */
 typedef struct soa_knobs_in {
     nu__mv_knobs k;
-    uint32_t probe;
+    uint32_t probe, xpiece;
 } soa_knobs_in;
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
@@ -59,6 +65,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     uint32_t v;
     if (!strcmp(key, "probe"))
         return nu__op_knob_u32(value, 0, 3, false, &((soa_knobs_in *)ctx)->probe);
+    if (!strcmp(key, "xpiece") && nu__op_knob_u32(value, 4, 8, false, &v) && v % 4 == 0)
+        return ((soa_knobs_in *)ctx)->xpiece = v, true;
     int common = nu__matvec_knob(key, value, k);
     if (common >= 0)
         return common == 1;
@@ -77,11 +85,13 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
     nu_status st = nu__matvec_tune_knobs(d, FN, given, &in.k);
     if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                              "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
-                                             "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1, probe=0..3",
+                                             "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1, probe=0..3, xpiece=4|8",
                                              apply_knob, &in)) != NU_OK)
         return st;
     k = in.k;
     t->probe = in.probe;
+    if (in.xpiece)
+        t->xpiece = in.xpiece;
     uint32_t *const to[4] = {&t->local, &t->rows, &t->unroll, &t->split};
     const uint32_t knobs[4] = {k.local, k.rows, k.unroll, k.split};
     nu__op_tune_take(to, knobs, 4);
@@ -317,7 +327,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
                      (tune.prefetch ? 32u : 0u) | (desc->glu == NU_GLU_GELU_TANH ? 64u : 0u) | (bias ? 128u : 0u) |
                      (unit_runs(weight->dtype, &tune) == 2 ? 256u : 0u) | (post ? 512u : 0u);
-    uint32_t constants[15] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
+    uint32_t constants[16] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
                               tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
                               norm ? nu__op_dtype_code(desc->norm_weight->dtype) : 0u,
@@ -326,7 +336,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                               : weight->dtype == NU_DTYPE_Q5_K ? 2u
                               : weight->dtype == NU_DTYPE_Q6_K ? 3u
                                                                : 0u,
-                              post ? nu__op_dtype_code(desc->post_norm->dtype) : 0u, tune.probe};
+                              post ? nu__op_dtype_code(desc->post_norm->dtype) : 0u, tune.probe, tune.xpiece};
     struct {
         uint32_t n, k, first_w, w_row, first_up, first_x, x_row, x_col, first_dst, first_g, g_col, first_r, r_row,
             r_col;
@@ -341,7 +351,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
               bias && n > 1 ? (uint32_t)desc->bias->strides[0] : 0, first[8],
               post && n > 1 ? (uint32_t)desc->post_norm->strides[0] : 0, first[9], post ? desc->post_norm_eps : 0.0f};
     nu_kernel *kern;
-    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 15,
+    if ((st = nu__op_kernel(d, tune.dot ? NU__K_matvec_soa : NU__K_matvec_soa_float, sizeof push, constants, 16,
                             &kern)) != NU_OK)
         return st;
     uint64_t row_groups = ((uint64_t)n + tune.rows - 1) / tune.rows;
