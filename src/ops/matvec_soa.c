@@ -42,10 +42,18 @@ static bool k_format(nu_dtype w) { return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5
  * 20.00 us, Q6_K 30.53 -> 29.07, Q4_K 4096x14336 17.86 -> 16.60 against 4 a thread (the old
  * split, 21.04 / 30.13 / 17.52 without its divisions); qwen2.5-7b Q4_K_M decode 340.8 -> 344.3
  * tokens/s. */
-static soa_tune default_tune(nu_dtype w)
+/* For one row of x, the K formats' fused gate-up products and products of at most 1024 rows take
+ * workgroups of 512 threads, at most 264: two a compute unit, each half the rows a batch. H100, `nuvec bench ops
+ * --filter qwen` (bench/RESULTS.md, 2026-12-06): Q4_K 2 x 18944 x 3584 with the SwiGLU 36.7 ->
+ * 32.9 us, Q4_K 512 x 3584 4.85 -> 4.25, Q6_K 512 x 3584 5.81 -> 4.90; but Q4_K 3584 x 18944 20.05
+ * -> 21.05 and 3584 x 3584 6.98 -> 7.06, so those keep 1024 threads. qwen2.5-7b Q4_K_M decode
+ * with 512 / 264 for every product: 344.4 -> 354.0 tokens/s (this split of it not run in a model). */
+#define SMALL_ROWS 1024
+static soa_tune default_tune(nu_dtype w, int64_t m, bool glu, int64_t n)
 {
-    return (soa_tune){.local = 1024, .rows = 1, .unroll = 2, .groups = 132, .dot = -1, .pairs = 1, .xpiece = 8,
-                      .x_block = k_format(w) ? 48 : 40};
+    bool halves = k_format(w) && m == 1 && (glu || n <= SMALL_ROWS);
+    return (soa_tune){.local = halves ? 512 : 1024, .rows = 1, .unroll = 2, .groups = halves ? 264 : 132, .dot = -1,
+                      .pairs = 1, .xpiece = 8, .x_block = k_format(w) ? 48 : 40};
 }
 
 /* Runs a lane's unit: 2 for Q4_K and Q5_K by pairs (matvec_soa.glsl's PAIRS), else 1. */
@@ -262,7 +270,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     bool norm = desc->norm_weight, glu = desc->glu_up, resid = desc->residual, bias = desc->bias;
     uint32_t nw = glu ? 2 : 1;
 
-    soa_tune tune = default_tune(weight->dtype);
+    soa_tune tune = default_tune(weight->dtype, m, glu, n);
     if ((st = soa_knobs(d, &desc->tune, &tune)) != NU_OK)
         return st;
     /* Pairs: one unit (two runs) in flight a lane, the bytes of two single runs. H100, 7B decode
