@@ -273,7 +273,9 @@ typedef enum nu_glu_activation {
  * NUVEC_MATVEC (the float and dot paths) and NUVEC_MATVEC_SOA override these for sweeps. */
 typedef struct nu_matvec_tune {
     uint32_t local;    /* threads a workgroup, a power of two 32..1024 (default: float path 256, F32
-                        * weights 128; dot path 1024; Q4_0_SOA 1024) */
+                        * weights 128; dot path 1024; Q4_0_SOA 1024, and the K formats on its
+                        * kernel too but for one row of x with glu_up or at most 1024 weight rows:
+                        * 512) */
     uint32_t rows;     /* weight rows a row group, 1..8 (default: float path 2, 4 for m > 2; dot
                         * path and Q4_0_SOA 1) */
     uint32_t unroll;   /* units (8 elements float path, 16 dot path, 32 Q4_0_SOA) each thread has in
@@ -281,7 +283,8 @@ typedef struct nu_matvec_tune {
                         * formats on its kernel: Q4_K's and Q5_K's pairs of runs, 1; their single
                         * runs and Q6_K's, 2) */
     uint32_t groups;   /* dot path and Q4_0_SOA: most workgroups (each reads x once; the grid loops
-                        * over the rows), 1..65535 (default: dot path 264, Q4_0_SOA 132) */
+                        * over the rows), 1..65535 (default: dot path 264, Q4_0_SOA 132; 264 where
+                        * local's default is 512) */
     uint32_t split;    /* dot path and Q4_0_SOA: subgroups sharing a row group, a power of two 1..32
                         * (default: chosen by the shape) */
     uint32_t glu_rows; /* rows a row group with glu_up (gate and up rows each), 1..8 (default: rows) */
