@@ -20,7 +20,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--size", type=int, default=2 << 30, help="bytes a tensor for the large elementwise cases")
-    ap.add_argument("--filter", default=None)
+    ap.add_argument("--filter", default=None,
+                    help='the cases whose "op dtype shape" contains TEXT (as nuvec bench ops --filter), and the copy')
     args = ap.parse_args()
     try:
         import torch
@@ -219,7 +220,7 @@ def main():
          "F.scaled_dot_product_attention, causal_lower_right", 4.0 * 512 * (3456 + 256.5) * 128 * 32)
     out = []
     for name, d, shape, nbytes, make, note, flops in cases:
-        if args.filter and args.filter not in name and name != "copy":
+        if args.filter and args.filter not in f"{name} {d} {shape}" and name != "copy":
             continue
         try:
             fn = make()
