@@ -24,8 +24,8 @@ typedef struct soa_tune {
     uint32_t x_block;  /* shared-memory bytes of x a block and row on the dot path: 40 (Q4_0_SOA),
                         * 48 (the K formats: dx of both sub-blocks and the sums of their halves, by run) */
     uint32_t xpiece;   /* phase 1's elements of x a thread: 4 or 8 (matvec_soa.glsl's XP) */
-    uint32_t probe;    /* diagnostics (NUVEC_MATVEC_SOA only; wrong results): bit 0 skips reading x, bit 1 reads
-                        * every row's weights from row 0 (from the caches, not memory) */
+    uint32_t probe;    /* diagnostics (NUVEC_MATVEC_SOA only; wrong results): bit 0 skips reading x,
+                        * bit 1 reads every row's weights from row 0 (from the caches, not memory) */
     bool unroll_given; /* unroll set by desc->tune or NUVEC_MATVEC_SOA */
 } soa_tune;
 
@@ -41,13 +41,13 @@ static bool k_format(nu_dtype w) { return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5
  * H100, `nuvec bench ops --filter qwen` (bench/RESULTS.md, 2026-12-06): Q4_K 3584x18944 21.54 ->
  * 20.00 us, Q6_K 30.53 -> 29.07, Q4_K 4096x14336 17.86 -> 16.60 against 4 a thread (the old
  * split, 21.04 / 30.13 / 17.52 without its divisions); qwen2.5-7b Q4_K_M decode 340.8 -> 344.3
- * tokens/s. */
-/* For one row of x, the K formats' fused gate-up products and products of at most 1024 rows take
- * workgroups of 512 threads, at most 264: two a compute unit, each half the rows a batch. H100, `nuvec bench ops
- * --filter qwen` (bench/RESULTS.md, 2026-12-06): Q4_K 2 x 18944 x 3584 with the SwiGLU 36.7 ->
- * 32.9 us, Q4_K 512 x 3584 4.85 -> 4.25, Q6_K 512 x 3584 5.81 -> 4.90; but Q4_K 3584 x 18944 20.05
- * -> 21.05 and 3584 x 3584 6.98 -> 7.06, so those keep 1024 threads. qwen2.5-7b Q4_K_M decode
- * with 512 / 264 for every product: 344.4 -> 354.0 tokens/s (this split of it not run in a model). */
+ * tokens/s.
+ * For one row of x, the K formats' fused gate-up products and products of at most SMALL_ROWS rows
+ * take workgroups of 512 threads, at most 264: two a compute unit, each half the rows a batch.
+ * H100, the same benchmark: Q4_K 2 x 18944 x 3584 with the SwiGLU 36.7 -> 32.9 us, Q4_K 512 x 3584
+ * 4.85 -> 4.25, Q6_K 512 x 3584 5.81 -> 4.90; but Q4_K 3584 x 18944 20.05 -> 21.05 and 3584 x 3584
+ * 6.98 -> 7.06, so those keep 1024 threads. qwen2.5-7b Q4_K_M decode with 512 / 264 for every
+ * product: 344.4 -> 354.0 tokens/s (this split of it not yet run in a model). */
 #define SMALL_ROWS 1024
 static soa_tune default_tune(nu_dtype w, int64_t m, bool glu, int64_t n)
 {
@@ -62,7 +62,7 @@ static uint32_t unit_runs(nu_dtype w, const soa_tune *t)
     return t->pairs && (w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K) ? 2 : 1;
 }
 
-/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1 and probe=0..3. */
+/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1, probe=0..3 and xpiece=4|8. */
 typedef struct soa_knobs_in {
     nu__mv_knobs k;
     uint32_t probe, xpiece;
@@ -93,7 +93,8 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
     nu_status st = nu__matvec_tune_knobs(d, FN, given, &in.k);
     if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                              "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
-                                             "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1, probe=0..3, xpiece=4|8",
+                                             "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1, "
+                                             "probe=0..3, xpiece=4|8",
                                              apply_knob, &in)) != NU_OK)
         return st;
     k = in.k;
