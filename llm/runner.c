@@ -44,6 +44,13 @@ static uint64_t act_bytes(const nu_llm_hparams *hp, uint32_t rows, uint32_t qkv_
 
 uint64_t nu_llm__runner_stage_bytes(const nu_llm_hparams *hp, uint32_t cap) { return 2ull * cap * hp->cfg.dim * 4; }
 
+/* A prefill pass of o->chunk rows: its activations and its ids. */
+static uint64_t pass_bytes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16)
+{
+    return act_bytes(hp, o->chunk, prefill_qkv_rows(o, o->chunk), nu_llm__runner_w16_matrices(o, w16)) +
+           (uint64_t)o->chunk * 4;
+}
+
 void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16, uint64_t *held,
                           uint64_t *pass)
 {
@@ -51,15 +58,10 @@ void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options 
     *held = act_bytes(hp, NU_MATVEC_MAX_ROWS, NU_MATVEC_MAX_ROWS, 0) + (uint64_t)o->chunk * 4 +
             (uint64_t)hp->cfg.vocab * 4 * 2 /* logits, greedy's */ + 4 + (uint64_t)NU_LLM_GREEDY_MAX_DEPTH * ID_STRIDE * NU_LLM_GREEDY_MAX_UNROLL +
             stages * nu_llm__runner_stage_bytes(hp, o->chunk + 1);
-    *pass = act_bytes(hp, o->chunk, prefill_qkv_rows(o, o->chunk), nu_llm__runner_w16_matrices(o, w16)) +
-            (uint64_t)o->chunk * 4;
+    *pass = pass_bytes(hp, o, w16);
 }
 
-uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r)
-{
-    return act_bytes(r->hp, r->o.chunk, prefill_qkv_rows(&r->o, r->o.chunk), nu_llm__runner_w16_matrices(&r->o, r->w16)) +
-           (uint64_t)r->o.chunk * 4;
-}
+uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r) { return pass_bytes(r->hp, &r->o, r->w16); }
 
 static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
 {

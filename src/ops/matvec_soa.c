@@ -89,7 +89,6 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
 static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *t)
 {
     soa_knobs_in in = {.probe = 0};
-    nu__mv_knobs k;
     nu_status st = nu__matvec_tune_knobs(d, FN, given, &in.k);
     if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                              "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
@@ -97,7 +96,7 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
                                              "probe=0..3, xpiece=4|8",
                                              apply_knob, &in)) != NU_OK)
         return st;
-    k = in.k;
+    const nu__mv_knobs k = in.k;
     t->probe = in.probe;
     if (in.xpiece)
         t->xpiece = in.xpiece;
