@@ -46,8 +46,10 @@ static bool k_format(nu_dtype w) { return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5
  * take workgroups of 512 threads, at most 264: two a compute unit, each half the rows a batch.
  * H100, the same benchmark: Q4_K 2 x 18944 x 3584 with the SwiGLU 36.7 -> 32.9 us, Q4_K 512 x 3584
  * 4.85 -> 4.25, Q6_K 512 x 3584 5.81 -> 4.90; but Q4_K 3584 x 18944 20.05 -> 21.05 and 3584 x 3584
- * 6.98 -> 7.06, so those keep 1024 threads. qwen2.5-7b Q4_K_M decode with 512 / 264 for every
- * product: 344.4 -> 354.0 tokens/s (this split of it not yet run in a model). */
+ * 6.98 -> 7.06, so those keep 1024 threads. In models (H100, the twentieth session's h39 / h36,
+ * decode tokens/s against 1024 / 132 everywhere): qwen2.5-7b Q4_K_M 344.6 -> 355.7 (512 / 264 on
+ * every product: 353.8), 7B Q5_K_M 309.3 -> 322.6, gemma2-9b Q4_K_M 220.0 -> 224.7 (every
+ * product: 217.9), 7B Q4_K_M 369.1 -> 366.3 (one round each). */
 #define SMALL_ROWS 1024
 static soa_tune default_tune(nu_dtype w, int64_t m, bool glu, int64_t n)
 {
