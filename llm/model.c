@@ -4,7 +4,8 @@
  * goes in that order; each part is checked before the next moves anything to the device.
  * A model split by layers over several devices has a share on each (shares.h), which its steps
  * run in order; what the model changes in the slots itself (acquiring, releasing, truncating) it
- * changes in every share's cache. */
+ * changes in every share's cache. The slots and the batched steps are model_sequences.c's (the
+ * model's state in model_int.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,23 +15,13 @@
 #include "arch/arch.h"
 #include "common.h"
 #include "kv_cache.h"
+#include "model_int.h"
 #include "runner.h"
 #include "shares.h"
 #include "source/source.h"
 #include "tokenizer/readers.h"
 #include "weights.h"
 
-struct nu_llm_model {
-    nu_llm_source *src;
-    const nu_llm_arch *arch;
-    nu_llm_hparams hp;
-    nu_llm_shares sh; /* the devices and their layers (one share on one device) */
-    nu_llm_kv *kv;    /* the first share's cache: the slots' lengths and tokens the model reads */
-    nu_llm_tokenizer *tok;
-    char tok_note[256];
-    bool measure_peaks;
-    uint64_t need, open_peak, prefill_peak, decode_peak; /* nu_llm_memory's */
-};
 
 const nu_llm_config *nu_llm_model_config(const nu_llm_model *m) { return m ? &m->hp.cfg : NULL; }
 const nu_llm_tokenizer *nu_llm_model_tokenizer(const nu_llm_model *m) { return m ? m->tok : NULL; }
@@ -342,15 +333,14 @@ nu_status nu_llm_model_memory(const nu_llm_model *m, nu_llm_memory *out)
     return NU_OK;
 }
 
-/* With measure_peaks: the devices' peaks reset before a call's work, read after (summed). */
-static void peak_start(nu_llm_model *m)
+void nu_llm__model_peak_start(nu_llm_model *m)
 {
     for (uint32_t i = 0; m->measure_peaks && i < m->sh.count; i++)
         if (first_use(m, i))
             nu_memory_reset_peak(m->sh.share[i].dev);
 }
 
-static void peak_end(nu_llm_model *m, uint64_t *into)
+void nu_llm__model_peak_end(nu_llm_model *m, uint64_t *into)
 {
     if (!m->measure_peaks)
         return;
@@ -580,9 +570,9 @@ nu_status nu_llm_model_prefill(nu_llm_model *m, const int32_t *tokens, size_t n,
     nu_status st = check_ids(m, tokens, n, "nu_llm_model_prefill");
     if (st != NU_OK)
         return st;
-    peak_start(m);
+    nu_llm__model_peak_start(m);
     st = nu_llm__shares_prefill(&m->sh, 0, tokens, (uint32_t)n, logits);
-    peak_end(m, &m->prefill_peak);
+    nu_llm__model_peak_end(m, &m->prefill_peak);
     return st;
 }
 
@@ -593,9 +583,9 @@ nu_status nu_llm_model_decode(nu_llm_model *m, int32_t token, float *logits)
     nu_status st = check_ids(m, &token, 1, "nu_llm_model_decode");
     if (st != NU_OK)
         return st;
-    peak_start(m);
+    nu_llm__model_peak_start(m);
     st = nu_llm__shares_decode(&m->sh, token, logits);
-    peak_end(m, &m->decode_peak);
+    nu_llm__model_peak_end(m, &m->decode_peak);
     return st;
 }
 
@@ -616,163 +606,10 @@ nu_status nu_llm_model_decode_greedy(nu_llm_model *m, int32_t token, uint32_t n,
     if (n == 0)
         return NU_OK;
     uint32_t got = 0;
-    peak_start(m);
+    nu_llm__model_peak_start(m);
     nu_status st = nu_llm__shares_greedy(&m->sh, token, n, out, &got, stop_token, on_token, user);
-    peak_end(m, &m->decode_peak);
+    nu_llm__model_peak_end(m, &m->decode_peak);
     if (st == NU_OK)
         *produced = got;
-    return st;
-}
-
-/* ---- sequences and batches --------------------------------------------------------------- */
-
-uint32_t nu_llm_model_slots(const nu_llm_model *m) { return m ? m->kv->slots : 0; }
-
-static bool held(const nu_llm_model *m, uint32_t slot) { return slot < m->kv->slots && m->kv->used[slot]; }
-
-nu_status nu_llm_model_seq_acquire(nu_llm_model *m, const int32_t *prefix, uint32_t n, uint32_t *slot, uint32_t *reused)
-{
-    if (slot)
-        *slot = UINT32_MAX;
-    if (reused)
-        *reused = 0;
-    if (!m || !slot || (!prefix && n))
-        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_seq_acquire: NULL %s",
-                            !m ? "model" : !slot ? "slot" : "prefix");
-    uint32_t kept = 0;
-    nu_status st = nu_llm__kv_acquire_prefix(m->kv, prefix, n, slot, &kept);
-    if (st != NU_OK)
-        return *slot = UINT32_MAX, st;
-    nu_llm__shares_mirror_slot(&m->sh, *slot);
-    if (reused)
-        *reused = kept;
-    return st;
-}
-
-nu_status nu_llm_model_seq_release(nu_llm_model *m, uint32_t slot)
-{
-    if (!m || !held(m, slot))
-        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_seq_release: %s", m ? "the slot is not held" : "NULL model");
-    nu_llm__kv_release(m->kv, slot);
-    nu_llm__shares_mirror_slot(&m->sh, slot);
-    return NU_OK;
-}
-
-nu_status nu_llm_model_seq_truncate(nu_llm_model *m, uint32_t slot, uint32_t length)
-{
-    if (!m || !held(m, slot) || length > m->kv->length[slot])
-        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_seq_truncate: %s",
-                            !m ? "NULL model" : !held(m, slot) ? "the slot is not held" : "a length past the slot's");
-    nu_llm__shares_set_length(&m->sh, slot, length);
-    return NU_OK;
-}
-
-uint32_t nu_llm_model_seq_length(const nu_llm_model *m, uint32_t slot, const int32_t **tokens)
-{
-    if (tokens)
-        *tokens = NULL;
-    if (!m || !held(m, slot))
-        return 0;
-    if (tokens)
-        *tokens = m->kv->tokens + (size_t)slot * m->kv->positions;
-    return m->kv->length[slot];
-}
-
-
-/* Checks a step: slots held, ids, room, outputs on slots' last rows only; counts[slot] = rows. */
-static nu_status check_step(const nu_llm_model *m, const nu_llm_row *rows, uint32_t n, const float *logits,
-                            const int32_t *ids, uint32_t *counts)
-{
-    static const char fn[] = "nu_llm_model_step";
-    for (uint32_t i = 0; i < n; i++) {
-        const nu_llm_row *r = &rows[i];
-        if (!held(m, r->slot))
-            return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: row %u's slot %u is not held", fn, i, r->slot);
-        if (r->token < 0 || (uint32_t)r->token >= m->hp.cfg.vocab)
-            return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: row %u's token is %d; ids are 0 to %u", fn, i, r->token,
-                                m->hp.cfg.vocab - 1);
-        if (r->output > NU_LLM_OUTPUT_ARGMAX || (r->output == NU_LLM_OUTPUT_LOGITS && !logits) ||
-            (r->output == NU_LLM_OUTPUT_ARGMAX && !ids))
-            return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: row %u's output is %d with %s", fn, i, (int)r->output,
-                                r->output == NU_LLM_OUTPUT_LOGITS ? "NULL logits" : "NULL ids");
-        counts[r->slot]++;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t s = rows[i].slot;
-        if (counts[s] > m->kv->positions - m->kv->length[s])
-            return nu_llm__fail(NU_ERROR_OUT_OF_RANGE, "%s: %u tokens at position %u of slot %u overflow the cache's %u "
-                                "positions", fn, counts[s], m->kv->length[s], s, m->kv->positions);
-        for (uint32_t j = i + 1; rows[i].output != NU_LLM_OUTPUT_NONE && j < n; j++)
-            if (rows[j].slot == s)
-                return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: row %u asks for an output but is not slot %u's last "
-                                    "row (row %u is)", fn, i, s, j);
-    }
-    return NU_OK;
-}
-
-nu_status nu_llm_model_step(nu_llm_model *m, const nu_llm_row *rows, uint32_t n, float *logits, int32_t *ids)
-{
-    if (!m || !rows || !n)
-        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_step: %s",
-                            !m ? "NULL model" : !rows ? "NULL rows" : "no rows");
-    const uint32_t V = m->hp.cfg.vocab;
-    uint32_t *counts = nu_llm__calloc(m->kv->slots, sizeof *counts);
-    int32_t *tokens = nu_llm__malloc_array(n, sizeof *tokens), *dec_ids = nu_llm__malloc_array(n, sizeof *dec_ids);
-    int32_t *dec_tokens = nu_llm__malloc_array(n, sizeof *dec_tokens);
-    uint32_t *dec_slots = nu_llm__malloc_array(n, sizeof *dec_slots), *dec_row = nu_llm__malloc_array(n, sizeof *dec_row);
-    float *dec_logits = NULL, *one = nu_llm__malloc_array(V, sizeof *one);
-    nu_status st = counts && tokens && dec_tokens && dec_ids && dec_slots && dec_row && one
-                       ? check_step(m, rows, n, logits, ids, counts)
-                       : nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step: no memory");
-    /* Where each output goes: the k-th row with LOGITS to logits + k * V, the k-th with ARGMAX to ids[k]. */
-    uint32_t n_dec = 0;
-    bool dec_wants_logits = false;
-    peak_start(m);
-    for (uint32_t i = 0; st == NU_OK && i < n; i++) {
-        uint32_t s = rows[i].slot;
-        if (counts[s] == 1) { /* a decode row */
-            dec_slots[n_dec] = s, dec_row[n_dec] = i, dec_tokens[n_dec++] = rows[i].token;
-            dec_wants_logits |= rows[i].output == NU_LLM_OUTPUT_LOGITS;
-            continue;
-        }
-        if (counts[s] == 0)
-            continue; /* this slot's prefill ran at its first row */
-        uint32_t k = 0;
-        nu_llm_output out = NU_LLM_OUTPUT_NONE;
-        for (uint32_t j = i; j < n; j++)
-            if (rows[j].slot == s)
-                tokens[k++] = rows[j].token, out = rows[j].output;
-        counts[s] = 0;
-        st = nu_llm__shares_prefill(&m->sh, s, tokens, k, out != NU_LLM_OUTPUT_NONE ? one : NULL);
-        if (st == NU_OK && out != NU_LLM_OUTPUT_NONE) { /* its last row's output, placed below */
-            uint32_t last = n;
-            while (rows[--last].slot != s) {
-            }
-            uint32_t nl = 0, na = 0;
-            for (uint32_t j = 0; j < last; j++)
-                nl += rows[j].output == NU_LLM_OUTPUT_LOGITS, na += rows[j].output == NU_LLM_OUTPUT_ARGMAX;
-            if (out == NU_LLM_OUTPUT_LOGITS)
-                memcpy(logits + (size_t)nl * V, one, (size_t)V * sizeof *one);
-            else
-                ids[na] = nu_llm__argmax(one, V);
-        }
-    }
-    if (st == NU_OK && n_dec && dec_wants_logits &&
-        !(dec_logits = nu_llm__malloc_array((size_t)n_dec * V, sizeof *dec_logits)))
-        st = nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step: no memory");
-    if (st == NU_OK && n_dec)
-        st = nu_llm__shares_batch(&m->sh, dec_tokens, dec_slots, n_dec, dec_logits, dec_ids);
-    for (uint32_t d = 0; st == NU_OK && d < n_dec; d++) {
-        uint32_t i = dec_row[d], nl = 0, na = 0;
-        for (uint32_t j = 0; j < i; j++)
-            nl += rows[j].output == NU_LLM_OUTPUT_LOGITS, na += rows[j].output == NU_LLM_OUTPUT_ARGMAX;
-        if (rows[i].output == NU_LLM_OUTPUT_LOGITS)
-            memcpy(logits + (size_t)nl * V, dec_logits + (size_t)d * V, (size_t)V * sizeof *one);
-        else if (rows[i].output == NU_LLM_OUTPUT_ARGMAX)
-            ids[na] = dec_ids[d];
-    }
-    peak_end(m, &m->decode_peak);
-    nu_llm__free(counts), nu_llm__free(tokens), nu_llm__free(dec_tokens), nu_llm__free(dec_ids), nu_llm__free(dec_slots);
-    nu_llm__free(dec_row), nu_llm__free(dec_logits), nu_llm__free(one);
     return st;
 }
