@@ -89,7 +89,9 @@
 //                   multiple of 256)
 //  13 PDT           POST: the post-norm weight's dtype
 //  14 PROBE         diagnostics (NUVEC_MATVEC_SOA probe=, wrong results): bit 0 skips phase 1 (x
-//                   not read), bit 1 reads every row group's weights from row 0 (caches, not memory)
+//                   not read), bit 1 reads every row group's weights from row 0 (caches, not memory),
+//                   bit 2 (Q6_K) reads each ql run and qh chunk as the one aligned uvec4 at or below
+//                   its half, as a 16-byte-aligned layout would (LOAD16U)
 //  15 XP            phase 1's elements of x a thread (4 or 8: TPB = 32 / XP threads a block)
 // Bindings: 0 dst, 1 weight (the gate with GLU), 2 x, 3 up, 4 norm weight, 5 residual, 6 bias
 // (unused ones are bound to x), and with POST: 7 the counter, 8 the post-norm's weight, 9 the
@@ -321,7 +323,9 @@ void read_x()
 // aligned words that cover them, shifted by a half where h is odd (always five loads, so that
 // lanes of either parity run the same code; the fifth word is still in the super-block).
 #define LOAD16U(NAME, h, q)                                                                         \
-    {                                                                                               \
+    if ((PROBE & 4u) != 0u) {                                                                       \
+        q = NAME##_v[(h) >> 3u];                                                                    \
+    } else {                                                                                        \
         uint i_ = (h) >> 1u;                                                                        \
         uvec4 a_ = uvec4(NAME##_w[i_], NAME##_w[i_ + 1u], NAME##_w[i_ + 2u], NAME##_w[i_ + 3u]);  \
         uint t_ = NAME##_w[i_ + 4u];                                                                \

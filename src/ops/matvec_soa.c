@@ -25,7 +25,8 @@ typedef struct soa_tune {
                         * 48 (the K formats: dx of both sub-blocks and the sums of their halves, by run) */
     uint32_t xpiece;   /* phase 1's elements of x a thread: 4 or 8 (matvec_soa.glsl's XP) */
     uint32_t probe;    /* diagnostics (NUVEC_MATVEC_SOA only; wrong results): bit 0 skips reading x,
-                        * bit 1 reads every row's weights from row 0 (from the caches, not memory) */
+                        * bit 1 reads every row's weights from row 0 (from the caches, not memory),
+                        * bit 2 reads Q6_K's runs as aligned 16-byte loads (the wrong bytes) */
     bool unroll_given; /* unroll set by desc->tune or NUVEC_MATVEC_SOA */
 } soa_tune;
 
@@ -64,7 +65,7 @@ static uint32_t unit_runs(nu_dtype w, const soa_tune *t)
     return t->pairs && (w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K) ? 2 : 1;
 }
 
-/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1, probe=0..3 and xpiece=4|8. */
+/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1, probe=0..7 and xpiece=4|8. */
 typedef struct soa_knobs_in {
     nu__mv_knobs k;
     uint32_t probe, xpiece;
@@ -74,7 +75,7 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     nu__mv_knobs *k = &((soa_knobs_in *)ctx)->k;
     uint32_t v;
     if (!strcmp(key, "probe"))
-        return nu__op_knob_u32(value, 0, 3, false, &((soa_knobs_in *)ctx)->probe);
+        return nu__op_knob_u32(value, 0, 7, false, &((soa_knobs_in *)ctx)->probe);
     if (!strcmp(key, "xpiece") && nu__op_knob_u32(value, 4, 8, false, &v) && v % 4 == 0)
         return ((soa_knobs_in *)ctx)->xpiece = v, true;
     int common = nu__matvec_knob(key, value, k);
@@ -95,7 +96,7 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
     if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                              "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
                                              "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1, "
-                                             "probe=0..3, xpiece=4|8",
+                                             "probe=0..7, xpiece=4|8",
                                              apply_knob, &in)) != NU_OK)
         return st;
     const nu__mv_knobs k = in.k;
