@@ -27,7 +27,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nuvec bench llm (--model PATH | --shape llama-7b|llama-8b|tiny|small --dtype f16|q8_0|q4_0 [--keep])\n"
-               "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--batch B,B,... [--same-prompts]] [--json]\n"
+               "                       [-p TOKENS] [-n TOKENS] [--kv f32|f16] [--batch B,B,... [--same-prompts] [--by-step]] [--json]\n"
                "                       [--device NAME | --devices LIST [--split layer] [--split-weights W,W,...]]\n"
                "  Opens the model (a .gguf file or a Hugging Face folder; with --shape a random-weight GGUF\n"
                "  written first into $TMPDIR, removed afterwards unless --keep), then: the time from opening\n"
@@ -38,12 +38,14 @@ static void usage(FILE *f)
                "  read per second against the copy bandwidth measured in the same run. --kv: the KV cache's\n"
                "  dtype (default f16).\n"
                "  --batch B,B,...: instead, for each B, B independent sequences decoding greedily at once\n"
-               "  (nu_llm_model_step: one batched graph launch a step, the ids taken on the GPU): their\n"
-               "  prompts of different lengths (sequence i: -p * (1 - i / (2 B)) tokens, from -p down to\n"
-               "  about -p / 2) prefilled in one step, then -n steps of B rows; aggregate and per-sequence\n"
-               "  decode tokens/s and the prefill's tokens/s. --same-prompts: every prompt -p tokens, as\n"
-               "  llama.cpp's batched-bench has them (bench/llamacpp.sh batched, -npp): the same keys a step\n"
-               "  for attention to read, for a side-by-side comparison.\n");
+               "  (nu_llm_model_step_greedy: the ids stay on the GPU, a step's launch queued while the one\n"
+               "  before runs): their prompts of different lengths (sequence i: -p * (1 - i / (2 B)) tokens,\n"
+               "  from -p down to about -p / 2) prefilled in one step (nu_llm_model_step), then -n steps of B\n"
+               "  rows (the first, which builds the graphs, not timed); aggregate and per-sequence decode\n"
+               "  tokens/s and the prefill's tokens/s. --same-prompts: every prompt -p tokens, as llama.cpp's\n"
+               "  batched-bench has them (bench/llamacpp.sh batched, -npp): the same keys a step for\n"
+               "  attention to read, for a side-by-side comparison. --by-step: decode by one\n"
+               "  nu_llm_model_step a step instead (the ids back on the CPU before the next step's launch).\n");
 }
 
 /* The bytes of weights one decode step reads: every tensor of a GGUF file but the token
@@ -127,7 +129,7 @@ static bool parse_batches(const char *s, uint32_t *counts, uint32_t *n, uint32_t
 /* The batched measurement (--batch): one model of the largest B's slots; for each B, B sequences
  * prefilled in one step and decoded -n steps together. */
 static int bench_batches(nu_device *d, const cli_devices *devs, const char *model_path, nu_dtype kv, long prompt,
-                         long gen, const uint32_t *batches, uint32_t nb, bool same_prompts, bool json)
+                         long gen, const uint32_t *batches, uint32_t nb, bool same_prompts, bool by_step, bool json)
 {
     uint32_t most = 0;
     for (uint32_t i = 0; i < nb; i++)
@@ -149,7 +151,7 @@ static int bench_batches(nu_device *d, const cli_devices *devs, const char *mode
     size_t rows_cap = (size_t)most * (size_t)prompt;
     nu_llm_row *rows = malloc(sizeof *rows * rows_cap);
     uint32_t *slots = malloc(sizeof *slots * most);
-    int32_t *ids = malloc(sizeof *ids * most);
+    int32_t *ids = malloc(sizeof *ids * most * (size_t)(gen > 1 ? gen : 1));
     cJSON *root = json ? cJSON_CreateObject() : NULL, *list = root ? cJSON_AddArrayToObject(root, "batches") : NULL;
     if (root) {
         bench_json_device(root, d);
@@ -179,14 +181,26 @@ static int bench_batches(nu_device *d, const cli_devices *devs, const char *mode
         if (st == NU_OK)
             st = nu_llm_model_step(m, rows, n, NULL, ids);
         double prefill_s = (double)(bench_now_ns() - t0) * 1e-9;
-        /* One step first: it builds the graph of B rows (recorded once, then launched). */
+        /* The first step (and by nu_llm_model_step_greedy, the second) builds the graphs of B rows
+         * (recorded once, then launched): not timed. */
         double decode_s = 0;
+        long warm = by_step || gen < 3 ? 1 : 2, timed = gen - warm;
         for (long k = 0; st == NU_OK && k < gen; k++) {
             for (uint32_t i = 0; i < B; i++)
                 rows[i] = (nu_llm_row){ids[i], slots[i], NU_LLM_OUTPUT_ARGMAX};
             uint64_t a = bench_now_ns();
-            st = nu_llm_model_step(m, rows, B, NULL, ids);
-            if (k > 0)
+            if (by_step || k == 0) {
+                st = nu_llm_model_step(m, rows, B, NULL, ids);
+            } else if (k < warm) {
+                st = nu_llm_model_step_greedy(m, rows, B, 1, ids);
+            } else { /* the timed steps in one call; the last step's ids first in ids */
+                st = nu_llm_model_step_greedy(m, rows, B, (uint32_t)timed, ids);
+                decode_s += (double)(bench_now_ns() - a) * 1e-9;
+                if (st == NU_OK)
+                    memmove(ids, ids + (size_t)(timed - 1) * B, sizeof *ids * B);
+                break;
+            }
+            if (k >= warm)
                 decode_s += (double)(bench_now_ns() - a) * 1e-9;
         }
         for (uint32_t i = 0; i < B; i++)
@@ -196,7 +210,7 @@ static int bench_batches(nu_device *d, const cli_devices *devs, const char *mode
             status = 1;
             break;
         }
-        double steps = (double)(gen - 1), agg = decode_s > 0 ? steps * B / decode_s : 0, per = agg / B;
+        double steps = (double)timed, agg = decode_s > 0 ? steps * B / decode_s : 0, per = agg / B;
         double pps = prefill_s > 0 ? n / prefill_s : 0;
         if (list) {
             cJSON *o = cJSON_CreateObject();
@@ -230,7 +244,7 @@ int bench_llm(int argc, char **argv)
     uint64_t t_start = bench_now_ns();
     const char *model_path = NULL, *shape = NULL, *dtype = NULL, *select = NULL, *kv = "f16";
     long prompt = 512, gen = 128;
-    bool json = false, keep = false, same_prompts = false;
+    bool json = false, keep = false, same_prompts = false, by_step = false;
     uint32_t batches[32], nb = 0;
     cli_devices devs = {0};
     char why[512] = "";
@@ -248,6 +262,8 @@ int bench_llm(int argc, char **argv)
             keep = true;
         else if (!strcmp(argv[i], "--same-prompts"))
             same_prompts = true;
+        else if (!strcmp(argv[i], "--by-step"))
+            by_step = true;
         else if (i + 1 < argc && cli_devices_option(&devs, argv[i], argv[i + 1], &ok, why, sizeof why)) {
             if (!ok) {
                 fprintf(stderr, "nuvec bench llm: %s\n", why);
@@ -282,8 +298,8 @@ int bench_llm(int argc, char **argv)
         fprintf(stderr, "nuvec bench llm: %s\n", why);
         return 2;
     }
-    if (same_prompts && !nb) {
-        fprintf(stderr, "nuvec bench llm: --same-prompts goes with --batch (the batched measurement's prompts)\n");
+    if ((same_prompts || by_step) && !nb) {
+        fprintf(stderr, "nuvec bench llm: --same-prompts and --by-step go with --batch (the batched measurement)\n");
         return 2;
     }
     char tmp_path[4096] = "";
@@ -324,7 +340,7 @@ int bench_llm(int argc, char **argv)
     nu_device *dev0 = devs.count ? devs.device[0] : d;
     if (nb) {
         status = bench_batches(dev0, &devs, model_path, !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32, prompt, gen,
-                               batches, nb, same_prompts, json);
+                               batches, nb, same_prompts, by_step, json);
         goto out;
     }
     nu_llm_model_options mo = {.kv_dtype = !strcmp(kv, "f16") ? NU_DTYPE_F16 : NU_DTYPE_F32,

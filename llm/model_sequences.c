@@ -158,3 +158,36 @@ nu_status nu_llm_model_step(nu_llm_model *m, const nu_llm_row *rows, uint32_t n,
     nu_llm__free(dec_row), nu_llm__free(dec_logits), nu_llm__free(one);
     return st;
 }
+
+nu_status nu_llm_model_step_greedy(nu_llm_model *m, const nu_llm_row *rows, uint32_t n, uint32_t steps, int32_t *ids)
+{
+    static const char fn[] = "nu_llm_model_step_greedy";
+    if (!m || !rows || !ids || !n || !steps)
+        return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: %s", fn,
+                            !m ? "NULL model" : !rows ? "NULL rows" : !ids ? "NULL ids" : !n ? "no rows" : "no steps");
+    uint32_t *seen = nu_llm__calloc(m->kv->slots, sizeof *seen), *slots = nu_llm__malloc_array(n, sizeof *slots);
+    int32_t *tokens = nu_llm__malloc_array(n, sizeof *tokens);
+    nu_status st = seen && slots && tokens ? NU_OK : nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "%s: no memory", fn);
+    for (uint32_t i = 0; st == NU_OK && i < n; i++) {
+        const nu_llm_row *r = &rows[i];
+        if (!held(m, r->slot))
+            st = nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: row %u's slot %u is not held", fn, i, r->slot);
+        else if (seen[r->slot]++)
+            st = nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: slot %u has two rows (one row a slot)", fn, r->slot);
+        else if (r->token < 0 || (uint32_t)r->token >= m->hp.cfg.vocab)
+            st = nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "%s: row %u's token is %d; ids are 0 to %u", fn, i, r->token,
+                              m->hp.cfg.vocab - 1);
+        else if (steps > m->kv->positions - m->kv->length[r->slot])
+            st = nu_llm__fail(NU_ERROR_OUT_OF_RANGE, "%s: %u steps at position %u of slot %u overflow the cache's %u "
+                              "positions", fn, steps, m->kv->length[r->slot], r->slot, m->kv->positions);
+        else
+            slots[i] = r->slot, tokens[i] = r->token;
+    }
+    if (st == NU_OK) {
+        nu_llm__model_peak_start(m);
+        st = nu_llm__shares_batch_greedy(&m->sh, tokens, slots, n, steps, ids);
+        nu_llm__model_peak_end(m, &m->decode_peak);
+    }
+    nu_llm__free(seen), nu_llm__free(slots), nu_llm__free(tokens);
+    return st;
+}

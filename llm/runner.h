@@ -117,6 +117,15 @@ nu_status nu_llm__runner_decode_argmax(nu_llm_runner *r, int32_t token, int32_t 
  * be NULL) of each row. The slots' lengths grow by one. */
 nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
                                       float *logits, int32_t *ids);
+/* Greedy decode of n different slots together for `steps` steps (nuvec_llm.h's
+ * nu_llm_model_step_greedy; arguments checked, the slots with room for `steps` tokens): step 0
+ * feeds tokens[i] to slots[i], each later step the ids of the step before; ids[s * n + i] is row
+ * i's argmax after step s. The slots grow by `steps` tokens (the last step's ids are not
+ * appended); on failure their lengths are as before. By a ring of batched decode graphs (the ids
+ * stay on the GPU, a launch queued ahead; a runner that is not both the first and the last share
+ * refuses: NU_ERROR_INVALID_ARGUMENT). */
+nu_status nu_llm__runner_batch_greedy(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
+                                      uint32_t steps, int32_t *ids);
 /* Greedy decode of slot 0 (nuvec_llm.h's nu_llm_model_decode_greedy; arguments checked). */
 nu_status nu_llm__runner_greedy(nu_llm_runner *r, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
                                 int32_t stop_token, bool (*on_token)(void *user, int32_t id), void *user);

@@ -21,6 +21,12 @@ enum { G_DECODE, G_ARGMAX, G_GREEDY, G_COUNT = G_GREEDY + NU_LLM_GREEDY_MAX_DEPT
  * shared I32 buffers the CPU writes before each launch; the logits of every row and their argmax
  * out. Rows past a step's count are padding: position -1 (out of range: they write nothing). */
 #define MAX_BUCKETS 16
+/* Batched greedy decode (nu_llm__runner_batch_greedy) runs a ring of BATCH_RING more graphs of the
+ * bucket's rows, built at its first use: graph j reads its tokens from ring_ids[j - 1] (the ids the
+ * ring's previous graph wrote) and its positions from ring_pos[j], writes the argmax ids into
+ * ring_ids[j], and shares the bucket's activations, slots and logits; so that a launch is queued
+ * while the one before it runs, and the CPU reads a step's ids while the next step runs. */
+#define BATCH_RING 2
 typedef struct nu_llm_bucket {
     uint32_t rows;
     nu_graph *graph;
@@ -28,6 +34,8 @@ typedef struct nu_llm_bucket {
     nu_buffer *tokens, *positions, *slots, *logits, *ids;
     nu_buffer *stage_in, *stage_out; /* a share of a split model: the hidden state in and out */
     bool out_pending;                /* stage_out holds a pending output too (blocks.h) */
+    nu_graph *ring[BATCH_RING];
+    nu_buffer *ring_ids[BATCH_RING], *ring_pos[BATCH_RING];
 } nu_llm_bucket;
 
 struct nu_llm_runner {

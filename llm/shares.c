@@ -112,6 +112,26 @@ nu_status nu_llm__shares_batch(nu_llm_shares *s, const int32_t *tokens, const ui
     return st;
 }
 
+nu_status nu_llm__shares_batch_greedy(nu_llm_shares *s, const int32_t *tokens, const uint32_t *slots, uint32_t n,
+                                     uint32_t steps, int32_t *ids)
+{
+    if (s->count == 1)
+        return nu_llm__runner_batch_greedy(s->share[0].run, tokens, slots, n, steps, ids);
+    /* A split model: step by step, each step's ids read back and fed to the next. */
+    uint32_t *before = nu_llm__malloc_array(n, sizeof *before);
+    if (!before)
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step_greedy: no memory");
+    for (uint32_t r = 0; r < n; r++)
+        before[r] = s->share[0].kv.length[slots[r]];
+    nu_status st = NU_OK;
+    for (uint32_t k = 0; st == NU_OK && k < steps; k++)
+        st = nu_llm__shares_batch(s, k ? ids + (size_t)(k - 1) * n : tokens, slots, n, NULL, ids + (size_t)k * n);
+    for (uint32_t r = 0; st != NU_OK && r < n; r++)
+        nu_llm__shares_set_length(s, slots[r], before[r]);
+    nu_llm__free(before);
+    return st;
+}
+
 /* Greedy decode of a split model: token by token, every device's decode graph in turn, the last
  * one's with the argmax of the logits, whose id comes back (runner.c's G_ARGMAX). */
 nu_status nu_llm__shares_greedy(nu_llm_shares *s, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,

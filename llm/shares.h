@@ -39,12 +39,15 @@ void nu_llm__shares_set_length(nu_llm_shares *s, uint32_t slot, uint32_t length)
  * release count): after the model acquired or released it there. */
 void nu_llm__shares_mirror_slot(nu_llm_shares *s, uint32_t slot);
 
-/* runner.h's prefill, decode, batched decode and greedy decode over the shares in order (arguments
- * checked by the caller); on failure the slots' lengths are as before, in every share. */
+/* runner.h's prefill, decode, batched decode, batched greedy decode and greedy decode over the
+ * shares in order (arguments checked by the caller; a split model's batched greedy decode goes step
+ * by step); on failure the slots' lengths are as before, in every share. */
 nu_status nu_llm__shares_prefill(nu_llm_shares *s, uint32_t slot, const int32_t *tokens, uint32_t n, float *logits);
 nu_status nu_llm__shares_decode(nu_llm_shares *s, int32_t token, float *logits);
 nu_status nu_llm__shares_batch(nu_llm_shares *s, const int32_t *tokens, const uint32_t *slots, uint32_t n,
                                float *logits, int32_t *ids);
+nu_status nu_llm__shares_batch_greedy(nu_llm_shares *s, const int32_t *tokens, const uint32_t *slots, uint32_t n,
+                                     uint32_t steps, int32_t *ids);
 nu_status nu_llm__shares_greedy(nu_llm_shares *s, int32_t token, uint32_t n, int32_t *out, uint32_t *produced,
                                 int32_t stop_token, bool (*on_token)(void *user, int32_t id), void *user);
 

@@ -6,7 +6,8 @@
  * prefix (only the rest is prefilled) and continues as it would alone; batches past
  * NU_MATVEC_MAX_ROWS rows (by groups of rows, and on the matrix products with matmul_rows 16; per-row
  * attention) and padded buckets (3 rows in a graph of 4) too; batched decode with attention's fresh
- * per-row form and without it give the same ids (and in F32 the same logits); refusals name the
+ * per-row form and without it give the same ids (and in F32 the same logits); greedy steps in one
+ * call (nu_llm_model_step_greedy) give each sequence the ids it gets alone; refusals name the
  * problem. */
 #include "harness.h"
 
@@ -318,6 +319,78 @@ static void prefix_reuse(void **state)
     nt_close(d);
 }
 
+/* nu_llm_model_step_greedy: 4 sequences of different prompt lengths, prefilled in one step, then
+ * decoded greedily 5 steps in one call (the ids on the GPU between steps), then 3 of them (a
+ * bucket of 4 with a padding row) the rest in another: every id is the one each sequence gets
+ * alone, and each slot holds its prompt and the ids fed; refusals name the problem and run nothing. */
+static void greedy_steps_give_the_ids_alone(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const char *path = llm_model_path("aidreams260K/model.gguf");
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, path, NULL, &m));
+    static int32_t ref_ids[4][GEN];
+    static float ref_logits[GEN * V];
+    for (int s = 0; s < 4; s++)
+        alone(m, s, ref_ids[s], ref_logits);
+    nu_llm_model_free(m);
+
+    nu_llm_model_options o = {.slots = 4};
+    LLM_OK(nu_llm_model_open(d, path, &o, &m));
+    LLM_OK(nu_llm_model_seq_release(m, 0));
+    uint32_t slot[4], plen[4];
+    nu_llm_row rows[4 * (MAX_PROMPT + 2)];
+    uint32_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        int32_t p[MAX_PROMPT + 2];
+        LLM_OK(nu_llm_model_seq_acquire(m, NULL, 0, &slot[i], NULL));
+        plen[i] = prompt(i, p);
+        for (uint32_t j = 0; j < plen[i]; j++)
+            rows[n++] = (nu_llm_row){p[j], slot[i], j + 1 == plen[i] ? NU_LLM_OUTPUT_ARGMAX : NU_LLM_OUTPUT_NONE};
+    }
+    int32_t first[4], ids[4 * GEN];
+    LLM_OK(nu_llm_model_step(m, rows, n, NULL, first));
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(first[i], ref_ids[i][0]);
+        rows[i] = (nu_llm_row){first[i], slot[i], NU_LLM_OUTPUT_NONE};
+    }
+    LLM_OK(nu_llm_model_step_greedy(m, rows, 4, 5, ids));
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < 4; i++)
+            if (ids[k * 4 + i] != ref_ids[i][k + 1])
+                fail_msg("step %d, sequence %d: id %d, alone %d", k, i, ids[k * 4 + i], ref_ids[i][k + 1]);
+    for (int i = 0; i < 4; i++) { /* the prompt, then the ids fed: the first and steps 0 .. 3's */
+        const int32_t *t;
+        assert_int_equal(nu_llm_model_seq_length(m, slot[i], &t), plen[i] + 5);
+        assert_memory_equal(t + plen[i], ref_ids[i], 5 * sizeof *t);
+    }
+    /* sequence 0 leaves; the other three go on from step 4's ids, in a bucket of 4 */
+    LLM_OK(nu_llm_model_seq_release(m, slot[0]));
+    for (int i = 1; i < 4; i++)
+        rows[i - 1] = (nu_llm_row){ids[4 * 4 + i], slot[i], NU_LLM_OUTPUT_NONE};
+    LLM_OK(nu_llm_model_step_greedy(m, rows, 3, GEN - 6, ids));
+    for (int k = 0; k < GEN - 6; k++)
+        for (int i = 1; i < 4; i++)
+            if (ids[k * 3 + i - 1] != ref_ids[i][k + 6])
+                fail_msg("second call, step %d, sequence %d: id %d, alone %d", k, i, ids[k * 3 + i - 1],
+                         ref_ids[i][k + 6]);
+    /* refusals: a slot twice, no steps, a slot not held, NULL ids, more steps than positions */
+    uint32_t len1 = nu_llm_model_seq_length(m, slot[1], NULL);
+    nu_llm_row twice[2] = {{1, slot[1], NU_LLM_OUTPUT_NONE}, {2, slot[1], NU_LLM_OUTPUT_NONE}};
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step_greedy(m, twice, 2, 1, ids));
+    assert_non_null(strstr(nu_llm_error_message(), "two rows"));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step_greedy(m, twice, 1, 0, ids));
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step_greedy(m, twice, 1, 1, NULL));
+    nu_llm_row gone = {1, slot[0], NU_LLM_OUTPUT_NONE};
+    LLM_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_llm_model_step_greedy(m, &gone, 1, 1, ids));
+    assert_non_null(strstr(nu_llm_error_message(), "not held"));
+    LLM_STATUS(NU_ERROR_OUT_OF_RANGE, nu_llm_model_step_greedy(m, twice, 1, 1u << 30, ids));
+    assert_int_equal(nu_llm_model_seq_length(m, slot[1], NULL), len1); /* nothing ran */
+    nu_llm_model_free(m);
+    nt_close(d);
+}
+
 static void refusals(void **state)
 {
     (void)state;
@@ -368,6 +441,7 @@ int main(void)
         cmocka_unit_test(batch_gives_what_each_gets_alone),
         cmocka_unit_test(fresh_form_and_separate_ops_agree),
         cmocka_unit_test(prefix_reuse),
+        cmocka_unit_test(greedy_steps_give_the_ids_alone),
         cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -353,6 +353,23 @@ typedef struct nu_llm_row {
  * what the work that completed appended: check their lengths). */
 nu_status nu_llm_model_step(nu_llm_model *model, const nu_llm_row *rows, uint32_t n, float *logits, int32_t *ids);
 
+/* Greedy decode of several sequences together, `steps` batched decode steps: step 0 appends
+ * rows[i].token to slot rows[i].slot (one row a slot; rows[i].output is not read), and each later
+ * step appends the ids of the step before; ids[s * n + i] is row i's argmax after step s (the
+ * lowest id of equal largest logits, as ARGMAX in nu_llm_model_step). Afterwards each slot holds
+ * its token and the ids of steps 0 .. steps - 2, as if nu_llm_model_step had been called `steps`
+ * times with ARGMAX rows; the last step's ids are produced, not appended (feed them next). It does
+ * not stop early: a caller that wants to stop at an end of generation truncates the slot
+ * (nu_llm_model_seq_truncate). On a model on one device the ids stay on the GPU between steps and
+ * the next step's launch is queued while a step runs (a ring of two batched decode graphs of the
+ * rows' bucket, built at the first call: two more graphs, sharing the bucket's activations); a
+ * split model goes step by step. Errors: NU_ERROR_INVALID_ARGUMENT (NULL pointers, n or steps 0, a
+ * slot not held or given twice, an id outside [0, vocab)), NU_ERROR_OUT_OF_RANGE (`steps` tokens
+ * would overflow a slot's positions; nothing runs), nuvec errors from the GPU (the slots' lengths
+ * are then as before the call). */
+nu_status nu_llm_model_step_greedy(nu_llm_model *model, const nu_llm_row *rows, uint32_t n, uint32_t steps,
+                                   int32_t *ids);
+
 #ifdef __cplusplus
 }
 #endif
