@@ -87,24 +87,29 @@ nu_status nu_llm__shares_decode(nu_llm_shares *s, int32_t token, float *logits)
     return st;
 }
 
-/* One decode row each for n slots, share by share (runner.h's nu_llm__runner_batch_decode). */
-nu_status nu_llm__shares_batch(nu_llm_shares *s, const int32_t *tokens, const uint32_t *slots, uint32_t n, float *logits,
-                           int32_t *ids)
+/* A split model's `steps` batched decode steps of n slots, each share by share: step 0 feeds tokens,
+ * step k > 0 step k - 1's ids (ids + k * n; the last step's logits into logits, may be NULL); on
+ * failure the slots' lengths as before the first step. */
+static nu_status split_steps(nu_llm_shares *s, const int32_t *tokens, const uint32_t *slots, uint32_t n,
+                             uint32_t steps, float *logits, int32_t *ids, const char *fn)
 {
-    if (s->count == 1)
-        return nu_llm__runner_batch_decode(s->share[0].run, tokens, slots, n, logits, ids);
     uint32_t *before = nu_llm__malloc_array(n, sizeof *before);
     if (!before)
-        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step: no memory");
+        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "%s: no memory", fn);
     for (uint32_t r = 0; r < n; r++)
         before[r] = s->share[0].kv.length[slots[r]];
     nu_status st = NU_OK;
-    for (uint32_t i = 0; st == NU_OK && i < s->count; i++) {
-        bool last = i + 1 == s->count;
-        if (i > 0)
-            st = nu_llm__runner_hand_over(s->share[i - 1].run, s->share[i].run, NU_LLM_STAGE_BATCH, n);
-        if (st == NU_OK)
-            st = nu_llm__runner_batch_decode(s->share[i].run, tokens, slots, n, last ? logits : NULL, last ? ids : NULL);
+    for (uint32_t k = 0; st == NU_OK && k < steps; k++) {
+        const int32_t *in = k ? ids + (size_t)(k - 1) * n : tokens;
+        int32_t *out = ids ? ids + (size_t)k * n : NULL;
+        for (uint32_t i = 0; st == NU_OK && i < s->count; i++) {
+            bool last = i + 1 == s->count;
+            if (i > 0)
+                st = nu_llm__runner_hand_over(s->share[i - 1].run, s->share[i].run, NU_LLM_STAGE_BATCH, n);
+            if (st == NU_OK)
+                st = nu_llm__runner_batch_decode(s->share[i].run, in, slots, n, last && k + 1 == steps ? logits : NULL,
+                                                 last ? out : NULL);
+        }
     }
     for (uint32_t r = 0; st != NU_OK && r < n; r++)
         nu_llm__shares_set_length(s, slots[r], before[r]);
@@ -112,24 +117,23 @@ nu_status nu_llm__shares_batch(nu_llm_shares *s, const int32_t *tokens, const ui
     return st;
 }
 
+/* One decode row each for n slots, share by share (runner.h's nu_llm__runner_batch_decode). */
+nu_status nu_llm__shares_batch(nu_llm_shares *s, const int32_t *tokens, const uint32_t *slots, uint32_t n, float *logits,
+                           int32_t *ids)
+{
+    if (s->count == 1)
+        return nu_llm__runner_batch_decode(s->share[0].run, tokens, slots, n, logits, ids);
+    return split_steps(s, tokens, slots, n, 1, logits, ids, "nu_llm_model_step");
+}
+
+/* Batched greedy decode (runner.h's nu_llm__runner_batch_greedy); a split model step by step, each
+ * step's ids read back and fed to the next. */
 nu_status nu_llm__shares_batch_greedy(nu_llm_shares *s, const int32_t *tokens, const uint32_t *slots, uint32_t n,
                                      uint32_t steps, int32_t *ids)
 {
     if (s->count == 1)
         return nu_llm__runner_batch_greedy(s->share[0].run, tokens, slots, n, steps, ids);
-    /* A split model: step by step, each step's ids read back and fed to the next. */
-    uint32_t *before = nu_llm__malloc_array(n, sizeof *before);
-    if (!before)
-        return nu_llm__fail(NU_ERROR_HOST_OUT_OF_MEMORY, "nu_llm_model_step_greedy: no memory");
-    for (uint32_t r = 0; r < n; r++)
-        before[r] = s->share[0].kv.length[slots[r]];
-    nu_status st = NU_OK;
-    for (uint32_t k = 0; st == NU_OK && k < steps; k++)
-        st = nu_llm__shares_batch(s, k ? ids + (size_t)(k - 1) * n : tokens, slots, n, NULL, ids + (size_t)k * n);
-    for (uint32_t r = 0; st != NU_OK && r < n; r++)
-        nu_llm__shares_set_length(s, slots[r], before[r]);
-    nu_llm__free(before);
-    return st;
+    return split_steps(s, tokens, slots, n, steps, NULL, ids, "nu_llm_model_step_greedy");
 }
 
 /* Greedy decode of a split model: token by token, every device's decode graph in turn, the last
