@@ -159,6 +159,7 @@ static int bench_batches(nu_device *d, const cli_devices *devs, const char *mode
         cJSON_AddNumberToObject(root, "prompt_tokens", (double)prompt);
         cJSON_AddNumberToObject(root, "decode_tokens", (double)gen);
         cJSON_AddBoolToObject(root, "same_prompts", same_prompts);
+        cJSON_AddStringToObject(root, "decode_by", by_step ? "nu_llm_model_step" : "nu_llm_model_step_greedy");
     } else {
         printf("nuvec bench llm --batch on %s: %s\n", nu_device_get_info(d)->name, model_path);
         printf("  %8s %14s %16s %16s\n", "B", "prefill tok/s", "decode tok/s", "per sequence");

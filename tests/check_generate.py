@@ -97,11 +97,13 @@ p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/mod
                     "--devices", "0,0"], capture_output=True, text=True, timeout=600)
 check(p.returncode == 0 and "split by layers: layers 0-" in p.stdout and "split over devices" in p.stdout,
       f"bench llm --devices: rc {p.returncode}: {p.stdout} {p.stderr}")
-# `nuvec bench llm --batch`: B sequences at once through nu_llm_model_step.
+# `nuvec bench llm --batch`: B sequences at once, prefilled through nu_llm_model_step, decoded through
+# nu_llm_model_step_greedy (--by-step: nu_llm_model_step a step).
 p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "3",
                     "--batch", "1,3", "--json"], capture_output=True, text=True, timeout=600)
 check(p.returncode == 0, f"bench llm --batch: rc {p.returncode}: {p.stderr}")
 if p.returncode == 0:
+    check(json.loads(p.stdout)["decode_by"] == "nu_llm_model_step_greedy", f"bench llm --batch: {p.stdout}")
     b = json.loads(p.stdout)["batches"]
     check([x["sequences"] for x in b] == [1, 3] and all(x["decode_tokens_per_s"] > 0 for x in b),
           f"bench llm --batch: {b}")
@@ -118,6 +120,13 @@ if p.returncode == 0:
 p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "--same-prompts"],
                    capture_output=True, text=True, timeout=600)
 check(p.returncode == 2 and "--batch" in p.stderr, f"--same-prompts without --batch: rc {p.returncode}: {p.stderr}")
+p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "-p", "4", "-n", "4",
+                    "--batch", "2", "--by-step", "--json"], capture_output=True, text=True, timeout=600)
+check(p.returncode == 0 and json.loads(p.stdout or "{}").get("decode_by") == "nu_llm_model_step"
+      and json.loads(p.stdout)["batches"][0]["decode_tokens_per_s"] > 0, f"bench llm --by-step: {p.returncode}: {p.stderr}")
+p = subprocess.run([nuvec, "bench", "llm", "--model", f"{models}/stories260K/model.gguf", "--by-step"],
+                   capture_output=True, text=True, timeout=600)
+check(p.returncode == 2 and "--batch" in p.stderr, f"--by-step without --batch: rc {p.returncode}: {p.stderr}")
 # --max-memory: a model that needs more is refused, saying what it needs.
 rc, out, err = run(f"{models}/aidreams260K/model.gguf", "-n", "3", "--max-memory", "100000")
 check(rc == 1 and "needs" in err and "max_memory" in err, f"--max-memory: rc {rc}: {err}")
