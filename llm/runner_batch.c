@@ -1,5 +1,6 @@
 /* runner_batch.c: batched decode, the runner's buckets of rows (runner.h): a graph of B rows a bucket,
- * each row its own slot and position, built at the first step that needs it. */
+ * each row its own slot and position, built at the first step that needs it; and batched greedy
+ * decode's ring of two more graphs a bucket (built at its first call), which feed each other's ids. */
 #include <string.h>
 
 #include "common.h"
