@@ -160,6 +160,18 @@ nu_status nu_llm__runner_bucket_of(nu_llm_runner *r, uint32_t n, nu_llm_bucket *
     return (*out)->graph ? NU_OK : build_bucket(r, *out, 1u << k);
 }
 
+/* Step s's bookkeeping: the token each row was fed at step s (tokens, or step s - 1's ids) in its
+ * slot's list, the slot one longer. */
+static void book_step(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n, uint32_t s,
+                      const int32_t *ids)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t slot = slots[i];
+        r->kv->tokens[(size_t)slot * r->kv->positions + r->kv->length[slot]] = s ? ids[(size_t)(s - 1) * n + i] : tokens[i];
+        r->kv->length[slot]++;
+    }
+}
+
 nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
                                       float *logits, int32_t *ids)
 {
@@ -191,25 +203,19 @@ nu_status nu_llm__runner_batch_decode(nu_llm_runner *r, const int32_t *tokens, c
     if (st == NU_OK && ids && r->head)
         st = nu_llm__runner_nv(r, nu_buffer_read(b->ids, 0, ids, (size_t)n * 4), "reading the ids");
     if (st == NU_OK)
-        for (uint32_t i = 0; i < n; i++) {
-            uint32_t s = slots[i];
-            r->kv->tokens[(size_t)s * r->kv->positions + r->kv->length[s]] = tokens[i];
-            r->kv->length[s]++;
-        }
+        book_step(r, tokens, slots, n, 0, NULL);
     nu_llm__free(t);
     return st;
 }
 
-/* Step s's bookkeeping: the token each row was fed at step s (tokens, or step s - 1's ids) in its
- * slot's list, the slot one longer. */
-static void book_step(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n, uint32_t s,
-                      const int32_t *ids)
+/* Launch k of a batched greedy decode, collected: its graph waited for (with it every earlier launch
+ * of that graph) and its ids read into ids + k * n. */
+static nu_status ring_collect(nu_llm_runner *r, nu_llm_bucket *b, uint32_t k, uint32_t n, int32_t *ids)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t slot = slots[i];
-        r->kv->tokens[(size_t)slot * r->kv->positions + r->kv->length[slot]] = s ? ids[(size_t)(s - 1) * n + i] : tokens[i];
-        r->kv->length[slot]++;
-    }
+    uint32_t j = k % BATCH_RING;
+    TRY(nu_llm__runner_nv(r, nu_graph_wait(b->ring[j], NU_WAIT_FOREVER), "a batched greedy decode graph"));
+    return nu_llm__runner_nv(r, nu_buffer_read(b->ring_ids[j], 0, ids + (size_t)k * n, (size_t)n * 4),
+                             "reading the ids");
 }
 
 nu_status nu_llm__runner_batch_greedy(nu_llm_runner *r, const int32_t *tokens, const uint32_t *slots, uint32_t n,
@@ -244,11 +250,7 @@ nu_status nu_llm__runner_batch_greedy(nu_llm_runner *r, const int32_t *tokens, c
     for (uint32_t k = 0; st == NU_OK && k < steps; k++) {
         uint32_t j = k % BATCH_RING;
         if (k >= BATCH_RING) {
-            st = nu_llm__runner_nv(r, nu_graph_wait(b->ring[j], NU_WAIT_FOREVER), "a batched greedy decode graph");
-            if (st == NU_OK)
-                st = nu_llm__runner_nv(r, nu_buffer_read(b->ring_ids[j], 0, ids + (size_t)read * n, (size_t)n * 4),
-                                       "reading the ids");
-            if (st != NU_OK)
+            if ((st = ring_collect(r, b, read, n, ids)) != NU_OK)
                 break;
             read++;
         }
@@ -259,13 +261,8 @@ nu_status nu_llm__runner_batch_greedy(nu_llm_runner *r, const int32_t *tokens, c
         if (st == NU_OK)
             st = nu_llm__runner_nv(r, nu_graph_launch(b->ring[j]), "launching a batched greedy decode graph");
     }
-    for (; st == NU_OK && read < steps; read++) {
-        uint32_t j = read % BATCH_RING;
-        st = nu_llm__runner_nv(r, nu_graph_wait(b->ring[j], NU_WAIT_FOREVER), "a batched greedy decode graph");
-        if (st == NU_OK)
-            st = nu_llm__runner_nv(r, nu_buffer_read(b->ring_ids[j], 0, ids + (size_t)read * n, (size_t)n * 4),
-                                   "reading the ids");
-    }
+    for (; st == NU_OK && read < steps; read++)
+        st = ring_collect(r, b, read, n, ids);
     for (int j = 0; st != NU_OK && j < BATCH_RING; j++)
         nu_graph_wait(b->ring[j], NU_WAIT_FOREVER); /* nothing left running on the buffers */
     if (st == NU_OK)
