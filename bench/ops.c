@@ -495,7 +495,8 @@ int bench_ops(int argc, char **argv)
     int nunits = list.nunits, nskipped = list.nskipped;
     const char *const *skipped_units = list.skipped_units, *const *skipped = list.skipped;
     if (nunits && !json) {
-        printf("skipped without matrix units (nu_op_matmul reads Q4_0_SOA only there): rows_mm Q4_0_SOA");
+        printf("skipped without matrix units (nu_op_matmul reads Q4_0_SOA and Q6_K_SOA only there): rows_mm Q4_0_SOA "
+               "and Q6_K_SOA");
         for (int i = 0; i < nunits; i++)
             printf(" %s%s", skipped_units[i], i + 1 < nunits ? "," : "\n");
     }

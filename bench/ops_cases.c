@@ -6,6 +6,7 @@
 #include "ops_cases.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
@@ -100,10 +101,11 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
         }
     }
     /* The logits of a Qwen2.5 7B Q4_K_M file (152064 x 3584, Q6_K as llama-quantize leaves output.weight:
-     * 447 MB, a tenth of the file's bytes a token; rows of 14 super-blocks), and Q4_K's at that shape. */
+     * 447 MB, a tenth of the file's bytes a token; rows of 14 super-blocks), repacked as nuvec loads it
+     * (Q6_K_SOA), and Q4_K's at that shape. */
     static const int64_t logits_shape[2] = {152064, 3584};
-    static const nu_dtype logits_dt[2] = {NU_DTYPE_Q6_K, NU_DTYPE_Q4_K};
-    for (int di = 0; di < 2; di++) {
+    static const nu_dtype logits_dt[3] = {NU_DTYPE_Q6_K, NU_DTYPE_Q6_K_SOA, NU_DTYPE_Q4_K};
+    for (int di = 0; di < 3; di++) {
         nu_tensor probe = nu_tensor_make(NULL, 0, logits_dt[di], 2, logits_shape);
         cases[ncases++] = (bench_case){"matvec", "152064x3584", K_MATVEC, 0, logits_dt[di], F32, 0,
                                        {logits_shape[0], logits_shape[1], 1}, (double)nu_tensor_span_bytes(&probe),
@@ -242,13 +244,13 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
         }
     /* A batched decode step (issue 22): its products at 16 and 64 rows of F16 inputs (nu_op_matmul:
      * the matrix units where the device has them), beside the matrix-vector products of 1 and 8
-     * rows the smaller steps take (Q4_0_SOA, Q4_K, Q6_K; 8 rows of Q6_K on the generic path), GB/s
+     * rows the smaller steps take (Q4_0_SOA, Q4_K, Q6_K, Q6_K_SOA; 8 rows of Q6_K on the generic path), GB/s
      * of the weights' bytes; and its attention over 16 and 64 sequences of 512 keys each. */
     const char **skipped_units = out->skipped_units;
     int nunits = 0;
-    static const nu_dtype few[3] = {NU_DTYPE_Q4_0_SOA, NU_DTYPE_Q4_K, NU_DTYPE_Q6_K};
+    static const nu_dtype few[4] = {NU_DTYPE_Q4_0_SOA, NU_DTYPE_Q4_K, NU_DTYPE_Q6_K, NU_DTYPE_Q6_K_SOA};
     static const int64_t fewm[4] = {1, 8, 16, 64}, fews[3][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
-    for (int di = 0; di < 3; di++)
+    for (int di = 0; di < 4; di++)
         for (int si = 0; si < 3; si++)
             for (int mi = 0; mi < 4; mi++) {
                 int64_t m = fewm[mi], n = fews[si][0], kk = fews[si][1];
@@ -258,8 +260,10 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
                 snprintf(name, sizeof shapes[0], "%lldx%lld>%lld", (long long)m, (long long)kk, (long long)n);
                 nu_tensor probe = nu_tensor_make(NULL, 0, few[di], 2, fews[si]);
                 double wb = (double)nu_tensor_span_bytes(&probe);
-                if (m > 8 && few[di] == NU_DTYPE_Q4_0_SOA && !info->cooperative_matrix_count) {
-                    skipped_units[nunits++] = name; /* the products read Q4_0_SOA on matrix units only */
+                bool repacked = few[di] == NU_DTYPE_Q4_0_SOA || few[di] == NU_DTYPE_Q6_K_SOA;
+                if (m > 8 && repacked && !info->cooperative_matrix_count) {
+                    if (few[di] == NU_DTYPE_Q4_0_SOA) /* the shapes once: the message names both dtypes */
+                        skipped_units[nunits++] = name; /* the products read them on matrix units only */
                     continue;
                 }
                 if (m <= 8)
@@ -303,7 +307,13 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
         cases[ncases++] = (bench_case){"attn_pre", "512 after 3456", K_ATTN_PREFILL, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0,
                                        {512, 3968}, (2.0 * 512 + 2.0 * 3968) * 32 * 128 * 2, "",
                                        4.0 * 512 * (3456 + 256.5) * 128 * 32};
-    }    out->count = ncases;
+    }
+    /* The arrays' sizes (ops_cases.h) bound what is listed here: grow them with the list. */
+    if (ncases > OPS_MAX_CASES || nshapes > (int)(sizeof out->shapes / sizeof out->shapes[0])) {
+        fprintf(stderr, "ops_cases: %zu cases and %d shapes outgrow ops_cases.h's arrays\n", (size_t)ncases, nshapes);
+        abort();
+    }
+    out->count = ncases;
     out->nskipped = nskipped;
     out->nunits = nunits;
 }

@@ -42,7 +42,7 @@ float nu_q_f16(uint h)
 // The integer added to each quant (the formats' zero points).
 int nu_q_offset(uint dt)
 {
-    return dt == NU_Q4_0 || dt == NU_Q4_0_SOA ? -8 : dt == NU_Q5_0 ? -16 : dt == NU_Q6_K ? -32 : 0;
+    return dt == NU_Q4_0 || dt == NU_Q4_0_SOA ? -8 : dt == NU_Q5_0 ? -16 : dt == NU_Q6_K || dt == NU_Q6_K_SOA ? -32 : 0;
 }
 // Whether the format adds a per-block minimum M.
 bool nu_q_has_min(uint dt) { return dt == NU_Q4_1 || dt == NU_Q5_1 || dt == NU_Q4_K || dt == NU_Q5_K; }
@@ -117,6 +117,15 @@ uvec2 nu_q_k4_scale_min(uvec3 s, uint j)
     uint b = 8u * (j - 4u);
     return uvec2(((s.z >> b) & 15u) | (((s.x >> (b + 6u)) & 3u) << 4u),
                  ((s.z >> (b + 4u)) & 15u) | (((s.y >> (b + 6u)) & 3u) << 4u));
+}
+
+// Q6_K_SOA (nuvec/tensor.h): super-block i of a tensor whose first half is `first` has its ql, qh
+// and scales (Q6_K's first 104 halves) at .x and its d at .y: groups of 8 super-blocks, 840 halves
+// each, their 8 x 104 halves of bytes, then their 8 d.
+uvec2 nu_q6s_halves(uint first, uint i)
+{
+    uint g = first + (i >> 3u) * 840u;
+    return uvec2(g + (i & 7u) * 104u, g + 832u + (i & 7u));
 }
 
 #define NU_QCAT_(a, b) a##b
@@ -236,8 +245,8 @@ void NU_QF(_q5_k)(uint hb, uint g, out uvec2 q, out vec2 dm)
 // (elements 128n..128n+127) has ql[64n..], qh[32n..] and scales[8n..]: element 128n + 32k + l
 // (quarter k, l < 32) is the low (k < 2) or high nibble of ql[64n + 32 (k & 1) + l] with bits
 // 2k..2k+1 of qh[32n + l] above it, scaled by scales[8n + 2k + l / 16].
-// x = d * scale * (q - 32).
-void NU_QF(_q6_k)(uint hb, uint g, out uvec2 q, out vec2 dm)
+// x = d * scale * (q - 32). Q6_K_SOA's super-blocks (d apart, at half hd) take the same code.
+void NU_QF(_q6_k_at)(uint hb, uint hd, uint g, out uvec2 q, out vec2 dm)
 {
     uint n = g >> 4u, k = (g >> 2u) & 3u, l = 8u * (g & 3u);
     uvec2 lo = (NU_QF(_bytes8)(hb + 32u * n + 16u * (k & 1u) + l / 2u) >> (4u * (k >> 1u))) & 0x0f0f0f0fu;
@@ -245,9 +254,10 @@ void NU_QF(_q6_k)(uint hb, uint g, out uvec2 q, out vec2 dm)
     q = lo | (hi << 4u);
     uint s = 192u + 8u * n + 2u * k + l / 16u; // the scale's byte
     int sc = bitfieldExtract(int(NU_QF(_half)(hb + s / 2u)), int(8u * (s & 1u)), 8);
-    precise float d = nu_q_f16(NU_QF(_half)(hb + 104u)) * float(sc);
+    precise float d = nu_q_f16(NU_QF(_half)(hd)) * float(sc);
     dm = vec2(d, 0.0);
 }
+void NU_QF(_q6_k)(uint hb, uint g, out uvec2 q, out vec2 dm) { NU_QF(_q6_k_at)(hb, hb + 104u, g, q, dm); }
 // IQ4_XS (136 bytes): f16 d, uint16 scales_h, uint8 scales_l[4], uint8 qs[128]: sub-block j
 // (32 elements) has IQ4_NL's nibbles in qs[16j..16j+15] and the 6-bit scale
 // ls = (nibble j of scales_l) | (bits 2j..2j+1 of scales_h) << 4.  x = d * (ls - 32) * codebook[nibble].
@@ -261,7 +271,8 @@ void NU_QF(_iq4_xs)(uint hb, uint g, out uvec2 q, out vec2 dm)
     dm = vec2(d, 0.0);
 }
 
-// Group g of the block of dtype code dt (any but Q4_0_SOA, whose scales live apart) at half hb.
+// Group g of the block of dtype code dt (any but Q4_0_SOA and Q6_K_SOA, whose scales live apart)
+// at half hb.
 void NU_QF(_group)(uint dt, uint hb, uint g, out uvec2 q, out vec2 dm)
 {
     if (dt == NU_Q8_0)

@@ -77,8 +77,8 @@ static bool post_on_product(const nu_llm_pass *p, const nu_tensor *w)
 /* The block dtypes the matrix units read as they are (F16 inputs, a device with them). */
 static bool units_read(nu_dtype dtype)
 {
-    return dtype == NU_DTYPE_Q4_0_SOA || dtype == NU_DTYPE_Q4_K || dtype == NU_DTYPE_Q6_K || dtype == NU_DTYPE_Q8_0 ||
-           dtype == NU_DTYPE_Q4_0;
+    return dtype == NU_DTYPE_Q4_0_SOA || dtype == NU_DTYPE_Q6_K_SOA || dtype == NU_DTYPE_Q4_K || dtype == NU_DTYPE_Q6_K ||
+           dtype == NU_DTYPE_Q8_0 || dtype == NU_DTYPE_Q4_0;
 }
 
 /* y = x w^T (+ bias): the matrix-vector products for decode's few rows (and a batched decode step
@@ -96,7 +96,7 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
     }
     bool soa = w->dtype == NU_DTYPE_Q4_0_SOA;
     bool block = nu_dtype_block_elements(w->dtype) > 1;
-    /* The block dtypes the matrix units read as they are (Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K: F16
+    /* The block dtypes the matrix units read as they are (Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K, Q6_K_SOA: F16
      * inputs, a device with them): a batched decode step's rows, and a prefill pass of at most
      * direct_rows (NU_LLM_DIRECT_ROWS), then read the weights once instead of a dequantized copy made and read
      * each pass; longer prefill passes keep the copy, faster at their many rows (measured for

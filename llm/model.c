@@ -171,6 +171,8 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         o->post_norm_fusion = -1;
     if (getenv("NUVEC_LLM_NO_STACKING"))
         o->stack_weights = -1;
+    if (getenv("NUVEC_LLM_NO_REPACK_Q6_K"))
+        o->repack_q6_k = -1;
     if (getenv("NUVEC_LLM_GREEDY_CPU"))
         o->greedy_on_cpu = true;
     const char *host = getenv("NUVEC_LLM_EMBED_IN_HOST");
@@ -499,8 +501,8 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
     /* The embedding in host memory where shared buffers are (a discrete GPU), as llama.cpp keeps its
      * input layer: a step reads its rows over the bus. */
     bool embed_shared = o.embed_in_host > 0 || (o.embed_in_host == 0 && !nu_device_memory_choice(device)->shared_device_local);
-    nu_llm_weights_options wo = {o.weights_f16, o.repack_q4_0 >= 0, o.stack_weights >= 0, o.keep_load_cache,
-                                 embed_shared};
+    nu_llm_weights_options wo = {o.weights_f16, o.repack_q4_0 >= 0, o.repack_q6_k >= 0, o.stack_weights >= 0,
+                                 o.keep_load_cache, embed_shared};
     nu_llm_runner_options ro = {chunk < positions ? chunk : positions, o.fusion >= 0, o.prefill_f16 > 0,
                                 o.decode_by_commands, o.greedy_depth, o.greedy_unroll, o.greedy_on_cpu,
                                 o.matvec_rows, o.matmul_rows, o.direct_rows};

@@ -25,7 +25,7 @@ typedef struct planned {
     const nu_llm_file_tensor *file;
     nu_llm_role role;
     uint32_t layer;  /* UINT32_MAX for the global ones */
-    nu_dtype target; /* the file's dtype (moved as it is), F16 or Q4_0_SOA (converted) */
+    nu_dtype target; /* the file's dtype (moved as it is), F16, Q4_0_SOA or Q6_K_SOA (converted) */
     bool add_offset; /* a norm's weight with hp.norm_offset added (converted to F32) */
     bool shared;     /* copied by the CPU into a shared buffer (embed_shared) */
     uint32_t rank;
@@ -52,10 +52,8 @@ static int64_t dim_of(const nu_llm_hparams *hp, nu_llm_dim d)
 static bool is_float(nu_dtype t) { return t == NU_DTYPE_F32 || t == NU_DTYPE_F16 || t == NU_DTYPE_BF16; }
 
 /* A block dtype the products and the gather read from a file. */
-static bool is_block(nu_dtype t)
-{
-    return t < NU_DTYPE_COUNT && nu_dtype_block_elements(t) > 1 && t != NU_DTYPE_Q4_0_SOA;
-}
+static bool is_repacked(nu_dtype t) { return t == NU_DTYPE_Q4_0_SOA || t == NU_DTYPE_Q6_K_SOA; }
+static bool is_block(nu_dtype t) { return t < NU_DTYPE_COUNT && nu_dtype_block_elements(t) > 1 && !is_repacked(t); }
 
 static void tensor_name(const nu_llm_source *s, const nu_llm_tensor_spec *spec, uint32_t layer, char *out, size_t n)
 {
@@ -111,6 +109,20 @@ static uint64_t target_bytes(const planned *p)
 {
     uint64_t n = (uint64_t)p->shape[0] * (uint64_t)p->shape[1];
     return n / nu_dtype_block_elements(p->target) * nu_dtype_block_bytes(p->target);
+}
+
+/* Where a converted tensor goes in its group's buffer after `at` bytes: at a 16-byte boundary (the
+ * repacked layouts' aligned loads; the repacked sizes are multiples of 16, so back-to-back
+ * matrices of one dtype stay back to back and stack). */
+static uint64_t aligned16(uint64_t at) { return (at + 15) / 16 * 16; }
+
+/* Whether a Q6_K matrix is repacked to Q6_K_SOA (16-byte-aligned super-blocks for the products'
+ * loads): rows of a multiple of 256 and whole groups of 8 super-blocks (nuvec/tensor.h), never the
+ * token embedding (the gather reads the file's blocks). */
+static bool repacks_q6_k(const planned *p)
+{
+    return p->rank == 2 && p->file->dtype == NU_DTYPE_Q6_K && p->role != NU_LLM_W_EMBED && p->shape[1] % 256 == 0 &&
+           (uint64_t)p->shape[0] * (uint64_t)(p->shape[1] / 256) % 8 == 0;
 }
 
 /* Whether every planned matrix of layer l's span [from, to) may be repacked to Q4_0_SOA. */
@@ -181,6 +193,9 @@ static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu
         for (size_t i = pass > 0 ? first : n - (repack ? 1 : 0); repack && i < n; i++)
             if (p[i].rank == 2)
                 p[i].target = NU_DTYPE_Q4_0_SOA;
+        for (size_t i = first; o->repack_q6_k && st == NU_OK && i < n; i++)
+            if (repacks_q6_k(&p[i]))
+                p[i].target = NU_DTYPE_Q6_K_SOA;
     }
     if (st != NU_OK) {
         nu_llm__free(p);
@@ -343,7 +358,7 @@ static nu_status convert(nu_device *d, nu_llm_source *s, nu_llm_weights *w, plan
     uint64_t bytes = 0;
     for (size_t i = 0; st == NU_OK && i < k; i++) {
         t[i] = p[pick[i]].file;
-        bytes += target_bytes(&p[pick[i]]);
+        bytes = aligned16(bytes) + target_bytes(&p[pick[i]]);
     }
     if (st == NU_OK)
         st = nu_llm__source_move(s, t, k, "llm weights staging", staging, &count, where, offset);
@@ -358,6 +373,7 @@ static nu_status convert(nu_device *d, nu_llm_source *s, nu_llm_weights *w, plan
     uint64_t at = 0;
     for (size_t i = 0; st == NU_OK && i < k; i++) {
         planned *q = &p[pick[i]];
+        at = aligned16(at);
         nu_tensor src = view_of(q, staging[where[i]], offset[i], q->file->dtype), dst = view_of(q, out, at, q->target);
         bool *has;
         if (q->add_offset && !offset_buf && (st = scalar_tensor(d, c, norm_offset, &offset_buf, &offset_t)) != NU_OK)

@@ -3,7 +3,7 @@
  * - kept as the file has it: moved to the device by DMA in one pass, in the roster's order so
  *   that a layer's q, k, v and its gate, up lie back to back (stacked: one product in decode);
  * - or converted: float matrices to F16 (weights_f16), a layer's Q4_0 matrices repacked to
- *   Q4_0_SOA (coalesced decode loads). Their file bytes go to the device once, into staging that
+ *   Q4_0_SOA (coalesced decode loads), Q6_K matrices to Q6_K_SOA (aligned loads). Their file bytes go to the device once, into staging that
  *   the conversion reads and that is freed after it, a layer at a time (so staging holds about one
  *   layer's matrices); the converted tensors of a layer share one buffer in roster order, stacked.
  * - or a norm's weight with the architecture's offset added (hp.norm_offset: Gemma's Hugging Face
@@ -36,6 +36,8 @@ typedef struct nu_llm_weights_options {
     bool f16;          /* float matrices as F16 (norms stay as in the file) */
     bool repack_q4_0;  /* a layer's Q4_0 matrices (and a Q4_0 output) as Q4_0_SOA where every row is a
                         * multiple of 256 elements */
+    bool repack_q6_k;  /* Q6_K matrices but the token embedding as Q6_K_SOA where every row is a
+                        * multiple of 256 elements and the matrix whole groups of 8 super-blocks */
     bool stack;        /* q|k|v and gate|up views where they lie back to back */
     bool keep_cache;   /* leave the staging's memory in nuvec's cache */
     bool embed_shared; /* the token embedding, where it is moved as the file has it and the output is
@@ -56,11 +58,12 @@ typedef struct nu_llm_weights {
     uint32_t buffer_count, buffer_cap;
     uint64_t bytes;        /* bytes of the weights (shared_bytes of them in a shared buffer) */
     uint64_t shared_bytes; /* the embedding's with embed_shared */
-    bool repacked;         /* some matrices are Q4_0_SOA */
+    bool repacked;         /* some matrices are Q4_0_SOA (which only the matrix units' product reads:
+                            * elsewhere prefill takes an F16 copy; every product reads Q6_K_SOA) */
     bool blocks;           /* some matrices are of a block dtype (Q8_0, Q4_0, ...) */
     bool k_formats;        /* some matrices are Q4_K or Q6_K (the K formats the matrix units read) */
     bool blocks_copied;    /* some matrices are of a block dtype the matrix-unit product does not read
-                            * itself (not Q8_0, Q4_0, Q4_0_SOA, Q4_K or Q6_K): products of many rows
+                            * itself (not Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA): products of many rows
                             * take an F16 copy of them (NU_LLM_A_W16) */
 } nu_llm_weights;
 

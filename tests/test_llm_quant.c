@@ -13,7 +13,7 @@
  * differ in format, which the fused layer's gate-up product cannot read: it failed at the first
  * prefill until the runner learned to run such files on the separate ops); stories260K (rows of
  * 64: the 32-element formats, the K formats' fallbacks) quantized likewise, on both paths.
- * Refused at open, with a
+ * Q6_K matrices repacked at open (Q6_K_SOA) give the file's logits bit for bit. Refused at open, with a
  * message: a K-quant file cut short, a Q4_K tensor whose rows are 128 elements; a vocabulary whose
  * tokenizer.ggml.pre is unknown leaves the model without a tokenizer and a note that names it. */
 #include "harness.h"
@@ -365,6 +365,62 @@ static void malformed_k_files_are_refused(void **state)
     free(b);
 }
 
+/* The logits of the tokens above: prefill P1, prefill P2, then decode to N (LOGIT_ROWS rows). */
+#define LOGIT_ROWS (2 + N - P1 - P2)
+static float *logits_of(nu_device *d, const char *path, const nu_llm_model_options *o)
+{
+    nu_llm_model *m;
+    LLM_OK(nu_llm_model_open(d, path, o, &m));
+    uint32_t V = nu_llm_model_config(m)->vocab;
+    float *out = malloc((size_t)LOGIT_ROWS * V * sizeof *out);
+    assert_non_null(out);
+    int32_t tokens[N];
+    for (uint32_t i = 0; i < N; i++)
+        tokens[i] = i ? (int32_t)(3 + (i * 97) % (V - 3)) : 1;
+    LLM_OK(nu_llm_model_prefill(m, tokens, P1, out));
+    LLM_OK(nu_llm_model_prefill(m, tokens + P1, P2, out + V));
+    for (uint32_t at = P1 + P2; at < N; at++)
+        LLM_OK(nu_llm_model_decode(m, tokens[at], out + (size_t)(at - P1 - P2 + 2) * V));
+    nu_llm_model_free(m);
+    return out;
+}
+
+/* Q6_K matrices repacked at open (Q6_K_SOA: repack_q6_k's default; the small shape's matrices and
+ * output all qualify, the embedding stays) give exactly the logits the file's blocks give
+ * (repack_q6_k = -1): the products read the same values in the same order, in prefill (the tiled
+ * matrix product here) and decode, on the default path and on the float path with the separate
+ * ops. */
+static void q6_k_repacked_gives_the_files_logits(void **state)
+{
+    (void)state;
+    quantize_all();
+    const char *path = quant_files[2][0];
+    assert_string_equal(FORMATS[2].type, "q6_k");
+    for (int fp = 0; fp < 2; fp++) {
+        if (fp) {
+            setenv("NUVEC_MATVEC", "dot=0", 1);
+            setenv("NUVEC_MATVEC_SOA", "dot=0", 1);
+        }
+        nu_device *d = nt_open();
+        nu_llm_model_options o = fp ? (nu_llm_model_options){.fusion = -1, .decode_by_commands = true}
+                                    : (nu_llm_model_options){0};
+        nu_llm_model_options kept = o;
+        kept.repack_q6_k = -1;
+        float *a = logits_of(d, path, &o), *b = logits_of(d, path, &kept);
+        nu_llm_model *m;
+        LLM_OK(nu_llm_model_open(d, path, NULL, &m));
+        size_t V = nu_llm_model_config(m)->vocab;
+        nu_llm_model_free(m);
+        for (size_t i = 0; i < (size_t)LOGIT_ROWS * V; i++)
+            if (memcmp(&a[i], &b[i], sizeof *a))
+                fail_msg("%s path: logit %zu of row %zu is %.9g repacked, %.9g from the file's Q6_K", fp ? "float" : "default",
+                         i % V, i / V, a[i], b[i]);
+        free(a);
+        free(b);
+        nt_close(d);
+    }
+}
+
 static int unset_env(void **state)
 {
     (void)state;
@@ -381,6 +437,7 @@ int main(void)
         cmocka_unit_test(mixed_formats_load_as_they_are),
         cmocka_unit_test_teardown(shared_model_formats, unset_env),
         cmocka_unit_test(malformed_k_files_are_refused),
+        cmocka_unit_test_teardown(q6_k_repacked_gives_the_files_logits, unset_env),
     };
     return cmocka_run_group_tests(tests, make_files, remove_files);
 }

@@ -45,6 +45,9 @@ typedef enum nu_dtype {
     /* non-linear 4-bit codebooks: 32-element blocks, 256-element super-blocks */
     NU_DTYPE_IQ4_NL,
     NU_DTYPE_IQ4_XS,
+    NU_DTYPE_Q6_K_SOA, /* Q6_K's super-blocks regrouped so that each one's quant bytes are 16-byte
+                        * aligned (nuvec/tensor.h): made from Q6_K by nu_op_copy, read by
+                        * nu_op_matvec, nu_op_matmul and nu_op_copy */
     NU_DTYPE_COUNT
 } nu_dtype;
 
@@ -52,11 +55,11 @@ typedef enum nu_dtype {
  * the enum. */
 size_t nu_dtype_size(nu_dtype dtype);
 /* Elements per block: 32 for Q8_0, Q4_0, Q4_0_SOA, Q4_1, Q5_0, Q5_1 and IQ4_NL, 256 for Q4_K, Q5_K,
- * Q6_K and IQ4_XS (super-blocks), 1 for the others (0 outside the enum). These, the names and the
+ * Q6_K, Q6_K_SOA and IQ4_XS (super-blocks), 1 for the others (0 outside the enum). These, the names and the
  * shaders' codes come from one table (src/core/dtype.h). */
 uint32_t nu_dtype_block_elements(nu_dtype dtype);
 /* Bytes per block: 34 for Q8_0, 18 for Q4_0, Q4_0_SOA and IQ4_NL, 20 for Q4_1, 22 for Q5_0, 24 for
- * Q5_1, 144 for Q4_K, 176 for Q5_K, 210 for Q6_K, 136 for IQ4_XS, nu_dtype_size for the others. */
+ * Q5_1, 144 for Q4_K, 176 for Q5_K, 210 for Q6_K and Q6_K_SOA, 136 for IQ4_XS, nu_dtype_size for the others. */
 uint32_t nu_dtype_block_bytes(nu_dtype dtype);
 /* "F32", "BF16", "Q4_0", "Q4_0_SOA", ... (the safetensors spelling where there is one; "?" outside the enum). */
 const char *nu_dtype_name(nu_dtype dtype);

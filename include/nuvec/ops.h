@@ -39,7 +39,7 @@ NU_BEGIN_DECLS
 /* ---- copies and casts -------------------------------------------------------------------- */
 
 /* dst = src, converting the dtype: float to float; I32, U32 and U8 to themselves; every block
- * dtype (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q4_0_SOA) to float
+ * dtype (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q4_0_SOA, Q6_K_SOA) to float
  * (dequantization, exactly the F32 values ggml's dequantization gives: nuvec/tensor.h). Same shape; src may be any view. Conversions are
  * exact where the value fits and otherwise round to nearest even; F16 and BF16 subnormals are
  * kept, infinities stay infinities and a NaN stays a NaN of the same sign; a dtype copied to
@@ -49,7 +49,8 @@ NU_BEGIN_DECLS
  * as whole words (no 8-bit storage); NU_ERROR_UNSUPPORTED otherwise. Q4_0_SOA (nuvec/tensor.h):
  * made from Q4_0 (any view of dst's shape; the bytes repacked exactly, not overlapping dst), and
  * dequantized to float as Q4_0 is; a dst whose rows are not a multiple of 256 elements is
- * refused, naming K. */
+ * refused, naming K. Q6_K_SOA likewise from Q6_K (a dst that is not whole groups of 8 super-blocks
+ * is refused too). */
 nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src);
 
 /* nu_op_prefetch's options; zero is the default. */
@@ -215,7 +216,7 @@ nu_status nu_op_rope(nu_commands *c, const nu_tensor *dst, const nu_tensor *src,
 /* ---- embeddings -------------------------------------------------------------------------- */
 
 /* dst[t, :] = table[ids[t], :] (an embedding lookup): table [vocab, dim] of a float dtype (any
- * view: rows with a stride, say) or a block dtype but Q4_0_SOA (rows of whole blocks; any row
+ * view: rows with a stride, say) or a block dtype but Q4_0_SOA and Q6_K_SOA (rows of whole blocks; any row
  * stride in blocks), ids an I32 1-D tensor of n tokens (any stride), dst [n, dim] float,
  * contiguous, not overlapping table or ids. An id outside [0, vocab) gives a row of zeros. Values
  * are exact: the table's value (block dtypes: nu_op_copy's dequantized F32) rounded to dst's
@@ -238,13 +239,13 @@ nu_status nu_op_gather_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
 /* ---- matrix-vector products -------------------------------------------------------------- */
 
 /* dst = x * weight^T: weight [n, k] as stored by weight files (row-major [out, in]) of a float
- * or block dtype (any of them, Q4_0_SOA included), x [m, k] float with 1 <= m <= 8 (decode: one
+ * or block dtype (any of them, Q4_0_SOA and Q6_K_SOA included), x [m, k] float with 1 <= m <= 8 (decode: one
  * to a few tokens), dst [m, n] float; all three of rank 2. Accumulates in F32 (block weights:
  * D * sum(x * q) a group of 8, plus M * sum(x) for the formats with a minimum). weight and x may
  * be any views (a slice of a fused weight's rows or columns, transposed); weight rows that are
  * contiguous and start 16-byte aligned (and block weights) take the fast path. m = 0 or n = 0
  * records nothing; k = 0 with a non-empty dst is refused.
- * Block weights (but Q4_0_SOA) on a device with integer dot products
+ * Block weights (but the repacked ones) on a device with integer dot products
  * (NU_FEATURE_INTEGER_DOT_PRODUCT), subgroup arithmetic and shuffles, where x's rows fit in shared
  * memory (52 bytes per 32 elements and row), take the dot path (kernels/matvec/matvec_dot.comp):
  * x is rounded to 8 bits per 32-element block, as llama.cpp's quantized products do (step
@@ -255,7 +256,9 @@ nu_status nu_op_gather_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
  * their own kernel (kernels/matvec/matvec_soa.glsl), with x rounded as on the dot path where the
  * device has integer dot products and x's rows fit in shared memory (40 bytes per 32 elements
  * and row), in F32 on the exact values elsewhere; it needs subgroup arithmetic (else
- * NU_ERROR_UNSUPPORTED). The kernels' tuning is nu_matvec_desc's tune (below); the environment
+ * NU_ERROR_UNSUPPORTED); so do Q6_K_SOA weights (Q6_K repacked by nu_op_copy, whole groups of
+ * 8 super-blocks), and Q4_K, Q5_K and Q6_K where the device has subgroup arithmetic (unless
+ * tune.generic_k_formats). The kernels' tuning is nu_matvec_desc's tune (below); the environment
  * variables NUVEC_MATVEC and NUVEC_MATVEC_SOA override it for sweeps (docs/knobs.md). */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
@@ -353,15 +356,16 @@ bool nu_op_matvec_fuses_post_norm(nu_device *d, const nu_tensor *weight, const n
 /* dst[.., m, n] = sum_k a[.., m, k] * b[.., n, k] (+ bias[n]): b is weight-shaped [n, k] (row-major
  * [out, in], as weight files store it), so a linear layer is nu_op_matmul(c, y, x, weight, bias).
  * a is [m, k] or [batch, m, k] float; b [n, k] or [batch, n, k], float or a block dtype (Q4_0_SOA
- * only where the tensor-core kernel below takes the product, else NU_ERROR_INVALID_ARGUMENT); dst [m, n] or [batch, m, n] float, contiguous, not overlapping the inputs; bias NULL or
+ * only where the tensor-core kernel below takes the product, else NU_ERROR_INVALID_ARGUMENT;
+ * Q6_K_SOA on both kernels); dst [m, n] or [batch, m, n] float, contiguous, not overlapping the inputs; bias NULL or
  * [n] float (any stride). A batch of 1 (or rank 2) broadcasts that operand to every batch of dst;
  * dst's batch is the larger of a's and b's. Every dtype combination is accepted (F32 a with block b
  * too). Accumulates in F32 (block weights dequantized exactly, nu_op_copy's values); dst is rounded
  * once. Transposes are views (nu_tensor_transpose): a and b may have any strides; rows of k
  * contiguous and 16-byte aligned take the vector loads. Devices with cooperative matrices try the
- * tensor-core kernel first (kernels/matmul/matmul_coopmat.comp: F16 a against F16, Q8_0, Q4_0 or
- * Q4_0_SOA b, which it decodes into F16 tiles itself; the other block dtypes are routed to the tiled
- * kernel: the matrix-unit kernel has no test device yet); everything else takes the tiled
+ * tensor-core kernel first (kernels/matmul/matmul_coopmat.comp: F16 a against F16, Q8_0, Q4_0,
+ * Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA b, which it decodes into F16 tiles itself; the other block
+ * dtypes are routed to the tiled kernel); everything else takes the tiled
  * shared-memory kernel (kernels/matmul/matmul.comp: blocks dequantized into shared memory by
  * kernels/quant.glsl) with a tile chosen by shape (src/ops/matmul.c documents the table). m, n or
  * batch 0 records nothing; k = 0 with a non-empty dst is refused. */

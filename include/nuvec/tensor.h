@@ -48,6 +48,15 @@
  *     lanes reading consecutive runs load 16 bytes each, coalesced. Made from Q4_0 by
  *     nu_op_copy; read by nu_op_matvec(_fused) and nu_op_copy (to floats). Its views have rank 2,
  *     stride 1 and whole rows (strides[0] == shape[1]): slices of rows, never of columns.
+ *   Q6_K_SOA, 210 bytes a super-block as well: Q6_K's super-blocks in groups of 8, in the order of
+ *     the tensor's elements (row-major; a group may span rows), each group 1,680 bytes: first its 8
+ *     super-blocks' first 208 bytes (ql[128], qh[64], scales[16], as in Q6_K), then their 8 f16 d.
+ *     Super-block i of the tensor is at byte 1680 (i / 8) + 208 (i % 8), its d at 1680 (i / 8) +
+ *     1664 + 2 (i % 8), so every super-block's bytes start 16-byte aligned when the tensor's offset
+ *     is. Same values as Q6_K. Made from Q6_K by nu_op_copy; read by nu_op_matvec(_fused),
+ *     nu_op_matmul and nu_op_copy (to floats). Its views have rank 2, stride
+ *     1, whole rows of a multiple of 256 elements, and whole groups (rows x K / 256 a multiple of 8):
+ *     slices of rows that start and end on a group.
  * The values are exactly what ggml's dequantization computes in F32 (products in the order
  * shown, each rounded). A tensor of a block dtype has its last dimension contiguous (stride 1)
  * and a whole number of blocks (a multiple of 32, or of 256 for Q4_K, Q5_K, Q6_K and IQ4_XS),
@@ -87,8 +96,9 @@ nu_tensor nu_tensor_make(nu_buffer *buffer, uint64_t offset, nu_dtype dtype, uin
 /* NU_OK when the view is well formed and inside its buffer: a live buffer, a known dtype, rank
  * 1..4, shapes >= 0 (0: an empty tensor), strides >= 0, the block-dtype rules above,
  * every element's bytes within the buffer. Otherwise NU_ERROR_INVALID_ARGUMENT (or
- * NU_ERROR_OUT_OF_RANGE past the buffer's end) with a message naming `what`. Q4_0_SOA: also
- * rank 2, whole rows, rows of a multiple of 256 elements (above). */
+ * NU_ERROR_OUT_OF_RANGE past the buffer's end) with a message naming `what`. Q4_0_SOA and
+ * Q6_K_SOA: also rank 2, whole rows, rows of a multiple of 256 elements; Q6_K_SOA whole groups of
+ * 8 super-blocks (above). */
 nu_status nu_tensor_check(const nu_tensor *t, const char *what);
 
 /* Elements (the shape's product). */

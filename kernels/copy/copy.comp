@@ -2,7 +2,8 @@
 // copy: dst = src, converting the dtype (nu_op_copy, nuvec/ops.h): float to float (F32, F16, BF16
 // in any combination), a dtype to itself (bits moved unchanged: I32, U32, U8, and floats), every
 // block dtype to float (dequantization by kernels/quant.glsl, exact in F32), Q4_0 to Q4_0_SOA
-// (REPACK: a thread a block; nuvec/tensor.h gives the layout). src is any view (its strides, 0 for
+// (REPACK: a thread a block) and Q6_K to Q6_K_SOA (REPACK: a thread a 16-bit half of a
+// super-block; nuvec/tensor.h gives the layouts). src is any view (its strides, 0 for
 // a broadcast dimension); dst is contiguous.
 //
 // Conversions are done on the bits, in integer arithmetic (round to nearest even, subnormals kept,
@@ -11,7 +12,7 @@
 // Specialisation constants:
 //   0 DT_DST, 1 DT_SRC: dtype codes (ops.glsl's: NU_F32, NU_F16, NU_BF16, NU_I32 for any 32-bit
 //     integer, NU_U8, the block dtypes' codes). DT_SRC == DT_DST moves bits; DT_DST NU_Q4_0_SOA
-//     repacks.
+//     or NU_Q6_K_SOA repacks.
 //   2 FAST: 1 when dst and src are contiguous and their first elements 16-byte aligned in their
 //     bindings: 16-byte loads and stores (8 elements a step for casts, one vector for moves), the
 //     tail an element a thread. For block src, 1 when dst's first element is 16-byte aligned
@@ -51,7 +52,7 @@ layout(push_constant) uniform Push {
 
 const bool RAW = DT_SRC == DT_DST;
 const bool BLOCK = NU_IS_BLOCK(DT_SRC);
-const bool REPACK = DT_DST == NU_Q4_0_SOA;
+const bool REPACK = DT_DST == NU_Q4_0_SOA || DT_DST == NU_Q6_K_SOA;
 const uint BE = NU_BLOCK_ELEMENTS(DT_SRC);
 const bool HALF = DT_SRC == NU_F16 || DT_SRC == NU_BF16;
 
@@ -153,7 +154,8 @@ void cp_soa_block(uint row, uint b, uint bpr, out uint hb, out uint hq)
 }
 
 // Block dtypes: the block holding dst element i's source (its first half hb; for Q4_0_SOA its
-// scale hb and its run of quants hq: cp_soa_block), and the element's position j in it.
+// scale hb and its run of quants hq: cp_soa_block; for Q6_K_SOA its bytes hb and its d hq), and
+// the element's position j in it.
 void cp_block(uint i, out uint j, out uint hb, out uint hq)
 {
     uvec4 x = cp_index(i);
@@ -163,6 +165,12 @@ void cp_block(uint i, out uint j, out uint hb, out uint hq)
         return;
     }
     uint block = x.x * pc.stride.x + x.y * pc.stride.y + x.z * pc.stride.z + x.w / BE;
+    if (DT_SRC == NU_Q6_K_SOA) {
+        uvec2 at = nu_q6s_halves(pc.first_src, block);
+        hb = at.x;
+        hq = at.y;
+        return;
+    }
     hb = pc.first_src + block * nu_block_halves(DT_SRC);
     hq = 0u;
 }
@@ -227,6 +235,8 @@ void cp_dequant8(uint u, out uint v[8])
     vec2 dm;
     if (DT_SRC == NU_Q4_0_SOA)
         src_q4_0_soa(hb, hq, j / 8u, q, dm);
+    else if (DT_SRC == NU_Q6_K_SOA)
+        src_q6_k_at(hb, hq, j / 8u, q, dm);
     else
         src_group(DT_SRC, hb, j / 8u, q, dm);
     for (uint k = 0u; k < 8u; k++)
@@ -279,6 +289,15 @@ void cp_store8(uint vd, uint u, uint v[8])
 void main()
 {
     uint index = gl_GlobalInvocationID.x, threads = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (REPACK && DT_DST == NU_Q6_K_SOA) { // half h of Q6_K super-block i (row i / bpr) to its group
+        uint bpr = pc.shape.w / 256u, halves = pc.count / 256u * 105u;
+        for (uint t = index; t < halves; t += threads) {
+            uint i = t / 105u, h = t % 105u, row = i / bpr;
+            uvec2 at = nu_q6s_halves(pc.first_dst, i);
+            dst_h[h < 104u ? at.x + h : at.y] = src_h[pc.first_src + (row * pc.stride.z + i % bpr) * 105u + h];
+        }
+        return;
+    }
     if (REPACK) { // Q4_0 block i (row i / bpr) to its row's scale and run
         uint bpr = pc.shape.w / 32u, blocks = pc.count / 32u;
         for (uint i = index; i < blocks; i += threads) {

@@ -19,7 +19,8 @@
 // load; when the rows of a tensor are contiguous and 16-byte aligned (FLAGS bits 0 and 1) its
 // slices load 8 elements a thread from one 16-byte vector instead.
 //   Block dtypes (nuvec/tensor.h): each element is its exact F32 value, decoded by quant.glsl from
-//   its group of 8 (the values nu_op_copy's dequantization gives).
+//   its group of 8 (the values nu_op_copy's dequantization gives); Q6_K_SOA's super-blocks found
+//   by their index in the tensor (rank 2, whole rows: row x K / 256 + kk / 256).
 //
 // Specialisation constants (src/ops/matmul.c's variant table picks them by shape; nu_matmul_desc's
 // tune, and NUVEC_MATMUL over it, override them: docs/knobs.md):
@@ -83,6 +84,14 @@ float a_load(uint base, uint row, uint kk) { return NU_LOAD(a, ADT, base + row *
 void w_load8_block(uint base, uint row, uint kk, out float v[8])
 {
     uint be = nu_block_elements(BDT);
+    if (BDT == NU_Q6_K_SOA) {
+        uvec2 at = nu_q6s_halves(base, row * (pc.w_row / 105u) + kk / 256u), q;
+        vec2 dm;
+        w_q6_k_at(at.x, at.y, (kk % 256u) / 8u, q, dm);
+        for (uint i = 0u; i < 8u; i++)
+            v[i] = nu_q_value(BDT, q, dm, i);
+        return;
+    }
     w_dequant8(BDT, base + row * pc.w_row + (kk / be) * nu_block_halves(BDT), (kk % be) / 8u, v);
 }
 

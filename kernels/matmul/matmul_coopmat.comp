@@ -5,13 +5,13 @@
 // and the operands suit it (below); the tiled kernel (matmul.comp) everywhere else.
 //
 //   dst[b, i, j] = sum_k a[b, i, k] * w[b, j, k] (+ bias[j])
-//   a F16; w F16, Q8_0, Q4_0, Q4_0_SOA, Q4_K or Q6_K
+//   a F16; w F16, Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA
 //
 // F32 accumulation; dst F32, F16 or BF16 (rounded once). Block weights are dequantized to F16
 // while they are copied into shared memory (each weight's F32 value as ggml computes it, then
 // rounded to F16: the F16 rounding of each weight, at most 2^-11 relative, is the only
 // difference from the exact product besides F32 summation). Q4_0 / Q8_0 / Q4_0_SOA do it in F16
-// arithmetic (exactly that rounding: below); Q4_K and Q6_K in F32 (their scales are products of
+// arithmetic (exactly that rounding: below); Q4_K, Q6_K and Q6_K_SOA in F32 (their scales are products of
 // two scales: D * q - M and (d * scale) * (q - 32), each rounded as ggml rounds it).
 // Q4_0 and Q4_0_SOA tiles hold k in a permuted order within each group of four, a's as w's (PERM,
 // below: two tile elements a shift and a LOP3).
@@ -33,7 +33,8 @@
 // Specialisation constants:
 //   0 WDT   weight dtype (ops.glsl code): NU_F16, NU_Q8_0, NU_Q4_0, NU_Q4_0_SOA (Q4_0's blocks
 //           with each row's scales first, then its quants: nuvec/tensor.h; whole rows, k the row),
-//           NU_Q4_K or NU_Q6_K (GGUF's super-blocks: kernels/quant.glsl describes them)
+//           NU_Q4_K or NU_Q6_K (GGUF's super-blocks: kernels/quant.glsl describes them), NU_Q6_K_SOA
+//           (Q6_K's super-blocks by groups of 8 with their d apart: nuvec/tensor.h; whole rows)
 //   1 DDT   dst dtype (ops.glsl code)
 //   2 BIAS  1: add bias[j] (binding 3, dtype BDT)
 //   3 BDT   bias dtype (ops.glsl code)
@@ -82,7 +83,8 @@ const uint LOCAL = gl_WorkGroupSize.x;
 #define Q4_0_SOA NU_Q4_0_SOA
 #define Q4_K NU_Q4_K
 #define Q6_K NU_Q6_K
-const bool KFMT = WDT == Q4_K || WDT == Q6_K; // 256-element super-blocks, dequantized in F32
+#define Q6_K_SOA NU_Q6_K_SOA
+const bool KFMT = WDT == Q4_K || WDT == Q6_K || WDT == Q6_K_SOA; // 256-element super-blocks, dequantized in F32
 // The subgroup's fragments by name (main() says why): M(i) for each row fragment i < 8 (or column
 // fragment), M(i, j) for each accumulator; each M guards itself with i < FM, j < FN (FM and FN at
 // most 8, FM * FN at most 16: the host checks). Fragment (i, j) covers rows 16 i .. of the
@@ -175,7 +177,8 @@ struct Raw { uvec4 w; uint w4; uint d; uint shift; uvec4 x; uint x4; uint e; uin
 
 uvec4 words4(uint i) { return uvec4(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u)); }
 
-Raw load_kblock(uint hr, uint blk, uint part)
+// Unit `part` of block blk (32 elements) of row `row`, whose first half is hr.
+Raw load_kblock(uint hr, uint row, uint blk, uint part)
 {
     Raw r;
     uint sb = blk / 8u, j = blk % 8u, h0, hx;
@@ -185,12 +188,14 @@ Raw load_kblock(uint hr, uint blk, uint part)
         h0 = hx + 8u + 16u * (j / 2u) + 8u * part; // qs[32 (j / 2) + 16 part ..]: nibble j % 2
         r.d = 0u;
         r.e = 0u;
-    } else { // Q6_K, 105 halves: ql[128], qh[64], scales[16], d
-        uint hb = hr + sb * 105u, n = j / 4u, q = j % 4u;
+    } else { // Q6_K, 105 halves: ql[128], qh[64], scales[16], d; Q6_K_SOA the same 104, d apart
+        uvec2 at = WDT == Q6_K_SOA ? nu_q6s_halves(pc.first_w, row * (pc.k / 256u) + sb)
+                                   : uvec2(hr + sb * 105u, hr + sb * 105u + 104u);
+        uint hb = at.x, n = j / 4u, q = j % 4u;
         h0 = hb + 32u * n + 16u * (q & 1u) + 8u * part; // ql[64 n + 32 (q & 1) + 16 part ..]
         hx = hb + 64u + 16u * n + 8u * part;            // qh[32 n + 16 part ..]
         r.e = uint(w_h[hb + 96u + 4u * n + q]);         // scales[8 n + 2 q + part]: byte `part`
-        r.d = uint(w_h[hb + 104u]);
+        r.d = uint(w_h[at.y]);
     }
     r.shift = (h0 & 1u) * 16u;
     r.w = words4(h0 >> 1u);
@@ -208,7 +213,7 @@ Raw load_block(uint row, uint blk, uint part)
 {
     uint hr = pc.first_w + row * pc.w_row, hb, h0; // the row's first half; the block's scale and quants
     if (KFMT)
-        return load_kblock(hr, blk, part);
+        return load_kblock(hr, row, blk, part);
     if (WDT == Q4_0_SOA) {
         uvec2 at = soa_block(hr, blk);
         hb = at.x;

@@ -1,6 +1,7 @@
 // matvec_soa.glsl: nu_op_matvec and nu_op_matvec_fused (nuvec/ops.h) against Q4_0_SOA weights
 // (nuvec/tensor.h: each row's K / 32 f16 scales, then its K / 32 runs of 16 quant bytes) and
-// against Q4_K, Q5_K and Q6_K weights as GGUF stores them (WFMT 1 to 3: below), built as
+// against Q4_K, Q5_K and Q6_K weights as GGUF stores them (WFMT 1 to 3: below) and Q6_K_SOA
+// (WFMT 4), built as
 // matvec_soa.comp (integer dot products against x rounded to 8 bits, SOA_DOT 1) and
 // matvec_soa_float.comp (F32 arithmetic on the exact values, for devices without them);
 // src/ops/matvec_soa.c chooses and records them.
@@ -46,6 +47,11 @@
 // F32 x): 15.0 us at 4096 x 11008 (2.47 TB/s of weights; 2 runs in flight, the default, was best,
 // and so were these loads, against two aligned uvec4 a run shifted into place, 15.8 us, or 8
 // halves, 19.8) against 38.7 on matvec_dot.comp; Q4_K's runs there: 14.1 us (1.79 TB/s).
+// Q6_K_SOA (WFMT 4): the same super-blocks regrouped by 8 (nuvec/tensor.h: 8 x 208 bytes of ql,
+// qh and scales, then the 8 d), so a super-block's runs and qh chunks start 16-byte aligned: one
+// uvec4 load each (WVEC), where Q6_K takes five words (H100, 2026-12-06: what the aligned loads
+// gain was 8-11% at 7B shapes). Lane l reads run l again; a row's super-blocks are found from its
+// first one's index in the tensor (rows are whole: row x K / 256).
 //
 // Work:
 // - Phase 1 (the dot path; the float path only where there is a norm): the workgroup reads x's M
@@ -86,7 +92,7 @@
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
 //  11 BDT           bias's dtype
 //  12 WFMT          the weights' format: 0 Q4_0_SOA, 1 Q4_K, 2 Q5_K, 3 Q6_K (GGUF's blocks, K a
-//                   multiple of 256)
+//                   multiple of 256), 4 Q6_K_SOA
 //  13 PDT           POST: the post-norm weight's dtype
 //  14 PROBE         diagnostics (NUVEC_MATVEC_SOA probe=, wrong results): bit 0 skips phase 1 (x
 //                   not read), bit 1 reads every row group's weights from row 0 (caches, not memory),
@@ -142,7 +148,8 @@ const bool POST = (FLAGS & 512u) != 0u;
 const bool PAIRS = (FLAGS & 256u) != 0u;
 const uint RUNS = 1u + ((FLAGS >> 8u) & 1u); // runs a unit
 const bool K5 = WFMT == 2u;             // Q5_K
-const bool K6 = WFMT == 3u;             // Q6_K
+const bool K6S = WFMT == 4u;            // Q6_K_SOA
+const bool K6 = WFMT == 3u || K6S;      // Q6_K's values (either layout)
 const bool QK = WFMT == 1u || K5 || K6; // a K format: Q4_K, Q5_K or Q6_K (x stored by run, xk)
 const bool QE = K5 || K6;               // runs with high bits apart (re: Q5_K's qh half, Q6_K's qh chunk)
 const uint SB_HALVES = K6 ? 105u : K5 ? 88u : 72u; // a super-block
@@ -331,21 +338,31 @@ void read_x()
         uint t_ = NAME##_w[i_ + 4u];                                                                \
         q = ((h) & 1u) != 0u ? (a_ >> 16u) | (uvec4(a_.yzw, t_) << 16u) : a_;                     \
     }
-// Run b (16 bytes) of the row whose first half is `base` (of a binding NAME), and its scales:
+// Run b (16 bytes) of a row (of a binding NAME whose view starts at half `first`; `row` the row's
+// first half from there, or Q6_K_SOA's first super-block index: ROW_GROUP), and its scales:
 // Q4_0_SOA's f16 in d.x, a K format's super-block header in d (and Q5_K's qh half in e).
 // Q6_K: its ql run in q, its qh chunk in e, and d's half, then the halves holding its low and
 // high nibbles' scales, in d.xyz.
-#define LOAD_RUN(NAME, base, blocks, b, q, d, e)                                                    \
+#define LOAD_RUN(NAME, first, row, blocks, b, q, d, e)                                              \
     {                                                                                               \
-        if (K6) {                                                                                   \
-            uint s_ = (base) + ((b) >> 3u) * SB_HALVES, r_ = (b) & 7u;                              \
+        uint base_ = (first) + (row);                                                               \
+        if (K6S) {                                                                                  \
+            uvec2 at_ = nu_q6s_halves(first, (row) + ((b) >> 3u));                                  \
+            uint r_ = (b) & 7u;                                                                     \
+            uint hq_ = at_.x + 8u * r_, he_ = at_.x + 64u + 16u * (r_ >> 2u) + 8u * (r_ & 1u);      \
+            LOAD16(NAME, hq_, q)                                                                    \
+            LOAD16(NAME, he_, e)                                                                    \
+            uint sc_ = at_.x + 96u + 4u * (r_ >> 2u) + ((r_ >> 1u) & 1u);                           \
+            d = uvec4(uint(NAME##_h[at_.y]), uint(NAME##_h[sc_]), uint(NAME##_h[sc_ + 2u]), 0u);     \
+        } else if (K6) {                                                                            \
+            uint s_ = base_ + ((b) >> 3u) * SB_HALVES, r_ = (b) & 7u;                               \
             uint hq_ = s_ + 8u * r_, he_ = s_ + 64u + 16u * (r_ >> 2u) + 8u * (r_ & 1u);            \
             LOAD16U(NAME, hq_, q)                                                                   \
             LOAD16U(NAME, he_, e)                                                                   \
             uint sc_ = s_ + 96u + 4u * (r_ >> 2u) + ((r_ >> 1u) & 1u);                              \
             d = uvec4(uint(NAME##_h[s_ + 104u]), uint(NAME##_h[sc_]), uint(NAME##_h[sc_ + 2u]), 0u); \
         } else if (QK) {                                                                            \
-            uint s_ = (base) + ((b) >> 3u) * SB_HALVES;                                             \
+            uint s_ = base_ + ((b) >> 3u) * SB_HALVES;                                              \
             uint h_ = s_ + QS_HALF + ((b) & 7u) * 8u;                                               \
             LOAD16(NAME, h_, q)                                                                     \
             LOAD16(NAME, s_, d)                                                                     \
@@ -354,17 +371,17 @@ void read_x()
                 LOAD16(NAME, e_, e)                                                                 \
             }                                                                                       \
         } else {                                                                                    \
-            uint h_ = (base) + (blocks) + (b) * 8u;                                                 \
+            uint h_ = base_ + (blocks) + (b) * 8u;                                                  \
             LOAD16(NAME, h_, q)                                                                     \
-            d = uvec4(uint(NAME##_h[(base) + (b)]), 0u, 0u, 0u);                                    \
+            d = uvec4(uint(NAME##_h[base_ + (b)]), 0u, 0u, 0u);                                     \
         }                                                                                           \
     }
 
-// PAIRS: unit u (runs 2u, 2u + 1: 32 consecutive bytes) of the row whose first half is `base`,
-// q0 and q1, its super-block header in d once, and Q5_K's two qh halves in e0, e1.
-#define LOAD_PAIR(NAME, base, u, q0, q1, d, e0, e1)                                                 \
+// PAIRS: unit u (runs 2u, 2u + 1: 32 consecutive bytes) of the row whose first half is
+// first + row, q0 and q1, its super-block header in d once, and Q5_K's two qh halves in e0, e1.
+#define LOAD_PAIR(NAME, first, row, u, q0, q1, d, e0, e1)                                           \
     {                                                                                               \
-        uint s_ = (base) + ((u) >> 2u) * SB_HALVES;                                                 \
+        uint s_ = (first) + (row) + ((u) >> 2u) * SB_HALVES;                                        \
         uint h_ = s_ + QS_HALF + ((u) & 3u) * 16u;                                                  \
         LOAD16(NAME, h_, q0)                                                                        \
         LOAD16(NAME, h_ + 8u, q1)                                                                   \
@@ -503,26 +520,26 @@ float run_dot_f(uvec4 q, uvec4 d, uvec4 e, uint b, float v[32])
                     uint o = (t * ROWS + r) * NW + wi, bs = wi == 0u ? pc.first_w : pc.first_up;   \
                     if (PAIRS) {                                                                    \
                         if (wi == 0u)                                                               \
-                            LOAD_PAIR(w, bs + base[r], u, rq[2u * o], rq[2u * o + 1u], rd[o],       \
+                            LOAD_PAIR(w, bs, base[r], u, rq[2u * o], rq[2u * o + 1u], rd[o],        \
                                       re[K5 ? 2u * o : 0u], re[K5 ? 2u * o + 1u : 0u])              \
                         else                                                                        \
-                            LOAD_PAIR(up, bs + base[r], u, rq[2u * o], rq[2u * o + 1u], rd[o],      \
+                            LOAD_PAIR(up, bs, base[r], u, rq[2u * o], rq[2u * o + 1u], rd[o],       \
                                       re[K5 ? 2u * o : 0u], re[K5 ? 2u * o + 1u : 0u])              \
                     } else if (wi == 0u) {                                                          \
-                        LOAD_RUN(w, bs + base[r], blocks, u, rq[o], rd[o], re[QE ? o : 0u])         \
+                        LOAD_RUN(w, bs, base[r], blocks, u, rq[o], rd[o], re[QE ? o : 0u])          \
                     } else {                                                                        \
-                        LOAD_RUN(up, bs + base[r], blocks, u, rq[o], rd[o], re[QE ? o : 0u])        \
+                        LOAD_RUN(up, bs, base[r], blocks, u, rq[o], rd[o], re[QE ? o : 0u])         \
                     }                                                                               \
                 }                                                                                   \
     }
 
-// A batch's row group: its first row n0 and the rows' first halves (rows past N repeat the last,
-// not stored).
+// A batch's row group: its first row n0 and the rows' first halves from the view's first (Q6_K_SOA:
+// their first super-blocks' indices; rows past N repeat the last, not stored).
 #define ROW_GROUP(bt)                                                                               \
     gr = (bt) * slots + slot;                                                                       \
     n0 = min(gr, groups - 1u) * ROWS;                                                               \
     for (uint r = 0u; r < ROWS; r++)                                                                \
-        base[r] = (PROBE & 2u) != 0u ? 0u : min(n0 + r, pc.n - 1u) * pc.w_row;
+        base[r] = (PROBE & 2u) != 0u ? 0u : min(n0 + r, pc.n - 1u) * (K6S ? pc.k / 256u : pc.w_row);
 
 // POST: every workgroup arrives; the last adds each row's post-norm of dst into the stream (see
 // the header). Called by every invocation (uniform control flow: it has barriers).

@@ -128,6 +128,11 @@ typedef struct nu_llm_model_options {
                               * length is a multiple of 256; -1 never. The repacked matrices take
                               * the place of the file's: its bytes go through staging a layer at a
                               * time, freed after */
+    int repack_q6_k;         /* Q6_K matrices (all but the token embedding) repacked once at open
+                              * into NU_DTYPE_Q6_K_SOA, whose super-blocks the products read with
+                              * 16-byte-aligned loads (nuvec/dtype.h), as repack_q4_0 does. 0
+                              * (default) and 1: where every row's length is a multiple of 256 and
+                              * the matrix holds whole groups of 8 super-blocks; -1 never */
     int fusion;              /* 0 (default) and 1: decode passes run the fused layer (norms, residual
                               * adds and SwiGLU inside the matrix-vector products: 5 dependency
                               * levels a layer of one-sequence decode with fresh_attention); -1: the

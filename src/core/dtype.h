@@ -18,8 +18,8 @@
  * enum's suffix (NU_DTYPE_<ID>; GLSL's NU_<ID>), NAME its spelling (safetensors' where it has
  * one), elements and bytes a block (1 and the element size for the plain dtypes), and the code
  * shaders take for it as a specialisation constant (U32 shares I32's: shaders move a 32-bit
- * integer's bits alike; codes stay below 16, so that four fit a 16-bit constant: norm.c packs
- * them so). */
+ * integer's bits alike). The float dtypes' codes stay below 16: norm.c packs the codes of its
+ * operands, all float, four bits each. */
 #define NU__DTYPE_TABLE(X)                                                                      \
     X(BOOL, "BOOL", 1, 1, NU__NO_CODE)                                                          \
     X(U8, "U8", 1, 1, 4)                                                                        \
@@ -46,7 +46,8 @@
     X(Q5_K, "Q5_K", 256, 176, 12)                                                               \
     X(Q6_K, "Q6_K", 256, 210, 13)                                                               \
     X(IQ4_NL, "IQ4_NL", 32, 18, 14)                                                             \
-    X(IQ4_XS, "IQ4_XS", 256, 136, 15)
+    X(IQ4_XS, "IQ4_XS", 256, 136, 15)                                                           \
+    X(Q6_K_SOA, "Q6_K_SOA", 256, 210, 16)
 
 /* The shaders' code of `dtype` (the table's CODE; NU__NO_CODE for dtypes no shader reads and
  * values outside the enum). */

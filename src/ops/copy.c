@@ -1,5 +1,5 @@
-/* copy.c: copies and casts between dtypes, dequantization, Q4_0's repacking to Q4_0_SOA (nu_op_copy;
- * kernels/copy/copy.comp). */
+/* copy.c: copies and casts between dtypes, dequantization, the repacking of Q4_0 to Q4_0_SOA and of
+ * Q6_K to Q6_K_SOA (nu_op_copy; kernels/copy/copy.comp). */
 #include <string.h>
 
 #include "core/error.h"
@@ -12,24 +12,27 @@
 #define COPY_UNROLL 2u
 
 #define COPY_INTEGER (NU__OP_DTYPE(NU_DTYPE_I32) | NU__OP_DTYPE(NU_DTYPE_U32) | NU__OP_DTYPE(NU_DTYPE_U8))
-#define COPY_SOA NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA)
 
-/* Q4_0 -> Q4_0_SOA (the repack made once at load: nuvec/tensor.h): a thread a block, its scale to
- * the row's scales and its 16 quant bytes to the row's runs (copy.comp's REPACK). dst's checks
- * (rank 2, rows of a multiple of 256 elements, whole rows) were made by nu__op_check; src is any
- * view of Q4_0 of dst's shape. */
+/* The repacks made once at load (nuvec/tensor.h; copy.comp's REPACK): Q4_0 -> Q4_0_SOA, a thread a
+ * block, its scale to the row's scales and its 16 quant bytes to the row's runs; Q6_K -> Q6_K_SOA,
+ * a thread a 16-bit half of a super-block, to its group's bytes or d. dst's checks (rank 2, rows
+ * of a multiple of 256 elements, whole rows, Q6_K_SOA's whole groups) were made by nu__op_check;
+ * src is any view of the source dtype of dst's shape. */
 static nu_status repack_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, const nu_tensor *src)
 {
     const char *fn = "nu_op_copy";
-    if (src->dtype != NU_DTYPE_Q4_0)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: Q4_0_SOA is made from Q4_0 only (src is %s)", fn,
-                        nu_dtype_name(src->dtype));
+    nu_dtype from = dst->dtype == NU_DTYPE_Q6_K_SOA ? NU_DTYPE_Q6_K : NU_DTYPE_Q4_0;
+    if (src->dtype != from)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: %s is made from %s only (src is %s)", fn,
+                        nu_dtype_name(dst->dtype), nu_dtype_name(from), nu_dtype_name(src->dtype));
     nu_status st;
     if ((st = nu__op_no_alias(fn, dst, "src", src, false)) != NU_OK)
         return st;
-    uint64_t blocks = nu_tensor_numel(dst) / nu_dtype_block_elements(NU_DTYPE_Q4_0);
+    uint64_t blocks = nu_tensor_numel(dst) / nu_dtype_block_elements(from);
     if (!blocks)
         return NU_OK;
+    /* (fewer than 2^32 / 256 super-blocks, so their halves fit 32 bits) */
+    uint64_t threads = from == NU_DTYPE_Q6_K ? blocks * (nu_dtype_block_bytes(from) / 2) : blocks;
     nu_binding bind[2];
     uint32_t first[2];
     if ((st = nu__op_bind(fn, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
@@ -43,13 +46,13 @@ static nu_status repack_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, 
     nu__op_dims4(dst, push.shape, unused);
     nu__op_dims4(src, unused, push.stride);
     for (int i = 0; i < 3; i++) /* in blocks, as for dequantization */
-        push.stride[i] /= nu_dtype_block_elements(NU_DTYPE_Q4_0);
-    uint32_t constants[5] = {nu__op_dtype_code(NU_DTYPE_Q4_0_SOA), nu__op_dtype_code(NU_DTYPE_Q4_0), 0, COPY_LOCAL, COPY_UNROLL};
+        push.stride[i] /= nu_dtype_block_elements(from);
+    uint32_t constants[5] = {nu__op_dtype_code(dst->dtype), nu__op_dtype_code(from), 0, COPY_LOCAL, COPY_UNROLL};
     nu_kernel *k;
     if ((st = nu__op_kernel(d, NU__K_copy, sizeof push, constants, 5, &k)) != NU_OK)
         return st;
     uint32_t groups[3];
-    nu__op_groups(blocks, COPY_LOCAL, groups);
+    nu__op_groups(threads, COPY_LOCAL, groups);
     return nu_commands_dispatch(c, k, groups, bind, 2, &push, sizeof push);
 }
 
@@ -72,19 +75,19 @@ nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
     if (!c)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
     nu_status st;
-    if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT | COPY_INTEGER | COPY_SOA)) != NU_OK ||
-        (st = nu__op_check(fn, "src", src, NU__OP_FLOAT | COPY_INTEGER | NU__OP_BLOCK | COPY_SOA)) != NU_OK ||
+    if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT | COPY_INTEGER | NU__OP_REPACKED)) != NU_OK ||
+        (st = nu__op_check(fn, "src", src, NU__OP_FLOAT | COPY_INTEGER | NU__OP_BLOCK | NU__OP_REPACKED)) != NU_OK ||
         (st = nu__op_contiguous(fn, "dst", dst)) != NU_OK || (st = nu__op_same_shape(fn, "dst", dst, "src", src)) != NU_OK)
         return st;
     nu_device *d = nu_buffer_device(dst->buffer);
-    if (dst->dtype == NU_DTYPE_Q4_0_SOA)
+    if (NU__OP_REPACKED & NU__OP_DTYPE(dst->dtype))
         return repack_soa(c, d, dst, src);
-    bool src_float = (NU__OP_FLOAT | NU__OP_BLOCK | COPY_SOA) & NU__OP_DTYPE(src->dtype);
+    bool src_float = (NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_REPACKED) & NU__OP_DTYPE(src->dtype);
     bool dst_float = NU__OP_FLOAT & NU__OP_DTYPE(dst->dtype);
     if (src_float != dst_float || (!src_float && src->dtype != dst->dtype))
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                        "%s: no conversion from %s to %s (floats and the block dtypes go to floats; Q4_0 to Q4_0_SOA; "
-                        "I32, U32 and U8 to themselves)",
+                        "%s: no conversion from %s to %s (floats and the block dtypes go to floats; Q4_0 to Q4_0_SOA, Q6_K "
+                        "to Q6_K_SOA; I32, U32 and U8 to themselves)",
                         fn, nu_dtype_name(src->dtype), nu_dtype_name(dst->dtype));
     if ((st = nu__op_no_alias(fn, dst, "src", src, true)) != NU_OK)
         return st;

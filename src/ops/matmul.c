@@ -199,7 +199,7 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     nu_status st;
     if ((st = nu__op_check(FN, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
         (st = nu__op_check(FN, "a", a, NU__OP_FLOAT)) != NU_OK ||
-        (st = nu__op_check(FN, "b", b, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA))) != NU_OK ||
+        (st = nu__op_check(FN, "b", b, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_REPACKED)) != NU_OK ||
         (bias && (st = nu__op_check(FN, "bias", bias, NU__OP_FLOAT)) != NU_OK))
         return st;
     nu_device *d = nu_buffer_device(dst->buffer);
@@ -243,7 +243,7 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     st = nu__matmul_tensor_cores(c, dst, a, b, bias, &desc->tune);
     if (st != NU_ERROR_UNSUPPORTED)
         return st;
-    if (b->dtype == NU_DTYPE_Q4_0_SOA) /* only the matrix units' kernel reads it */
+    if (b->dtype == NU_DTYPE_Q4_0_SOA) /* only the matrix units' kernel reads it (Q6_K_SOA: both) */
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
                         FN ": b is Q4_0_SOA, which the products read only on the matrix units (F16 a, rank 2, "
                         "a device with cooperative matrices); elsewhere they take the Q4_0 tensor it was made from");

@@ -1,5 +1,5 @@
 /* matmul_tc.c: nu_op_matmul on the matrix units (kernels/matmul/matmul_coopmat.comp, whose header
- * describes the kernel): F16 activations against F16, Q8_0, Q4_0, Q4_0_SOA, Q4_K or Q6_K weights,
+ * describes the kernel): F16 activations against F16, Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA weights,
  * on devices whose VK_KHR_cooperative_matrix offers 16x16x16 F16 x F16 + F32 products at subgroup
  * scope; split over k where the grid is small (matmul_splits.comp adds the partials). */
 #include "ops/matmul_tc.h"
@@ -203,13 +203,13 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
      * (bench/RESULTS.md), far below what the matrix units can do. */
     if (tune->no_tensor_cores || !nu__op_tensor_cores_f16(d, 16))
         return NU_ERROR_UNSUPPORTED;
-    /* Block weights: Q8_0, Q4_0, Q4_0_SOA (Q4_0's values, each row's scales apart: batched decode's
+    /* Block weights: Q8_0, Q4_0, Q4_0_SOA and Q6_K_SOA (the repacked layouts: batched decode's
      * products read the repacked matrices as they are), Q4_K and Q6_K (Q4_K_M's formats) only, which
      * the kernel decodes itself into F16 tiles (its own decoding, not kernels/quant.glsl's); the
      * other block dtypes take the tiled kernel (the matrix units cannot be tested on lavapipe: no
      * new format goes there untested; test_ops_matmul checks these where the device has them). */
     bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0 || b->dtype == NU_DTYPE_Q4_0_SOA ||
-                 b->dtype == NU_DTYPE_Q4_K || b->dtype == NU_DTYPE_Q6_K;
+                 b->dtype == NU_DTYPE_Q4_K || b->dtype == NU_DTYPE_Q6_K || b->dtype == NU_DTYPE_Q6_K_SOA;
     if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
         return NU_ERROR_UNSUPPORTED;
     uint32_t ra = a->rank, rb = b->rank, rd = dst->rank;

@@ -425,7 +425,7 @@ static nu_status check_desc(mv_call *a, const nu_matvec_desc *desc)
         a->fuse |= MV_GELU;
     if (desc->glu_up) {
         const nu_tensor *u = a->up = desc->glu_up, *w = a->weight;
-        if ((st = nu__op_check(fn, "glu_up", u, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA))) != NU_OK ||
+        if ((st = nu__op_check(fn, "glu_up", u, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_REPACKED)) != NU_OK ||
             (st = shape_of(d, fn, "glu_up", u)) != NU_OK)
             return st;
         if (u->dtype != w->dtype)
@@ -493,7 +493,7 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
     nu_status st;
     if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT)) != NU_OK ||
-        (st = nu__op_check(fn, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA))) != NU_OK ||
+        (st = nu__op_check(fn, "weight", weight, NU__OP_FLOAT | NU__OP_BLOCK | NU__OP_REPACKED)) != NU_OK ||
         (st = nu__op_check(fn, "x", x, NU__OP_FLOAT)) != NU_OK)
         return st;
     nu_device *d = nu_buffer_device(dst->buffer);
@@ -521,11 +521,11 @@ static nu_status matvec(nu_commands *c, const char *fn, const nu_tensor *dst, co
     if (!k)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: k is 0 (x and weight are empty but dst is not)", fn);
 
-    /* Q4_0_SOA weights have their own kernel, fused forms included (src/ops/matvec_soa.c), and
-     * so have Q4_K's, Q5_K's and Q6_K's where it applies (unless desc->tune.generic_k_formats or
-     * NUVEC_MATVEC's kruns=0 say otherwise): its loads of their super-blocks are Q4_0_SOA's
-     * 16-byte runs. */
-    if (weight->dtype == NU_DTYPE_Q4_0_SOA)
+    /* Q4_0_SOA and Q6_K_SOA weights have their own kernel, fused forms included
+     * (src/ops/matvec_soa.c), and so have Q4_K's, Q5_K's and Q6_K's where it applies (unless
+     * desc->tune.generic_k_formats or NUVEC_MATVEC's kruns=0 say otherwise): its loads of their
+     * super-blocks are Q4_0_SOA's 16-byte runs. */
+    if (NU__OP_REPACKED & NU__OP_DTYPE(weight->dtype))
         return nu__matvec_soa(c, d, dst, weight, x, desc);
     if ((st = matvec_knobs(d, fn, desc ? &desc->tune : NULL, &a.knobs)) != NU_OK)
         return st;
@@ -579,7 +579,7 @@ bool nu_op_matvec_fuses_post_norm(nu_device *d, const nu_tensor *weight, const n
 {
     if (!d || !weight)
         return false;
-    if (weight->dtype == NU_DTYPE_Q4_0_SOA)
+    if (NU__OP_REPACKED & NU__OP_DTYPE(weight->dtype))
         return true;
     nu__mv_knobs k;
     return matvec_knobs(d, "nu_op_matvec_fuses_post_norm", desc ? &desc->tune : NULL, &k) == NU_OK && k.k_runs >= 0 &&

@@ -1,4 +1,4 @@
-/* matvec_soa.c: products against Q4_0_SOA weights and Q4_K's, Q5_K's and Q6_K's (see matvec_soa.h): the dot path
+/* matvec_soa.c: products against Q4_0_SOA and Q6_K_SOA weights and Q4_K's, Q5_K's and Q6_K's (see matvec_soa.h): the dot path
  * (kernels/matvec/matvec_soa.comp: x rounded to 8 bits a block, integer dot products) where the
  * device has integer dot products, subgroup arithmetic and shuffles and x's rows fit in shared
  * memory; the float path (matvec_soa_float.comp) elsewhere. matvec_soa.glsl describes both. */
@@ -37,7 +37,10 @@ typedef struct soa_tune {
  * 22.85 us at 4096x4096, 11008x4096, 4096x11008, 32000x4096 and 17.68 for the fused gate-up,
  * against 7.03 / 11.86 / 12.99 / 23.55 / 19.30 for the first guess (512 threads, 264 workgroups,
  * 4 runs, prefetch). */
-static bool k_format(nu_dtype w) { return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K || w == NU_DTYPE_Q6_K; }
+static bool k_format(nu_dtype w)
+{
+    return w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K || w == NU_DTYPE_Q6_K || w == NU_DTYPE_Q6_K_SOA;
+}
 /* Phase 1 (x read and rounded to 8 bits by every workgroup) takes 8 elements a thread (xpiece 8):
  * H100, `nuvec bench ops --filter qwen` (bench/RESULTS.md, 2026-12-06): Q4_K 3584x18944 21.54 ->
  * 20.00 us, Q6_K 30.53 -> 29.07, Q4_K 4096x14336 17.86 -> 16.60 against 4 a thread (the old
@@ -261,14 +264,16 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
         desc = &none;
     nu_status st;
     if (weight->dtype != NU_DTYPE_Q4_0_SOA && !k_format(weight->dtype))
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": weight is %s; this path takes Q4_0_SOA, Q4_K, Q5_K and Q6_K",
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        FN ": weight is %s; this path takes Q4_0_SOA, Q6_K_SOA, Q4_K, Q5_K and Q6_K",
                         nu_dtype_name(weight->dtype));
     if ((st = check_desc(d, dst, weight, x, desc)) != NU_OK)
         return st;
     const nu_device_info *in = &d->info;
     if (!device_takes(d))
-        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": Q4_0_SOA weights need subgroup arithmetic and subgroups of at "
-                        "least 8 threads, which %s lacks (keep Q4_0 weights there)", in->name);
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": %s weights need subgroup arithmetic and subgroups of at "
+                        "least 8 threads, which %s lacks (keep %s weights there)", nu_dtype_name(weight->dtype), in->name,
+                        weight->dtype == NU_DTYPE_Q6_K_SOA ? "Q6_K" : "Q4_0");
     int64_t m = x->shape[0], k = x->shape[1], n = weight->shape[0];
     bool norm = desc->norm_weight, glu = desc->glu_up, resid = desc->residual, bias = desc->bias;
     uint32_t nw = glu ? 2 : 1;
@@ -329,9 +334,10 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
         bind[0] = nu__op_unbound(dst->buffer);
     }
     /* uvec4 runs where both weights' first halves are 16-byte aligned (each row then is too: a
-     * multiple of 16 bytes, Q4_0_SOA's K / 32 * 18, Q4_K's K / 256 * 144, Q5_K's K / 256 * 176);
-     * never for Q6_K, whose 210-byte super-blocks put runs at any even byte (the kernel's own loads,
-     * whatever the flag: clear, not to make two pipelines of one). */
+     * multiple of 16 bytes, Q4_0_SOA's K / 32 * 18, Q4_K's K / 256 * 144, Q5_K's K / 256 * 176;
+     * Q6_K_SOA's super-blocks are every 208 bytes of a group of 1,680); never for Q6_K, whose
+     * 210-byte super-blocks put runs at any even byte (the kernel's own loads, whatever the flag:
+     * clear, not to make two pipelines of one). */
     bool wvec = first[1] % 8 == 0 && (!glu || first[3] % 8 == 0) && weight->dtype != NU_DTYPE_Q6_K;
     bool xvec = (k == 1 || x->strides[1] == 1) && (uint64_t)first[2] * nu_dtype_size(x->dtype) % 16 == 0 &&
                 (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
@@ -346,6 +352,7 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                               weight->dtype == NU_DTYPE_Q4_K   ? 1u
                               : weight->dtype == NU_DTYPE_Q5_K ? 2u
                               : weight->dtype == NU_DTYPE_Q6_K ? 3u
+                              : weight->dtype == NU_DTYPE_Q6_K_SOA ? 4u
                                                                : 0u,
                               post ? nu__op_dtype_code(desc->post_norm->dtype) : 0u, tune.probe, tune.xpiece};
     struct {

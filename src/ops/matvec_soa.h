@@ -1,4 +1,4 @@
-/* matvec_soa.h: nu_op_matvec and nu_op_matvec_fused against Q4_0_SOA, Q4_K, Q5_K and Q6_K weights
+/* matvec_soa.h: nu_op_matvec and nu_op_matvec_fused against Q4_0_SOA, Q6_K_SOA, Q4_K, Q5_K and Q6_K weights
  * (matvec_soa.c, kernels/matvec/matvec_soa.glsl), called by src/ops/matvec.c. */
 #ifndef NU_OPS_MATVEC_SOA_H
 #define NU_OPS_MATVEC_SOA_H
@@ -6,7 +6,7 @@
 #include "ops/op.h"
 
 /* Records dst = glu(x' weight^T + bias) + residual (nuvec/ops.h: nu_op_matvec_fused; desc NULL or
- * zero: nu_op_matvec) for a Q4_0_SOA, Q4_K, Q5_K or Q6_K weight. The caller has made nu_op_matvec's checks (dtypes,
+ * zero: nu_op_matvec) for a Q4_0_SOA, Q6_K_SOA, Q4_K, Q5_K or Q6_K weight. The caller has made nu_op_matvec's checks (dtypes,
  * ranks, shapes, m <= 8, dst contiguous and not overlapping weight or x; desc's fields) and
  * returned for an empty dst or k = 0; this checks desc's tensors again (norm_weight [k] float,
  * norm_eps > 0 and finite; glu_up of weight's dtype and shape; residual [m, n] float, dst's own

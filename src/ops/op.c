@@ -200,11 +200,12 @@ nu_status nu__op_no_soa(const char *op, const char *name, const nu_tensor *t)
     char what[96];
     snprintf(what, sizeof what, "%s: %s", op, name);
     nu_status st = nu_tensor_check(t, what);
-    if (st != NU_OK || t->dtype != NU_DTYPE_Q4_0_SOA)
+    if (st != NU_OK || (t->dtype != NU_DTYPE_Q4_0_SOA && t->dtype != NU_DTYPE_Q6_K_SOA))
         return st;
     return nu__fail(t->buffer->device, NU_ERROR_INVALID_ARGUMENT,
-                    "%s is Q4_0_SOA, which only nu_op_matvec and nu_op_copy read (its rows are repacked for "
-                    "decode); %s takes the Q4_0 tensor it was made from", what, op);
+                    "%s is %s, which only nu_op_matvec, nu_op_matmul and nu_op_copy read (its blocks are repacked "
+                    "for their loads); %s takes the %s tensor it was made from", what, nu_dtype_name(t->dtype), op,
+                    t->dtype == NU_DTYPE_Q4_0_SOA ? "Q4_0" : "Q6_K");
 }
 
 nu_status nu__op_same_shape(const char *op, const char *an, const nu_tensor *a, const char *bn, const nu_tensor *b)

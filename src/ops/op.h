@@ -35,7 +35,9 @@ bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup);
 uint32_t nu__op_dtype_code(nu_dtype dtype);
 
 /* Dtype sets for nu__op_check. NU__OP_BLOCK: GGUF's block formats, which every op that reads
- * blocks takes (decoded by kernels/quant.glsl); Q4_0_SOA (a repacked layout) is apart. */
+ * blocks takes (decoded by kernels/quant.glsl); the repacked layouts (NU__OP_REPACKED: Q4_0_SOA,
+ * Q6_K_SOA), which only the products and the copy read (Q4_0_SOA's matrix product only on the
+ * matrix units), are apart. */
 #define NU__OP_DTYPE(t) (1u << (t))
 #define NU__OP_FLOAT (NU__OP_DTYPE(NU_DTYPE_F32) | NU__OP_DTYPE(NU_DTYPE_F16) | NU__OP_DTYPE(NU_DTYPE_BF16))
 #define NU__OP_BLOCK                                                                            \
@@ -43,6 +45,7 @@ uint32_t nu__op_dtype_code(nu_dtype dtype);
      NU__OP_DTYPE(NU_DTYPE_Q5_0) | NU__OP_DTYPE(NU_DTYPE_Q5_1) | NU__OP_DTYPE(NU_DTYPE_Q4_K) |   \
      NU__OP_DTYPE(NU_DTYPE_Q5_K) | NU__OP_DTYPE(NU_DTYPE_Q6_K) | NU__OP_DTYPE(NU_DTYPE_IQ4_NL) | \
      NU__OP_DTYPE(NU_DTYPE_IQ4_XS))
+#define NU__OP_REPACKED (NU__OP_DTYPE(NU_DTYPE_Q4_0_SOA) | NU__OP_DTYPE(NU_DTYPE_Q6_K_SOA))
 /* A stride of block tensor t (elements: a multiple of its block's) in 16-bit halves, as the
  * shaders index blocks. */
 uint32_t nu__op_block_halves(const nu_tensor *t, int64_t stride);
@@ -51,8 +54,9 @@ uint32_t nu__op_block_halves(const nu_tensor *t, int64_t stride);
  * multiple of its element (or for block dtypes, 2 bytes), fewer than 2^32 elements, and the
  * device's 16-bit storage for 16-bit and block dtypes. The message names the op and the tensor. */
 nu_status nu__op_check(const char *op, const char *name, const nu_tensor *t, uint32_t dtypes);
-/* NU_ERROR_INVALID_ARGUMENT where t (checked first: nu_tensor_check) is Q4_0_SOA, which only
- * nu_op_matvec(_fused) and nu_op_copy read: the message says to keep the Q4_0 tensor for `op`. */
+/* NU_ERROR_INVALID_ARGUMENT where t (checked first: nu_tensor_check) is a repacked dtype (Q4_0_SOA,
+ * Q6_K_SOA), which only the products and nu_op_copy read: the message says to keep the tensor it
+ * was made from for `op`. */
 nu_status nu__op_no_soa(const char *op, const char *name, const nu_tensor *t);
 /* NU_ERROR_INVALID_ARGUMENT unless a and b have the same rank and shape. */
 nu_status nu__op_same_shape(const char *op, const char *an, const nu_tensor *a, const char *bn, const nu_tensor *b);

@@ -113,18 +113,26 @@ nu_status nu_tensor_check(const nu_tensor *t, const char *what)
                                 "is %lld)", what, nu_dtype_name(t->dtype), per, i, (long long)t->strides[i]);
     }
     /* Q4_0_SOA's layout is per row of the matrix (scales, then quants): only whole rows of a
-     * rank-2 matrix whose rows hold whole groups of 8 blocks (16-byte aligned runs) are views of it. */
-    if (t->dtype == NU_DTYPE_Q4_0_SOA) {
+     * rank-2 matrix whose rows hold whole groups of 8 blocks (16-byte aligned runs) are views of it.
+     * Q6_K_SOA's groups of 8 super-blocks run through the tensor's elements: whole rows again, and
+     * whole groups. */
+    if (t->dtype == NU_DTYPE_Q4_0_SOA || t->dtype == NU_DTYPE_Q6_K_SOA) {
+        const char *name = nu_dtype_name(t->dtype);
         if (t->rank != 2)
-            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a Q4_0_SOA tensor has rank 2 (it has %u)", what, t->rank);
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, "%s: a %s tensor has rank 2 (it has %u)", what, name, t->rank);
         if (t->shape[1] % 256)
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                            "%s: a Q4_0_SOA tensor's rows are a multiple of 256 elements (K is %lld)", what,
+                            "%s: a %s tensor's rows are a multiple of 256 elements (K is %lld)", what, name,
                             (long long)t->shape[1]);
         if (t->strides[0] != t->shape[1] && t->shape[1] > 0)
             return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
-                            "%s: a Q4_0_SOA view has whole rows (row stride %lld elements, rows of %lld): columns "
-                            "cannot be sliced", what, (long long)t->strides[0], (long long)t->shape[1]);
+                            "%s: a %s view has whole rows (row stride %lld elements, rows of %lld): columns "
+                            "cannot be sliced", what, name, (long long)t->strides[0], (long long)t->shape[1]);
+        if (t->dtype == NU_DTYPE_Q6_K_SOA && t->shape[0] * (t->shape[1] / 256) % 8)
+            return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                            "%s: a Q6_K_SOA tensor holds whole groups of 8 super-blocks (%lld rows of %lld have %lld)",
+                            what, (long long)t->shape[0], (long long)t->shape[1],
+                            (long long)(t->shape[0] * (t->shape[1] / 256)));
     }
     uint64_t span = nu_tensor_span_bytes(t);
     uint64_t size = t->buffer->size;
