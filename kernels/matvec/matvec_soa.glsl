@@ -86,7 +86,9 @@
 //                   5: PREFETCH (the first chunk's weight loads issued before phase 1),
 //                   6: GELU (the GLU's activation; else SiLU), 7: BIAS,
 //                   8: PAIRS (Q4_K, Q5_K: a lane's unit is two runs sharing their scales),
-//                   9: POST (the post-norm into the stream, by the last workgroup: below)
+//                   9: POST (the post-norm into the stream, by the last workgroup: below),
+//                   10: CHAIN (the next row group's first chunk of weights loaded before this
+//                   one's sums are reduced and stored: no drain of the loads between row groups)
 //   7 XB            blocks of x shared memory holds a row (dot path; >= K / 32, rounded up to 64)
 //   8 SPLIT         subgroups sharing a row group (a power of two dividing the subgroups)
 //   9 RDT, 10 GDT   residual's and norm_weight's dtypes
@@ -140,6 +142,7 @@ const bool PREFETCH = (FLAGS & 32u) != 0u;
 const bool GELU = (FLAGS & 64u) != 0u;
 const bool BIAS = (FLAGS & 128u) != 0u;
 const bool POST = (FLAGS & 512u) != 0u;
+const bool CHAIN = (FLAGS & 1024u) != 0u;
 // PAIRS (Q4_K, Q5_K): a lane's unit is the two runs 2u, 2u + 1 of a super-block (32 consecutive
 // bytes), which share their sub-blocks a, a + 1 and so their scales: the header is read and
 // decoded once for both, and the dot path adds the two runs' integer dots before scaling them
@@ -650,7 +653,15 @@ void main()
             }
         }
         pre = false; // (a lane with no run in this batch)
-        bool store = gr < groups;
+        // CHAIN: the next batch's first chunk in flight while this one's sums are reduced and
+        // stored (its row group's gr, n0 and bases replace this one's: kept as sgr, sn0).
+        uint sgr = gr, sn0 = n0;
+        if (CHAIN && bt + gl_NumWorkGroups.x < batches) {
+            ROW_GROUP(bt + gl_NumWorkGroups.x)
+            LOAD_CHUNK(part * sg_size + lane)
+            pre = true;
+        }
+        bool store = sgr < groups;
         float tot[RM * NW];
         if (SPLIT == 1u) {
             for (uint i = 0u; i < RM * NW; i++)
@@ -680,7 +691,7 @@ void main()
                     gv = tot[j];
                     uv = tot[(NW - 1u) * RM + j];
                 }
-            uint r = i / M, m = i % M, row = n0 + r;
+            uint r = i / M, m = i % M, row = sn0 + r;
             if (part != 0u || !store || i >= RM || row >= pc.n)
                 continue;
             float val = gv * s_m[m];

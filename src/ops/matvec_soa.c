@@ -20,6 +20,7 @@ typedef struct soa_tune {
     uint32_t split;  /* subgroups a row group; 0: chosen by auto_split */
     int dot;         /* -1: the dot path where it applies; 0: the float path */
     uint32_t prefetch; /* 1: the first weight loads before x is read (matvec_soa.glsl's PREFETCH) */
+    uint32_t chain;    /* 1: each row group's first weight loads before the one before is reduced (CHAIN) */
     uint32_t pairs;    /* Q4_K, Q5_K: 1 a lane's unit is two runs sharing their scales (PAIRS) */
     uint32_t x_block;  /* shared-memory bytes of x a block and row on the dot path: 40 (Q4_0_SOA),
                         * 48 (the K formats: dx of both sub-blocks and the sums of their halves, by run) */
@@ -68,10 +69,11 @@ static uint32_t unit_runs(nu_dtype w, const soa_tune *t)
     return t->pairs && (w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K) ? 2 : 1;
 }
 
-/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1, probe=0..7 and xpiece=4|8. */
+/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1, probe=0..7, xpiece=4|8 and
+ * chain=0|1 (0: not given). */
 typedef struct soa_knobs_in {
     nu__mv_knobs k;
-    uint32_t probe, xpiece;
+    uint32_t probe, xpiece, chain;
 } soa_knobs_in;
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
@@ -81,6 +83,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 0, 7, false, &((soa_knobs_in *)ctx)->probe);
     if (!strcmp(key, "xpiece") && nu__op_knob_u32(value, 4, 8, false, &v) && v % 4 == 0)
         return ((soa_knobs_in *)ctx)->xpiece = v, true;
+    if (!strcmp(key, "chain") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return ((soa_knobs_in *)ctx)->chain = v + 1, true;
     int common = nu__matvec_knob(key, value, k);
     if (common >= 0)
         return common == 1;
@@ -99,13 +103,15 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
     if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                              "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
                                              "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1, "
-                                             "probe=0..7, xpiece=4|8",
+                                             "probe=0..7, xpiece=4|8, chain=0|1",
                                              apply_knob, &in)) != NU_OK)
         return st;
     const nu__mv_knobs k = in.k;
     t->probe = in.probe;
     if (in.xpiece)
         t->xpiece = in.xpiece;
+    if (in.chain)
+        t->chain = in.chain - 1;
     uint32_t *const to[4] = {&t->local, &t->rows, &t->unroll, &t->split};
     const uint32_t knobs[4] = {k.local, k.rows, k.unroll, k.split};
     nu__op_tune_take(to, knobs, 4);
@@ -343,7 +349,8 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
                 (m == 1 || (uint64_t)x->strides[0] * nu_dtype_size(x->dtype) % 16 == 0);
     uint32_t flags = (wvec ? 1u : 0u) | (norm ? 2u : 0u) | (glu ? 4u : 0u) | (resid ? 8u : 0u) | (xvec ? 16u : 0u) |
                      (tune.prefetch ? 32u : 0u) | (desc->glu == NU_GLU_GELU_TANH ? 64u : 0u) | (bias ? 128u : 0u) |
-                     (unit_runs(weight->dtype, &tune) == 2 ? 256u : 0u) | (post ? 512u : 0u);
+                     (unit_runs(weight->dtype, &tune) == 2 ? 256u : 0u) | (post ? 512u : 0u) |
+                     (tune.chain ? 1024u : 0u);
     uint32_t constants[16] = {nu__op_dtype_code(x->dtype), nu__op_dtype_code(dst->dtype), (uint32_t)m, tune.local,
                               tune.rows, tune.unroll, flags, tune.dot ? capacity_blocks(k) : 64u, tune.split,
                               resid ? nu__op_dtype_code(desc->residual->dtype) : 0u,
