@@ -116,13 +116,23 @@ static uint64_t target_bytes(const planned *p)
  * matrices of one dtype stay back to back and stack). */
 static uint64_t aligned16(uint64_t at) { return (at + 15) / 16 * 16; }
 
+/* Whether `rows` rows of a Q6_K matrix p are whole groups of 8 super-blocks (nuvec/tensor.h). */
+static bool whole_groups(const planned *p, int64_t rows) { return (uint64_t)rows * (uint64_t)(p->shape[1] / 256) % 8 == 0; }
+
 /* Whether a Q6_K matrix is repacked to Q6_K_SOA (16-byte-aligned super-blocks for the products'
- * loads): rows of a multiple of 256 and whole groups of 8 super-blocks (nuvec/tensor.h), never the
- * token embedding (the gather reads the file's blocks). */
-static bool repacks_q6_k(const planned *p)
+ * loads): rows of a multiple of 256 and whole groups of 8 super-blocks, and so is each part of a
+ * fused q|k|v or gate|up matrix (its row slices serve as the parts); never the token embedding
+ * (the gather reads the file's blocks). */
+static bool repacks_q6_k(const planned *p, const nu_llm_hparams *hp)
 {
-    return p->rank == 2 && p->file->dtype == NU_DTYPE_Q6_K && p->role != NU_LLM_W_EMBED && p->shape[1] % 256 == 0 &&
-           (uint64_t)p->shape[0] * (uint64_t)(p->shape[1] / 256) % 8 == 0;
+    if (p->rank != 2 || p->file->dtype != NU_DTYPE_Q6_K || p->role == NU_LLM_W_EMBED || p->shape[1] % 256 ||
+        !whole_groups(p, p->shape[0]))
+        return false;
+    if (p->role == NU_LLM_W_QKV)
+        return whole_groups(p, dim_of(hp, NU_LLM_DIM_Q)) && whole_groups(p, dim_of(hp, NU_LLM_DIM_KV));
+    if (p->role == NU_LLM_W_GATE_UP)
+        return whole_groups(p, dim_of(hp, NU_LLM_DIM_FFN));
+    return true;
 }
 
 /* Whether every planned matrix of layer l's span [from, to) may be repacked to Q4_0_SOA. */
@@ -194,7 +204,7 @@ static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu
             if (p[i].rank == 2)
                 p[i].target = NU_DTYPE_Q4_0_SOA;
         for (size_t i = first; o->repack_q6_k && st == NU_OK && i < n; i++)
-            if (repacks_q6_k(&p[i]))
+            if (repacks_q6_k(&p[i], hp))
                 p[i].target = NU_DTYPE_Q6_K_SOA;
     }
     if (st != NU_OK) {

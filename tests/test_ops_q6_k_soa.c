@@ -333,10 +333,15 @@ static void refuses_what_it_cannot_do(void **state)
     nu_tensor s3 = nu_tensor_make(s.t.buffer, 0, NU_DTYPE_Q6_K_SOA, 2, q3);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_tensor_check(&s3, "t"));
     assert_non_null(strstr(nu_error_message(NULL), "whole groups of 8 super-blocks"));
-    /* A slice of rows that ends inside a group. */
+    /* A slice of rows that ends inside a group (refused by the ops' check), and one that starts
+     * inside one (refused by the slice). */
     nu_tensor rows3;
     NT_OK(nu_tensor_slice(&s.t, 0, 0, 3, &rows3));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec(c, &dst.t, &rows3, &x.t));
+    assert_non_null(strstr(nu_error_message(NULL), "whole groups of 8 super-blocks"));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_tensor_slice(&s.t, 0, 2, 4, &rows3));
+    assert_non_null(strstr(nu_error_message(NULL), "sliced at whole groups of 8 super-blocks"));
+    NT_OK(nu_tensor_slice(&s.t, 0, 4, 4, &rows3)); /* rows of 2 super-blocks: row 4 starts group 1 */
     /* Made from Q6_K only (not Q4_0, not itself). */
     nu_tensor s2 = nu_tensor_make(s.t.buffer, 0, NU_DTYPE_Q6_K_SOA, 2, qs);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_copy(c, &s2, &q4.t));

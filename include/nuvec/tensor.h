@@ -111,7 +111,8 @@ bool nu_tensor_is_contiguous(const nu_tensor *t);
 
 /* Views. Each returns NU_ERROR_INVALID_ARGUMENT (out left unchanged) for a dimension or range
  * outside the tensor. `out` may be `t`. */
-/* Elements [start, start + length) of dimension `dim`. */
+/* Elements [start, start + length) of dimension `dim` (a block dtype's at whole blocks; Q6_K_SOA's
+ * at whole groups of 8 super-blocks). */
 nu_status nu_tensor_slice(const nu_tensor *t, uint32_t dim, int64_t start, int64_t length, nu_tensor *out);
 /* Dimensions a and b exchanged. */
 nu_status nu_tensor_transpose(const nu_tensor *t, uint32_t a, uint32_t b, nu_tensor *out);

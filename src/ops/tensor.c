@@ -158,6 +158,10 @@ nu_status nu_tensor_slice(const nu_tensor *t, uint32_t dim, int64_t start, int64
     int64_t skip = start * t->strides[dim];
     if (per > 1 && (skip % per || (dim == t->rank - 1 && length % per)))
         return bad_view(t, "nu_tensor_slice", "a block dtype is sliced at whole blocks (a view would split a block)");
+    /* Q6_K_SOA's groups of 8 super-blocks run through the tensor: a slice of rows starts on one
+     * (its end, and columns, are nu_tensor_check's). */
+    if (t->dtype == NU_DTYPE_Q6_K_SOA && dim == 0 && skip / per % 8)
+        return bad_view(t, "nu_tensor_slice", "a Q6_K_SOA tensor is sliced at whole groups of 8 super-blocks");
     nu_tensor r = *t;
     uint32_t bytes = nu_dtype_block_bytes(t->dtype);
     r.offset += (uint64_t)(skip / per) * bytes;
