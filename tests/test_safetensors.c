@@ -86,12 +86,12 @@ static void dtypes_have_names_and_sizes(void **state)
 {
     static const char *names[] = {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
                                   "BF16", "I32", "U32", "F32", "I64", "U64", "F64", "Q8_0", "Q4_0", "Q4_0_SOA",
-                                  "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"};
-    static const size_t sizes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                                  "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "Q6_K_SOA"};
+    static const size_t sizes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     static const uint32_t block_elements[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 32, 32, 32,
-                                              32, 32, 32, 256, 256, 256, 32, 256};
+                                              32, 32, 32, 256, 256, 256, 32, 256, 256};
     static const uint32_t block_bytes[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8, 34, 18, 18,
-                                           20, 22, 24, 144, 176, 210, 18, 136};
+                                           20, 22, 24, 144, 176, 210, 18, 136, 210};
     assert_int_equal(sizeof names / sizeof *names, NU_DTYPE_COUNT);
     for (int i = 0; i < NU_DTYPE_COUNT; i++) {
         assert_string_equal(nu_dtype_name((nu_dtype)i), names[i]);
