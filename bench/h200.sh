@@ -256,7 +256,8 @@ for step in $steps; do
         # Issues 23 and 25's benchmark: make-gguf F16 files (KQ_SHAPES, default llama-7b; any
         # make-gguf shape: qwen2.5-7b qwen3-8b gemma2-9b) quantized by llama-quantize
         # (bench/llamacpp.sh quantize; KQ_TYPES, default Q4_K_M Q5_K_M Q6_K), then nuvec bench
-        # llm beside llama-bench on each (pp512, tg128; KQ_REPS repetitions, default 3), and for
+        # llm (and its decode after 1 token, tg128's depth) beside llama-bench on each (pp512,
+        # tg128; KQ_REPS repetitions, default 3), and for
         # each of KQ_DEPTHS decode after that many tokens (nuvec -p DEPTH, llama-bench -d DEPTH);
         # each quantized file removed after its runs, and each F16 one unless KQ_KEEP_F16 (disk).
         d=${LLM_DIR:-/tmp}
@@ -269,6 +270,9 @@ for step in $steps; do
                 bash bench/llamacpp.sh quantize "$f" "$q" "$t" || { status=1; continue; }
                 echo "=== $shape $t (llama-quantize $(( $(date +%s) - start )) s, $(stat -c %s "$q") bytes)" | tee -a "$OUT/kquant.txt"
                 ./build/nuvec bench llm --model "$q" | tee -a "$OUT/kquant.txt" || status=1
+                # llama-bench's tg128 decodes from an empty cache; the line above after 512 tokens
+                echo "nuvec at tg128's depth (-p 1):" | tee -a "$OUT/kquant.txt"
+                ./build/nuvec bench llm --model "$q" -p 1 -n 128 | grep -E "decode \(" | tee -a "$OUT/kquant.txt" || status=1
                 bash bench/llamacpp.sh run "$q" -r "${KQ_REPS:-3}" --no-ttft | tee "$J/kquant-llamacpp-$shape-$t.json" | tee -a "$OUT/kquant.txt" || status=1
                 for depth in ${KQ_DEPTHS:-}; do # decode after DEPTH tokens: nuvec's prompt of DEPTH, llama-bench -d
                     echo "=== $shape $t at depth $depth" | tee -a "$OUT/kquant.txt"
