@@ -273,6 +273,32 @@ void nt_run_copy(nu_device *d, const nu_tensor *dst, const nu_tensor *src)
     nt_run(d, record_copy, &a);
 }
 
+nt_repacked nt_repack(nu_device *d, const nu_tensor *src, nu_dtype to, uint64_t offset)
+{
+    nt_repacked r;
+    memset(&r, 0, sizeof r);
+    uint64_t n = nu_tensor_numel(src);
+    r.size = (size_t)(offset + n / nu_dtype_block_elements(to) * nu_dtype_block_bytes(to) + 16);
+    r.bytes = malloc(r.size);
+    assert_non_null(r.bytes);
+    memset(r.bytes, 0xff, r.size);
+    nu_buffer *b;
+    NT_OK(nu_buffer_new(d, r.size, NU_STORAGE_SHARED, &b));
+    NT_OK(nu_buffer_write(b, 0, r.bytes, r.size));
+    r.t = nu_tensor_make(b, offset, to, 2, src->shape);
+    nt_run_copy(d, &r.t, src);
+    NT_OK(nu_buffer_read(b, 0, r.bytes, r.size));
+    return r;
+}
+
+void nt_repacked_free(nt_repacked *r)
+{
+    if (r->t.buffer)
+        NT_OK(nu_buffer_free(r->t.buffer));
+    free(r->bytes);
+    memset(r, 0, sizeof *r);
+}
+
 const nu_dtype nt_block_dtypes[NT_BLOCK_DTYPES] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0, NU_DTYPE_Q4_1, NU_DTYPE_Q5_0,
                                                    NU_DTYPE_Q5_1, NU_DTYPE_Q4_K, NU_DTYPE_Q5_K, NU_DTYPE_Q6_K,
                                                    NU_DTYPE_IQ4_NL, NU_DTYPE_IQ4_XS};

@@ -81,6 +81,17 @@ float nt_dtype_tolerance(nu_dtype dtype);
  * is removed. */
 bool nt_trace_has(const char *path, const char *kernel);
 
+/* A repacked tensor (Q4_0_SOA or Q6_K_SOA: nuvec/tensor.h) that nu_op_copy made from src (a Q4_0
+ * or Q6_K view) in a shared buffer of its own, `offset` bytes in, the rest of the buffer poisoned
+ * with 0xff; `bytes` holds the whole buffer read back after the repack (`size` bytes). */
+typedef struct nt_repacked {
+    nu_tensor t;
+    uint8_t *bytes;
+    size_t size;
+} nt_repacked;
+nt_repacked nt_repack(nu_device *d, const nu_tensor *src, nu_dtype to, uint64_t offset);
+void nt_repacked_free(nt_repacked *r);
+
 /* Records, commits and waits; fails the test on an error. */
 void nt_run(nu_device *d, nu_status (*record)(nu_commands *c, void *arg), void *arg);
 /* nt_run of nu_op_copy(dst, src). */

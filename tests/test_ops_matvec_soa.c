@@ -25,39 +25,10 @@
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
-/* A Q4_0_SOA tensor in a buffer of its own, `offset` bytes in (the rest poisoned with 0xff). */
-typedef struct soa_tensor {
-    nu_tensor t;
-    uint8_t *bytes; /* the buffer's bytes, read back after the repack */
-    size_t size;
-} soa_tensor;
-
-
-/* q (any Q4_0 view) repacked by nu_op_copy. */
-static soa_tensor repack(nu_device *d, const nu_tensor *q, uint64_t offset)
+/* q (any Q4_0 view) repacked by nu_op_copy, `offset` bytes into a buffer of its own. */
+static nt_repacked repack(nu_device *d, const nu_tensor *q, uint64_t offset)
 {
-    soa_tensor s;
-    memset(&s, 0, sizeof s);
-    uint64_t rows = (uint64_t)q->shape[0], k = (uint64_t)q->shape[1];
-    s.size = (size_t)(offset + rows * k / 32 * 18 + 16);
-    s.bytes = malloc(s.size);
-    assert_non_null(s.bytes);
-    memset(s.bytes, 0xff, s.size);
-    nu_buffer *b;
-    NT_OK(nu_buffer_new(d, s.size, NU_STORAGE_SHARED, &b));
-    NT_OK(nu_buffer_write(b, 0, s.bytes, s.size));
-    s.t = nu_tensor_make(b, offset, NU_DTYPE_Q4_0_SOA, 2, q->shape);
-    nt_run_copy(d, &s.t, q);
-    NT_OK(nu_buffer_read(b, 0, s.bytes, s.size));
-    return s;
-}
-
-static void soa_free(soa_tensor *s)
-{
-    if (s->t.buffer)
-        NT_OK(nu_buffer_free(s->t.buffer));
-    free(s->bytes);
-    memset(s, 0, sizeof *s);
+    return nt_repack(d, q, NU_DTYPE_Q4_0_SOA, offset);
 }
 
 /* The layout of nuvec/tensor.h, written from its definition: Q4_0 view v of `bytes` (its
@@ -93,7 +64,7 @@ static void repack_is_exact_and_dequantizes_as_q4_0(void **state)
         nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, qs, cases[c].pad, -2, 2, &seed);
         nu_tensor qv;
         NT_OK(nu_tensor_slice(&q.t, 1, cases[c].extra, k, &qv)); /* the last k columns */
-        soa_tensor s = repack(d, &qv, cases[c].offset);
+        nt_repacked s = repack(d, &qv, cases[c].offset);
         uint8_t *want = malloc((size_t)(n * k / 32 * 18));
         cpu_repack(q.bytes, &qv, want);
         for (int64_t i = 0; i < n * k / 32 * 18; i++)
@@ -126,7 +97,7 @@ static void repack_is_exact_and_dequantizes_as_q4_0(void **state)
                 nt_tensor_free(&b);
             }
         free(want);
-        soa_free(&s);
+        nt_repacked_free(&s);
         nt_tensor_free(&q);
     }
     nt_close(d);
@@ -280,7 +251,7 @@ static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const c
     int64_t m = sc->m, n = sc->n, k = sc->k, rows = sc->row0 + (sc->glu ? 2 * n : n);
     int64_t qs[2] = {rows, k}, xs[2] = {m, k}, ds[2] = {m, n}, gs[1] = {k};
     nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, qs, 1, -1, 1, seed);
-    soa_tensor s = repack(d, &q.t, sc->offset);
+    nt_repacked s = repack(d, &q.t, sc->offset);
     nu_tensor w, up;
     NT_OK(nu_tensor_slice(&s.t, 0, sc->row0, n, &w));
     up = w;
@@ -358,7 +329,7 @@ static float *run_case(nu_device *d, const soa_case *sc, uint64_t *seed, const c
     free(bv);
     nt_tensor_free(&bb);
     nt_tensor_free(&q);
-    soa_free(&s);
+    nt_repacked_free(&s);
     nt_tensor_free(&x);
     nt_tensor_free(&g);
     nt_tensor_free(&dst);
@@ -471,7 +442,7 @@ static void refuses_what_it_cannot_do(void **state)
     nt_tensor f = nt_tensor_random(d, NU_DTYPE_F32, 2, qs, 0, -1, 1, &seed);
     nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
     nt_tensor dst2 = nt_tensor_output(d, NU_DTYPE_F32, 2, ds2, 0);
-    soa_tensor s = repack(d, &q.t, 0);
+    nt_repacked s = repack(d, &q.t, 0);
     nu_commands *c;
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
     /* K = 288: not a multiple of 256 (the copy names K). */
@@ -532,7 +503,7 @@ static void refuses_what_it_cannot_do(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "tune.unroll is 9"));
     nu_commands_free(c);
-    soa_free(&s);
+    nt_repacked_free(&s);
     nt_tensor_free(&q);
     nt_tensor_free(&q2);
     nt_tensor_free(&x);
@@ -766,7 +737,7 @@ static void matmul_on_the_matrix_units_reads_it_as_q4_0(void **state)
         int64_t m = shapes[sh][0], n = shapes[sh][1], k = shapes[sh][2], as[2] = {m, k}, bs[2] = {n, k}, ds[2] = {m, n};
         nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 2, as, 0, -1, 1, &seed);
         nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, bs, 0, -1, 1, &seed);
-        soa_tensor s = repack(d, &q.t, sh % 2 ? 2 : 0);
+        nt_repacked s = repack(d, &q.t, sh % 2 ? 2 : 0);
         nt_tensor want = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0), got = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
         const nu_tensor *ts[5] = {&want.t, &got.t, &a.t, &q.t, &s.t};
         nt_run(d, record_two_products, ts);
@@ -777,7 +748,7 @@ static void matmul_on_the_matrix_units_reads_it_as_q4_0(void **state)
                 fail_msg("%s: [%lld, %lld] x [%lld, %lld]^T: element %lld is %.9g against Q4_0's %.9g", knobs[c / 5],
                          (long long)m, (long long)k, (long long)n, (long long)k, (long long)i, got.values[i],
                          want.values[i]);
-        soa_free(&s);
+        nt_repacked_free(&s);
         nt_tensor_free(&a);
         nt_tensor_free(&q);
         nt_tensor_free(&want);
@@ -813,7 +784,7 @@ static void rows_beyond_shared_memory_in_groups(void **state)
     nt_tensor all = nt_tensor_random(d, NU_DTYPE_F32, 2, ds, 0, -1, 1, &seed);
     nt_tensor one = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
     NT_OK(nu_buffer_write(one.t.buffer, one.t.offset, all.values, (size_t)(m * n) * 4)); /* the same residual */
-    soa_tensor s = repack(d, &q.t, 0);
+    nt_repacked s = repack(d, &q.t, 0);
     const nu_tensor *ts[5] = {&all.t, &s.t, &x.t, &g.t, &all.t};
     nt_run(d, record_rows, ts);
     for (int64_t r = 0; r < m; r++) {
@@ -831,7 +802,7 @@ static void rows_beyond_shared_memory_in_groups(void **state)
         if (fabsf(all.values[i] - one.values[i]) > 1e-5f * (1.0f + fabsf(one.values[i])))
             fail_msg("k %lld: element %lld of 8 rows at once is %.9g, row by row %.9g", (long long)k, (long long)i,
                      all.values[i], one.values[i]);
-    soa_free(&s);
+    nt_repacked_free(&s);
     nt_tensor_free(&x);
     nt_tensor_free(&q);
     nt_tensor_free(&g);
@@ -862,7 +833,7 @@ static void run_post(nu_device *d, const post_case *pc, uint64_t *seed)
     int64_t qs[2] = {n, k}, xs[2] = {m, k}, ds[2] = {m, n}, ps[1] = {n};
     nu_dtype qdt = pc->w == NU_DTYPE_Q4_0_SOA ? NU_DTYPE_Q4_0 : pc->w;
     nt_tensor q = nt_tensor_quantized(d, qdt, 2, qs, 0, -1, 1, seed);
-    soa_tensor soa = {0};
+    nt_repacked soa = {0};
     const nu_tensor *w = &q.t;
     if (pc->w == NU_DTYPE_Q4_0_SOA) {
         soa = repack(d, &q.t, 0);
@@ -917,7 +888,7 @@ static void run_post(nu_device *d, const post_case *pc, uint64_t *seed)
     NT_OK(nu_graph_free(g));
     free(want);
     if (pc->w == NU_DTYPE_Q4_0_SOA)
-        soa_free(&soa);
+        nt_repacked_free(&soa);
     nt_tensor_free(&q);
     nt_tensor_free(&x);
     nt_tensor_free(&pw);

@@ -17,39 +17,12 @@
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
 
-/* A Q6_K_SOA tensor in a buffer of its own, `offset` bytes in (the rest poisoned with 0xff). */
-typedef struct soa6 {
-    nu_tensor t;
-    uint8_t *bytes; /* the buffer's bytes, read back after the repack */
-    size_t size;
-} soa6;
-
 static uint64_t q6_bytes(int64_t rows, int64_t k) { return (uint64_t)(rows * (k / 256)) * 210; }
 
-/* q (any Q6_K view) repacked by nu_op_copy. */
-static soa6 repack(nu_device *d, const nu_tensor *q, uint64_t offset)
+/* q (any Q6_K view) repacked by nu_op_copy, `offset` bytes into a buffer of its own. */
+static nt_repacked repack(nu_device *d, const nu_tensor *q, uint64_t offset)
 {
-    soa6 s;
-    memset(&s, 0, sizeof s);
-    s.size = (size_t)(offset + q6_bytes(q->shape[0], q->shape[1]) + 16);
-    s.bytes = malloc(s.size);
-    assert_non_null(s.bytes);
-    memset(s.bytes, 0xff, s.size);
-    nu_buffer *b;
-    NT_OK(nu_buffer_new(d, s.size, NU_STORAGE_SHARED, &b));
-    NT_OK(nu_buffer_write(b, 0, s.bytes, s.size));
-    s.t = nu_tensor_make(b, offset, NU_DTYPE_Q6_K_SOA, 2, q->shape);
-    nt_run_copy(d, &s.t, q);
-    NT_OK(nu_buffer_read(b, 0, s.bytes, s.size));
-    return s;
-}
-
-static void soa6_free(soa6 *s)
-{
-    if (s->t.buffer)
-        NT_OK(nu_buffer_free(s->t.buffer));
-    free(s->bytes);
-    memset(s, 0, sizeof *s);
+    return nt_repack(d, q, NU_DTYPE_Q6_K_SOA, offset);
 }
 
 /* nuvec/tensor.h's layout: super-block i (row-major through the Q6_K view v of `bytes`) has its
@@ -85,7 +58,7 @@ static void repack_is_the_layout_and_dequantizes_as_q6_k(void **state)
         nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q6_K, 2, qs, cases[c].pad, -2, 2, &seed);
         nu_tensor qv;
         NT_OK(nu_tensor_slice(&q.t, 1, cases[c].extra, k, &qv)); /* the last k columns */
-        soa6 s = repack(d, &qv, cases[c].offset);
+        nt_repacked s = repack(d, &qv, cases[c].offset);
         uint64_t bytes = q6_bytes(n, k);
         uint8_t *want = malloc((size_t)bytes);
         assert_non_null(want);
@@ -120,7 +93,7 @@ static void repack_is_the_layout_and_dequantizes_as_q6_k(void **state)
                 nt_tensor_free(&b);
             }
         free(want);
-        soa6_free(&s);
+        nt_repacked_free(&s);
         nt_tensor_free(&q);
     }
     nt_close(d);
@@ -155,7 +128,7 @@ static void run_case(nu_device *d, const q6_case *c, uint64_t *seed, const char 
     int64_t m = c->m, n = c->n, k = c->k;
     int64_t qs[2] = {c->glu ? 2 * n : n, k}, xs[2] = {m, k}, ds[2] = {m, n}, gs[1] = {k}, bs[1] = {n};
     nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q6_K, 2, qs, 0, -1, 1, seed);
-    soa6 s = repack(d, &q.t, c->offset);
+    nt_repacked s = repack(d, &q.t, c->offset);
     nt_tensor x = nt_tensor_random(d, c->xdt, 2, xs, 0, -3, 3, seed);
     nt_tensor g = nt_tensor_random(d, NU_DTYPE_F32, 1, gs, 0, 0.25f, 2, seed);
     nt_tensor r = nt_tensor_random(d, NU_DTYPE_F16, 2, ds, 0, -4, 4, seed);
@@ -189,7 +162,7 @@ static void run_case(nu_device *d, const q6_case *c, uint64_t *seed, const char 
         if (memcmp(got.bytes + (size_t)i * es, want.bytes + (size_t)i * es, es))
             fail_msg("%s: element %lld is %.9g against Q6_K's %.9g", label, (long long)i, got.values[i],
                      want.values[i]);
-    soa6_free(&s);
+    nt_repacked_free(&s);
     nt_tensor_free(&q);
     nt_tensor_free(&x);
     nt_tensor_free(&g);
@@ -279,7 +252,7 @@ static void chain_gives_the_same_bits(void **state)
             int64_t qs[2] = {cases[i].glu ? 2 * n : n, k}, xs[2] = {m, k}, ds[2] = {m, n};
             nu_dtype file = cases[i].w == NU_DTYPE_Q6_K_SOA ? NU_DTYPE_Q6_K : cases[i].w;
             nt_tensor q = nt_tensor_quantized(d, file, 2, qs, 0, -1, 1, &seed);
-            soa6 s = {0};
+            nt_repacked s = {0};
             nu_tensor w = q.t, up = q.t;
             if (cases[i].w == NU_DTYPE_Q6_K_SOA) {
                 s = repack(d, &q.t, 0);
@@ -299,7 +272,7 @@ static void chain_gives_the_same_bits(void **state)
             assert_non_null(out[chain][i]);
             memcpy(out[chain][i], dst.values, (size_t)(m * n) * sizeof(float));
             if (s.t.buffer)
-                soa6_free(&s);
+                nt_repacked_free(&s);
             nt_tensor_free(&q);
             nt_tensor_free(&x);
             nt_tensor_free(&dst);
@@ -348,7 +321,7 @@ static void products_of_many_rows(nu_device *d, bool units, uint64_t *seed)
         nu_dtype adt = units || sh % 2 ? NU_DTYPE_F16 : NU_DTYPE_F32;
         nt_tensor a = nt_tensor_random(d, adt, 2, as, 0, -1, 1, seed);
         nt_tensor q = nt_tensor_quantized(d, NU_DTYPE_Q6_K, 2, bs, 0, -1, 1, seed);
-        soa6 s = repack(d, &q.t, sh % 2 ? 2 : 0);
+        nt_repacked s = repack(d, &q.t, sh % 2 ? 2 : 0);
         nt_tensor want = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0), got = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
         two_products tp = {&want.t, &got.t, &a.t, &q.t, &s.t, {.tune = {.no_tensor_cores = !units}}};
         nt_run(d, record_two_products, &tp);
@@ -359,7 +332,7 @@ static void products_of_many_rows(nu_device *d, bool units, uint64_t *seed)
                 fail_msg("%s: [%lld, %lld] x [%lld, %lld]^T: element %lld is %.9g against Q6_K's %.9g",
                          units ? "matrix units" : "tiled", (long long)m, (long long)k, (long long)n, (long long)k,
                          (long long)i, got.values[i], want.values[i]);
-        soa6_free(&s);
+        nt_repacked_free(&s);
         nt_tensor_free(&a);
         nt_tensor_free(&q);
         nt_tensor_free(&want);
@@ -397,7 +370,7 @@ static void refuses_what_it_cannot_do(void **state)
     nt_tensor q4 = nt_tensor_quantized(d, NU_DTYPE_Q4_0, 2, qs, 0, -1, 1, &seed);
     nt_tensor x = nt_tensor_random(d, NU_DTYPE_F32, 2, xs, 0, -1, 1, &seed);
     nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
-    soa6 s = repack(d, &q.t, 0);
+    nt_repacked s = repack(d, &q.t, 0);
     nu_commands *c;
     NT_OK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
     /* 3 super-blocks: not whole groups of 8 (named by the check). */
@@ -439,7 +412,7 @@ static void refuses_what_it_cannot_do(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matvec_fused(c, &dst.t, &s.t, &x.t, &desc));
     assert_non_null(strstr(nu_error_message(NULL), "glu_up"));
     nu_commands_free(c);
-    soa6_free(&s);
+    nt_repacked_free(&s);
     nt_tensor_free(&q);
     nt_tensor_free(&q4);
     nt_tensor_free(&x);
