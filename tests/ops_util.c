@@ -299,6 +299,28 @@ void nt_repacked_free(nt_repacked *r)
     memset(r, 0, sizeof *r);
 }
 
+void nt_expect_same_dequantization(nu_device *d, const nt_repacked *r, const nu_tensor *src, int64_t r0, uint64_t pad,
+                                   const char *label)
+{
+    static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
+    int64_t rn = src->shape[0] - r0, k = src->shape[1], ds[2] = {rn, k};
+    nu_tensor rv, sv;
+    NT_OK(nu_tensor_slice(&r->t, 0, r0, rn, &rv));
+    NT_OK(nu_tensor_slice(src, 0, r0, rn, &sv));
+    for (int f = 0; f < 3; f++) {
+        nt_tensor a = nt_tensor_output(d, floats[f], 2, ds, pad), b = nt_tensor_output(d, floats[f], 2, ds, 0);
+        nt_run_copy(d, &a.t, &rv);
+        nt_run_copy(d, &b.t, &sv);
+        nt_tensor_download(&a);
+        nt_tensor_download(&b);
+        if (memcmp(a.bytes + a.t.offset, b.bytes, (size_t)(rn * k) * nu_dtype_size(floats[f])) != 0)
+            fail_msg("%s: %s -> %s (rows %lld..) differs from %s's dequantization", label, nu_dtype_name(r->t.dtype),
+                     nu_dtype_name(floats[f]), (long long)r0, nu_dtype_name(src->dtype));
+        nt_tensor_free(&a);
+        nt_tensor_free(&b);
+    }
+}
+
 const nu_dtype nt_block_dtypes[NT_BLOCK_DTYPES] = {NU_DTYPE_Q8_0, NU_DTYPE_Q4_0, NU_DTYPE_Q4_1, NU_DTYPE_Q5_0,
                                                    NU_DTYPE_Q5_1, NU_DTYPE_Q4_K, NU_DTYPE_Q5_K, NU_DTYPE_Q6_K,
                                                    NU_DTYPE_IQ4_NL, NU_DTYPE_IQ4_XS};

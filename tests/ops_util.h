@@ -91,6 +91,11 @@ typedef struct nt_repacked {
 } nt_repacked;
 nt_repacked nt_repack(nu_device *d, const nu_tensor *src, nu_dtype to, uint64_t offset);
 void nt_repacked_free(nt_repacked *r);
+/* Fails the test (naming `label`) unless rows [r0, ..) of the repacked tensor and of src, the view
+ * it was made from, dequantize (nu_op_copy) to the same bytes in F32, F16 and BF16; the repacked
+ * one's output `pad` elements into its buffer. */
+void nt_expect_same_dequantization(nu_device *d, const nt_repacked *r, const nu_tensor *src, int64_t r0, uint64_t pad,
+                                   const char *label);
 
 /* Records, commits and waits; fails the test on an error. */
 void nt_run(nu_device *d, nu_status (*record)(nu_commands *c, void *arg), void *arg);

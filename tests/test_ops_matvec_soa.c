@@ -76,26 +76,10 @@ static void repack_is_exact_and_dequantizes_as_q4_0(void **state)
         assert_int_equal(s.bytes[cases[c].offset + n * k / 32 * 18], 0xff);
         /* Dequantized: bit for bit Q4_0's, to each float dtype, of the whole tensor and of a slice
          * of its rows (the scales' and runs' offsets of a row). */
-        for (int f = 0; f < 3; f++)
-            for (int sl = 0; sl < 2; sl++) {
-                int64_t r0 = sl && n > 1 ? 1 : 0, rn = n - r0;
-                nu_tensor sv, qr;
-                NT_OK(nu_tensor_slice(&s.t, 0, r0, rn, &sv));
-                NT_OK(nu_tensor_slice(&qv, 0, r0, rn, &qr));
-                int64_t ds[2] = {rn, k};
-                nt_tensor a = nt_tensor_output(d, floats[f], 2, ds, (uint64_t)(c % 2));
-                nt_tensor b = nt_tensor_output(d, floats[f], 2, ds, 0);
-                nt_run_copy(d, &a.t, &sv);
-                nt_run_copy(d, &b.t, &qr);
-                nt_tensor_download(&a);
-                nt_tensor_download(&b);
-                size_t es = nu_dtype_size(floats[f]);
-                if (memcmp(a.bytes + a.t.offset, b.bytes, (size_t)(rn * k) * es) != 0)
-                    fail_msg("case %d: Q4_0_SOA -> %s (rows %lld..) differs from Q4_0's dequantization", c,
-                             nu_dtype_name(floats[f]), (long long)r0);
-                nt_tensor_free(&a);
-                nt_tensor_free(&b);
-            }
+        char label[32];
+        snprintf(label, sizeof label, "case %d", c);
+        nt_expect_same_dequantization(d, &s, &qv, 0, (uint64_t)(c % 2), label);
+        nt_expect_same_dequantization(d, &s, &qv, n > 1 ? 1 : 0, (uint64_t)(c % 2), label);
         free(want);
         nt_repacked_free(&s);
         nt_tensor_free(&q);
