@@ -200,7 +200,7 @@ nu_status nu__op_no_soa(const char *op, const char *name, const nu_tensor *t)
     char what[96];
     snprintf(what, sizeof what, "%s: %s", op, name);
     nu_status st = nu_tensor_check(t, what);
-    if (st != NU_OK || (t->dtype != NU_DTYPE_Q4_0_SOA && t->dtype != NU_DTYPE_Q6_K_SOA))
+    if (st != NU_OK || !(NU__OP_REPACKED & NU__OP_DTYPE(t->dtype)))
         return st;
     return nu__fail(t->buffer->device, NU_ERROR_INVALID_ARGUMENT,
                     "%s is %s, which only nu_op_matvec, nu_op_matmul and nu_op_copy read (its blocks are repacked "
