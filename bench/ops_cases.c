@@ -37,13 +37,16 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
         {"dequant", "q8_0>f16", K_CAST, 0, Q8, F16, 2, {rows, 4096}, (double)rows * 4096 * (34.0 / 32 + 2), ew, 0},
         {"dequant", "q4_0_soa>f16", K_CAST, 0, NU_DTYPE_Q4_0_SOA, F16, 2, {rows, 4096},
          (double)rows * 4096 * (18.0 / 32 + 2), ew, 0},
-        /* The K formats' copies a prefill pass makes of each matrix (copy.comp's sub-block path). */
+        /* The K formats' copies a prefill pass makes of each matrix (Q4_K, Q5_K and Q6_K_SOA by copy.comp's
+         * aligned-word path, FAST 3; Q6_K, whose super-blocks start at any even byte, the general way). */
         {"dequant", "q4_k>f16", K_CAST, 0, NU_DTYPE_Q4_K, F16, 2, {rows, 4096}, (double)rows * 4096 * (144.0 / 256 + 2),
          "", 0},
         {"dequant", "q5_k>f16", K_CAST, 0, NU_DTYPE_Q5_K, F16, 2, {rows, 4096}, (double)rows * 4096 * (176.0 / 256 + 2),
          "", 0},
         {"dequant", "q6_k>f16", K_CAST, 0, NU_DTYPE_Q6_K, F16, 2, {rows, 4096}, (double)rows * 4096 * (210.0 / 256 + 2),
          "", 0},
+        {"dequant", "q6_k_soa>f16", K_CAST, 0, NU_DTYPE_Q6_K_SOA, F16, 2, {rows, 4096},
+         (double)rows * 4096 * (210.0 / 256 + 2), "", 0},
         {"silu", big, K_UNARY, NU_UNARY_SILU, F16, F16, 1, {n16}, 2 * sz, ew, 0},
         {"gelu", big, K_UNARY, NU_UNARY_GELU, F16, F16, 1, {n16}, 2 * sz, ew, 0},
         {"exp", big, K_UNARY, NU_UNARY_EXP, F32, F32, 1, {n32}, 2 * sz, ew, 0},

@@ -19,6 +19,9 @@
 //     (8 elements stored as one or two vectors); blocks are always read by groups (below).
 //     2: Q4_0_SOA to F16 by groups of 8 without the index arithmetic (cp_soa_group), where dst is
 //     16-byte aligned, the rows have a multiple of 64 elements and src's first half is even.
+//     3: Q4_K, Q5_K or Q6_K_SOA to F16 by groups of 8 read as aligned 32-bit words (cp_k_group),
+//     where src is contiguous and 4-byte aligned and dst 16-byte aligned: no index arithmetic
+//     beyond a shift, no funnel shifts, one 16-byte store a group.
 //     0: an element a thread (U8: a 32-bit word of dst a thread), src through its strides.
 //   3 LOCAL: threads per workgroup (tuning; default 256).
 //   4 UNROLL: steps a thread loads before it stores, in the vector and block paths (tuning;
@@ -267,6 +270,56 @@ void cp_soa_group(uint u, uint bpr, uint vd)
     dst_v[vd + u] = uvec4(cp_q4_pair(d, x), cp_q4_pair(d, x >> 16), cp_q4_pair(d, y), cp_q4_pair(d, y >> 16));
 }
 
+// FAST 3 (Q4_K, Q5_K, Q6_K_SOA to F16; src contiguous from an even half, so every super-block's
+// bytes are whole 32-bit words: Q4_K's 144 and Q5_K's 176 bytes, Q6_K_SOA's 208): group u % 32 of
+// super-block u / 32, decoded as quant.glsl decodes it (the same q and dm from the same bytes,
+// read as words where it funnels halves), its values nu_q_value's through nu_q_floats' exact
+// small integers, rounded as cp_f32_to_f16 rounds, stored as one vector at vd + u.
+void cp_k_group(uint u, uint vd)
+{
+    uint i = u >> 5u, g = u & 31u;
+    uvec2 q;
+    vec2 dm;
+    if (DT_SRC == NU_Q6_K_SOA) {
+        uvec2 at = nu_q6s_halves(pc.first_src, i);
+        uint w = at.x >> 1u, n = g >> 4u, k = (g >> 2u) & 3u, l = 2u * (g & 3u); // l in words
+        uint lw = w + 16u * n + 8u * (k & 1u) + l, hw = w + 32u + 8u * n + l;
+        uvec2 lo = (uvec2(src_w[lw], src_w[lw + 1u]) >> (4u * (k >> 1u))) & 0x0f0f0f0fu;
+        uvec2 hi = (uvec2(src_w[hw], src_w[hw + 1u]) >> (2u * k)) & 0x03030303u;
+        q = lo | (hi << 4u);
+        uint s = 8u * n + 2u * k + (g & 3u) / 2u; // the scale's byte after ql and qh
+        int sc = bitfieldExtract(int(src_w[w + 48u + s / 4u]), int(8u * (s & 3u)), 8);
+        precise float d = nu_q_f16(uint(src_h[at.y])) * float(sc);
+        dm = vec2(d, 0.0);
+    } else {
+        uint bw = DT_SRC == NU_Q4_K ? 36u : 44u; // words a super-block
+        uint w = (pc.first_src >> 1u) + i * bw, c = g >> 3u, t = g & 7u;
+        uint qw = w + (DT_SRC == NU_Q4_K ? 4u : 12u) + 8u * c + 2u * (t & 3u);
+        q = (uvec2(src_w[qw], src_w[qw + 1u]) >> (4u * (t >> 2u))) & 0x0f0f0f0fu;
+        if (DT_SRC == NU_Q5_K) {
+            uint hw = w + 4u + 2u * (t & 3u);
+            q |= ((uvec2(src_w[hw], src_w[hw + 1u]) >> (2u * c + (t >> 2u))) & 0x01010101u) << 4u;
+        }
+        uint d2 = src_w[w];
+        uvec2 sm = nu_q_k4_scale_min(uvec3(src_w[w + 1u], src_w[w + 2u], src_w[w + 3u]), g >> 2u);
+        precise float scale = nu_q_f16(d2 & 0xffffu) * float(sm.x);
+        precise float mn = nu_q_f16(d2 >> 16u) * float(sm.y);
+        dm = vec2(scale, -mn);
+    }
+    float f[8];
+    nu_q_floats(DT_SRC, q, f);
+    uint p[4];
+    for (int k = 0; k < 4; k++) {
+        precise float a = dm.x * f[2 * k], b = dm.x * f[2 * k + 1];
+        if (nu_q_has_min(DT_SRC)) {
+            a = a + dm.y;
+            b = b + dm.y;
+        }
+        p[k] = cp_f32_to_f16(floatBitsToUint(a)) | (cp_f32_to_f16(floatBitsToUint(b)) << 16);
+    }
+    dst_v[vd + u] = uvec4(p[0], p[1], p[2], p[3]);
+}
+
 // Eight elements as dst's dtype at vector vd + u (16-byte aligned) or element first_dst + 8u.
 void cp_store8(uint vd, uint u, uint v[8])
 {
@@ -314,6 +367,14 @@ void main()
         uint bpr = pc.shape.w / 32u, units = pc.count / 8u;
         for (uint u = index; u < units; u += threads)
             cp_soa_group(u, bpr, vd);
+        return;
+    }
+    if (FAST == 3u && DT_DST == NU_F16) {
+        uint units = pc.count / 8u;
+        for (uint base = index; base < units; base += threads * UNROLL)
+            for (uint r = 0u; r < UNROLL; r++)
+                if (base + r * threads < units)
+                    cp_k_group(base + r * threads, vd);
         return;
     }
     if (BLOCK) { // every row is a whole number of 8-element steps

@@ -123,8 +123,12 @@ nu_status nu_op_copy(nu_commands *c, const nu_tensor *dst, const nu_tensor *src)
      * each matrix to F16 before its product) took 34 us for 4096 x 4096 the general way. */
     bool soa_blocks = src->dtype == NU_DTYPE_Q4_0_SOA && dst->dtype == NU_DTYPE_F16 && dst_aligned &&
                       push.shape[3] % 64 == 0 && first[1] % 2 == 0 && push.stride[2] % 2 == 0;
+    /* Q4_K, Q5_K and Q6_K_SOA to F16 by groups read as aligned 32-bit words (FAST 3) where src is
+     * contiguous from an even half: a prefill pass's copy of each K matrix before its product. */
+    bool k_words = (src->dtype == NU_DTYPE_Q4_K || src->dtype == NU_DTYPE_Q5_K || src->dtype == NU_DTYPE_Q6_K_SOA) &&
+                   dst->dtype == NU_DTYPE_F16 && dst_aligned && first[1] % 2 == 0 && nu_tensor_is_contiguous(src);
     uint32_t constants[5] = {nu__op_dtype_code(dst->dtype), nu__op_dtype_code(src->dtype),
-                             soa_blocks ? 2u : fast, COPY_LOCAL, COPY_UNROLL};
+                             soa_blocks ? 2u : k_words ? 3u : fast, COPY_LOCAL, COPY_UNROLL};
     nu_kernel *k;
     if ((st = nu__op_kernel(d, NU__K_copy, sizeof push, constants, 5, &k)) != NU_OK)
         return st;
