@@ -45,19 +45,23 @@ static void dims3(const nu_tensor *t, int64_t *batch, int64_t *rows, int64_t *co
     *cols = t->shape[o + 1];
 }
 
-/* Runs dst = a * b^T (+ bias) with `tune` (NULL: nu_op_matmul) and checks it; av, bv, biasv the
- * exact values (row-major over each view's shape). */
-static void check_tuned(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float *av, const nu_tensor *b,
-                        const float *bv, const nu_tensor *bias, const float *biasv, const nu_matmul_tune *tune,
-                        const char *what)
+/* Runs out = a * b^T (+ bias) with `tune` (NULL: nu_op_matmul) and checks it; out is a view of the
+ * contiguous tensor dst (dst itself, or a column slice of it), av, bv, biasv the exact values
+ * (row-major over each view's shape). */
+static void check_view(nu_device *d, nt_tensor *dst, const nu_tensor *out, const nu_tensor *a, const float *av,
+                       const nu_tensor *b, const float *bv, const nu_tensor *bias, const float *biasv,
+                       const nu_matmul_tune *tune, const char *what)
 {
-    mm_case k = {&dst->t, a, b, bias, tune};
+    mm_case k = {out, a, b, bias, tune};
     nt_run(d, record_matmul, &k);
     nt_tensor_download(dst);
     int64_t ab, m, kk, bb, n, k2, db, dm, dn;
     dims3(a, &ab, &m, &kk);
     dims3(b, &bb, &n, &k2);
-    dims3(&dst->t, &db, &dm, &dn);
+    dims3(out, &db, &dm, &dn);
+    uint32_t o = out->rank == 3;
+    int64_t first = (int64_t)((out->offset - dst->t.offset) / nu_dtype_size(out->dtype));
+    int64_t s_batch = o ? out->strides[0] : 0, s_row = out->strides[o], s_col = out->strides[o + 1];
     float rel = nt_dtype_tolerance(dst->t.dtype);
     for (int64_t z = 0; z < db; z++)
         for (int64_t i = 0; i < m; i++)
@@ -75,13 +79,20 @@ static void check_tuned(nu_device *d, nt_tensor *dst, const nu_tensor *a, const 
                     sabs += fabs((double)biasv[j]);
                 }
                 float want = nt_round_to(dst->t.dtype, (float)s);
-                float got = dst->values[(z * m + i) * n + j];
+                float got = dst->values[first + z * s_batch + i * s_row + j * s_col];
                 double tol = sabs / 65536.0 + rel * fabs((double)want) + 1e-30;
                 if (!(fabs((double)got - (double)want) <= tol))
                     fail_msg("%s: dst[%lld, %lld, %lld] is %.9g, expected %.9g (tolerance %.3g; m %lld n %lld k %lld)",
                              what, (long long)z, (long long)i, (long long)j, (double)got, (double)want, tol,
                              (long long)m, (long long)n, (long long)kk);
             }
+}
+
+static void check_tuned(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float *av, const nu_tensor *b,
+                        const float *bv, const nu_tensor *bias, const float *biasv, const nu_matmul_tune *tune,
+                        const char *what)
+{
+    check_view(d, dst, &dst->t, a, av, b, bv, bias, biasv, tune, what);
 }
 
 static void check(nu_device *d, nt_tensor *dst, const nu_tensor *a, const float *av, const nu_tensor *b, const float *bv,
@@ -406,7 +417,8 @@ static void refuses_bad_tensors(void **state)
     nu_tensor qav = nu_tensor_make(q.t.buffer, 0, NU_DTYPE_Q8_0, 2, qa);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dst.t, &qav, &b.t, NULL));
     assert_non_null(strstr(nu_error_message(NULL), "Q8_0"));
-    /* dst overlapping a, b; a strided dst. */
+    /* dst overlapping a, b; a dst whose rows overlap (row stride below n) or whose columns are
+     * strided. */
     nu_tensor over_a = nu_tensor_make(a.t.buffer, 0, NU_DTYPE_F32, 2, ds);
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &over_a, &a.t, &b.t, NULL));
     assert_non_null(strstr(nu_error_message(NULL), "overlaps a"));
@@ -414,9 +426,13 @@ static void refuses_bad_tensors(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &over_b, &a.t, &b.t, NULL));
     assert_non_null(strstr(nu_error_message(NULL), "overlaps b"));
     nu_tensor dts = nu_tensor_make(bad.t.buffer, 0, NU_DTYPE_F32, 2, ds);
-    dts.strides[0] = 6;
+    dts.strides[0] = 3;
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dts, &a.t, &b.t, NULL));
-    assert_non_null(strstr(nu_error_message(NULL), "contiguous"));
+    assert_non_null(strstr(nu_error_message(NULL), "row stride >= n"));
+    nu_tensor dcs = nu_tensor_make(d3.t.buffer, 0, NU_DTYPE_F32, 2, ds); /* 40 floats: 4 rows of 10 */
+    dcs.strides[0] = 10, dcs.strides[1] = 2;
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_matmul(c, &dcs, &a.t, &b.t, NULL));
+    assert_non_null(strstr(nu_error_message(NULL), "columns must be contiguous"));
     /* Bad knobs: a variant outside the enum, a tile whose threads do not divide it, too much shared
      * memory, a field outside its range. */
     const nu_matmul_tune bad_tunes[5] = {{.variant = NU_MATMUL_VARIANT_COUNT}, {.bm = 30, .tm = 4},
@@ -531,6 +547,83 @@ static void tensor_cores_match_the_reference(void **state)
         }
     unsetenv("NUVEC_MATMUL_TC");
     NT_OK(nu_device_close(d));
+}
+
+/* dst a column slice of a wider matrix (row stride above n): two products write the halves of one
+ * output [batch, m, 2n + 8], and neither touches the other's columns nor the last 8 (NaN from
+ * nt_tensor_output); on the tiled kernel and, where the device has matrix units, on them too
+ * (whole tiles straight to dst, edge tiles, a bias, and split k: the partials' sum writes the
+ * slice). A prefill pass's weight copies go by halves of a matrix this way (llm/blocks.c). */
+static void writes_column_slices_of_a_wider_dst(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    bool units = nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX];
+    assert_int_equal(setenv("NUVEC_MATMUL_TC", "on", 1), 0);
+    uint64_t seed = 31;
+    const struct {
+        int64_t batch, m, n, k;
+        nu_dtype w, dst;
+        uint32_t splits;
+        bool bias;
+    } cases[4] = {{1, 256, 128, 256, NU_DTYPE_F16, NU_DTYPE_F32, 0, false},
+                  {2, 37, 45, 256, NU_DTYPE_Q4_K, NU_DTYPE_F16, 0, true},
+                  {1, 16, 200, 1024, NU_DTYPE_Q6_K, NU_DTYPE_F32, 3, false},
+                  {3, 5, 64, 96, NU_DTYPE_Q8_0, NU_DTYPE_BF16, 0, true}};
+    for (int path = 0; path < (units ? 2 : 1); path++)
+        for (int c = 0; c < 4; c++) {
+            int64_t batch = cases[c].batch, m = cases[c].m, n = cases[c].n, k = cases[c].k, wide = 2 * n + 8;
+            int64_t as[3] = {batch, m, k}, bs[2] = {n, k}, ws[3] = {batch, m, wide}, bis[1] = {n};
+            nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 3, as, 0, -1, 1, &seed);
+            nt_tensor out = nt_tensor_output(d, cases[c].dst, 3, ws, 0);
+            nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F32, 1, bis, 0, -1, 1, &seed);
+            nt_tensor b[2];
+            float *bv[2];
+            nu_tensor half[2];
+            for (int h = 0; h < 2; h++) {
+                b[h] = cases[c].w == NU_DTYPE_F16 ? nt_tensor_random(d, NU_DTYPE_F16, 2, bs, 0, -1, 1, &seed)
+                                                  : nt_tensor_quantized(d, cases[c].w, 2, bs, 0, -1, 1, &seed);
+                bv[h] = malloc((size_t)(n * k) * sizeof *bv[h]);
+                for (int64_t i = 0; i < n * k; i++) /* the matrix units round block weights to F16 */
+                    bv[h][i] = path ? nt_round_to(NU_DTYPE_F16, b[h].values[i]) : b[h].values[i];
+                half[h] = out.t;
+                half[h].shape[2] = n;
+                half[h].offset += (uint64_t)(h * n) * nu_dtype_size(cases[c].dst);
+            }
+            nu_matmul_tune tune = {.no_tensor_cores = path == 0, .tc_splits = path ? cases[c].splits : 0};
+            char what[192];
+            float *first = malloc((size_t)(batch * m * wide) * sizeof *first);
+            for (int h = 0; h < 2; h++) {
+                snprintf(what, sizeof what, "%s: %s half %d of [%lld, %lld, %lld] = F16 a * %s b^T%s, splits %u",
+                         path ? "matrix units" : "tiled", nu_dtype_name(cases[c].dst), h, (long long)batch,
+                         (long long)m, (long long)wide, nu_dtype_name(cases[c].w), cases[c].bias ? " + bias" : "",
+                         tune.tc_splits);
+                check_view(d, &out, &half[h], &a.t, a.values, &b[h].t, bv[h], cases[c].bias ? &bias.t : NULL,
+                           cases[c].bias ? bias.values : NULL, &tune, what);
+                if (h == 0)
+                    memcpy(first, out.values, (size_t)(batch * m * wide) * sizeof *first);
+            }
+            for (int64_t r = 0; r < batch * m; r++)
+                for (int64_t j = 0; j < wide; j++) {
+                    float v = out.values[r * wide + j];
+                    if (j < n && memcmp(&v, &first[r * wide + j], sizeof v))
+                        fail_msg("%s: the second half's product changed the first half's [%lld, %lld]", what,
+                                 (long long)r, (long long)j);
+                    if (j >= 2 * n && !isnan(v))
+                        fail_msg("%s: column %lld of row %lld past both halves was written (%g)", what, (long long)j,
+                                 (long long)r, (double)v);
+                }
+            free(first);
+            for (int h = 0; h < 2; h++) {
+                free(bv[h]);
+                nt_tensor_free(&b[h]);
+            }
+            nt_tensor_free(&a);
+            nt_tensor_free(&out);
+            nt_tensor_free(&bias);
+        }
+    unsetenv("NUVEC_MATMUL_TC");
+    nt_close(d);
 }
 
 /* A chain of three products in one recording: h = a w1^T (F16), y = h w2^T + bias, z = a w3^T. */
@@ -723,6 +816,7 @@ int main(void)
         cmocka_unit_test(block_weights_with_every_a_dtype),
         cmocka_unit_test(batched_and_broadcast),
         cmocka_unit_test(strided_transposed_and_sliced_views),
+        cmocka_unit_test(writes_column_slices_of_a_wider_dst),
         cmocka_unit_test(every_variant_and_knob),
         cmocka_unit_test(tensor_cores_match_the_reference),
         cmocka_unit_test(tensor_cores_split_k),

@@ -10,7 +10,8 @@
  * message naming the op and the problem; a failed op records nothing.
  *
  * Conventions shared by all ops:
- * - Outputs ("dst") are contiguous (row-major) and must not overlap any input, except that an
+ * - Outputs ("dst") are contiguous (row-major; nu_op_matmul's may also be a column slice of one)
+ *   and must not overlap any input, except that an
  *   elementwise op may write over an input viewed exactly as dst (in place). Inputs may be any
  *   view: strided, transposed, broadcast (stride 0).
  * - "Last dimension": shape[rank - 1]; reductions, norms and softmax run along it, over each
@@ -357,7 +358,9 @@ bool nu_op_matvec_fuses_post_norm(nu_device *d, const nu_tensor *weight, const n
  * [out, in], as weight files store it), so a linear layer is nu_op_matmul(c, y, x, weight, bias).
  * a is [m, k] or [batch, m, k] float; b [n, k] or [batch, n, k], float or a block dtype (Q4_0_SOA
  * only where the tensor-core kernel below takes the product, else NU_ERROR_INVALID_ARGUMENT;
- * Q6_K_SOA on both kernels); dst [m, n] or [batch, m, n] float, contiguous, not overlapping the inputs; bias NULL or
+ * Q6_K_SOA on both kernels); dst [m, n] or [batch, m, n] float, not overlapping the inputs, its columns
+ * contiguous and its rows and batches apart (a row-major matrix or a column slice of a wider one:
+ * two products may write the two halves of one output); bias NULL or
  * [n] float (any stride). A batch of 1 (or rank 2) broadcasts that operand to every batch of dst;
  * dst's batch is the larger of a's and b's. Every dtype combination is accepted (F32 a with block b
  * too). Accumulates in F32 (block weights dequantized exactly, nu_op_copy's values); dst is rounded

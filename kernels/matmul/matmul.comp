@@ -74,8 +74,9 @@ layout(push_constant) uniform Push {
     uint m, n, k, batch;
     uint first_a, a_batch, a_row, a_col; // a's strides (elements; 0 for dimensions of size 1)
     uint first_w, w_batch, w_row, w_col; // w's (halves per batch and row for block dtypes)
-    uint first_dst;                      // dst is contiguous [batch, M, N]
+    uint first_dst;                      // dst [batch, M, N]: its columns contiguous
     uint first_bias, bias_stride;
+    uint dst_batch, dst_row;             // dst's strides (elements)
 } pc;
 
 float a_load(uint base, uint row, uint kk) { return NU_LOAD(a, ADT, base + row * pc.a_row + kk * pc.a_col); }
@@ -207,7 +208,7 @@ void main()
                     for (uint i = 0u; i < TM; i++) {
                         uint row = m0 + ty + i * RS;
                         if (row < pc.m)
-                            NU_STORE(dst, DDT, pc.first_dst + (bz * pc.m + row) * pc.n + col, acc[i * TN + j] + b)
+                            NU_STORE(dst, DDT, pc.first_dst + bz * pc.dst_batch + row * pc.dst_row + col, acc[i * TN + j] + b)
                     }
                 }
             }

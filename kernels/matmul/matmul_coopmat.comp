@@ -110,11 +110,11 @@ const bool KFMT = WDT == Q4_K || WDT == Q6_K || WDT == Q6_K_SOA; // 256-element 
         acc_##i##_##j = coopMatMulAdd(fa_##i, fb_##j, acc_##i##_##j);
 #define STORE_DIRECT(i, j) \
     if (uint(i) < FM && uint(j) < FN) { \
-        uint at = first + 16u * uint(i) * pc.n + 16u * uint(j); \
+        uint at = first + 16u * uint(i) * pc.dst_row + 16u * uint(j); \
         if (DDT == NU_F32) \
-            coopMatStore(acc_##i##_##j, dst_f, at, pc.n, gl_CooperativeMatrixLayoutRowMajor); \
+            coopMatStore(acc_##i##_##j, dst_f, at, pc.dst_row, gl_CooperativeMatrixLayoutRowMajor); \
         else \
-            coopMatStore(ACC_F16(acc_##i##_##j), dst_f16, at, pc.n, gl_CooperativeMatrixLayoutRowMajor); \
+            coopMatStore(ACC_F16(acc_##i##_##j), dst_f16, at, pc.dst_row, gl_CooperativeMatrixLayoutRowMajor); \
     }
 #define STORE_THROUGH_SHARED(i, j) \
     if (uint(i) < FM && uint(j) < FN) { \
@@ -128,7 +128,7 @@ const bool KFMT = WDT == Q4_K || WDT == Q6_K || WDT == Q6_K_SOA; // 256-element 
             if (BIAS != 0u && col < pc.n) \
                 v += NU_LOAD(bias, BDT, pc.first_bias + col); \
             if (row < pc.m && col < pc.n) \
-                NU_STORE(dst, DDT, pc.first_dst + zb * pc.dst_batch + row * pc.n + col, v) \
+                NU_STORE(dst, DDT, pc.first_dst + zb * pc.dst_batch + row * pc.dst_row + col, v) \
         } \
         subgroupBarrier(); \
     }
@@ -152,11 +152,12 @@ layout(push_constant) uniform Push {
     uint m, n, k;
     uint first_a, a_row, a_batch;    // elements
     uint first_w, w_row, w_batch;    // elements (F16) or halves (block dtypes)
-    uint first_dst, dst_batch;       // dst is contiguous [.., m, n]
+    uint first_dst, dst_batch;       // dst [.., m, n]: its columns contiguous, rows dst_row apart
     uint first_bias;
     uint tile_x, tile_y;             // the first tile's column and row (in tiles)
     uint k_per;                      // split-K: the k of a split (a multiple of BK and 256); k: none
     uint batches;                    // a's and w's batches: workgroup z is split * batches + batch
+    uint dst_row;                    // elements
 } pc;
 
 uvec4 zero4() { return uvec4(0u); }
@@ -496,7 +497,7 @@ void main()
     }
 
     if (EPILOGUE == 0u) { // whole tiles, F32 or F16, no bias
-        uint first = pc.first_dst + zb * pc.dst_batch + (m0 + wm * FM * 16u) * pc.n + n0 + wn * FN * 16u;
+        uint first = pc.first_dst + zb * pc.dst_batch + (m0 + wm * FM * 16u) * pc.dst_row + n0 + wn * FN * 16u;
         EACH_FRAG(STORE_DIRECT)
         return;
     }

@@ -5,7 +5,8 @@
 // result does not depend on the order the workgroups ran in.
 //
 // Specialisation constants: 0 DDT dst's dtype, 1 BIAS (1: add bias[j], binding 2), 2 BDT its
-// dtype (ops.glsl codes); 3 LOCAL threads a workgroup. Bindings: 0 dst (contiguous [.., m, n]),
+// dtype (ops.glsl codes); 3 LOCAL threads a workgroup. Bindings: 0 dst ([.., m, n], its columns
+// contiguous, its rows and batches at their strides),
 // 1 the partials (F32), 2 bias (the placeholder without one). Push: below; a thread an element,
 // the grid's rows of 65535 workgroups at most (workgroup (x, y) takes x + y * 65535).
 #include "ops.glsl"
@@ -24,6 +25,8 @@ layout(push_constant) uniform Push {
     uint splits;
     uint first_dst;  // elements
     uint first_bias;
+    uint m;          // a batch's rows
+    uint dst_row, dst_batch; // dst's strides (elements)
 } pc;
 
 void main()
@@ -36,5 +39,6 @@ void main()
         v += uintBitsToFloat(part_w[s * pc.count + i]);
     if (BIAS != 0u)
         v += NU_LOAD(bias, BDT, pc.first_bias + i % pc.n);
-    NU_STORE(dst, DDT, pc.first_dst + i, v)
+    uint row = i / pc.n, b = row / pc.m;
+    NU_STORE(dst, DDT, pc.first_dst + b * pc.dst_batch + (row - b * pc.m) * pc.dst_row + (i - row * pc.n), v)
 }

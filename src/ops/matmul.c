@@ -162,6 +162,19 @@ static mat3 mat3_of(const nu_tensor *t)
     return r;
 }
 
+/* dst's layout: its columns contiguous, its rows and batches apart (rows at least n elements,
+ * batches at least a batch's span): the matrix, or a column slice of a wider one (two products
+ * writing the halves of one output). */
+static nu_status dst_rows(nu_device *d, const mat3 *s)
+{
+    if ((s->cols <= 1 || s->s_col == 1) && (s->rows <= 1 || s->s_row >= s->cols) &&
+        (s->batch <= 1 || s->s_batch >= (s->rows - 1) * s->s_row + s->cols))
+        return NU_OK;
+    return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                    FN ": dst's columns must be contiguous and its rows and batches apart (row stride >= n, batch "
+                       "stride >= a batch's span): a row-major matrix or a column slice of one");
+}
+
 static nu_status rank_of(nu_device *d, const char *name, const nu_tensor *t, const char *dims)
 {
     if (t->rank != 2 && t->rank != 3)
@@ -221,7 +234,7 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
                         "the larger", (long long)sa.batch, (long long)sb.batch, (long long)batch);
     if (bias && (bias->rank != 1 || bias->shape[0] != n))
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": bias must be [n] = [%lld] (rank 1)", (long long)n);
-    if ((st = nu__op_contiguous(FN, "dst", dst)) != NU_OK || (st = nu__op_no_alias(FN, dst, "a", a, false)) != NU_OK ||
+    if ((st = dst_rows(d, &sd)) != NU_OK || (st = nu__op_no_alias(FN, dst, "a", a, false)) != NU_OK ||
         (st = nu__op_no_alias(FN, dst, "b", b, false)) != NU_OK ||
         (bias && (st = nu__op_no_alias(FN, dst, "bias", bias, false)) != NU_OK))
         return st;
@@ -279,10 +292,12 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         uint32_t first_a, a_batch, a_row, a_col;
         uint32_t first_w, w_batch, w_row, w_col;
         uint32_t first_dst, first_bias, bias_stride;
+        uint32_t dst_batch, dst_row;
     } push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, (uint32_t)batch,
               first[1], (uint32_t)sa.s_batch, (uint32_t)sa.s_row, (uint32_t)sa.s_col,
               first[2], w_batch, w_row, (uint32_t)sb.s_col,
-              first[0], first[3], bias && n > 1 ? (uint32_t)bias->strides[0] : 0};
+              first[0], first[3], bias && n > 1 ? (uint32_t)bias->strides[0] : 0,
+              (uint32_t)sd.s_batch, (uint32_t)sd.s_row};
     nu_kernel *kern;
     if ((st = nu__op_kernel(d, NU__K_matmul, sizeof push, constants, 11, &kern)) != NU_OK)
         return st;

@@ -147,6 +147,7 @@ typedef struct tc_push {
     uint32_t m, n, k, first_a, a_row, a_batch, first_w, w_row, w_batch, first_dst, dst_batch, first_bias;
     uint32_t tile_x, tile_y; /* the first tile of the dispatch */
     uint32_t k_per, batches; /* split-K: k a split (k: none); a's and w's batches (z = split * batches + batch) */
+    uint32_t dst_row;        /* dst's row stride (elements) */
 } tc_push;
 
 static nu_status dispatch_tiles(nu_commands *c, nu_kernel *kern, const nu_binding bind[4], tc_push *push, uint32_t x,
@@ -167,7 +168,8 @@ static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constan
                                   uint32_t bm, uint32_t bn, uint32_t z)
 {
     uint32_t n = push->n, m = push->m, per16 = ddt == NU_DTYPE_F32 ? 4 : 8;
-    bool direct = (ddt == NU_DTYPE_F32 || ddt == NU_DTYPE_F16) && !bias && n % per16 == 0 && push->first_dst % per16 == 0;
+    bool direct = (ddt == NU_DTYPE_F32 || ddt == NU_DTYPE_F16) && !bias && n % per16 == 0 &&
+                  push->first_dst % per16 == 0 && push->dst_row % per16 == 0 && push->dst_batch % per16 == 0;
     uint32_t fx = direct ? n / bn : 0, fy = direct ? m / bm : 0;
     nu_kernel *kern;
     nu_status st;
@@ -262,8 +264,8 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         constants[13] = 1;
     tc_push push = {(uint32_t)m, (uint32_t)n, (uint32_t)k, first[1], m > 1 ? (uint32_t)a->strides[ra - 2] : 0,
                     ra == 3 && a->shape[0] > 1 ? (uint32_t)a->strides[0] : 0, first[2], (uint32_t)w_row,
-                    (uint32_t)w_batch, first[0], rd == 3 ? (uint32_t)(m * n) : 0, first[3], 0, 0,
-                    (uint32_t)k, (uint32_t)batches};
+                    (uint32_t)w_batch, first[0], rd == 3 && dst->shape[0] > 1 ? (uint32_t)dst->strides[0] : 0, first[3],
+                    0, 0, (uint32_t)k, (uint32_t)batches, m > 1 ? (uint32_t)dst->strides[rd - 2] : (uint32_t)n};
     uint32_t bm = 16 * t.fm * t.wm, bn = 16 * t.fn * t.wn;
     uint64_t gx = ((uint64_t)n + bn - 1) / bn, gy = ((uint64_t)m + bm - 1) / bm;
     if (gx > in->max_workgroup_count[0] || gy > in->max_workgroup_count[1])
@@ -290,6 +292,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         bind[0] = (nu_binding){.buffer = part, .access = NU_ACCESS_WRITE, .offset = 0, .size = (size_t)part_bytes};
         push.first_dst = 0;
         push.dst_batch = (uint32_t)(m * n);
+        push.dst_row = (uint32_t)n;
         constants[1] = nu__op_dtype_code(NU_DTYPE_F32);
         constants[2] = constants[3] = 0; /* the bias: in the sum */
     }
@@ -301,8 +304,10 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         uint32_t sconst[4] = {nu__op_dtype_code(dst->dtype), bias ? 1u : 0u, bias ? nu__op_dtype_code(bias->dtype) : 0u,
                               256};
         struct {
-            uint32_t count, n, splits, first_dst, first_bias;
-        } spush = {(uint32_t)count, (uint32_t)n, splits, first[0], first[3]};
+            uint32_t count, n, splits, first_dst, first_bias, m, dst_row, dst_batch;
+        } spush = {(uint32_t)count, (uint32_t)n, splits, first[0], first[3], (uint32_t)m,
+                   m > 1 ? (uint32_t)dst->strides[rd - 2] : (uint32_t)n,
+                   rd == 3 && dst->shape[0] > 1 ? (uint32_t)dst->strides[0] : 0};
         nu_binding sbind[3] = {out, {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)part_bytes},
                                bind[3]};
         uint64_t wg = (count + 255) / 256;
