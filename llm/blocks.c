@@ -143,7 +143,8 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
      * no product but the one two before it and runs beside the product before it (a product of
      * 128 x 128 tiles holds all of a compute unit's registers only while its waves are full: the
      * copy fills the rest). A_W16 of one matrix (the default): q, k, v and o alternate, the FFN's
-     * copies wait as before; of two (copy_pair): every copy, which took qwen2.5-7b Q4_K_M's
+     * copies wait as before (copy_halves: they go by halves of their rows, linear_by_halves); of two
+     * (copy_pair): every copy, which took qwen2.5-7b Q4_K_M's
      * 512-token prompt from 9,797 / 9,677 tokens/s to 10,245 / 10,187 (H100, bench/RESULTS.md)
      * for 86 MiB more a 7B pass. */
     size_t half = nu_buffer_size(p->act[NU_LLM_A_W16]) / 2 / 16 * 16;
