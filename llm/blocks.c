@@ -81,38 +81,6 @@ static bool units_read(nu_dtype dtype)
            dtype == NU_DTYPE_Q8_0 || dtype == NU_DTYPE_Q4_0;
 }
 
-/* Whether w (rank 2, rows n) goes to A_W16 by halves of its rows (copy_halves): an even n whose
- * half's F16 copy fits half of A_W16, and where w is Q6_K_SOA, a half that starts a group of its
- * super-blocks (nu_tensor_slice's rule). */
-static bool by_halves(const nu_tensor *w, size_t half)
-{
-    int64_t n = w->shape[0], k = w->shape[1];
-    if (w->rank != 2 || n % 2 || (uint64_t)(n / 2) * (uint64_t)k * 2 > half)
-        return false;
-    return w->dtype != NU_DTYPE_Q6_K_SOA || (n / 2) * (k / 256) % 8 == 0;
-}
-
-/* y = x w^T (+ bias) by halves of w's rows: each half copied to F16 into its half of A_W16 in turn,
- * then multiplied into its half of y's columns (nu_op_matmul writes a column slice). Each copy
- * waits on no product but the one two before it, so it runs beside the product before it, as
- * q, k, v and o's do, at A_W16's size of one matrix. */
-static nu_status linear_by_halves(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
-                                  const nu_tensor *bias, size_t half)
-{
-    int64_t n2 = w->shape[0] / 2;
-    for (int64_t h = 0; h < 2; h++) {
-        nu_tensor wh, yh, bh;
-        TRY(nu_tensor_slice(w, 0, h * n2, n2, &wh));
-        TRY(nu_tensor_slice(y, y->rank - 1, h * n2, n2, &yh));
-        if (bias)
-            TRY(nu_tensor_slice(bias, 0, h * n2, n2, &bh));
-        nu_tensor w16 = nu_tensor_make(p->act[NU_LLM_A_W16], (p->w16_turn++ & 1u) * half, NU_DTYPE_F16, 2, wh.shape);
-        TRY(nu_op_copy(p->c, &w16, &wh));
-        TRY(nu_op_matmul(p->c, &yh, x, &w16, bias ? &bh : NULL));
-    }
-    return NU_OK;
-}
-
 /* y = x w^T (+ bias): the matrix-vector products for decode's few rows (and a batched decode step
  * of fewer than matmul_rows rows, a group at a time), else the matrix product; in a prefill pass
  * with F16 inputs, block (and Q4_0_SOA) weights are dequantized to F16 first (into A_W16, one
@@ -143,14 +111,11 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
      * no product but the one two before it and runs beside the product before it (a product of
      * 128 x 128 tiles holds all of a compute unit's registers only while its waves are full: the
      * copy fills the rest). A_W16 of one matrix (the default): q, k, v and o alternate, the FFN's
-     * copies wait as before (copy_halves: they go by halves of their rows, linear_by_halves); of two
-     * (copy_pair): every copy, which took qwen2.5-7b Q4_K_M's
+     * copies wait as before; of two (copy_pair): every copy, which took qwen2.5-7b Q4_K_M's
      * 512-token prompt from 9,797 / 9,677 tokens/s to 10,245 / 10,187 (H100, bench/RESULTS.md)
      * for 86 MiB more a 7B pass. */
     size_t half = nu_buffer_size(p->act[NU_LLM_A_W16]) / 2 / 16 * 16;
     bool fits = (uint64_t)nu_tensor_numel(w) * 2 <= half;
-    if (!fits && p->copy_halves && by_halves(w, half))
-        return linear_by_halves(p, y, w, x, bias, half);
     nu_tensor w16 = nu_tensor_make(p->act[NU_LLM_A_W16], fits ? (p->w16_turn++ & 1u) * half : 0, NU_DTYPE_F16, 2,
                                    w->shape);
     TRY(nu_op_copy(p->c, &w16, w));

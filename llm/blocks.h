@@ -110,7 +110,6 @@ struct nu_llm_pass {
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
     bool w16;                 /* block and Q4_0_SOA weights dequantized to F16 before each product */
     uint32_t w16_turn;        /* copies into A_W16's halves so far (they alternate) */
-    bool copy_halves;         /* matrices larger than half of A_W16 copied and multiplied by halves */
     bool matrix_units;        /* the device has VK_KHR_cooperative_matrix and the products take F16
                                * inputs (prefill_f16): a decode graph's products read Q8_0, Q4_0,
                                * Q4_0_SOA, Q4_K and Q6_K weights as they are (linear_b) */

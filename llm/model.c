@@ -167,13 +167,6 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         o->fresh_attention = 1;
     if (getenv("NUVEC_LLM_COPY_PAIR"))
         o->copy_pair = 1;
-    const char *halves = getenv("NUVEC_LLM_COPY_HALVES");
-    if (halves && *halves) {
-        if (strcmp(halves, "0") && strcmp(halves, "1"))
-            return nu_llm__fail(NU_ERROR_INVALID_ARGUMENT, "nu_llm_model_open: NUVEC_LLM_COPY_HALVES=%s is not 0 or 1",
-                                halves);
-        o->copy_halves = *halves == '1' ? 1 : -1;
-    }
     if (getenv("NUVEC_LLM_NO_POST_FUSION"))
         o->post_norm_fusion = -1;
     if (getenv("NUVEC_LLM_NO_STACKING"))
@@ -517,7 +510,6 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
     ro.fresh = o.fresh_attention >= 0;
     ro.fresh_rows = o.fresh_attention > 0;
     ro.copy_pair = o.copy_pair > 0;
-    ro.copy_halves = o.copy_halves > 0;
     ro.post_fusion = o.post_norm_fusion >= 0;
     ro.ahead = default_ahead;
     const char *ahead = getenv("NUVEC_LLM_PREFETCH");

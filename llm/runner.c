@@ -77,7 +77,6 @@ nu_llm_pass nu_llm__runner_make_pass(nu_llm_runner *r, nu_commands *c, uint32_t 
 {
     nu_llm_pass p = {.c = c, .hp = r->hp, .kv = r->kv, .rows = rows, .slot = slot, .start = start};
     p.matvec_rows = r->o.matvec_rows, p.matmul_rows = r->o.matmul_rows, p.direct_rows = r->o.direct_rows;
-    p.copy_halves = r->o.copy_halves;
     p.fused = r->o.fusion && rows <= r->o.matvec_rows;
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;

@@ -52,7 +52,6 @@ typedef struct nu_llm_runner_options {
     bool fresh_rows;        /* ... and batched decode steps (its per-row form) */
     bool copy_pair;         /* prefill's F16 weight copies: A_W16 of two matrices, each copy beside
                              * the product before it (else one matrix: only q, k, v and o) */
-    bool copy_halves;       /* ... one matrix, the larger ones by halves of their rows (blocks.c) */
     bool post_fusion;       /* fused passes: post-norms in the block's last product */
     bool ahead_on;          /* the one-row decode graphs read weights ahead as `ahead` says */
     nu_llm_prefetch ahead;

@@ -3,7 +3,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "core/host.h"
@@ -79,23 +78,6 @@ char *nt_read_file(const char *path)
     text[n] = 0;
     fclose(f);
     return text;
-}
-
-int nt_trace_count(const char *path, const char *kernel)
-{
-    char *text = nt_read_file(path), want[64];
-    snprintf(want, sizeof want, "\"name\":\"%s", kernel);
-    char *o = text;
-    for (const char *c = text; *c; c++) /* the writer's spacing aside */
-        if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
-            *o++ = *c;
-    *o = 0;
-    int count = 0;
-    for (const char *at = strstr(text, want); at; at = strstr(at + 1, want))
-        count++;
-    free(text);
-    remove(path);
-    return count;
 }
 
 const char *nt_tmp_dir(void)

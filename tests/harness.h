@@ -37,9 +37,6 @@ void nt_close(nu_device *device);
     } while (0)
 /* The whole file, NUL-terminated (free() it); fails the test when it cannot be read. */
 char *nt_read_file(const char *path);
-/* How many dispatches of a kernel whose name starts with `kernel` a trace file (nuvec/trace.h)
- * holds; the file is removed. */
-int nt_trace_count(const char *path, const char *kernel);
 /* The folder tests write their files in: NUVEC_TEST_TMP, else /tmp. */
 const char *nt_tmp_dir(void);
 /* A deterministic pseudo-random generator for test data. */

@@ -365,4 +365,18 @@ void nt_round_as_dot_path(const float *x, int64_t n, double *xhat, double *tie)
     }
 }
 
-bool nt_trace_has(const char *path, const char *kernel) { return nt_trace_count(path, kernel) > 0; }
+bool nt_trace_has(const char *path, const char *kernel)
+{
+    char *text = nt_read_file(path), want[64];
+    assert_non_null(text);
+    snprintf(want, sizeof want, "\"name\":\"%s", kernel);
+    char *o = text;
+    for (const char *c = text; *c; c++) /* the writer's spacing aside */
+        if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
+            *o++ = *c;
+    *o = 0;
+    bool found = strstr(text, want) != NULL;
+    free(text);
+    remove(path);
+    return found;
+}

@@ -148,11 +148,6 @@ typedef struct nu_llm_model_options {
                               * FFN's copies each after the product before it; 1: in two, every
                               * copy beside the product before it (H100: qwen2.5-7b Q4_K_M's
                               * 512-token prompt 4.8% faster; a 7B pass 86 MiB larger) */
-    int copy_halves;         /* 0 (default) and -1: as copy_pair says; 1: with A_W16 of one matrix,
-                              * a matrix that does not fit half of it (the FFN's) is copied and
-                              * multiplied by halves of its rows, each half's product writing its
-                              * half of the output's columns, so every copy runs beside the product
-                              * before it at no more memory */
     int post_norm_fusion;    /* 0 (default) and 1: a fused pass's block ending in a post-norm (Gemma's
                               * sandwich norms) adds it into x in its last product's dispatch
                               * (nu_matvec_desc.post_norm, where that product's kernel takes it: one
