@@ -205,10 +205,12 @@ static void products_equal_q6_k_bit_for_bit(void **state)
 }
 
 /* NUVEC_MATVEC_SOA=chain=1 (matvec_soa.glsl's CHAIN: each row group's first weight loads issued
- * before the row group before it is reduced) changes when loads are issued, not what is summed:
- * the same bits as without it, on a device opened with each setting, for Q6_K_SOA and Q4_K (by
- * pairs) with many row groups a workgroup (tune.groups 2), split row groups, glu and two rows. */
-static void chain_gives_the_same_bits(void **state)
+ * before the row group before it is reduced) changes when loads are issued, and pair_n=1 (two rows
+ * a subgroup for one-row products with k <= 4096 and more than 1024 rows) how rows are grouped,
+ * not what is summed: the same bits as without them, on a device opened with each setting, for
+ * Q6_K_SOA and Q4_K (by pairs) with many row groups a workgroup (tune.groups 2), split row groups,
+ * glu, two rows given, and the rows the pair rule takes. */
+static void chain_and_pair_n_give_the_same_bits(void **state)
 {
     (void)state;
     const struct {
@@ -216,13 +218,16 @@ static void chain_gives_the_same_bits(void **state)
         int64_t m, n, k;
         bool glu;
         nu_matvec_tune tune;
-    } cases[4] = {{NU_DTYPE_Q6_K_SOA, 1, 304, 4352, false, {.groups = 2}},
+    } cases[6] = {{NU_DTYPE_Q6_K_SOA, 1, 304, 4352, false, {.groups = 2}},
                   {NU_DTYPE_Q6_K_SOA, 2, 296, 1024, true, {.groups = 3, .split = 2, .local = 64}},
                   {NU_DTYPE_Q4_K, 1, 301, 4352, false, {.groups = 2, .rows = 2}},
-                  {NU_DTYPE_Q4_K, 2, 77, 512, true, {.groups = 1, .prefetch = true}}};
-    float *out[2][4] = {{NULL}};
-    for (int chain = 0; chain < 2; chain++) {
-        assert_int_equal(setenv("NUVEC_MATVEC_SOA", chain ? "chain=1" : "chain=0", 1), 0);
+                  {NU_DTYPE_Q4_K, 2, 77, 512, true, {.groups = 1, .prefetch = true}},
+                  {NU_DTYPE_Q4_K, 1, 1101, 512, false, {.groups = 2}},
+                  {NU_DTYPE_Q6_K_SOA, 1, 1032, 1024, false, {0}}};
+    static const char *const settings[3] = {"chain=0", "chain=1", "pair_n=1"};
+    float *out[3][6] = {{NULL}};
+    for (int set = 0; set < 3; set++) {
+        assert_int_equal(setenv("NUVEC_MATVEC_SOA", settings[set], 1), 0);
         nu_device *d = nt_open();
         const nu_device_info *in = nu_device_get_info(d);
         if (!(in->subgroup_operations & NU_SUBGROUP_ARITHMETIC) || in->subgroup_size < 8) {
@@ -231,7 +236,7 @@ static void chain_gives_the_same_bits(void **state)
             skip(); /* matvec_soa's kernel does not run there */
         }
         uint64_t seed = 66;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 6; i++) {
             int64_t n = cases[i].n, k = cases[i].k, m = cases[i].m;
             int64_t qs[2] = {cases[i].glu ? 2 * n : n, k}, xs[2] = {m, k}, ds[2] = {m, n};
             nu_dtype file = cases[i].w == NU_DTYPE_Q6_K_SOA ? NU_DTYPE_Q6_K : cases[i].w;
@@ -252,9 +257,9 @@ static void chain_gives_the_same_bits(void **state)
             mv_pair p = {&dst.t, &w, &x.t, {.glu_up = cases[i].glu ? &up : NULL, .tune = cases[i].tune}};
             nt_run(d, record_matvec, &p);
             nt_tensor_download(&dst);
-            out[chain][i] = malloc((size_t)(m * n) * sizeof(float));
-            assert_non_null(out[chain][i]);
-            memcpy(out[chain][i], dst.values, (size_t)(m * n) * sizeof(float));
+            out[set][i] = malloc((size_t)(m * n) * sizeof(float));
+            assert_non_null(out[set][i]);
+            memcpy(out[set][i], dst.values, (size_t)(m * n) * sizeof(float));
             if (s.t.buffer)
                 nt_repacked_free(&s);
             nt_tensor_free(&q);
@@ -264,14 +269,16 @@ static void chain_gives_the_same_bits(void **state)
         nt_close(d);
     }
     unsetenv("NUVEC_MATVEC_SOA");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         size_t count = (size_t)(cases[i].m * cases[i].n);
-        for (size_t e = 0; e < count; e++)
-            if (memcmp(&out[0][i][e], &out[1][i][e], sizeof(float)))
-                fail_msg("case %d (%s): element %zu is %.9g with chain=1, %.9g without", i, nu_dtype_name(cases[i].w), e,
-                         out[1][i][e], out[0][i][e]);
+        for (int set = 1; set < 3; set++) {
+            for (size_t e = 0; e < count; e++)
+                if (memcmp(&out[0][i][e], &out[set][i][e], sizeof(float)))
+                    fail_msg("case %d (%s): element %zu is %.9g with %s, %.9g without", i, nu_dtype_name(cases[i].w), e,
+                             out[set][i][e], settings[set], out[0][i][e]);
+            free(out[set][i]);
+        }
         free(out[0][i]);
-        free(out[1][i]);
     }
 }
 
@@ -411,7 +418,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(repack_is_the_layout_and_dequantizes_as_q6_k),
         cmocka_unit_test(products_equal_q6_k_bit_for_bit),
-        cmocka_unit_test(chain_gives_the_same_bits),
+        cmocka_unit_test(chain_and_pair_n_give_the_same_bits),
         cmocka_unit_test(refuses_what_it_cannot_do),
         cmocka_unit_test(matmul_tiled_reads_it_as_q6_k),
         cmocka_unit_test(matmul_on_the_matrix_units_reads_it_as_q6_k),

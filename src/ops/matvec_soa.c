@@ -56,11 +56,26 @@ static bool k_format(nu_dtype w)
  * every product: 353.8), 7B Q5_K_M 309.3 -> 322.6, gemma2-9b Q4_K_M 220.0 -> 224.7 (every
  * product: 217.9), 7B Q4_K_M 369.1 -> 366.3 (one round each). */
 #define SMALL_ROWS 1024
+/* Two rows a subgroup for the K formats' one-row products with short rows (k <= PAIR_ROWS_K: at
+ * most 16 super-blocks, two rounds of loads a lane) and at least pair_n rows (NUVEC_MATVEC_SOA's
+ * pair_n; PAIR_ROWS_N by default, 0: never): each row's sums and store then follow twice the loads.
+ * Off by default: H100 (bench/RESULTS.md, 2026-12-07), with pair_n 8448 (two rows for every
+ * subgroup of the grid) the 14336 x 4096 products went from 66% / 71% / 75% of copy to 82% / 85% /
+ * 84% (Q4_K / Q5_K / Q6_K_SOA), but 7B Q4_K_M decode from 370.6 / 370.5 to 362.4 / 362.2 tokens/s
+ * (its q|k|v and logits products take the rule). */
+#define PAIR_ROWS_N 0u
+#define PAIR_ROWS_K 4096
 static soa_tune default_tune(nu_dtype w, int64_t m, bool glu, int64_t n)
 {
     bool halves = k_format(w) && m == 1 && (glu || n <= SMALL_ROWS);
     return (soa_tune){.local = halves ? 512 : 1024, .rows = 1, .unroll = 2, .groups = halves ? 264 : 132, .dot = -1,
                       .pairs = 1, .xpiece = 8, .x_block = k_format(w) ? 48 : 40};
+}
+/* The two-rows rule where pair_n (the least n it takes; 0: never) says. */
+static void pair_rows(soa_tune *t, nu_dtype w, int64_t m, bool glu, int64_t n, int64_t k, uint32_t pair_n)
+{
+    if (pair_n && k_format(w) && m == 1 && !glu && t->local == 1024 && k <= PAIR_ROWS_K && n >= pair_n)
+        t->rows = 2;
 }
 
 /* Runs a lane's unit: 2 for Q4_K and Q5_K by pairs (matvec_soa.glsl's PAIRS), else 1. */
@@ -73,7 +88,7 @@ static uint32_t unit_runs(nu_dtype w, const soa_tune *t)
  * chain=0|1 (0: not given). */
 typedef struct soa_knobs_in {
     nu__mv_knobs k;
-    uint32_t probe, xpiece, chain;
+    uint32_t probe, xpiece, chain, pair_n;
 } soa_knobs_in;
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
@@ -85,6 +100,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return ((soa_knobs_in *)ctx)->xpiece = v, true;
     if (!strcmp(key, "chain") && nu__op_knob_u32(value, 0, 1, false, &v))
         return ((soa_knobs_in *)ctx)->chain = v + 1, true;
+    if (!strcmp(key, "pair_n") && nu__op_knob_u32(value, 0, 1u << 30, false, &v))
+        return ((soa_knobs_in *)ctx)->pair_n = v + 1, true;
     int common = nu__matvec_knob(key, value, k);
     if (common >= 0)
         return common == 1;
@@ -96,14 +113,14 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
 }
 
 /* desc->tune, then NUVEC_MATVEC_SOA, over the defaults. */
-static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *t)
+static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *t, uint32_t *pair_n)
 {
     soa_knobs_in in = {.probe = 0};
     nu_status st = nu__matvec_tune_knobs(d, FN, given, &in.k);
     if (st != NU_OK || (st = nu__op_env_knobs(d, FN, "NUVEC_MATVEC_SOA",
                                              "local=32..1024 (a power of two), rows=1..8, unroll=1..8, groups=0..65535, "
                                              "split=1..32 (a power of two), prefetch=0|1, pairs=0|1, dot=0|1, "
-                                             "probe=0..7, xpiece=4|8, chain=0|1",
+                                             "probe=0..7, xpiece=4|8, chain=0|1, pair_n=0..2^30",
                                              apply_knob, &in)) != NU_OK)
         return st;
     const nu__mv_knobs k = in.k;
@@ -112,6 +129,10 @@ static nu_status soa_knobs(nu_device *d, const nu_matvec_tune *given, soa_tune *
         t->xpiece = in.xpiece;
     if (in.chain)
         t->chain = in.chain - 1;
+    if (in.pair_n)
+        *pair_n = in.pair_n - 1;
+    if (k.rows) /* rows given: no rule */
+        *pair_n = 0;
     uint32_t *const to[4] = {&t->local, &t->rows, &t->unroll, &t->split};
     const uint32_t knobs[4] = {k.local, k.rows, k.unroll, k.split};
     nu__op_tune_take(to, knobs, 4);
@@ -285,8 +306,10 @@ nu_status nu__matvec_soa(nu_commands *c, nu_device *d, const nu_tensor *dst, con
     uint32_t nw = glu ? 2 : 1;
 
     soa_tune tune = default_tune(weight->dtype, m, glu, n);
-    if ((st = soa_knobs(d, &desc->tune, &tune)) != NU_OK)
+    uint32_t pair_n = PAIR_ROWS_N;
+    if ((st = soa_knobs(d, &desc->tune, &tune, &pair_n)) != NU_OK)
         return st;
+    pair_rows(&tune, weight->dtype, m, glu, n, k, pair_n);
     /* Pairs: one unit (two runs) in flight a lane, the bytes of two single runs. H100, 7B decode
      * tokens/s (bench/RESULTS.md, 2026-12-06): Q4_K_M 348.5 against 323.6 one run at a time
      * (unroll 2), 341.8 with unroll 1 only where glu_up doubles the registers, 297.9 with 2 units
