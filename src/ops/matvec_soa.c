@@ -84,8 +84,8 @@ static uint32_t unit_runs(nu_dtype w, const soa_tune *t)
     return t->pairs && (w == NU_DTYPE_Q4_K || w == NU_DTYPE_Q5_K) ? 2 : 1;
 }
 
-/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1, probe=0..7, xpiece=4|8 and
- * chain=0|1 (0: not given). */
+/* NUVEC_MATVEC_SOA's keys: the shared ones, prefetch=0|1, pairs=0|1, probe=0..7, xpiece=4|8,
+ * chain=0|1 and pair_n=0..2^30 (chain and pair_n kept plus one: 0 is not given). */
 typedef struct soa_knobs_in {
     nu__mv_knobs k;
     uint32_t probe, xpiece, chain, pair_n;
