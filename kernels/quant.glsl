@@ -9,7 +9,9 @@
 //     #include "quant.glsl"
 // which defines w_group(dt, hb, g, q, dm), w_dequant8(dt, hb, g, v), w_half(h) and w_bytes4/8(h)
 // on binding w (NU_QB is undefined again at the end). hb is the block's first 16-bit half in the
-// binding (blocks are 2-byte aligned: nothing wider can be assumed of an 18-byte block).
+// binding (blocks are 2-byte aligned: nothing wider can be assumed of an 18-byte block), except
+// where the caller knows better: w_group_even and the K formats' decoders with `even` true read
+// super-blocks that start on whole 32-bit words as words.
 //
 // The unit of decoding is a group: 8 consecutive elements of a block (group g holds elements
 // 8g..8g+7: 4 groups a 32-element block, 32 a 256-element super-block), which share their scales.
@@ -151,6 +153,14 @@ uvec2 NU_QF(_bytes8)(uint h)
     uint a = NU_QF(_w)[i], b = NU_QF(_w)[i + 1u], c = s != 0u ? NU_QF(_last)(i + 2u) : 0u;
     return uvec2(nu_q_funnel(a, b, s), nu_q_funnel(b, c, s));
 }
+// The same where the caller knows whether h is even (`even`, a constant at every call: a kernel
+// whose blocks start on whole 32-bit words, such as copy.comp's FAST 3, passes true): then the
+// bytes are whole words, read with no funnel shift and no third load.
+uint NU_QF(_word4)(uint h, bool even) { return even ? NU_QF(_w)[h >> 1u] : NU_QF(_bytes4)(h); }
+uvec2 NU_QF(_word8)(uint h, bool even)
+{
+    return even ? uvec2(NU_QF(_w)[h >> 1u], NU_QF(_w)[(h >> 1u) + 1u]) : NU_QF(_bytes8)(h);
+}
 
 // The 8 quant bytes of a nibble format's group g of a 32-element block whose 16 quant bytes
 // start at half hq: the low nibbles of bytes 0..15 are elements 0..15, the high ones 16..31.
@@ -211,10 +221,11 @@ void NU_QF(_iq4_nl)(uint hb, uint g, out uvec2 q, out vec2 dm)
 }
 // The K formats' super-block scales: (d, dmin) and their 12 bytes of 6-bit scales and mins, for
 // sub-block j: (d * scale, -(dmin * min)).
-vec2 NU_QF(_k4_dm)(uint hb, uint j)
+vec2 NU_QF(_k4_dm)(uint hb, uint j, bool even)
 {
-    uint d2 = NU_QF(_bytes4)(hb);
-    uvec2 sm = nu_q_k4_scale_min(uvec3(NU_QF(_bytes4)(hb + 2u), NU_QF(_bytes4)(hb + 4u), NU_QF(_bytes4)(hb + 6u)), j);
+    uint d2 = NU_QF(_word4)(hb, even);
+    uvec3 s = uvec3(NU_QF(_word4)(hb + 2u, even), NU_QF(_word4)(hb + 4u, even), NU_QF(_word4)(hb + 6u, even));
+    uvec2 sm = nu_q_k4_scale_min(s, j);
     vec2 d = vec2(nu_q_f16(d2 & 0xffffu), nu_q_f16(d2 >> 16u));
     precise float scale = d.x * float(sm.x);
     precise float mn = d.y * float(sm.y);
@@ -224,40 +235,40 @@ vec2 NU_QF(_k4_dm)(uint hb, uint j)
 // get_scale_min_k4), uint8 qs[128]. Chunk c (elements 64c..64c+63): qs[32c + l]'s low nibble is
 // element 64c + l (sub-block 2c), its high nibble 64c + 32 + l (sub-block 2c + 1).
 // x = d * scale * nibble - dmin * min.
-void NU_QF(_q4_k)(uint hb, uint g, out uvec2 q, out vec2 dm)
+void NU_QF(_q4_k)(uint hb, uint g, bool even, out uvec2 q, out vec2 dm)
 {
     uint c = g >> 3u, t = g & 7u;
-    q = (NU_QF(_bytes8)(hb + 8u + 16u * c + 4u * (t & 3u)) >> (4u * (t >> 2u))) & 0x0f0f0f0fu;
-    dm = NU_QF(_k4_dm)(hb, g >> 2u);
+    q = (NU_QF(_word8)(hb + 8u + 16u * c + 4u * (t & 3u), even) >> (4u * (t >> 2u))) & 0x0f0f0f0fu;
+    dm = NU_QF(_k4_dm)(hb, g >> 2u, even);
 }
 // Q5_K (176 bytes): Q4_K's d, dmin and scales, then uint8 qh[32], uint8 qs[128] (Q4_K's nibbles):
 // element 64c + l's fifth bit is bit 2c of qh[l], element 64c + 32 + l's bit 2c + 1.
 // x = d * scale * (nibble | fifth bit << 4) - dmin * min.
-void NU_QF(_q5_k)(uint hb, uint g, out uvec2 q, out vec2 dm)
+void NU_QF(_q5_k)(uint hb, uint g, bool even, out uvec2 q, out vec2 dm)
 {
     uint c = g >> 3u, t = g & 7u;
-    uvec2 n = (NU_QF(_bytes8)(hb + 24u + 16u * c + 4u * (t & 3u)) >> (4u * (t >> 2u))) & 0x0f0f0f0fu;
-    uvec2 h = (NU_QF(_bytes8)(hb + 8u + 4u * (t & 3u)) >> (2u * c + (t >> 2u))) & 0x01010101u;
+    uvec2 n = (NU_QF(_word8)(hb + 24u + 16u * c + 4u * (t & 3u), even) >> (4u * (t >> 2u))) & 0x0f0f0f0fu;
+    uvec2 h = (NU_QF(_word8)(hb + 8u + 4u * (t & 3u), even) >> (2u * c + (t >> 2u))) & 0x01010101u;
     q = n | (h << 4u);
-    dm = NU_QF(_k4_dm)(hb, g >> 2u);
+    dm = NU_QF(_k4_dm)(hb, g >> 2u, even);
 }
 // Q6_K (210 bytes): uint8 ql[128], uint8 qh[64], int8 scales[16], f16 d (last). Half n
 // (elements 128n..128n+127) has ql[64n..], qh[32n..] and scales[8n..]: element 128n + 32k + l
 // (quarter k, l < 32) is the low (k < 2) or high nibble of ql[64n + 32 (k & 1) + l] with bits
 // 2k..2k+1 of qh[32n + l] above it, scaled by scales[8n + 2k + l / 16].
 // x = d * scale * (q - 32). Q6_K_SOA's super-blocks (d apart, at half hd) take the same code.
-void NU_QF(_q6_k_at)(uint hb, uint hd, uint g, out uvec2 q, out vec2 dm)
+void NU_QF(_q6_k_at)(uint hb, uint hd, uint g, bool even, out uvec2 q, out vec2 dm)
 {
     uint n = g >> 4u, k = (g >> 2u) & 3u, l = 8u * (g & 3u);
-    uvec2 lo = (NU_QF(_bytes8)(hb + 32u * n + 16u * (k & 1u) + l / 2u) >> (4u * (k >> 1u))) & 0x0f0f0f0fu;
-    uvec2 hi = (NU_QF(_bytes8)(hb + 64u + 16u * n + l / 2u) >> (2u * k)) & 0x03030303u;
+    uvec2 lo = (NU_QF(_word8)(hb + 32u * n + 16u * (k & 1u) + l / 2u, even) >> (4u * (k >> 1u))) & 0x0f0f0f0fu;
+    uvec2 hi = (NU_QF(_word8)(hb + 64u + 16u * n + l / 2u, even) >> (2u * k)) & 0x03030303u;
     q = lo | (hi << 4u);
     uint s = 192u + 8u * n + 2u * k + l / 16u; // the scale's byte
     int sc = bitfieldExtract(int(NU_QF(_half)(hb + s / 2u)), int(8u * (s & 1u)), 8);
     precise float d = nu_q_f16(NU_QF(_half)(hd)) * float(sc);
     dm = vec2(d, 0.0);
 }
-void NU_QF(_q6_k)(uint hb, uint g, out uvec2 q, out vec2 dm) { NU_QF(_q6_k_at)(hb, hb + 104u, g, q, dm); }
+void NU_QF(_q6_k)(uint hb, uint g, out uvec2 q, out vec2 dm) { NU_QF(_q6_k_at)(hb, hb + 104u, g, false, q, dm); }
 // IQ4_XS (136 bytes): f16 d, uint16 scales_h, uint8 scales_l[4], uint8 qs[128]: sub-block j
 // (32 elements) has IQ4_NL's nibbles in qs[16j..16j+15] and the 6-bit scale
 // ls = (nibble j of scales_l) | (bits 2j..2j+1 of scales_h) << 4.  x = d * (ls - 32) * codebook[nibble].
@@ -272,7 +283,8 @@ void NU_QF(_iq4_xs)(uint hb, uint g, out uvec2 q, out vec2 dm)
 }
 
 // Group g of the block of dtype code dt (any but Q4_0_SOA and Q6_K_SOA, whose scales live apart)
-// at half hb.
+// at half hb. _group_even: the same where hb is even and dt is Q4_K or Q5_K (whose 72 and 88
+// halves keep every super-block of an even first half on whole words), read as words.
 void NU_QF(_group)(uint dt, uint hb, uint g, out uvec2 q, out vec2 dm)
 {
     if (dt == NU_Q8_0)
@@ -284,9 +296,9 @@ void NU_QF(_group)(uint dt, uint hb, uint g, out uvec2 q, out vec2 dm)
     else if (dt == NU_Q5_1)
         NU_QF(_q5_1)(hb, g, q, dm);
     else if (dt == NU_Q4_K)
-        NU_QF(_q4_k)(hb, g, q, dm);
+        NU_QF(_q4_k)(hb, g, false, q, dm);
     else if (dt == NU_Q5_K)
-        NU_QF(_q5_k)(hb, g, q, dm);
+        NU_QF(_q5_k)(hb, g, false, q, dm);
     else if (dt == NU_Q6_K)
         NU_QF(_q6_k)(hb, g, q, dm);
     else if (dt == NU_IQ4_NL)
@@ -295,6 +307,14 @@ void NU_QF(_group)(uint dt, uint hb, uint g, out uvec2 q, out vec2 dm)
         NU_QF(_iq4_xs)(hb, g, q, dm);
     else
         NU_QF(_q4_0)(hb, g, q, dm);
+}
+
+void NU_QF(_group_even)(uint dt, uint hb, uint g, out uvec2 q, out vec2 dm)
+{
+    if (dt == NU_Q5_K)
+        NU_QF(_q5_k)(hb, g, true, q, dm);
+    else
+        NU_QF(_q4_k)(hb, g, true, q, dm);
 }
 
 // Group g's 8 values as F32, exactly (nu_q_value).

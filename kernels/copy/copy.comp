@@ -239,7 +239,7 @@ void cp_dequant8(uint u, out uint v[8])
     if (DT_SRC == NU_Q4_0_SOA)
         src_q4_0_soa(hb, hq, j / 8u, q, dm);
     else if (DT_SRC == NU_Q6_K_SOA)
-        src_q6_k_at(hb, hq, j / 8u, q, dm);
+        src_q6_k_at(hb, hq, j / 8u, false, q, dm);
     else
         src_group(DT_SRC, hb, j / 8u, q, dm);
     for (uint k = 0u; k < 8u; k++)
@@ -272,9 +272,9 @@ void cp_soa_group(uint u, uint bpr, uint vd)
 
 // FAST 3 (Q4_K, Q5_K, Q6_K_SOA to F16; src contiguous from an even half, so every super-block's
 // bytes are whole 32-bit words: Q4_K's 144 and Q5_K's 176 bytes, Q6_K_SOA's 208): group u % 32 of
-// super-block u / 32, decoded as quant.glsl decodes it (the same q and dm from the same bytes,
-// read as words where it funnels halves), its values nu_q_value's through nu_q_floats' exact
-// small integers, rounded as cp_f32_to_f16 rounds, stored as one vector at vd + u.
+// super-block u / 32, found by a shift and decoded by quant.glsl's word reads (the same q and dm
+// as the groups path), its values nu_q_value's through nu_q_floats' exact small integers, rounded
+// as cp_f32_to_f16 rounds, stored as one vector at vd + u.
 void cp_k_group(uint u, uint vd)
 {
     uint i = u >> 5u, g = u & 31u;
@@ -282,29 +282,9 @@ void cp_k_group(uint u, uint vd)
     vec2 dm;
     if (DT_SRC == NU_Q6_K_SOA) {
         uvec2 at = nu_q6s_halves(pc.first_src, i);
-        uint w = at.x >> 1u, n = g >> 4u, k = (g >> 2u) & 3u, l = 2u * (g & 3u); // l in words
-        uint lw = w + 16u * n + 8u * (k & 1u) + l, hw = w + 32u + 8u * n + l;
-        uvec2 lo = (uvec2(src_w[lw], src_w[lw + 1u]) >> (4u * (k >> 1u))) & 0x0f0f0f0fu;
-        uvec2 hi = (uvec2(src_w[hw], src_w[hw + 1u]) >> (2u * k)) & 0x03030303u;
-        q = lo | (hi << 4u);
-        uint s = 8u * n + 2u * k + (g & 3u) / 2u; // the scale's byte after ql and qh
-        int sc = bitfieldExtract(int(src_w[w + 48u + s / 4u]), int(8u * (s & 3u)), 8);
-        precise float d = nu_q_f16(uint(src_h[at.y])) * float(sc);
-        dm = vec2(d, 0.0);
+        src_q6_k_at(at.x, at.y, g, true, q, dm);
     } else {
-        uint bw = DT_SRC == NU_Q4_K ? 36u : 44u; // words a super-block
-        uint w = (pc.first_src >> 1u) + i * bw, c = g >> 3u, t = g & 7u;
-        uint qw = w + (DT_SRC == NU_Q4_K ? 4u : 12u) + 8u * c + 2u * (t & 3u);
-        q = (uvec2(src_w[qw], src_w[qw + 1u]) >> (4u * (t >> 2u))) & 0x0f0f0f0fu;
-        if (DT_SRC == NU_Q5_K) {
-            uint hw = w + 4u + 2u * (t & 3u);
-            q |= ((uvec2(src_w[hw], src_w[hw + 1u]) >> (2u * c + (t >> 2u))) & 0x01010101u) << 4u;
-        }
-        uint d2 = src_w[w];
-        uvec2 sm = nu_q_k4_scale_min(uvec3(src_w[w + 1u], src_w[w + 2u], src_w[w + 3u]), g >> 2u);
-        precise float scale = nu_q_f16(d2 & 0xffffu) * float(sm.x);
-        precise float mn = nu_q_f16(d2 >> 16u) * float(sm.y);
-        dm = vec2(scale, -mn);
+        src_group_even(DT_SRC, pc.first_src + i * (DT_SRC == NU_Q4_K ? 72u : 88u), g, q, dm);
     }
     float f[8];
     nu_q_floats(DT_SRC, q, f);

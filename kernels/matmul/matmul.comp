@@ -88,7 +88,7 @@ void w_load8_block(uint base, uint row, uint kk, out float v[8])
     if (BDT == NU_Q6_K_SOA) {
         uvec2 at = nu_q6s_halves(base, row * (pc.k / 256u) + kk / 256u), q;
         vec2 dm;
-        w_q6_k_at(at.x, at.y, (kk % 256u) / 8u, q, dm);
+        w_q6_k_at(at.x, at.y, (kk % 256u) / 8u, false, q, dm);
         for (uint i = 0u; i < 8u; i++)
             v[i] = nu_q_value(BDT, q, dm, i);
         return;
