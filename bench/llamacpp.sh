@@ -41,7 +41,10 @@
 #   run      llama-bench pp/tg (all layers on the GPU, flash attention on, -o jsonl) and
 #            llamacpp_ttft, then ONE JSON line on stdout:
 #            {"peer":"llama.cpp","commit":"0ad4a86","model":...,"pp_tokens":512,"pp_tps":...,
-#             "pp_tps_sd":...,"tg_tokens":128,"tg_tps":...,"tg_tps_sd":...,"ttft_ms":...,"ttft":{...}}
+#             "pp_tps_sd":...,"pp_tps_median":...,"pp_tps_max":...,"tg_tokens":128,"tg_tps":...,
+#             "tg_tps_sd":...,"tg_tps_median":...,"tg_tps_max":...,"ttft_ms":...,"ttft":{...}}
+#            (_tps is llama-bench's average over -r repetitions; _median and _max are of its
+#            per-repetition samples, steadier where one slow repetition drags the average)
 #            Uses .peer/dist, or unpacks .device/llamacpp-peer.tar.xz there first (the device
 #            machine: carry .device). --no-ttft skips the load timing. llama.cpp's logs go to
 #            .peer/run.log. ttft_ms is process start to the first generated token for a 1-token
@@ -234,6 +237,13 @@ package() {
 # The value of "KEY": in one line of llama-bench's jsonl output: num for numbers, str for strings
 # (kept JSON-escaped as llama-bench wrote them).
 num() { sed -n "s/.*\"$1\": *\([-0-9.eE+]*\),.*/\1/p" <<<"$2"; }
+# The median and the largest of a llama-bench line's per-repetition tokens/s ("samples_ts"), as
+# "MEDIAN MAX": its average can be pulled far down by one slow repetition (standard deviations
+# of half the average were seen on the H100/H200 machines' prompts).
+samples() {
+    sed -n 's/.*"samples_ts": *\[\([^]]*\)\].*/\1/p' <<<"$1" | tr ',' '\n' | sed 's/ //g' | grep . | sort -g |
+        awk '{ v[NR] = $1 } END { if (!NR) { print "null null"; exit } m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f\n", m, v[NR] }'
+}
 str() { sed -n "s/.*\"$1\": *\"\(\([^\"\\\\]\|\\\\.\)*\)\".*/\1/p" <<<"$2"; }
 
 # Makes sure .peer/dist holds a build: unpacks the device tarball there when it does not.
@@ -303,11 +313,14 @@ run() {
         tt=$(sed -n 's/.*"ttft_ms":\([0-9.]*\).*/\1/p' <<<"$ttj")
         [ -n "$tt" ] || die "llamacpp_ttft printed no ttft_ms: $ttj"
     fi
+    local ppm tgm
+    read -r -a ppm <<<"$(samples "$pp")"
+    read -r -a tgm <<<"$(samples "$tg")"
     local name=${model//\\/\\\\}
     name=${name//\"/\\\"}
-    printf '{"peer":"llama.cpp","commit":"%s","model":"%s","gpu":"%s","depth":%s,"pp_tokens":%s,"pp_tps":%s,"pp_tps_sd":%s,"tg_tokens":%s,"tg_tps":%s,"tg_tps_sd":%s,"repetitions":%s,"ttft_ms":%s,"ttft":%s}\n' \
-        "$COMMIT" "$name" "$(str gpu_info "$pp")" "$d" "$p" "$(num avg_ts "$pp")" "$(num stddev_ts "$pp")" \
-        "$n" "$(num avg_ts "$tg")" "$(num stddev_ts "$tg")" "$r" "$tt" "$ttj"
+    printf '{"peer":"llama.cpp","commit":"%s","model":"%s","gpu":"%s","depth":%s,"pp_tokens":%s,"pp_tps":%s,"pp_tps_sd":%s,"pp_tps_median":%s,"pp_tps_max":%s,"tg_tokens":%s,"tg_tps":%s,"tg_tps_sd":%s,"tg_tps_median":%s,"tg_tps_max":%s,"repetitions":%s,"ttft_ms":%s,"ttft":%s}\n' \
+        "$COMMIT" "$name" "$(str gpu_info "$pp")" "$d" "$p" "$(num avg_ts "$pp")" "$(num stddev_ts "$pp")" "${ppm[0]}" "${ppm[1]}" \
+        "$n" "$(num avg_ts "$tg")" "$(num stddev_ts "$tg")" "${tgm[0]}" "${tgm[1]}" "$r" "$tt" "$ttj"
 }
 
 # llama-batched-bench: B sequences decoding at once (-npl), each with its own prompt of -npp tokens
