@@ -87,10 +87,18 @@ static bool units_read(nu_dtype dtype)
  * matrix at a time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the
  * product that dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149
  * TFLOP/s). */
-static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
-                          const nu_tensor *bias)
+static bool takes_matvec(const nu_llm_pass *p)
 {
-    if (p->rows <= p->matvec_rows || (p->graph && p->rows < p->matmul_rows)) {
+    return p->rows <= p->matvec_rows || (p->graph && p->rows < p->matmul_rows);
+}
+
+/* linear_b with the matrix product's desc md (its bias, and a GLU where md asks: only passes that
+ * take the matrix product, !takes_matvec). */
+static nu_status linear_d(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
+                          const nu_matmul_desc *md)
+{
+    const nu_tensor *bias = md->bias;
+    if (takes_matvec(p)) {
         nu_matvec_desc d = {.bias = bias};
         return mv(p, y, w, x, &d);
     }
@@ -103,10 +111,10 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
      * Q4_0). Elsewhere the product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording,
      * and the others stay on the copy. */
     if (units_read(w->dtype) && (p->graph || p->rows <= p->direct_rows) && x->dtype == NU_DTYPE_F16 &&
-        p->matrix_units && nu_op_matmul(p->c, y, x, w, bias) == NU_OK)
+        p->matrix_units && nu_op_matmul_ex(p->c, y, x, w, md) == NU_OK)
         return NU_OK;
     if (!soa && !(p->w16 && block))
-        return nu_op_matmul(p->c, y, x, w, bias);
+        return nu_op_matmul_ex(p->c, y, x, w, md);
     /* Matrices that fit half of A_W16 take its halves in turn: the next one's copy then waits on
      * no product but the one two before it and runs beside the product before it (a product of
      * 128 x 128 tiles holds all of a compute unit's registers only while its waves are full: the
@@ -119,7 +127,13 @@ static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
     nu_tensor w16 = nu_tensor_make(p->act[NU_LLM_A_W16], fits ? (p->w16_turn++ & 1u) * half : 0, NU_DTYPE_F16, 2,
                                    w->shape);
     TRY(nu_op_copy(p->c, &w16, w));
-    return nu_op_matmul(p->c, y, x, &w16, bias);
+    return nu_op_matmul_ex(p->c, y, x, &w16, md);
+}
+
+static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
+                          const nu_tensor *bias)
+{
+    return linear_d(p, y, w, x, &(nu_matmul_desc){.bias = bias});
 }
 
 static nu_status linear(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x)
@@ -549,7 +563,14 @@ nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)
     }
     nu_tensor in, hin;
     TRY(norm_input(p, &w->w[NU_LLM_W_FFN_NORM], &in));
-    if (stacked_products(p) && w->gate_up_stacked) { /* one product into [gate | up] a row */
+    if (stacked_products(p) && w->gate_up_stacked && p->product_glu && !takes_matvec(p)) {
+        /* one product of [gate; up] gated by its own last dispatch (nu_matmul_desc.glu_stacked: the
+         * sum of split k's partials, which a batched decode step's few rows take anyway) */
+        int64_t shape[2] = {R, F}; /* (A_H16 holds the product's input: F16 goes into A_GATE) */
+        hin = p->f16_inputs ? nu_tensor_make(a[NU_LLM_A_GATE], 0, NU_DTYPE_F16, 2, shape) : h;
+        nu_matmul_desc glu = {.glu_stacked = true, .glu = p->hp->act};
+        TRY(linear_d(p, &hin, &w->gate_up, &in, &glu));
+    } else if (stacked_products(p) && w->gate_up_stacked) { /* one product into [gate | up] a row */
         nu_tensor all = view2(a[NU_LLM_A_GU], R, 2 * F), g, u;
         TRY(linear(p, &all, &w->gate_up, &in));
         TRY(nu_tensor_slice(&all, 1, 0, F, &g));

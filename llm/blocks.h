@@ -117,6 +117,7 @@ struct nu_llm_pass {
                                * for a per-row pass of distinct_slots */
     bool post_fusion;         /* a fused pass's post-norms ride on the block's last product where
                                * its kernel takes them (nu_matvec_desc.post_norm) */
+    bool product_glu;         /* a stacked gate|up matrix product gates its own output (glu_stacked) */
     bool pending;             /* tmp holds a block's output not yet added to x */
     const nu_tensor *pending_norm; /* ... and not yet normalised by this post-norm (Gemma's sandwich
                                     * norms: the next norm does both, nu_op_norm_add_rms_norm) */

@@ -169,6 +169,8 @@ static nu_status resolve_options(nu_device *d, const nu_llm_model_options *in, n
         o->copy_pair = 1;
     if (getenv("NUVEC_LLM_NO_POST_FUSION"))
         o->post_norm_fusion = -1;
+    if (getenv("NUVEC_LLM_NO_PRODUCT_GLU"))
+        o->product_glu = -1;
     if (getenv("NUVEC_LLM_NO_STACKING"))
         o->stack_weights = -1;
     if (getenv("NUVEC_LLM_NO_REPACK_Q6_K"))
@@ -511,6 +513,7 @@ nu_status nu_llm_model_open_split(nu_device *const *devices, uint32_t count, con
     ro.fresh_rows = o.fresh_attention > 0;
     ro.copy_pair = o.copy_pair > 0;
     ro.post_fusion = o.post_norm_fusion >= 0;
+    ro.product_glu = o.product_glu >= 0;
     ro.ahead = default_ahead;
     const char *ahead = getenv("NUVEC_LLM_PREFETCH");
     if (ahead && *ahead) {

@@ -83,6 +83,7 @@ nu_llm_pass nu_llm__runner_make_pass(nu_llm_runner *r, nu_commands *c, uint32_t 
     p.matrix_units = r->units;
     p.fresh = r->o.fresh;
     p.post_fusion = r->o.post_fusion;
+    p.product_glu = r->o.product_glu;
     p.ahead = r->o.ahead_on ? &r->o.ahead : NULL;
     p.rope_freqs = r->w->has_global[NU_LLM_W_ROPE_FREQS] ? &r->w->global[NU_LLM_W_ROPE_FREQS] : NULL;
     if (r->hp->longrope) { /* LongRoPE: the long divisors for a cache past the original context (llama.cpp's choice) */

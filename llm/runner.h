@@ -53,6 +53,7 @@ typedef struct nu_llm_runner_options {
     bool copy_pair;         /* prefill's F16 weight copies: A_W16 of two matrices, each copy beside
                              * the product before it (else one matrix: only q, k, v and o) */
     bool post_fusion;       /* fused passes: post-norms in the block's last product */
+    bool product_glu;       /* batched steps' stacked gate|up products apply the GLU themselves */
     bool ahead_on;          /* the one-row decode graphs read weights ahead as `ahead` says */
     nu_llm_prefetch ahead;
     uint32_t first, end;    /* the layers this runner runs: [first, end) (end 0: all) */

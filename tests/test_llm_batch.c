@@ -19,6 +19,7 @@
 #include "llm_files.h"
 #include "llm_util.h"
 #include "nuvec_llm.h"
+#include <nuvec/trace.h>
 
 enum { V = 512, GEN = 12, MAX_PROMPT = 24, SEQS = 12 };
 
@@ -225,6 +226,57 @@ static double ten_differ(const seq *a, const seq *b, const char *what)
             worst = fmax(worst, fabs((double)a[i].logits[k] - b[i].logits[k]));
     }
     return worst;
+}
+
+/* ten_together under a trace (nuvec/trace.h): how many dispatches of `kernel` ran. */
+static int ten_together_ran(nu_device *d, const nu_llm_model_options *o, seq *out, const char *kernel)
+{
+    char path[512], want[64];
+    snprintf(path, sizeof path, "%s/llm_batch_glu_trace.json", nt_tmp_dir());
+    NT_OK(nu_trace_start(d, path));
+    ten_together(d, o, out);
+    NT_OK(nu_trace_stop(d));
+    char *text = nt_read_file(path), *w = text;
+    for (const char *c = text; *c; c++) /* the writer's spacing aside */
+        if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
+            *w++ = *c;
+    *w = 0;
+    snprintf(want, sizeof want, "\"name\":\"%s", kernel);
+    int count = 0;
+    for (const char *at = strstr(text, want); at; at = strstr(at + 1, want))
+        count++;
+    free(text);
+    remove(path);
+    return count;
+}
+
+/* A batched step's stacked gate|up matrix product applying the GLU in its own last dispatch
+ * (product_glu, the default: nu_matmul_desc.glu_stacked) and the GLU as an op of its own
+ * (product_glu -1): 10 sequences on the matrix products (matmul_rows 16), in F32 and with F16
+ * inputs: the same ids, the logits within 1e-5 (F32: the same product and the same F32
+ * activation; only how the compiler schedules them may differ) and 1e-3 (F16); traced, the
+ * default runs fewer swiglu dispatches (the batched steps' go). */
+static void the_products_glu_and_the_glu_op_agree(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    static seq fused[10], apart[10];
+    const char *names[2] = {"matrix products", "matrix products, F16 inputs"};
+    nu_llm_model_options o = {.slots = SEQS, .matmul_rows = 16};
+    for (int f16 = 0; f16 < 2; f16++) {
+        o.prefill_f16 = f16 ? 1 : 0;
+        o.product_glu = 0;
+        int with = ten_together_ran(d, &o, fused, "swiglu");
+        o.product_glu = -1;
+        int without = ten_together_ran(d, &o, apart, "swiglu");
+        if (!(with < without)) /* (the prompts' prefill passes run swiglu either way) */
+            fail_msg("%s: %d swiglu dispatches with the product's GLU, %d without", names[f16], with, without);
+        double worst = ten_differ(fused, apart, names[f16]);
+        if (!(worst <= (f16 ? 1e-3 : 1e-5)))
+            fail_msg("%s: the product's GLU gives logits %g from the GLU op's", names[f16], worst);
+        printf("10 sequences, %s: the product's GLU within %g of the GLU op's\n", names[f16], worst);
+    }
+    nt_close(d);
 }
 
 /* Batched decode with attention's fresh per-row form (fresh_attention 1: each row's RoPE and
@@ -440,6 +492,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batch_gives_what_each_gets_alone),
         cmocka_unit_test(fresh_form_and_separate_ops_agree),
+        cmocka_unit_test(the_products_glu_and_the_glu_op_agree),
         cmocka_unit_test(prefix_reuse),
         cmocka_unit_test(greedy_steps_give_the_ids_alone),
         cmocka_unit_test(refusals),

@@ -409,6 +409,16 @@ typedef struct nu_matmul_tune {
 } nu_matmul_tune;
 typedef struct nu_matmul_desc {
     const nu_tensor *bias; /* nu_op_matmul's bias (NULL: none) */
+    /* A gated linear unit on the product: b's n rows are a gate matrix then an up matrix ([gate; up],
+     * n even, as a stacked FFN weight), bias (if any) [n] alike, and dst is [.., m, n / 2] with
+     * dst[.., i, j] = act(y[.., i, j]) * y[.., i, j + n / 2] for y = a b^T (+ bias), act glu's
+     * activation, in F32 (the bits of the product into an F32 tensor, then nu_op_swiglu, or
+     * nu_op_unary's GELU_TANH and nu_op_mul), rounded once to dst's dtype. The product goes through
+     * F32 device memory of the recording's (m x n floats a batch, and k's splits: nu_op_matmul's
+     * split-K partials), summed and gated by one more dispatch: where the product splits k anyway
+     * (few rows: a batched decode step's) that costs nothing, and it saves the GLU's own dispatch. */
+    bool glu_stacked;
+    nu_glu_activation glu;
     nu_matmul_tune tune;
 } nu_matmul_desc;
 /* nu_op_matmul with a desc (NULL or zero: nu_op_matmul without a bias). */

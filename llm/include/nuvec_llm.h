@@ -152,6 +152,10 @@ typedef struct nu_llm_model_options {
                               * sandwich norms) adds it into x in its last product's dispatch
                               * (nu_matvec_desc.post_norm, where that product's kernel takes it: one
                               * dependency level fewer a block); -1: left for the next norm */
+    int product_glu;         /* 0 (default) and 1: a batched decode step's stacked gate|up product
+                              * (matrix products: matmul_rows rows or more) applies the GLU in its
+                              * own last dispatch (nu_matmul_desc.glu_stacked: one dispatch and one
+                              * dependency level fewer a layer); -1: the GLU as an op of its own */
     int stack_weights;       /* 0 (default) and 1: q, k, v (and gate, up) that the file stores back to
                               * back run as one product where a path takes it; -1: never */
     uint32_t greedy_depth;   /* greedy decode's launches in flight (0: 2; 1 to 4) */

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "exec/commands.h"
 #include "kernels_table.h"
 #include "ops/matmul_tc.h"
 #include "ops/op.h"
@@ -224,9 +225,16 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     if (sb.cols != k)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": a is %lldx%lld but b is %lldx%lld (k differs)", (long long)m,
                         (long long)k, (long long)n, (long long)sb.cols);
-    if (sd.rows != m || sd.cols != n)
-        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": dst is %lldx%lld; it must be %lldx%lld (a's rows, b's)",
-                        (long long)sd.rows, (long long)sd.cols, (long long)m, (long long)n);
+    bool glu = desc->glu_stacked;
+    if (glu && (n % 2 || (unsigned)desc->glu >= NU_GLU_ACTIVATION_COUNT))
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
+                        n % 2 ? FN ": glu_stacked wants b's rows [gate; up], an even count; b has %lld"
+                              : FN ": glu %lld is not a nu_glu_activation",
+                        n % 2 ? (long long)n : (long long)desc->glu);
+    int64_t dn = glu ? n / 2 : n;
+    if (sd.rows != m || sd.cols != dn)
+        return nu__fail(d, NU_ERROR_INVALID_ARGUMENT, FN ": dst is %lldx%lld; it must be %lldx%lld (a's rows, b's%s)",
+                        (long long)sd.rows, (long long)sd.cols, (long long)m, (long long)dn, glu ? " / 2: glu_stacked" : "");
     int64_t want = sa.batch > sb.batch ? sa.batch : sb.batch;
     if ((sa.batch != 1 && sa.batch != batch) || (sb.batch != 1 && sb.batch != batch) || batch != want)
         return nu__fail(d, NU_ERROR_INVALID_ARGUMENT,
@@ -253,7 +261,8 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
 
     /* The cooperative-matrix kernel first: it declines (NU_ERROR_UNSUPPORTED, no error set) what
      * it does not take. */
-    st = nu__matmul_tensor_cores(c, dst, a, b, bias, &desc->tune);
+    uint32_t glu_code = glu ? (desc->glu == NU_GLU_SILU ? 1u : 2u) : 0u; /* matmul_splits.comp's GLU */
+    st = nu__matmul_tensor_cores(c, dst, a, b, bias, &desc->tune, glu_code);
     if (st != NU_ERROR_UNSUPPORTED)
         return st;
     if (b->dtype == NU_DTYPE_Q4_0_SOA) /* only the matrix units' kernel reads it (Q6_K_SOA: both) */
@@ -261,9 +270,26 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
                         FN ": b is Q4_0_SOA, which the products read only on the matrix units (F16 a, rank 2, "
                         "a device with cooperative matrices); elsewhere they take the Q4_0 tensor it was made from");
 
+    /* A GLU: the product into the recording's scratch as F32 [batch, m, n], then the sum pass
+     * (one split) gates it into dst. */
+    const nu_tensor *out = dst;
+    nu_tensor y;
+    nu_buffer *part = NULL;
+    if (glu) {
+        uint64_t bytes = (uint64_t)batch * (uint64_t)m * (uint64_t)n * 4;
+        if (bytes > d->info.max_storage_buffer_range)
+            return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": glu_stacked's F32 product of %llu bytes is past a binding's reach",
+                            (unsigned long long)bytes);
+        if ((st = nu__commands_scratch(c, (size_t)bytes, &part)) != NU_OK)
+            return st;
+        int64_t shape[3] = {batch, m, n};
+        y = nu_tensor_make(part, 0, NU_DTYPE_F32, 3, shape);
+        out = &y;
+        sd = mat3_of(out);
+    }
     nu_binding bind[4];
     uint32_t first[4] = {0, 0, 0, 0};
-    if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+    if ((st = nu__op_bind(FN, out, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
         (st = nu__op_bind(FN, a, NU_ACCESS_READ, &bind[1], &first[1])) != NU_OK ||
         (st = nu__op_bind(FN, b, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK)
         return st;
@@ -281,7 +307,7 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
         flags |= block || vector_rows(b, &sb, first[2]) ? 2u : 0u;
     }
     uint32_t threads = (tile.bm / tile.tm) * (tile.bn / tile.tn);
-    uint32_t constants[11] = {nu__op_dtype_code(a->dtype), bdt, nu__op_dtype_code(dst->dtype),
+    uint32_t constants[11] = {nu__op_dtype_code(a->dtype), bdt, nu__op_dtype_code(out->dtype),
                               bias ? nu__op_dtype_code(bias->dtype) : NU__NO_CODE, threads, tile.bm, tile.bn, tile.bk, tile.tm,
                               tile.tn, flags};
     /* Block b's strides in halves: rows of whole blocks, batches of whole rows. */
@@ -304,5 +330,7 @@ nu_status nu_op_matmul_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
     uint64_t gx = ((uint64_t)n + tile.bn - 1) / tile.bn, gy = ((uint64_t)m + tile.bm - 1) / tile.bm;
     uint32_t groups[3] = {(uint32_t)(gx > 65535 ? 65535 : gx), (uint32_t)(gy > 65535 ? 65535 : gy),
                           (uint32_t)(batch > 65535 ? 65535 : batch)};
-    return nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push);
+    if ((st = nu_commands_dispatch(c, kern, groups, bind, 4, &push, sizeof push)) != NU_OK || !glu)
+        return st;
+    return nu__matmul_sum(c, dst, part, 1, (uint64_t)batch * (uint64_t)m * (uint64_t)n, NULL, glu_code);
 }

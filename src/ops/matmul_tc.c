@@ -194,8 +194,42 @@ static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constan
     return NU_OK;
 }
 
+nu_status nu__matmul_sum(nu_commands *c, const nu_tensor *dst, nu_buffer *part, uint32_t splits, uint64_t part_split,
+                         const nu_tensor *bias, uint32_t glu)
+{
+    nu_device *d = nu_buffer_device(dst->buffer);
+    uint32_t rd = dst->rank;
+    uint64_t m = (uint64_t)dst->shape[rd - 2], n = (uint64_t)dst->shape[rd - 1];
+    uint64_t count = (rd == 3 ? (uint64_t)dst->shape[0] : 1) * m * n;
+    nu_binding bind[3];
+    uint32_t first[3] = {0, 0, 0};
+    nu_status st;
+    if ((st = nu__op_bind(FN, dst, NU_ACCESS_WRITE, &bind[0], &first[0])) != NU_OK ||
+        (bias && (st = nu__op_bind(FN, bias, NU_ACCESS_READ, &bind[2], &first[2])) != NU_OK))
+        return st;
+    bind[1] = (nu_binding){.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)(part_split * splits * 4)};
+    if (!bias)
+        bind[2] = bind[1]; /* never read */
+    uint64_t wg = (count + 255) / 256;
+    if (count > UINT32_MAX || part_split > UINT32_MAX || wg > 65535ull * 65535ull)
+        return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": a product of %llu elements is past the sum pass's reach",
+                        (unsigned long long)count);
+    uint32_t sconst[5] = {nu__op_dtype_code(dst->dtype), bias ? 1u : 0u, bias ? nu__op_dtype_code(bias->dtype) : 0u, 256,
+                          glu};
+    struct {
+        uint32_t count, n, splits, first_dst, first_bias, m, dst_row, dst_batch, part_split;
+    } push = {(uint32_t)count, (uint32_t)n, splits, first[0], first[2], (uint32_t)m,
+              m > 1 ? (uint32_t)dst->strides[rd - 2] : (uint32_t)n, rd == 3 && dst->shape[0] > 1 ? (uint32_t)dst->strides[0] : 0,
+              (uint32_t)part_split};
+    uint32_t groups[3] = {(uint32_t)(wg < 65535 ? wg : 65535), (uint32_t)((wg + 65534) / 65535), 1};
+    nu_kernel *sum;
+    if ((st = nu__op_kernel(d, NU__K_matmul_splits, sizeof push, sconst, 5, &sum)) != NU_OK)
+        return st;
+    return nu_commands_dispatch(c, sum, groups, bind, 3, &push, sizeof push);
+}
+
 nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu_tensor *a, const nu_tensor *b,
-                                  const nu_tensor *bias, const nu_matmul_tune *tune)
+                                  const nu_tensor *bias, const nu_matmul_tune *tune, uint32_t glu)
 {
     nu_device *d = nu_buffer_device(dst->buffer);
     const nu_device_info *in = &d->info;
@@ -273,7 +307,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
 
     /* Split-K (choose_splits): the product's partials go to the recording's scratch as F32 batches
      * (split s of batch b is batch s * batches + b there), then matmul_splits.comp adds them into
-     * dst with the bias. */
+     * dst with the bias. A GLU takes that way with one split too (its pass applies it). */
     uint32_t splits = choose_splits(d, &t, m, gx * gy * (uint64_t)batches, k);
     uint64_t per = (uint64_t)k, count = (uint64_t)batches * (uint64_t)m * (uint64_t)n;
     if (splits > 1) {
@@ -283,10 +317,12 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     uint64_t part_bytes = count * splits * 4;
     if (splits > 1 && (part_bytes > in->max_storage_buffer_range || (uint64_t)batches * splits > 65535 ||
                        (count + 255) / 256 > 65535ull * 65535ull || m * n > UINT32_MAX))
-        splits = 1, per = (uint64_t)k;
-    nu_binding out = bind[0];
+        splits = 1, per = (uint64_t)k, part_bytes = count * 4;
+    bool summed = splits > 1 || glu;
+    if (glu && (part_bytes > in->max_storage_buffer_range || count > UINT32_MAX))
+        return NU_ERROR_UNSUPPORTED; /* the tiled path's own scratch and its refusal */
     nu_buffer *part = NULL;
-    if (splits > 1) {
+    if (summed) {
         if ((st = nu__commands_scratch(c, (size_t)part_bytes, &part)) != NU_OK)
             return st;
         bind[0] = (nu_binding){.buffer = part, .access = NU_ACCESS_WRITE, .offset = 0, .size = (size_t)part_bytes};
@@ -297,23 +333,9 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         constants[2] = constants[3] = 0; /* the bias: in the sum */
     }
     push.k_per = (uint32_t)per;
-    st = dispatch_product(c, d, constants, bind, &push, splits > 1 ? NU_DTYPE_F32 : dst->dtype, splits > 1 ? NULL : bias,
-                          gx, gy, bm, bn, (uint32_t)batches * splits);
-    if (st == NU_OK && splits > 1) {
-        nu_kernel *sum;
-        uint32_t sconst[4] = {nu__op_dtype_code(dst->dtype), bias ? 1u : 0u, bias ? nu__op_dtype_code(bias->dtype) : 0u,
-                              256};
-        struct {
-            uint32_t count, n, splits, first_dst, first_bias, m, dst_row, dst_batch;
-        } spush = {(uint32_t)count, (uint32_t)n, splits, first[0], first[3], (uint32_t)m,
-                   m > 1 ? (uint32_t)dst->strides[rd - 2] : (uint32_t)n,
-                   rd == 3 && dst->shape[0] > 1 ? (uint32_t)dst->strides[0] : 0};
-        nu_binding sbind[3] = {out, {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)part_bytes},
-                               bind[3]};
-        uint64_t wg = (count + 255) / 256;
-        uint32_t sgroups[3] = {(uint32_t)(wg < 65535 ? wg : 65535), (uint32_t)((wg + 65534) / 65535), 1};
-        if ((st = nu__op_kernel(d, NU__K_matmul_splits, sizeof spush, sconst, 4, &sum)) == NU_OK)
-            st = nu_commands_dispatch(c, sum, sgroups, sbind, 3, &spush, sizeof spush);
-    }
+    st = dispatch_product(c, d, constants, bind, &push, summed ? NU_DTYPE_F32 : dst->dtype, summed ? NULL : bias, gx, gy,
+                          bm, bn, (uint32_t)batches * splits);
+    if (st == NU_OK && summed)
+        st = nu__matmul_sum(c, dst, part, splits, count, bias, glu);
     return st;
 }
