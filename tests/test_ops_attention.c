@@ -935,12 +935,48 @@ static void fused_merge_in_a_graph(void **state)
     nt_close(d);
 }
 
+/* One case of prefill_on_the_matrix_units: within its tolerance of the reference, and not equal to
+ * attn_prefill.comp's results (tc=0), which shows the matrix units ran. */
+static void check_on_the_units(nu_device *d, const shape_case *sc, uint32_t window, float softcap, nu_dtype dd,
+                               uint64_t *seed)
+{
+    int64_t qs[3] = {sc->tokens, sc->hq, sc->D}, ks[3] = {sc->positions, sc->hkv, sc->D};
+    nt_tensor q = nt_tensor_random(d, NU_DTYPE_F16, 3, qs, 0, -1, 1, seed);
+    nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, seed);
+    nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, seed);
+    nt_tensor dst = nt_tensor_output(d, dd, 3, qs, 0);
+    nu_attention_desc desc = {.scale = sc->scale, .causal = sc->causal, .q_position = sc->q_position,
+                              .kv_length = sc->kv_length, .window = window, .softcap = softcap, .tune = sc->tune};
+    char what[240], tn[120];
+    snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld, head_dim %lld, window %u, softcap %g, tune %s",
+             nu_dtype_name(dst.t.dtype), (long long)sc->tokens, (long long)sc->D, window, (double)softcap,
+             nt_attn_tune_name(&sc->tune, tn, sizeof tn));
+    run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
+    size_t count = (size_t)(sc->tokens * sc->hq * sc->D);
+    float *tc = malloc(count * sizeof *tc);
+    memcpy(tc, dst.values, count * sizeof *tc);
+    desc.tune.no_matrix_units = true;
+    run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, "attn_prefill.comp beside it");
+    size_t differ = 0;
+    for (size_t e = 0; e < count; e++)
+        differ += tc[e] != dst.values[e];
+    if (dst.t.dtype == NU_DTYPE_F32 && differ < count / 4)
+        fail_msg("%s: only %zu of %zu results differ from attn_prefill.comp's: did the matrix units run?", what, differ,
+                 count);
+    free(tc);
+    nt_tensor_free(&q);
+    nt_tensor_free(&k);
+    nt_tensor_free(&v);
+    nt_tensor_free(&dst);
+}
+
 /* The prefill kernel on the matrix units (attn_prefill_coopmat.comp, where the device has
  * VK_KHR_cooperative_matrix: the H200, not lavapipe): F16 q, k, v with aligned rows, 64-row
  * and 128-row blocks (tc_rows) with partial last blocks, causal from 0 and as a later chunk, not
- * causal, GQA 1 and 4, both head dims, F32/F16/BF16 dst; within its tolerance of the reference, and not equal to attn_prefill.comp's
- * results (tc=0), which shows the matrix units ran. Opened without validation: Debian 12's layer
- * predates the extension (nuvec leaves it off under that layer). */
+ * causal, GQA 1 and 4, both head dims, F32/F16/BF16 dst; then sliding windows (blocks of keys
+ * skipped before the first row's window) and logit softcaps (Gemma's), alone and together. Opened
+ * without validation: Debian 12's layer predates the extension (nuvec leaves it off under that
+ * layer). */
 static void prefill_on_the_matrix_units(void **state)
 {
     (void)state;
@@ -955,38 +991,23 @@ static void prefill_on_the_matrix_units(void **state)
         {150, 8, 4, 256, 160, 150, 0, true, 0, {0}},  {40, 4, 4, 16, 40, 40, 0, false, 0, {0}},
         {50, 8, 2, 32, 64, 60, 10, true, 0, {0}},
     };
+    const struct {
+        shape_case sc;
+        uint32_t window;
+        float softcap;
+    } capped[] = {
+        {{150, 8, 4, 256, 160, 150, 0, true, 0, {0}}, 40, 0.5f},   /* Gemma 2's head_dim, both */
+        {{130, 8, 2, 64, 200, 130, 0, true, 0, {.tc_rows = 64}}, 64, 0},
+        {{200, 8, 8, 64, 260, 250, 50, true, 0, {0}}, 100, 0.3f},  /* a later chunk */
+        {{100, 4, 1, 128, 90, 83, 0, false, 0.1f, {.tc_rows = 64}}, 20, 0},
+        {{64, 16, 4, 128, 128, 128, 64, true, 0, {0}}, 0, 1.0f},
+        {{300, 8, 2, 128, 300, 300, 0, true, 0, {0}}, 33, 0},     /* whole blocks skipped */
+    };
     nt_attn_v_tolerance = 1.0 / 1024.0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const shape_case *sc = &cases[i];
-        int64_t qs[3] = {sc->tokens, sc->hq, sc->D}, ks[3] = {sc->positions, sc->hkv, sc->D};
-        nt_tensor q = nt_tensor_random(d, NU_DTYPE_F16, 3, qs, 0, -1, 1, &seed);
-        nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
-        nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
-        nt_tensor dst = nt_tensor_output(d, floats[i % 3], 3, qs, 0);
-        nu_attention_desc desc = {.scale = sc->scale, .causal = sc->causal, .q_position = sc->q_position,
-                                  .kv_length = sc->kv_length, .tune = sc->tune};
-        char what[200], tn[120];
-        snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld, head_dim %lld, tune %s",
-                 nu_dtype_name(dst.t.dtype), (long long)sc->tokens, (long long)sc->D,
-                 nt_attn_tune_name(&sc->tune, tn, sizeof tn));
-        run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
-        size_t count = (size_t)(sc->tokens * sc->hq * sc->D);
-        float *tc = malloc(count * sizeof *tc);
-        memcpy(tc, dst.values, count * sizeof *tc);
-        desc.tune.no_matrix_units = true;
-        run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, "attn_prefill.comp beside it");
-        size_t differ = 0;
-        for (size_t e = 0; e < count; e++)
-            differ += tc[e] != dst.values[e];
-        if (dst.t.dtype == NU_DTYPE_F32 && differ < count / 4)
-            fail_msg("%s: only %zu of %zu results differ from attn_prefill.comp's: did the matrix units run?", what, differ,
-                     count);
-        free(tc);
-        nt_tensor_free(&q);
-        nt_tensor_free(&k);
-        nt_tensor_free(&v);
-        nt_tensor_free(&dst);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_on_the_units(d, &cases[i], 0, 0, floats[i % 3], &seed);
+    for (size_t i = 0; i < sizeof capped / sizeof capped[0]; i++)
+        check_on_the_units(d, &capped[i].sc, capped[i].window, capped[i].softcap, floats[i % 3], &seed);
     nt_attn_v_tolerance = 1.0 / 8192.0;
     NT_OK(nu_device_close(d));
 }

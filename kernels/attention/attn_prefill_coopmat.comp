@@ -4,8 +4,8 @@
 // VK_KHR_cooperative_matrix, for F16 q, k and v (F32 accumulation, any dst dtype). src/ops/attention.c
 // takes it where the device offers 16x16x16 F16 x F16 + F32 products at subgroup scope, subgroups
 // of 32, head_dim a multiple of 16 whose tiles fit shared memory, k's and v's rows 16-byte
-// aligned, and the scalar form (slot 0, q_position and kv_length) without window or softcap
-// (else attn_prefill.comp).
+// aligned, and the scalar form (slot 0, q_position and kv_length; with or without a sliding
+// window and a logit softcap: attn_rows.glsl's rules) (else attn_prefill.comp).
 //
 // Layout of the work: workgroup (x, h) takes query rows BR x .. BR x + BR - 1 of head h (KV head
 // h / group), a 16-row fragment row per subgroup (NSG = BR / 16 subgroups: 4 or 8). q is staged once through shared
@@ -13,7 +13,8 @@
 // BC = 32 keys: k's and v's rows go to shared memory (16-byte loads, rows padded by 8 halves);
 //   S = Q K^T     (2 accumulators of 16 x 16: the B fragments are k's rows read column-major),
 //   S to shared memory (column-major: SAREA below), where two lanes a row take its 32 scores: the
-//   mask (past kv_length and, causal, past q_position + row), the row maximum m_new (a shuffle
+//   softcap (SOFTCAP), the mask (attn_row's keys: past kv_length, causal past q_position + row,
+//   before a window), the row maximum m_new (a shuffle
 //   between the two), p = exp(s - m_new) written as F16, l = l alpha + sum p with alpha = exp(m -
 //   m_new);
 //   O = alpha O + P V (D / 16 accumulators): O's rows are scaled through shared memory, a fragment at
@@ -22,7 +23,8 @@
 // At the end dst = O / l, through shared memory a fragment at a time (bounds, dtype). O's
 // fragments go through the subgroup's score area (free by then).
 // Specialisation constants: 0 QDT (F16), 1 KDT (F16), 2 VDT (F16), 3 DDT (ops.glsl code),
-// 4 LOCAL (threads: 32 NSG, 128 or 256), 5 D (a multiple of 16).
+// 4 LOCAL (threads: 32 NSG, 128 or 256), 5 D (a multiple of 16), 6 SOFTCAP (1: the scores
+// softcapped). Blocks of keys before the workgroup's first row's window are skipped.
 // Bindings: 0 dst, 1 q, 2 k, 3 v, 4 and 5 (the per-row form's positions and slots: empty ranges,
 // unread). Push: attention/attn_rows.glsl.
 #extension GL_KHR_cooperative_matrix : require
@@ -65,7 +67,7 @@ NU_TENSOR(writeonly, 0, dst)
 NU_TENSOR(readonly, 1, q)
 NU_TENSOR(readonly, 2, k)
 NU_TENSOR(readonly, 3, v)
-const uint SOFTCAP = 0u; // the host takes softcaps, windows and the per-row form to attn_prefill.comp
+layout(constant_id = 6) const uint SOFTCAP = 0u; // (the host takes the per-row form to attn_prefill.comp)
 #define ATTN_POS_BINDING 4
 #define ATTN_SLOT_BINDING 5
 #include "attention/attn_rows.glsl"
@@ -118,10 +120,12 @@ void main()
     // Lane pairs take a row of the subgroup's 16: row lane / 2, scores 16 (lane % 2) .. + 15.
     uint my_row = lane / 2u, half_ = lane % 2u;
     uint qrow = row0 + sg * 16u + my_row; // its query row
-    uint row_end = (pc.flags & ATTN_CAUSAL) != 0u ? min(kvl, pc.q_position + qrow + 1u) : kvl;
+    uint slot_, row_lo, row_end, lo0, hi0; // its keys [row_lo, row_end); the first row's lo0
+    attn_row(qrow, slot_, row_lo, row_end);
+    attn_row(row0, slot_, lo0, hi0);
     float m = NEG_INF, l = 0.0;
 
-    for (uint j0 = 0u; j0 < kend; j0 += BC) {
+    for (uint j0 = lo0 / BC * BC; j0 < kend; j0 += BC) {
         barrier(); // every subgroup is done with the previous block (and with q's staging)
         for (uint i = tid; i < 2u * BC * (D / 8u); i += gl_WorkGroupSize.x) {
             uint which = i / (BC * (D / 8u)), r = (i / (D / 8u)) % BC, c = i % (D / 8u);
@@ -151,7 +155,8 @@ void main()
         float mx = NEG_INF;
         [[unroll]] for (uint c = 0u; c < 16u; c++) {
             uint col = 16u * half_ + c;
-            x[c] = j0 + col < row_end ? ssc[sg * SAREA + SFRAG * half_ + 16u * c + my_row] : NEG_INF;
+            uint j = j0 + col;
+            x[c] = j < row_end && j >= row_lo ? attn_cap(ssc[sg * SAREA + SFRAG * half_ + 16u * c + my_row]) : NEG_INF;
             mx = max(mx, x[c]);
         }
         mx = max(mx, subgroupShuffleXor(mx, 1u));

@@ -233,7 +233,7 @@ static nu_status record_prefill(nu_commands *c, attn_op *a, const nu_tensor *q, 
     /* The matrix units: tc_rows query rows a workgroup, 16 a subgroup (attn_prefill_coopmat.comp),
      * where its shared memory fits: k's and v's 32 rows of D + 8 halves, and per subgroup 16 x 32
      * scores (F32, 16 floats of padding), p (F16, rows of 40) and 16 row factors; head_dim a multiple of 16 (its
-     * fragments); the scalar form without window or softcap (its masks are the scalar form's). */
+     * fragments); the scalar form (its masks are the scalar form's: windows and softcaps too). */
     uint32_t tc_rows = t->tc_rows ? t->tc_rows : 128;
     for (;;) {
         uint32_t tc_sg = tc_rows / 16;
@@ -246,13 +246,13 @@ static nu_status record_prefill(nu_commands *c, attn_op *a, const nu_tensor *q, 
         }
         tc_rows = 64;
     }
-    if (tc_rows && !t->no_matrix_units && !t->br && !t->bc && hd % 16 == 0 && !a->per_row && !a->push.window &&
-        !a->softcap && q->dtype == NU_DTYPE_F16 && k->dtype == NU_DTYPE_F16 && v->dtype == NU_DTYPE_F16 &&
+    if (tc_rows && !t->no_matrix_units && !t->br && !t->bc && hd % 16 == 0 && !a->per_row &&
+        q->dtype == NU_DTYPE_F16 && k->dtype == NU_DTYPE_F16 && v->dtype == NU_DTYPE_F16 &&
         nu__op_tensor_cores_f16(d, 32) && d->info.subgroup_size == 32 && rows_aligned(q, a->first[1]) &&
         rows_aligned(k, a->first[2]) && rows_aligned(v, a->first[3]) &&
         ((uint64_t)a->tokens + tc_rows - 1) / tc_rows <= d->info.max_workgroup_count[0]) {
-        uint32_t constants[6] = {a->qdt, a->kdt, a->vdt, a->ddt, 2 * tc_rows, hd};
-        if ((st = nu__op_kernel(d, NU__K_attn_prefill_coopmat, sizeof a->push, constants, 6, &kern)) != NU_OK)
+        uint32_t constants[7] = {a->qdt, a->kdt, a->vdt, a->ddt, 2 * tc_rows, hd, a->softcap ? 1u : 0u};
+        if ((st = nu__op_kernel(d, NU__K_attn_prefill_coopmat, sizeof a->push, constants, 7, &kern)) != NU_OK)
             return st;
         uint32_t groups[3] = {(uint32_t)(((uint64_t)a->tokens + tc_rows - 1) / tc_rows), (uint32_t)a->qh, 1};
         st = nu_commands_dispatch(c, kern, groups, a->bind, 6, &a->push, sizeof a->push);
