@@ -690,7 +690,7 @@ static void glu_stacked_gates_the_products_halves(void **state)
     } cases[4] = {{1, 16, 96, 256, NU_DTYPE_Q4_0, NU_DTYPE_F32, 0, false, NU_GLU_SILU},
                   {2, 5, 70, 64, NU_DTYPE_F16, NU_DTYPE_F16, 0, true, NU_GLU_GELU_TANH},
                   {1, 16, 128, 1024, NU_DTYPE_Q4_K, NU_DTYPE_F32, 3, true, NU_GLU_SILU},
-                  {1, 37, 48, 96, NU_DTYPE_Q8_0, NU_DTYPE_F32, 0, false, NU_GLU_GELU_TANH}};
+                  {1, 37, 48, 96, NU_DTYPE_Q8_0, NU_DTYPE_BF16, 0, false, NU_GLU_GELU_TANH}};
     for (int path = 0; path < (units ? 2 : 1); path++)
         for (int c = 0; c < 4; c++) {
             int64_t batch = cases[c].batch, m = cases[c].m, n = cases[c].n, k = cases[c].k, h = n / 2;

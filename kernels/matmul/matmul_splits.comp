@@ -11,7 +11,10 @@
 // (GELU, tanh form) compute it.
 //
 // Specialisation constants: 0 DDT dst's dtype, 1 BIAS (1: add bias[j], binding 2), 2 BDT its
-// dtype (ops.glsl codes); 3 LOCAL threads a workgroup; 4 GLU 0: none, 1: SiLU, 2: GELU (tanh).
+// dtype (ops.glsl codes); 3 LOCAL threads a workgroup; 4 GLU 0: none, 1: SiLU, 2: GELU (tanh);
+// 5 VEC 1: four consecutive elements a thread, 16-byte loads of the partials and one vector store
+// (dst's row a multiple of 4 elements, its first element, row and batch strides too: the host
+// checks), else one.
 // Bindings: 0 dst ([.., m, n], its columns contiguous, its rows and batches at their strides),
 // 1 the partials (F32), 2 bias (the placeholder without one). Push: below; a thread an element of
 // dst, the grid's rows of 65535 workgroups at most (workgroup (x, y) takes x + y * 65535).
@@ -22,6 +25,7 @@ layout(constant_id = 0) const uint DDT = NU_F32;
 layout(constant_id = 1) const uint BIAS = 0u;
 layout(constant_id = 2) const uint BDT = NU_F32;
 layout(constant_id = 4) const uint GLU = 0u;
+layout(constant_id = 5) const uint VEC = 0u;
 layout(local_size_x = 256, local_size_x_id = 3) in;
 
 NU_TENSOR(writeonly, 0, dst)
@@ -51,9 +55,39 @@ float sum_at(uint row, uint j, uint pn)
     return v;
 }
 
+// The same for columns j .. j + 3 (j a multiple of 4, as the row and the split).
+vec4 sum4_at(uint row, uint j, uint pn)
+{
+    uint at = (row * pn + j) / 4u;
+    vec4 v = vec4(0.0);
+    for (uint s = 0u; s < pc.splits; s++)
+        v += uintBitsToFloat(part_v[s * (pc.part_split / 4u) + at]);
+    if (BIAS != 0u)
+        for (uint e = 0u; e < 4u; e++)
+            v[e] += NU_LOAD(bias, BDT, pc.first_bias + j + e);
+    return v;
+}
+
+float glu(float g, float u) { return (GLU == 1u ? act_silu(g) : act_gelu_tanh(g)) * u; }
+
 void main()
 {
     uint i = (gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    if (VEC == 1u) {
+        if (4u * i >= pc.count)
+            return;
+        uint row = 4u * i / pc.n, j = 4u * i - row * pc.n, b = row / pc.m;
+        float x[4];
+        if (GLU == 0u) {
+            vec4 v = sum4_at(row, j, pc.n);
+            x = float[4](v.x, v.y, v.z, v.w);
+        } else {
+            vec4 g = sum4_at(row, j, 2u * pc.n), u = sum4_at(row, j + pc.n, 2u * pc.n);
+            x = float[4](glu(g.x, u.x), glu(g.y, u.y), glu(g.z, u.z), glu(g.w, u.w));
+        }
+        NU_STORE4(dst, DDT, 0u, (pc.first_dst + b * pc.dst_batch + (row - b * pc.m) * pc.dst_row + j) / 4u, x)
+        return;
+    }
     if (i >= pc.count)
         return;
     uint row = i / pc.n, j = i - row * pc.n, b = row / pc.m;
@@ -61,8 +95,7 @@ void main()
     if (GLU == 0u) {
         v = sum_at(row, j, pc.n);
     } else {
-        float g = sum_at(row, j, 2u * pc.n), u = sum_at(row, j + pc.n, 2u * pc.n);
-        v = (GLU == 1u ? act_silu(g) : act_gelu_tanh(g)) * u;
+        v = glu(sum_at(row, j, 2u * pc.n), sum_at(row, j + pc.n, 2u * pc.n));
     }
     NU_STORE(dst, DDT, pc.first_dst + b * pc.dst_batch + (row - b * pc.m) * pc.dst_row + j, v)
 }

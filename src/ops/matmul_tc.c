@@ -210,20 +210,24 @@ nu_status nu__matmul_sum(nu_commands *c, const nu_tensor *dst, nu_buffer *part, 
     bind[1] = (nu_binding){.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)(part_split * splits * 4)};
     if (!bias)
         bind[2] = bind[1]; /* never read */
-    uint64_t wg = (count + 255) / 256;
+    /* Four elements a thread where every row, start and stride keeps them one 16-byte (F32) or
+     * 8-byte vector. */
+    uint32_t dst_row = m > 1 ? (uint32_t)dst->strides[rd - 2] : (uint32_t)n;
+    uint32_t dst_batch = rd == 3 && dst->shape[0] > 1 ? (uint32_t)dst->strides[0] : 0;
+    bool vec = n % 4 == 0 && first[0] % 4 == 0 && dst_row % 4 == 0 && dst_batch % 4 == 0 && part_split % 4 == 0;
+    uint64_t wg = (count / (vec ? 4 : 1) + 255) / 256;
     if (count > UINT32_MAX || part_split > UINT32_MAX || wg > 65535ull * 65535ull)
         return nu__fail(d, NU_ERROR_UNSUPPORTED, FN ": a product of %llu elements is past the sum pass's reach",
                         (unsigned long long)count);
-    uint32_t sconst[5] = {nu__op_dtype_code(dst->dtype), bias ? 1u : 0u, bias ? nu__op_dtype_code(bias->dtype) : 0u, 256,
-                          glu};
+    uint32_t sconst[6] = {nu__op_dtype_code(dst->dtype), bias ? 1u : 0u, bias ? nu__op_dtype_code(bias->dtype) : 0u, 256,
+                          glu, vec ? 1u : 0u};
     struct {
         uint32_t count, n, splits, first_dst, first_bias, m, dst_row, dst_batch, part_split;
-    } push = {(uint32_t)count, (uint32_t)n, splits, first[0], first[2], (uint32_t)m,
-              m > 1 ? (uint32_t)dst->strides[rd - 2] : (uint32_t)n, rd == 3 && dst->shape[0] > 1 ? (uint32_t)dst->strides[0] : 0,
+    } push = {(uint32_t)count, (uint32_t)n, splits, first[0], first[2], (uint32_t)m, dst_row, dst_batch,
               (uint32_t)part_split};
     uint32_t groups[3] = {(uint32_t)(wg < 65535 ? wg : 65535), (uint32_t)((wg + 65534) / 65535), 1};
     nu_kernel *sum;
-    if ((st = nu__op_kernel(d, NU__K_matmul_splits, sizeof push, sconst, 5, &sum)) != NU_OK)
+    if ((st = nu__op_kernel(d, NU__K_matmul_splits, sizeof push, sconst, 6, &sum)) != NU_OK)
         return st;
     return nu_commands_dispatch(c, sum, groups, bind, 3, &push, sizeof push);
 }
