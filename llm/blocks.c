@@ -520,20 +520,15 @@ nu_status nu_llm__blk_attention(nu_llm_pass *p, const nu_llm_layer_w *w, uint32_
     return leave_pending(p, opt(w, NU_LLM_W_ATTN_POST_NORM));
 }
 
-/* *out = act(gate) * up, act the architecture's GLU activation, as the down product takes it:
- * in F16 into A_H16 where the pass takes F16 inputs (the GLU's own output: no copy), else F32
- * into A_GATE (gate may be that view itself). GeGLU applies the activation to gate in place. */
+/* *out = act(gate) * up, act the architecture's GLU activation (one nu_op_glu), as the down
+ * product takes it: in F16 into A_H16 where the pass takes F16 inputs (the GLU's own output: no
+ * copy), else F32 into A_GATE (gate may be that view itself). */
 static nu_status glu_input(nu_llm_pass *p, const nu_tensor *gate, const nu_tensor *up, nu_tensor *out)
 {
     int64_t shape[2] = {p->rows, p->hp->cfg.ffn};
     *out = p->f16_inputs ? nu_tensor_make(p->act[NU_LLM_A_H16], 0, NU_DTYPE_F16, 2, shape)
                          : view2(p->act[NU_LLM_A_GATE], shape[0], shape[1]);
-    if (p->hp->act == NU_GLU_SILU)
-        return nu_op_swiglu(p->c, out, gate, up);
-    /* GELU into A_GATE (gate itself, or a column slice of [gate | up] that an op may not write) */
-    nu_tensor g = view2(p->act[NU_LLM_A_GATE], shape[0], shape[1]);
-    TRY(nu_op_unary(p->c, NU_UNARY_GELU_TANH, &g, gate, 0));
-    return nu_op_mul(p->c, out, &g, up);
+    return nu_op_glu(p->c, p->hp->act, out, gate, up);
 }
 
 nu_status nu_llm__blk_ffn(nu_llm_pass *p, const nu_llm_layer_w *w)

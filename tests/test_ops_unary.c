@@ -1,4 +1,4 @@
-/* test_ops_unary.c: nu_op_unary, nu_op_scale and nu_op_swiglu (src/ops/unary.c) against a CPU
+/* test_ops_unary.c: nu_op_unary, nu_op_scale, nu_op_glu and nu_op_swiglu (src/ops/unary.c) against a CPU
  * reference in double precision: every op and dtype combination, odd sizes and tails, strided,
  * transposed, broadcast and unaligned views, in place, special values (infinities, NaN, large
  * arguments), erf's accuracy measured through GELU; and what they refuse.
@@ -9,7 +9,7 @@
  * results that underflow; GELU 1e-6 absolute plus that relative error with a = x^2 / 2 (erf's
  * approximation: 1.5e-7; erf itself is checked to 1e-6 absolute); SOFTCAP 2e-6 relative (tanh's
  * polynomial a few ulps, its exp form a few ulps of 1 against a result >= 0.24, the division of x
- * by the cap 2.5 ulps); SwiGLU as SILU's, relative to |silu(gate) * up|. */
+ * by the cap 2.5 ulps); the GLUs as SILU's and GELU_TANH's, relative to |act(gate) * up|. */
 #include "ops_util.h"
 
 #include <math.h>
@@ -70,14 +70,15 @@ typedef struct unary_case {
     nu_unary_op op;
     const nu_tensor *dst, *src, *up;
     float alpha;
-    bool swiglu;
+    bool swiglu;            /* a GLU of src (gate) and up: nu_op_swiglu for SiLU, else nu_op_glu */
+    nu_glu_activation act;
 } unary_case;
 
 static nu_status record_unary(nu_commands *c, void *arg)
 {
     unary_case *k = arg;
     if (k->swiglu)
-        return nu_op_swiglu(c, k->dst, k->src, k->up);
+        return k->act == NU_GLU_SILU ? nu_op_swiglu(c, k->dst, k->src, k->up) : nu_op_glu(c, k->act, k->dst, k->src, k->up);
     if (k->op == NU_UNARY_SCALE && k->alpha == 0.5f)
         return nu_op_scale(c, k->dst, k->src, k->alpha); /* the shorthand, too */
     return nu_op_unary(c, k->op, k->dst, k->src, k->alpha);
@@ -90,7 +91,7 @@ static void check_unary(nu_device *d, nu_unary_op op, float alpha, nt_tensor *ds
     uint64_t n = dst->numel;
     float *x = malloc(n * sizeof *x), *want = malloc(n * sizeof *want);
     nt_tensor_values(s, sv, x); /* before the op: it may run in place */
-    unary_case k = {op, &dst->t, sv, NULL, alpha, false};
+    unary_case k = {op, &dst->t, sv, NULL, alpha, false, NU_GLU_SILU};
     nt_run(d, record_unary, &k);
     nt_tensor_download(dst);
     for (uint64_t i = 0; i < n; i++)
@@ -137,7 +138,7 @@ static void sweep(nu_device *d, nu_unary_op op, float alpha, float lo, float hi,
     }
     NT_OK(nu_buffer_write(src->t.buffer, 0, src->bytes, src->size));
     *dst = nt_tensor_output(d, NU_DTYPE_F32, 1, &n, 0);
-    unary_case k = {op, &dst->t, &src->t, NULL, alpha, false};
+    unary_case k = {op, &dst->t, &src->t, NULL, alpha, false, NU_GLU_SILU};
     nt_run(d, record_unary, &k);
     nt_tensor_download(dst);
 }
@@ -259,26 +260,29 @@ static void unary_ops_take_strided_views_and_run_in_place(void **state)
     nt_close(d);
 }
 
-/* dst = silu(gate view) * (up view), checked. */
-static void check_swiglu(nu_device *d, nt_tensor *dst, const nt_tensor *g, const nu_tensor *gv, const nt_tensor *u,
-                         const nu_tensor *uv, const char *what)
+/* dst = act(gate view) * (up view), checked. */
+static void check_glu(nu_device *d, nu_glu_activation act, nt_tensor *dst, const nt_tensor *g, const nu_tensor *gv,
+                      const nt_tensor *u, const nu_tensor *uv, const char *what)
 {
+    nu_unary_op op = act == NU_GLU_SILU ? NU_UNARY_SILU : NU_UNARY_GELU_TANH;
     uint64_t n = dst->numel;
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *want = malloc(n * sizeof *want);
     nt_tensor_values(g, gv, x);
     nt_tensor_values(u, uv, y);
-    unary_case k = {NU_UNARY_SILU, &dst->t, gv, uv, 0, true};
+    unary_case k = {op, &dst->t, gv, uv, 0, true, act};
     nt_run(d, record_unary, &k);
     nt_tensor_download(dst);
     for (uint64_t i = 0; i < n; i++)
-        want[i] = nt_round_to(dst->t.dtype, (float)(x[i] / (1 + exp(-(double)x[i])) * y[i]));
-    expect_op(what, NU_UNARY_SILU, dst->t.dtype, dst->values, want, x, n);
+        want[i] = nt_round_to(dst->t.dtype, (float)(ref_unary(op, x[i], 0) * y[i]));
+    expect_op(what, op, dst->t.dtype, dst->values, want, x, n);
     free(x);
     free(y);
     free(want);
 }
 
-static void swiglu_matches_the_reference(void **state)
+/* Every dtype combination, SiLU (nu_op_swiglu) and GELU (nu_op_glu) in turn, ranks 1 to 3, padded
+ * and unaligned; the halves of a fused projection; in place on gate and on up. */
+static void glu_matches_the_reference(void **state)
 {
     nu_device *d = nt_open();
     uint64_t seed = 23;
@@ -293,11 +297,12 @@ static void swiglu_matches_the_reference(void **state)
                 nt_tensor g = nt_tensor_random(d, floats[dg], rank, shape, pad, -12, 12, &seed);
                 nt_tensor u = nt_tensor_random(d, floats[du], rank, shape, 0, -3, 3, &seed);
                 nt_tensor dst = nt_tensor_output(d, floats[dt], rank, shape, (uint64_t)(dg % 2) * 8);
+                nu_glu_activation act = (dt + dg + du) % 2 ? NU_GLU_GELU_TANH : NU_GLU_SILU;
                 char what[128];
-                snprintf(what, sizeof what, "swiglu %s <- %s, %s, %llu elements, pad %llu", nu_dtype_name(floats[dt]),
-                         nu_dtype_name(floats[dg]), nu_dtype_name(floats[du]), (unsigned long long)dst.numel,
-                         (unsigned long long)pad);
-                check_swiglu(d, &dst, &g, &g.t, &u, &u.t, what);
+                snprintf(what, sizeof what, "%s %s <- %s, %s, %llu elements, pad %llu",
+                         act == NU_GLU_SILU ? "swiglu" : "geglu", nu_dtype_name(floats[dt]), nu_dtype_name(floats[dg]),
+                         nu_dtype_name(floats[du]), (unsigned long long)dst.numel, (unsigned long long)pad);
+                check_glu(d, act, &dst, &g, &g.t, &u, &u.t, what);
                 nt_tensor_free(&g);
                 nt_tensor_free(&u);
                 nt_tensor_free(&dst);
@@ -310,13 +315,14 @@ static void swiglu_matches_the_reference(void **state)
     NT_OK(nu_tensor_slice(&f.t, 1, 0, 37, &gate));
     NT_OK(nu_tensor_slice(&f.t, 1, 37, 37, &up));
     nt_tensor dst = nt_tensor_output(d, NU_DTYPE_BF16, 2, hs, 0);
-    check_swiglu(d, &dst, &f, &gate, &f, &up, "swiglu of the halves of a fused projection");
+    check_glu(d, NU_GLU_SILU, &dst, &f, &gate, &f, &up, "swiglu of the halves of a fused projection");
+    check_glu(d, NU_GLU_GELU_TANH, &dst, &f, &gate, &f, &up, "geglu of the halves of a fused projection");
     nt_tensor_free(&dst);
     int64_t s1[1] = {1000};
     nt_tensor a = nt_tensor_random(d, NU_DTYPE_F16, 1, s1, 0, -6, 6, &seed);
     nt_tensor b = nt_tensor_random(d, NU_DTYPE_F16, 1, s1, 1, -6, 6, &seed);
-    check_swiglu(d, &a, &a, &a.t, &b, &b.t, "swiglu in place on gate");
-    check_swiglu(d, &b, &a, &a.t, &b, &b.t, "swiglu in place on up (unaligned)");
+    check_glu(d, NU_GLU_SILU, &a, &a, &a.t, &b, &b.t, "swiglu in place on gate");
+    check_glu(d, NU_GLU_GELU_TANH, &b, &a, &a.t, &b, &b.t, "geglu in place on up (unaligned)");
     nt_tensor_free(&a);
     nt_tensor_free(&b);
     nt_tensor_free(&f);
@@ -374,6 +380,8 @@ static void unary_ops_refuse_bad_tensors(void **state)
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_swiglu(c, &mt, &m.t, &m.t));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_swiglu(NULL, &a.t, &a.t, &a.t));
     NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_swiglu(c, &a.t, NULL, &a.t));
+    NT_STATUS(NU_ERROR_INVALID_ARGUMENT, nu_op_glu(c, NU_GLU_ACTIVATION_COUNT, &a.t, &a.t, &a.t));
+    assert_non_null(strstr(nu_error_message(NULL), "not a nu_glu_activation"));
     /* Empty tensors record nothing and succeed. */
     nu_tensor empty = a.t;
     empty.shape[0] = 0;
@@ -396,7 +404,7 @@ int main(void)
         cmocka_unit_test(softcap_tanh_is_accurate),
         cmocka_unit_test(unary_ops_handle_special_values),
         cmocka_unit_test(unary_ops_take_strided_views_and_run_in_place),
-        cmocka_unit_test(swiglu_matches_the_reference),
+        cmocka_unit_test(glu_matches_the_reference),
         cmocka_unit_test(unary_ops_refuse_bad_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -103,9 +103,20 @@ typedef enum nu_unary_op {
  * (SILU(-100) is -0, not NaN; SOFTCAP(+-inf) is +-alpha). dst may be src's view (in place). */
 nu_status nu_op_unary(nu_commands *c, nu_unary_op op, const nu_tensor *dst, const nu_tensor *src, float alpha);
 nu_status nu_op_scale(nu_commands *c, const nu_tensor *dst, const nu_tensor *src, float alpha);
-/* SwiGLU's gate: dst = silu(gate) * up, floats, all three of one shape (gate and up may be any
- * views, such as the two halves of a fused projection; no broadcasting); dst may be gate's or
- * up's view (in place). */
+/* The activation of a gated linear unit (nu_op_glu, nu_op_matvec_fused, nu_matmul_desc). */
+typedef enum nu_glu_activation {
+    NU_GLU_SILU,      /* SwiGLU: silu(g) = g / (1 + e^-g) (Llama, Mistral, Qwen); the default */
+    NU_GLU_GELU_TANH, /* GeGLU: gelu(g) with the tanh approximation, as NU_UNARY_GELU_TANH (Gemma) */
+    NU_GLU_ACTIVATION_COUNT
+} nu_glu_activation;
+
+/* A gated linear unit: dst = act(gate) * up, act SiLU or GELU (tanh form: NU_UNARY_GELU_TANH's
+ * function), in F32, floats, all three of one shape (gate and up may be any views, such as the two
+ * halves of a fused projection; no broadcasting); dst may be gate's or up's view (in place). GeGLU
+ * is nu_op_unary's GELU_TANH then nu_op_mul in one dispatch, with their bits where those keep F32.
+ * nu_op_swiglu is nu_op_glu with NU_GLU_SILU. */
+nu_status nu_op_glu(nu_commands *c, nu_glu_activation act, const nu_tensor *dst, const nu_tensor *gate,
+                    const nu_tensor *up);
 nu_status nu_op_swiglu(nu_commands *c, const nu_tensor *dst, const nu_tensor *gate, const nu_tensor *up);
 
 /* ---- reductions over the last dimension -------------------------------------------------- */
@@ -263,13 +274,6 @@ nu_status nu_op_gather_ex(nu_commands *c, const nu_tensor *dst, const nu_tensor 
  * variables NUVEC_MATVEC and NUVEC_MATVEC_SOA override it for sweeps (docs/knobs.md). */
 #define NU_MATVEC_MAX_ROWS 8
 nu_status nu_op_matvec(nu_commands *c, const nu_tensor *dst, const nu_tensor *weight, const nu_tensor *x);
-
-/* The activation of nu_op_matvec_fused's gated linear unit. */
-typedef enum nu_glu_activation {
-    NU_GLU_SILU,      /* SwiGLU: silu(g) = g / (1 + e^-g) (Llama, Mistral, Qwen); the default */
-    NU_GLU_GELU_TANH, /* GeGLU: gelu(g) with the tanh approximation, as NU_UNARY_GELU_TANH (Gemma) */
-    NU_GLU_ACTIVATION_COUNT
-} nu_glu_activation;
 
 /* The matrix-vector kernels' tuning: zero fields are the defaults, which depend on the kernel the
  * weights take (the float path, the dot path, Q4_0_SOA's; src/ops/matvec.c and matvec_soa.c give

@@ -1,4 +1,4 @@
-/* unary.c: elementwise unary ops and SwiGLU's gate (nu_op_unary, nu_op_scale, nu_op_swiglu;
+/* unary.c: elementwise unary ops and gated linear units (nu_op_unary, nu_op_scale, nu_op_glu, nu_op_swiglu;
  * kernels/elementwise/unary.comp, swiglu.comp). */
 #include <math.h>
 #include <string.h>
@@ -80,9 +80,18 @@ nu_status nu_op_scale(nu_commands *c, const nu_tensor *dst, const nu_tensor *src
 
 nu_status nu_op_swiglu(nu_commands *c, const nu_tensor *dst, const nu_tensor *gate, const nu_tensor *up)
 {
-    const char *fn = "nu_op_swiglu";
+    return nu_op_glu(c, NU_GLU_SILU, dst, gate, up);
+}
+
+nu_status nu_op_glu(nu_commands *c, nu_glu_activation act, const nu_tensor *dst, const nu_tensor *gate,
+                    const nu_tensor *up)
+{
+    const char *fn = act == NU_GLU_SILU ? "nu_op_swiglu" : "nu_op_glu";
     if (!c)
         return nu__fail(NULL, NU_ERROR_INVALID_ARGUMENT, "%s: NULL command buffer", fn);
+    if ((unsigned)act >= NU_GLU_ACTIVATION_COUNT)
+        return nu__fail(dst && dst->buffer ? nu_buffer_device(dst->buffer) : NULL, NU_ERROR_INVALID_ARGUMENT,
+                        "%s: activation %d is not a nu_glu_activation", fn, (int)act);
     nu_status st;
     if ((st = nu__op_check(fn, "dst", dst, NU__OP_FLOAT)) != NU_OK || (st = nu__op_check(fn, "gate", gate, NU__OP_FLOAT)) != NU_OK ||
         (st = nu__op_check(fn, "up", up, NU__OP_FLOAT)) != NU_OK || (st = nu__op_contiguous(fn, "dst", dst)) != NU_OK ||
@@ -101,8 +110,8 @@ nu_status nu_op_swiglu(nu_commands *c, const nu_tensor *dst, const nu_tensor *ga
         return st;
     const nu_tensor *all[3] = {dst, gate, up};
     uint32_t fast = nu__op_vector_path(all, first, 3);
-    uint32_t constants[6] = {nu__op_dtype_code(dst->dtype), nu__op_dtype_code(gate->dtype), nu__op_dtype_code(up->dtype),
-                             fast, UNARY_LOCAL, UNARY_UNROLL};
+    uint32_t constants[7] = {nu__op_dtype_code(dst->dtype), nu__op_dtype_code(gate->dtype), nu__op_dtype_code(up->dtype),
+                             fast, UNARY_LOCAL, UNARY_UNROLL, (uint32_t)act};
     struct {
         uint32_t count, first_dst, first_gate, first_up;
         uint32_t shape[4], stride_gate[4], stride_up[4];
@@ -112,7 +121,7 @@ nu_status nu_op_swiglu(nu_commands *c, const nu_tensor *dst, const nu_tensor *ga
     nu__op_dims4(gate, unused, push.stride_gate);
     nu__op_dims4(up, unused, push.stride_up);
     nu_kernel *k;
-    if ((st = nu__op_kernel(nu_buffer_device(dst->buffer), NU__K_swiglu, sizeof push, constants, 6, &k)) != NU_OK)
+    if ((st = nu__op_kernel(nu_buffer_device(dst->buffer), NU__K_swiglu, sizeof push, constants, 7, &k)) != NU_OK)
         return st;
     uint32_t groups[3];
     grid(count, fast, groups);
