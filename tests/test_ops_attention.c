@@ -999,7 +999,7 @@ static void prefill_on_the_matrix_units(void **state)
         {{150, 8, 4, 256, 160, 150, 0, true, 0, {0}}, 40, 0.5f},   /* Gemma 2's head_dim, both */
         {{130, 8, 2, 64, 200, 130, 0, true, 0, {.tc_rows = 64}}, 64, 0},
         {{200, 8, 8, 64, 260, 250, 50, true, 0, {0}}, 100, 0.3f},  /* a later chunk */
-        {{100, 4, 1, 128, 90, 83, 0, false, 0.1f, {.tc_rows = 64}}, 20, 0},
+        {{100, 4, 1, 128, 90, 83, 0, true, 0.1f, {.tc_rows = 64}}, 20, 0}, /* (a window needs causal masks) */
         {{64, 16, 4, 128, 128, 128, 64, true, 0, {0}}, 0, 1.0f},
         {{300, 8, 2, 128, 300, 300, 0, true, 0, {0}}, 33, 0},     /* whole blocks skipped */
     };

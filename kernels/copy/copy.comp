@@ -280,11 +280,13 @@ void cp_k_group(uint u, uint vd)
     uint i = u >> 5u, g = u & 31u;
     uvec2 q;
     vec2 dm;
+    uint w0 = pc.first_src >> 1u; // (even: the halves below are twice a word's index, which the
+                                  // compiler then folds into each load's word index)
     if (DT_SRC == NU_Q6_K_SOA) {
-        uvec2 at = nu_q6s_halves(pc.first_src, i);
+        uvec2 at = nu_q6s_halves(2u * w0, i);
         src_q6_k_at(at.x, at.y, g, true, q, dm);
     } else {
-        src_group_even(DT_SRC, pc.first_src + i * (DT_SRC == NU_Q4_K ? 72u : 88u), g, q, dm);
+        src_group_even(DT_SRC, 2u * (w0 + i * (DT_SRC == NU_Q4_K ? 36u : 44u)), g, q, dm);
     }
     float f[8];
     nu_q_floats(DT_SRC, q, f);
