@@ -588,7 +588,7 @@ typedef struct nu_attention_desc {
  * than the cache's slots (tune.path DECODE forces it for more). Devices with cooperative matrices take a prefill kernel on
  * them (attn_prefill_coopmat.comp; its p and scaled q rounded to F16, within 2^-10 of max |v|)
  * for F16 q, k, v with 16-byte aligned rows and head_dim a multiple of 16 that fits its shared
- * memory, in the scalar form without window or softcap; everything else takes attn_prefill.comp.
+ * memory, in the scalar form (windows and softcaps too); everything else takes attn_prefill.comp.
  * desc is required. In a graph, the scalar form's q_position and kv_length may be launch
  * parameters (nu_op_graph_param); the per-row form's are buffer contents. */
 #define NU_ATTENTION_DECODE_ROWS 4
