@@ -81,19 +81,20 @@ static bool units_read(nu_dtype dtype)
            dtype == NU_DTYPE_Q8_0 || dtype == NU_DTYPE_Q4_0;
 }
 
-/* y = x w^T (+ bias): the matrix-vector products for decode's few rows (and a batched decode step
- * of fewer than matmul_rows rows, a group at a time), else the matrix product; in a prefill pass
- * with F16 inputs, block (and Q4_0_SOA) weights are dequantized to F16 first (into A_W16, one
- * matrix at a time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the
- * product that dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149
- * TFLOP/s). */
+/* Whether a pass's products are matrix-vector products (decode's few rows, and a batched decode
+ * step of fewer than matmul_rows rows). */
 static bool takes_matvec(const nu_llm_pass *p)
 {
     return p->rows <= p->matvec_rows || (p->graph && p->rows < p->matmul_rows);
 }
 
-/* linear_b with the matrix product's desc md (its bias, and a GLU where md asks: only passes that
- * take the matrix product, !takes_matvec). */
+/* y = x w^T (+ bias, and the GLU md asks for: the matrix product only): the matrix-vector products
+ * for decode's few rows (and a batched decode step of fewer than matmul_rows rows, a group at a
+ * time), else the matrix product (nu_op_matmul_ex with md); in a prefill pass
+ * with F16 inputs, block (and Q4_0_SOA) weights are dequantized to F16 first (into A_W16, one
+ * matrix at a time): on the H200 that was 10-28% faster at a 7B model's prefill shapes than the
+ * product that dequantizes its tiles (bench/RESULTS.md, 2026-12-01: 143-183 against 101-149
+ * TFLOP/s). */
 static nu_status linear_d(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
                           const nu_matmul_desc *md)
 {
@@ -130,6 +131,7 @@ static nu_status linear_d(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
     return nu_op_matmul_ex(p->c, y, x, &w16, md);
 }
 
+/* linear_d with a bias only (md's GLU: only passes that take the matrix product, !takes_matvec). */
 static nu_status linear_b(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w, const nu_tensor *x,
                           const nu_tensor *bias)
 {
