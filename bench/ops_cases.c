@@ -216,6 +216,22 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
                 cases[ncases++] = (bench_case){"matmul_dq", name, K_MATMUL_DQ, 0, mmd[di], NU_DTYPE_F16, 0, {ptok, n, k},
                                                bytes + 4.0 * n * k, "dequant + F16", 2.0 * ptok * n * k};
         }
+    /* The dtypes only the matrix units' product reads as they are (the repacked Q4_0_SOA and
+     * Q6_K_SOA, the K formats) at the same prefill shapes, beside their copy to F16 and the F16
+     * product (a prefill pass takes one or the other: NU_LLM_DIRECT_ROWS). */
+    static const nu_dtype units_only[3] = {NU_DTYPE_Q4_0_SOA, NU_DTYPE_Q4_K, NU_DTYPE_Q6_K_SOA};
+    for (int di = 0; di < 3 && info->cooperative_matrix_count && !cpu; di++)
+        for (int si = 0; si < 2; si++) {
+            int64_t n = pn[si], k = 4096;
+            char *name = shapes[nshapes++];
+            snprintf(name, sizeof shapes[0], "%lldx%lld>%lld", (long long)ptok, (long long)k, (long long)n);
+            nu_tensor probe = nu_tensor_make(NULL, 0, units_only[di], 2, (int64_t[2]){n, k});
+            double bytes = (double)nu_tensor_span_bytes(&probe) + 2.0 * ptok * (k + n);
+            cases[ncases++] = (bench_case){"matmul", name, K_MATMUL, 0, units_only[di], NU_DTYPE_F16, 0, {ptok, n, k},
+                                           bytes, "> matmul_dq", 2.0 * ptok * n * k};
+            cases[ncases++] = (bench_case){"matmul_dq", name, K_MATMUL_DQ, 0, units_only[di], NU_DTYPE_F16, 0,
+                                           {ptok, n, k}, bytes + 4.0 * n * k, "dequant + F16", 2.0 * ptok * n * k};
+        }
     /* A 512-token prefill pass's own F16 products of a 7B layer as the model runs them: q|k|v and
      * gate|up stacked, down with k 11008 (o is 512x4096>4096 above). Not on a CPU device. */
     static const int64_t pf[3][2] = {{12288, 4096}, {22016, 4096}, {4096, 11008}};

@@ -63,7 +63,7 @@ typedef struct bench_case {
     double flops;       /* per op, for TFLOP/s (products and attention; 0: none) */
 } bench_case;
 
-#define OPS_MAX_CASES 320
+#define OPS_MAX_CASES 384
 #define OPS_SHAPE_CHARS 24
 
 /* The list for one device and --size: the cases in the order they run (the copy first: the
