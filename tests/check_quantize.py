@@ -181,6 +181,31 @@ if rc == 0:
         check(t["type"] == want, f"tiny q4_k_m: {name} is {t['type']}, expected {want}")
     check("fallback from Q4_K: rows of 64" in stdout, f"tiny: the plan does not say why: {stdout[:400]}")
 
+# ---- make-gguf --dtype TYPE: the file `nuvec quantize --type TYPE` makes of make-gguf's F16 file ----
+for shape, ftype in (("small", "q4_k_m"), ("small", "q5_k_s"), ("tiny", "q4_k_m")):
+    f16, via, direct = f"{tmp}/{shape}-f16.gguf", f"{tmp}/{shape}-{ftype}-via.gguf", f"{tmp}/{shape}-{ftype}-direct.gguf"
+    rc, _, err = run("make-gguf", "--shape", shape, "--dtype", "f16", "--layers", "8", "--out", f16, "--seed", "7")
+    rc2, _, err2 = run("quantize", f16, via, "--type", ftype, "--threads", "2")
+    rc3, _, err3 = run("make-gguf", "--shape", shape, "--dtype", ftype, "--layers", "8", "--out", direct, "--seed", "7",
+                       "--threads", "3")
+    check(rc == rc2 == rc3 == 0, f"make-gguf --dtype {ftype} ({shape}): {err}{err2}{err3}")
+    if rc or rc2 or rc3:
+        continue
+    _, kv_via, t_via, b_via = read_gguf(via)
+    _, kv_direct, t_direct, b_direct = read_gguf(direct)
+    check(kv_direct.get("general.name") == f"random {shape} {ftype}", f"{ftype}: name {kv_direct.get('general.name')}")
+    kv_via.pop("general.name"), kv_direct.pop("general.name")
+    check(kv_via == kv_direct, f"make-gguf --dtype {ftype} ({shape}): metadata differs from quantize's")
+    check(list(t_via) == list(t_direct), f"make-gguf --dtype {ftype} ({shape}): tensors differ")
+    for name in set(t_via) & set(t_direct):
+        a, b = t_via[name], t_direct[name]
+        check(a["dims"] == b["dims"] and a["type"] == b["type"] and a["offset"] == b["offset"],
+              f"make-gguf --dtype {ftype} ({shape}): {name} is {b['type']} {b['dims']}, quantize's {a['type']} {a['dims']}")
+    check(b_via[min(t["at"] for t in t_via.values()):] == b_direct[min(t["at"] for t in t_direct.values()):],
+          f"make-gguf --dtype {ftype} ({shape}): the tensor data differs from quantize's")
+rc, _, err = run("make-gguf", "--shape", "tiny", "--dtype", "q3_k", "--out", f"{tmp}/no.gguf")
+check(rc == 2 and "unknown dtype 'q3_k'" in err and not os.path.exists(f"{tmp}/no.gguf"), f"make-gguf q3_k: rc {rc}: {err}")
+
 # ---- the real model: GGUF and Hugging Face ----
 aid = f"{models}/aidreams260K"
 _, ref_kv, ref_t, ref_b = read_gguf(f"{aid}/model.gguf")

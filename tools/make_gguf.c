@@ -91,11 +91,13 @@ typedef struct tensor_job {
     uint64_t seed;           /* of this tensor */
     uint64_t rows_per_chunk;
     uint64_t row_bytes;
+    bool by_f16;             /* a preset's matrix: rounded to F16, then nu_quantize (as nuvec quantize
+                              * makes it of the F16 file) */
 } tensor_job;
 
 /* Chunk c of the tensor: rows [c * rows_per_chunk, ...) into `out`; its own generator, so that
  * the output does not depend on the number of threads. */
-static void make_chunk(const tensor_job *t, uint64_t c, uint8_t *out, float *scratch)
+static nu_status make_chunk(const tensor_job *t, uint64_t c, uint8_t *out, float *scratch)
 {
     uint64_t r0 = c * t->rows_per_chunk, r1 = r0 + t->rows_per_chunk < t->rows ? r0 + t->rows_per_chunk : t->rows;
     uint64_t state = t->seed ^ (c * 0xD1B54A32D192ED03ull);
@@ -104,6 +106,16 @@ static void make_chunk(const tensor_job *t, uint64_t c, uint8_t *out, float *scr
         uint8_t *row = out + (r - r0) * t->row_bytes;
         size_t n = (size_t)t->cols;
         normalish(&state, scratch, n, t->mean, t->scale);
+        if (t->by_f16) { /* scratch holds 2 n + 4 floats: the F16 row after the floats */
+            nu_status st = nu_quantize(NU_DTYPE_F16, scratch, scratch + n, n, NULL);
+            if (st == NU_OK)
+                st = nu_dequantize(NU_DTYPE_F16, scratch + n, scratch, n);
+            if (st == NU_OK)
+                st = nu_quantize(t->dtype, scratch, row, n, NULL);
+            if (st != NU_OK)
+                return st;
+            continue;
+        }
         switch (t->dtype) {
         case NU_DTYPE_F32: memcpy(row, scratch, n * 4); break;
         case NU_DTYPE_F16:
@@ -119,6 +131,7 @@ static void make_chunk(const tensor_job *t, uint64_t c, uint8_t *out, float *scr
         default: break;
         }
     }
+    return NU_OK;
 }
 
 /* Workers fill a ring of chunk buffers; the main thread writes them in order. */
@@ -134,6 +147,8 @@ typedef struct ring {
     bool *ready;             /* per slot */
     uint64_t *chunk_of;      /* per slot */
     bool stop;
+    nu_status failed;        /* a chunk's nu_quantize refusal (none expected of normal values) */
+    char failure[256];       /* its message */
 } ring;
 
 static void *worker(void *arg)
@@ -149,8 +164,12 @@ static void *worker(void *arg)
         uint32_t s = (uint32_t)(c % g->slots);
         const tensor_job *job = g->job;
         pthread_mutex_unlock(&g->lock);
-        make_chunk(job, c, g->buf[s], g->scratch[s]);
+        nu_status st = make_chunk(job, c, g->buf[s], g->scratch[s]);
         pthread_mutex_lock(&g->lock);
+        if (st != NU_OK && g->failed == NU_OK) {
+            g->failed = st;
+            snprintf(g->failure, sizeof g->failure, "%s", nu_error_message(NULL));
+        }
         g->ready[s] = true;
         g->chunk_of[s] = c;
         pthread_cond_broadcast(&g->cond);
@@ -176,6 +195,10 @@ static nu_status write_tensor(gguf_writer *w, ring *g, const tensor_job *job)
             pthread_cond_wait(&g->cond, &g->lock);
         pthread_mutex_unlock(&g->lock);
         uint64_t rows = c + 1 < chunks ? job->rows_per_chunk : job->rows - c * job->rows_per_chunk;
+        if (st == NU_OK && g->failed != NU_OK)
+            st = tool_fail(g->failed, "make-gguf: quantizing %llu x %llu values to %s: %s",
+                           (unsigned long long)job->rows, (unsigned long long)job->cols, nu_dtype_name(job->dtype),
+                           g->failure);
         if (st == NU_OK)
             st = gguf_writer_data(w, g->buf[s], (size_t)(rows * job->row_bytes));
         pthread_mutex_lock(&g->lock);
@@ -195,6 +218,7 @@ typedef struct tensor_def {
     nu_dtype dtype;
     uint64_t rows, cols; /* rows 1: a vector */
     bool norm;
+    bool by_f16; /* a preset's matrix (plan_mix) */
 } tensor_def;
 
 static uint32_t llama_file_type(nu_dtype d)
@@ -290,12 +314,12 @@ static nu_status add_metadata(gguf_writer *w, const make_gguf_options *o, uint32
     const make_gguf_shape *s = o->shape;
     const char *arch = make_gguf_arch(s);
     char name[96];
-    snprintf(name, sizeof name, "random %s %s", s->name, nu_dtype_name(o->dtype));
+    snprintf(name, sizeof name, "random %s %s", s->name, o->mix ? o->mix->name : nu_dtype_name(o->dtype));
     nu_status st = gguf_writer_string(w, "general.architecture", arch);
     if (st == NU_OK)
         st = gguf_writer_string(w, "general.name", name);
     if (st == NU_OK)
-        st = gguf_writer_u32(w, "general.file_type", llama_file_type(o->dtype));
+        st = gguf_writer_u32(w, "general.file_type", o->mix ? o->mix->file_type : llama_file_type(o->dtype));
     if (st == NU_OK)
         st = gguf_writer_u32(w, "general.quantization_version", 2);
     if (st == NU_OK)
@@ -449,7 +473,7 @@ static tensor_def *tensor_list(const make_gguf_options *o, uint32_t layers, size
         tensor_def *d_ = &t[n++];                                                              \
         snprintf(d_->name, sizeof d_->name, "%s", nm);                                         \
         d_->rows = (r), d_->cols = (c), d_->norm = (isnorm);                                   \
-        d_->dtype = (f32) ? NU_DTYPE_F32 : o->dtype;                                           \
+        d_->dtype = (f32) ? NU_DTYPE_F32 : o->mix ? NU_DTYPE_F16 : o->dtype;                   \
     } while (0)
     ADD("token_embd.weight", s->vocab, s->dim, false, false);
     for (uint32_t l = 0; l < layers; l++)
@@ -468,6 +492,43 @@ static tensor_def *tensor_list(const make_gguf_options *o, uint32_t layers, size
     return t;
 }
 
+static int by_llama_order(const void *a, const void *b)
+{
+    return quant_compare_names((*(tensor_def *const *)a)->name, (*(tensor_def *const *)b)->name);
+}
+
+/* A preset's types (o->mix): each tensor's as llama-quantize chooses it for the F16 file of this
+ * shape, visiting the tensors in its order (its counters depend on it); defs[i].by_f16 marks the
+ * matrices. */
+static nu_status plan_mix(const make_gguf_options *o, tensor_def *defs, size_t count, uint32_t layers)
+{
+    quant_model m = {.layers = layers, .heads = o->shape->heads, .kv_heads = o->shape->kv_heads, .tied = true};
+    tensor_def **order = malloc((count ? count : 1) * sizeof *order);
+    if (!order)
+        return tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "make-gguf: out of host memory");
+    for (size_t i = 0; i < count; i++) {
+        order[i] = &defs[i];
+        m.tied &= strcmp(defs[i].name, "output.weight") != 0;
+        m.attn_v_count += quant_is_attn_v(defs[i].name);
+    }
+    qsort(order, count, sizeof *order, by_llama_order);
+    quant_options qo = {.preset = o->mix, .output_type = NU_DTYPE_COUNT, .embedding_type = NU_DTYPE_COUNT};
+    quant_walk walk = {0};
+    nu_status st = NU_OK;
+    for (size_t i = 0; st == NU_OK && i < count; i++) {
+        tensor_def *d = order[i];
+        uint64_t shape[2] = {d->rows, d->cols};
+        char note[128];
+        bool vector = d->rows == 1;
+        nu_dtype was = d->dtype;
+        st = quant_choose(&qo, &m, &walk, d->name, vector ? 1 : 2, vector ? &shape[1] : shape, was, &d->dtype, note,
+                          sizeof note);
+        d->by_f16 = was == NU_DTYPE_F16;
+    }
+    free(order);
+    return st;
+}
+
 static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_t *bytes_out, bool *begun)
 {
     uint32_t layers = o->layers ? o->layers : o->shape->layers;
@@ -476,6 +537,8 @@ static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_
     tensor_def *defs = st == NU_OK ? tensor_list(o, layers, &count) : NULL;
     if (st == NU_OK && !defs)
         st = tool_fail(NU_ERROR_HOST_OUT_OF_MEMORY, "make-gguf: out of host memory");
+    if (st == NU_OK && o->mix)
+        st = plan_mix(o, defs, count, layers);
     for (size_t i = 0; st == NU_OK && i < count; i++) {
         uint64_t shape[2] = {defs[i].rows, defs[i].cols};
         st = defs[i].rows == 1 ? gguf_writer_tensor(w, defs[i].name, defs[i].dtype, 1, &shape[1])
@@ -508,7 +571,7 @@ static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_
         g.chunk_of = calloc(g.slots, sizeof *g.chunk_of);
         bool ok = g.buf && g.scratch && g.ready && g.chunk_of;
         for (uint32_t s = 0; ok && s < g.slots; s++)
-            ok = (g.buf[s] = malloc(slot_bytes)) && (g.scratch[s] = malloc(((size_t)max_cols + 4) * sizeof(float)));
+            ok = (g.buf[s] = malloc(slot_bytes)) && (g.scratch[s] = malloc((2 * (size_t)max_cols + 4) * sizeof(float)));
         for (; ok && started < threads; started++)
             ok = pthread_create(&tid[started], NULL, worker, &g) == 0;
         if (!ok)
@@ -518,7 +581,7 @@ static nu_status write_model(const make_gguf_options *o, gguf_writer *w, uint64_
     for (size_t i = 0; st == NU_OK && i < count; i++) {
         const tensor_def *d = &defs[i];
         tensor_job job = {.dtype = d->dtype, .rows = d->rows, .cols = d->cols,
-                          .mean = d->norm ? 1.0f : 0.0f, .scale = 0.02f};
+                          .mean = d->norm ? 1.0f : 0.0f, .scale = 0.02f, .by_f16 = d->by_f16};
         job.row_bytes = d->cols / nu_dtype_block_elements(d->dtype) * nu_dtype_block_bytes(d->dtype);
         job.rows_per_chunk = slot_bytes / job.row_bytes;
         uint64_t s = o->seed ^ (0x9E3779B97F4A7C15ull * (i + 1));
@@ -559,7 +622,7 @@ nu_status make_gguf(const make_gguf_options *o, uint64_t *data_bytes)
     *data_bytes = 0;
     if (!o || !o->shape || !o->path)
         return tool_fail(NU_ERROR_INVALID_ARGUMENT, "make-gguf: NULL options, shape or path");
-    if (o->dtype != NU_DTYPE_F32 && o->dtype != NU_DTYPE_F16 && o->dtype != NU_DTYPE_BF16 &&
+    if (!o->mix && o->dtype != NU_DTYPE_F32 && o->dtype != NU_DTYPE_F16 && o->dtype != NU_DTYPE_BF16 &&
         o->dtype != NU_DTYPE_Q8_0 && o->dtype != NU_DTYPE_Q4_0)
         return tool_fail(NU_ERROR_INVALID_ARGUMENT, "make-gguf: dtype %s is not f32, f16, bf16, q8_0 or q4_0",
                         nu_dtype_name(o->dtype));
@@ -584,10 +647,13 @@ nu_status make_gguf(const make_gguf_options *o, uint64_t *data_bytes)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nuvec make-gguf [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3] --shape NAME\n"
-               "                        --dtype f16|q8_0|q4_0|bf16|f32 --out FILE [--seed S] [--layers N] [--threads N]\n"
+               "                        --dtype f16|q8_0|q4_0|bf16|f32|TYPE --out FILE [--seed S] [--layers N] [--threads N]\n"
                "  Writes a GGUF v3 model of random weights (normal-ish, scale 0.02; norms near 1) with llama.cpp's\n"
                "  keys and tensor names for the architecture (its converter's) and a placeholder SentencePiece\n"
-               "  vocabulary, for benchmarks and tests. Norms and biases are F32, the matrices in the dtype.\n"
+               "  vocabulary, for benchmarks and tests. Norms and biases are F32, the matrices in the dtype; or\n"
+               "  TYPE, one of `nuvec quantize`'s other types (q4_k_m, q4_k_s, q5_k_m, q5_k_s, q6_k, q4_1, q5_0,\n"
+               "  q5_1, iq4_nl, iq4_xs): each matrix as llama-quantize's mix gives it, the file `nuvec quantize\n"
+               "  --type TYPE` makes of the same command's F16 file, without writing that file.\n"
                "  Shapes (--arch picks <arch>-NAME, so --arch qwen2 --shape tiny is qwen2-tiny; default llama):\n");
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++) {
         const make_gguf_shape *s = &SHAPES[i];
@@ -645,11 +711,15 @@ int cli_make_gguf(int argc, char **argv)
                 {"f16", NU_DTYPE_F16}, {"q8_0", NU_DTYPE_Q8_0}, {"q4_0", NU_DTYPE_Q4_0},
                 {"bf16", NU_DTYPE_BF16}, {"f32", NU_DTYPE_F32}};
             o.dtype = NU_DTYPE_COUNT;
+            o.mix = NULL;
             for (size_t k = 0; k < sizeof dt / sizeof *dt; k++)
                 if (!strcmp(dt[k].n, v))
                     o.dtype = dt[k].d;
+            if (o.dtype == NU_DTYPE_COUNT && (o.mix = quant_find_preset(v)) != NULL)
+                o.dtype = o.mix->base;
             if (o.dtype == NU_DTYPE_COUNT) {
-                fprintf(stderr, "nuvec make-gguf: unknown dtype '%s' (f16, q8_0, q4_0, bf16, f32)\n", v);
+                fprintf(stderr, "nuvec make-gguf: unknown dtype '%s' (f16, q8_0, q4_0, bf16, f32, or a quantize "
+                                "type: q4_k_m, q5_k_m, q6_k, ...)\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--out") && v) {
@@ -692,7 +762,7 @@ int cli_make_gguf(int argc, char **argv)
         return 1;
     }
     printf("%s: %s %s %s, %u layers, %.3f GiB of tensor data in %.1f s (%.2f GB/s)\n", o.path, make_gguf_arch(o.shape), o.shape->name,
-           nu_dtype_name(o.dtype), o.layers ? o.layers : o.shape->layers, bytes / 1073741824.0, secs,
+           o.mix ? o.mix->name : nu_dtype_name(o.dtype), o.layers ? o.layers : o.shape->layers, bytes / 1073741824.0, secs,
            secs > 0 ? (double)bytes / secs / 1e9 : 0);
     return 0;
 }

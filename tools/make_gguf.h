@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "nuvec.h"
+#include "quantize_mix.h"
 
 typedef struct make_gguf_shape {
     const char *name;       /* "tiny", "llama-7b", "llama-8b", "qwen2.5-7b", "gemma2-tiny", ... */
@@ -23,6 +24,9 @@ typedef struct make_gguf_shape {
 typedef struct make_gguf_options {
     const make_gguf_shape *shape;
     nu_dtype dtype;         /* of the matrices: F16, Q8_0, Q4_0 (also BF16, F32); norms are F32 */
+    const quant_preset *mix; /* instead of dtype (NULL: dtype): each matrix of the type llama-quantize's
+                              * preset gives it (quantize_mix.h), from values rounded to F16 first: the
+                              * file `nuvec quantize --type <preset>` makes of this shape's F16 file */
     const char *path;
     uint64_t seed;
     uint32_t layers;        /* 0: the shape's */
