@@ -51,6 +51,13 @@
 //   13 SOA_VEC  1: Q4_0_SOA whose quant runs are 16-byte aligned (first, row stride and k / 32 in
 //               halves multiples of 8; the host checks): a thread takes a whole block, its 16 bytes
 //               in one load (else thread pairs take a block in 4-byte words, as for Q4_0)
+//   14 ORDER    the fragments of a 16-deep slice of k: 0 loads every a and w fragment, then
+//               multiplies; 1 loads w's, then each a fragment just before its row of products
+//               (fewer fragments live at once: FN + 1 against FM + FN; NUVEC_MATMUL_TC="order=1",
+//               not yet run on a GPU)
+//   15 EVEN     1: Q4_K or Q6_K_SOA weights whose super-blocks all start on whole 32-bit words
+//               (Q4_K: first, row and batch strides in halves even; Q6_K_SOA: first even; the
+//               host checks): their runs are read as words, with no shifts and no word after
 // Bindings: 0 dst, 1 a, 2 w, 3 bias (the placeholder when BIAS is 0). Push: see Push; the
 // workgroup (x, y) computes tile (tile_x + x, tile_y + y).
 #extension GL_KHR_cooperative_matrix : require
@@ -75,6 +82,8 @@ layout(constant_id = 10) const uint BUFFERS = 2u;
 layout(constant_id = 11) const uint PROBE = 0u;
 layout(constant_id = 12) const uint EPILOGUE = 1u;
 layout(constant_id = 13) const uint SOA_VEC = 0u;
+layout(constant_id = 14) const uint ORDER = 0u;
+layout(constant_id = 15) const uint EVEN = 0u;
 layout(local_size_x = 256, local_size_x_id = 4) in;
 const uint LOCAL = gl_WorkGroupSize.x;
 
@@ -108,6 +117,16 @@ const bool KFMT = WDT == Q4_K || WDT == Q6_K || WDT == Q6_K_SOA; // 256-element 
 #define MULTIPLY_ADD(i, j) \
     if (uint(i) < FM && uint(j) < FN && (PROBE & 2u) == 0u) \
         acc_##i##_##j = coopMatMulAdd(fa_##i, fb_##j, acc_##i##_##j);
+#define MULTIPLY_ROW(i, j) \
+    if (uint(j) < FN && (PROBE & 2u) == 0u) \
+        acc_##i##_##j = coopMatMulAdd(fa, fb_##j, acc_##i##_##j);
+#define STREAM_A(i) \
+    if (uint(i) < FM) { \
+        coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa; \
+        coopMatLoad(fa, tiles, base + (wm * FM * 16u + 16u * uint(i)) * ROW + kk / 8u, ROW, \
+                    gl_CooperativeMatrixLayoutRowMajor); \
+        EACH_J(MULTIPLY_ROW, i) \
+    }
 #define STORE_DIRECT(i, j) \
     if (uint(i) < FM && uint(j) < FN) { \
         uint at = first + 16u * uint(i) * pc.dst_row + 16u * uint(j); \
@@ -198,7 +217,7 @@ Raw load_kblock(uint hr, uint row, uint blk, uint part)
         r.e = uint(w_h[hb + 96u + 4u * n + q]);         // scales[8 n + 2 q + part]: byte `part`
         r.d = uint(w_h[at.y]);
     }
-    r.shift = (h0 & 1u) * 16u;
+    r.shift = EVEN != 0u ? 0u : (h0 & 1u) * 16u;
     r.w = words4(h0 >> 1u);
     r.w4 = r.shift != 0u ? w_last_word((h0 >> 1u) + 4u) : 0u;
     r.x = words4(hx >> 1u);
@@ -484,9 +503,14 @@ void main()
         if (s + 1u < steps)
             load_tiles(batch, m0, n0, k0 + (s + 1u) * BK); // in flight while the matrix units work
         [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-            EACH_SIDE(LOAD_A) // w's rows are the product's columns: column-major K x N
-            EACH_SIDE(LOAD_B)
-            EACH_FRAG(MULTIPLY_ADD)
+            if (ORDER == 0u) {
+                EACH_SIDE(LOAD_A)
+                EACH_SIDE(LOAD_B) // w's rows are the product's columns: column-major K x N
+                EACH_FRAG(MULTIPLY_ADD)
+            } else {
+                EACH_SIDE(LOAD_B)
+                EACH_SIDE(STREAM_A)
+            }
         }
         if (s + 1u < steps) {
             if (BUFFERS == 1u)
