@@ -117,16 +117,7 @@ const bool KFMT = WDT == Q4_K || WDT == Q6_K || WDT == Q6_K_SOA; // 256-element 
 #define MULTIPLY_ADD(i, j) \
     if (uint(i) < FM && uint(j) < FN && (PROBE & 2u) == 0u) \
         acc_##i##_##j = coopMatMulAdd(fa_##i, fb_##j, acc_##i##_##j);
-#define MULTIPLY_ROW(i, j) \
-    if (uint(j) < FN && (PROBE & 2u) == 0u) \
-        acc_##i##_##j = coopMatMulAdd(fa, fb_##j, acc_##i##_##j);
-#define STREAM_A(i) \
-    if (uint(i) < FM) { \
-        coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa; \
-        coopMatLoad(fa, tiles, base + (wm * FM * 16u + 16u * uint(i)) * ROW + kk / 8u, ROW, \
-                    gl_CooperativeMatrixLayoutRowMajor); \
-        EACH_J(MULTIPLY_ROW, i) \
-    }
+#define STREAM_A(i) { LOAD_A(i) EACH_J(MULTIPLY_ADD, i) } // ORDER 1: a fragment, then its row of products
 #define STORE_DIRECT(i, j) \
     if (uint(i) < FM && uint(j) < FN) { \
         uint at = first + 16u * uint(i) * pc.dst_row + 16u * uint(j); \
