@@ -1,8 +1,9 @@
 /* fuzz_kernel.c: libFuzzer target for kernel creation's SPIR-V checks (built with
  * -DNUVEC_FUZZ=ON; `make fuzz-smoke`, `make fuzz`): everything nu_kernel_new does with the
  * bytes before a driver sees them (src/kernel/spirv.c: header, SPIRV-Tools' validator, reflection),
- * without a device, and graphs' rewrite of a valid module's push constants into a storage buffer. Reflection also runs alone on the raw words, as it must be safe on any
- * input. The seeds are the builtin kernels' SPIR-V and the GLSL under fuzz/kernel_seeds/
+ * without a device, and the rewrites of a valid module: graphs' push constants into a storage
+ * buffer, and float16_t fragments into bfloat16 ones (nu__spirv_f16_as_bf16). Reflection also runs
+ * alone on the raw words, as it must be safe on any input. The seeds are the builtin kernels' SPIR-V and the GLSL under fuzz/kernel_seeds/
  * compile to (the build writes both to build-fuzz/seeds-kernel/).
  *
  * The Vulkan version checked for comes from the low 2 bits of the header's generator word
@@ -49,6 +50,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         nu__spirv_layout moved;
         if (wst == NU_OK && nu__spirv_check(NULL, api, "fuzz", out, n * 4, "main", &moved) == NU_OK)
             CHECK(!moved.has_push && moved.bindings == layout.bindings + 1);
+        nu__free(out);
+    }
+    if (st == NU_OK) { /* the bfloat16 rewrite (BF16 matrix-unit kernels) takes validated modules */
+        uint32_t *out = NULL;
+        size_t n = 0;
+        char why[160];
+        nu_status bst = nu__spirv_f16_as_bf16(w, size / 4, &out, &n, why, sizeof why);
+        CHECK(bst == NU_OK || bst == NU_ERROR_UNSUPPORTED || bst == NU_ERROR_HOST_OUT_OF_MEMORY);
+        CHECK(bst != NU_OK || n > size / 4);
         nu__free(out);
     }
     nu__spirv_layout raw;

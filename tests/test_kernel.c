@@ -1208,6 +1208,86 @@ static void the_validator_accepts_cooperative_matrices(void **state)
               nu__spirv_check(NULL, VK_API_VERSION_1_2, "coopmat", s.w, s.n * 4, "main", &layout));
 }
 
+/* The embedded kernel named `name`, of any family (embedded() takes the public builtins only). */
+static const nu__kernel_spirv *embedded_any(const char *name)
+{
+    for (unsigned i = 0; i < nu__kernel_count; i++)
+        if (!strcmp(nu__kernels[i].name, name))
+            return &nu__kernels[i];
+    fail_msg("no embedded kernel %s", name);
+    return NULL;
+}
+
+/* Instructions of opcode `op` in a module whose first operand word is `first` (any: UINT32_MAX). */
+static unsigned count_ops(const uint32_t *w, size_t n, uint32_t op, uint32_t first)
+{
+    unsigned found = 0;
+    for (size_t i = 5; i < n && (w[i] >> 16);) {
+        if ((w[i] & 0xffffu) == op && (first == UINT32_MAX || (i + 1 < n && w[i + 1] == first)))
+            found++;
+        i += w[i] >> 16;
+    }
+    return found;
+}
+
+/* matmul_coopmat_bf16 is written with float16_t for bfloat16 (kernels/matmul/matmul_coopmat.glsl):
+ * it validates as it is, and nu__spirv_f16_as_bf16 turns exactly its type and capabilities into
+ * SPV_KHR_bfloat16's. Runs without a device (lavapipe has no BF16 matrix units). */
+static void float16_fragments_are_rewritten_as_bfloat16(void **state)
+{
+    const nu__kernel_spirv *k = embedded_any("matmul_coopmat_bf16");
+    nu__spirv_layout layout;
+    NT_OK(nu__spirv_check(NULL, VK_API_VERSION_1_3, "bf16", k->words, k->word_count * 4, "main", &layout));
+    uint32_t *out = NULL;
+    size_t n = 0;
+    char why[160] = "";
+    NT_OK(nu__spirv_f16_as_bf16(k->words, k->word_count, &out, &n, why, sizeof why));
+    /* Float16 became BFloat16TypeKHR; BFloat16CooperativeMatrixKHR and the extension were added;
+     * OpTypeFloat 16 gained its encoding: 2 + 6 + 1 words more. */
+    assert_int_equal(n, k->word_count + 9);
+    assert_int_equal(count_ops(k->words, k->word_count, 17 /* OpCapability */, 9 /* Float16 */), 1);
+    assert_int_equal(count_ops(out, n, 17, 9), 0);
+    assert_int_equal(count_ops(out, n, 17, 5116 /* BFloat16TypeKHR */), 1);
+    assert_int_equal(count_ops(out, n, 17, 5118 /* BFloat16CooperativeMatrixKHR */), 1);
+    bool ext = false, type = false;
+    for (size_t i = 5; i < n && (out[i] >> 16); i += out[i] >> 16) {
+        if ((out[i] & 0xffffu) == 10 && (out[i] >> 16) == 6)
+            ext |= memcmp(&out[i + 1], "SPV_KHR_bfloat16\0\0\0", 20) == 0;
+        if ((out[i] & 0xffffu) == 22 && out[i + 2] == 16) {
+            assert_false(type); /* one 16-bit float type */
+            type = true;
+            assert_int_equal(out[i] >> 16, 4);
+            assert_int_equal(out[i + 3], 0); /* BFloat16KHR */
+        }
+    }
+    assert_true(ext);
+    assert_true(type);
+    nu__free(out);
+    /* The F16 kernel does F16 arithmetic: refused, by reason. */
+    const nu__kernel_spirv *f16 = embedded_any("matmul_coopmat");
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu__spirv_f16_as_bf16(f16->words, f16->word_count, &out, &n, why, sizeof why));
+    assert_null(out);
+    assert_non_null(strstr(why, "other than as a cooperative matrix's component type"));
+    /* No 16-bit float type at all, and words that are not SPIR-V. */
+    const nu__kernel_spirv *f32 = embedded("fill_u32");
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu__spirv_f16_as_bf16(f32->words, f32->word_count, &out, &n, why, sizeof why));
+    assert_non_null(strstr(why, "0 16-bit float types"));
+    uint32_t junk[8] = {0x07230203u, 0x00010500u, 0, 100, 0, 0xffffffffu, 1, 2};
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu__spirv_f16_as_bf16(junk, 8, &out, &n, why, sizeof why));
+    NT_STATUS(NU_ERROR_UNSUPPORTED, nu__spirv_f16_as_bf16(junk, 3, &out, &n, why, sizeof why));
+    /* A device without BF16 matrix units refuses such a kernel by name. */
+    nu_device *d = nt_open();
+    if (!d->has_bf16_coopmat) {
+        nu_kernel_desc desc = {.spirv = k->words, .spirv_size = k->word_count * 4, .name = "matmul_coopmat_bf16",
+                               .push_constant_size = 72};
+        nu_kernel *made = NULL;
+        NT_STATUS(NU_ERROR_UNSUPPORTED, nu__kernel_new_f16_as_bf16(d, &desc, &made));
+        assert_null(made);
+        assert_non_null(strstr(nu_error_message(d), "no BF16 cooperative matrices"));
+    }
+    nt_close(d);
+}
+
 static void entry_points_and_bindings_are_checked(void **state)
 {
     nu_device *d = nt_open();
@@ -1479,6 +1559,7 @@ int main(void)
         cmocka_unit_test(workgroup_sizes_beyond_the_device_are_refused),
         cmocka_unit_test(deeply_nested_types_are_refused_at_once),
         cmocka_unit_test(the_validator_accepts_cooperative_matrices),
+        cmocka_unit_test(float16_fragments_are_rewritten_as_bfloat16),
         cmocka_unit_test(entry_points_and_bindings_are_checked),
         cmocka_unit_test(kernels_need_push_descriptors),
         cmocka_unit_test(every_builtin_kernel_loads),

@@ -545,6 +545,51 @@ static void tensor_cores_match_the_reference(void **state)
             nt_tensor_free(&dst);
             nt_tensor_free(&bias);
         }
+    /* BF16 a against BF16 w (matmul_coopmat_bf16) where the device has BF16 matrix units: the same
+     * shapes, exact BF16 operands. */
+    bool bf16 = nu_device_get_info(d)->features[NU_FEATURE_BFLOAT16];
+    for (int c = 0; bf16 && c < 6; c++) {
+        int64_t m = shapes[c][0], n = shapes[c][1], k = shapes[c][2], batch = shapes[c][3];
+        int64_t as[3] = {batch, m, k}, bs[2] = {n, k}, ds[3] = {batch, m, n}, bis[1] = {n};
+        nt_tensor a = nt_tensor_random(d, NU_DTYPE_BF16, 3, as, 0, -1, 1, &seed);
+        nt_tensor b = nt_tensor_random(d, NU_DTYPE_BF16, 2, bs, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, floats[c % 3], 3, ds, 0);
+        nt_tensor bias = nt_tensor_random(d, NU_DTYPE_F32, 1, bis, 0, -1, 1, &seed);
+        bool with_bias = c == 1 || c == 3;
+        char what[160];
+        snprintf(what, sizeof what, "tensor cores: %s dst = BF16 a [%lld, %lld, %lld] * BF16 b^T%s",
+                 nu_dtype_name(dst.t.dtype), (long long)batch, (long long)m, (long long)k, with_bias ? " + bias" : "");
+        check(d, &dst, &a.t, a.values, &b.t, b.values, with_bias ? &bias.t : NULL, with_bias ? bias.values : NULL, what);
+        nt_tensor_free(&a);
+        nt_tensor_free(&b);
+        nt_tensor_free(&dst);
+        nt_tensor_free(&bias);
+    }
+    unsetenv("NUVEC_MATMUL_TC");
+    NT_OK(nu_device_close(d));
+    if (!bf16) {
+        printf("tensor_cores_match_the_reference: BF16 products skipped: the device has no BF16 matrix units "
+               "(VK_KHR_shader_bfloat16 with BF16 cooperative matrices)\n");
+        return;
+    }
+    /* ...and they ran on the matrix units: with the products skipped there (NUVEC_MATMUL_TC=probe=2,
+     * read once a device, so a device of its own) dst is all zeros, which the tiled path would not give. */
+    assert_int_equal(setenv("NUVEC_MATMUL_TC", "probe=2", 1), 0);
+    d = nt_open_matrix_units("tensor_cores_match_the_reference");
+    int64_t as[2] = {256, 128}, bs[2] = {256, 128}, ds[2] = {256, 256};
+    nt_tensor a = nt_tensor_random(d, NU_DTYPE_BF16, 2, as, 0, -1, 1, &seed);
+    nt_tensor b = nt_tensor_random(d, NU_DTYPE_BF16, 2, bs, 0, -1, 1, &seed);
+    nt_tensor dst = nt_tensor_output(d, NU_DTYPE_F32, 2, ds, 0);
+    mm_case run = {&dst.t, &a.t, &b.t, NULL, NULL};
+    nt_run(d, record_matmul, &run);
+    nt_tensor_download(&dst);
+    for (int64_t i = 0; i < 256 * 256; i++)
+        if (dst.values[i] != 0.0f)
+            fail_msg("BF16 product with the matrix units' products skipped: dst[%lld] = %g: the tiled path ran",
+                     (long long)i, (double)dst.values[i]);
+    nt_tensor_free(&a);
+    nt_tensor_free(&b);
+    nt_tensor_free(&dst);
     unsetenv("NUVEC_MATMUL_TC");
     NT_OK(nu_device_close(d));
 }

@@ -43,7 +43,9 @@ typedef enum nu_feature {
     NU_FEATURE_STORAGE_16BIT,          /* 16-bit values in storage buffers */
     NU_FEATURE_FLOAT16,                /* float16 arithmetic in shaders */
     NU_FEATURE_INT8,                   /* int8 arithmetic in shaders */
-    NU_FEATURE_BFLOAT16,               /* VK_KHR_shader_bfloat16 */
+    NU_FEATURE_BFLOAT16,               /* VK_KHR_shader_bfloat16 (shaderBFloat16Type); an open device keeps it only
+                                          where it enabled BF16 cooperative matrices (BF16 products on the
+                                          matrix units: nu_op_matmul) */
     NU_FEATURE_COOPERATIVE_MATRIX,     /* VK_KHR_cooperative_matrix: matrix units */
     NU_FEATURE_SUBGROUP_SIZE_CONTROL,  /* choosing a kernel's subgroup size */
     NU_FEATURE_BUFFER_DEVICE_ADDRESS,  /* GPU pointers to buffers */
@@ -118,7 +120,8 @@ typedef struct nu_device_info {
     bool features[NU_FEATURE_COUNT];
     /* What NU_FEATURE_COOPERATIVE_MATRIX offers (0 shapes without it). An open device under a
      * validation layer older than the extension (1.3.255; Debian 12 ships 1.3.239) leaves it off
-     * and reports neither the feature nor shapes: that layer would report every use as an error. */
+     * and reports neither the feature nor shapes: that layer would report every use as an error.
+     * BF16 shapes are listed with NU_FEATURE_BFLOAT16 only (the same rule, layer 1.4.313). */
     uint32_t cooperative_matrix_count;
     nu_cooperative_matrix_shape cooperative_matrix[NU_MAX_COOPERATIVE_MATRIX_SHAPES];
 

@@ -372,7 +372,8 @@ bool nu_op_matvec_fuses_post_norm(nu_device *d, const nu_tensor *weight, const n
  * contiguous and 16-byte aligned take the vector loads. Devices with cooperative matrices try the
  * tensor-core kernel first (kernels/matmul/matmul_coopmat.comp: F16 a against F16, Q8_0, Q4_0,
  * Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA b, which it decodes into F16 tiles itself; the other block
- * dtypes are routed to the tiled kernel); everything else takes the tiled
+ * dtypes are routed to the tiled kernel; matmul_coopmat_bf16.comp: BF16 a against BF16 b where the
+ * device has BF16 matrix units, NU_FEATURE_BFLOAT16); everything else takes the tiled
  * shared-memory kernel (kernels/matmul/matmul.comp: blocks dequantized into shared memory by
  * kernels/quant.glsl) with a tile chosen by shape (src/ops/matmul.c documents the table). m, n or
  * batch 0 records nothing; k = 0 with a non-empty dst is refused. */

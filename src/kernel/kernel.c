@@ -150,6 +150,7 @@ typedef struct kkey {
     uint32_t constant_count;
     uint32_t bindings, push_size;
     bool sets; /* descriptor sets (UPDATE_AFTER_BIND), not push descriptors */
+    bool f16_as_bf16; /* the module is made with its float16_t as bfloat16 (nu__kernel_new_f16_as_bf16) */
     uint64_t hash;
     uint64_t words_hash;
 } kkey;
@@ -159,14 +160,14 @@ static uint64_t key_hash(const kkey *k)
     uint64_t h = nu__hash_bytes(0x6e75766563ull, k->words, k->word_count * 4);
     h = nu__hash_bytes(h, k->entry, strlen(k->entry));
     h = nu__hash_bytes(h, k->constants, k->constant_count * sizeof *k->constants);
-    uint32_t tail[3] = {k->bindings, k->push_size, k->sets};
+    uint32_t tail[4] = {k->bindings, k->push_size, k->sets, k->f16_as_bf16};
     return nu__hash_bytes(h, tail, sizeof tail);
 }
 
 static bool key_equal(const kentry *e, const kkey *k)
 {
     return e->k.key == k->hash && e->k.bindings == k->bindings && e->k.push_size == k->push_size &&
-           e->k.sets == k->sets &&
+           e->k.sets == k->sets && e->k.f16_as_bf16 == k->f16_as_bf16 &&
            e->word_count == k->word_count && e->constant_count == k->constant_count &&
            strcmp(e->entry, k->entry) == 0 && memcmp(e->words, k->words, k->word_count * 4) == 0 &&
            (k->constant_count == 0 || memcmp(e->constants, k->constants, k->constant_count * sizeof *k->constants) == 0);
@@ -260,6 +261,7 @@ static nu_status build(nu_device *d, const char *label, const char *name, const 
     k->bindings = key->bindings;
     k->push_size = key->push_size;
     k->sets = key->sets;
+    k->f16_as_bf16 = key->f16_as_bf16;
     memcpy(k->local_size, local_size, sizeof k->local_size);
     k->key = key->hash;
     size_t nl = strlen(name);
@@ -306,10 +308,24 @@ static nu_status build(nu_device *d, const char *label, const char *name, const 
     }
     VkShaderModule module = VK_NULL_HANDLE;
     if (r == VK_SUCCESS) {
+        /* The entry keeps the words as validated; the driver gets them with float16_t made bfloat16. */
+        uint32_t *bf16 = NULL;
+        size_t bf16_words = 0;
+        char why[160];
+        if (key->f16_as_bf16) {
+            nu_status st = nu__spirv_f16_as_bf16(e->words, e->word_count, &bf16, &bf16_words, why, sizeof why);
+            if (st != NU_OK) {
+                destroy_vulkan(d, k);
+                nu__free(e);
+                return nu__fail(d, st, "kernel '%s': cannot make its float16_t bfloat16: %s", label, why);
+            }
+        }
         VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                        .codeSize = words_bytes, .pCode = e->words};
+                                        .codeSize = bf16 ? bf16_words * 4 : words_bytes,
+                                        .pCode = bf16 ? bf16 : e->words};
         what = "vkCreateShaderModule";
         r = d->vkd.vkCreateShaderModule(d->device, &smi, NULL, &module);
+        nu__free(bf16);
     }
     if (r == VK_SUCCESS) {
         VkSpecializationMapEntry *map = NULL;
@@ -393,7 +409,7 @@ static nu_status check_workgroup_size(nu_device *d, const char *label, const nu_
 
 /* nu_kernel_new once the SPIR-V is in memory. */
 static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *label, const uint32_t *words,
-                        size_t size, bool sets, nu_kernel **out)
+                        size_t size, bool sets, bool f16_as_bf16, nu_kernel **out)
 {
     const char *entry = desc->entry && *desc->entry ? desc->entry : "main";
     /* Validated (SPIRV-Tools) and reflected before any driver sees it: see spirv.c. Validation
@@ -461,7 +477,7 @@ static nu_status create(nu_device *d, const nu_kernel_desc *desc, const char *la
     }
     kkey key = {.words = words, .word_count = size / 4, .entry = entry, .constants = sorted,
                 .constant_count = desc->constant_count, .bindings = bindings, .push_size = push, .sets = sets,
-                .words_hash = words_hash};
+                .f16_as_bf16 = f16_as_bf16, .words_hash = words_hash};
     key.hash = key_hash(&key);
 
     pthread_mutex_lock(&c->lock);
@@ -519,7 +535,7 @@ nu_status nu__kernel_from_memory(nu_kernel *k, nu_kernel **out)
         nu_kernel_desc desc = {.spirv = words, .spirv_size = n * 4, .entry = e->entry, .name = name,
                                .bindings = k->bindings + 1, .constants = e->constants,
                                .constant_count = e->constant_count};
-        st = create(k->device, &desc, name, words, n * 4, false, &v);
+        st = create(k->device, &desc, name, words, n * 4, false, k->f16_as_bf16, &v);
         nu__free(words);
     }
     if (st != NU_OK) {
@@ -554,7 +570,7 @@ nu_status nu__kernel_with_sets(nu_kernel *k, nu_kernel **out)
                            .bindings = k->bindings, .push_constant_size = k->push_size, .constants = e->constants,
                            .constant_count = e->constant_count};
     nu_kernel *v = NULL;
-    nu_status st = create(k->device, &desc, name, e->words, e->word_count * 4, true, &v);
+    nu_status st = create(k->device, &desc, name, e->words, e->word_count * 4, true, k->f16_as_bf16, &v);
     if (st != NU_OK) {
         if (st != NU_ERROR_HOST_OUT_OF_MEMORY)
             atomic_store(&k->with_sets_refused, true);
@@ -569,7 +585,7 @@ nu_status nu__kernel_with_sets(nu_kernel *k, nu_kernel **out)
     return NU_OK;
 }
 
-nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel **out)
+static nu_status new_kernel(nu_device *device, const nu_kernel_desc *desc, bool f16_as_bf16, nu_kernel **out)
 {
     if (out)
         *out = NULL;
@@ -601,13 +617,28 @@ nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel
         nu_status st = read_file(device, desc->path, &words, &size);
         if (st != NU_OK)
             return st;
-        st = create(device, desc, label, words, size, false, out);
+        st = create(device, desc, label, words, size, false, f16_as_bf16, out);
         nu__free(words);
         return st;
     }
     if (((uintptr_t)desc->spirv & 3u) != 0)
         return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "kernel '%s': spirv is not 4-byte aligned", label);
-    return create(device, desc, label, desc->spirv, desc->spirv_size, false, out);
+    return create(device, desc, label, desc->spirv, desc->spirv_size, false, f16_as_bf16, out);
+}
+
+nu_status nu_kernel_new(nu_device *device, const nu_kernel_desc *desc, nu_kernel **out)
+{
+    return new_kernel(device, desc, false, out);
+}
+
+nu_status nu__kernel_new_f16_as_bf16(nu_device *device, const nu_kernel_desc *desc, nu_kernel **out)
+{
+    if (out)
+        *out = NULL;
+    if (device && device->kernels && !device->has_bf16_coopmat)
+        return nu__fail(device, NU_ERROR_UNSUPPORTED, "kernel '%s': %s has no BF16 cooperative matrices enabled",
+                        desc && desc->name ? desc->name : "(SPIR-V bytes)", device->info.name);
+    return new_kernel(device, desc, true, out);
 }
 
 /* nuvec's own kernels: their push constant sizes (the SPIR-V gives the rest), and where the

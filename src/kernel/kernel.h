@@ -21,6 +21,7 @@ struct nu_kernel {
     uint32_t push_size;
     uint32_t local_size[3];    /* 0s when set by specialisation */
     uint64_t key;              /* the in-memory cache's key (a hash of SPIR-V, entry, constants, layout) */
+    bool f16_as_bf16;          /* made by nu__kernel_new_f16_as_bf16: its module's float16_t is bfloat16 */
     char name[64];
     /* For nuvec's own kernels (set by nu_kernel_builtin): where the push constants hold the
      * element count, and the bytes of each binding an element takes, as element_size |
@@ -34,6 +35,13 @@ struct nu_kernel {
     _Atomic(struct nu_kernel *) with_sets; /* nu__kernel_with_sets's, likewise */
     atomic_bool with_sets_refused;
 };
+
+/* nu_kernel_new for SPIR-V whose one 16-bit float type is meant as bfloat16 (kernel/spirv.h,
+ * nu__spirv_f16_as_bf16: nuvec's BF16 matrix-unit kernels): validated as it is, then made with that
+ * type turned into bfloat16. NU_ERROR_UNSUPPORTED where the device has no BF16 cooperative
+ * matrices enabled (nu_device's has_bf16_coopmat) or the module does not qualify. Graph variants
+ * (nu__kernel_from_memory, nu__kernel_with_sets) keep the rewrite. */
+nu_status nu__kernel_new_f16_as_bf16(nu_device *device, const nu_kernel_desc *desc, nu_kernel **out);
 
 /* The most bindings of a kernel bound with descriptor sets (graphs' slots). */
 #define NU__KERNEL_MAX_SET_BINDINGS 32

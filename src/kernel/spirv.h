@@ -57,6 +57,19 @@ nu_status nu__spirv_reflect(nu_device *device, const char *label, const uint32_t
 nu_status nu__spirv_push_to_storage(const uint32_t *words, size_t word_count, uint32_t binding, uint32_t **out,
                                     size_t *out_words);
 
+/* The module with its one 16-bit float type made bfloat16 (SPV_KHR_bfloat16), in *out (nu__free
+ * it), *out_words words: for kernels written with float16_t where bfloat16 is meant, because no
+ * GLSL compiler nuvec builds with knows GL_EXT_bfloat16 (kernels/matmul/matmul_coopmat.glsl's
+ * TILES_BF16). The module must use that type only as cooperative matrices' component type (no
+ * arithmetic, constants, vectors or storage of it: none of them is allowed on bfloat16, or means
+ * the same), which is checked; then OpTypeFloat 16 gains the BFloat16KHR encoding, the Float16
+ * capability becomes BFloat16TypeKHR, and BFloat16CooperativeMatrixKHR and the extension
+ * SPV_KHR_bfloat16 are declared. NU_ERROR_UNSUPPORTED, with the reason in `why`, where the module
+ * does not qualify. Validate the module before (SPIRV-Tools 2025.1, which nuvec builds, predates
+ * SPV_KHR_bfloat16 and rejects the result): the rewrite changes nothing else. */
+nu_status nu__spirv_f16_as_bf16(const uint32_t *words, size_t word_count, uint32_t **out, size_t *out_words,
+                                char *why, size_t why_size);
+
 /* How many modules SPIRV-Tools' validator has checked in this process (for tests). */
 uint64_t nu__spirv_validations(void);
 

@@ -1,5 +1,6 @@
-/* spirv_rewrite.c: a kernel's push constants as a storage buffer, for graphs (see spirv.h,
- * nu__spirv_push_to_storage).
+/* spirv_rewrite.c: rewrites of validated modules (spirv.h): a kernel's push constants as a storage
+ * buffer, for graphs (nu__spirv_push_to_storage), and float16_t fragments as bfloat16 ones
+ * (nu__spirv_f16_as_bf16, at the end).
  *
  * A graph launched many times cannot change push constants baked into a recorded command
  * buffer, but it can change memory: the kernel's push constant block becomes a storage buffer
@@ -12,6 +13,7 @@
  * The result is validated like any module by whoever creates a kernel from it. */
 #include "kernel/spirv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,19 +64,26 @@ static spv_result_t rw_instruction(void *user, const spv_parsed_instruction_t *p
     return SPV_SUCCESS;
 }
 
+/* Parses `words` into r (instructions and id uses); NU_ERROR_UNSUPPORTED where SPIRV-Tools cannot. */
+static nu_status rw_parse(const uint32_t *words, size_t n, rewrite *r)
+{
+    *r = (rewrite){.base = words};
+    spv_context ctx = spvContextCreate(SPV_ENV_UNIVERSAL_1_6);
+    if (!ctx)
+        return NU_ERROR_HOST_OUT_OF_MEMORY;
+    spv_result_t res = spvBinaryParse(ctx, r, words, n, NULL, rw_instruction, NULL);
+    spvContextDestroy(ctx);
+    return r->oom ? NU_ERROR_HOST_OUT_OF_MEMORY : res != SPV_SUCCESS ? NU_ERROR_UNSUPPORTED : NU_OK;
+}
+
 nu_status nu__spirv_push_to_storage(const uint32_t *words, size_t n, uint32_t binding, uint32_t **out, size_t *out_n)
 {
     *out = NULL;
     *out_n = 0;
     if (n < SPV_HEADER_WORDS || words[0] != SPV_MAGIC || words[1] < 0x00010300u)
         return NU_ERROR_UNSUPPORTED; /* StorageBuffer needs SPIR-V 1.3 (or an extension) */
-    rewrite r = {.base = words};
-    spv_context ctx = spvContextCreate(SPV_ENV_UNIVERSAL_1_6);
-    if (!ctx)
-        return NU_ERROR_HOST_OUT_OF_MEMORY;
-    spv_result_t res = spvBinaryParse(ctx, &r, words, n, NULL, rw_instruction, NULL);
-    spvContextDestroy(ctx);
-    nu_status st = r.oom ? NU_ERROR_HOST_OUT_OF_MEMORY : res != SPV_SUCCESS ? NU_ERROR_UNSUPPORTED : NU_OK;
+    rewrite r;
+    nu_status st = rw_parse(words, n, &r);
     uint32_t *w = NULL, *rename = NULL;
     bool *drop = NULL;
     uint32_t bound = words[3], var = 0, vars = 0, first_dec = UINT32_MAX;
@@ -164,6 +173,101 @@ nu_status nu__spirv_push_to_storage(const uint32_t *words, size_t n, uint32_t bi
     nu__free(w);
     nu__free(rename);
     nu__free(drop);
+    nu__free(r.inst);
+    nu__free(r.uses);
+    return st;
+}
+
+nu_status nu__spirv_f16_as_bf16(const uint32_t *words, size_t n, uint32_t **out, size_t *out_n, char *why,
+                                size_t why_size)
+{
+    *out = NULL;
+    *out_n = 0;
+    if (n < SPV_HEADER_WORDS || words[0] != SPV_MAGIC) {
+        snprintf(why, why_size, "not a SPIR-V module");
+        return NU_ERROR_UNSUPPORTED;
+    }
+    rewrite r;
+    nu_status st = rw_parse(words, n, &r);
+    if (st != NU_OK)
+        snprintf(why, why_size, "%s", st == NU_ERROR_UNSUPPORTED ? "SPIRV-Tools cannot parse it" : "out of host memory");
+    /* The 16-bit float type (one), where the capabilities end, and Float16's OpCapability. */
+    uint32_t half = 0, halves = 0, type_at = 0, last_cap = UINT32_MAX, float16_cap = UINT32_MAX;
+    for (uint32_t i = 0; st == NU_OK && i < r.inst_count; i++) {
+        const rw_inst *in = &r.inst[i];
+        if (in->op == OP_TYPE_FLOAT && in->words >= 3 && words[in->at + 2] == 16) {
+            halves++;
+            half = in->result;
+            type_at = in->at;
+            if (in->words != 3) {
+                snprintf(why, why_size, "its 16-bit float type already names an encoding");
+                st = NU_ERROR_UNSUPPORTED;
+            }
+        }
+        if (in->op == OP_CAPABILITY) {
+            last_cap = i;
+            if (in->words == 2 && words[in->at + 1] == CAP_FLOAT16)
+                float16_cap = i;
+        }
+    }
+    if (st == NU_OK && (halves != 1 || last_cap == UINT32_MAX)) {
+        snprintf(why, why_size, "%u 16-bit float types (one wanted)%s", halves,
+                 last_cap == UINT32_MAX ? ", no capabilities" : "");
+        st = NU_ERROR_UNSUPPORTED;
+    }
+    /* Every use of the type: an OpTypeCooperativeMatrixKHR's component type (its third word). */
+    for (uint32_t u = 0; st == NU_OK && u < r.use_count; u++) {
+        if (words[r.uses[u]] != half)
+            continue;
+        bool component = false;
+        for (uint32_t i = 0; i < r.inst_count && !component; i++)
+            component = r.inst[i].op == OP_TYPE_COOPERATIVE_MATRIX_KHR && r.uses[u] == r.inst[i].at + 2;
+        if (!component) {
+            snprintf(why, why_size, "its 16-bit float type is used other than as a cooperative matrix's component type "
+                                    "(word %u)", r.uses[u]);
+            st = NU_ERROR_UNSUPPORTED;
+        }
+    }
+    if (st == NU_OK) {
+        /* OpExtension "SPV_KHR_bfloat16": 16 characters and a NUL, in 5 words. */
+        static const char ext[20] = "SPV_KHR_bfloat16";
+        uint32_t *o = nu__malloc((n + 16) * sizeof *o);
+        if (!o) {
+            snprintf(why, why_size, "out of host memory");
+            st = NU_ERROR_HOST_OUT_OF_MEMORY;
+        } else {
+            size_t k = SPV_HEADER_WORDS;
+            memcpy(o, words, SPV_HEADER_WORDS * sizeof *o);
+            for (uint32_t i = 0; i < r.inst_count; i++) {
+                const rw_inst *in = &r.inst[i];
+                if (i == float16_cap) {
+                    o[k++] = 2u << 16 | OP_CAPABILITY;
+                    o[k++] = CAP_BFLOAT16_TYPE_KHR;
+                } else if (in->at == type_at) {
+                    o[k++] = 4u << 16 | OP_TYPE_FLOAT;
+                    o[k++] = in->result;
+                    o[k++] = 16;
+                    o[k++] = FP_ENCODING_BFLOAT16_KHR;
+                } else {
+                    memcpy(o + k, words + in->at, in->words * sizeof *o);
+                    k += in->words;
+                }
+                if (i == last_cap) {
+                    if (float16_cap == UINT32_MAX) {
+                        o[k++] = 2u << 16 | OP_CAPABILITY;
+                        o[k++] = CAP_BFLOAT16_TYPE_KHR;
+                    }
+                    o[k++] = 2u << 16 | OP_CAPABILITY;
+                    o[k++] = CAP_BFLOAT16_COOPERATIVE_MATRIX_KHR;
+                    o[k++] = 6u << 16 | OP_EXTENSION;
+                    memcpy(o + k, ext, sizeof ext);
+                    k += sizeof ext / 4;
+                }
+            }
+            *out = o;
+            *out_n = k;
+        }
+    }
     nu__free(r.inst);
     nu__free(r.uses);
     return st;

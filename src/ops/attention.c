@@ -248,7 +248,7 @@ static nu_status record_prefill(nu_commands *c, attn_op *a, const nu_tensor *q, 
     }
     if (tc_rows && !t->no_matrix_units && !t->br && !t->bc && hd % 16 == 0 && !a->per_row &&
         q->dtype == NU_DTYPE_F16 && k->dtype == NU_DTYPE_F16 && v->dtype == NU_DTYPE_F16 &&
-        nu__op_tensor_cores_f16(d, 32) && d->info.subgroup_size == 32 && rows_aligned(q, a->first[1]) &&
+        nu__op_tensor_cores(d, NU_DTYPE_F16, 32) && d->info.subgroup_size == 32 && rows_aligned(q, a->first[1]) &&
         rows_aligned(k, a->first[2]) && rows_aligned(v, a->first[3]) &&
         ((uint64_t)a->tokens + tc_rows - 1) / tc_rows <= d->info.max_workgroup_count[0]) {
         uint32_t constants[7] = {a->qdt, a->kdt, a->vdt, a->ddt, 2 * tc_rows, hd, a->softcap ? 1u : 0u};

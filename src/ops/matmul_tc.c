@@ -1,7 +1,9 @@
-/* matmul_tc.c: nu_op_matmul on the matrix units (kernels/matmul/matmul_coopmat.comp, whose header
- * describes the kernel): F16 activations against F16, Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA weights,
- * on devices whose VK_KHR_cooperative_matrix offers 16x16x16 F16 x F16 + F32 products at subgroup
- * scope; split over k where the grid is small (matmul_splits.comp adds the partials). */
+/* matmul_tc.c: nu_op_matmul on the matrix units (kernels/matmul/matmul_coopmat.glsl describes the
+ * kernels): F16 activations against F16, Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA weights
+ * (matmul_coopmat), on devices whose VK_KHR_cooperative_matrix offers 16x16x16 F16 x F16 + F32
+ * products at subgroup scope; BF16 against BF16 (matmul_coopmat_bf16) where it offers BF16 x BF16 +
+ * F32 and VK_KHR_shader_bfloat16 is on; split over k where the grid is small (matmul_splits.comp
+ * adds the partials). */
 #include "ops/matmul_tc.h"
 
 #include <stdio.h>
@@ -166,19 +168,26 @@ static nu_status dispatch_tiles(nu_commands *c, nu_kernel *kern, const nu_bindin
  * or F16, no bias, rows and the first element 16-byte aligned (Vulkan's rule for
  * cooperative-matrix stores); the edges, and everything else, through shared memory (the kernel's
  * EPILOGUE). z: the workgroups' third dimension (batches, times the splits). */
-static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constants[16], const nu_binding bind[4],
-                                  tc_push *push, nu_dtype ddt, const nu_tensor *bias, uint64_t gx, uint64_t gy,
-                                  uint32_t bm, uint32_t bn, uint32_t z)
+static nu_status tc_kernel(nu_device *d, bool bf16, const tc_push *push, const uint32_t constants[16], nu_kernel **out)
+{
+    return bf16 ? nu__op_kernel_bf16(d, NU__K_matmul_coopmat_bf16, sizeof *push, constants, 16, out)
+                : nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 16, out);
+}
+
+static nu_status dispatch_product(nu_commands *c, nu_device *d, bool bf16, uint32_t constants[16],
+                                  const nu_binding bind[4], tc_push *push, nu_dtype ddt, const nu_tensor *bias,
+                                  uint64_t gx, uint64_t gy, uint32_t bm, uint32_t bn, uint32_t z)
 {
     uint32_t n = push->n, m = push->m, per16 = ddt == NU_DTYPE_F32 ? 4 : 8;
-    bool direct = (ddt == NU_DTYPE_F32 || ddt == NU_DTYPE_F16) && !bias && n % per16 == 0 &&
+    /* The BF16 kernel stores F32 straight only (it has no F16 type: matmul_coopmat.glsl). */
+    bool direct = (ddt == NU_DTYPE_F32 || (ddt == NU_DTYPE_F16 && !bf16)) && !bias && n % per16 == 0 &&
                   push->first_dst % per16 == 0 && push->dst_row % per16 == 0 && push->dst_batch % per16 == 0;
     uint32_t fx = direct ? n / bn : 0, fy = direct ? m / bm : 0;
     nu_kernel *kern;
     nu_status st;
     if (fx && fy) {
         constants[12] = 0;
-        if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 16, &kern)) != NU_OK ||
+        if ((st = tc_kernel(d, bf16, push, constants, &kern)) != NU_OK ||
             (st = dispatch_tiles(c, kern, bind, push, 0, 0, fx, fy, z)) != NU_OK)
             return st;
         constants[12] = 1;
@@ -186,7 +195,7 @@ static nu_status dispatch_product(nu_commands *c, nu_device *d, uint32_t constan
         fx = fy = 0;
     if (fx == gx && fy == gy)
         return NU_OK;
-    if ((st = nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 16, &kern)) != NU_OK)
+    if ((st = tc_kernel(d, bf16, push, constants, &kern)) != NU_OK)
         return st;
     if (!fx) /* nothing went straight: every tile */
         return dispatch_tiles(c, kern, bind, push, 0, 0, (uint32_t)gx, (uint32_t)gy, z);
@@ -244,7 +253,8 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
      * sweeps of it). On the H200 this path's F16 products ran 7% faster at 4096^3 and 10-38% faster
      * at the 512-token prefill shapes than the tiled kernel's BF16 ones in the same run
      * (bench/RESULTS.md), far below what the matrix units can do. */
-    if (tune->no_tensor_cores || !nu__op_tensor_cores_f16(d, 16))
+    bool bf16 = a->dtype == NU_DTYPE_BF16 && b->dtype == NU_DTYPE_BF16;
+    if (tune->no_tensor_cores || !nu__op_tensor_cores(d, bf16 ? NU_DTYPE_BF16 : NU_DTYPE_F16, 16))
         return NU_ERROR_UNSUPPORTED;
     /* Block weights: Q8_0, Q4_0, Q4_0_SOA and Q6_K_SOA (the repacked layouts: batched decode's
      * products read the repacked matrices as they are), Q4_K and Q6_K (Q4_K_M's formats) only, which
@@ -253,7 +263,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
      * new format goes there untested; test_ops_matmul checks these where the device has them). */
     bool block = b->dtype == NU_DTYPE_Q8_0 || b->dtype == NU_DTYPE_Q4_0 || b->dtype == NU_DTYPE_Q4_0_SOA ||
                  b->dtype == NU_DTYPE_Q4_K || b->dtype == NU_DTYPE_Q6_K || b->dtype == NU_DTYPE_Q6_K_SOA;
-    if (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block))
+    if (!bf16 && (a->dtype != NU_DTYPE_F16 || (b->dtype != NU_DTYPE_F16 && !block)))
         return NU_ERROR_UNSUPPORTED;
     uint32_t ra = a->rank, rb = b->rank, rd = dst->rank;
     int64_t m = a->shape[ra - 2], k = a->shape[ra - 1], n = b->shape[rb - 2];
@@ -346,7 +356,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
         constants[2] = constants[3] = 0; /* the bias: in the sum */
     }
     push.k_per = (uint32_t)per;
-    st = dispatch_product(c, d, constants, bind, &push, summed ? NU_DTYPE_F32 : dst->dtype, summed ? NULL : bias, gx, gy,
+    st = dispatch_product(c, d, bf16, constants, bind, &push, summed ? NU_DTYPE_F32 : dst->dtype, summed ? NULL : bias, gx, gy,
                           bm, bn, (uint32_t)batches * splits);
     if (st == NU_OK && summed)
         st = nu__matmul_sum(c, dst, part, splits, count, bias, glu);

@@ -13,6 +13,7 @@
 #include "exec/commands.h"
 #include "exec/graph.h"
 #include "kernel/builtins.h"
+#include "kernel/kernel.h"
 #include "kernels_table.h"
 #include "memory/buffer.h"
 
@@ -22,6 +23,7 @@ typedef struct op_kernel {
     unsigned id;
     uint32_t n;
     uint32_t constants[NU__OP_MAX_CONSTANTS];
+    bool bf16; /* made by nu__op_kernel_bf16 */
     nu_kernel *kernel;
 } op_kernel;
 
@@ -78,15 +80,15 @@ nu_status nu_op_graph_param(nu_commands *c, nu_op_value value, uint32_t *param)
     return nu__graph_value_param(c, "nu_op_graph_param", (uint32_t)value, names[value], param);
 }
 
-bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup)
+bool nu__op_tensor_cores(const nu_device *d, nu_dtype operands, uint32_t min_subgroup)
 {
     const nu_device_info *in = &d->info;
     if (!in->features[NU_FEATURE_COOPERATIVE_MATRIX] || !in->features[NU_FEATURE_VULKAN_MEMORY_MODEL] ||
-        in->subgroup_size < min_subgroup)
+        in->subgroup_size < min_subgroup || (operands == NU_DTYPE_BF16 && !d->has_bf16_coopmat))
         return false;
     for (uint32_t i = 0; i < in->cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++) {
         const nu_cooperative_matrix_shape *s = &in->cooperative_matrix[i];
-        if (s->m == 16 && s->n == 16 && s->k == 16 && s->a == NU_DTYPE_F16 && s->b == NU_DTYPE_F16 &&
+        if (s->m == 16 && s->n == 16 && s->k == 16 && s->a == operands && s->b == operands &&
             s->c == NU_DTYPE_F32 && s->result == NU_DTYPE_F32)
             return true;
     }
@@ -106,8 +108,8 @@ nu_status nu__op_counters(nu_device *d, const char *op, size_t n, const char *na
     return st;
 }
 
-nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
-                        nu_kernel **out)
+static nu_status make_op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
+                           bool bf16, nu_kernel **out)
 {
     struct nu__ops *o = d->ops;
     *out = NULL;
@@ -116,7 +118,7 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
     pthread_mutex_lock(&o->lock);
     for (size_t i = 0; i < o->count; i++) {
         op_kernel *k = &o->kernels[i];
-        if (k->id == id && k->n == n && (!n || memcmp(k->constants, constants, n * sizeof *constants) == 0)) {
+        if (k->id == id && k->n == n && k->bf16 == bf16 && (!n || memcmp(k->constants, constants, n * sizeof *constants) == 0)) {
             *out = k->kernel;
             pthread_mutex_unlock(&o->lock);
             return NU_OK;
@@ -134,12 +136,13 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
     nu_kernel_desc desc = {.spirv = spv->words, .spirv_size = spv->word_count * 4, .name = spv->name,
                            .push_constant_size = push_size, .constants = spec, .constant_count = n};
     nu_kernel *k = NULL;
-    st = nu_kernel_new(d, &desc, &k);
+    st = bf16 ? nu__kernel_new_f16_as_bf16(d, &desc, &k) : nu_kernel_new(d, &desc, &k);
     if (st == NU_OK) {
         op_kernel *e = &o->kernels[o->count++];
         memset(e, 0, sizeof *e);
         e->id = id;
         e->n = n;
+        e->bf16 = bf16;
         if (n) /* constants may be NULL when there are none */
             memcpy(e->constants, constants, n * sizeof *constants);
         e->kernel = k;
@@ -147,6 +150,18 @@ nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uin
     }
     pthread_mutex_unlock(&o->lock);
     return st;
+}
+
+nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
+                        nu_kernel **out)
+{
+    return make_op_kernel(d, id, push_size, constants, n, false, out);
+}
+
+nu_status nu__op_kernel_bf16(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
+                             nu_kernel **out)
+{
+    return make_op_kernel(d, id, push_size, constants, n, true, out);
 }
 
 uint32_t nu__op_dtype_code(nu_dtype dtype) { return nu__dtype_code(dtype); }

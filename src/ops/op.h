@@ -24,11 +24,17 @@ void nu__ops_fini(nu_device *d);
  * (created on first use; owned by the table). */
 nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
                         nu_kernel **out);
+/* The same for a kernel written with float16_t where bfloat16 is meant (kernel/kernel.h,
+ * nu__kernel_new_f16_as_bf16: matmul_coopmat_bf16). */
+nu_status nu__op_kernel_bf16(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
+                             nu_kernel **out);
 
 /* Whether the device's matrix units take the cooperative-matrix kernels (matmul_coopmat.comp,
- * attn_prefill_coopmat.comp): VK_KHR_cooperative_matrix and the Vulkan memory model enabled,
- * 16x16x16 F16 x F16 + F32 products at subgroup scope, and subgroups of at least `min_subgroup`. */
-bool nu__op_tensor_cores_f16(const nu_device *d, uint32_t min_subgroup);
+ * attn_prefill_coopmat.comp; matmul_coopmat_bf16.comp for `operands` BF16): VK_KHR_cooperative_matrix
+ * and the Vulkan memory model enabled, 16x16x16 products of two `operands` matrices (F16 or BF16)
+ * + F32 at subgroup scope, and subgroups of at least `min_subgroup`; for BF16 also
+ * VK_KHR_shader_bfloat16 enabled with BF16 cooperative matrices. */
+bool nu__op_tensor_cores(const nu_device *d, nu_dtype operands, uint32_t min_subgroup);
 
 /* The dtype code the shaders take for `dtype` (kernels/ops.glsl's NU_F32 0, NU_F16 1, NU_BF16 2,
  * NU_I32 3, ...: src/core/dtype.h's table, from which the shaders' header is generated). */

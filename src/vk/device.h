@@ -56,6 +56,9 @@ struct nu_device {
     /* Storage buffer descriptors updated after they were bound (descriptor indexing's
      * UPDATE_AFTER_BIND): graphs rebind slots in recorded command buffers with them. */
     bool has_update_after_bind;
+    /* VK_KHR_shader_bfloat16 enabled with BF16 cooperative matrices (logical.c): the BF16
+     * matrix-unit kernels (kernel.h, nu__kernel_new_f16_as_bf16). */
+    bool has_bf16_coopmat;
     uint32_t max_update_after_bind_buffers; /* per stage */
 
     nu__queue queues[2];

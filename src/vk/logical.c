@@ -16,7 +16,7 @@ nu_status nu__logical_create(nu_device *d)
     if (!exts)
         return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory creating the device");
     d->vki.vkEnumerateDeviceExtensionProperties(d->physical, NULL, &n, exts);
-    const char *enable[10];
+    const char *enable[12];
     uint32_t count = 0;
     bool v13 = info->api_version >= VK_API_VERSION_1_3;
     if (info->features[NU_FEATURE_PUSH_DESCRIPTOR])
@@ -51,6 +51,26 @@ nu_status nu__logical_create(nu_device *d)
         coop2f.pNext = NULL;
         enable[count++] = NU__EXT_COOPMAT2;
     }
+    /* VK_KHR_shader_bfloat16 where the device lists BF16 products (physical.c lists them only with
+     * shaderBFloat16CooperativeMatrix), for matmul_coopmat_bf16. Not under a validation layer older
+     * than the extension (1.4.313 is the first nuvec trusts to know it): it would report the
+     * features structure and the kernels' capabilities as errors. */
+    bool bf16_shape = false;
+    for (uint32_t i = 0; coop && i < info->cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++)
+        bf16_shape |= info->cooperative_matrix[i].a == NU_DTYPE_BF16;
+    bool bf16 = coop && bf16_shape && info->features[NU_FEATURE_BFLOAT16] &&
+                (!d->validation || d->validation_layer_version >= VK_MAKE_API_VERSION(0, 1, 4, 313));
+    if (bf16) {
+        enable[count++] = NU__EXT_BFLOAT16;
+    } else { /* the open device reports neither the feature nor BF16 shapes */
+        d->info.features[NU_FEATURE_BFLOAT16] = false;
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < d->info.cooperative_matrix_count && i < NU_MAX_COOPERATIVE_MATRIX_SHAPES; i++)
+            if (d->info.cooperative_matrix[i].a != NU_DTYPE_BF16 && d->info.cooperative_matrix[i].b != NU_DTYPE_BF16)
+                d->info.cooperative_matrix[kept++] = d->info.cooperative_matrix[i];
+        d->info.cooperative_matrix_count = kept;
+    }
+    d->has_bf16_coopmat = bf16;
     if (!v13) {
         enable[count++] = NU__EXT_SYNC2;
         if (info->features[NU_FEATURE_INTEGER_DOT_PRODUCT])
@@ -111,7 +131,10 @@ nu_status nu__logical_create(nu_device *d)
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12,
                                             .storageBuffer16BitAccess = info->features[NU_FEATURE_STORAGE_16BIT]};
-    VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    nu__vk_bfloat16_features bf16f = {.sType = NU__STRUCTURE_TYPE_BFLOAT16_FEATURES, .pNext = &f11,
+                                      .shaderBFloat16Type = VK_TRUE, .shaderBFloat16CooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                       .pNext = bf16 ? (void *)&bf16f : (void *)&f11};
 
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci[2] = {

@@ -84,8 +84,10 @@ static nu_dtype component_dtype(VkComponentTypeKHR t)
 }
 
 /* The subgroup-scope products of VK_KHR_cooperative_matrix into info (at most
- * NU_MAX_COOPERATIVE_MATRIX_SHAPES). Returns false only when host memory runs out. */
-static bool cooperative_matrix_shapes(const nu__vk_instance *vki, VkPhysicalDevice pd, nu_device_info *info)
+ * NU_MAX_COOPERATIVE_MATRIX_SHAPES; BF16 ones only with `bf16`: VK_KHR_shader_bfloat16's
+ * shaderBFloat16CooperativeMatrix). Returns false only when host memory runs out. */
+static bool cooperative_matrix_shapes(const nu__vk_instance *vki, VkPhysicalDevice pd, bool bf16,
+                                      nu_device_info *info)
 {
     uint32_t n = 0;
     if (vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, NULL) != VK_SUCCESS || !n)
@@ -98,6 +100,9 @@ static bool cooperative_matrix_shapes(const nu__vk_instance *vki, VkPhysicalDevi
     VkResult r = vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, p);
     for (uint32_t i = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < n; i++) {
         if (p[i].scope != VK_SCOPE_SUBGROUP_KHR || info->cooperative_matrix_count == NU_MAX_COOPERATIVE_MATRIX_SHAPES)
+            continue;
+        /* BF16 products only where a shader may declare them (shaderBFloat16CooperativeMatrix). */
+        if (!bf16 && (component_dtype(p[i].AType) == NU_DTYPE_BF16 || component_dtype(p[i].BType) == NU_DTYPE_BF16))
             continue;
         info->cooperative_matrix[info->cooperative_matrix_count++] = (nu_cooperative_matrix_shape){
             .m = p[i].MSize, .n = p[i].NSize, .k = p[i].KSize, .a = component_dtype(p[i].AType),
@@ -181,7 +186,10 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
                                             .pNext = coop_ext ? (void *)&coop : coop.pNext};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12};
-    VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    bool bf16_ext = nu__vk_has_extension(exts, n, NU__EXT_BFLOAT16);
+    nu__vk_bfloat16_features bf16 = {.sType = NU__STRUCTURE_TYPE_BFLOAT16_FEATURES, .pNext = &f11};
+    VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                       .pNext = bf16_ext ? (void *)&bf16 : (void *)&f11};
     if (base.apiVersion >= VK_API_VERSION_1_2)
         vki->vkGetPhysicalDeviceFeatures2(pd, &feats);
 
@@ -222,7 +230,7 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
     ft[NU_FEATURE_STORAGE_16BIT] = f11.storageBuffer16BitAccess;
     ft[NU_FEATURE_FLOAT16] = f12.shaderFloat16;
     ft[NU_FEATURE_INT8] = f12.shaderInt8;
-    ft[NU_FEATURE_BFLOAT16] = nu__vk_has_extension(exts, n, NU__EXT_BFLOAT16);
+    ft[NU_FEATURE_BFLOAT16] = bf16_ext && bf16.shaderBFloat16Type;
     ft[NU_FEATURE_COOPERATIVE_MATRIX] = coop_ext && coop.cooperativeMatrix &&
                                         vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
     ft[NU_FEATURE_SUBGROUP_SIZE_CONTROL] = sgc_ext && sgc.subgroupSizeControl;
@@ -233,7 +241,8 @@ static bool describe(const nu__vk_instance *vki, VkPhysicalDevice pd, uint32_t i
     ft[NU_FEATURE_NV_COOPERATIVE_MATRIX2] = nu__vk_has_extension(exts, n, NU__EXT_COOPMAT2);
     /* Debug utils is an instance extension: the caller sets it. */
     nu__free(exts);
-    if (ft[NU_FEATURE_COOPERATIVE_MATRIX] && !cooperative_matrix_shapes(vki, pd, info))
+    if (ft[NU_FEATURE_COOPERATIVE_MATRIX] &&
+        !cooperative_matrix_shapes(vki, pd, ft[NU_FEATURE_BFLOAT16] && bf16.shaderBFloat16CooperativeMatrix, info))
         return false;
 
     const VkPhysicalDeviceLimits *l = &base.limits;

@@ -54,6 +54,16 @@ nu_status nu__vk_load_device(const nu__vk_instance *vki, VkDevice device, nu__vk
 #define NU__EXT_AMD_SHADER_CORE "VK_AMD_shader_core_properties"
 #define NU__EXT_ARM_SHADER_CORE "VK_ARM_shader_core_builtins"
 #define NU__LAYER_VALIDATION "VK_LAYER_KHRONOS_validation"
+/* VK_KHR_shader_bfloat16's features structure (VkPhysicalDeviceShaderBfloat16FeaturesKHR), newer
+ * than the 1.4.309 headers nuvec builds with: the same members, its sType's value. */
+#define NU__STRUCTURE_TYPE_BFLOAT16_FEATURES ((VkStructureType)1000141000)
+typedef struct nu__vk_bfloat16_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 shaderBFloat16Type;
+    VkBool32 shaderBFloat16DotProduct;
+    VkBool32 shaderBFloat16CooperativeMatrix;
+} nu__vk_bfloat16_features;
 /* Whether `name` is among the n extensions. */
 bool nu__vk_has_extension(const VkExtensionProperties *exts, uint32_t n, const char *name);
 /* "VK_ERROR_DEVICE_LOST" and so on. */
