@@ -140,6 +140,13 @@ struct nu_llm_pass {
  * matrix and 80 us an 11008 x 4096 one, beside 13-36 us for the products: bench/RESULTS.md, ninth
  * session). */
 #define NU_LLM_DIRECT_ROWS 64u
+/* ...and where every layer matrix of a block dtype is Q4_0_SOA (a Q4_0 model repacked): every pass,
+ * and no A_W16 at all. The 512-row products read Q4_0_SOA faster than copy + F16 (H100, `nuvec bench
+ * ops --filter 512x4096`: 88.95 against 100.92 us at 4096 columns, 286.41 against 309.00 at 11008);
+ * 7B Q4_0 prompts: 512 tokens 10,920 / 11,124 -> 13,283 / 13,064 tokens/s, 2048 tokens 10,342 ->
+ * 12,098 (bench/RESULTS.md, twenty-sixth session). Q4_K and Q6_K_SOA stay at 64: read as they are
+ * they lost to copy + F16 at 512 rows (114 against 103 us, 152 against 101). */
+#define NU_LLM_DIRECT_ROWS_SOA 32768u
 
 /* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes).
  * qkv_rows: the rows of A_QKV, which only a pass taking q, k and v as one product writes (the

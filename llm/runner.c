@@ -61,7 +61,10 @@ void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options 
     *pass = pass_bytes(hp, o, w16);
 }
 
-uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r) { return pass_bytes(r->hp, &r->o, r->w16); }
+uint64_t nu_llm__runner_pass_bytes(const nu_llm_runner *r)
+{
+    return pass_bytes(r->hp, &r->o, nu_llm__runner_pass_w16(r, r->o.chunk, false));
+}
 
 static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, const char *name, nu_buffer **out)
 {
@@ -202,7 +205,7 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
      * such groups (7B Q4_0, 16 rows: 1,743 tokens/s against 1,370; bench/RESULTS.md 2026-12-02).
      * Else 64. */
     if (!r->o.direct_rows)
-        r->o.direct_rows = NU_LLM_DIRECT_ROWS;
+        r->o.direct_rows = w->repacked && !w->layers_other_blocks ? NU_LLM_DIRECT_ROWS_SOA : NU_LLM_DIRECT_ROWS;
     if (!r->o.matmul_rows)
         r->o.matmul_rows = (w->k_formats || w->repacked) && r->units ? 16 : 64;
     /* The fused layer's gate-up product reads both matrices in one dtype: a file that stores

@@ -505,6 +505,7 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
         nu_dtype t = p[i].target;
         w->blocks_copied |= is_block(t) && t != NU_DTYPE_Q8_0 && t != NU_DTYPE_Q4_0 && t != NU_DTYPE_Q4_K &&
                             t != NU_DTYPE_Q6_K;
+        w->layers_other_blocks |= p[i].layer != UINT32_MAX && nu_dtype_block_elements(t) > 1 && t != NU_DTYPE_Q4_0_SOA;
     }
     if (st == NU_OK && k)
         st = move_as_is(d, s, w, p, pick, k);

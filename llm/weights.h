@@ -65,6 +65,8 @@ typedef struct nu_llm_weights {
     bool blocks_copied;    /* some matrices are of a block dtype the matrix-unit product does not read
                             * itself (not Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA): products of many rows
                             * take an F16 copy of them (NU_LLM_A_W16) */
+    bool layers_other_blocks; /* some layer matrices are of a block dtype other than Q4_0_SOA (as loaded):
+                               * without them prefill reads every layer's weights as they are (runner.c) */
 } nu_llm_weights;
 
 /* Loads the roster's tensors of `s` for `hp` onto the device. NU_ERROR_FORMAT (a missing tensor, a

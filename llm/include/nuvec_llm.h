@@ -180,9 +180,11 @@ typedef struct nu_llm_model_options {
                               * of rows at a time; 7B Q4_K_M, 16 rows: 855.7 against 631.7) */
     uint32_t direct_rows;    /* prefill passes (prefill_chunk tokens at most) of at most this many
                               * tokens read block weights on the matrix units as they are; longer ones
-                              * dequantize each matrix to F16 first (0: 64; 1 to 32768; H200, 7B Q4_0:
-                              * the copy was 10-28% faster at 512 rows. On an H100 the copies took
-                              * 21-22% of a 512-token pass of Q4_K_M Qwen and Llama files) */
+                              * dequantize each matrix to F16 first (0: by the weights: every pass
+                              * where each layer matrix of a block dtype is repacked Q4_0 (Q4_0_SOA;
+                              * H100, 7B Q4_0 512 tokens: 13,283 tokens/s against 11,124 with the
+                              * copies), else 64; 1 to 32768; H100, 512 rows: the copy is faster for
+                              * Q4_K (7B Q4_K_M 11,186 against 10,074) and Q6_K) */
     int embed_in_host;       /* the token embedding's place: 0 (default) in host memory where shared
                               * buffers are host memory (a discrete GPU: nu_device_memory_choice's
                               * shared_device_local false), as llama.cpp keeps its input layer; a
