@@ -58,13 +58,21 @@
 //   12 EPILOGUE 0: straight to dst, 1: through shared memory (above)
 //   11 PROBE    diagnostics, 0 in use: bit 0 skips the global loads (tiles of constants), bit 1
 //               the products (NUVEC_MATMUL_TC="probe=N"; see bench/RESULTS.md for what they showed)
-//   13 SOA_VEC  1: Q4_0_SOA whose quant runs are 16-byte aligned (first, row stride and k / 32 in
-//               halves multiples of 8; the host checks): a thread takes a whole block, its 16 bytes
-//               in one load (else thread pairs take a block in 4-byte words, as for Q4_0)
+//   13 VEC      1: block weights whose runs are 16-byte aligned (the host checks): Q4_0_SOA (first,
+//               row stride and k / 32 in halves multiples of 8): a thread takes a whole block, its
+//               16 bytes in one load (else thread pairs take a block in 4-byte words, as for Q4_0);
+//               Q4_K (first, row and batch strides multiples of 8 halves: super-blocks of 72) and
+//               Q6_K_SOA (first a multiple of 8: super-blocks of 104 in groups of 840): a unit's 16
+//               quant bytes and its 16 header (Q4_K) or qh (Q6_K_SOA) bytes in one load each,
+//               where 4-byte words took eight. H100 (Q4_K with no loads at all, PROBE 1, ran as
+//               fast as F16: 63 against 63 us at 512 x 4096 > 4096, 113 against 81 with them):
+//               with K4PAIR, Q4_K 112.6 -> 104.7 us there, 331 -> 332 at > 11008; Q6_K_SOA 150 ->
+//               147 and 462 -> 532, so the host sets it for Q4_K only (bench/RESULTS.md)
 //   14 ORDER    the fragments of a 16-deep slice of k: 0 loads every a and w fragment, then
 //               multiplies; 1 loads w's, then each a fragment just before its row of products
-//               (fewer fragments live at once: FN + 1 against FM + FN; NUVEC_MATMUL_TC="order=1",
-//               not yet run on a GPU)
+//               (fewer fragments live at once: FN + 1 against FM + FN; NUVEC_MATMUL_TC="order=1":
+//               on an H100 5-6% faster for 512 x 4096 > 11008 and > 12288, 3-6% slower for the other
+//               F16 prefill shapes: bench/RESULTS.md, twenty-sixth session)
 //   15 EVEN     1: Q4_K or Q6_K_SOA weights whose super-blocks all start on whole 32-bit words
 //               (Q4_K: first, row and batch strides in halves even; Q6_K_SOA: first even; the
 //               host checks): their runs are read as words, with no shifts and no word after
@@ -91,7 +99,7 @@ layout(constant_id = 9) const uint BK = 32u;
 layout(constant_id = 10) const uint BUFFERS = 2u;
 layout(constant_id = 11) const uint PROBE = 0u;
 layout(constant_id = 12) const uint EPILOGUE = 1u;
-layout(constant_id = 13) const uint SOA_VEC = 0u;
+layout(constant_id = 13) const uint VEC = 0u;
 layout(constant_id = 14) const uint ORDER = 0u;
 layout(constant_id = 15) const uint EVEN = 0u;
 layout(local_size_x = 256, local_size_x_id = 4) in;
@@ -231,6 +239,13 @@ Raw load_kblock(uint hr, uint row, uint blk, uint part)
         hx = hb + 64u + 16u * n + 8u * part;            // qh[32 n + 16 part ..]
         r.e = uint(w_h[hb + 96u + 4u * n + q]);         // scales[8 n + 2 q + part]: byte `part`
         r.d = uint(w_h[at.y]);
+    }
+    if (VEC != 0u) { // both runs 16-byte aligned: a load each
+        r.shift = 0u;
+        r.w = w_v[h0 / 8u];
+        r.x = w_v[hx / 8u];
+        r.w4 = r.x4 = 0u;
+        return r;
     }
     r.shift = EVEN != 0u ? 0u : (h0 & 1u) * 16u;
     r.w = words4(h0 >> 1u);
@@ -392,17 +407,24 @@ void block_to_f16(Raw r, uint part, out uvec4 lo, out uvec4 hi)
 }
 
 // What one thread moves into shared memory per K step: A_PER uvec4 of a, W_PER of F16 w,
-// B_PER units of block w, or Q_PER whole Q4_0_SOA blocks (SOA_VEC).
-const bool WHOLE = WDT == Q4_0_SOA && SOA_VEC != 0u;
+// B_PER units of block w, or Q_PER whole Q4_0_SOA blocks (VEC).
+const bool WHOLE = WDT == Q4_0_SOA && VEC != 0u;
 const uint A_PER = (BM * BK / 8u + LOCAL - 1u) / LOCAL;
 // Block weights: thread pairs take a block (of BK / 32 a row), a unit (16 elements) each; with
-// SOA_VEC a thread takes a block.
-const uint W_UNITS = BN * (BK / 32u) * 2u, W_BLOCKS = BN * (BK / 32u);
+// VEC a Q4_0_SOA thread takes a block.
+// Q4_K with k 64 or more a step (K4PAIR): a unit is 16 quant bytes whose low nibbles are 16 elements
+// of an even sub-block and whose high nibbles the same 16 of the next one; a thread loads them
+// and the header once and writes both (32 elements), where taking a sub-block a unit loaded the
+// quant bytes twice and the header four times per two sub-blocks (H100, with word loads: 512 x 4096
+// > 11008 331 -> 325 us, > 4096 unchanged).
+const bool K4PAIR = WDT == Q4_K && BK >= 64u;
+const uint UNIT_K = K4PAIR ? 64u : 32u; // k a pair of units (part 0 and 1) covers
+const uint W_UNITS = BN * (BK / UNIT_K) * 2u, W_BLOCKS = BN * (BK / 32u);
 const uint W_PER = RAW_W ? (BN * BK / 8u + LOCAL - 1u) / LOCAL : 1u;
 const uint B_PER = RAW_W || WHOLE ? 1u : (W_UNITS + LOCAL - 1u) / LOCAL;
 const uint Q_PER = WHOLE ? (W_BLOCKS + LOCAL - 1u) / LOCAL : 1u;
 uvec4 ra[A_PER], rw[W_PER], rq[Q_PER];
-uint rs[Q_PER]; // the blocks' F16 scales (SOA_VEC)
+uint rs[Q_PER]; // the blocks' F16 scales (VEC)
 Raw rb[B_PER];
 
 void load_tiles(uint batch, uint m0, uint n0, uint k0)
@@ -442,8 +464,8 @@ void load_tiles(uint batch, uint m0, uint n0, uint k0)
     } else {
         // Thread pairs take a block, a unit each.
         [[unroll]] for (uint p = 0u; p < B_PER; p++) {
-            uint e = tid + p * LOCAL, r = e / (2u * (BK / 32u)), bi = (e / 2u) % (BK / 32u), part = e % 2u;
-            uint row = n0 + r, kb = k0 + 32u * bi;
+            uint e = tid + p * LOCAL, r = e / (2u * (BK / UNIT_K)), bi = (e / 2u) % (BK / UNIT_K), part = e % 2u;
+            uint row = n0 + r, kb = k0 + UNIT_K * bi; // K4PAIR: the even sub-block's first k
             rb[p] = e < W_UNITS && row < pc.n && kb < pc.k ? load_block(row, kb / 32u, part) : zero_raw();
         }
     }
@@ -487,7 +509,19 @@ void store_tiles(uint buf)
     } else {
         [[unroll]] for (uint p = 0u; p < B_PER; p++) {
             uint e = tid + p * LOCAL;
-            if (e < W_UNITS) {
+            if (e < W_UNITS && K4PAIR) {
+                // Elements 16 part.. of the even sub-block at k 64 bi + 16 part, of the odd one 32 on.
+                uint at = base + TILE_A + (e / (2u * (BK / 64u))) * ROW + ((e / 2u) % (BK / 64u)) * 8u + (e % 2u) * 2u;
+                uvec4 lo, hi;
+                Raw r = rb[p];
+                kblock_to_f16(r, e % 2u, lo, hi); // zero_raw() gives zeros (scale 0)
+                put8(at, lo);
+                put8(at + 1u, hi);
+                r.j += 1u; // the high nibbles, the next sub-block's scale and min
+                kblock_to_f16(r, e % 2u, lo, hi);
+                put8(at + 4u, lo);
+                put8(at + 5u, hi);
+            } else if (e < W_UNITS) {
                 uint at = base + TILE_A + (e / (2u * (BK / 32u))) * ROW + (e % (2u * (BK / 32u))) * 2u;
                 uvec4 lo, hi;
                 block_to_f16(rb[p], e % 2u, lo, hi); // zero_raw() gives zeros (scale 0)
