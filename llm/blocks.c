@@ -109,9 +109,12 @@ static nu_status linear_d(nu_llm_pass *p, const nu_tensor *y, const nu_tensor *w
      * inputs, a device with them): a batched decode step's rows, and a prefill pass of at most
      * direct_rows (NU_LLM_DIRECT_ROWS), then read the weights once instead of a dequantized copy made and read
      * each pass; longer prefill passes keep the copy, faster at their many rows (measured for
-     * Q4_0). Elsewhere the product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording,
+     * Q4_0), but for the dtypes nu_llm__weights_direct_dtype names where direct_rows is left to the
+     * weights (direct_by_dtype). Elsewhere the product refuses Q4_0_SOA (NU_ERROR_INVALID_ARGUMENT) before recording,
      * and the others stay on the copy. */
-    if (units_read(w->dtype) && (p->graph || p->rows <= p->direct_rows) && x->dtype == NU_DTYPE_F16 &&
+    if (units_read(w->dtype) &&
+        (p->graph || p->rows <= p->direct_rows || (p->direct_by_dtype && nu_llm__weights_direct_dtype(w->dtype))) &&
+        x->dtype == NU_DTYPE_F16 &&
         p->matrix_units && nu_op_matmul_ex(p->c, y, x, w, md) == NU_OK)
         return NU_OK;
     if (!soa && !(p->w16 && block))

@@ -105,6 +105,8 @@ struct nu_llm_pass {
     uint32_t matvec_rows;     /* rows a matrix-vector product takes at a time */
     uint32_t matmul_rows;     /* decode graphs of at least this many rows take the matrix products */
     uint32_t direct_rows;     /* prefill passes of at most this many rows read block weights as they are */
+    bool direct_by_dtype;     /* ...and every pass those of nu_llm__weights_direct_dtype (direct_rows
+                               * left to the weights) */
     bool fused;               /* the fused layer (fusion on; rows <= matvec_rows, or a decode graph
                                * of fewer than matmul_rows rows) */
     bool f16_inputs;          /* products' inputs and attention's q in F16 (the matrix units' kernels) */
@@ -140,13 +142,15 @@ struct nu_llm_pass {
  * matrix and 80 us an 11008 x 4096 one, beside 13-36 us for the products: bench/RESULTS.md, ninth
  * session). */
 #define NU_LLM_DIRECT_ROWS 64u
-/* ...and where every layer matrix of a block dtype is Q4_0_SOA (a Q4_0 model repacked): every pass,
- * and no A_W16 at all. The 512-row products read Q4_0_SOA faster than copy + F16 (H100, `nuvec bench
- * ops --filter 512x4096`: 88.95 against 100.92 us at 4096 columns, 286.41 against 309.00 at 11008);
- * 7B Q4_0 prompts: 512 tokens 10,920 / 11,124 -> 13,283 / 13,064 tokens/s, 2048 tokens 10,342 ->
- * 12,098 (bench/RESULTS.md, twenty-sixth session). Q4_K and Q6_K_SOA stay at 64: read as they are
- * they lost to copy + F16 at 512 rows (114 against 103 us, 152 against 101). */
-#define NU_LLM_DIRECT_ROWS_SOA 32768u
+/* ...except where direct_rows is left to the weights (0): then the dtypes nu_llm__weights_direct_dtype
+ * names are read as they are in every pass (a model with no other block dtype in its layers has no
+ * A_W16 at all). The 512-row products read Q4_0_SOA faster than copy + F16 (H100, `nuvec bench ops
+ * --filter 512x4096`: 88.95 against 100.92 us at 4096 columns, 286.41 against 309.00 at 11008);
+ * 7B Q4_0 prompts: 512 tokens 11,076 / 11,163 -> 13,274 / 13,200 tokens/s, 2048 tokens 10,388 ->
+ * 12,196. Q4_K (16-byte loads: 104.7 against 103.5 us at 4096 columns, 325 against 309 at 11008)
+ * gains on the copy it saves beside the products: qwen2.5-7b Q4_K_M 512 tokens 10,367 / 10,576 ->
+ * 10,744 / 10,781, llama-7b Q4_K_M 11,175 / 11,101 -> 11,357 / 11,282; Q6_K_SOA read so lost 6%
+ * (all read as they are: 10,055 / 10,107). bench/RESULTS.md, twenty-sixth session. */
 
 /* The sizes of the activation buffers for passes of `rows` rows (sizes[NU_LLM_A_COUNT], bytes).
  * qkv_rows: the rows of A_QKV, which only a pass taking q, k and v as one product writes (the

@@ -80,6 +80,7 @@ nu_llm_pass nu_llm__runner_make_pass(nu_llm_runner *r, nu_commands *c, uint32_t 
 {
     nu_llm_pass p = {.c = c, .hp = r->hp, .kv = r->kv, .rows = rows, .slot = slot, .start = start};
     p.matvec_rows = r->o.matvec_rows, p.matmul_rows = r->o.matmul_rows, p.direct_rows = r->o.direct_rows;
+    p.direct_by_dtype = r->direct_by_dtype;
     p.fused = r->o.fusion && rows <= r->o.matvec_rows;
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
@@ -204,8 +205,9 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
      * costs 2.7x its one-row one, and the 16-row product with a block a thread (SOA_VEC) beats two
      * such groups (7B Q4_0, 16 rows: 1,743 tokens/s against 1,370; bench/RESULTS.md 2026-12-02).
      * Else 64. */
+    r->direct_by_dtype = !r->o.direct_rows;
     if (!r->o.direct_rows)
-        r->o.direct_rows = w->repacked && !w->layers_other_blocks ? NU_LLM_DIRECT_ROWS_SOA : NU_LLM_DIRECT_ROWS;
+        r->o.direct_rows = NU_LLM_DIRECT_ROWS;
     if (!r->o.matmul_rows)
         r->o.matmul_rows = (w->k_formats || w->repacked) && r->units ? 16 : 64;
     /* The fused layer's gate-up product reads both matrices in one dtype: a file that stores
@@ -303,7 +305,8 @@ static void free_pass(nu_buffer **set)
 bool nu_llm__runner_pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
 {
     bool products = graph ? rows >= r->o.matmul_rows : rows > r->o.matvec_rows;
-    bool direct = r->units && !r->w->blocks_copied && (graph || rows <= r->o.direct_rows);
+    bool direct = r->units && !r->w->blocks_copied &&
+                  (graph || rows <= r->o.direct_rows || (r->direct_by_dtype && !r->w->layers_other_blocks));
     return r->w16 && products && !direct;
 }
 

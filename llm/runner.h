@@ -46,8 +46,8 @@ typedef struct nu_llm_runner_options {
     uint32_t matmul_rows;   /* batched decode graphs of at least this many rows: the matrix products
                              * (0: chosen by the weights when the runner opens: runner.c) */
     uint32_t direct_rows;   /* prefill passes of at most this many rows read block weights on the
-                             * matrix units as they are (0: by the weights, when the runner opens:
-                             * NU_LLM_DIRECT_ROWS_SOA or NU_LLM_DIRECT_ROWS, blocks.h) */
+                             * matrix units as they are (0: NU_LLM_DIRECT_ROWS, and every pass for the
+                             * dtypes nu_llm__weights_direct_dtype names) */
     bool fresh;             /* one-row passes: attention's fresh form (RoPE and the cache writes in
                              * its dispatch) */
     bool fresh_rows;        /* ... and batched decode steps (its per-row form) */

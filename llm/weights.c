@@ -55,6 +55,8 @@ static bool is_float(nu_dtype t) { return t == NU_DTYPE_F32 || t == NU_DTYPE_F16
 static bool is_repacked(nu_dtype t) { return t == NU_DTYPE_Q4_0_SOA || t == NU_DTYPE_Q6_K_SOA; }
 static bool is_block(nu_dtype t) { return t < NU_DTYPE_COUNT && nu_dtype_block_elements(t) > 1 && !is_repacked(t); }
 
+bool nu_llm__weights_direct_dtype(nu_dtype t) { return t == NU_DTYPE_Q4_0_SOA || t == NU_DTYPE_Q4_K; }
+
 static void tensor_name(const nu_llm_source *s, const nu_llm_tensor_spec *spec, uint32_t layer, char *out, size_t n)
 {
     const char *pattern = nu_llm__source_kind(s) == NU_LLM_SOURCE_GGUF ? spec->gguf : spec->hf;
@@ -505,7 +507,8 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
         nu_dtype t = p[i].target;
         w->blocks_copied |= is_block(t) && t != NU_DTYPE_Q8_0 && t != NU_DTYPE_Q4_0 && t != NU_DTYPE_Q4_K &&
                             t != NU_DTYPE_Q6_K;
-        w->layers_other_blocks |= p[i].layer != UINT32_MAX && nu_dtype_block_elements(t) > 1 && t != NU_DTYPE_Q4_0_SOA;
+        w->layers_other_blocks |= p[i].layer != UINT32_MAX && nu_dtype_block_elements(t) > 1 &&
+                                  !nu_llm__weights_direct_dtype(t);
     }
     if (st == NU_OK && k)
         st = move_as_is(d, s, w, p, pick, k);

@@ -65,9 +65,16 @@ typedef struct nu_llm_weights {
     bool blocks_copied;    /* some matrices are of a block dtype the matrix-unit product does not read
                             * itself (not Q8_0, Q4_0, Q4_0_SOA, Q4_K, Q6_K or Q6_K_SOA): products of many rows
                             * take an F16 copy of them (NU_LLM_A_W16) */
-    bool layers_other_blocks; /* some layer matrices are of a block dtype other than Q4_0_SOA (as loaded):
-                               * without them prefill reads every layer's weights as they are (runner.c) */
+    bool layers_other_blocks; /* some layer matrices are of a block dtype (as loaded) that
+                               * nu_llm__weights_direct_dtype does not name: without them prefill's
+                               * passes need no F16 copies (runner.c) */
 } nu_llm_weights;
+
+/* The block dtypes that prefill's products read as they are in passes of any size, where the
+ * runner's direct_rows is left to the weights: on the matrix units they are faster so than a copy
+ * to F16 and an F16 product (Q4_0_SOA; Q4_K, its runs 16-byte loads: matmul_coopmat's VEC). The
+ * others are copied in passes of more than NU_LLM_DIRECT_ROWS rows (blocks.h). */
+bool nu_llm__weights_direct_dtype(nu_dtype dtype);
 
 /* Loads the roster's tensors of `s` for `hp` onto the device. NU_ERROR_FORMAT (a missing tensor, a
  * wrong shape), NU_ERROR_UNSUPPORTED (a dtype the ops do not take), device errors; messages name

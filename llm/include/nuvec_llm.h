@@ -180,11 +180,12 @@ typedef struct nu_llm_model_options {
                               * of rows at a time; 7B Q4_K_M, 16 rows: 855.7 against 631.7) */
     uint32_t direct_rows;    /* prefill passes (prefill_chunk tokens at most) of at most this many
                               * tokens read block weights on the matrix units as they are; longer ones
-                              * dequantize each matrix to F16 first (0: by the weights: every pass
-                              * where each layer matrix of a block dtype is repacked Q4_0 (Q4_0_SOA;
-                              * H100, 7B Q4_0 512 tokens: 13,283 tokens/s against 11,124 with the
-                              * copies), else 64; 1 to 32768; H100, 512 rows: the copy is faster for
-                              * Q4_K (7B Q4_K_M 11,186 against 10,074) and Q6_K) */
+                              * dequantize each matrix to F16 first (0: 64, and every pass for
+                              * repacked Q4_0 (Q4_0_SOA) and Q4_K, which the matrix units read faster
+                              * as they are: a model with no other block dtype in its layers makes no
+                              * F16 copies; H100, 512 tokens: 7B Q4_0 13,274 tokens/s against 11,163
+                              * with the copies, qwen2.5-7b Q4_K_M 10,781 against 10,576, Q6_K still
+                              * copied; 1 to 32768: that many rows for every block dtype) */
     int embed_in_host;       /* the token embedding's place: 0 (default) in host memory where shared
                               * buffers are host memory (a discrete GPU: nu_device_memory_choice's
                               * shared_device_local false), as llama.cpp keeps its input layer; a
