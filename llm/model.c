@@ -276,14 +276,16 @@ static nu_status check_fit(nu_llm_model *m, const nu_llm_share *sh, const nu_llm
 {
     const nu_llm_config *c = &m->hp.cfg;
     uint64_t weights, held, pass;
-    bool blocks, repacked;
+    nu_llm_weights dtypes;
     uint64_t shared;
-    nu_status st = nu_llm__weights_plan(m->src, m->arch, &m->hp, wo, &weights, &shared, &blocks, &repacked);
+    nu_status st = nu_llm__weights_plan(m->src, m->arch, &m->hp, wo, &weights, &shared, &dtypes);
     if (st != NU_OK)
         return st;
     if (!nu_device_memory_choice(sh->dev)->shared_device_local)
         weights -= shared; /* in host memory (embed_in_host) */
-    nu_llm__runner_sizes(&m->hp, ro, (ro->prefill_f16 && blocks) || repacked, &held, &pass);
+    /* A_W16 as the runner will size it (none where every pass reads the weights as they are). */
+    bool w16 = nu_llm__runner_copies(ro, &dtypes, nu_llm__runner_units(sh->dev, ro), ro->chunk, false);
+    nu_llm__runner_sizes(&m->hp, ro, w16, &held, &pass);
     uint64_t kv = nu_llm__kv_bytes(sh->end - sh->first, o->slots, positions, c->kv_heads, c->head_dim, o->kv_dtype);
     uint64_t need = weights + kv + held + 2 * pass;
     m->need += need;

@@ -79,8 +79,9 @@ static nu_status new_buffer(nu_llm_runner *r, size_t bytes, nu_storage storage, 
 nu_llm_pass nu_llm__runner_make_pass(nu_llm_runner *r, nu_commands *c, uint32_t rows, uint32_t slot, uint32_t start)
 {
     nu_llm_pass p = {.c = c, .hp = r->hp, .kv = r->kv, .rows = rows, .slot = slot, .start = start};
-    p.matvec_rows = r->o.matvec_rows, p.matmul_rows = r->o.matmul_rows, p.direct_rows = r->o.direct_rows;
-    p.direct_by_dtype = r->direct_by_dtype;
+    p.matvec_rows = r->o.matvec_rows, p.matmul_rows = r->o.matmul_rows;
+    p.direct_rows = r->o.direct_rows ? r->o.direct_rows : NU_LLM_DIRECT_ROWS;
+    p.direct_by_dtype = !r->o.direct_rows;
     p.fused = r->o.fusion && rows <= r->o.matvec_rows;
     p.f16_inputs = r->o.prefill_f16 && rows > r->o.matvec_rows;
     p.w16 = r->o.prefill_f16;
@@ -195,8 +196,7 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
     r->dev = d, r->arch = a, r->hp = hp, r->w = w, r->kv = kv, r->o = *o;
     r->first = o->first, r->end = o->end ? o->end : hp->cfg.layers;
     r->embeds = r->first == 0, r->head = r->end == hp->cfg.layers;
-    r->w16 = (o->prefill_f16 && w->blocks) || w->repacked;
-    r->units = o->prefill_f16 && nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX];
+    r->units = nu_llm__runner_units(d, o);
     /* matmul_rows 0: by the weights. 16 where Q4_K, Q6_K or Q4_0_SOA matrices are read as they are
      * by the matrix units (linear_b). Q4_K's and Q6_K's matrix-vector products over 8 rows run x's
      * rows in passes of as many as fit in shared memory (2 for the FFN's k = 11008) or, for Q6_K,
@@ -205,9 +205,6 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
      * costs 2.7x its one-row one, and the 16-row product with a block a thread (SOA_VEC) beats two
      * such groups (7B Q4_0, 16 rows: 1,743 tokens/s against 1,370; bench/RESULTS.md 2026-12-02).
      * Else 64. */
-    r->direct_by_dtype = !r->o.direct_rows;
-    if (!r->o.direct_rows)
-        r->o.direct_rows = NU_LLM_DIRECT_ROWS;
     if (!r->o.matmul_rows)
         r->o.matmul_rows = (w->k_formats || w->repacked) && r->units ? 16 : 64;
     /* The fused layer's gate-up product reads both matrices in one dtype: a file that stores
@@ -302,12 +299,25 @@ static void free_pass(nu_buffer **set)
     }
 }
 
+bool nu_llm__runner_units(nu_device *d, const nu_llm_runner_options *o)
+{
+    return o->prefill_f16 && nu_device_get_info(d)->features[NU_FEATURE_COOPERATIVE_MATRIX];
+}
+
+bool nu_llm__runner_copies(const nu_llm_runner_options *o, const nu_llm_weights *w, bool units, uint32_t rows,
+                           bool graph)
+{
+    bool w16 = (o->prefill_f16 && w->blocks) || w->repacked;
+    uint32_t direct_rows = o->direct_rows ? o->direct_rows : NU_LLM_DIRECT_ROWS;
+    bool direct = units && !w->blocks_copied &&
+                  (graph || rows <= direct_rows || (!o->direct_rows && !w->layers_other_blocks));
+    return w16 && !direct;
+}
+
 bool nu_llm__runner_pass_w16(const nu_llm_runner *r, uint32_t rows, bool graph)
 {
     bool products = graph ? rows >= r->o.matmul_rows : rows > r->o.matvec_rows;
-    bool direct = r->units && !r->w->blocks_copied &&
-                  (graph || rows <= r->o.direct_rows || (r->direct_by_dtype && !r->w->layers_other_blocks));
-    return r->w16 && products && !direct;
+    return products && nu_llm__runner_copies(&r->o, r->w, r->units, rows, graph);
 }
 
 static nu_status pass_buffers(nu_llm_runner *r, uint32_t rows, nu_buffer **set, nu_buffer **ids)

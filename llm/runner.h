@@ -47,7 +47,7 @@ typedef struct nu_llm_runner_options {
                              * (0: chosen by the weights when the runner opens: runner.c) */
     uint32_t direct_rows;   /* prefill passes of at most this many rows read block weights on the
                              * matrix units as they are (0: NU_LLM_DIRECT_ROWS, and every pass for the
-                             * dtypes nu_llm__weights_direct_dtype names) */
+                             * dtypes nu_llm__weights_direct_dtype names; kept 0 in the runner) */
     bool fresh;             /* one-row passes: attention's fresh form (RoPE and the cache writes in
                              * its dispatch) */
     bool fresh_rows;        /* ... and batched decode steps (its per-row form) */
@@ -78,9 +78,19 @@ void nu_llm__runner_free(nu_llm_runner *r);
 
 /* Why decode or greedy decode took a slower path ("" when neither did). */
 const char *nu_llm__runner_note(const nu_llm_runner *r);
+/* Whether the runner's products read block weights on the matrix units (prefill_f16 and a device
+ * with VK_KHR_cooperative_matrix). */
+bool nu_llm__runner_units(nu_device *d, const nu_llm_runner_options *o);
+/* Whether a pass of `rows` rows whose products are matrix products copies block or repacked weights
+ * to F16 first (A_W16), for weights with w's dtype flags (loaded, or nu_llm__weights_plan's): a
+ * graph's never where the matrix units read them; a prefill pass's unless it has at most
+ * direct_rows rows (0: NU_LLM_DIRECT_ROWS) or, direct_rows 0, every layer matrix of a block dtype
+ * is one nu_llm__weights_direct_dtype names. */
+bool nu_llm__runner_copies(const nu_llm_runner_options *o, const nu_llm_weights *w, bool units, uint32_t rows,
+                           bool graph);
 /* What a runner of these options would hold (*held: the decode activations, ids, logits) and what
  * a prefill pass takes at most (*pass), without device work; w16: the passes dequantize block or
- * repacked weights (an F16 copy of the largest matrix). */
+ * repacked weights (an F16 copy of the largest matrix: nu_llm__runner_copies). */
 void nu_llm__runner_sizes(const nu_llm_hparams *hp, const nu_llm_runner_options *o, bool w16, uint64_t *held,
                           uint64_t *pass);
 /* The most rows a prefill pass takes (the options' chunk). */

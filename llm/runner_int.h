@@ -52,8 +52,6 @@ struct nu_llm_runner {
     nu_buffer *pass_in, *pass_out, *dec_in, *dec_out;
     bool pass_out_pending, dec_out_pending; /* those outs hold a pending output too (blocks.h) */
     nu_commands *in_flight;         /* a split model's prefill pass, between pass_begin and pass_end */
-    bool w16;                       /* prefill passes have an A_W16: block weights dequantized there */
-    bool direct_by_dtype;           /* direct_rows was left to the weights: nu_llm_pass.direct_by_dtype */
     bool units;                     /* the products read block weights on the matrix units: the device
                                      * has them and the products take F16 inputs (prefill_f16) */
     nu_buffer *act[NU_LLM_A_COUNT]; /* the decode graphs' activations */

@@ -57,6 +57,18 @@ static bool is_block(nu_dtype t) { return t < NU_DTYPE_COUNT && nu_dtype_block_e
 
 bool nu_llm__weights_direct_dtype(nu_dtype t) { return t == NU_DTYPE_Q4_0_SOA || t == NU_DTYPE_Q4_K; }
 
+/* nu_llm_weights' dtype flags (repacked, blocks, k_formats, blocks_copied, layers_other_blocks) for
+ * one planned tensor, the same whether planned (nu_llm__weights_plan) or loaded. */
+static void note_dtypes(nu_llm_weights *w, const planned *p)
+{
+    nu_dtype t = p->target;
+    w->repacked |= t == NU_DTYPE_Q4_0_SOA;
+    w->blocks |= is_block(p->file->dtype);
+    w->k_formats |= p->file->dtype == NU_DTYPE_Q4_K || p->file->dtype == NU_DTYPE_Q6_K;
+    w->blocks_copied |= is_block(t) && t != NU_DTYPE_Q8_0 && t != NU_DTYPE_Q4_0 && t != NU_DTYPE_Q4_K && t != NU_DTYPE_Q6_K;
+    w->layers_other_blocks |= p->layer != UINT32_MAX && nu_dtype_block_elements(t) > 1 && !nu_llm__weights_direct_dtype(t);
+}
+
 static void tensor_name(const nu_llm_source *s, const nu_llm_tensor_spec *spec, uint32_t layer, char *out, size_t n)
 {
     const char *pattern = nu_llm__source_kind(s) == NU_LLM_SOURCE_GGUF ? spec->gguf : spec->hf;
@@ -221,20 +233,20 @@ static nu_status plan_all(const nu_llm_source *s, const nu_llm_arch *a, const nu
 }
 
 nu_status nu_llm__weights_plan(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
-                               const nu_llm_weights_options *o, uint64_t *bytes, uint64_t *shared_bytes, bool *blocks,
-                               bool *repacked)
+                               const nu_llm_weights_options *o, uint64_t *bytes, uint64_t *shared_bytes,
+                               nu_llm_weights *dtypes)
 {
     planned *p;
     size_t n;
-    *bytes = *shared_bytes = 0, *blocks = *repacked = false;
+    *bytes = *shared_bytes = 0;
+    *dtypes = (nu_llm_weights){0};
     nu_status st = plan_all(s, a, hp, o, &p, &n);
     if (st != NU_OK)
         return st;
     for (size_t i = 0; i < n; i++) {
         *bytes += target_bytes(&p[i]);
         *shared_bytes += p[i].shared ? target_bytes(&p[i]) : 0;
-        *blocks |= is_block(p[i].file->dtype);
-        *repacked |= p[i].target == NU_DTYPE_Q4_0_SOA;
+        note_dtypes(dtypes, &p[i]);
     }
     nu_llm__free(p);
     return NU_OK;
@@ -502,13 +514,7 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
     for (size_t i = 0; st == NU_OK && i < n; i++) {
         if (!converts(&p[i]) && !p[i].shared)
             pick[k++] = i;
-        w->blocks |= is_block(p[i].file->dtype);
-        w->k_formats |= p[i].file->dtype == NU_DTYPE_Q4_K || p[i].file->dtype == NU_DTYPE_Q6_K;
-        nu_dtype t = p[i].target;
-        w->blocks_copied |= is_block(t) && t != NU_DTYPE_Q8_0 && t != NU_DTYPE_Q4_0 && t != NU_DTYPE_Q4_K &&
-                            t != NU_DTYPE_Q6_K;
-        w->layers_other_blocks |= p[i].layer != UINT32_MAX && nu_dtype_block_elements(t) > 1 &&
-                                  !nu_llm__weights_direct_dtype(t);
+        note_dtypes(w, &p[i]);
     }
     if (st == NU_OK && k)
         st = move_as_is(d, s, w, p, pick, k);

@@ -84,11 +84,12 @@ nu_status nu_llm__weights_load(nu_device *d, nu_llm_source *s, const nu_llm_arch
 void nu_llm__weights_free(nu_llm_weights *w);
 
 /* What loading would give, without device work (the memory cap checks it before anything moves):
- * the weights' bytes (*shared_bytes of them in a shared buffer), and whether some matrices would be
- * of a block dtype or repacked. Failures as nu_llm__weights_load's checks. */
+ * the weights' bytes (*shared_bytes of them in a shared buffer), and in *dtypes the dtype flags
+ * loading would set (repacked, blocks, k_formats, blocks_copied, layers_other_blocks; the rest
+ * zero). Failures as nu_llm__weights_load's checks. */
 nu_status nu_llm__weights_plan(const nu_llm_source *s, const nu_llm_arch *a, const nu_llm_hparams *hp,
-                               const nu_llm_weights_options *o, uint64_t *bytes, uint64_t *shared_bytes, bool *blocks,
-                               bool *repacked);
+                               const nu_llm_weights_options *o, uint64_t *bytes, uint64_t *shared_bytes,
+                               nu_llm_weights *dtypes);
 
 /* A short name of a role ("q", "ffn_norm", ...) for messages. */
 const char *nu_llm__role_name(nu_llm_role r);
