@@ -147,7 +147,7 @@ struct nu_llm_pass {
  * A_W16 at all). The 512-row products read Q4_0_SOA faster than copy + F16 (H100, `nuvec bench ops
  * --filter 512x4096`: 88.95 against 100.92 us at 4096 columns, 286.41 against 309.00 at 11008);
  * 7B Q4_0 prompts: 512 tokens 11,076 / 11,163 -> 13,274 / 13,200 tokens/s, 2048 tokens 10,388 ->
- * 12,196. Q4_K (16-byte loads: 104.7 against 103.5 us at 4096 columns, 325 against 309 at 11008)
+ * 12,196. Q4_K (16-byte loads: 102.3 against 103.5 us at 4096 columns, 322.9 against 308.6 at 11008)
  * gains on the copy it saves beside the products: qwen2.5-7b Q4_K_M 512 tokens 10,367 / 10,576 ->
  * 10,744 / 10,781, llama-7b Q4_K_M 11,175 / 11,101 -> 11,357 / 11,282; Q6_K_SOA read so lost 6%
  * (all read as they are: 10,055 / 10,107). bench/RESULTS.md, twenty-sixth session. */

@@ -66,8 +66,8 @@
 //               quant bytes and its 16 header (Q4_K) or qh (Q6_K_SOA) bytes in one load each,
 //               where 4-byte words took eight. H100 (Q4_K with no loads at all, PROBE 1, ran as
 //               fast as F16: 63 against 63 us at 512 x 4096 > 4096, 113 against 81 with them):
-//               with K4PAIR, Q4_K 112.6 -> 104.7 us there, 331 -> 332 at > 11008; Q6_K_SOA 150 ->
-//               147 and 462 -> 532, so the host sets it for Q4_K only (bench/RESULTS.md)
+//               with K4PAIR, Q4_K 113.1 -> 102.3 us there, 330.4 -> 322.9 at > 11008; Q6_K_SOA 150
+//               -> 147 and 462 -> 532, so the host sets it for Q4_K only (bench/RESULTS.md)
 //   14 ORDER    the fragments of a 16-deep slice of k: 0 loads every a and w fragment, then
 //               multiplies; 1 loads w's, then each a fragment just before its row of products
 //               (fewer fragments live at once: FN + 1 against FM + FN; NUVEC_MATMUL_TC="order=1":

@@ -312,7 +312,7 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     /* Block runs 16-byte aligned (the kernel's VEC): Q4_0_SOA with every block's 16 quant bytes so (a
      * thread reads a whole block in one load; the quants start k / 32 halves into a row); Q4_K whose
      * super-blocks (72 halves) all start on a multiple of 8 halves: a unit's quant bytes and header
-     * a load each (H100, 512 x 4096 > 4096: 112.6 -> 104.7 us). Not Q6_K_SOA, which the kernel
+     * a load each (H100, 512 x 4096 > 4096: 113.1 -> 102.3 us). Not Q6_K_SOA, which the kernel
      * could read so too: its 512 x 4096 > 11008 product went from 462 to 532 us. */
     if ((b->dtype == NU_DTYPE_Q4_0_SOA && first[2] % 8 == 0 && w_row % 8 == 0 && w_batch % 8 == 0 && k % 256 == 0) ||
         (b->dtype == NU_DTYPE_Q4_K && first[2] % 8 == 0 && w_row % 8 == 0 && w_batch % 8 == 0))
