@@ -202,7 +202,7 @@ nu_status nu_llm__runner_new(nu_device *d, const nu_llm_arch *a, const nu_llm_hp
      * rows in passes of as many as fit in shared memory (2 for the FFN's k = 11008) or, for Q6_K,
      * on the float path, so a group of 8 rows reads the weights several times (H200, 7B Q4_K_M, 16
      * rows: 855.7 tokens/s with the products against 631.7 by groups); Q4_0_SOA's 8-row product
-     * costs 2.7x its one-row one, and the 16-row product with a block a thread (SOA_VEC) beats two
+     * costs 2.7x its one-row one, and the 16-row product with a block a thread (matmul_coopmat's VEC) beats two
      * such groups (7B Q4_0, 16 rows: 1,743 tokens/s against 1,370; bench/RESULTS.md 2026-12-02).
      * Else 64. */
     if (!r->o.matmul_rows)
