@@ -41,7 +41,8 @@ static void usage(FILE *f)
                "  (nu_llm_model_step_greedy: the ids stay on the GPU, a step's launch queued while the one\n"
                "  before runs): their prompts of different lengths (sequence i: -p * (1 - i / (2 B)) tokens,\n"
                "  from -p down to about -p / 2) prefilled in one step (nu_llm_model_step), then -n steps of B\n"
-               "  rows (the first, which builds the graphs, not timed); aggregate and per-sequence decode\n"
+               "  rows (the first, which builds the graphs, not timed; the first B runs once untimed before\n"
+               "  the measurement, so that the kernels' pipelines are made); aggregate and per-sequence decode\n"
                "  tokens/s and the prefill's tokens/s. --same-prompts: every prompt -p tokens, as llama.cpp's\n"
                "  batched-bench has them (bench/llamacpp.sh batched, -npp): the same keys a step for\n"
                "  attention to read, for a side-by-side comparison. --by-step: decode by one\n"
@@ -126,8 +127,64 @@ static bool parse_batches(const char *s, uint32_t *counts, uint32_t *n, uint32_t
     return *n > 0;
 }
 
+/* One batch: B sequences (slots acquired and released here) prefilled in one step, then `gen` steps of
+ * B rows. *n: the prompt rows; *prefill_s, *decode_s: the prefill's time and the timed steps' (the
+ * first, or by nu_llm_model_step_greedy the first two, build the graphs of B rows: not timed);
+ * *timed: how many steps *decode_s covers. x: the prompts' random state. */
+static nu_status one_batch(nu_llm_model *m, uint32_t vocab, uint32_t B, long prompt, long gen, bool same_prompts,
+                           bool by_step, nu_llm_row *rows, uint32_t *slots, int32_t *ids, uint64_t *x, uint32_t *n,
+                           double *prefill_s, double *decode_s, long *timed)
+{
+    nu_status st = NU_OK;
+    uint32_t acquired = 0;
+    *n = 0;
+    *prefill_s = *decode_s = 0;
+    for (uint32_t i = 0; i < B && st == NU_OK; i++)
+        if ((st = nu_llm_model_seq_acquire(m, NULL, 0, &slots[i], NULL)) == NU_OK)
+            acquired++;
+    for (uint32_t i = 0; i < B; i++) {
+        long len = same_prompts ? prompt : prompt - (long)((uint64_t)i * (uint64_t)prompt / (2u * B));
+        for (long j = 0; j < len; j++) {
+            *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+            rows[(*n)++] = (nu_llm_row){(int32_t)((*x >> 33) % vocab), slots[i],
+                                        j + 1 == len ? NU_LLM_OUTPUT_ARGMAX : NU_LLM_OUTPUT_NONE};
+        }
+    }
+    uint64_t t0 = bench_now_ns();
+    if (st == NU_OK)
+        st = nu_llm_model_step(m, rows, *n, NULL, ids);
+    *prefill_s = (double)(bench_now_ns() - t0) * 1e-9;
+    long warm = by_step || gen < 3 ? 1 : 2;
+    *timed = gen - warm;
+    for (long k = 0; st == NU_OK && k < gen; k++) {
+        for (uint32_t i = 0; i < B; i++)
+            rows[i] = (nu_llm_row){ids[i], slots[i], NU_LLM_OUTPUT_ARGMAX};
+        uint64_t a = bench_now_ns();
+        if (by_step || k == 0) {
+            st = nu_llm_model_step(m, rows, B, NULL, ids);
+        } else if (k < warm) {
+            st = nu_llm_model_step_greedy(m, rows, B, 1, ids);
+        } else { /* the timed steps in one call; the last step's ids first in ids */
+            st = nu_llm_model_step_greedy(m, rows, B, (uint32_t)*timed, ids);
+            *decode_s += (double)(bench_now_ns() - a) * 1e-9;
+            if (st == NU_OK)
+                memmove(ids, ids + (size_t)(*timed - 1) * B, sizeof *ids * B);
+            break;
+        }
+        if (k >= warm)
+            *decode_s += (double)(bench_now_ns() - a) * 1e-9;
+    }
+    for (uint32_t i = 0; i < acquired; i++)
+        nu_llm_model_seq_release(m, slots[i]);
+    return st;
+}
+
 /* The batched measurement (--batch): one model of the largest B's slots; for each B, B sequences
- * prefilled in one step and decoded -n steps together. */
+ * prefilled in one step and decoded -n steps together. The first B runs once untimed before
+ * anything is timed, so that the kernels' pipelines are made by then: on a machine whose pipeline
+ * cache was empty, the first timed prefill of 16 sequences spent most of its time making them
+ * (H100, 7B Q4_0, -p 128: 868 tokens/s, against 2,011 with the cache filled by an earlier run:
+ * bench/RESULTS.md, twenty-sixth session). */
 static int bench_batches(nu_device *d, const cli_devices *devs, const char *model_path, nu_dtype kv, long prompt,
                          long gen, const uint32_t *batches, uint32_t nb, bool same_prompts, bool by_step, bool json)
 {
@@ -165,47 +222,23 @@ static int bench_batches(nu_device *d, const cli_devices *devs, const char *mode
         printf("  %8s %14s %16s %16s\n", "B", "prefill tok/s", "decode tok/s", "per sequence");
     }
     int status = rows && slots && ids ? 0 : 1;
-    uint64_t x = 0x9e3779b97f4a7c15ull;
+    uint64_t x = 0x9e3779b97f4a7c15ull, warm_x = x;
+    uint32_t n;
+    double prefill_s, decode_s;
+    long timed;
+    if (status == 0 && nb) { /* the warm-up (above): its own prompts, the same shapes */
+        st = one_batch(m, cfg->vocab, batches[0], prompt, gen < 3 ? gen : 3, same_prompts, by_step, rows, slots, ids,
+                       &warm_x, &n, &prefill_s, &decode_s, &timed);
+        if (st != NU_OK) {
+            fprintf(stderr, "nuvec bench llm: warm-up batch %u: %s (%s)\n", batches[0], nu_status_string(st),
+                    nu_llm_error_message());
+            status = 1;
+        }
+    }
     for (uint32_t bi = 0; status == 0 && bi < nb; bi++) {
-        uint32_t B = batches[bi], n = 0;
-        for (uint32_t i = 0; i < B && st == NU_OK; i++)
-            st = nu_llm_model_seq_acquire(m, NULL, 0, &slots[i], NULL);
-        for (uint32_t i = 0; i < B; i++) {
-            long len = same_prompts ? prompt : prompt - (long)((uint64_t)i * (uint64_t)prompt / (2u * B));
-            for (long j = 0; j < len; j++) {
-                x = x * 6364136223846793005ull + 1442695040888963407ull;
-                rows[n++] = (nu_llm_row){(int32_t)((x >> 33) % cfg->vocab), slots[i],
-                                         j + 1 == len ? NU_LLM_OUTPUT_ARGMAX : NU_LLM_OUTPUT_NONE};
-            }
-        }
-        uint64_t t0 = bench_now_ns();
-        if (st == NU_OK)
-            st = nu_llm_model_step(m, rows, n, NULL, ids);
-        double prefill_s = (double)(bench_now_ns() - t0) * 1e-9;
-        /* The first step (and by nu_llm_model_step_greedy, the second) builds the graphs of B rows
-         * (recorded once, then launched): not timed. */
-        double decode_s = 0;
-        long warm = by_step || gen < 3 ? 1 : 2, timed = gen - warm;
-        for (long k = 0; st == NU_OK && k < gen; k++) {
-            for (uint32_t i = 0; i < B; i++)
-                rows[i] = (nu_llm_row){ids[i], slots[i], NU_LLM_OUTPUT_ARGMAX};
-            uint64_t a = bench_now_ns();
-            if (by_step || k == 0) {
-                st = nu_llm_model_step(m, rows, B, NULL, ids);
-            } else if (k < warm) {
-                st = nu_llm_model_step_greedy(m, rows, B, 1, ids);
-            } else { /* the timed steps in one call; the last step's ids first in ids */
-                st = nu_llm_model_step_greedy(m, rows, B, (uint32_t)timed, ids);
-                decode_s += (double)(bench_now_ns() - a) * 1e-9;
-                if (st == NU_OK)
-                    memmove(ids, ids + (size_t)(timed - 1) * B, sizeof *ids * B);
-                break;
-            }
-            if (k >= warm)
-                decode_s += (double)(bench_now_ns() - a) * 1e-9;
-        }
-        for (uint32_t i = 0; i < B; i++)
-            nu_llm_model_seq_release(m, slots[i]);
+        uint32_t B = batches[bi];
+        st = one_batch(m, cfg->vocab, B, prompt, gen, same_prompts, by_step, rows, slots, ids, &x, &n, &prefill_s,
+                       &decode_s, &timed);
         if (st != NU_OK) {
             fprintf(stderr, "nuvec bench llm: batch %u: %s (%s)\n", B, nu_status_string(st), nu_llm_error_message());
             status = 1;
