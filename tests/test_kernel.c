@@ -1380,7 +1380,7 @@ static void every_builtin_kernel_loads(void **state)
     };
     nu_device *d = nt_open();
     bool f16 = d->info.features[NU_FEATURE_FLOAT16] && d->info.features[NU_FEATURE_STORAGE_16BIT];
-    /* Every embedded kernel loads (this also checks kernel.c's table covers them all)... */
+    /* Every embedded kernel loads (this also checks builtins.c's table covers them all)... */
     for (unsigned i = 0; i < nu__kernel_count; i++) {
         const char *name = nu__kernels[i].name;
         if (*nu__kernels[i].family)

@@ -23,20 +23,15 @@
  * at close). */
 #include "kernel/kernel.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/host.h"
-#include "kernel/builtins.h"
 #include "vk/block.h"
 #include "kernel/disk_cache.h"
 #include "kernel/spirv.h"
@@ -73,67 +68,6 @@ struct nu__kernel_cache {
 static bool verbose(void) { return nu__env_on("NUVEC_VERBOSE"); }
 
 /* ---- creating kernels ----------------------------------------------------------------- */
-
-/* Reads a whole file into a word buffer (freed by the caller). */
-static nu_status read_file(nu_device *d, const char *path, uint32_t **words, size_t *bytes)
-{
-    *words = NULL;
-    *bytes = 0;
-    char why[256];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return nu__fail(d, NU_ERROR_IO, "cannot open kernel file '%s': %s", path,
-                        strerror_r(errno, why, sizeof why));
-    struct stat s;
-    if (fstat(fd, &s) != 0) {
-        int e = errno;
-        close(fd);
-        return nu__fail(d, NU_ERROR_IO, "cannot read kernel file '%s': %s", path, strerror_r(e, why, sizeof why));
-    }
-    if (S_ISDIR(s.st_mode)) {
-        close(fd);
-        return nu__fail(d, NU_ERROR_IO, "cannot read kernel file '%s': %s", path,
-                        strerror_r(EISDIR, why, sizeof why));
-    }
-    if (s.st_size > (off_t)NU__SPIRV_MAX) {
-        close(fd);
-        return nu__fail(d, NU_ERROR_FORMAT, "kernel file '%s' is %lld bytes: too large for SPIR-V", path,
-                        (long long)s.st_size);
-    }
-    size_t size = (size_t)s.st_size;
-    uint32_t *buf = nu__malloc(size + 4);
-    if (!buf) {
-        close(fd);
-        return nu__fail(d, NU_ERROR_HOST_OUT_OF_MEMORY, "out of host memory reading kernel file '%s'", path);
-    }
-    /* Read until end of file (the size may have changed since fstat; the buffer bounds it). */
-    size_t got = 0;
-    for (;;) {
-        ssize_t k = read(fd, (char *)buf + got, size + 4 - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            int e = errno;
-            close(fd);
-            nu__free(buf);
-            return nu__fail(d, NU_ERROR_IO, "cannot read kernel file '%s': %s", path,
-                            strerror_r(e, why, sizeof why));
-        }
-        if (k == 0 || got + (size_t)k == size + 4) {
-            got += (size_t)k;
-            break;
-        }
-        got += (size_t)k;
-    }
-    close(fd);
-    if (got > size) {
-        nu__free(buf);
-        return nu__fail(d, NU_ERROR_IO, "kernel file '%s' grew while being read", path);
-    }
-    *words = buf;
-    *bytes = got;
-    return NU_OK;
-}
 
 static int constant_cmp(const void *a, const void *b)
 {
@@ -614,7 +548,7 @@ static nu_status new_kernel(nu_device *device, const nu_kernel_desc *desc, bool 
     if (desc->path) {
         uint32_t *words;
         size_t size;
-        nu_status st = read_file(device, desc->path, &words, &size);
+        nu_status st = nu__spirv_read_file(device, desc->path, &words, &size);
         if (st != NU_OK)
             return st;
         st = create(device, desc, label, words, size, false, f16_as_bf16, out);
@@ -639,54 +573,6 @@ nu_status nu__kernel_new_f16_as_bf16(nu_device *device, const nu_kernel_desc *de
         return nu__fail(device, NU_ERROR_UNSUPPORTED, "kernel '%s': %s has no BF16 cooperative matrices enabled",
                         desc && desc->name ? desc->name : "(SPIR-V bytes)", device->info.name);
     return new_kernel(device, desc, true, out);
-}
-
-/* nuvec's own kernels: their push constant sizes (the SPIR-V gives the rest), and where the
- * push constants hold the element count (every binding holds that many elements: f16 ones 2
- * bytes each, the others 4; see the .comp files under kernels/). */
-static const struct builtin {
-    const char *name;
-    uint32_t push_size;
-    bool f16;
-    uint32_t count_offset;
-} builtins[] = {
-    {"fill_u32", 8, false, 4}, {"copy_u32", 4, false, 0}, {"add_f32", 4, false, 0}, {"sub_f32", 4, false, 0},
-    {"mul_f32", 4, false, 0},  {"axpy_f32", 8, false, 4}, {"add_f16", 4, true, 0},  {"mul_f16", 4, true, 0},
-    {"fma_f32", 4, false, 0},
-};
-
-nu_status nu_kernel_builtin(nu_device *device, const char *name, nu_kernel **out)
-{
-    if (out)
-        *out = NULL;
-    if (!device || !name || !out)
-        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "nu_kernel_builtin: NULL %s",
-                        !device ? "device" : !name ? "name" : "out");
-    const nu__kernel_spirv *spv = nu__kernel_find(name);
-    const struct builtin *b = NULL;
-    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
-        if (strcmp(builtins[i].name, name) == 0)
-            b = &builtins[i];
-    if (!spv || !b) {
-        char list[512] = "";
-        size_t len = 0;
-        for (unsigned i = 0; i < nu__kernel_count && len < sizeof list; i++)
-            if (!*nu__kernels[i].family)
-                len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", nu__kernels[i].name);
-        return nu__fail(device, NU_ERROR_INVALID_ARGUMENT, "no builtin kernel named '%s'%s; nuvec's kernels are: %s",
-                        name, spv ? " (it has no entry in kernel.c's table)" : "", list);
-    }
-    if (b->f16 && (!device->info.features[NU_FEATURE_FLOAT16] || !device->info.features[NU_FEATURE_STORAGE_16BIT]))
-        return nu__fail(device, NU_ERROR_UNSUPPORTED, "builtin kernel '%s' needs %s and %s, which %s lacks", name,
-                        nu_feature_name(NU_FEATURE_FLOAT16), nu_feature_name(NU_FEATURE_STORAGE_16BIT),
-                        device->info.name);
-    nu_kernel_desc desc = {.spirv = spv->words, .spirv_size = spv->word_count * 4, .name = name,
-                           .push_constant_size = b->push_size};
-    nu_status st = nu_kernel_new(device, &desc, out);
-    if (st == NU_OK) /* dispatches check each binding's range against the count */
-        atomic_store_explicit(&(*out)->count_layout, (b->f16 ? 2u : 4u) | b->count_offset << 8,
-                              memory_order_relaxed);
-    return st;
 }
 
 void nu__kernel_retain(nu_kernel *k) { atomic_fetch_add(&k->refs, 1); }

@@ -70,6 +70,11 @@ nu_status nu__spirv_push_to_storage(const uint32_t *words, size_t word_count, ui
 nu_status nu__spirv_f16_as_bf16(const uint32_t *words, size_t word_count, uint32_t **out, size_t *out_words,
                                 char *why, size_t why_size);
 
+/* A whole file read into *words (nu__free it), *bytes long: NU_ERROR_IO naming the file where it
+ * cannot be opened or read (a folder too), NU_ERROR_FORMAT past NU__SPIRV_MAX bytes. The contents
+ * are checked by nu__spirv_check. */
+nu_status nu__spirv_read_file(nu_device *d, const char *path, uint32_t **words, size_t *bytes);
+
 /* How many modules SPIRV-Tools' validator has checked in this process (for tests). */
 uint64_t nu__spirv_validations(void);
 
