@@ -1236,6 +1236,9 @@ static unsigned count_ops(const uint32_t *w, size_t n, uint32_t op, uint32_t fir
 static void float16_fragments_are_rewritten_as_bfloat16(void **state)
 {
     const nu__kernel_spirv *k = embedded_any("matmul_coopmat_bf16");
+    /* The build marks it (its .comp's "// nuvec: float16_t is bfloat16"), and only it. */
+    for (unsigned i = 0; i < nu__kernel_count; i++)
+        assert_int_equal(nu__kernels[i].f16_as_bf16, &nu__kernels[i] == k);
     nu__spirv_layout layout;
     NT_OK(nu__spirv_check(NULL, VK_API_VERSION_1_3, "bf16", k->words, k->word_count * 4, "main", &layout));
     uint32_t *out = NULL;

@@ -3,6 +3,7 @@
 #ifndef NU_KERNEL_BUILTINS_H
 #define NU_KERNEL_BUILTINS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,6 +13,8 @@ typedef struct nu__kernel_spirv {
     size_t word_count;
     const char *family;    /* its folder under kernels/ (the kernel library's, src/ops/), or ""
                               for the public builtins nu_kernel_builtin opens */
+    bool f16_as_bf16;      /* its float16_t is meant as bfloat16 (its .comp says "// nuvec: float16_t
+                              is bfloat16"): made by nu__kernel_new_f16_as_bf16 (kernel.h) */
 } nu__kernel_spirv;
 
 extern const nu__kernel_spirv nu__kernels[];

@@ -170,8 +170,7 @@ static nu_status dispatch_tiles(nu_commands *c, nu_kernel *kern, const nu_bindin
  * EPILOGUE). z: the workgroups' third dimension (batches, times the splits). */
 static nu_status tc_kernel(nu_device *d, bool bf16, const tc_push *push, const uint32_t constants[16], nu_kernel **out)
 {
-    return bf16 ? nu__op_kernel_bf16(d, NU__K_matmul_coopmat_bf16, sizeof *push, constants, 16, out)
-                : nu__op_kernel(d, NU__K_matmul_coopmat, sizeof *push, constants, 16, out);
+    return nu__op_kernel(d, bf16 ? NU__K_matmul_coopmat_bf16 : NU__K_matmul_coopmat, sizeof *push, constants, 16, out);
 }
 
 static nu_status dispatch_product(nu_commands *c, nu_device *d, bool bf16, uint32_t constants[16],

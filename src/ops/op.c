@@ -23,7 +23,6 @@ typedef struct op_kernel {
     unsigned id;
     uint32_t n;
     uint32_t constants[NU__OP_MAX_CONSTANTS];
-    bool bf16; /* made by nu__op_kernel_bf16 */
     nu_kernel *kernel;
 } op_kernel;
 
@@ -108,8 +107,8 @@ nu_status nu__op_counters(nu_device *d, const char *op, size_t n, const char *na
     return st;
 }
 
-static nu_status make_op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
-                           bool bf16, nu_kernel **out)
+nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
+                        nu_kernel **out)
 {
     struct nu__ops *o = d->ops;
     *out = NULL;
@@ -118,7 +117,7 @@ static nu_status make_op_kernel(nu_device *d, unsigned id, uint32_t push_size, c
     pthread_mutex_lock(&o->lock);
     for (size_t i = 0; i < o->count; i++) {
         op_kernel *k = &o->kernels[i];
-        if (k->id == id && k->n == n && k->bf16 == bf16 && (!n || memcmp(k->constants, constants, n * sizeof *constants) == 0)) {
+        if (k->id == id && k->n == n && (!n || memcmp(k->constants, constants, n * sizeof *constants) == 0)) {
             *out = k->kernel;
             pthread_mutex_unlock(&o->lock);
             return NU_OK;
@@ -136,13 +135,12 @@ static nu_status make_op_kernel(nu_device *d, unsigned id, uint32_t push_size, c
     nu_kernel_desc desc = {.spirv = spv->words, .spirv_size = spv->word_count * 4, .name = spv->name,
                            .push_constant_size = push_size, .constants = spec, .constant_count = n};
     nu_kernel *k = NULL;
-    st = bf16 ? nu__kernel_new_f16_as_bf16(d, &desc, &k) : nu_kernel_new(d, &desc, &k);
+    st = spv->f16_as_bf16 ? nu__kernel_new_f16_as_bf16(d, &desc, &k) : nu_kernel_new(d, &desc, &k);
     if (st == NU_OK) {
         op_kernel *e = &o->kernels[o->count++];
         memset(e, 0, sizeof *e);
         e->id = id;
         e->n = n;
-        e->bf16 = bf16;
         if (n) /* constants may be NULL when there are none */
             memcpy(e->constants, constants, n * sizeof *constants);
         e->kernel = k;
@@ -150,18 +148,6 @@ static nu_status make_op_kernel(nu_device *d, unsigned id, uint32_t push_size, c
     }
     pthread_mutex_unlock(&o->lock);
     return st;
-}
-
-nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
-                        nu_kernel **out)
-{
-    return make_op_kernel(d, id, push_size, constants, n, false, out);
-}
-
-nu_status nu__op_kernel_bf16(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
-                             nu_kernel **out)
-{
-    return make_op_kernel(d, id, push_size, constants, n, true, out);
 }
 
 uint32_t nu__op_dtype_code(nu_dtype dtype) { return nu__dtype_code(dtype); }

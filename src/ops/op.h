@@ -21,13 +21,10 @@ void nu__ops_fini(nu_device *d);
 
 /* The embedded kernel `id` (kernels_table.h's NU__K_<name>) with `push_size` bytes of push
  * constants, specialised with constants 0..n-1 (NULL where n is 0), from the device's table
- * (created on first use; owned by the table). */
+ * (created on first use; owned by the table; a kernel whose float16_t is bfloat16 through
+ * nu__kernel_new_f16_as_bf16). */
 nu_status nu__op_kernel(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
                         nu_kernel **out);
-/* The same for a kernel written with float16_t where bfloat16 is meant (kernel/kernel.h,
- * nu__kernel_new_f16_as_bf16: matmul_coopmat_bf16). */
-nu_status nu__op_kernel_bf16(nu_device *d, unsigned id, uint32_t push_size, const uint32_t *constants, uint32_t n,
-                             nu_kernel **out);
 
 /* Whether the device's matrix units take the cooperative-matrix kernels (matmul_coopmat.comp,
  * attn_prefill_coopmat.comp; matmul_coopmat_bf16.comp for `operands` BF16): VK_KHR_cooperative_matrix
