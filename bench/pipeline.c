@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "nuvec.h"
 #include "pipeline.h"
 
@@ -15,25 +16,30 @@ int bench_pipeline(int argc, char **argv)
     nu_device_desc desc = {0};
     bool json = false;
     uint32_t elements = 0, steps = 0, in_flight = 4;
+    long v;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
             desc.select = argv[++i];
-        else if (!strcmp(argv[i], "--elements") && i + 1 < argc)
-            elements = (uint32_t)strtoul(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-            steps = (uint32_t)strtoul(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc)
-            in_flight = (uint32_t)strtoul(argv[++i], NULL, 0);
-        else {
+        else if (!strcmp(argv[i], "--elements") && i + 1 < argc) { /* at most 1 GiB of F32 a buffer */
+            if (!bench_parse_count("pipeline", argv[i], argv[i + 1], 1, 1l << 28, &v))
+                return 2;
+            elements = (uint32_t)v, i++;
+        } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+            if (!bench_parse_count("pipeline", argv[i], argv[i + 1], 1, 1l << 20, &v))
+                return 2;
+            steps = (uint32_t)v, i++;
+        } else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc) {
+            if (!bench_parse_count("pipeline", argv[i], argv[i + 1], 1, 64, &v))
+                return 2;
+            in_flight = (uint32_t)v, i++;
+        } else {
             fprintf(stderr, "usage: nuvec bench pipeline [--json] [--device NAME] [--elements N] [--steps N] "
                             "[--in-flight N]\n");
             return 2;
         }
     }
-    if (in_flight == 0)
-        in_flight = 1;
     nu_device *d;
     nu_status st = nu_device_open(&desc, &d);
     if (st != NU_OK) {

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "args.h"
 #include "cli.h"
 #include "devices.h"
 #include "nuvec.h"
@@ -66,17 +67,6 @@ static void usage(FILE *f)
             "  0.8), --top-k (40), --top-p (0.95), --seed shape sampling (--temp 0: greedy). Each turn\n"
             "  reports on stderr how many of its prompt's tokens were in the cache already. --devices 0,1:\n"
             "  the model split by layers over those devices (as `nuvec generate`).\n");
-}
-
-static bool parse_num(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
 }
 
 typedef struct chat {
@@ -183,7 +173,9 @@ static int turn(chat *c)
 int cli_chat(int argc, char **argv)
 {
     const char *path = NULL, *system_text = NULL, *tpl = NULL;
-    double n = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 0, ctx = 0;
+    uint32_t n = 0, top_k = 40, ctx = 0;
+    uint64_t seed = 0;
+    double temp = 0.8, top_p = 0.95;
     nu_device_desc dd = {0};
     cli_devices devs = {0};
     char why[512] = "";
@@ -203,24 +195,23 @@ int cli_chat(int argc, char **argv)
         else if (cli_devices_option(&devs, a, v, &ok, why, sizeof why))
             i++;
         else if (!strcmp(a, "-n"))
-            ok = parse_num(argv[++i], 1, UINT32_MAX, &n) && n == (uint32_t)n;
+            ok = cli_arg_u32(argv[++i], 1, UINT32_MAX, &n);
         else if (!strcmp(a, "--temp"))
-            ok = parse_num(argv[++i], 0, 100, &temp);
+            ok = cli_arg_double(argv[++i], 0, 100, &temp);
         else if (!strcmp(a, "--top-k"))
-            ok = parse_num(argv[++i], 0, UINT32_MAX, &top_k) && top_k == (uint32_t)top_k;
+            ok = cli_arg_u32(argv[++i], 0, UINT32_MAX, &top_k);
         else if (!strcmp(a, "--top-p"))
-            ok = parse_num(argv[++i], 0, 1, &top_p);
+            ok = cli_arg_double(argv[++i], 0, 1, &top_p);
         else if (!strcmp(a, "--seed"))
-            ok = parse_num(argv[++i], 0, 18446744073709549568.0, &seed) && seed == (double)(uint64_t)seed;
+            ok = cli_arg_u64(argv[++i], 0, UINT64_MAX, &seed);
         else if (!strcmp(a, "--ctx"))
-            ok = parse_num(argv[++i], 2, UINT32_MAX, &ctx) && ctx == (uint32_t)ctx;
+            ok = cli_arg_u32(argv[++i], 2, UINT32_MAX, &ctx);
         else if (a[0] != '-' && !path)
             path = a;
         else
             ok = false;
         if (!ok) {
-            fprintf(stderr, "nuvec chat: bad argument '%s'%s%s%s%s\n", a, v && a[0] == '-' ? " " : "",
-                    v && a[0] == '-' ? v : "", *why ? ": " : "", why);
+            cli_arg_report(stderr, "chat", a, v, why);
             usage(stderr);
             return 2;
         }
@@ -241,7 +232,7 @@ int cli_chat(int argc, char **argv)
     bool have_prompt = false;
     char msg[512], *line = NULL;
     size_t line_cap = 0;
-    nu_llm_model_options mo = {.max_positions = (uint32_t)ctx};
+    nu_llm_model_options mo = {.max_positions = ctx};
     if (devs.count ? cli_devices_open(&devs, dd.validation, why, sizeof why) != NU_OK : nu_device_open(&dd, &d) != NU_OK) {
         fprintf(stderr, "nuvec chat: no device: %s\n", devs.count ? why : nu_error_message(NULL));
         return 1;
@@ -256,7 +247,7 @@ int cli_chat(int argc, char **argv)
     c.cfg = nu_llm_model_config(c.m);
     c.tok = nu_llm_model_tokenizer(c.m);
     c.ctx = mo.max_positions ? mo.max_positions : c.cfg->max_positions;
-    c.max_reply = n ? (uint32_t)n : c.ctx;
+    c.max_reply = n ? n : c.ctx;
     c.greedy = temp == 0;
     if (!c.tok) {
         fprintf(stderr, "nuvec chat: the model has no tokenizer: %s\n", nu_llm_model_tokenizer_note(c.m));
@@ -267,7 +258,7 @@ int cli_chat(int argc, char **argv)
         goto done;
     }
     have_prompt = true;
-    nu_llm_sampler_params sp = {(float)temp, (uint32_t)top_k, (float)top_p, (uint64_t)seed};
+    nu_llm_sampler_params sp = {(float)temp, top_k, (float)top_p, seed};
     c.messages = cJSON_CreateArray();
     c.logits = malloc((size_t)c.cfg->vocab * sizeof *c.logits);
     c.rows = malloc((size_t)c.ctx * sizeof *c.rows);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "cli.h"
 #include "nuvec.h"
 #include "pipeline.h"
@@ -142,26 +143,33 @@ int cli_demo(int argc, char **argv)
 {
     nu_device_desc desc = {0};
     uint32_t elements = 0, steps = 0;
-    unsigned long long weights_size = 0;
+    uint64_t weights_size = 0;
     const char *trace = NULL, *capture = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            desc.select = argv[++i];
-        else if (!strcmp(argv[i], "--elements") && i + 1 < argc)
-            elements = (uint32_t)strtoul(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-            steps = (uint32_t)strtoul(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-            weights_size = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--trace") && i + 1 < argc)
-            trace = argv[++i];
-        else if (!strcmp(argv[i], "--capture") && i + 1 < argc)
-            capture = argv[++i];
-        else {
-            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME] [--elements N] [--steps N] [--size BYTES] "
-                            "[--trace FILE.json] [--capture FILE.rdc]\n");
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = v != NULL;
+        /* A step's buffers are elements F32 values each (at most 1 GiB); the weights file at most 1 TiB. */
+        if (ok && !strcmp(a, "--device"))
+            desc.select = v;
+        else if (ok && !strcmp(a, "--elements"))
+            ok = cli_arg_u32(v, 1, 1u << 28, &elements);
+        else if (ok && !strcmp(a, "--steps"))
+            ok = cli_arg_u32(v, 1, 1u << 20, &steps);
+        else if (ok && !strcmp(a, "--size"))
+            ok = cli_arg_u64(v, 1, 1ull << 40, &weights_size);
+        else if (ok && !strcmp(a, "--trace"))
+            trace = v;
+        else if (ok && !strcmp(a, "--capture"))
+            capture = v;
+        else
+            ok = false;
+        if (!ok) {
+            cli_arg_report(stderr, "demo", a, v, "");
+            fprintf(stderr, "usage: nuvec demo [--device INDEX|NAME] [--elements 1..2^28] [--steps 1..2^20] "
+                            "[--size BYTES] [--trace FILE.json] [--capture FILE.rdc]\n");
             return 2;
         }
+        i++;
     }
     /* A capture needs RenderDoc's layer in the instance: ask for it before opening. */
     if (capture)

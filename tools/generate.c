@@ -5,12 +5,14 @@
  * nu_llm_model_decode_greedy (the ids stay on the GPU, tokens queued ahead, each streamed from
  * its callback); sampling and --no-graph decode token by token with the logits read back. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
+#include "args.h"
 #include "cli.h"
 #include "devices.h"
 #include "llm_memory.h"
@@ -41,28 +43,6 @@ static void usage(FILE *f)
             "  read the logits back each token. --devices 0,1 (indices or names, as --device; the same one\n"
             "  twice too) splits the model by layers over them, in proportion to --split-weights (default:\n"
             "  each device's free memory); the split is said on stderr.\n");
-}
-
-static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || *s == '-' || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_float(const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end)
-        return false;
-    *out = v;
-    return true;
 }
 
 /* "1,2,3" into ids (nuvec's ids are int32). */
@@ -161,7 +141,7 @@ int cli_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *tokens = NULL;
     uint64_t n = 64, seed = 0, top_k = 0, maxpos = 0, maxmem = 0;
-    float temp = 0, top_p = 0;
+    double temp = 0, top_p = 0;
     bool json = false;
     nu_device_desc desc = {0};
     nu_llm_model_options mo = {0};
@@ -191,26 +171,25 @@ int cli_generate(int argc, char **argv)
         else if (cli_devices_option(&devs, a, v, &ok, why, sizeof why))
             i++;
         else if (!strcmp(a, "-n"))
-            ok = parse_u64(argv[++i], 1u << 24, &n);
+            ok = cli_arg_u64(argv[++i], 0, 1u << 24, &n);
         else if (!strcmp(a, "--seed"))
-            ok = parse_u64(argv[++i], UINT64_MAX, &seed);
+            ok = cli_arg_u64(argv[++i], 0, UINT64_MAX, &seed);
         else if (!strcmp(a, "--top-k"))
-            ok = parse_u64(argv[++i], UINT32_MAX, &top_k);
+            ok = cli_arg_u64(argv[++i], 0, UINT32_MAX, &top_k);
         else if (!strcmp(a, "--max-positions"))
-            ok = parse_u64(argv[++i], UINT32_MAX, &maxpos);
+            ok = cli_arg_u64(argv[++i], 0, UINT32_MAX, &maxpos);
         else if (!strcmp(a, "--max-memory"))
-            ok = parse_u64(argv[++i], UINT64_MAX, &maxmem) && maxmem > 0;
+            ok = cli_arg_u64(argv[++i], 1, UINT64_MAX, &maxmem);
         else if (!strcmp(a, "--temp"))
-            ok = parse_float(argv[++i], &temp);
+            ok = cli_arg_double(argv[++i], -HUGE_VAL, HUGE_VAL, &temp); /* the sampler says which */
         else if (!strcmp(a, "--top-p"))
-            ok = parse_float(argv[++i], &top_p);
+            ok = cli_arg_double(argv[++i], -HUGE_VAL, HUGE_VAL, &top_p);
         else if (a[0] != '-' && !model_path)
             model_path = a;
         else
             ok = false;
         if (!ok) {
-            fprintf(stderr, "nuvec generate: bad argument '%s'%s%s%s%s\n", a, v && a[0] == '-' ? " " : "",
-                    v && a[0] == '-' ? v : "", *why ? ": " : "", why);
+            cli_arg_report(stderr, "generate", a, v, why);
             usage(stderr);
             return 2;
         }
@@ -274,7 +253,7 @@ int cli_generate(int argc, char **argv)
             goto done;
         ids[0] = cfg->bos, nids = 1;
     }
-    nu_llm_sampler_params sp = {temp, (uint32_t)top_k, top_p, seed};
+    nu_llm_sampler_params sp = {(float)temp, (uint32_t)top_k, (float)top_p, seed};
     if (nu_llm_sampler_new(&sp, &sampler) != NU_OK) {
         fprintf(stderr, "nuvec generate: %s\n", nu_llm_error_message());
         goto done;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "cli.h"
 #include "nuvec.h"
 
@@ -58,10 +59,9 @@ int cli_load(int argc, char **argv)
     nu_device_desc desc = {0};
     nu_move_options o = {0};
     for (int i = 1; i < argc; i++) {
-        char *end = NULL;
         if ((!strcmp(argv[i], "--chunk") || !strcmp(argv[i], "--threads")) && i + 1 < argc) {
-            unsigned long v = strtoul(argv[i + 1], &end, 10);
-            if (!*argv[i + 1] || *end || v == 0 || v > (argv[i][2] == 'c' ? 1ul << 20 : 16)) {
+            uint64_t v;
+            if (!cli_arg_u64(argv[i + 1], 1, argv[i][2] == 'c' ? 1u << 20 : 16, &v)) {
                 fprintf(stderr, "nuvec load: %s: '%s' is not a count in range\n", argv[i], argv[i + 1]);
                 return 2;
             }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "cli.h"
 #include "gguf_write.h"
 #include "make_gguf.h"
@@ -685,18 +686,6 @@ static void draw(void *user, uint64_t done, uint64_t total)
             secs > 0 ? (double)done / secs / 1e9 : 0);
 }
 
-static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-    char *end = NULL;
-    if (!*s || *s == '-')
-        return false;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (*end || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
 int cli_make_gguf(int argc, char **argv)
 {
     make_gguf_options o = {.dtype = NU_DTYPE_COUNT};
@@ -729,11 +718,11 @@ int cli_make_gguf(int argc, char **argv)
             }
         } else if (!strcmp(a, "--out") && v) {
             o.path = v;
-        } else if (!strcmp(a, "--seed") && v && parse_u64(v, UINT64_MAX, &n)) {
+        } else if (!strcmp(a, "--seed") && v && cli_arg_u64(v, 0, UINT64_MAX, &n)) {
             o.seed = n;
-        } else if (!strcmp(a, "--layers") && v && parse_u64(v, 1024, &n) && n > 0) {
+        } else if (!strcmp(a, "--layers") && v && cli_arg_u64(v, 1, 1024, &n)) {
             o.layers = (uint32_t)n;
-        } else if (!strcmp(a, "--threads") && v && parse_u64(v, MAX_THREADS, &n) && n > 0) {
+        } else if (!strcmp(a, "--threads") && v && cli_arg_u64(v, 1, MAX_THREADS, &n)) {
             o.threads = (uint32_t)n;
         } else {
             fprintf(stderr, "nuvec make-gguf: unexpected or invalid argument '%s'%s%s\n", a, v ? " " : "", v ? v : "");

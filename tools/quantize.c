@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "cli.h"
 #include "quantize.h"
 #include "tool_error.h"
@@ -24,18 +25,6 @@ static void usage(FILE *f)
                "  set output.weight's and token_embd's type (q8_0, q6_k, f16, ...). Quantized inputs are refused\n"
                "  unless --allow-requantize. --threads N quantizes on N threads (default: one a CPU). A failure\n"
                "  leaves no OUT.\n");
-}
-
-static bool parse_u32(const char *s, uint32_t max, uint32_t *out)
-{
-    char *end = NULL;
-    if (!*s || *s == '-')
-        return false;
-    unsigned long v = strtoul(s, &end, 10);
-    if (*end || v == 0 || v > max)
-        return false;
-    *out = (uint32_t)v;
-    return true;
 }
 
 static int parse_args(int argc, char **argv, qz_request *o)
@@ -65,7 +54,7 @@ static int parse_args(int argc, char **argv, qz_request *o)
             *(a[2] == 'o' ? &o->mix.output_type : &o->mix.embedding_type) = t;
             i++;
         } else if (!strcmp(a, "--threads") && v) {
-            if (!parse_u32(v, QZ_MAX_THREADS, &o->threads)) {
+            if (!cli_arg_u32(v, 1, QZ_MAX_THREADS, &o->threads)) {
                 fprintf(stderr, "nuvec quantize: --threads wants 1 to %d, not '%s'\n", QZ_MAX_THREADS, v);
                 return 2;
             }

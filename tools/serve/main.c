@@ -2,13 +2,13 @@
  * It listens first (GET /health answers 503 while the model loads), then opens the model with
  * --parallel sequence slots and starts the engine. SIGTERM or SIGINT drains: no new connections,
  * the requests under way finish (up to --drain-timeout, then they are cancelled), and it exits 0. */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "cli.h"
 #include "devices.h"
 #include "http.h"
@@ -34,17 +34,6 @@ static void usage(FILE *f)
             "  file instead of the model's (ChatML when the model has none); --alias: the model's name in\n"
             "  the API (default the file or folder name); --devices 0,1: the model split by layers over\n"
             "  those devices (as `nuvec generate`). docs/serving.md has the details.\n");
-}
-
-static bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || *s == '-' || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
 }
 
 /* The model's name in the API: the path's last part, less ".gguf"; a Hugging Face folder named
@@ -100,34 +89,33 @@ int cli_serve(int argc, char **argv)
         else if (cli_devices_option(&devs, a, v, &ok, why, sizeof why))
             i++;
         else if (!strcmp(a, "--port"))
-            ok = parse_u64(argv[++i], 0, 65535, &port);
+            ok = cli_arg_u64(argv[++i], 0, 65535, &port);
         else if (!strcmp(a, "--parallel"))
-            ok = parse_u64(argv[++i], 1, 1024, &parallel);
+            ok = cli_arg_u64(argv[++i], 1, 1024, &parallel);
         else if (!strcmp(a, "--ctx"))
-            ok = parse_u64(argv[++i], 2, UINT32_MAX, &ctx);
+            ok = cli_arg_u64(argv[++i], 2, UINT32_MAX, &ctx);
         else if (!strcmp(a, "--queue"))
-            ok = parse_u64(argv[++i], 0, 1 << 20, &queue);
+            ok = cli_arg_u64(argv[++i], 0, 1 << 20, &queue);
         else if (!strcmp(a, "--batch"))
-            ok = parse_u64(argv[++i], 1, 1 << 16, &batch);
+            ok = cli_arg_u64(argv[++i], 1, 1 << 16, &batch);
         else if (!strcmp(a, "--max-tokens"))
-            ok = parse_u64(argv[++i], 1, UINT32_MAX, &max_tokens);
+            ok = cli_arg_u64(argv[++i], 1, UINT32_MAX, &max_tokens);
         else if (!strcmp(a, "--max-body"))
-            ok = parse_u64(argv[++i], 64, (uint64_t)1 << 30, &max_body);
+            ok = cli_arg_u64(argv[++i], 64, (uint64_t)1 << 30, &max_body);
         else if (!strcmp(a, "--threads"))
-            ok = parse_u64(argv[++i], 1, 256, &threads);
+            ok = cli_arg_u64(argv[++i], 1, 256, &threads);
         else if (!strcmp(a, "--timeout"))
-            ok = parse_u64(argv[++i], 1, 86400, &timeout);
+            ok = cli_arg_u64(argv[++i], 1, 86400, &timeout);
         else if (!strcmp(a, "--drain-timeout"))
-            ok = parse_u64(argv[++i], 0, 86400, &drain);
+            ok = cli_arg_u64(argv[++i], 0, 86400, &drain);
         else if (!strcmp(a, "--max-memory"))
-            ok = parse_u64(argv[++i], 1, UINT64_MAX, &maxmem);
+            ok = cli_arg_u64(argv[++i], 1, UINT64_MAX, &maxmem);
         else if (a[0] != '-' && !path)
             path = a;
         else
             ok = false;
         if (!ok) {
-            fprintf(stderr, "nuvec serve: bad argument '%s'%s%s%s%s\n", a, v && a[0] == '-' ? " " : "",
-                    v && a[0] == '-' ? v : "", *why ? ": " : "", why);
+            cli_arg_report(stderr, "serve", a, v, why);
             usage(stderr);
             return 2;
         }
