@@ -181,7 +181,7 @@ int cli_generate(int argc, char **argv)
         else if (!strcmp(a, "--max-memory"))
             ok = cli_arg_u64(argv[++i], 1, UINT64_MAX, &maxmem);
         else if (!strcmp(a, "--temp"))
-            ok = cli_arg_double(argv[++i], -HUGE_VAL, HUGE_VAL, &temp); /* the sampler says which */
+            ok = cli_arg_double(argv[++i], -HUGE_VAL, HUGE_VAL, &temp); /* ranges: nu_llm_sampler_new */
         else if (!strcmp(a, "--top-p"))
             ok = cli_arg_double(argv[++i], -HUGE_VAL, HUGE_VAL, &top_p);
         else if (a[0] != '-' && !model_path)
