@@ -14,16 +14,10 @@ import tempfile
 import threading
 import time
 
+from checks import check, failures
+
 nuvec, models = sys.argv[1], sys.argv[2]
 model = f"{models}/aidreams260K/model.gguf"
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
 
 
 chats = []

@@ -9,15 +9,10 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, failures, status
+
 nuvec, models = sys.argv[1], sys.argv[2]
 model = f"{models}/stories260K/model.gguf"
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 REFUSED = [
@@ -61,4 +56,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 0 and os.path.getsize(out) > 0, f"make-gguf in range: rc {p.returncode}: {p.stderr}")
 
 print(f"{len(REFUSED)} refusals and 2 runs checked, {len(failures)} failures")
-sys.exit(1 if failures else 0)
+sys.exit(status())

@@ -8,19 +8,14 @@ import json
 import subprocess
 import sys
 
+from checks import check, status
+
 nuvec, models = sys.argv[1], sys.argv[2]
-failures = []
 
 
 def run(*args):
     p = subprocess.run([nuvec, "generate", *args], capture_output=True, text=True, timeout=600)
     return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 dream = [429, 464, 448, 464, 464, 464, 464, 464, 464, 448, 429, 468, 342, 358, 402, 327, 446, 299, 303, 266,
@@ -136,4 +131,4 @@ rc, out, err = run(f"{models}/no_such_model")
 check(rc == 1 and "config.json" in err, f"missing model: rc {rc}: {err}")
 rc, out, err = run(f"{models}/aidreams260K/hf", "--tokens", "1,9999")
 check(rc == 1 and "9999" in err, f"bad id: rc {rc}: {err}")
-sys.exit(1 if failures else 0)
+sys.exit(status())

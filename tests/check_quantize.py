@@ -18,15 +18,10 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, failures, status
+
 nuvec, models = sys.argv[1], sys.argv[2]
 tmp = tempfile.mkdtemp(prefix="quantize-", dir=os.environ.get("NUVEC_TEST_TMP"))
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(*args):
@@ -309,4 +304,4 @@ check(rc == 0 and read_gguf(out)[2]["blk.0.attn_q.weight"]["type"] == "q4_K", f"
 
 if not failures:
     shutil.rmtree(tmp)
-sys.exit(1 if failures else 0)
+sys.exit(status())

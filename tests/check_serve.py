@@ -24,6 +24,8 @@ import sys
 import threading
 import time
 
+from checks import check, failures
+
 nuvec, models, npm_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 # A sanitizer build decodes some ten times slower: its load test is smaller (the full one runs in
 # the normal build).
@@ -32,16 +34,8 @@ WAIT = 900 if sanitized else 60  # seconds a request may take
 GREEDY = 12 if sanitized else 40  # tokens of the README's greedy run checked
 model = f"{models}/aidreams260K/model.gguf"
 here = os.path.dirname(os.path.abspath(__file__))
-failures = []
 t_start = time.time()
 NPM_PACKAGES = ["openai@6.49.0", "playwright-core@1.65.1"]
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
 
 
 servers = []

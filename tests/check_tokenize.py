@@ -11,15 +11,10 @@ import struct
 import subprocess
 import sys
 
+from checks import check, failures, status
+
 nuvec, models, tmp = sys.argv[1], sys.argv[2], sys.argv[3]
 vocab = f"{models}/vocab"
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(*args, sub="tokenize"):
@@ -197,4 +192,4 @@ for extra in ([], ["--no-graph"]):
     check(rc == 0 and streamed == o["text"] + "\n", f"streamed {streamed!r} vs --json {o['text']!r}")
 os.remove(model)
 print(f"check_tokenize: {len(failures)} failures")
-sys.exit(1 if failures else 0)
+sys.exit(status())
