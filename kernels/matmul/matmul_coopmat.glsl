@@ -56,7 +56,9 @@
 //   9 BK    k a step: 32, 64, 128 or 256 (few rows of a: more of each weight row in flight a step)
 //   10 BUFFERS  shared-memory tile buffers: 2 (the next step's tiles stored during this one) or 1
 //   12 EPILOGUE 0: straight to dst, 1: through shared memory (above)
-//   11 PROBE    diagnostics, 0 in use: bit 0 skips the global loads (tiles of constants), bit 1
+//   11 PROBE    diagnostics, 0 in use: bit 0 skips the global loads (tiles of values made from the
+//               step's k, which the compiler cannot fold into the decoding: block weights are still
+//               decoded; before 2026-12-07 their units were zeros, which it could fold away), bit 1
 //               the products (NUVEC_MATMUL_TC="probe=N"; see bench/RESULTS.md for what they showed)
 //   13 VEC      1: block weights whose runs are 16-byte aligned (the host checks): Q4_0_SOA (first,
 //               row stride and k / 32 in halves multiples of 8): a thread takes a whole block, its
@@ -67,7 +69,8 @@
 //               where 4-byte words took eight. H100 (Q4_K with no loads at all, PROBE 1, ran as
 //               fast as F16: 63 against 63 us at 512 x 4096 > 4096, 113 against 81 with them):
 //               with K4PAIR, Q4_K 113.1 -> 102.3 us there, 330.4 -> 322.9 at > 11008; Q6_K_SOA 150
-//               -> 147 and 462 -> 532, so the host sets it for Q4_K only (bench/RESULTS.md)
+//               -> 147 and 462 -> 532, so the host sets it for Q4_K only (bench/RESULTS.md;
+//               NUVEC_MATMUL_TC=vec=1 asks for it on Q6_K_SOA too)
 //   14 ORDER    the fragments of a 16-deep slice of k: 0 loads every a and w fragment, then
 //               multiplies; 1 loads w's, then each a fragment just before its row of products
 //               (fewer fragments live at once: FN + 1 against FM + FN; NUVEC_MATMUL_TC="order=1":
@@ -113,6 +116,25 @@ const uint LOCAL = gl_WorkGroupSize.x;
 #define Q6_K_SOA NU_Q6_K_SOA
 const bool RAW_W = WDT == NU_F16 || WDT == NU_BF16; // w's 16-bit values go to the tiles as they are
 const bool KFMT = WDT == Q4_K || WDT == Q6_K || WDT == Q6_K_SOA; // 256-element super-blocks, dequantized in F32
+// K formats with k 64 or more a step take a unit's quant bytes for two sub-blocks at once: a thread
+// loads them (and the header or qh bytes) once and writes 32 elements, where taking a sub-block a
+// unit loaded them twice.
+// K4PAIR: Q4_K's 16 quant bytes hold 16 elements of an even sub-block in their low nibbles and the
+// same 16 of the next one in their high nibbles (H100, with word loads: 512 x 4096 > 11008 331 ->
+// 325 us, > 4096 unchanged).
+// K6PAIR: Q6_K's 16 ql bytes hold sub-block j's (j % 4 < 2) in their low nibbles and sub-block
+// j + 2's in their high ones, 64 k apart, and the 16 qh bytes both's high bits (all four sub-blocks
+// of a super-block's half share them). A step takes k in the order that puts each such pair side
+// by side (kpos): 0-31 and 64-95 of each 128, then 32-63 and 96-127, a's tiles as w's (H100,
+// Q6_K_SOA 512 x 4096 > 4096 151 -> 126 us, > 11008 460 -> 370; copy + F16 102 and 310 there, so
+// prefill passes still copy Q6_K_SOA first: bench/RESULTS.md, 2026-12-07).
+const bool K4PAIR = WDT == Q4_K && BK >= 64u;
+const bool K6PAIR = (WDT == Q6_K || WDT == Q6_K_SOA) && BK >= 64u;
+const bool KPAIR = K4PAIR || K6PAIR;
+const uint UNIT_K = KPAIR ? 64u : 32u; // k a pair of units (part 0 and 1) covers
+// The k that a step's k stands for: bits 5 and 6 swapped (K6PAIR); a 32-k run stays whole, so a's
+// 8-half loads never cross one, and k (a multiple of 256 for K formats) maps onto itself.
+uint kpos(uint k) { return K6PAIR ? (k & ~96u) | ((k & 64u) >> 1u) | ((k & 32u) << 1u) : k; }
 // The subgroup's fragments by name (main() says why): M(i) for each row fragment i < 8 (or column
 // fragment), M(i, j) for each accumulator; each M guards itself with i < FM, j < FN (FM and FN at
 // most 8, FM * FN at most 16: the host checks). Fragment (i, j) covers rows 16 i .. of the
@@ -238,6 +260,8 @@ Raw load_kblock(uint hr, uint row, uint blk, uint part)
         h0 = hb + 32u * n + 16u * (q & 1u) + 8u * part; // ql[64 n + 32 (q & 1) + 16 part ..]
         hx = hb + 64u + 16u * n + 8u * part;            // qh[32 n + 16 part ..]
         r.e = uint(w_h[hb + 96u + 4u * n + q]);         // scales[8 n + 2 q + part]: byte `part`
+        if (K6PAIR) // and sub-block j + 2's in the high half (q < 2 here)
+            r.e |= uint(w_h[hb + 98u + 4u * n + q]) << 16u;
         r.d = uint(w_h[at.y]);
     }
     if (VEC != 0u) { // both runs 16-byte aligned: a load each
@@ -412,13 +436,7 @@ const bool WHOLE = WDT == Q4_0_SOA && VEC != 0u;
 const uint A_PER = (BM * BK / 8u + LOCAL - 1u) / LOCAL;
 // Block weights: thread pairs take a block (of BK / 32 a row), a unit (16 elements) each; with
 // VEC a Q4_0_SOA thread takes a block.
-// Q4_K with k 64 or more a step (K4PAIR): a unit is 16 quant bytes whose low nibbles are 16 elements
-// of an even sub-block and whose high nibbles the same 16 of the next one; a thread loads them
-// and the header once and writes both (32 elements), where taking a sub-block a unit loaded the
-// quant bytes twice and the header four times per two sub-blocks (H100, with word loads: 512 x 4096
-// > 11008 331 -> 325 us, > 4096 unchanged).
-const bool K4PAIR = WDT == Q4_K && BK >= 64u;
-const uint UNIT_K = K4PAIR ? 64u : 32u; // k a pair of units (part 0 and 1) covers
+// K4PAIR and K6PAIR (above): a thread takes a unit of two sub-blocks.
 const uint W_UNITS = BN * (BK / UNIT_K) * 2u, W_BLOCKS = BN * (BK / 32u);
 const uint W_PER = RAW_W ? (BN * BK / 8u + LOCAL - 1u) / LOCAL : 1u;
 const uint B_PER = RAW_W || WHOLE ? 1u : (W_UNITS + LOCAL - 1u) / LOCAL;
@@ -433,13 +451,19 @@ void load_tiles(uint batch, uint m0, uint n0, uint k0)
     if ((PROBE & 1u) != 0u) {
         [[unroll]] for (uint p = 0u; p < A_PER; p++) ra[p] = uvec4(k0);
         [[unroll]] for (uint p = 0u; p < W_PER; p++) rw[p] = uvec4(k0);
-        [[unroll]] for (uint p = 0u; p < B_PER; p++) rb[p] = zero_raw();
-        [[unroll]] for (uint p = 0u; p < Q_PER; p++) rq[p] = uvec4(0u), rs[p] = 0u;
+        [[unroll]] for (uint p = 0u; p < B_PER; p++) {
+            rb[p] = zero_raw();
+            rb[p].w = uvec4(k0 * 0x9e3779b9u + p);
+            rb[p].x = rb[p].w.yxwz;
+            rb[p].d = rb[p].e = (k0 + tid) & 0x3bffu; // a finite F16
+            rb[p].j = (k0 / 32u) & (K4PAIR ? 6u : K6PAIR ? 5u : 7u); // a pair's first: j even (Q4_K), j % 4 < 2 (Q6_K)
+        }
+        [[unroll]] for (uint p = 0u; p < Q_PER; p++) rq[p] = uvec4(k0 * 0x9e3779b9u + p), rs[p] = (k0 + tid) & 0x3bffu;
         return;
     }
     [[unroll]] for (uint p = 0u; p < A_PER; p++) {
         uint e = tid + p * LOCAL, r = e / (BK / 8u), c = e % (BK / 8u);
-        uint row = m0 + r, kk = k0 + 8u * c;
+        uint row = m0 + r, kk = kpos(k0 + 8u * c);
         ra[p] = e < BM * BK / 8u && row < pc.m && kk < pc.k
                     ? a_v[(pc.first_a + batch * pc.a_batch + row * pc.a_row + kk) / 8u] : zero4();
     }
@@ -465,7 +489,7 @@ void load_tiles(uint batch, uint m0, uint n0, uint k0)
         // Thread pairs take a block, a unit each.
         [[unroll]] for (uint p = 0u; p < B_PER; p++) {
             uint e = tid + p * LOCAL, r = e / (2u * (BK / UNIT_K)), bi = (e / 2u) % (BK / UNIT_K), part = e % 2u;
-            uint row = n0 + r, kb = k0 + UNIT_K * bi; // K4PAIR: the even sub-block's first k
+            uint row = n0 + r, kb = kpos(k0 + UNIT_K * bi); // KPAIR: the pair's first sub-block's first k
             rb[p] = e < W_UNITS && row < pc.n && kb < pc.k ? load_block(row, kb / 32u, part) : zero_raw();
         }
     }
@@ -509,15 +533,17 @@ void store_tiles(uint buf)
     } else {
         [[unroll]] for (uint p = 0u; p < B_PER; p++) {
             uint e = tid + p * LOCAL;
-            if (e < W_UNITS && K4PAIR) {
-                // Elements 16 part.. of the even sub-block at k 64 bi + 16 part, of the odd one 32 on.
+            if (e < W_UNITS && KPAIR) {
+                // Elements 16 part.. of the pair's first sub-block at (the step's) k 64 bi + 16 part,
+                // of its second 32 on.
                 uint at = base + TILE_A + (e / (2u * (BK / 64u))) * ROW + ((e / 2u) % (BK / 64u)) * 8u + (e % 2u) * 2u;
                 uvec4 lo, hi;
                 Raw r = rb[p];
                 kblock_to_f16(r, e % 2u, lo, hi); // zero_raw() gives zeros (scale 0)
                 put8(at, lo);
                 put8(at + 1u, hi);
-                r.j += 1u; // the high nibbles, the next sub-block's scale and min
+                r.j += K4PAIR ? 1u : 2u; // the high nibbles: the next sub-block (Q4_K) or j + 2 (Q6_K)
+                r.e >>= 16u; // K6PAIR: j + 2's scales
                 kblock_to_f16(r, e % 2u, lo, hi);
                 put8(at + 4u, lo);
                 put8(at + 5u, hi);

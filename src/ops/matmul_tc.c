@@ -23,6 +23,7 @@ typedef struct tc_tile {
     uint32_t order; /* the kernel's ORDER: 0 (default) or 1, NUVEC_MATMUL_TC=order= only */
     bool off; /* NUVEC_MATMUL_TC=off */
     uint32_t splits; /* split-K: 0 by the grid (choose_splits), else as given */
+    uint32_t vec; /* the kernel's VEC: 0 by dtype (below), else 1 + NUVEC_MATMUL_TC=vec='s value */
 } tc_tile;
 
 /* The tile by shape: 128 x 128 (4 subgroups of 64 x 64), k 64 a step, one buffer: the best of 12
@@ -31,7 +32,7 @@ typedef struct tc_tile {
  * fewer rows of a: 16 x 64 or 64 x 64 (4 subgroups); k split in two where that fills the waves
  * much better, else a grid of fewer than two tiles a compute unit: 8 subgroups of 64 x 32
  * (choose_tile). tune's tc_ fields override these, and
- * NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64|128|256 buffers=1|2 order=0|1 probe=N off|on" overrides both for
+ * NUVEC_MATMUL_TC="wm=A wn=B fm=C fn=D bk=32|64|128|256 buffers=1|2 order=0|1 vec=0|1 probe=N off|on" overrides both for
  * sweeps (docs/knobs.md; a bad knob fails the op where this path applies); off keeps every product
  * on the tiled path. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
@@ -48,6 +49,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return nu__op_knob_u32(value, 0, 1, false, &t->order);
     if (!strcmp(key, "probe"))
         return nu__op_knob_u32(value, 0, 3, false, &t->probe);
+    if (!strcmp(key, "vec") && nu__op_knob_u32(value, 0, 1, false, &v))
+        return t->vec = 1 + v, true;
     if (!strcmp(key, "wm"))
         return nu__op_knob_u32(value, 1, 8, false, &t->wm);
     if (!strcmp(key, "wn"))
@@ -87,12 +90,12 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, int64_t k, uint
                   * nothing there (H200, 2026-12-02, nuvec bench ops "rows_mm" at 16 rows: 4096 x 4096
                   * Q4_0_SOA 36.2 -> 22.9 us, Q4_K 37.7 -> 27.8; 4096 x 11008 Q4_K 94.7 -> 65.7). k 64 a
                   * step: 128 and 256 were no faster (Q4_0_SOA 15.5 and 18.6 us against 16.0). */
-        *t = (tc_tile){1, 4, 1, 1, 64, 1, 0, 0, false, 0};
+        *t = (tc_tile){1, 4, 1, 1, 64, 1, 0, 0, false, 0, 0};
     else if (m <= 64) /* 64 x 64 tiles, 4 subgroups (H200, 2026-12-02, "rows_mm" at 64 rows, us, Q4_0_SOA
                        * 4096 x 4096 33.4 -> 25.0, 4096 x 11008 64.5 -> 60.8, 11008 x 4096 73.4 -> 60.4;
                        * k 128 a step 27.4, 65.1, 67.0; against the 64 x 32 tiles of 2 subgroups, which
                        * had beaten 64 x 128 before split-K) */
-        *t = (tc_tile){1, 4, 4, 1, 64, 1, 0, 0, false, 0};
+        *t = (tc_tile){1, 4, 4, 1, 64, 1, 0, 0, false, 0, 0};
     else if (k >= 1024 && (uint64_t)m * (uint64_t)n * batches * 8 <= PREFILL_SPLIT_BYTES &&
              wave_use(2 * tiles, 2ull * units) > wave_use(tiles, 2ull * units) + 0.15)
         /* The last wave of 128 x 128 tiles (two a compute unit: 255 registers a thread) mostly empty:
@@ -101,17 +104,17 @@ static nu_status choose_tile(nu_device *d, int64_t m, int64_t n, int64_t k, uint
          * 85.2 -> 82.3; 344 and 384 tiles (n 11008, 12288) 247.3 -> 232.2, 249.3 -> 241.0, but their
          * partials pass PREFILL_SPLIT_BYTES; where the split gains less use, as for 688 or 1000
          * tiles, it lost: 379.0 -> 456.1, 514.3 -> 636.6). */
-        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, 0, false, 2};
+        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, 0, false, 2, 0};
     else if (tiles < 2ull * units)
-        *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, 0, false, 0};
+        *t = (tc_tile){2, 4, 4, 2, 64, 1, 0, 0, false, 0, 0};
     else
-        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, 0, false, 0};
+        *t = (tc_tile){2, 2, 4, 4, 64, 1, 0, 0, false, 0, 0};
     uint32_t *const to[8] = {&t->wm, &t->wn, &t->fm, &t->fn, &t->bk, &t->buffers, &t->probe, &t->splits};
     const uint32_t given[8] = {tune->tc_wm, tune->tc_wn, tune->tc_fm, tune->tc_fn, tune->tc_bk, tune->tc_buffers,
                                tune->tc_probe, tune->tc_splits};
     nu__op_tune_take(to, given, 8);
     return nu__op_env_knobs(d, FN, "NUVEC_MATMUL_TC", "off, on, wm=, wn=, fm=, fn= (1..8), bk=32|64|128|256, buffers=1|2, "
-                            "order=0|1, probe=0..3, splits=1..64", apply_knob, t);
+                            "order=0|1, vec=0|1, probe=0..3, splits=1..64", apply_knob, t);
 }
 
 /* Split-K by the grid: a product of few rows (m <= 64, the few-row tiles of four subgroups: a
@@ -311,10 +314,14 @@ nu_status nu__matmul_tensor_cores(nu_commands *c, const nu_tensor *dst, const nu
     /* Block runs 16-byte aligned (the kernel's VEC): Q4_0_SOA with every block's 16 quant bytes so (a
      * thread reads a whole block in one load; the quants start k / 32 halves into a row); Q4_K whose
      * super-blocks (72 halves) all start on a multiple of 8 halves: a unit's quant bytes and header
-     * a load each (H100, 512 x 4096 > 4096: 113.1 -> 102.3 us). Not Q6_K_SOA, which the kernel
-     * could read so too: its 512 x 4096 > 11008 product went from 462 to 532 us. */
-    if ((b->dtype == NU_DTYPE_Q4_0_SOA && first[2] % 8 == 0 && w_row % 8 == 0 && w_batch % 8 == 0 && k % 256 == 0) ||
-        (b->dtype == NU_DTYPE_Q4_K && first[2] % 8 == 0 && w_row % 8 == 0 && w_batch % 8 == 0))
+     * a load each (H100, 512 x 4096 > 4096: 113.1 -> 102.3 us). Not Q6_K_SOA by default, which the
+     * kernel can read so too (NUVEC_MATMUL_TC=vec=1): its 512 x 4096 > 11008 product went from 462
+     * to 532 us. */
+    bool vec_fits = (b->dtype == NU_DTYPE_Q4_0_SOA && first[2] % 8 == 0 && w_row % 8 == 0 && w_batch % 8 == 0 &&
+                     k % 256 == 0) ||
+                    (b->dtype == NU_DTYPE_Q4_K && first[2] % 8 == 0 && w_row % 8 == 0 && w_batch % 8 == 0) ||
+                    (b->dtype == NU_DTYPE_Q6_K_SOA && first[2] % 8 == 0);
+    if (vec_fits && (t.vec ? t.vec == 2 : b->dtype != NU_DTYPE_Q6_K_SOA))
         constants[13] = 1;
     /* Q4_K whose super-blocks (72 halves) all start on an even half, and Q6_K_SOA (groups of 840
      * halves from the first, whatever the row: quant.glsl's nu_q6s_halves) that starts on one: read
