@@ -242,9 +242,9 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
         cases[ncases++] = (bench_case){"matmul", name, K_MATMUL, 0, NU_DTYPE_F16, NU_DTYPE_F16, 0, {ptok, n, k},
                                        2.0 * (n * k + ptok * (k + n)), "prefill", 2.0 * ptok * n * k};
     }
-    static const int64_t ctx[3] = {512, 4096, 32768};
+    static const int64_t ctx[4] = {512, 4096, 8192, 32768};
     for (int hi = 0; hi < 2; hi++)
-        for (int ci = 0; ci < 3; ci++) {
+        for (int ci = 0; ci < 4; ci++) {
             int64_t kvh = hi ? 32 : 8;
             char *name = shapes[nshapes++];
             snprintf(name, sizeof shapes[0], "%lld kv%lld", (long long)ctx[ci], (long long)kvh);
@@ -258,7 +258,7 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
                                                {ctx[ci], kvh}, 2.0 * ctx[ci] * kvh * 128 * 2,
                                                sub == 1   ? "combine=fused"
                                                : sub == 2 ? "per-row form = attn_dec"
-                                               : ctx[ci] == 4096 ? ">= 80% of copy" : "",
+                                               : kvh == 8 && ctx[ci] >= 8192 ? ">= 70% of copy" : "",
                                                4.0 * ctx[ci] * 32 * 128};
         }
     /* A batched decode step (issue 22): its products at 16 and 64 rows of F16 inputs (nu_op_matmul:

@@ -184,7 +184,7 @@ def main():
                                                       is_causal=causal)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     for kvh in (8, 32):
-        for n in (512, 4096, 32768):
+        for n in (512, 4096, 8192, 32768):
             def mkdec(n=n, kvh=kvh):
                 per = 2 * n * kvh * 128 * 2
                 copies = max(1, min(16, -(-(256 << 20) // per)))
