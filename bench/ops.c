@@ -384,13 +384,16 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
         return nu_op_attention(c, &t[0], &t[1], &bt->weights[0], &bt->outs[0], &ad);
     }
     case K_ATTN_DECODE: {
-        /* sub 2: the per-row form, its one row's position (context - 1) from t[2]. */
+        /* sub 1: merged in the last split; 2: the per-row form, its one row's position (context - 1)
+         * from t[2]; 3: a key a thread. */
         nu_attention_desc ad = {.causal = true, .q_position = (uint32_t)k->shape_v[0] - 1,
                                 .kv_length = (uint32_t)k->shape_v[0]};
         if (k->sub == 1)
             ad.tune.combine = NU_ATTENTION_COMBINE_FUSED;
         if (k->sub == 2)
             ad = (nu_attention_desc){.positions = &t[2], .max_length = (uint32_t)k->shape_v[0]};
+        if (k->sub == 3)
+            ad.tune.by_key = true; /* attn_decode_keys.comp */
         return nu_op_attention(c, &t[0], &t[1], &bt->weights[rep % bt->copies], &bt->outs[rep % bt->copies], &ad);
     }
     case K_KV_ROPE: {

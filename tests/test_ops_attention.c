@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 static const nu_dtype floats[3] = {NU_DTYPE_F32, NU_DTYPE_F16, NU_DTYPE_BF16};
@@ -107,6 +108,72 @@ static void decode_path(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(d, &cases[i], floats[i % 3], floats[(i + 1) % 3], floats[(i / 3 + 2) % 3], floats[(i + 2) % 3], &seed);
+    nt_close(d);
+}
+
+/* A key a thread (tune.by_key: attn_decode_keys.comp) where k and v are F16 rows contiguous and
+ * 16-byte aligned: one split (dst written directly), several merged by attn_combine.comp (the
+ * default outside the fresh form) and by the last split, more splits than keys, one key, GQA 1, 4
+ * and 8 with the whole group a workgroup or `heads` of it, head dims 64, 128 and 256 (the heads a
+ * workgroup cut to fit shared memory), tiles of 128 keys with a partial last one, causal with
+ * q_position offsets and not, a window and a softcap; against the reference, and the kernel seen
+ * in the trace. */
+static void decode_a_key_a_thread(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const nu_device_info *info = nu_device_get_info(d);
+    if (!(info->subgroup_operations & NU_SUBGROUP_ARITHMETIC)) {
+        printf("decode_a_key_a_thread: skipped: %s has no subgroup arithmetic (the kernel's softmax)\n", info->name);
+        nt_close(d);
+        skip();
+    }
+    uint64_t seed = 77;
+    const struct {
+        shape_case sc;
+        uint32_t window;
+        float softcap;
+    } cases[] = {
+        {{1, 32, 8, 128, 1024, 1000, 999, true, 0, {.by_key = true}}, 0, 0},          /* GQA 4, 4 splits */
+        {{1, 8, 8, 64, 300, 200, 199, true, 0, {.by_key = true}}, 0, 0},              /* GQA 1, one split */
+        {{2, 16, 2, 64, 1100, 1001, 999, true, 0, {.by_key = true, .heads = 4}}, 0, 0},
+        {{3, 8, 2, 128, 320, 300, 0, false, 0.15f, {.by_key = true, .splits = 7}}, 0, 0},
+        {{4, 4, 4, 128, 64, 37, 33, true, 0.2f, {.by_key = true, .splits = 64}}, 0, 0}, /* empty splits */
+        {{1, 8, 1, 64, 40, 1, 0, true, 0, {.by_key = true}}, 0, 0},                    /* one key */
+        {{1, 32, 8, 128, 1024, 1000, 999, true, 0, {.by_key = true, .combine = NU_ATTENTION_COMBINE_FUSED}}, 0, 0},
+        {{2, 16, 8, 256, 700, 650, 600, true, 0, {.by_key = true}}, 0, 0},             /* head_dim 256 */
+        {{1, 16, 4, 128, 900, 900, 899, true, 0, {.by_key = true, .chunk = 300}}, 100, 0.5f},
+        /* peaked scores over many tiles a split: each tile's maximum moves the output's scale */
+        {{2, 16, 2, 64, 600, 600, 598, true, 2.0f, {.by_key = true, .splits = 2}}, 0, 0},
+        {{1, 16, 4, 128, 800, 777, 776, true, 2.0f, {.by_key = true, .chunk = 200}}, 0, 20.0f},
+        {{1, 32, 8, 128, 1024, 1000, 999, true, 3.0f, {.by_key = true, .splits = 1}}, 0, 0},
+    };
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-bykey-%d.json", nt_tmp_dir(), (int)getpid());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const shape_case *sc = &cases[i].sc;
+        int64_t qs[3] = {sc->tokens, sc->hq, sc->D}, ks[3] = {sc->positions, sc->hkv, sc->D};
+        nt_tensor q = nt_tensor_random(d, floats[i % 3], 3, qs, 0, -1, 1, &seed);
+        nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+        nt_tensor v = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, &seed);
+        nt_tensor dst = nt_tensor_output(d, floats[(i + 1) % 3], 3, qs, 0);
+        nu_attention_desc desc = {.scale = sc->scale, .causal = sc->causal, .q_position = sc->q_position,
+                                  .kv_length = sc->kv_length, .window = cases[i].window, .softcap = cases[i].softcap,
+                                  .tune = sc->tune};
+        char what[200], tn[120];
+        snprintf(what, sizeof what, "a key a thread: %s q, F16 k and v, %s dst, window %u, softcap %g, tune %s",
+                 nu_dtype_name(q.t.dtype), nu_dtype_name(dst.t.dtype), cases[i].window, (double)cases[i].softcap,
+                 nt_attn_tune_name(&sc->tune, tn, sizeof tn));
+        NT_OK(nu_trace_start(d, path));
+        run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
+        NT_OK(nu_trace_stop(d));
+        if (!nt_trace_has(path, "attn_decode_keys"))
+            fail_msg("%s: attn_decode_keys did not run", what);
+        nt_tensor_free(&q);
+        nt_tensor_free(&k);
+        nt_tensor_free(&v);
+        nt_tensor_free(&dst);
+    }
     nt_close(d);
 }
 
@@ -1016,6 +1083,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decode_path),
+        cmocka_unit_test(decode_a_key_a_thread),
         cmocka_unit_test(prefill_path),
         cmocka_unit_test(small_head_dims),
         cmocka_unit_test(strided_and_transposed_views),

@@ -504,6 +504,10 @@ typedef struct nu_attention_tune {
     nu_attention_combine combine;
     uint32_t fused_max;   /* the most splits the last split merges (COMBINE_FUSED, or AUTO's
                            * choice of it), 2..65535 (0: 32); more go to attn_combine.comp */
+    bool by_key;          /* decode: a key a thread for the scores (attn_decode_keys.comp) where
+                           * k and v are F16 rows contiguous and 16-byte aligned, head_dim a
+                           * multiple of 8 up to 256, the form not the fresh one; heads a workgroup
+                           * as `heads` says (0: the whole group of a KV head) */
 } nu_attention_tune;
 
 typedef struct nu_attention_desc {

@@ -59,7 +59,7 @@
 static uint32_t default_chunk(uint32_t kv_length) { return kv_length <= 1024 ? 32u : kv_length <= 8192 ? 128u : 256u; }
 
 /* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H
- * tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N" (docs/knobs.md): developer overrides
+ * tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N bykey=0|1" (docs/knobs.md): developer overrides
  * of the desc's nu_attention_tune, field by field. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
@@ -89,6 +89,8 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return t->combine = !strcmp(value, "fused") ? NU_ATTENTION_COMBINE_FUSED : NU_ATTENTION_COMBINE_SEPARATE, true;
     if (!strcmp(key, "fused_max"))
         return nu__op_knob_u32(value, 2, 65535, false, &t->fused_max);
+    if (!strcmp(key, "bykey") && nu__op_knob_u32(value, 0, 1, false, &on))
+        return t->by_key = on, true;
     return false;
 }
 
@@ -111,7 +113,7 @@ static nu_status resolve_tune(nu_device *d, const nu_attention_tune *in, nu_atte
                         bad);
     nu_status st = nu__op_env_knobs(d, FN, "NUVEC_ATTENTION", "path=decode|prefill, split=1..65535, chunk=1.., "
                                     "br=4|8|16|32|64, bc=1..128, subgroup=0|1, keys=1..16, heads=1..8, tc=0|1, "
-                                    "tc_rows=64|128, combine=fused|separate, fused_max=2..65535", apply_knob, t);
+                                    "tc_rows=64|128, combine=fused|separate, fused_max=2..65535, bykey=0|1", apply_knob, t);
     /* The defaults (nuvec/ops.h). The splits merged by attn_combine.comp by default: the merge in
      * the last split to finish (combine=fused) was slower on the H200 at 512 and 4096 keys (12.3 /
      * 41.1 us against 7.1 / 21.5 with 8 KV heads at chunk 32; 13.0 / 36.4 against 9.7 / 37.5 with
@@ -159,6 +161,27 @@ static uint32_t row_pack(const nu_tensor *t, uint32_t first)
             return p;
     }
     return 1;
+}
+
+/* Whether t's rows are F16 runs attn_decode_keys.comp reads in 16-byte units: the last dimension
+ * contiguous, its length, the first element and every other stride multiples of 8. */
+static bool rows_in_units(const nu_tensor *t, uint32_t first)
+{
+    uint32_t last = t->rank - 1;
+    if (t->dtype != NU_DTYPE_F16 || t->strides[last] != 1 || t->shape[last] % 8 || first % 8)
+        return false;
+    for (uint32_t i = 0; i < last; i++)
+        if (t->shape[i] > 1 && t->strides[i] % 8)
+            return false;
+    return true;
+}
+
+/* attn_decode_keys.comp's shared memory for hg heads a workgroup: q, the tile's scores, the
+ * heads' factors, maxima and sums, the key groups' outputs, attn_splits.glsl's merge. */
+static uint64_t keys_shared(uint32_t hd, uint32_t hg)
+{
+    uint64_t groups = ATTN_LOCAL / (hd / 8);
+    return 4ull * hg * (hd + ATTN_LOCAL + 3 + groups * hd) + 4ull * hg * (1 + 2 * ATTN_LOCAL) + 16;
 }
 
 /* attn_prefill.comp's shared memory: Qs, Ks (padded), Vs, S (padded) and the rows' slots and keys. */
@@ -339,11 +362,25 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
      * work there, not with two heads a workgroup (H100 decode, Q4_K_M files, tokens/s, fused against
      * attn_combine.comp: qwen2.5-7b 338.6 / 335.3 and 7B Q5_K_M 308.5 / 304.0 with one head a
      * workgroup; qwen3-8b 301.4 / 306.2 and gemma2-9b 196.2 / 212.5 with two; bench/RESULTS.md). */
+    /* A key a thread (tune.by_key): the whole group of a KV head a workgroup unless `heads` says */
+    bool by_key = t->by_key && subgroup && !a->fresh && hd % 8 == 0 && hd <= 256 && rows_in_units(k, a->first[2]) &&
+                  rows_in_units(v, a->first[3]);
+    if (by_key) {
+        hg = t->heads ? t->heads : group;
+        while (hg > 1 && (group % hg || keys_shared(hd, hg) > d->info.max_shared_memory))
+            hg--;
+        by_key = keys_shared(hd, hg) <= d->info.max_shared_memory;
+    }
     bool one_head = !subgroup || hg == 1;
     bool fused = t->combine == NU_ATTENTION_COMBINE_FUSED || (t->combine == NU_ATTENTION_COMBINE_AUTO && a->fresh && one_head);
     uint32_t final = splits == 1 ? 1u : fused && splits <= t->fused_max ? 2u : 0u;
     uint32_t cap = a->softcap ? 1u : 0u;
-    if (subgroup) {
+    if (by_key) {
+        uint32_t constants[12] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, 0, 0, 0, hg, cap};
+        if ((st = nu__op_kernel(d, NU__K_attn_decode_keys, sizeof a->push, constants, 12, &kern)) != NU_OK)
+            return st;
+        groups[0] = qh / hg;
+    } else if (subgroup) {
         uint32_t pk = row_pack(k, a->first[2]), pv = row_pack(v, a->first[3]);
         uint32_t constants[ATTN_CONSTS] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, pk < pv ? pk : pv,
                                            sg, t->keys, hg, cap};
@@ -361,9 +398,10 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     /* Bindings the mode does not use are empty ranges (bound as placeholders, no use of a buffer). */
     nu_binding none = nu__op_unbound(a->bind[0].buffer);
     nu_binding b8[15] = {a->bind[0], a->bind[1], a->bind[2], a->bind[3], none, none, a->bind[4], a->bind[5]};
+    uint32_t nbind = by_key ? 8 : 15; /* attn_decode_keys.comp declares no fresh-form bindings */
     memcpy(b8 + 8, a->fresh_bind, sizeof a->fresh_bind);
     if (final == 1) {
-        st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
+        st = nu_commands_dispatch(c, kern, groups, b8, nbind, &a->push, sizeof a->push);
         if (st == NU_OK)
             note_values(c, a, 0);
         return st;
@@ -385,7 +423,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         if ((st = nu__op_counters(d, FN, (size_t)tokens * groups[0], "nu_op_attention counters", &count)) != NU_OK)
             return st;
         b8[5] = (nu_binding){.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0};
-        st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
+        st = nu_commands_dispatch(c, kern, groups, b8, nbind, &a->push, sizeof a->push);
     } else {
         nu_kernel *combine;
         uint32_t cconst[2] = {a->ddt, hd};
@@ -395,7 +433,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         st = nu__op_kernel(d, NU__K_attn_combine, sizeof cpush, cconst, 2, &combine);
         b8[0] = none;
         if (st == NU_OK)
-            st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
+            st = nu_commands_dispatch(c, kern, groups, b8, nbind, &a->push, sizeof a->push);
         if (st == NU_OK) {
             nu_binding cbind[2] = {a->bind[0], {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)bytes}};
             uint32_t cgroups[3] = {qh, tokens, 1};
