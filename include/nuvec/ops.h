@@ -581,7 +581,8 @@ typedef struct nu_attention_desc {
  * none) gives zeros. F32 arithmetic, the softmax online (the running maximum subtracted: no
  * overflow); within 2^-13 of max |v| of the float64 result plus dst's rounding (the tests').
  * The decode path (kernels/attention/attn_decode.comp; on devices with subgroup arithmetic
- * attn_decode_sg.comp, which reads each key row with a subgroup) splits each row's keys over
+ * attn_decode_sg.comp, which reads each key row with a subgroup, or with tune.by_key
+ * attn_decode_keys.comp, a key row a thread) splits each row's keys over
  * workgroups and merges the splits (attn_combine.comp, or the last split: tune.combine); the
  * split count is chosen when recording from max_length, and each launch splits the keys each
  * row has then. The op makes temporary device buffers for the partials (and the fused merge's

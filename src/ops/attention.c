@@ -1,7 +1,7 @@
 /* attention.c: scaled dot-product attention with grouped-query heads (nu_op_attention), in the
  * scalar form (one sequence: q_position, kv_length) and the per-row form (a batch: each row's
  * position and slot from I32 tensors), with sliding windows and logit softcaps. Kernels under
- * kernels/attention/: attn_decode.comp and attn_decode_sg.comp (each row's keys split over
+ * kernels/attention/: attn_decode.comp, attn_decode_sg.comp and attn_decode_keys.comp (each row's keys split over
  * workgroups, the splits merged by attn_combine.comp, a second dispatch, or by the last split to
  * finish: attn_splits.glsl), attn_prefill.comp (flash-attention style tiles; a tile mixing slots
  * takes them one after the other) and attn_prefill_coopmat.comp (the same on the matrix units);
