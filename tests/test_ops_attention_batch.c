@@ -113,6 +113,47 @@ static void decode_rows_of_many_sequences(void **state)
     nt_close(d);
 }
 
+/* The same rows in the per-row form with a key a thread (tune.by_key: attn_decode_keys.comp) over
+ * F16 caches with aligned rows: slots in another order than the rows, rows out of range (zeros),
+ * rank-3 and rank-4 caches, one split and several (merged by attn_combine.comp and by the last
+ * split), GQA 1, 4 and 8, a window and a softcap; the kernel seen in the trace. */
+static void decode_rows_a_key_a_thread(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open();
+    const nu_device_info *info = nu_device_get_info(d);
+    if (!(info->subgroup_operations & NU_SUBGROUP_ARITHMETIC)) {
+        printf("decode_rows_a_key_a_thread: skipped: %s has no subgroup arithmetic\n", info->name);
+        nt_close(d);
+        skip();
+    }
+    uint64_t seed = 43;
+    const int32_t pos4[4] = {0, 299, 137, 64}, slot4[4] = {2, 0, 3, 1};
+    const int32_t pos8[8] = {5, 250, -1, 99, 300, 12, 1, 180}, slot8[8] = {4, 1, 0, 7, 2, 6, 3, 5};
+    const int32_t pos3[3] = {63, 0, 31};
+    const batch_case cases[] = {
+        {4, 300, 32, 8, 128, 4, pos4, slot4, 0, 0, false, 0, 0, 0, 0, {.by_key = true}},
+        {4, 300, 16, 2, 64, 4, pos4, slot4, 0, 0, false, 0, 0, 0, 0, {.by_key = true, .chunk = 32,
+                                                                      .combine = NU_ATTENTION_COMBINE_FUSED}},
+        {8, 301, 8, 8, 128, 8, pos8, slot8, 0, 0, false, 48, 0, 0.5f, 0.15f, {.by_key = true,
+                                                                              .path = NU_ATTENTION_PATH_DECODE}},
+        {0, 64, 8, 4, 64, 3, pos3, NULL, 0, 0, false, 0, 0, 0, 0, {.by_key = true}},           /* rank-3 cache */
+        {2, 64, 8, 4, 64, 3, pos3, NULL, 0, 0, false, 0, 0, 0, 0, {.by_key = true, .splits = 1}},
+    };
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-bykey-rows-%d.json", nt_tmp_dir(), (int)getpid());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "decode rows a key a thread, case %zu", i);
+        NT_OK(nu_trace_start(d, path));
+        run_batch(d, &cases[i], floats[i % 3], NU_DTYPE_F16, NU_DTYPE_F16, floats[(i + 2) % 3], 1, false, &seed, label);
+        NT_OK(nu_trace_stop(d));
+        if (!nt_trace_has(path, "attn_decode_keys"))
+            fail_msg("%s: attn_decode_keys did not run", label);
+    }
+    nt_close(d);
+}
+
 /* A prefill chunk of one sequence: rows at positions q0 .. q0 + T - 1 of one slot (so rows see
  * each other as their positions allow), on the prefill path (tiles of the default size, and of 4
  * and 8 rows with partial last tiles), the slot given or the cache rank 3, and the same chunk on
@@ -843,6 +884,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decode_rows_of_many_sequences),
+        cmocka_unit_test(decode_rows_a_key_a_thread),
         cmocka_unit_test(prefill_chunk_of_one_sequence),
         cmocka_unit_test(mixed_batch),
         cmocka_unit_test(sliding_windows),
