@@ -1,12 +1,12 @@
 /* attention.c: scaled dot-product attention with grouped-query heads (nu_op_attention), in the
  * scalar form (one sequence: q_position, kv_length) and the per-row form (a batch: each row's
  * position and slot from I32 tensors), with sliding windows and logit softcaps. Kernels under
- * kernels/attention/: attn_decode.comp, attn_decode_sg.comp and attn_decode_keys.comp (each row's keys split over
- * workgroups, the splits merged by attn_combine.comp, a second dispatch, or by the last split to
- * finish: attn_splits.glsl), attn_prefill.comp (flash-attention style tiles; a tile mixing slots
- * takes them one after the other) and attn_prefill_coopmat.comp (the same on the matrix units);
- * which keys a row sees is attn_rows.glsl's, shared by all. Each .comp's header describes its
- * layout and constants. The cache writes are kv_cache.c's.
+ * kernels/attention/: attn_decode.comp, attn_decode_sg.comp and attn_decode_keys.comp (each row's
+ * keys split over workgroups, the splits merged by attn_combine.comp, a second dispatch, or by the
+ * last split to finish: attn_splits.glsl), attn_prefill.comp (flash-attention style tiles; a tile
+ * mixing slots takes them one after the other) and attn_prefill_coopmat.comp (the same on the
+ * matrix units); which keys a row sees is attn_rows.glsl's, shared by all. Each .comp's header
+ * describes its layout and constants. The cache writes are kv_cache.c's.
  *
  * The KV cache: one K and one V tensor per layer, [slots, positions, kv_heads, head_dim] (rank 3:
  * one slot), position p of slot s at [s, p] (F32, F16 or BF16). A batched decode step writes its
@@ -59,8 +59,8 @@
 static uint32_t default_chunk(uint32_t kv_length) { return kv_length <= 1024 ? 32u : kv_length <= 8192 ? 128u : 256u; }
 
 /* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H
- * tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N bykey=0|1" (docs/knobs.md): developer overrides
- * of the desc's nu_attention_tune, field by field. */
+ * tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N bykey=0|1" (docs/knobs.md): developer
+ * overrides of the desc's nu_attention_tune, field by field. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     nu_attention_tune *t = ctx;
@@ -366,10 +366,12 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     bool by_key = t->by_key && subgroup && !a->fresh && hd % 8 == 0 && hd <= 256 && rows_in_units(k, a->first[2]) &&
                   rows_in_units(v, a->first[3]);
     if (by_key) {
-        hg = t->heads ? t->heads : group;
-        while (hg > 1 && (group % hg || keys_shared(hd, hg) > d->info.max_shared_memory))
-            hg--;
-        by_key = keys_shared(hd, hg) <= d->info.max_shared_memory;
+        uint32_t kg = t->heads ? t->heads : group;
+        while (kg > 1 && (group % kg || keys_shared(hd, kg) > d->info.max_shared_memory))
+            kg--;
+        by_key = keys_shared(hd, kg) <= d->info.max_shared_memory;
+        if (by_key)
+            hg = kg;
     }
     bool one_head = !subgroup || hg == 1;
     bool fused = t->combine == NU_ATTENTION_COMBINE_FUSED || (t->combine == NU_ATTENTION_COMBINE_AUTO && a->fresh && one_head);
