@@ -36,6 +36,18 @@ nu_device *nt_open_matrix_units(const char *test)
     return d;
 }
 
+nu_device *nt_open_subgroup_arithmetic(const char *test)
+{
+    nu_device *d = nt_open();
+    const nu_device_info *info = nu_device_get_info(d);
+    if (!(info->subgroup_operations & NU_SUBGROUP_ARITHMETIC)) {
+        printf("%s: skipped: %s has no subgroup arithmetic\n", test, info->name);
+        nt_close(d);
+        skip();
+    }
+    return d;
+}
+
 /* cmocka (1.1) fails a group teardown without failing the program: a validation error found by
  * nt_close there would go unreported to ctest. The exit status says so instead. */
 static int validation_failed;

@@ -18,6 +18,9 @@ nu_device *nt_open(void);
  * it); where the device has no cooperative matrices (lavapipe) the test is skipped, saying so
  * under the test's name. */
 nu_device *nt_open_matrix_units(const char *test);
+/* nt_open, for a test of kernels that need subgroup arithmetic: where the device has none the
+ * test is skipped, saying so under the test's name. */
+nu_device *nt_open_subgroup_arithmetic(const char *test);
 /* Closes it, failing the test if the validation layer reported any error. */
 void nt_close(nu_device *device);
 /* Fails the test, printing the status and message, unless st == NU_OK. */

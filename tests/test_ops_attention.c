@@ -121,13 +121,7 @@ static void decode_path(void **state)
 static void decode_a_key_a_thread(void **state)
 {
     (void)state;
-    nu_device *d = nt_open();
-    const nu_device_info *info = nu_device_get_info(d);
-    if (!(info->subgroup_operations & NU_SUBGROUP_ARITHMETIC)) {
-        printf("decode_a_key_a_thread: skipped: %s has no subgroup arithmetic (the kernel's softmax)\n", info->name);
-        nt_close(d);
-        skip();
-    }
+    nu_device *d = nt_open_subgroup_arithmetic("decode_a_key_a_thread");
     uint64_t seed = 77;
     const struct {
         shape_case sc;

@@ -120,13 +120,7 @@ static void decode_rows_of_many_sequences(void **state)
 static void decode_rows_a_key_a_thread(void **state)
 {
     (void)state;
-    nu_device *d = nt_open();
-    const nu_device_info *info = nu_device_get_info(d);
-    if (!(info->subgroup_operations & NU_SUBGROUP_ARITHMETIC)) {
-        printf("decode_rows_a_key_a_thread: skipped: %s has no subgroup arithmetic\n", info->name);
-        nt_close(d);
-        skip();
-    }
+    nu_device *d = nt_open_subgroup_arithmetic("decode_rows_a_key_a_thread");
     uint64_t seed = 43;
     const int32_t pos4[4] = {0, 299, 137, 64}, slot4[4] = {2, 0, 3, 1};
     const int32_t pos8[8] = {5, 250, -1, 99, 300, 12, 1, 180}, slot8[8] = {4, 1, 0, 7, 2, 6, 3, 5};
