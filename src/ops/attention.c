@@ -146,14 +146,15 @@ static bool rows_aligned(const nu_tensor *t, uint32_t first)
     return true;
 }
 
-/* The elements (1, 2 or 4) attn_decode_sg.comp's lanes may read from view t's rows at once:
- * contiguous rows of a multiple of them, starting at multiples of them (in the binding). */
-static uint32_t row_pack(const nu_tensor *t, uint32_t first)
+/* The most elements (a power of two, at most `most`) that can be read from view t's rows at once:
+ * contiguous rows of a multiple of them, starting at multiples of them (in the binding). 1, 2 or
+ * 4 for attn_decode_sg.comp's lanes; 8 F16 elements, a 16-byte unit, for attn_decode_keys.comp. */
+static uint32_t row_pack(const nu_tensor *t, uint32_t first, uint32_t most)
 {
     uint32_t last = t->rank - 1;
     if (t->strides[last] != 1)
         return 1;
-    for (uint32_t p = 4; p > 1; p /= 2) {
+    for (uint32_t p = most; p > 1; p /= 2) {
         bool ok = t->shape[last] % p == 0 && first % p == 0;
         for (uint32_t i = 0; ok && i < last; i++)
             ok = t->shape[i] < 2 || t->strides[i] % p == 0;
@@ -161,19 +162,6 @@ static uint32_t row_pack(const nu_tensor *t, uint32_t first)
             return p;
     }
     return 1;
-}
-
-/* Whether t's rows are F16 runs attn_decode_keys.comp reads in 16-byte units: the last dimension
- * contiguous, its length, the first element and every other stride multiples of 8. */
-static bool rows_in_units(const nu_tensor *t, uint32_t first)
-{
-    uint32_t last = t->rank - 1;
-    if (t->dtype != NU_DTYPE_F16 || t->strides[last] != 1 || t->shape[last] % 8 || first % 8)
-        return false;
-    for (uint32_t i = 0; i < last; i++)
-        if (t->shape[i] > 1 && t->strides[i] % 8)
-            return false;
-    return true;
 }
 
 /* attn_decode_keys.comp's shared memory for hg heads a workgroup: q, the tile's scores, the
@@ -363,8 +351,8 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
      * attn_combine.comp: qwen2.5-7b 338.6 / 335.3 and 7B Q5_K_M 308.5 / 304.0 with one head a
      * workgroup; qwen3-8b 301.4 / 306.2 and gemma2-9b 196.2 / 212.5 with two; bench/RESULTS.md). */
     /* A key a thread (tune.by_key): the whole group of a KV head a workgroup unless `heads` says */
-    bool by_key = t->by_key && subgroup && !a->fresh && hd % 8 == 0 && hd <= 256 && rows_in_units(k, a->first[2]) &&
-                  rows_in_units(v, a->first[3]);
+    bool by_key = t->by_key && subgroup && !a->fresh && hd <= 256 && k->dtype == NU_DTYPE_F16 &&
+                  v->dtype == NU_DTYPE_F16 && row_pack(k, a->first[2], 8) == 8 && row_pack(v, a->first[3], 8) == 8;
     if (by_key) {
         uint32_t kg = t->heads ? t->heads : group;
         while (kg > 1 && (group % kg || keys_shared(hd, kg) > d->info.max_shared_memory))
@@ -383,7 +371,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
             return st;
         groups[0] = qh / hg;
     } else if (subgroup) {
-        uint32_t pk = row_pack(k, a->first[2]), pv = row_pack(v, a->first[3]);
+        uint32_t pk = row_pack(k, a->first[2], 4), pv = row_pack(v, a->first[3], 4);
         uint32_t constants[ATTN_CONSTS] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, pk < pv ? pk : pv,
                                            sg, t->keys, hg, cap};
         memcpy(constants + ATTN_FRESH_CONST, a->fresh_const, sizeof a->fresh_const);
