@@ -385,7 +385,8 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
     }
     case K_ATTN_DECODE: {
         /* sub 1: merged in the last split; 2: the per-row form, its one row's position (context - 1)
-         * from t[2]; 3: a key a thread. */
+         * from t[2]; 3: a key a subgroup (attn_decode_sg.comp, where the default may take a key a
+         * thread). */
         nu_attention_desc ad = {.causal = true, .q_position = (uint32_t)k->shape_v[0] - 1,
                                 .kv_length = (uint32_t)k->shape_v[0]};
         if (k->sub == 1)
@@ -393,7 +394,7 @@ static nu_status record(nu_commands *c, const bench_case *k, const bench_tensors
         if (k->sub == 2)
             ad = (nu_attention_desc){.positions = &t[2], .max_length = (uint32_t)k->shape_v[0]};
         if (k->sub == 3)
-            ad.tune.by_key = true; /* attn_decode_keys.comp */
+            ad.tune.no_by_key = true;
         return nu_op_attention(c, &t[0], &t[1], &bt->weights[rep % bt->copies], &bt->outs[rep % bt->copies], &ad);
     }
     case K_KV_ROPE: {

@@ -252,13 +252,13 @@ void ops_cases(const nu_device_info *info, uint64_t size, ops_case_list *out)
                 skipped[nskipped++] = name;
                 continue;
             }
-            static const char *const forms[4] = {"attn_dec", "attn_dec2", "attn_decr", "attn_deck"};
+            static const char *const forms[4] = {"attn_dec", "attn_dec2", "attn_decr", "attn_decs"};
             for (int sub = 0; sub < 4; sub++)
                 cases[ncases++] = (bench_case){forms[sub], name, K_ATTN_DECODE, sub, NU_DTYPE_F16, NU_DTYPE_F16, 0,
                                                {ctx[ci], kvh}, 2.0 * ctx[ci] * kvh * 128 * 2,
                                                sub == 1   ? "combine=fused"
                                                : sub == 2 ? "per-row form = attn_dec"
-                                               : sub == 3 ? "a key a thread (bykey=1)"
+                                               : sub == 3 ? "a key a subgroup (bykey=0)"
                                                : kvh == 8 && ctx[ci] >= 8192 ? ">= 70% of copy" : "",
                                                4.0 * ctx[ci] * 32 * 128};
         }

@@ -751,11 +751,15 @@ static void decode_step_with_graph_params(void **state)
  * nu_op_rms_norm before the separate ops: both norms, half pairs, the subgroup kernel and the
  * fused merge; the key's only, attn_decode.comp. The norms sum their squares in another order
  * than nu_op_rms_norm, so those two variants agree within a few roundings: dst within 1e-5 of
- * the separate ops', the caches within one F16 rounding. */
-static void fresh_variant(int variant)
+ * the separate ops', the caches within one F16 rounding. Variants 6 and 7 are 0 and 4 with a key
+ * a thread (tune.by_key: attn_decode_keys.comp, on both sides, seen in the trace of the first
+ * launch); they need subgroup arithmetic (d). */
+static void fresh_variant(nu_device *d, int variant)
 {
-    nu_device *d = nt_open();
-    uint64_t seed = 41 + (uint64_t)variant;
+    bool by_key = variant >= 6;
+    if (by_key)
+        variant = variant == 6 ? 0 : 4;
+    uint64_t seed = 41 + (uint64_t)variant + (by_key ? 100u : 0u);
     const int64_t P = 64, hkv = 2, hq = 4, D = 64, steps = 40;
     int64_t cs[3] = {P, hkv, D}, qs[3] = {1, hq, D}, ns[3] = {1, hkv, D}, fs[1] = {D / 4};
     nu_dtype cdt = variant == 3 ? NU_DTYPE_F32 : NU_DTYPE_F16;
@@ -777,7 +781,8 @@ static void fresh_variant(int variant)
     nt_tensor qr = nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0);
     nt_tensor out[2] = {nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0), nt_tensor_output(d, NU_DTYPE_F32, 3, qs, 0)};
     nu_attention_tune tune = {.splits = 3, .no_subgroup = variant == 2 || variant == 3 || variant == 5,
-                              .combine = variant % 2 ? NU_ATTENTION_COMBINE_FUSED : NU_ATTENTION_COMBINE_SEPARATE};
+                              .combine = variant % 2 ? NU_ATTENTION_COMBINE_FUSED : NU_ATTENTION_COMBINE_SEPARATE,
+                              .by_key = by_key, .no_by_key = !by_key};
     nu_rope_desc rope = {.layout = NU_ROPE_INTERLEAVED, .theta = 500000.0f};
     if (variant == 1 || variant == 4)
         rope = (nu_rope_desc){.layout = NU_ROPE_HALF, .rotary_dims = (uint32_t)D / 2, .linear_factor = 4.0f,
@@ -802,8 +807,19 @@ static void fresh_variant(int variant)
         new_step_inputs(d, &q, &kn, &vn, &seed);
         uint32_t upos = (uint32_t)t, len = (uint32_t)t + 1;
         NT_OK(nu_graph_set_param(g, p_len, &len, 4));
+        char path[512];
+        snprintf(path, sizeof path, "%s/nuvec-fresh-%d.json", nt_tmp_dir(), (int)getpid());
+        if (t == 0)
+            NT_OK(nu_trace_start(d, path));
         NT_OK(nu_graph_launch(g));
         NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        if (t == 0) {
+            NT_OK(nu_trace_stop(d));
+            const char *want = by_key ? "attn_decode_keys" : tune.no_subgroup ? "attn_decode" : "attn_decode_sg";
+            if (!nt_trace_has(path, want))
+                fail_msg("fresh variant %d%s: %s did not run", variant, by_key ? " (by_key)" : "", want);
+            remove(path);
+        }
         nt_tensor_download(&out[0]);
         memcpy(got, out[0].values, n * sizeof *got);
         /* The same step as separate ops, recorded with its values, on the other caches. */
@@ -836,22 +852,22 @@ static void fresh_variant(int variant)
         nt_tensor_download(&out[1]);
         for (size_t i = 0; i < n; i++)
             if (exact ? memcmp(&got[i], &out[1].values[i], sizeof *got) != 0 : !(fabsf(got[i] - out[1].values[i]) <= 1e-5f))
-                fail_msg("fresh variant %d, step %lld: the fresh form's dst[%zu] is %.9g, the separate ops' %.9g", variant,
+                fail_msg("fresh variant %d%s, step %lld: the fresh form's dst[%zu] is %.9g, the separate ops' %.9g", variant, by_key ? " (by_key)" : "",
                          (long long)t, i, (double)got[i], (double)out[1].values[i]);
         for (int i = 0; i < 2; i++) {
             nt_tensor_download(&kc[i]);
             nt_tensor_download(&vc[i]);
         }
         if (memcmp(vc[0].bytes, vc[1].bytes, vc[0].size) || (exact && memcmp(kc[0].bytes, kc[1].bytes, kc[0].size)))
-            fail_msg("fresh variant %d, step %lld: the fresh form's caches differ from the separate ops'", variant,
-                     (long long)t);
+            fail_msg("fresh variant %d%s, step %lld: the fresh form's caches differ from the separate ops'", variant,
+                     by_key ? " (by_key)" : "", (long long)t);
         for (size_t i = 0; !exact && i < (size_t)(P * hkv * D); i++) /* positions past t: both as made */
             if (!(isnan(kc[0].values[i]) && isnan(kc[1].values[i])) && !(fabsf(kc[0].values[i] - kc[1].values[i]) <= 1e-3f * fmaxf(1.0f, fabsf(kc[1].values[i]))))
                 fail_msg("fresh variant %d, step %lld: key element %zu is %.9g in the fresh form's cache, %.9g in the "
                          "separate ops'", variant, (long long)t, i, (double)kc[0].values[i], (double)kc[1].values[i]);
         nt_tensor_download(&qr);
         char what[64];
-        snprintf(what, sizeof what, "fresh variant %d, step %lld", variant, (long long)t);
+        snprintf(what, sizeof what, "fresh variant %d%s, step %lld", variant, by_key ? " (by_key)" : "", (long long)t);
         expect_attention(&out[0], qr.values, kc[1].values, vc[1].values, 1, hq, hkv, D, &ad2, what);
     }
     free(got);
@@ -891,14 +907,25 @@ static void fresh_variant(int variant)
     nt_tensor_free(&qn);
     nt_tensor_free(&knn);
     nt_tensor_free(&qr);
-    nt_close(d);
 }
 
 static void fresh_form_in_a_graph(void **state)
 {
     (void)state;
-    for (int variant = 0; variant < 6; variant++)
-        fresh_variant(variant);
+    for (int variant = 0; variant < 6; variant++) {
+        nu_device *d = nt_open();
+        fresh_variant(d, variant);
+        nt_close(d);
+    }
+}
+
+static void fresh_form_a_key_a_thread(void **state)
+{
+    (void)state;
+    nu_device *d = nt_open_subgroup_arithmetic("fresh_form_a_key_a_thread");
+    fresh_variant(d, 6);
+    fresh_variant(d, 7);
+    nt_close(d);
 }
 
 /* ---- the fused merge of the decode splits ------------------------------------------------- */
@@ -1086,6 +1113,7 @@ int main(void)
         cmocka_unit_test(graph_ops_share_partials),
         cmocka_unit_test(decode_step_with_graph_params),
         cmocka_unit_test(fresh_form_in_a_graph),
+        cmocka_unit_test(fresh_form_a_key_a_thread),
         cmocka_unit_test(fused_merge_in_a_graph),
         cmocka_unit_test(prefill_on_the_matrix_units),
         cmocka_unit_test(refuses_bad_tensors),

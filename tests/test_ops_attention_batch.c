@@ -646,8 +646,18 @@ static void fresh_rows_case(const fresh_case *fc, int index)
         fresh_inputs_step(d, &in, B, D, fc->stacked, &seed);
         upload(d, &pt, pos, sizeof pos);
         upload(d, &st, slot, sizeof slot);
+        char path[512];
+        snprintf(path, sizeof path, "%s/nuvec-fresh-rows-%d.json", nt_tmp_dir(), (int)getpid());
+        if (step == 0 && fc->tune.by_key)
+            NT_OK(nu_trace_start(d, path));
         NT_OK(nu_graph_launch(g));
         NT_OK(nu_graph_wait(g, NU_WAIT_FOREVER));
+        if (step == 0 && fc->tune.by_key) {
+            NT_OK(nu_trace_stop(d));
+            if (!nt_trace_has(path, "attn_decode_keys"))
+                fail_msg("fresh rows case %d: attn_decode_keys did not run", index);
+            remove(path);
+        }
         nt_run(d, record_separate, &sep);
         nt_tensor *all[5] = {&out[0], &out[1], &kc[0], &kc[1], &qr};
         for (int i = 0; i < 5; i++)
@@ -714,6 +724,23 @@ static void fresh_rows_against_separate_ops(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         fresh_rows_case(&cases[i], (int)i);
+}
+
+/* The fresh per-row form with a key a thread (tune.by_key: attn_decode_keys.comp, seen in the
+ * trace), against the separate ops with it (fresh_rows_case): F16 caches, head dims 128 and 64,
+ * GQA 4 and 2, half pairs with both norms over stacked q, k and v, interleaved pairs with a window
+ * and the fused merge. Needs subgroup arithmetic. */
+static void fresh_rows_a_key_a_thread(void **state)
+{
+    (void)state;
+    nt_close(nt_open_subgroup_arithmetic("fresh_rows_a_key_a_thread"));
+    const fresh_case cases[] = {
+        {8, 2, 128, NU_DTYPE_F16, 2, true, true, true, 0, 0, {.by_key = true, .splits = 3}},
+        {8, 4, 64, NU_DTYPE_F16, 1, false, false, false, 5, 0, {.by_key = true, .splits = 3,
+                                                                 .combine = NU_ATTENTION_COMBINE_FUSED}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        fresh_rows_case(&cases[i], 10 + (int)i);
 }
 
 /* What the fresh form refuses in the per-row form (and the scalar form's several rows), each by
@@ -886,6 +913,7 @@ int main(void)
         cmocka_unit_test(every_head_dim),
         cmocka_unit_test(one_graph_serves_changing_batches),
         cmocka_unit_test(fresh_rows_against_separate_ops),
+        cmocka_unit_test(fresh_rows_a_key_a_thread),
         cmocka_unit_test(fresh_rows_refusals),
         cmocka_unit_test(auto_path_by_rows_and_slots),
         cmocka_unit_test(refusals),

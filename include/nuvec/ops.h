@@ -488,8 +488,10 @@ typedef enum nu_attention_combine {
  * field. The environment may override them for sweeps (docs/knobs.md). */
 typedef struct nu_attention_tune {
     nu_attention_path path;
-    uint32_t splits;      /* decode: key splits, 1..65535 (0: max_length / chunk, rounded up) */
-    uint32_t chunk;       /* decode: keys a split (0: 32 up to 1024 keys, 128 up to 8192, 256 past) */
+    uint32_t splits;      /* decode: key splits, 1..65535 (0: max_length / chunk, rounded up;
+                           * by_key's below) */
+    uint32_t chunk;       /* decode: keys a split (0: 32 up to 1024 keys, 128 up to 8192, 256 past;
+                           * by_key's below) */
     uint32_t br, bc;      /* prefill tile: query rows (a power of two, 4..64) and keys (1..128; 0: br)
                            * (0: 16 x 16 for head_dim >= 128, 32 x 32 below; keys then rows halved
                            * to fit the device's shared memory). Setting them turns off the
@@ -505,9 +507,12 @@ typedef struct nu_attention_tune {
     uint32_t fused_max;   /* the most splits the last split merges (COMBINE_FUSED, or AUTO's
                            * choice of it), 2..65535 (0: 32); more go to attn_combine.comp */
     bool by_key;          /* decode: a key a thread for the scores (attn_decode_keys.comp) where
-                           * k and v are F16 rows contiguous and 16-byte aligned, head_dim a
-                           * multiple of 8 up to 256, the form not the fresh one; heads a workgroup
-                           * as `heads` says (0: the whole group of a KV head) */
+                           * k and v are F16 rows contiguous and 16-byte aligned and head_dim a
+                           * multiple of 8 up to 256 (default: there, for 4 query heads or more a
+                           * KV head and max_length 4096 or more); heads a workgroup as `heads`
+                           * says (0: the whole group of a KV head); splits and chunk 0: 256
+                           * keys a split, at most 32 splits */
+    bool no_by_key;       /* decode: never attn_decode_keys.comp (over by_key) */
 } nu_attention_tune;
 
 typedef struct nu_attention_desc {
@@ -581,8 +586,8 @@ typedef struct nu_attention_desc {
  * none) gives zeros. F32 arithmetic, the softmax online (the running maximum subtracted: no
  * overflow); within 2^-13 of max |v| of the float64 result plus dst's rounding (the tests').
  * The decode path (kernels/attention/attn_decode.comp; on devices with subgroup arithmetic
- * attn_decode_sg.comp, which reads each key row with a subgroup, or with tune.by_key
- * attn_decode_keys.comp, a key row a thread) splits each row's keys over
+ * attn_decode_sg.comp, which reads each key row with a subgroup, or attn_decode_keys.comp, a key
+ * row a thread: tune.by_key says where) splits each row's keys over
  * workgroups and merges the splits (attn_combine.comp, or the last split: tune.combine); the
  * split count is chosen when recording from max_length, and each launch splits the keys each
  * row has then. The op makes temporary device buffers for the partials (and the fused merge's

@@ -57,6 +57,18 @@
  * attn_dec` with NUVEC_ATTENTION chunk=32..256): chunk 32 at 512 keys took 7.07 us with 8 KV
  * heads and 9.67 with 32, against 10.04 and 14.71 for 64: short contexts want more splits. */
 static uint32_t default_chunk(uint32_t kv_length) { return kv_length <= 1024 ? 32u : kv_length <= 8192 ? 128u : 256u; }
+/* attn_decode_keys.comp's splits by default: 256 keys a split, at most 32 splits (longer splits
+ * past 8192 keys). H100, 8 KV heads, 4 heads a workgroup, us with 128 / 256 / 384 / 512 / 768 /
+ * 1024 / 1536 keys a split: 4096 keys 20.4 / 20.1 / - / 27.0; 8192 keys 34.7 / 27.8 / 30.7 / 29.2;
+ * 32768 keys - / - / - / 75.6 / 92.0 / 66.1 / 83.6. The best are where the splits times the 8
+ * workgroup columns come nearest one wave of two workgroups an SM (264; the kernel's registers let
+ * two run at once); 32 splits of 8 columns is that wave on the H100 (bench/RESULTS.md,
+ * twenty-ninth session). */
+static uint64_t keys_splits(uint32_t max_length)
+{
+    uint64_t splits = ((uint64_t)max_length + 255) / 256;
+    return splits > 32 ? 32 : splits;
+}
 
 /* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H
  * tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N bykey=0|1" (docs/knobs.md): developer
@@ -90,7 +102,7 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
     if (!strcmp(key, "fused_max"))
         return nu__op_knob_u32(value, 2, 65535, false, &t->fused_max);
     if (!strcmp(key, "bykey") && nu__op_knob_u32(value, 0, 1, false, &on))
-        return t->by_key = on, true;
+        return t->by_key = on, t->no_by_key = !on, true;
     return false;
 }
 
@@ -164,12 +176,21 @@ static uint32_t row_pack(const nu_tensor *t, uint32_t first, uint32_t most)
     return 1;
 }
 
+/* The fresh form's staging in shared memory for hg heads a workgroup (attn_fresh.glsl: the heads
+ * turned and as read, the key and value, the norms' sums). */
+static uint64_t fresh_shared(bool fresh, uint32_t hd, uint32_t hg)
+{
+    return fresh ? 4ull * ((2ull * hg + 3) * hd + ATTN_LOCAL + hg + 1) : 0;
+}
+
 /* attn_decode_keys.comp's shared memory for hg heads a workgroup: q, the tile's scores, the
- * heads' factors, maxima and sums, the key groups' outputs, attn_splits.glsl's merge. */
-static uint64_t keys_shared(uint32_t hd, uint32_t hg)
+ * heads' factors, maxima and sums, the key groups' outputs, attn_splits.glsl's merge, and the
+ * fresh form's staging. */
+static uint64_t keys_shared(bool fresh, uint32_t hd, uint32_t hg)
 {
     uint64_t groups = ATTN_LOCAL / (hd / 8);
-    return 4ull * hg * (hd + ATTN_LOCAL + 3 + groups * hd) + 4ull * hg * (1 + 2 * ATTN_LOCAL) + 16;
+    return 4ull * hg * (hd + ATTN_LOCAL + 3 + groups * hd) + 4ull * hg * (1 + 2 * ATTN_LOCAL) + 16 +
+           fresh_shared(fresh, hd, hg);
 }
 
 /* attn_prefill.comp's shared memory: Qs, Ks (padded), Vs, S (padded) and the rows' slots and keys. */
@@ -304,10 +325,8 @@ static nu_status record_prefill(nu_commands *c, attn_op *a, const nu_tensor *q, 
  * value, the norms' sums). */
 static uint64_t decode_shared(const attn_op *a, uint32_t hg, uint32_t nsg)
 {
-    uint64_t hd = (uint64_t)a->hd, bytes = 4ull * hg * (nsg * (2 + hd) + 2 * ATTN_LOCAL + 1);
-    if (a->fresh)
-        bytes += 4ull * ((2ull * hg + 3) * hd + ATTN_LOCAL + hg + 1);
-    return bytes;
+    uint64_t hd = (uint64_t)a->hd;
+    return 4ull * hg * (nsg * (2 + hd) + 2 * ATTN_LOCAL + 1) + fresh_shared(a->fresh, a->hd, hg);
 }
 
 /* The decode path: the keys of each row split over workgroups (the count from max_length), then
@@ -319,18 +338,6 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     nu_kernel *kern;
     nu_attention_tune *t = &a->tune;
     uint32_t hd = (uint32_t)a->hd, qh = (uint32_t)a->qh, tokens = (uint32_t)a->tokens;
-    uint32_t chunk = t->chunk ? t->chunk : default_chunk(a->max_length);
-    uint64_t splits = t->splits ? t->splits : ((uint64_t)a->max_length + chunk - 1) / chunk;
-    if (splits > 65535)
-        splits = 65535;
-    if (splits < 1)
-        splits = 1;
-    /* FINAL: 1 one split straight to dst; 2 the splits' partials, merged by the last split to
-     * finish (attn_splits.glsl: one dispatch, one dependency level in a graph); 0 the partials,
-     * merged by attn_combine.comp (a second dispatch after a barrier): the default (see
-     * resolve_tune and `fused` below), and for more than fused_max splits with combine=fused (the
-     * merge's work in the last split grows with the splits). */
-    uint32_t groups[3] = {qh, (uint32_t)splits, tokens};
     /* The subgroup kernel where the device has subgroup arithmetic and head_dim fills a subgroup
      * at least (a device without it must not see a module that declares it). */
     uint32_t sg = d->info.subgroup_size;
@@ -350,24 +357,50 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
      * work there, not with two heads a workgroup (H100 decode, Q4_K_M files, tokens/s, fused against
      * attn_combine.comp: qwen2.5-7b 338.6 / 335.3 and 7B Q5_K_M 308.5 / 304.0 with one head a
      * workgroup; qwen3-8b 301.4 / 306.2 and gemma2-9b 196.2 / 212.5 with two; bench/RESULTS.md). */
-    /* A key a thread (tune.by_key): the whole group of a KV head a workgroup unless `heads` says */
-    bool by_key = t->by_key && subgroup && !a->fresh && hd <= 256 && k->dtype == NU_DTYPE_F16 &&
-                  v->dtype == NU_DTYPE_F16 && row_pack(k, a->first[2], 8) == 8 && row_pack(v, a->first[3], 8) == 8;
+    /* A key a thread (attn_decode_keys.comp) where it applies: F16 k and v rows, contiguous and
+     * 16-byte aligned, head_dim up to 256. By default where it measured faster than the subgroup
+     * kernel: groups of 4 query heads or more a KV head, 4096 keys or more (H100, `nuvec bench ops
+     * --filter attn_de`, 32 query heads of 128, us, attn_decode_sg.comp against it: 8 KV heads
+     * 4096 / 8192 / 32768 keys 27.2 / 48.0 / 131.2 against 20.5 / 34.8 / 91.4 at the same splits,
+     * 27.6 at 8192 with 256 keys a split, 75.6 at 32768 with 512; 512 keys 12.0 against 12.7; 32 KV
+     * heads, a group of 1, 8192 / 32768 keys 59.8 / 206.9 against 68.8 / 217.0; bench/RESULTS.md,
+     * twenty-ninth session). tune.by_key and no_by_key force it on and off. The whole group of a
+     * KV head a workgroup unless `heads` says (fewer where shared memory says). */
+    bool by_key = !t->no_by_key && (t->by_key || (group >= 4 && a->max_length >= 4096)) && subgroup && hd <= 256 &&
+                  k->dtype == NU_DTYPE_F16 && v->dtype == NU_DTYPE_F16 && row_pack(k, a->first[2], 8) == 8 &&
+                  row_pack(v, a->first[3], 8) == 8;
     if (by_key) {
         uint32_t kg = t->heads ? t->heads : group;
-        while (kg > 1 && (group % kg || keys_shared(hd, kg) > d->info.max_shared_memory))
+        while (kg > 1 && (group % kg || keys_shared(a->fresh, hd, kg) > d->info.max_shared_memory))
             kg--;
-        by_key = keys_shared(hd, kg) <= d->info.max_shared_memory;
+        by_key = keys_shared(a->fresh, hd, kg) <= d->info.max_shared_memory;
         if (by_key)
             hg = kg;
     }
+    /* Keys a split: attn_decode_keys.comp takes tiles of 128 keys with the next tile's loads in
+     * flight, and wants more keys a split than the subgroup kernel (keys_splits). */
+    uint32_t chunk = t->chunk ? t->chunk : default_chunk(a->max_length);
+    uint64_t splits = t->splits ? t->splits
+                      : by_key && !t->chunk ? keys_splits(a->max_length)
+                                            : ((uint64_t)a->max_length + chunk - 1) / chunk;
+    if (splits > 65535)
+        splits = 65535;
+    if (splits < 1)
+        splits = 1;
+    /* FINAL: 1 one split straight to dst; 2 the splits' partials, merged by the last split to
+     * finish (attn_splits.glsl: one dispatch, one dependency level in a graph); 0 the partials,
+     * merged by attn_combine.comp (a second dispatch after a barrier): the default (see
+     * resolve_tune and `fused` below), and for more than fused_max splits with combine=fused (the
+     * merge's work in the last split grows with the splits). */
+    uint32_t groups[3] = {qh, (uint32_t)splits, tokens};
     bool one_head = !subgroup || hg == 1;
     bool fused = t->combine == NU_ATTENTION_COMBINE_FUSED || (t->combine == NU_ATTENTION_COMBINE_AUTO && a->fresh && one_head);
     uint32_t final = splits == 1 ? 1u : fused && splits <= t->fused_max ? 2u : 0u;
     uint32_t cap = a->softcap ? 1u : 0u;
     if (by_key) {
-        uint32_t constants[12] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, 0, 0, 0, hg, cap};
-        if ((st = nu__op_kernel(d, NU__K_attn_decode_keys, sizeof a->push, constants, 12, &kern)) != NU_OK)
+        uint32_t constants[ATTN_CONSTS] = {a->qdt, a->kdt, a->vdt, a->ddt, ATTN_LOCAL, hd, final, 0, 0, 0, hg, cap};
+        memcpy(constants + ATTN_FRESH_CONST, a->fresh_const, sizeof a->fresh_const);
+        if ((st = nu__op_kernel(d, NU__K_attn_decode_keys, sizeof a->push, constants, ATTN_CONSTS, &kern)) != NU_OK)
             return st;
         groups[0] = qh / hg;
     } else if (subgroup) {
@@ -388,10 +421,9 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
     /* Bindings the mode does not use are empty ranges (bound as placeholders, no use of a buffer). */
     nu_binding none = nu__op_unbound(a->bind[0].buffer);
     nu_binding b8[15] = {a->bind[0], a->bind[1], a->bind[2], a->bind[3], none, none, a->bind[4], a->bind[5]};
-    uint32_t nbind = by_key ? 8 : 15; /* attn_decode_keys.comp declares no fresh-form bindings */
     memcpy(b8 + 8, a->fresh_bind, sizeof a->fresh_bind);
     if (final == 1) {
-        st = nu_commands_dispatch(c, kern, groups, b8, nbind, &a->push, sizeof a->push);
+        st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
         if (st == NU_OK)
             note_values(c, a, 0);
         return st;
@@ -413,7 +445,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         if ((st = nu__op_counters(d, FN, (size_t)tokens * groups[0], "nu_op_attention counters", &count)) != NU_OK)
             return st;
         b8[5] = (nu_binding){.buffer = count, .access = NU_ACCESS_READ_WRITE, .offset = 0, .size = 0};
-        st = nu_commands_dispatch(c, kern, groups, b8, nbind, &a->push, sizeof a->push);
+        st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
     } else {
         nu_kernel *combine;
         uint32_t cconst[2] = {a->ddt, hd};
@@ -423,7 +455,7 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
         st = nu__op_kernel(d, NU__K_attn_combine, sizeof cpush, cconst, 2, &combine);
         b8[0] = none;
         if (st == NU_OK)
-            st = nu_commands_dispatch(c, kern, groups, b8, nbind, &a->push, sizeof a->push);
+            st = nu_commands_dispatch(c, kern, groups, b8, 15, &a->push, sizeof a->push);
         if (st == NU_OK) {
             nu_binding cbind[2] = {a->bind[0], {.buffer = part, .access = NU_ACCESS_READ, .offset = 0, .size = (size_t)bytes}};
             uint32_t cgroups[3] = {qh, tokens, 1};
