@@ -44,20 +44,9 @@ int main(int argc, char **argv)
                                  .constant_count = 12};
             nu_kernel *k;
             CHECK(nu_kernel_new(d, &kd, &k));
-            double best = 1e30;
-            for (int t = 0; t < 3; t++) {
-                nu_commands *c;
-                CHECK(nu_commands_new(d, NU_QUEUE_COMPUTE, &c));
-                uint32_t g[3] = {n / 128, n / 128, 1};
-                for (uint32_t r = 0; r < reps; r++)
-                    CHECK(nu_commands_dispatch(c, k, g, b, 4, &push, sizeof push));
-                double t0 = now();
-                CHECK(nu_commands_commit(c));
-                CHECK(nu_commands_wait(c, UINT64_MAX));
-                double dt = (now() - t0) / reps;
-                nu_commands_free(c);
-                best = dt < best ? dt : best;
-            }
+            uint32_t g[3] = {n / 128, n / 128, 1};
+            double best;
+            CHECK(probe_time(d, k, g, b, 4, &push, sizeof push, reps, &best));
             tf[probe] = 2.0 * n * n * (double)n / best / 1e12;
         }
         const char *name = strrchr(argv[f], '/') ? strrchr(argv[f], '/') + 1 : argv[f];
