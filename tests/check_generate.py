@@ -2,11 +2,14 @@
 """check_generate.py NUVEC MODELS_DIR: `nuvec generate` end to end on the tiny models (their README's
 greedy ids and text, greedy on the GPU as with --no-graph), its --tokens and sampling options, --devices
 (a layer split over the same device opened several times: the same ids), `nuvec
-bench llm`'s two decode figures (the same ids), and its refusals (exit status 2 for bad
-arguments, 1 with a message for a bad model)."""
+bench llm`'s two decode figures (the same ids), its refusals (exit status 2 for bad
+arguments, 1 with a message for a bad model), and a reader of its output that goes away (exit
+status 1, the trace still written)."""
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 from checks import check, status
 
@@ -57,6 +60,29 @@ runs = [run(f"{models}/aidreams260K/hf", "--prompt", "I remember", "-n", "20", "
             "--top-p", "0.95", "--seed", "5", "--json") for _ in range(2)]
 check(all(r[0] == 0 for r in runs) and json.loads(runs[0][1])["tokens"] == json.loads(runs[1][1])["tokens"],
       "same seed, same tokens")
+# A reader that goes away (`| head -1`; here it is gone before the first write, so that no write can
+# land first): generate stops with a message and exit status 1 (SIGPIPE ignored, not killed by it)
+# and still closes the model, so NUVEC_TRACE's file is written; with text (aidreams260K) and with ids
+# (stories260K).
+for model, extra in ((f"{models}/aidreams260K/hf", ["--prompt", "I dream of"]), (f"{models}/stories260K/model.gguf", [])):
+    trace = os.path.join(tempfile.mkdtemp(prefix="nuvec-pipe-"), "trace.json")
+    p = subprocess.Popen([nuvec, "generate", model, *extra, "-n", "20"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={**os.environ, "NUVEC_TRACE": trace})
+    p.stdout.close()
+    try:
+        err = p.communicate(timeout=300)[1].decode(errors="replace")
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc, err = None, "timed out"
+    trace_ok = False
+    try:
+        with open(trace) as f:
+            trace_ok = bool(json.load(f))
+    except (OSError, ValueError):
+        pass
+    check(rc == 1 and "standard output" in err and trace_ok,
+          f"{model}: output closed: rc {rc}, stderr {err[-200:]!r}, trace written {trace_ok}")
 # stories260K has no tokenizer: ids are streamed, text is null; --prompt is refused.
 rc, out, err = run(f"{models}/stories260K/hf", "-n", "3", "--json")
 check(rc == 0 and json.loads(out)["text"] is None and json.loads(out)["prompt_tokens"] == [1], f"stories: {out} {err}")

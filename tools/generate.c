@@ -75,16 +75,27 @@ typedef struct streamer {
     const nu_llm_tokenizer *tok;
     nu_llm_detokenizer *detok;
     bool print;
+    int closed; /* errno of a failed write to stdout (its reader gone: EPIPE), 0 while it takes the text */
     char *text; /* all the text given (for --json) */
     size_t ntext, captext;
 } streamer;
 
+/* A failed write to stdout (with SIGPIPE ignored, tools/nuvec.c: a reader that went away gives
+ * EPIPE) ends the generation, so that the model is still closed (a trace written). */
+static bool print_out(streamer *s, const char *t, size_t n)
+{
+    errno = 0;
+    if (fwrite(t, 1, n, stdout) != n || fflush(stdout) != 0) {
+        s->closed = errno ? errno : EIO;
+        return false;
+    }
+    return true;
+}
+
 static bool stream_text(streamer *s, const char *t, size_t n)
 {
-    if (s->print) {
-        fwrite(t, 1, n, stdout);
-        fflush(stdout);
-    }
+    if (s->print && !print_out(s, t, n))
+        return false;
     if (s->ntext + n + 1 > s->captext) {
         size_t ncap = (s->ntext + n + 1) * 2;
         char *b = realloc(s->text, ncap);
@@ -101,15 +112,25 @@ static bool stream_text(streamer *s, const char *t, size_t n)
 static bool stream_token(streamer *s, int32_t id)
 {
     if (!s->tok) {
-        if (s->print) {
-            printf(" %d", id);
-            fflush(stdout);
-        }
-        return true;
+        char b[16];
+        int len = snprintf(b, sizeof b, " %d", id);
+        return !s->print || print_out(s, b, (size_t)len);
     }
     const char *t;
     size_t n;
     return nu_llm_detokenizer_push(s->detok, id, &t, &n) == NU_OK && stream_text(s, t, n);
+}
+
+/* Says why streaming token id (a prompt's or a generated one; NU_LLM_NO_TOKEN: the detokenizer's
+ * last bytes) failed: stdout closed, or the detokenizer or the host's memory. */
+static void stream_failed(const streamer *s, int32_t id)
+{
+    if (s->closed)
+        fprintf(stderr, "\nnuvec generate: standard output: %s; generation stopped\n", strerror(s->closed));
+    else if (id == NU_LLM_NO_TOKEN)
+        fprintf(stderr, "\nnuvec generate: the text's last bytes: %s\n", nu_llm_error_message());
+    else
+        fprintf(stderr, "\nnuvec generate: token %d: %s\n", id, nu_llm_error_message());
 }
 
 /* Generation ends at the vocabulary's end-of-generation tokens (eos, eot, <|im_end|>, ...), or
@@ -271,7 +292,7 @@ int cli_generate(int argc, char **argv)
     if (!json) { /* the prompt as text (or ids) first */
         for (size_t i = 0; i < nids; i++)
             if (!stream_token(&s, ids[i])) {
-                fprintf(stderr, "nuvec generate: prompt token %d: %s\n", ids[i], nu_llm_error_message());
+                stream_failed(&s, ids[i]);
                 goto done;
             }
     } else if (tok && nids) { /* the last prompt token sets how the first one generated decodes */
@@ -298,7 +319,7 @@ int cli_generate(int argc, char **argv)
         }
         out[nout++] = first;
         if (!stream_token(&s, first)) {
-            fprintf(stderr, "\nnuvec generate: token %d: %s\n", first, nu_llm_error_message());
+            stream_failed(&s, first);
             goto done;
         }
         if (!stops(&s, cfg, first) && nout < n) {
@@ -309,7 +330,7 @@ int cli_generate(int argc, char **argv)
                                                        on_greedy_token, &gs);
             decode_s = cli_now_s() - a;
             if (gs.failed_id != NU_LLM_NO_TOKEN) {
-                fprintf(stderr, "\nnuvec generate: token %d: %s\n", gs.failed_id, nu_llm_error_message());
+                stream_failed(&s, gs.failed_id);
                 goto done;
             }
             if (gst != NU_OK) {
@@ -328,7 +349,7 @@ int cli_generate(int argc, char **argv)
         }
         out[nout++] = next;
         if (!stream_token(&s, next)) {
-            fprintf(stderr, "\nnuvec generate: token %d: %s\n", next, nu_llm_error_message());
+            stream_failed(&s, next);
             goto done;
         }
         if (stops(&s, cfg, next) || nout == n)
@@ -344,8 +365,10 @@ int cli_generate(int argc, char **argv)
     if (tok) { /* a character the last tokens left unfinished, as U+FFFD */
         const char *t;
         size_t n_t;
-        if (nu_llm_detokenizer_flush(s.detok, &t, &n_t) != NU_OK || !stream_text(&s, t, n_t))
+        if (nu_llm_detokenizer_flush(s.detok, &t, &n_t) != NU_OK || !stream_text(&s, t, n_t)) {
+            stream_failed(&s, NU_LLM_NO_TOKEN);
             goto done;
+        }
     }
     double prefill_tps = t1 > t0 ? (double)nids / (t1 - t0) : 0, decode_tps = decode_s > 0 ? (double)decodes / decode_s : 0;
     if (json) {

@@ -1,4 +1,5 @@
 /* nuvec: the command-line tool. `nuvec help` lists the subcommands. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -48,6 +49,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* A reader of stdout that goes away (`nuvec generate ... | head -1`) makes writes fail with
+     * EPIPE instead of killing the process, so that a command still closes what it opened (a
+     * model's trace, NUVEC_TRACE, is written at close). */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
