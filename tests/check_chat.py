@@ -3,7 +3,8 @@
 pipe: replies stream and are greedy-deterministic, a later turn finds the earlier turns in the
 cache (its report on stderr: "N cached"), /reset forgets them (the same first reply again, nothing
 cached), Ctrl-C (SIGINT) stops a reply in progress and at the prompt without ending the program,
-/exit and end of input quit with status 0; bad arguments exit 2."""
+/exit and end of input quit with status 0; bad arguments exit 2; a closed stdout ends it with
+status 1."""
 import atexit
 import os
 import re
@@ -121,6 +122,16 @@ for bad in (["--temp"], ["-n", "0"], ["--frobnicate"], []):
 p = subprocess.run([nuvec, "chat", f"{models}/stories260K/hf"], capture_output=True, text=True, timeout=120,
                    stdin=subprocess.DEVNULL)
 check(p.returncode == 1 and "tokenizer" in p.stderr, f"a model without a tokenizer: {p.returncode} {p.stderr}")
+# A reader of stdout that is gone (`| head -1`; here before the first write): the chat ends with a
+# message and status 1 (SIGPIPE ignored, not killed by it).
+p = subprocess.Popen([nuvec, "chat", model], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+p.stdout.close()
+try:
+    err = p.communicate(b"hello\n", timeout=120)[1].decode(errors="replace")
+except subprocess.TimeoutExpired:
+    p.kill()
+    err = "timed out"
+check(p.returncode == 1 and "standard output" in err, f"stdout closed: rc {p.returncode}: {err[-300:]!r}")
 for c in chats:
     said = [l for l in c.err.decode(errors="replace").splitlines() if re.search(r"runtime error|Sanitizer", l)]
     check(not said, f"nuvec chat's stderr: {said[:5]}")

@@ -90,7 +90,19 @@ static void add_message(chat *c, const char *role, const char *text)
     cJSON_AddItemToArray(c->messages, m);
 }
 
-/* One turn: the conversation's prompt, the part the cache lacks run, the reply streamed. */
+/* Writes n bytes of the reply to stdout; false, with the reason in err, where stdout fails (its
+ * reader gone: EPIPE, SIGPIPE being ignored: tools/nuvec.c). */
+static bool reply_out(const char *t, size_t n, char *err, size_t err_size)
+{
+    errno = 0;
+    if (fwrite(t, 1, n, stdout) == n && fflush(stdout) == 0)
+        return true;
+    snprintf(err, err_size, "standard output: %s", strerror(errno ? errno : EIO));
+    return false;
+}
+
+/* One turn: the conversation's prompt, the part the cache lacks run, the reply streamed. 0; -1
+ * where it failed (said on stderr; the message is to be dropped); -2 where stdout failed. */
 static int turn(chat *c)
 {
     char *json = cJSON_PrintUnformatted(c->messages), *text = NULL;
@@ -126,7 +138,7 @@ static int turn(chat *c)
     uint32_t rows = n - same, produced = 0;
     double t0 = cli_now_s();
     char err[300] = "";
-    bool stopped = false;
+    bool stopped = false, closed = false;
     interrupted = 0;
     while (!interrupted) {
         int32_t id;
@@ -144,8 +156,10 @@ static int turn(chat *c)
         if (!gen_text_push(&g, id, err, sizeof err))
             break;
         size_t ready = gen_text_ready(&g, false);
-        fwrite(g.raw + g.released, 1, ready - g.released, stdout);
-        fflush(stdout);
+        if (!reply_out(g.raw + g.released, ready - g.released, err, sizeof err)) {
+            closed = true;
+            break;
+        }
         g.released = ready;
         if (g.stopped || produced >= c->max_reply || n + produced > c->ctx)
             break;
@@ -154,9 +168,10 @@ static int turn(chat *c)
     }
     stopped = interrupted;
     size_t ready = gen_text_ready(&g, true);
-    fwrite(g.raw ? g.raw + g.released : "", 1, ready - g.released, stdout);
-    printf("%s\n", stopped ? " [stopped]" : "");
-    fflush(stdout);
+    const char *end = stopped ? " [stopped]\n" : "\n";
+    if (!closed && (!reply_out(g.raw ? g.raw + g.released : "", ready - g.released, err, sizeof err) ||
+                    !reply_out(end, strlen(end), err, sizeof err)))
+        closed = true;
     double s = cli_now_s() - t0;
     if (err[0])
         fprintf(stderr, "nuvec chat: %s\n", err);
@@ -167,7 +182,7 @@ static int turn(chat *c)
     gen_text_free(&g);
     free(ids);
     interrupted = 0;
-    return err[0] ? -1 : 0;
+    return closed ? -2 : err[0] ? -1 : 0;
 }
 
 int cli_chat(int argc, char **argv)
@@ -275,8 +290,11 @@ int cli_chat(int argc, char **argv)
             c.ctx, c.prompt.origin);
     setvbuf(stdin, NULL, _IONBF, 0); /* wait_for_input polls the descriptor */
     for (;;) {
-        printf("> ");
-        fflush(stdout);
+        char out_err[300];
+        if (!reply_out("> ", 2, out_err, sizeof out_err)) {
+            fprintf(stderr, "nuvec chat: %s\n", out_err);
+            goto done;
+        }
         errno = 0;
         ssize_t got = wait_for_input() ? getline(&line, &line_cap, stdin) : -1;
         if (got < 0 && interrupted)
@@ -309,7 +327,10 @@ int cli_chat(int argc, char **argv)
             continue;
         }
         add_message(&c, "user", line);
-        if (turn(&c)) /* the message is dropped: the conversation stays as it was */
+        int t = turn(&c);
+        if (t == -2) /* stdout gone (said on stderr): the chat ends, status 1 */
+            goto done;
+        if (t) /* the message is dropped: the conversation stays as it was */
             cJSON_DeleteItemFromArray(c.messages, cJSON_GetArraySize(c.messages) - 1);
     }
     rc = 0;
