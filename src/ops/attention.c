@@ -325,8 +325,8 @@ static nu_status record_prefill(nu_commands *c, attn_op *a, const nu_tensor *q, 
  * value, the norms' sums). */
 static uint64_t decode_shared(const attn_op *a, uint32_t hg, uint32_t nsg)
 {
-    uint64_t hd = (uint64_t)a->hd;
-    return 4ull * hg * (nsg * (2 + hd) + 2 * ATTN_LOCAL + 1) + fresh_shared(a->fresh, a->hd, hg);
+    uint32_t hd = (uint32_t)a->hd;
+    return 4ull * hg * (nsg * (2ull + hd) + 2 * ATTN_LOCAL + 1) + fresh_shared(a->fresh, hd, hg);
 }
 
 /* The decode path: the keys of each row split over workgroups (the count from max_length), then
@@ -362,8 +362,8 @@ static nu_status record_decode(nu_commands *c, attn_op *a, const nu_tensor *k, c
      * kernel: groups of 4 query heads or more a KV head, 4096 keys or more (H100, `nuvec bench ops
      * --filter attn_de`, 32 query heads of 128, us, attn_decode_sg.comp against it: 8 KV heads
      * 4096 / 8192 / 32768 keys 27.2 / 48.0 / 131.2 against 20.5 / 34.8 / 91.4 at the same splits,
-     * 27.6 at 8192 with 256 keys a split, 75.6 at 32768 with 512; 512 keys 12.0 against 12.7; 32 KV
-     * heads, a group of 1, 8192 / 32768 keys 59.8 / 206.9 against 68.8 / 217.0; bench/RESULTS.md,
+     * and 20.1 / 27.8 / 66.1 with keys_splits' splits; 512 keys 12.0 against 12.7; 32 KV heads, a
+     * group of 1, 8192 / 32768 keys 59.8 / 206.9 against 68.8 / 217.0; bench/RESULTS.md,
      * twenty-ninth session). tune.by_key and no_by_key force it on and off. The whole group of a
      * KV head a workgroup unless `heads` says (fewer where shared memory says). */
     bool by_key = !t->no_by_key && (t->by_key || (group >= 4 && a->max_length >= 4096)) && subgroup && hd <= 256 &&
