@@ -3,7 +3,8 @@
 pipeline`'s) refuse what is not a number in their range with exit status 2 and a message naming the
 option, before opening a device or a file: no silent default, no wrapped value (`nuvec demo
 --elements 99999999999` once ran 1,215,752,191 elements and failed). In range, they run: `nuvec demo`
-with small values on the default device, `nuvec make-gguf` with --seed, --layers and --threads."""
+with small values on the default device, `nuvec make-gguf` with --seed, --layers and --threads. Output
+that does not get out (a closed pipe, a full device) ends a command with exit status 1 and a message."""
 import os
 import subprocess
 import sys
@@ -55,5 +56,22 @@ with tempfile.TemporaryDirectory() as tmp:
                         "--layers", "1", "--threads", "2"], capture_output=True, text=True, timeout=120)
     check(p.returncode == 0 and os.path.getsize(out) > 0, f"make-gguf in range: rc {p.returncode}: {p.stderr}")
 
-print(f"{len(REFUSED)} refusals and 2 runs checked, {len(failures)} failures")
+# Output that does not get out: a closed pipe (the reader gone before the first write) and a full
+# device; the command ends with exit status 1 and says so (SIGPIPE ignored: not killed by it).
+def closed_pipe(args):
+    p = subprocess.Popen([nuvec, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.communicate(timeout=300)[1].decode(errors="replace")
+    return p.returncode, err
+
+
+for args in (["info"], ["tokenize", f"{models}/aidreams260K/model.gguf", "--prompt", "hello there"]):
+    rc, err = closed_pipe(args)
+    check(rc == 1 and "nuvec: standard output: Broken pipe" in err, f"{' '.join(args)} | (closed): rc {rc}: {err[-300:]!r}")
+if os.path.exists("/dev/full"):
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([nuvec, "info"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    check(p.returncode == 1 and "nuvec: standard output:" in p.stderr, f"info > /dev/full: rc {p.returncode}: {p.stderr!r}")
+
+print(f"{len(REFUSED)} refusals, 2 runs and 3 closed outputs checked, {len(failures)} failures")
 sys.exit(status())

@@ -1,4 +1,5 @@
 /* nuvec: the command-line tool. `nuvec help` lists the subcommands. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,12 +48,9 @@ static void usage(FILE *f)
             NUVEC_VERSION_STRING);
 }
 
-int main(int argc, char **argv)
+/* The command argv[1] runs; its exit status. */
+static int run_command(int argc, char **argv)
 {
-    /* A reader of stdout that goes away (`nuvec generate ... | head -1`) makes writes fail with
-     * EPIPE instead of killing the process, so that a command still closes what it opened (a
-     * model's trace, NUVEC_TRACE, is written at close). */
-    signal(SIGPIPE, SIG_IGN);
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -82,4 +80,23 @@ int main(int argc, char **argv)
     fprintf(stderr, "nuvec: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    /* A reader of stdout that goes away (`nuvec generate ... | head -1`) makes writes fail with
+     * EPIPE instead of killing the process, so that a command still closes what it opened (a
+     * model's trace, NUVEC_TRACE, is written at close). */
+    signal(SIGPIPE, SIG_IGN);
+    int rc = run_command(argc, argv);
+    /* A command that finished but whose output did not all get out (generate and chat stop and say
+     * so themselves) ends with status 1 and says so, as the shell's tools do. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (rc == 0) {
+            fprintf(stderr, "nuvec: standard output: %s\n", strerror(errno ? errno : EIO));
+            rc = 1;
+        }
+    }
+    return rc;
 }
