@@ -116,8 +116,8 @@ static void decode_path(void **state)
  * default outside the fresh form) and by the last split, more splits than keys, one key, GQA 1, 4
  * and 8 with the whole group a workgroup or `heads` of it, head dims 64, 128 and 256 (the heads a
  * workgroup cut to fit shared memory), tiles of 128 keys with a partial last one, causal with
- * q_position offsets and not, a window and a softcap; against the reference, and the kernel seen
- * in the trace. */
+ * q_position offsets and not, a window and a softcap, and the default's choice of it (a group of 4
+ * over 4096 keys); against the reference, and the kernel seen in the trace. */
 static void decode_a_key_a_thread(void **state)
 {
     (void)state;
@@ -141,6 +141,8 @@ static void decode_a_key_a_thread(void **state)
         {{2, 16, 2, 64, 600, 600, 598, true, 2.0f, {.by_key = true, .splits = 2}}, 0, 0},
         {{1, 16, 4, 128, 800, 777, 776, true, 2.0f, {.by_key = true, .chunk = 200}}, 0, 20.0f},
         {{1, 32, 8, 128, 1024, 1000, 999, true, 3.0f, {.by_key = true, .splits = 1}}, 0, 0},
+        /* the default takes it for a group of 4 over 4096 keys (keys_splits: 16 splits of 256) */
+        {{1, 32, 8, 128, 4096, 4096, 4095, true, 0, {0}}, 0, 0},
     };
     char path[512];
     snprintf(path, sizeof path, "%s/nuvec-bykey-%d.json", nt_tmp_dir(), (int)getpid());
