@@ -90,15 +90,14 @@ static void add_message(chat *c, const char *role, const char *text)
     cJSON_AddItemToArray(c->messages, m);
 }
 
-/* Writes n bytes of the reply to stdout; false, with the reason in err, where stdout fails (its
- * reader gone: EPIPE, SIGPIPE being ignored: tools/nuvec.c). */
+/* Writes n bytes of the reply to stdout (cli_stream_out); false, with the reason in err, where
+ * stdout fails (its reader gone: EPIPE). */
 static bool reply_out(const char *t, size_t n, char *err, size_t err_size)
 {
-    errno = 0;
-    if (fwrite(t, 1, n, stdout) == n && fflush(stdout) == 0)
-        return true;
-    snprintf(err, err_size, "standard output: %s", strerror(errno ? errno : EIO));
-    return false;
+    int e = cli_stream_out(t, n);
+    if (e)
+        snprintf(err, err_size, "standard output: %s", strerror(e));
+    return !e;
 }
 
 /* One turn: the conversation's prompt, the part the cache lacks run, the reply streamed. 0; -1

@@ -29,5 +29,8 @@ int cli_serve(int argc, char **argv);    /* tools/serve/: an OpenAI-compatible H
 int cli_template(int argc, char **argv); /* tools/template.c: a chat template's prompt (libnuvec_llm) */
 
 double cli_now_s(void); /* seconds on the monotonic clock, for the subcommands' timings (tools/nuvec.c) */
+/* Writes n bytes to stdout and flushes them (text streamed as it comes: generate, chat); 0, or the
+ * errno of the failure (EPIPE where the reader went away: main ignores SIGPIPE). tools/nuvec.c */
+int cli_stream_out(const char *t, size_t n);
 
 #endif

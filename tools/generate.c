@@ -80,16 +80,12 @@ typedef struct streamer {
     size_t ntext, captext;
 } streamer;
 
-/* A failed write to stdout (with SIGPIPE ignored, tools/nuvec.c: a reader that went away gives
- * EPIPE) ends the generation, so that the model is still closed (a trace written). */
+/* A failed write to stdout (cli_stream_out: a reader that went away gives EPIPE) ends the
+ * generation, so that the model is still closed (a trace written). */
 static bool print_out(streamer *s, const char *t, size_t n)
 {
-    errno = 0;
-    if (fwrite(t, 1, n, stdout) != n || fflush(stdout) != 0) {
-        s->closed = errno ? errno : EIO;
-        return false;
-    }
-    return true;
+    s->closed = cli_stream_out(t, n);
+    return !s->closed;
 }
 
 static bool stream_text(streamer *s, const char *t, size_t n)

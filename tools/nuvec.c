@@ -48,6 +48,14 @@ static void usage(FILE *f)
             NUVEC_VERSION_STRING);
 }
 
+int cli_stream_out(const char *t, size_t n)
+{
+    errno = 0;
+    if (fwrite(t, 1, n, stdout) == n && fflush(stdout) == 0)
+        return 0;
+    return errno ? errno : EIO;
+}
+
 /* The command argv[1] runs; its exit status. */
 static int run_command(int argc, char **argv)
 {
