@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-from checks import check, failures
+from checks import check, closed_reader, failures
 
 nuvec, models = sys.argv[1], sys.argv[2]
 model = f"{models}/aidreams260K/model.gguf"
@@ -124,8 +124,9 @@ p = subprocess.run([nuvec, "chat", f"{models}/stories260K/hf"], capture_output=T
 check(p.returncode == 1 and "tokenizer" in p.stderr, f"a model without a tokenizer: {p.returncode} {p.stderr}")
 # A reader of stdout that is gone (`| head -1`; here before the first write): the chat ends with a
 # message and status 1 (SIGPIPE ignored, not killed by it).
-p = subprocess.Popen([nuvec, "chat", model], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-p.stdout.close()
+w = closed_reader()
+p = subprocess.Popen([nuvec, "chat", model], stdin=subprocess.PIPE, stdout=w, stderr=subprocess.PIPE)
+os.close(w)
 try:
     err = p.communicate(b"hello\n", timeout=120)[1].decode(errors="replace")
 except subprocess.TimeoutExpired:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 
-from checks import check, failures, status
+from checks import check, closed_reader, failures, status
 
 nuvec, models = sys.argv[1], sys.argv[2]
 model = f"{models}/stories260K/model.gguf"
@@ -59,8 +59,9 @@ with tempfile.TemporaryDirectory() as tmp:
 # Output that does not get out: a closed pipe (the reader gone before the first write) and a full
 # device; the command ends with exit status 1 and says so (SIGPIPE ignored: not killed by it).
 def closed_pipe(args):
-    p = subprocess.Popen([nuvec, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    p.stdout.close()
+    w = closed_reader()
+    p = subprocess.Popen([nuvec, *args], stdout=w, stderr=subprocess.PIPE)
+    os.close(w)
     err = p.communicate(timeout=300)[1].decode(errors="replace")
     return p.returncode, err
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from checks import check, status
+from checks import check, closed_reader, status
 
 nuvec, models = sys.argv[1], sys.argv[2]
 
@@ -66,9 +66,10 @@ check(all(r[0] == 0 for r in runs) and json.loads(runs[0][1])["tokens"] == json.
 # (stories260K).
 for model, extra in ((f"{models}/aidreams260K/hf", ["--prompt", "I dream of"]), (f"{models}/stories260K/model.gguf", [])):
     trace = os.path.join(tempfile.mkdtemp(prefix="nuvec-pipe-"), "trace.json")
-    p = subprocess.Popen([nuvec, "generate", model, *extra, "-n", "20"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env={**os.environ, "NUVEC_TRACE": trace})
-    p.stdout.close()
+    w = closed_reader()
+    p = subprocess.Popen([nuvec, "generate", model, *extra, "-n", "20"], stdout=w, stderr=subprocess.PIPE,
+                         env={**os.environ, "NUVEC_TRACE": trace})
+    os.close(w)
     try:
         err = p.communicate(timeout=300)[1].decode(errors="replace")
         rc = p.returncode
