@@ -93,11 +93,12 @@ const char *nt_attn_tune_name(const nu_attention_tune *t, char *buf, size_t size
 {
     static const char *const paths[] = {"", "path=decode ", "path=prefill "}, *const combines[] = {"", "combine=separate ",
                                                                                                    "combine=fused "};
-    snprintf(buf, size, "%s%s%s%s%s", (unsigned)t->path < 3 ? paths[t->path] : "path=? ",
+    snprintf(buf, size, "%s%s%s%s%s%s", (unsigned)t->path < 3 ? paths[t->path] : "path=? ",
              (unsigned)t->combine < 3 ? combines[t->combine] : "combine=? ", t->no_subgroup ? "no_subgroup " : "",
-             t->no_matrix_units ? "no_matrix_units " : "", t->by_key ? "by_key " : "");
-    const char *names[] = {"splits", "chunk", "br", "bc", "keys", "heads", "tc_rows", "fused_max"};
-    uint32_t values[] = {t->splits, t->chunk, t->br, t->bc, t->keys, t->heads, t->tc_rows, t->fused_max};
+             t->no_matrix_units ? "no_matrix_units " : "", t->by_key ? "by_key " : "",
+             t->no_fragments ? "no_fragments " : "");
+    const char *names[] = {"splits", "chunk", "br", "bc", "keys", "heads", "tc_rows", "tc_keys", "fused_max"};
+    uint32_t values[] = {t->splits, t->chunk, t->br, t->bc, t->keys, t->heads, t->tc_rows, t->tc_keys, t->fused_max};
     for (size_t i = 0, n = strlen(buf); i < sizeof values / sizeof values[0] && n < size; i++)
         if (values[i])
             n += (size_t)snprintf(buf + n, size - n, "%s=%u ", names[i], values[i]);

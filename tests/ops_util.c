@@ -365,18 +365,24 @@ void nt_round_as_dot_path(const float *x, int64_t n, double *xhat, double *tie)
     }
 }
 
-bool nt_trace_has(const char *path, const char *kernel)
+unsigned nt_trace_which(const char *path, const char *const *kernels, int n)
 {
     char *text = nt_read_file(path), want[64];
     assert_non_null(text);
-    snprintf(want, sizeof want, "\"name\":\"%s", kernel);
     char *o = text;
     for (const char *c = text; *c; c++) /* the writer's spacing aside */
         if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
             *o++ = *c;
     *o = 0;
-    bool found = strstr(text, want) != NULL;
+    unsigned found = 0;
+    for (int i = 0; i < n && i < 32; i++) {
+        snprintf(want, sizeof want, "\"name\":\"%s", kernels[i]);
+        if (strstr(text, want))
+            found |= 1u << i;
+    }
     free(text);
     remove(path);
     return found;
 }
+
+bool nt_trace_has(const char *path, const char *kernel) { return nt_trace_which(path, &kernel, 1) != 0; }

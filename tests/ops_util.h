@@ -80,6 +80,8 @@ float nt_dtype_tolerance(nu_dtype dtype);
  * (a command buffer's dispatches are named by their kernels; a graph launch's are not). The file
  * is removed. */
 bool nt_trace_has(const char *path, const char *kernel);
+/* The same for n kernels at once: bit i set where a command's name starts with kernels[i]. */
+unsigned nt_trace_which(const char *path, const char *const *kernels, int n);
 
 /* A repacked tensor (Q4_0_SOA or Q6_K_SOA: nuvec/tensor.h) that nu_op_copy made from src (a Q4_0
  * or Q6_K view) in a shared buffer of its own, `offset` bytes in, the rest of the buffer poisoned

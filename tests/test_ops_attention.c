@@ -1026,10 +1026,15 @@ static void fused_merge_in_a_graph(void **state)
 }
 
 /* One case of prefill_on_the_matrix_units: within its tolerance of the reference, and not equal to
- * attn_prefill.comp's results (tc=0), which shows the matrix units ran. */
+ * attn_prefill.comp's results (tc=0), which shows the matrix units ran; the kernel seen in the
+ * trace: attn_prefill_frag (the softmax in registers) by default where the device is NVIDIA's and
+ * head_dim at most 128 (its fragments have the layout that kernel reads), attn_prefill_coopmat with
+ * tune.no_fragments. */
 static void check_on_the_units(nu_device *d, const shape_case *sc, uint32_t window, float softcap, nu_dtype dd,
                                uint64_t *seed)
 {
+    char path[512];
+    snprintf(path, sizeof path, "%s/nuvec-units-%d.json", nt_tmp_dir(), (int)getpid());
     int64_t qs[3] = {sc->tokens, sc->hq, sc->D}, ks[3] = {sc->positions, sc->hkv, sc->D};
     nt_tensor q = nt_tensor_random(d, NU_DTYPE_F16, 3, qs, 0, -1, 1, seed);
     nt_tensor k = nt_tensor_random(d, NU_DTYPE_F16, 3, ks, 0, -1, 1, seed);
@@ -1041,9 +1046,24 @@ static void check_on_the_units(nu_device *d, const shape_case *sc, uint32_t wind
     snprintf(what, sizeof what, "matrix units: F16 q, k, v, %s dst, tokens %lld, head_dim %lld, window %u, softcap %g, tune %s",
              nu_dtype_name(dst.t.dtype), (long long)sc->tokens, (long long)sc->D, window, (double)softcap,
              nt_attn_tune_name(&sc->tune, tn, sizeof tn));
-    run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
+    bool want_frag = nu_device_get_info(d)->vendor_id == 0x10de && sc->D <= 128 && !sc->tune.no_fragments;
     size_t count = (size_t)(sc->tokens * sc->hq * sc->D);
     float *tc = malloc(count * sizeof *tc);
+    for (int form = 1; form >= 0; form--) { /* the shared-memory softmax, then the default */
+        desc.tune.no_fragments = form == 1 || sc->tune.no_fragments;
+        NT_OK(nu_trace_start(d, path));
+        run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, what);
+        NT_OK(nu_trace_stop(d));
+        static const char *const kernels[2] = {"attn_prefill_frag", "attn_prefill_coopmat"};
+        unsigned ran = nt_trace_which(path, kernels, 2);
+        bool frag = ran & 1, shared = ran & 2;
+        if (form == 1 ? !shared || frag : want_frag ? !frag || shared : !frag && !shared)
+            fail_msg("%s: %s: attn_prefill_frag %s, attn_prefill_coopmat %s", what,
+                     form ? "tune.no_fragments" : "the default", frag ? "ran" : "did not run",
+                     shared ? "ran" : "did not run");
+        if (form == 0 && !frag && !want_frag)
+            printf("%s: the default took attn_prefill_coopmat\n", what);
+    }
     memcpy(tc, dst.values, count * sizeof *tc);
     desc.tune.no_matrix_units = true;
     run_check(d, &dst, &q.t, q.values, &k.t, k.values, &v.t, v.values, &desc, "attn_prefill.comp beside it");
@@ -1060,13 +1080,14 @@ static void check_on_the_units(nu_device *d, const shape_case *sc, uint32_t wind
     nt_tensor_free(&dst);
 }
 
-/* The prefill kernel on the matrix units (attn_prefill_coopmat.comp, where the device has
- * VK_KHR_cooperative_matrix: the H200, not lavapipe): F16 q, k, v with aligned rows, 64-row
- * and 128-row blocks (tc_rows) with partial last blocks, causal from 0 and as a later chunk, not
- * causal, GQA 1 and 4, both head dims, F32/F16/BF16 dst; then sliding windows (blocks of keys
- * skipped before the first row's window) and logit softcaps (Gemma's), alone and together. Opened
- * without validation: Debian 12's layer predates the extension (nuvec leaves it off under that
- * layer). */
+/* The prefill kernels on the matrix units (attn_prefill_frag.comp and attn_prefill_coopmat.comp,
+ * where the device has VK_KHR_cooperative_matrix: the H100 and H200, not lavapipe): F16 q, k, v
+ * with aligned rows, 64-row and 128-row blocks (tc_rows) with partial last blocks, causal from 0
+ * and as a later chunk, not causal, GQA 1 and 4, both head dims, F32/F16/BF16 dst; then sliding
+ * windows (blocks of keys skipped before the first row's window) and logit softcaps (Gemma's),
+ * alone and together; each in both forms (check_on_the_units), with attn_prefill_frag's 32-key
+ * blocks and 128-row workgroups too. Opened without validation: Debian 12's layer predates the
+ * extension (nuvec leaves it off under that layer). */
 static void prefill_on_the_matrix_units(void **state)
 {
     (void)state;
@@ -1080,6 +1101,9 @@ static void prefill_on_the_matrix_units(void **state)
         {70, 8, 2, 80, 80, 75, 5, true, 0, {0}},      {90, 4, 2, 96, 100, 90, 0, true, 0, {0}},
         {150, 8, 4, 256, 160, 150, 0, true, 0, {0}},  {40, 4, 4, 16, 40, 40, 0, false, 0, {0}},
         {50, 8, 2, 32, 64, 60, 10, true, 0, {0}},
+        /* attn_prefill_frag's other block shapes: 32 keys a block, 128 rows a workgroup */
+        {300, 8, 2, 128, 300, 300, 0, true, 0, {.tc_keys = 32}}, {260, 8, 4, 64, 300, 290, 30, true, 0, {.tc_rows = 128}},
+        {200, 4, 4, 128, 260, 250, 50, true, 0, {.tc_rows = 128, .tc_keys = 32}},
     };
     const struct {
         shape_case sc;
@@ -1092,6 +1116,7 @@ static void prefill_on_the_matrix_units(void **state)
         {{100, 4, 1, 128, 90, 83, 0, true, 0.1f, {.tc_rows = 64}}, 20, 0}, /* (a window needs causal masks) */
         {{64, 16, 4, 128, 128, 128, 64, true, 0, {0}}, 0, 1.0f},
         {{300, 8, 2, 128, 300, 300, 0, true, 0, {0}}, 33, 0},     /* whole blocks skipped */
+        {{300, 8, 2, 128, 300, 300, 0, true, 0, {.tc_keys = 32}}, 70, 0.4f},
     };
     nt_attn_v_tolerance = 1.0 / 1024.0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -500,9 +500,15 @@ typedef struct nu_attention_tune {
     uint32_t keys;        /* subgroup decode: keys a subgroup has in flight, 1..16 (0: 4) */
     uint32_t heads;       /* subgroup decode: query heads a workgroup, 1..8 (0: 2; fewer where they
                            * do not divide q_heads / kv_heads or do not fit shared memory) */
-    bool no_matrix_units; /* prefill: attn_prefill.comp where attn_prefill_coopmat.comp would run */
-    uint32_t tc_rows;     /* matrix-unit prefill: query rows a workgroup, 64 or 128 (0: 128, or 64
-                           * where 128 does not fit shared memory) */
+    bool no_matrix_units; /* prefill: attn_prefill.comp where the matrix units' kernels would run */
+    uint32_t tc_rows;     /* matrix-unit prefill: query rows a workgroup, 64 or 128 (0: 64 with the
+                           * softmax in registers, else 128, or 64 where 128 does not fit shared
+                           * memory) */
+    uint32_t tc_keys;     /* matrix-unit prefill with the softmax in registers: keys a block, 32 or
+                           * 64 (0: 64, or 32 where 64 does not fit shared memory) */
+    bool no_fragments;    /* matrix-unit prefill: the softmax through shared memory even where the
+                           * device's fragment layout lets it stay in registers (NVIDIA's
+                           * mma.m16n8k16 layout, checked once a device; head_dim up to 128) */
     nu_attention_combine combine;
     uint32_t fused_max;   /* the most splits the last split merges (COMBINE_FUSED, or AUTO's
                            * choice of it), 2..65535 (0: 32); more go to attn_combine.comp */
@@ -597,9 +603,12 @@ typedef struct nu_attention_desc {
  * the other (right, but with a pass over each slot's keys), so batches of decode rows of many
  * sequences want the decode path: the automatic choice takes it for rows with slots no more
  * than the cache's slots (tune.path DECODE forces it for more). Devices with cooperative matrices take a prefill kernel on
- * them (attn_prefill_coopmat.comp; its p and scaled q rounded to F16, within 2^-10 of max |v|)
- * for F16 q, k, v with 16-byte aligned rows and head_dim a multiple of 16 that fits its shared
- * memory, in the scalar form (windows and softcaps too); everything else takes attn_prefill.comp.
+ * them (attn_prefill_frag.comp, the softmax in the fragments' registers, where the device's
+ * fragment layout is the one it reads (NVIDIA's) and head_dim is at most 128; else
+ * attn_prefill_coopmat.comp, the softmax through shared memory; p and scaled q rounded to F16,
+ * within 2^-10 of max |v|) for F16 q, k, v with 16-byte aligned rows and head_dim a multiple of
+ * 16 that fits its shared memory, in the scalar form (windows and softcaps too); everything else
+ * takes attn_prefill.comp.
  * desc is required. In a graph, the scalar form's q_position and kv_length may be launch
  * parameters (nu_op_graph_param); the per-row form's are buffer contents. */
 #define NU_ATTENTION_DECODE_ROWS 4

@@ -4,9 +4,11 @@
  * kernels/attention/: attn_decode.comp, attn_decode_sg.comp and attn_decode_keys.comp (each row's
  * keys split over workgroups, the splits merged by attn_combine.comp, a second dispatch, or by the
  * last split to finish: attn_splits.glsl), attn_prefill.comp (flash-attention style tiles; a tile
- * mixing slots takes them one after the other) and attn_prefill_coopmat.comp (the same on the
- * matrix units); which keys a row sees is attn_rows.glsl's, shared by all. Each .comp's header
- * describes its layout and constants. The cache writes are kv_cache.c's.
+ * mixing slots takes them one after the other), and on the matrix units attn_prefill_frag.comp
+ * (the softmax in the fragments' registers, where their layout allows: nu__op_fragments_quad) and
+ * attn_prefill_coopmat.comp (the softmax through shared memory), which share
+ * attn_prefill_coopmat.glsl; which keys a row sees is attn_rows.glsl's, shared by all. Each
+ * .comp's header describes its layout and constants. The cache writes are kv_cache.c's.
  *
  * The KV cache: one K and one V tensor per layer, [slots, positions, kv_heads, head_dim] (rank 3:
  * one slot), position p of slot s at [s, p] (F32, F16 or BF16). A batched decode step writes its
@@ -71,8 +73,8 @@ static uint64_t keys_splits(uint32_t max_length)
 }
 
 /* NUVEC_ATTENTION="path=decode|prefill split=S chunk=C br=BR bc=BC subgroup=0|1 keys=K heads=H
- * tc=0|1 tc_rows=64|128 combine=fused|separate fused_max=N bykey=0|1" (docs/knobs.md): developer
- * overrides of the desc's nu_attention_tune, field by field. */
+ * tc=0|1 tc_rows=64|128 tc_keys=32|64 frag=0|1 combine=fused|separate fused_max=N bykey=0|1"
+ * (docs/knobs.md): developer overrides of the desc's nu_attention_tune, field by field. */
 static bool apply_knob(void *ctx, const char *key, const char *value)
 {
     nu_attention_tune *t = ctx;
@@ -97,6 +99,10 @@ static bool apply_knob(void *ctx, const char *key, const char *value)
         return t->no_matrix_units = !on, true;
     if (!strcmp(key, "tc_rows"))
         return nu__op_knob_u32(value, 64, 128, true, &t->tc_rows);
+    if (!strcmp(key, "tc_keys"))
+        return nu__op_knob_u32(value, 32, 64, true, &t->tc_keys);
+    if (!strcmp(key, "frag") && nu__op_knob_u32(value, 0, 1, false, &on))
+        return t->no_fragments = !on, true;
     if (!strcmp(key, "combine") && (!strcmp(value, "fused") || !strcmp(value, "separate")))
         return t->combine = !strcmp(value, "fused") ? NU_ATTENTION_COMBINE_FUSED : NU_ATTENTION_COMBINE_SEPARATE, true;
     if (!strcmp(key, "fused_max"))
@@ -118,6 +124,7 @@ static nu_status resolve_tune(nu_device *d, const nu_attention_tune *in, nu_atte
                       : t->keys > 16 ? "keys"
                       : t->heads > 8 ? "heads"
                       : t->tc_rows && t->tc_rows != 64 && t->tc_rows != 128 ? "tc_rows"
+                      : t->tc_keys && t->tc_keys != 32 && t->tc_keys != 64 ? "tc_keys"
                       : (unsigned)t->combine > NU_ATTENTION_COMBINE_FUSED ? "combine"
                       : t->fused_max == 1 || t->fused_max > 65535 ? "fused_max" : NULL;
     if (bad)
@@ -125,7 +132,8 @@ static nu_status resolve_tune(nu_device *d, const nu_attention_tune *in, nu_atte
                         bad);
     nu_status st = nu__op_env_knobs(d, FN, "NUVEC_ATTENTION", "path=decode|prefill, split=1..65535, chunk=1.., "
                                     "br=4|8|16|32|64, bc=1..128, subgroup=0|1, keys=1..16, heads=1..8, tc=0|1, "
-                                    "tc_rows=64|128, combine=fused|separate, fused_max=2..65535, bykey=0|1", apply_knob, t);
+                                    "tc_rows=64|128, tc_keys=32|64, frag=0|1, combine=fused|separate, "
+                                    "fused_max=2..65535, bykey=0|1", apply_knob, t);
     /* The defaults (nuvec/ops.h). The splits merged by attn_combine.comp by default: the merge in
      * the last split to finish (combine=fused) was slower on the H200 at 512 and 4096 keys (12.3 /
      * 41.1 us against 7.1 / 21.5 with 8 KV heads at chunk 32; 13.0 / 36.4 against 9.7 / 37.5 with
@@ -262,29 +270,49 @@ static nu_status record_prefill(nu_commands *c, attn_op *a, const nu_tensor *q, 
     nu_kernel *kern;
     uint32_t hd = (uint32_t)a->hd;
     nu_attention_tune *t = &a->tune;
-    /* The matrix units: tc_rows query rows a workgroup, 16 a subgroup (attn_prefill_coopmat.comp),
-     * where its shared memory fits: k's and v's 32 rows of D + 8 halves, and per subgroup 16 x 32
-     * scores (F32, 16 floats of padding), p (F16, rows of 40) and 16 row factors; head_dim a multiple of 16 (its
-     * fragments); the scalar form (its masks are the scalar form's: windows and softcaps too). */
-    uint32_t tc_rows = t->tc_rows ? t->tc_rows : 128;
-    for (;;) {
-        uint32_t tc_sg = tc_rows / 16;
-        uint64_t tc_shared = 16ull * 64 * ((uint64_t)hd + 8) / 8 + tc_sg * ((16ull * 32 + 16) * 4 + 16ull * 40 * 2 + 64);
-        if (tc_shared <= d->info.max_shared_memory && 32 * tc_sg <= d->info.max_workgroup_size[0])
-            break;
-        if (t->tc_rows || tc_rows == 64) {
-            tc_rows = 0; /* does not fit */
-            break;
-        }
-        tc_rows = 64;
+    /* The matrix units (attn_prefill_frag.comp, attn_prefill_coopmat.comp): F16 q, k and v,
+     * head_dim a multiple of 16 (their fragments), the scalar form (their masks are the scalar
+     * form's: windows and softcaps too). */
+    bool units = !t->no_matrix_units && !t->br && !t->bc && hd % 16 == 0 && !a->per_row &&
+                 q->dtype == NU_DTYPE_F16 && k->dtype == NU_DTYPE_F16 && v->dtype == NU_DTYPE_F16 &&
+                 nu__op_tensor_cores(d, NU_DTYPE_F16, 32) && d->info.subgroup_size == 32 &&
+                 rows_aligned(q, a->first[1]) && rows_aligned(k, a->first[2]) && rows_aligned(v, a->first[3]);
+    /* attn_prefill_frag.comp, the softmax in the fragments' registers, where their layout is the
+     * one it reads (nu__op_fragments_quad) and head_dim is at most 128 (q's and O's fragments in
+     * registers): tc_rows query rows a workgroup (default 64), blocks of tc_keys keys (default 64,
+     * 32 where shared memory says), k's and v's rows of D + 8 halves its only shared memory (q
+     * staged 64 rows at a time in the same space). */
+    uint32_t tc_rows = 0, frag_keys = 0;
+    if (units && !t->no_fragments && hd <= 128 && nu__op_fragments_quad(d)) {
+        tc_rows = t->tc_rows ? t->tc_rows : 64;
+        frag_keys = t->tc_keys ? t->tc_keys : 64;
+        while (frag_keys > 32 && 4ull * frag_keys * (hd + 8) + 16 > d->info.max_shared_memory)
+            frag_keys /= 2;
+        if (4ull * frag_keys * (hd + 8) + 16 > d->info.max_shared_memory ||
+            2 * tc_rows > d->info.max_workgroup_size[0])
+            tc_rows = frag_keys = 0;
     }
-    if (tc_rows && !t->no_matrix_units && !t->br && !t->bc && hd % 16 == 0 && !a->per_row &&
-        q->dtype == NU_DTYPE_F16 && k->dtype == NU_DTYPE_F16 && v->dtype == NU_DTYPE_F16 &&
-        nu__op_tensor_cores(d, NU_DTYPE_F16, 32) && d->info.subgroup_size == 32 && rows_aligned(q, a->first[1]) &&
-        rows_aligned(k, a->first[2]) && rows_aligned(v, a->first[3]) &&
-        ((uint64_t)a->tokens + tc_rows - 1) / tc_rows <= d->info.max_workgroup_count[0]) {
-        uint32_t constants[7] = {a->qdt, a->kdt, a->vdt, a->ddt, 2 * tc_rows, hd, a->softcap ? 1u : 0u};
-        if ((st = nu__op_kernel(d, NU__K_attn_prefill_coopmat, sizeof a->push, constants, 7, &kern)) != NU_OK)
+    /* Else attn_prefill_coopmat.comp: tc_rows query rows a workgroup, 16 a subgroup, where its
+     * shared memory fits: k's and v's 32 rows of D + 8 halves, and per subgroup 16 x 32 scores
+     * (F32, 16 floats of padding), p (F16, rows of 40) and 16 row factors. */
+    if (units && !frag_keys) {
+        tc_rows = t->tc_rows ? t->tc_rows : 128;
+        for (;;) {
+            uint32_t tc_sg = tc_rows / 16;
+            uint64_t tc_shared = 16ull * 64 * ((uint64_t)hd + 8) / 8 + tc_sg * ((16ull * 32 + 16) * 4 + 16ull * 40 * 2 + 64);
+            if (tc_shared <= d->info.max_shared_memory && 32 * tc_sg <= d->info.max_workgroup_size[0])
+                break;
+            if (t->tc_rows || tc_rows == 64) {
+                tc_rows = 0; /* does not fit */
+                break;
+            }
+            tc_rows = 64;
+        }
+    }
+    if (tc_rows && ((uint64_t)a->tokens + tc_rows - 1) / tc_rows <= d->info.max_workgroup_count[0]) {
+        uint32_t constants[8] = {a->qdt, a->kdt, a->vdt, a->ddt, 2 * tc_rows, hd, a->softcap ? 1u : 0u, frag_keys};
+        if ((st = nu__op_kernel(d, frag_keys ? NU__K_attn_prefill_frag : NU__K_attn_prefill_coopmat, sizeof a->push,
+                                constants, frag_keys ? 8 : 7, &kern)) != NU_OK)
             return st;
         uint32_t groups[3] = {(uint32_t)(((uint64_t)a->tokens + tc_rows - 1) / tc_rows), (uint32_t)a->qh, 1};
         st = nu_commands_dispatch(c, kern, groups, a->bind, 6, &a->push, sizeof a->push);

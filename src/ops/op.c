@@ -39,6 +39,7 @@ struct nu__ops {
     size_t count, capacity;
     op_env *env;
     size_t env_count, env_capacity;
+    int fragments; /* nu__op_fragments_quad: 0 not yet asked, 1 the quad layout, -1 another or none */
 };
 
 nu_status nu__ops_init(nu_device *d)
@@ -92,6 +93,63 @@ bool nu__op_tensor_cores(const nu_device *d, nu_dtype operands, uint32_t min_sub
             return true;
     }
     return false;
+}
+
+/* The quad layout of a 16 x 16 fragment (NVIDIA's mma.m16n8k16): lane t's element i holds row
+ * t / 4 + 8 ((i >> 2) & 1), column 2 (t % 4) + (i & 1) + 8 ((i >> 1) & 1), 8 elements a lane. */
+static bool quad_layout(const float *elements, float length)
+{
+    if (length != 8.0f)
+        return false;
+    for (uint32_t t = 0; t < 32; t++)
+        for (uint32_t i = 0; i < 8; i++) {
+            uint32_t r = t / 4 + 8 * ((i >> 2) & 1), c = 2 * (t % 4) + (i & 1) + 8 * ((i >> 1) & 1);
+            if (elements[t * 16 + i] != (float)(16 * r + c))
+                return false;
+        }
+    return true;
+}
+
+/* Runs kernels/matmul/coopmat_layout.comp once and reads what each lane's fragment elements hold. */
+static bool probe_fragments(nu_device *d)
+{
+    nu_kernel *k;
+    nu_buffer *out = NULL;
+    nu_commands *c = NULL;
+    float result[2 + 2 * 32 * 16];
+    const uint32_t groups[3] = {1, 1, 1};
+    bool quad = false;
+    if (nu__op_kernel(d, NU__K_coopmat_layout, 0, NULL, 0, &k) != NU_OK ||
+        nu_buffer_new(d, sizeof result, NU_STORAGE_PRIVATE, &out) != NU_OK)
+        goto done;
+    nu_buffer_set_name(out, "nu_op fragment layout probe");
+    nu_binding bind = {.buffer = out, .access = NU_ACCESS_WRITE, .offset = 0, .size = sizeof result};
+    if (nu_commands_new(d, NU_QUEUE_COMPUTE, &c) == NU_OK && nu_commands_fill(c, out, 0, sizeof result, 0) == NU_OK &&
+        nu_commands_dispatch(c, k, groups, &bind, 1, NULL, 0) == NU_OK &&
+        nu_commands_download(c, out, 0, result, sizeof result) == NU_OK && nu_commands_commit(c) == NU_OK &&
+        nu_commands_wait(c, NU_WAIT_FOREVER) == NU_OK)
+        quad = quad_layout(result + 2, result[0]) && quad_layout(result + 2 + 32 * 16, result[1]);
+done:
+    nu_commands_free(c);
+    nu_buffer_free(out);
+    return quad;
+}
+
+bool nu__op_fragments_quad(nu_device *d)
+{
+    struct nu__ops *o = d->ops;
+    if (!nu__op_tensor_cores(d, NU_DTYPE_F16, 32) || d->info.subgroup_size != 32)
+        return false;
+    pthread_mutex_lock(&o->lock);
+    int known = o->fragments;
+    pthread_mutex_unlock(&o->lock);
+    if (known)
+        return known > 0;
+    bool quad = probe_fragments(d); /* two threads may both run it: the same answer */
+    pthread_mutex_lock(&o->lock);
+    o->fragments = quad ? 1 : -1;
+    pthread_mutex_unlock(&o->lock);
+    return quad;
 }
 
 nu_status nu__op_counters(nu_device *d, const char *op, size_t n, const char *name, nu_buffer **out)

@@ -77,6 +77,13 @@ nu_status nu__op_no_alias(const char *op, const nu_tensor *dst, const char *name
  * has them). *first: t's first element's index in the binding, in elements (16-bit halves for
  * block dtypes). NU_ERROR_UNSUPPORTED when the range exceeds the device's largest binding. */
 nu_status nu__op_bind(const char *op, const nu_tensor *t, nu_access access, nu_binding *out, uint32_t *first);
+/* Whether the device's 16 x 16 F16 A fragments and F32 accumulators at subgroup scope (subgroups of
+ * 32) are laid out as NVIDIA's mma.m16n8k16 (lane t's element i: row t / 4 + 8 ((i >> 2) & 1),
+ * column 2 (t % 4) + (i & 1) + 8 ((i >> 1) & 1)), which kernels reading fragment elements by index
+ * assume. VK_KHR_cooperative_matrix leaves the layout to the driver, so the first call runs
+ * kernels/matmul/coopmat_layout.comp (one submission, waited for) and the answer is kept for the
+ * device; false without the matrix units, or where the probe fails. */
+bool nu__op_fragments_quad(nu_device *d);
 /* A private buffer of n zeroed 32-bit counters named `name` (kernels/last_arrival.glsl's: fresh
  * memory, nu_buffer_from writes the zeros, so no fill is recorded); failures under op's name. */
 nu_status nu__op_counters(nu_device *d, const char *op, size_t n, const char *name, nu_buffer **out);
